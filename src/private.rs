@@ -1,0 +1,1 @@
+//! Support for generated code. Not public API.
