@@ -1,1 +1,39 @@
-//! runtime
+//! The circuit-breaker runtime behind [breakerbox](https://docs.rs/breakerbox): the state
+//! machine and its policies, the registry, errors, events, metrics and clock.
+//!
+//! Use it through the `breakerbox` crate, which re-exports everything here.
+//!
+//! ```
+//! use breakerbox_runtime::{Breaker, Config, Error, State};
+//! use std::time::Duration;
+//!
+//! let breaker = Breaker::new("users", Config::builder().failures(5).open_for(Duration::from_secs(2)).build()?);
+//! let answer: Result<u32, Error<std::io::Error>> = breaker.call(|| Ok(42));
+//! assert_eq!(answer.unwrap(), 42);
+//! assert_eq!(breaker.state(), State::Closed);
+//! # Ok::<(), breakerbox_runtime::ConfigError>(())
+//! ```
+#![warn(missing_docs)]
+
+mod breaker;
+mod clock;
+mod config;
+mod counters;
+mod error;
+mod event;
+mod metrics;
+mod outcome;
+mod registry;
+mod sync;
+mod window;
+
+pub use breaker::{Breaker, Permit, State};
+#[cfg(feature = "tokio")]
+pub use clock::TokioClock;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::{Config, ConfigBuilder, ConfigError, Window};
+pub use error::{Error, RejectReason, Rejected, Timeout};
+pub use event::{Event, Reason};
+pub use metrics::Metrics;
+pub use outcome::Outcome;
+pub use registry::{Registry, registry};

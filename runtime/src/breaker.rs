@@ -1,0 +1,986 @@
+//! The breaker: admission, recording, and the state machine.
+//!
+//! # The protocol
+//!
+//! * `state` packs the generation (high 32 bits) and the state tag (low bits). Every call reads
+//!   it once (Acquire). Every transition happens under `transition` (a mutex taken only on
+//!   transitions, never on the call path), prepares the new state's data first, then publishes
+//!   the new word with a Release store, bumping the generation.
+//! * A permit remembers the generation it was admitted in. Its result is counted in the totals
+//!   but not fed to the policy if the generation moved on meanwhile (seed 004's generation).
+//! * Closed, consecutive policy: `streak` packs the generation and the failures in a row. A
+//!   success only reads it, and writes only if there was a streak to break; a failure bumps it
+//!   with a CAS that fails for a stale generation. The thread whose failure reaches the
+//!   threshold trips; the transition lock and generation check make it happen once.
+//! * Half-open: `probe` packs the generation, the probes admitted, and the successes. Admission
+//!   is a CAS that never exceeds `half_open_calls`.
+
+use core::fmt;
+use core::time::Duration;
+use std::sync::Arc;
+
+use crate::clock::{ClockRef, nanos};
+use crate::config::Config;
+use crate::counters::{Count, Counters};
+use crate::error::{Error, RejectReason, Rejected};
+use crate::event::{Event, Listener, Reason};
+use crate::metrics::Metrics;
+use crate::outcome::Outcome;
+use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering, RwLock, lock, read, write};
+use crate::window::RateWindow;
+
+/// Where a breaker stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum State {
+    /// Calls run and their outcomes are counted.
+    Closed,
+    /// Calls are rejected until `open_for` has passed.
+    Open,
+    /// A limited number of probe calls decide between closing and opening again.
+    HalfOpen,
+    /// Forced open by hand: every call is rejected until [`Breaker::reset`].
+    ForcedOpen,
+    /// Switched off by hand: every call runs and nothing is recorded until [`Breaker::reset`].
+    Disabled,
+}
+
+impl State {
+    const ALL: [State; 5] = [
+        State::Closed,
+        State::Open,
+        State::HalfOpen,
+        State::ForcedOpen,
+        State::Disabled,
+    ];
+
+    fn tag(self) -> u64 {
+        self as u64
+    }
+
+    fn from_word(word: u64) -> State {
+        State::ALL[(word & 0xff) as usize % State::ALL.len()]
+    }
+
+    /// The state's name: `closed`, `open`, `half-open`, `forced-open`, `disabled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Closed => "closed",
+            State::Open => "open",
+            State::HalfOpen => "half-open",
+            State::ForcedOpen => "forced-open",
+            State::Disabled => "disabled",
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[inline]
+fn generation(word: u64) -> u32 {
+    (word >> 32) as u32
+}
+
+#[inline]
+fn pack(generation: u32, low: u64) -> u64 {
+    (u64::from(generation) << 32) | low
+}
+
+const PROBE_BITS: u32 = 16;
+const PROBE_MASK: u64 = (1 << PROBE_BITS) - 1;
+
+/// The breaker's shared state. `Breaker` is a handle to it.
+pub(crate) struct Inner {
+    // Read on every call; written only on transitions and streak changes.
+    state: AtomicU64,
+    streak: AtomicU64,
+    config: Config,
+    window: Option<RateWindow>,
+    name: Box<str>,
+    // Written on transitions and on the slower paths.
+    open_until: AtomicU64,
+    state_since: AtomicU64,
+    streak_start: AtomicU64,
+    probe: AtomicU64,
+    probe_progress: AtomicU64,
+    reopens: AtomicU32,
+    active: AtomicU32,
+    times_opened: AtomicU64,
+    transition: Mutex<()>,
+    last_failure: Mutex<Option<Arc<str>>>,
+    listeners: RwLock<Vec<Listener>>,
+    pub(crate) registered: bool,
+    // Each thread writes its own stripe; see counters.rs.
+    counters: Counters,
+}
+
+/// A circuit breaker. Cheap to clone: clones are handles to one breaker.
+///
+/// Most users meet breakers through `#[circuit_breaker]` and the [`registry`](crate::registry);
+/// this is the API underneath, for code that wants to drive one by hand.
+///
+/// ```
+/// use breakerbox_runtime::{Breaker, Config, Error, State};
+///
+/// let breaker = Breaker::new("payments", Config::builder().failures(2).build()?);
+/// for _ in 0..2 {
+///     let r: Result<(), _> = breaker.call(|| Err("connection refused"));
+///     assert!(matches!(r, Err(Error::Inner(_))));
+/// }
+/// assert_eq!(breaker.state(), State::Open);
+/// let r: Result<(), Error<&str>> = breaker.call(|| Ok(()));
+/// let rejected = r.unwrap_err();
+/// assert!(rejected.to_string().starts_with("circuit breaker 'payments' is open; retry in 60.0s"));
+/// # Ok::<(), breakerbox_runtime::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct Breaker(Handle);
+
+#[derive(Clone)]
+enum Handle {
+    /// Registry breakers live as long as the process: no reference count to touch.
+    Static(&'static Inner),
+    Shared(Arc<Inner>),
+}
+
+impl fmt::Debug for Breaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Breaker")
+            .field("name", &self.name())
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+/// What a permit was admitted as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Closed,
+    Probe,
+    Disabled,
+}
+
+/// Leave to make one call; record its outcome with it.
+///
+/// From [`Breaker::try_acquire`]. A permit dropped without a verdict records what is right: a
+/// [`Failure`](Outcome::Failure) while the thread is panicking (the panic goes on), otherwise
+/// [`Ignored`](Outcome::Ignored) — a cancelled future says nothing about the service.
+///
+/// ```
+/// use breakerbox_runtime::{Breaker, Config, Outcome};
+///
+/// let breaker = Breaker::new("cache", Config::default());
+/// let permit = breaker.try_acquire()?;
+/// // ... make the call ...
+/// permit.record(Outcome::Success);
+/// assert_eq!(breaker.metrics().successes, 1);
+/// # Ok::<(), breakerbox_runtime::Rejected>(())
+/// ```
+#[must_use = "a permit records a cancelled call when dropped; record the outcome instead"]
+pub struct Permit<'a> {
+    inner: &'a Inner,
+    generation: u32,
+    kind: Kind,
+    /// When the call started, if a `slow` threshold needs it measured.
+    started: u64,
+    done: bool,
+}
+
+impl Breaker {
+    /// A breaker of its own, outside the registry.
+    pub fn new(name: impl Into<String>, config: Config) -> Breaker {
+        Breaker(Handle::Shared(Arc::new(Inner::new(
+            name.into(),
+            config,
+            false,
+        ))))
+    }
+
+    pub(crate) fn leaked(name: String, config: Config) -> Breaker {
+        Breaker(Handle::Static(Box::leak(Box::new(Inner::new(
+            name, config, true,
+        )))))
+    }
+
+    #[inline]
+    pub(crate) fn inner(&self) -> &Inner {
+        match &self.0 {
+            Handle::Static(i) => i,
+            Handle::Shared(a) => a,
+        }
+    }
+
+    /// The breaker's name.
+    pub fn name(&self) -> &str {
+        &self.inner().name
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &Config {
+        &self.inner().config
+    }
+
+    /// Its state now. An open breaker whose `open_for` has passed reads `Open` until a call
+    /// arrives to probe.
+    pub fn state(&self) -> State {
+        State::from_word(self.inner().state.load(Ordering::Acquire))
+    }
+
+    /// Asks to make one call. Record the outcome with the permit.
+    #[inline]
+    pub fn try_acquire(&self) -> Result<Permit<'_>, Rejected> {
+        self.inner()
+            .acquire()
+            .map_err(|(reason, retry_after)| Rejected {
+                breaker: self.clone(),
+                reason,
+                retry_after,
+            })
+    }
+
+    /// Runs `f` through the breaker: `Ok` is a success, `Err` a failure, whose message is kept
+    /// if it trips the breaker. A panic in `f` counts as a failure and resumes.
+    #[inline]
+    pub fn call<T, E: fmt::Display>(
+        &self,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, Error<E>> {
+        let permit = self.try_acquire()?;
+        let result = f();
+        match &result {
+            Ok(_) => permit.success(),
+            Err(e) => permit.failure_with(e),
+        }
+        result.map_err(Error::Inner)
+    }
+
+    /// Awaits `fut` through the breaker, counting as [`call`](Breaker::call) does. If the
+    /// returned future is dropped before it finishes, the call counts as
+    /// [`Ignored`](Outcome::Ignored). Needs no particular async runtime.
+    pub async fn call_async<T, E: fmt::Display>(
+        &self,
+        fut: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, Error<E>> {
+        let permit = self.try_acquire()?;
+        let result = fut.await;
+        match &result {
+            Ok(_) => permit.success(),
+            Err(e) => permit.failure_with(e),
+        }
+        result.map_err(Error::Inner)
+    }
+
+    /// Runs `f` through the breaker and lets `classify` say what its result means.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{Breaker, Config, Outcome};
+    /// use std::time::Duration;
+    ///
+    /// let breaker = Breaker::new("api", Config::default());
+    /// // A 503 with Retry-After: 30 opens the breaker for 30 seconds at once.
+    /// let status = breaker.call_with(|| 503, |s| match s {
+    ///     200..=499 => Outcome::Success,
+    ///     503 => Outcome::TripFor(Duration::from_secs(30)),
+    ///     _ => Outcome::Failure,
+    /// });
+    /// assert_eq!(status.unwrap(), 503);
+    /// assert_eq!(breaker.state(), breakerbox_runtime::State::Open);
+    /// ```
+    pub fn call_with<R>(
+        &self,
+        f: impl FnOnce() -> R,
+        classify: impl FnOnce(&R) -> Outcome,
+    ) -> Result<R, Rejected> {
+        let permit = self.try_acquire()?;
+        let result = f();
+        permit.record(classify(&result));
+        Ok(result)
+    }
+
+    /// Forces the breaker open: every call is rejected until [`reset`](Breaker::reset).
+    pub fn force_open(&self) {
+        self.inner().manual(State::ForcedOpen, None);
+    }
+
+    /// Switches the breaker off: every call runs and nothing is recorded until
+    /// [`reset`](Breaker::reset).
+    pub fn disable(&self) {
+        self.inner().manual(State::Disabled, None);
+    }
+
+    /// Back to normal: closed, with empty counts and the base open time. Totals in
+    /// [`metrics`](Breaker::metrics) keep counting.
+    pub fn reset(&self) {
+        self.inner().manual(State::Closed, None);
+    }
+
+    /// Opens the breaker now for `duration`; then it probes as usual.
+    pub fn trip_for(&self, duration: Duration) {
+        self.inner().manual(State::Open, Some(duration));
+    }
+
+    /// Calls `listener` on every state change of this breaker, on the thread that caused it.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{Breaker, Config, State};
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let breaker = Breaker::new("search", Config::default());
+    /// let log = seen.clone();
+    /// breaker.on_state_change(move |e| log.lock().unwrap().push((e.from, e.to)));
+    /// breaker.force_open();
+    /// assert_eq!(*seen.lock().unwrap(), [(State::Closed, State::ForcedOpen)]);
+    /// ```
+    pub fn on_state_change(&self, listener: impl Fn(&Event) + Send + Sync + 'static) {
+        write(&self.inner().listeners).push(Arc::new(listener));
+    }
+
+    /// The message of the failure that last tripped the breaker.
+    pub fn last_failure(&self) -> Option<Arc<str>> {
+        lock(&self.inner().last_failure).clone()
+    }
+
+    /// A snapshot of the breaker's state and counts.
+    pub fn metrics(&self) -> Metrics {
+        self.inner().metrics()
+    }
+
+    /// Whether two handles are the same breaker.
+    pub fn same(&self, other: &Breaker) -> bool {
+        core::ptr::eq(self.inner(), other.inner())
+    }
+}
+
+impl Inner {
+    fn new(name: String, config: Config, registered: bool) -> Inner {
+        let now = config.clock.coarse();
+        let window = config.uses_window().then(|| RateWindow::new(config.window));
+        Inner {
+            state: AtomicU64::new(pack(0, State::Closed.tag())),
+            streak: AtomicU64::new(pack(0, 0)),
+            window,
+            name: name.into_boxed_str(),
+            open_until: AtomicU64::new(0),
+            state_since: AtomicU64::new(now),
+            streak_start: AtomicU64::new(now),
+            probe: AtomicU64::new(0),
+            probe_progress: AtomicU64::new(now),
+            reopens: AtomicU32::new(0),
+            active: AtomicU32::new(0),
+            times_opened: AtomicU64::new(0),
+            transition: Mutex::new(()),
+            last_failure: Mutex::new(None),
+            listeners: RwLock::new(Vec::new()),
+            registered,
+            counters: Counters::default(),
+            config,
+        }
+    }
+
+    fn clock(&self) -> &ClockRef {
+        &self.config.clock
+    }
+
+    #[inline]
+    fn permit(&self, generation: u32, kind: Kind) -> Permit<'_> {
+        let started = match self.config.slow {
+            Some(_) if kind != Kind::Disabled => self.clock().precise(),
+            _ => 0,
+        };
+        Permit {
+            inner: self,
+            generation,
+            kind,
+            started,
+            done: false,
+        }
+    }
+
+    #[inline]
+    fn acquire(&self) -> Result<Permit<'_>, (RejectReason, Option<Duration>)> {
+        // Acquire pairs with the Release store of a transition: whoever sees a state also sees
+        // the data prepared for it (deadline, probe word, cleared window).
+        let word = self.state.load(Ordering::Acquire);
+        let generation = generation(word);
+        match State::from_word(word) {
+            State::Closed => {
+                if let Some(max) = self.config.max_concurrent {
+                    // Relaxed: a plain counter; the limit holds because each admission is one
+                    // atomic increment checked against it.
+                    if self.active.fetch_add(1, Ordering::Relaxed) >= max {
+                        self.active.fetch_sub(1, Ordering::Relaxed);
+                        return Err(self.reject(RejectReason::BulkheadFull, None));
+                    }
+                }
+                Ok(self.permit(generation, Kind::Closed))
+            }
+            State::Disabled => Ok(self.permit(generation, Kind::Disabled)),
+            State::ForcedOpen => Err(self.reject(RejectReason::ForcedOpen, None)),
+            State::Open => self.acquire_open(generation),
+            State::HalfOpen => self.acquire_probe(generation, self.clock().coarse()),
+        }
+    }
+
+    #[inline]
+    fn reject(
+        &self,
+        reason: RejectReason,
+        retry_after: Option<Duration>,
+    ) -> (RejectReason, Option<Duration>) {
+        self.counters.add(Count::Rejected);
+        (reason, retry_after)
+    }
+
+    #[inline]
+    fn acquire_open(
+        &self,
+        generation: u32,
+    ) -> Result<Permit<'_>, (RejectReason, Option<Duration>)> {
+        let now = self.clock().coarse();
+        let until = self.open_until.load(Ordering::Relaxed);
+        if now < until {
+            return Err(self.reject(RejectReason::Open, Some(Duration::from_nanos(until - now))));
+        }
+        self.open_elapsed(generation, now)
+    }
+
+    #[cold]
+    fn open_elapsed(
+        &self,
+        generation: u32,
+        now: u64,
+    ) -> Result<Permit<'_>, (RejectReason, Option<Duration>)> {
+        self.transition(
+            generation,
+            &[State::Open],
+            State::HalfOpen,
+            Reason::OpenElapsed,
+            None,
+            now,
+        );
+        // Whoever won the transition, the breaker is now past `Open` (or changed by hand):
+        // admit by what it is now.
+        let word = self.state.load(Ordering::Acquire);
+        match State::from_word(word) {
+            State::HalfOpen => self.acquire_probe(crate::breaker::generation(word), now),
+            _ => self.acquire(),
+        }
+    }
+
+    fn acquire_probe(
+        &self,
+        generation: u32,
+        now: u64,
+    ) -> Result<Permit<'_>, (RejectReason, Option<Duration>)> {
+        let limit = u64::from(self.config.half_open_calls);
+        let mut cur = self.probe.load(Ordering::Acquire);
+        loop {
+            if crate::breaker::generation(cur) != generation {
+                // The round ended while we looked; admit by the state now.
+                return self.acquire();
+            }
+            let admitted = (cur >> PROBE_BITS) & PROBE_MASK;
+            if admitted >= limit {
+                let last = self.probe_progress.load(Ordering::Relaxed);
+                if now.saturating_sub(last) >= nanos(self.config.probe_timeout) {
+                    self.transition(
+                        generation,
+                        &[State::HalfOpen],
+                        State::Open,
+                        Reason::ProbeTimeout,
+                        None,
+                        now,
+                    );
+                }
+                return Err(self.reject(RejectReason::HalfOpenFull, None));
+            }
+            match self.probe.compare_exchange_weak(
+                cur,
+                cur + (1 << PROBE_BITS),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    self.probe_progress.store(now, Ordering::Relaxed);
+                    return Ok(self.permit(generation, Kind::Probe));
+                }
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Records a finished call.
+    fn record(&self, permit: &Permit<'_>, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
+        if permit.kind == Kind::Disabled {
+            return;
+        }
+        if permit.kind == Kind::Closed && self.config.max_concurrent.is_some() {
+            self.active.fetch_sub(1, Ordering::Relaxed);
+        }
+        let slow = match self.config.slow {
+            Some(threshold) if outcome != Outcome::Ignored => {
+                let took = self.clock().precise().saturating_sub(permit.started);
+                took >= nanos(threshold)
+            }
+            _ => false,
+        };
+        if slow {
+            self.counters.add(Count::Slow);
+        }
+        match outcome {
+            Outcome::Success => self.counters.add(Count::Success),
+            Outcome::Failure | Outcome::TripFor(_) => {
+                self.counters.add(Count::Failure);
+                tracing::debug!(target: "breakerbox", name = %self.name, cause = cause.map(tracing::field::display), "call failed");
+            }
+            Outcome::Ignored => self.counters.add(Count::Ignored),
+        }
+        if let Outcome::TripFor(d) = outcome {
+            // The service said how long to stay away: honour it whatever the generation.
+            let now = self.clock().coarse();
+            let from = [State::Closed, State::Open, State::HalfOpen];
+            self.transition_any(&from, State::Open, Reason::TripFor(d), cause, now, Some(d));
+            return;
+        }
+        // A slow call counts as a failure unless slow calls trip by their own rate.
+        let failed = outcome == Outcome::Failure || (slow && self.config.slow_rate.is_none());
+        match permit.kind {
+            Kind::Closed => self.record_closed(permit.generation, outcome, failed, slow, cause),
+            Kind::Probe => self.record_probe(permit.generation, outcome, failed || slow, cause),
+            Kind::Disabled => {}
+        }
+    }
+
+    fn record_closed(
+        &self,
+        generation: u32,
+        outcome: Outcome,
+        failed: bool,
+        slow: bool,
+        cause: Option<&dyn fmt::Display>,
+    ) {
+        if outcome == Outcome::Ignored {
+            return;
+        }
+        if let Some(window) = &self.window {
+            let now = self.clock().coarse();
+            if generation != crate::breaker::generation(self.state.load(Ordering::Relaxed)) {
+                return; // stale: admitted before the last transition
+            }
+            if window.record(failed, slow, now, self.config.min_calls) {
+                self.judge_rates(window, generation, now, cause);
+            }
+            if self.config.failure_rate.is_some() {
+                return;
+            }
+        }
+        // Consecutive failures.
+        let cur = self.streak.load(Ordering::Relaxed);
+        if !failed {
+            // The common case reads and goes: no write unless a streak is to be broken.
+            if cur as u32 != 0 && crate::breaker::generation(cur) == generation {
+                let _ = self.streak.compare_exchange(
+                    cur,
+                    pack(generation, 0),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+            return;
+        }
+        self.record_streak_failure(generation, cur, cause);
+    }
+
+    #[cold]
+    fn record_streak_failure(
+        &self,
+        generation: u32,
+        mut cur: u64,
+        cause: Option<&dyn fmt::Display>,
+    ) {
+        let within = self.config.failures_within.map(nanos);
+        let now = if within.is_some() {
+            self.clock().coarse()
+        } else {
+            0
+        };
+        loop {
+            if crate::breaker::generation(cur) != generation {
+                return; // stale
+            }
+            let mut n = (cur as u32).saturating_add(1);
+            if let Some(within) = within {
+                // A streak older than `within` starts again with this failure.
+                if n == 1 || now.saturating_sub(self.streak_start.load(Ordering::Relaxed)) > within
+                {
+                    n = 1;
+                }
+            }
+            match self.streak.compare_exchange_weak(
+                cur,
+                pack(generation, u64::from(n)),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    if n == 1 && within.is_some() {
+                        self.streak_start.store(now, Ordering::Relaxed);
+                    }
+                    if n >= self.config.failures {
+                        let now = self.clock().coarse();
+                        self.transition(
+                            generation,
+                            &[State::Closed],
+                            State::Open,
+                            Reason::Failures(n),
+                            cause,
+                            now,
+                        );
+                    }
+                    return;
+                }
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    #[cold]
+    fn judge_rates(
+        &self,
+        window: &RateWindow,
+        generation: u32,
+        now: u64,
+        cause: Option<&dyn fmt::Display>,
+    ) {
+        let t = window.tally(now);
+        if t.calls < u64::from(self.config.min_calls) || t.calls == 0 {
+            return;
+        }
+        let pct = |n: u64| (n * 100 / t.calls) as u8;
+        let reason = match (self.config.failure_rate, self.config.slow_rate) {
+            (Some(limit), _) if pct(t.failures) >= limit => Reason::FailureRate(pct(t.failures)),
+            (_, Some(limit)) if pct(t.slow) >= limit => Reason::SlowRate(pct(t.slow)),
+            _ => return,
+        };
+        self.transition(
+            generation,
+            &[State::Closed],
+            State::Open,
+            reason,
+            cause,
+            now,
+        );
+    }
+
+    fn record_probe(
+        &self,
+        generation: u32,
+        outcome: Outcome,
+        failed: bool,
+        cause: Option<&dyn fmt::Display>,
+    ) {
+        let now = self.clock().coarse();
+        if failed {
+            self.transition(
+                generation,
+                &[State::HalfOpen],
+                State::Open,
+                Reason::ProbeFailed,
+                cause,
+                now,
+            );
+            return;
+        }
+        let mut cur = self.probe.load(Ordering::Acquire);
+        loop {
+            if crate::breaker::generation(cur) != generation {
+                return; // the round is over
+            }
+            let next = match outcome {
+                Outcome::Ignored => cur - (1 << PROBE_BITS), // frees the slot
+                _ => cur + 1,
+            };
+            match self
+                .probe
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(actual) => cur = actual,
+            }
+        }
+        self.probe_progress.store(now, Ordering::Relaxed);
+        let successes = (cur & PROBE_MASK) + 1;
+        if outcome == Outcome::Success && successes >= u64::from(self.config.successes) {
+            self.transition(
+                generation,
+                &[State::HalfOpen],
+                State::Closed,
+                Reason::ProbesSucceeded,
+                None,
+                now,
+            );
+        }
+    }
+
+    fn manual(&self, to: State, open_for: Option<Duration>) {
+        let now = self.clock().coarse();
+        let reason = match (to, open_for) {
+            (State::Open, Some(d)) => Reason::TripFor(d),
+            (State::ForcedOpen, _) => Reason::ForcedOpen,
+            (State::Disabled, _) => Reason::Disabled,
+            _ => Reason::Reset,
+        };
+        self.transition_any(&State::ALL, to, reason, None, now, open_for);
+    }
+
+    /// Moves from one of `from` in `generation` to `to`. Returns whether it did.
+    fn transition(
+        &self,
+        generation: u32,
+        from: &[State],
+        to: State,
+        reason: Reason,
+        cause: Option<&dyn fmt::Display>,
+        now: u64,
+    ) -> bool {
+        self.change(Some(generation), from, to, reason, cause, now, None)
+    }
+
+    fn transition_any(
+        &self,
+        from: &[State],
+        to: State,
+        reason: Reason,
+        cause: Option<&dyn fmt::Display>,
+        now: u64,
+        open_for: Option<Duration>,
+    ) -> bool {
+        self.change(None, from, to, reason, cause, now, open_for)
+    }
+
+    #[cold]
+    #[allow(clippy::too_many_arguments)]
+    fn change(
+        &self,
+        expect: Option<u32>,
+        from: &[State],
+        to: State,
+        reason: Reason,
+        cause: Option<&dyn fmt::Display>,
+        now: u64,
+        open_for: Option<Duration>,
+    ) -> bool {
+        let guard = lock(&self.transition);
+        let word = self.state.load(Ordering::Acquire);
+        let was = State::from_word(word);
+        if expect.is_some_and(|g| g != generation(word)) || !from.contains(&was) {
+            return false;
+        }
+        let next = generation(word).wrapping_add(1);
+        // Prepare everything the new state reads before publishing it.
+        match to {
+            State::Open => {
+                let d = match open_for {
+                    Some(d) => d,
+                    None => self.next_open_for(),
+                };
+                self.open_until
+                    .store(now.saturating_add(nanos(d)), Ordering::Relaxed);
+                self.times_opened.fetch_add(1, Ordering::Relaxed);
+                if let Some(cause) = cause {
+                    *lock(&self.last_failure) = Some(cause.to_string().into());
+                }
+            }
+            State::HalfOpen => {
+                self.probe.store(pack(next, 0), Ordering::Relaxed);
+                self.probe_progress.store(now, Ordering::Relaxed);
+            }
+            State::Closed => {
+                self.streak.store(pack(next, 0), Ordering::Relaxed);
+                if let Some(w) = &self.window {
+                    w.clear();
+                }
+                self.reopens.store(0, Ordering::Relaxed);
+            }
+            State::ForcedOpen | State::Disabled => {}
+        }
+        if matches!(to, State::Closed | State::ForcedOpen | State::Disabled) {
+            // Whatever happened before a close or a manual state, the next trip starts over.
+            self.streak.store(pack(next, 0), Ordering::Relaxed);
+        }
+        self.state_since.store(now, Ordering::Relaxed);
+        self.state.store(pack(next, to.tag()), Ordering::Release);
+        drop(guard);
+        self.emit(Event {
+            name: self.name.to_string(),
+            from: was,
+            to,
+            reason,
+            at: Duration::from_nanos(now),
+        });
+        true
+    }
+
+    /// The open time for this opening: `open_for × backoff^reopens`, capped, with jitter.
+    fn next_open_for(&self) -> Duration {
+        let c = &self.config;
+        let level = self.reopens.fetch_add(1, Ordering::Relaxed);
+        let mut secs = c.open_for.as_secs_f64() * c.backoff.powi(level.min(1024) as i32);
+        secs = secs.min(c.max_open_for.as_secs_f64());
+        if c.jitter > 0.0 {
+            let r =
+                splitmix(self.times_opened.load(Ordering::Relaxed) ^ (self as *const Inner as u64));
+            let unit = (r >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
+            secs *= 1.0 + c.jitter * (2.0 * unit - 1.0);
+            secs = secs.min(c.max_open_for.as_secs_f64());
+        }
+        Duration::try_from_secs_f64(secs)
+            .unwrap_or(c.max_open_for)
+            .max(Duration::from_nanos(1))
+    }
+
+    fn emit(&self, event: Event) {
+        let level_warn = event.to == State::Open || event.to == State::ForcedOpen;
+        if level_warn {
+            tracing::warn!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
+        } else {
+            tracing::info!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
+        }
+        let listeners: Vec<Listener> = read(&self.listeners).clone();
+        for l in &listeners {
+            l(&event);
+        }
+        if self.registered {
+            crate::registry::registry().notify(&event);
+        }
+    }
+
+    fn metrics(&self) -> Metrics {
+        let word = self.state.load(Ordering::Acquire);
+        let state = State::from_word(word);
+        let now = self.clock().coarse();
+        let c = &self.counters;
+        let (successes, failures, ignored, rejected, slow) = (
+            c.get(Count::Success),
+            c.get(Count::Failure),
+            c.get(Count::Ignored),
+            c.get(Count::Rejected),
+            c.get(Count::Slow),
+        );
+        let streak = self.streak.load(Ordering::Relaxed);
+        let consecutive_failures =
+            if state == State::Closed && generation(streak) == generation(word) {
+                u64::from(streak as u32)
+            } else {
+                0
+            };
+        let probe = self.probe.load(Ordering::Relaxed);
+        let consecutive_successes =
+            if state == State::HalfOpen && generation(probe) == generation(word) {
+                probe & PROBE_MASK
+            } else {
+                0
+            };
+        let tally = self.window.as_ref().map(|w| w.tally(now));
+        let rate = |n: u64, calls: u64| (calls > 0).then(|| n as f64 * 100.0 / calls as f64);
+        Metrics {
+            name: self.name.to_string(),
+            state,
+            time_in_state: Duration::from_nanos(
+                now.saturating_sub(self.state_since.load(Ordering::Relaxed)),
+            ),
+            calls: successes + failures + ignored + rejected,
+            successes,
+            failures,
+            ignored,
+            rejected,
+            slow,
+            window_calls: tally.map_or(0, |t| t.calls),
+            failure_rate: tally.and_then(|t| rate(t.failures, t.calls)),
+            slow_rate: tally.and_then(|t| rate(t.slow, t.calls)),
+            consecutive_failures,
+            consecutive_successes,
+            times_opened: self.times_opened.load(Ordering::Relaxed),
+            retry_after: (state == State::Open).then(|| {
+                Duration::from_nanos(self.open_until.load(Ordering::Relaxed).saturating_sub(now))
+            }),
+        }
+    }
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+impl Permit<'_> {
+    /// Records the call's outcome.
+    #[inline]
+    pub fn record(self, outcome: Outcome) {
+        self.record_with(outcome, None);
+    }
+
+    /// Records the call's outcome with the failure's message, which is kept (and shown by
+    /// [`Rejected`]) if this failure trips the breaker. The message is formatted only then.
+    #[inline]
+    pub fn record_with(mut self, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
+        self.done = true;
+        self.inner.record(&self, outcome, cause);
+    }
+
+    /// Records a success.
+    #[inline]
+    pub fn success(self) {
+        self.record(Outcome::Success);
+    }
+
+    /// Records a failure.
+    pub fn failure(self) {
+        self.record(Outcome::Failure);
+    }
+
+    /// Records a failure with its message.
+    pub fn failure_with(self, cause: &dyn fmt::Display) {
+        self.record_with(Outcome::Failure, Some(cause));
+    }
+
+    /// Records a call that says nothing about the service's health.
+    pub fn ignore(self) {
+        self.record(Outcome::Ignored);
+    }
+
+    /// Whether this call is a half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.kind == Kind::Probe
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.done = true;
+            let outcome = if std::thread::panicking() {
+                Outcome::Failure
+            } else {
+                Outcome::Ignored
+            };
+            self.inner.record(self, outcome, None);
+        }
+    }
+}
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("breaker", &self.inner.name)
+            .field("probe", &(self.kind == Kind::Probe))
+            .finish()
+    }
+}

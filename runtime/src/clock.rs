@@ -1,0 +1,208 @@
+//! Where a breaker's time comes from.
+
+use core::fmt;
+use core::time::Duration;
+use std::sync::Arc;
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// A monotonic time source.
+///
+/// A breaker reads time only where its policy needs it: to know when an open breaker may probe
+/// again, to date time-window buckets, and to measure calls when a `slow` threshold is set. The
+/// default is [`SystemClock`]; tests use [`ManualClock`] so that no test has to sleep.
+///
+/// ```
+/// use breakerbox_runtime::{Clock, ManualClock};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// clock.advance(Duration::from_secs(2));
+/// assert_eq!(clock.now(), Duration::from_secs(2));
+/// ```
+pub trait Clock: Send + Sync + 'static {
+    /// The time elapsed since a fixed, arbitrary origin. Must never go backwards.
+    fn now(&self) -> Duration;
+
+    /// A cheaper reading that may lag [`now`](Clock::now) by a few milliseconds. Used for open
+    /// deadlines and window buckets, never for measuring call durations. Defaults to `now`.
+    fn now_coarse(&self) -> Duration {
+        self.now()
+    }
+}
+
+/// The operating system's monotonic clock.
+///
+/// On Linux `now_coarse` reads `CLOCK_MONOTONIC_COARSE` (a few nanoseconds, millisecond
+/// resolution) and `now` reads `CLOCK_MONOTONIC`; elsewhere both use [`std::time::Instant`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+#[cfg(target_os = "linux")]
+#[inline]
+fn read_clock(id: libc::clockid_t) -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec, and both clock ids used here exist on every
+    // Linux since 2.6.32, so the call cannot fail; on failure `ts` would stay zero.
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn since_origin() -> Duration {
+    static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    ORIGIN.get_or_init(std::time::Instant::now).elapsed()
+}
+
+impl Clock for SystemClock {
+    #[inline]
+    fn now(&self) -> Duration {
+        #[cfg(target_os = "linux")]
+        return read_clock(libc::CLOCK_MONOTONIC);
+        #[cfg(not(target_os = "linux"))]
+        return since_origin();
+    }
+
+    #[inline]
+    fn now_coarse(&self) -> Duration {
+        #[cfg(target_os = "linux")]
+        return read_clock(libc::CLOCK_MONOTONIC_COARSE);
+        #[cfg(not(target_os = "linux"))]
+        return since_origin();
+    }
+}
+
+/// A clock that moves only when told to. Clones share one time.
+///
+/// Give it to a breaker with [`ConfigBuilder::clock`](crate::ConfigBuilder::clock) or
+/// [`Registry::set_clock`](crate::Registry::set_clock), then [`advance`](ManualClock::advance)
+/// it to make `open_for` elapse without sleeping.
+///
+/// ```
+/// use breakerbox_runtime::{Breaker, Config, ManualClock, State};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let config = Config::builder().failures(1).open_for(Duration::from_secs(2)).clock(clock.clone()).build()?;
+/// let breaker = Breaker::new("db", config);
+/// let _ = breaker.call(|| Err::<(), _>("down"));
+/// assert_eq!(breaker.state(), State::Open);
+/// clock.advance(Duration::from_secs(2));
+/// let _ = breaker.call(|| Ok::<_, &str>(()));
+/// assert_eq!(breaker.state(), State::Closed);
+/// # Ok::<(), breakerbox_runtime::ConfigError>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct ManualClock {
+    nanos: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock standing at zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves the clock forward by `by` (saturating at `u64::MAX` nanoseconds).
+    pub fn advance(&self, by: Duration) {
+        let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        // Relaxed: the clock is a single value; callers order their own operations around it.
+        let _ = self
+            .nanos
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_add(by))
+            });
+    }
+
+    /// Sets the clock to `to`; a value earlier than now is ignored, so time never runs back.
+    pub fn set(&self, to: Duration) {
+        let to = u64::try_from(to.as_nanos()).unwrap_or(u64::MAX);
+        self.nanos.fetch_max(to, Ordering::Relaxed);
+    }
+}
+
+impl fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ManualClock").field(&self.now()).finish()
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.nanos.load(Ordering::Relaxed))
+    }
+}
+
+/// tokio's clock, which follows `tokio::time::pause` and `advance` in tests.
+///
+/// Must be read inside a tokio runtime.
+#[cfg(feature = "tokio")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TokioClock;
+
+#[cfg(feature = "tokio")]
+impl Clock for TokioClock {
+    fn now(&self) -> Duration {
+        static ORIGIN: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+        let now = tokio::time::Instant::now();
+        now.saturating_duration_since(*ORIGIN.get_or_init(|| now))
+    }
+}
+
+/// The clock a breaker holds: the system clock inline (no virtual call), or a user's.
+#[derive(Clone, Default)]
+pub(crate) enum ClockRef {
+    #[default]
+    System,
+    Custom(Arc<dyn Clock>),
+}
+
+impl ClockRef {
+    /// Nanoseconds for deadlines and buckets.
+    #[inline]
+    pub(crate) fn coarse(&self) -> u64 {
+        let d = match self {
+            ClockRef::System => SystemClock.now_coarse(),
+            ClockRef::Custom(c) => c.now_coarse(),
+        };
+        nanos(d)
+    }
+
+    /// Nanoseconds for measuring call durations.
+    #[inline]
+    pub(crate) fn precise(&self) -> u64 {
+        let d = match self {
+            ClockRef::System => SystemClock.now(),
+            ClockRef::Custom(c) => c.now(),
+        };
+        nanos(d)
+    }
+}
+
+impl PartialEq for ClockRef {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ClockRef::System, ClockRef::System) => true,
+            (ClockRef::Custom(a), ClockRef::Custom(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Debug for ClockRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClockRef::System => f.write_str("SystemClock"),
+            ClockRef::Custom(_) => f.write_str("CustomClock"),
+        }
+    }
+}
+
+/// A duration as saturating nanoseconds: 584 years fit, so saturation never happens in practice.
+#[inline]
+pub(crate) fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}

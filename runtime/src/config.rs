@@ -1,0 +1,451 @@
+//! What a breaker does, validated once.
+
+use core::fmt;
+use core::time::Duration;
+use std::sync::Arc;
+
+use crate::clock::{Clock, ClockRef};
+
+/// The calls a failure rate is computed over.
+///
+/// ```
+/// use breakerbox_runtime::{Config, Window};
+/// use std::time::Duration;
+///
+/// // Trip when half of the last 100 calls failed, once 20 calls are in the window.
+/// let by_count = Config::builder().failure_rate(50).window(Window::Calls(100)).min_calls(20).build()?;
+/// // Trip when a quarter of the calls of the last 10 seconds failed.
+/// let by_time = Config::builder().failure_rate(25).window(Window::Time(Duration::from_secs(10))).build()?;
+/// # Ok::<(), breakerbox_runtime::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Window {
+    /// The last `n` finished calls (1 to 10 000).
+    Calls(u32),
+    /// The calls of the last span of time (at least 10 ms), kept in 10 buckets that slide one
+    /// tenth of the span at a time.
+    Time(Duration),
+}
+
+/// How many buckets a [`Window::Time`] has.
+pub(crate) const TIME_BUCKETS: u32 = 10;
+pub(crate) const MAX_WINDOW_CALLS: u32 = 10_000;
+pub(crate) const MIN_TIME_WINDOW: Duration = Duration::from_millis(10);
+
+/// A breaker's configuration: when it trips, how long it stays open, how it probes.
+///
+/// Build it with [`Config::builder`]; every value is checked once by
+/// [`ConfigBuilder::build`]. [`Config::default()`] trips after 5 consecutive failures, stays
+/// open 60 s, and closes after 1 successful probe.
+///
+/// ```
+/// use breakerbox_runtime::Config;
+/// use std::time::Duration;
+///
+/// let config = Config::builder()
+///     .failures(5)
+///     .open_for(Duration::from_secs(2))
+///     .backoff(2.0)
+///     .max_open_for(Duration::from_secs(60))
+///     .half_open_calls(3)
+///     .successes(3)
+///     .build()?;
+/// assert_eq!(config.open_for(), Duration::from_secs(2));
+/// # Ok::<(), breakerbox_runtime::ConfigError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub(crate) failures: u32,
+    pub(crate) failures_within: Option<Duration>,
+    pub(crate) failure_rate: Option<u8>,
+    pub(crate) window: Window,
+    pub(crate) min_calls: u32,
+    pub(crate) slow: Option<Duration>,
+    pub(crate) slow_rate: Option<u8>,
+    pub(crate) open_for: Duration,
+    pub(crate) max_open_for: Duration,
+    pub(crate) backoff: f64,
+    pub(crate) jitter: f64,
+    pub(crate) half_open_calls: u32,
+    pub(crate) successes: u32,
+    pub(crate) probe_timeout: Duration,
+    pub(crate) max_concurrent: Option<u32>,
+    pub(crate) clock: ClockRef,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            failures: 5,
+            failures_within: None,
+            failure_rate: None,
+            window: Window::Calls(100),
+            min_calls: 10,
+            slow: None,
+            slow_rate: None,
+            open_for: Duration::from_secs(60),
+            max_open_for: Duration::from_secs(60),
+            backoff: 1.0,
+            jitter: 0.0,
+            half_open_calls: 1,
+            successes: 1,
+            probe_timeout: Duration::from_secs(60),
+            max_concurrent: None,
+            clock: ClockRef::System,
+        }
+    }
+}
+
+impl Config {
+    /// A builder starting from the defaults.
+    pub fn builder() -> ConfigBuilder {
+        ConfigBuilder::default()
+    }
+
+    /// Consecutive failures that trip the breaker, when no `failure_rate` is set.
+    pub fn failures(&self) -> Option<u32> {
+        self.failure_rate.is_none().then_some(self.failures)
+    }
+    /// The span in which consecutive failures must fall to count together.
+    pub fn failures_within(&self) -> Option<Duration> {
+        self.failures_within
+    }
+    /// The failure rate, in percent, that trips the breaker.
+    pub fn failure_rate(&self) -> Option<u8> {
+        self.failure_rate
+    }
+    /// The window rates are computed over.
+    pub fn window(&self) -> Window {
+        self.window
+    }
+    /// Calls the window must hold before a rate is judged.
+    pub fn min_calls(&self) -> u32 {
+        self.min_calls
+    }
+    /// The duration from which a call is slow.
+    pub fn slow(&self) -> Option<Duration> {
+        self.slow
+    }
+    /// The slow-call rate, in percent, that trips the breaker.
+    pub fn slow_rate(&self) -> Option<u8> {
+        self.slow_rate
+    }
+    /// How long the breaker stays open the first time.
+    pub fn open_for(&self) -> Duration {
+        self.open_for
+    }
+    /// The longest the open time grows to under `backoff`.
+    pub fn max_open_for(&self) -> Duration {
+        self.max_open_for
+    }
+    /// The factor the open time is multiplied by at each re-open.
+    pub fn backoff(&self) -> f64 {
+        self.backoff
+    }
+    /// The fraction by which each open time is randomly lengthened or shortened.
+    pub fn jitter(&self) -> f64 {
+        self.jitter
+    }
+    /// Probe calls a half-open round admits.
+    pub fn half_open_calls(&self) -> u32 {
+        self.half_open_calls
+    }
+    /// Successful probes that close the breaker.
+    pub fn successes(&self) -> u32 {
+        self.successes
+    }
+    /// How long a half-open round may go without any probe finishing before it counts as failed.
+    pub fn probe_timeout(&self) -> Duration {
+        self.probe_timeout
+    }
+    /// The most calls let through at once while closed.
+    pub fn max_concurrent(&self) -> Option<u32> {
+        self.max_concurrent
+    }
+    /// Whether calls are recorded into a rate window.
+    pub(crate) fn uses_window(&self) -> bool {
+        self.failure_rate.is_some() || self.slow_rate.is_some()
+    }
+}
+
+/// Builds a [`Config`]; see there. Setters never fail: [`build`](ConfigBuilder::build) checks it all.
+#[derive(Clone, Debug, Default)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct ConfigBuilder {
+    config: Config,
+    set_failures: bool,
+    set_window: bool,
+    set_min_calls: bool,
+    set_max_open_for: bool,
+}
+
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty => |$c:ident, $v:ident| $body:expr;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(mut self, $v: $ty) -> Self {
+            let $c = &mut self.config;
+            $body;
+            self
+        }
+    )*};
+}
+
+impl ConfigBuilder {
+    setters! {
+        /// Count consecutive failures only while each falls within this span of the first.
+        failures_within: Duration => |c, v| c.failures_within = Some(v);
+        /// Trip when this percentage (1–100) of the window's calls failed.
+        failure_rate: u8 => |c, v| c.failure_rate = Some(v);
+        /// Calls that take at least this long are slow: they count as failures, or by their
+        /// own rate when `slow_rate` is set.
+        slow: Duration => |c, v| c.slow = Some(v);
+        /// Trip when this percentage (1–100) of the window's calls were slow.
+        slow_rate: u8 => |c, v| c.slow_rate = Some(v);
+        /// How long the breaker stays open before probing (default 60 s).
+        open_for: Duration => |c, v| c.open_for = v;
+        /// Multiply the open time by this (1.0–100.0) at each re-open without a close between.
+        backoff: f64 => |c, v| c.backoff = v;
+        /// Lengthen or shorten each open time by a random fraction up to this (0.0–1.0).
+        jitter: f64 => |c, v| c.jitter = v;
+        /// Probe calls one half-open round admits (1–65 535, default 1).
+        half_open_calls: u32 => |c, v| c.half_open_calls = v;
+        /// Successful probes that close the breaker (1 to `half_open_calls`, default 1).
+        successes: u32 => |c, v| c.successes = v;
+        /// How long a half-open round may wait for any probe to finish (default 60 s).
+        probe_timeout: Duration => |c, v| c.probe_timeout = v;
+        /// Let at most this many calls run at once while closed (a bulkhead).
+        max_concurrent: u32 => |c, v| c.max_concurrent = Some(v);
+    }
+
+    /// Reads time from `clock` instead of the system clock.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.config.clock = ClockRef::Custom(Arc::new(clock));
+        self
+    }
+
+    /// Reads time from a shared clock.
+    pub fn clock_arc(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.config.clock = ClockRef::Custom(clock);
+        self
+    }
+
+    /// Checks every value and combination.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{Config, ConfigError};
+    ///
+    /// let err = Config::builder().failure_rate(0).build().unwrap_err();
+    /// assert_eq!(err.field(), "failure_rate");
+    /// assert_eq!(err.to_string(), "`failure_rate` must be a percentage from 1 to 100, got 0");
+    /// ```
+    pub fn build(self) -> Result<Config, ConfigError> {
+        let mut c = self.config;
+        let range = |field, allowed, got: &dyn fmt::Debug| ConfigError::OutOfRange {
+            field,
+            allowed,
+            got: format!("{got:?}"),
+        };
+        if c.failures == 0 {
+            return Err(range("failures", "at least 1", &c.failures));
+        }
+        if let Some(w) = c.failures_within {
+            if w.is_zero() {
+                return Err(range("failures_within", "longer than zero", &w));
+            }
+            if c.failure_rate.is_some() {
+                return Err(ConfigError::Conflict {
+                    field: "failures_within",
+                    with: "failure_rate",
+                    hint: "a failure rate already counts over its `window`",
+                });
+            }
+        }
+        for (field, rate) in [("failure_rate", c.failure_rate), ("slow_rate", c.slow_rate)] {
+            if let Some(r) = rate
+                && !(1..=100).contains(&r)
+            {
+                return Err(ConfigError::OutOfRange {
+                    field,
+                    allowed: "a percentage from 1 to 100",
+                    got: r.to_string(),
+                });
+            }
+        }
+        if self.set_failures && c.failure_rate.is_some() {
+            return Err(ConfigError::Conflict {
+                field: "failures",
+                with: "failure_rate",
+                hint: "trip either on consecutive failures or on a failure rate",
+            });
+        }
+        match c.window {
+            Window::Calls(n) if !(1..=MAX_WINDOW_CALLS).contains(&n) => {
+                return Err(range("window", "from 1 to 10000 calls", &n));
+            }
+            Window::Time(d) if d < MIN_TIME_WINDOW => {
+                return Err(range("window", "at least 10ms", &d));
+            }
+            _ => {}
+        }
+        if c.min_calls == 0 {
+            return Err(range("min_calls", "at least 1", &c.min_calls));
+        }
+        if let Window::Calls(n) = c.window
+            && c.min_calls > n
+        {
+            if self.set_min_calls {
+                return Err(ConfigError::OutOfRange {
+                    field: "min_calls",
+                    allowed: "at most the window's size",
+                    got: format!("{} with a window of {n} calls", c.min_calls),
+                });
+            }
+            // The default minimum adapts to a small window the user chose.
+            c.min_calls = n;
+        }
+        if (self.set_window || self.set_min_calls) && !c.uses_window() {
+            return Err(ConfigError::Requires {
+                field: if self.set_window {
+                    "window"
+                } else {
+                    "min_calls"
+                },
+                requires: "`failure_rate` or `slow_rate`",
+            });
+        }
+        if let Some(s) = c.slow
+            && s.is_zero()
+        {
+            return Err(range("slow", "longer than zero", &s));
+        }
+        if c.slow_rate.is_some() && c.slow.is_none() {
+            return Err(ConfigError::Requires {
+                field: "slow_rate",
+                requires: "`slow`, the duration from which a call is slow",
+            });
+        }
+        if c.open_for.is_zero() {
+            return Err(range("open_for", "longer than zero", &c.open_for));
+        }
+        if !self.set_max_open_for {
+            c.max_open_for = if c.backoff > 1.0 {
+                c.open_for.max(Duration::from_secs(300))
+            } else {
+                c.open_for
+            };
+        } else if c.max_open_for < c.open_for {
+            return Err(ConfigError::OutOfRange {
+                field: "max_open_for",
+                allowed: "at least `open_for`",
+                got: format!("{:?} with open_for {:?}", c.max_open_for, c.open_for),
+            });
+        }
+        if !(c.backoff.is_finite() && (1.0..=100.0).contains(&c.backoff)) {
+            return Err(range("backoff", "a factor from 1.0 to 100.0", &c.backoff));
+        }
+        if !(c.jitter.is_finite() && (0.0..=1.0).contains(&c.jitter)) {
+            return Err(range("jitter", "a fraction from 0.0 to 1.0", &c.jitter));
+        }
+        if !(1..=u32::from(u16::MAX)).contains(&c.half_open_calls) {
+            return Err(range(
+                "half_open_calls",
+                "from 1 to 65535",
+                &c.half_open_calls,
+            ));
+        }
+        if c.successes == 0 || c.successes > c.half_open_calls {
+            return Err(ConfigError::OutOfRange {
+                field: "successes",
+                allowed: "from 1 to `half_open_calls` (a round admits no more probes)",
+                got: format!("{} with half_open_calls {}", c.successes, c.half_open_calls),
+            });
+        }
+        if c.probe_timeout.is_zero() {
+            return Err(range("probe_timeout", "longer than zero", &c.probe_timeout));
+        }
+        if c.max_concurrent == Some(0) {
+            return Err(range("max_concurrent", "at least 1", &0));
+        }
+        Ok(c)
+    }
+}
+
+// These setters also record that the key was given, for the checks that depend on it.
+impl ConfigBuilder {
+    /// Trip after this many failures in a row (default 5). Excludes `failure_rate`.
+    pub fn failures(mut self, n: u32) -> Self {
+        self.config.failures = n;
+        self.set_failures = true;
+        self
+    }
+
+    /// The window rates are computed over (default the last 100 calls). Needs `failure_rate`
+    /// or `slow_rate`.
+    pub fn window(mut self, window: Window) -> Self {
+        self.config.window = window;
+        self.set_window = true;
+        self
+    }
+
+    /// Calls the window must hold before a rate is judged (default 10, or the size of a
+    /// smaller count window).
+    pub fn min_calls(mut self, n: u32) -> Self {
+        self.config.min_calls = n;
+        self.set_min_calls = true;
+        self
+    }
+
+    /// The cap on the open time under `backoff` (default: `open_for` without backoff, else
+    /// the larger of `open_for` and 5 minutes).
+    pub fn max_open_for(mut self, d: Duration) -> Self {
+        self.config.max_open_for = d;
+        self.set_max_open_for = true;
+        self
+    }
+}
+
+/// Why a [`Config`] was refused. The message names the field and what it accepts.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A value outside what the field accepts.
+    #[error("`{field}` must be {allowed}, got {got}")]
+    OutOfRange {
+        /// The field.
+        field: &'static str,
+        /// What it accepts.
+        allowed: &'static str,
+        /// What it was given.
+        got: String,
+    },
+    /// Two fields that cannot be set together.
+    #[error("`{field}` cannot be combined with `{with}`: {hint}")]
+    Conflict {
+        /// The field.
+        field: &'static str,
+        /// The field it conflicts with.
+        with: &'static str,
+        /// How to choose.
+        hint: &'static str,
+    },
+    /// A field that only means something together with another.
+    #[error("`{field}` requires {requires}")]
+    Requires {
+        /// The field.
+        field: &'static str,
+        /// What it needs.
+        requires: &'static str,
+    },
+}
+
+impl ConfigError {
+    /// The field the error is about.
+    pub fn field(&self) -> &'static str {
+        match self {
+            ConfigError::OutOfRange { field, .. }
+            | ConfigError::Conflict { field, .. }
+            | ConfigError::Requires { field, .. } => field,
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! The errors a protected call can give.
+
+use core::fmt;
+use core::time::Duration;
+use std::sync::Arc;
+
+use crate::breaker::Breaker;
+
+/// Why a call was not let through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// The breaker is open and waits before probing again.
+    Open,
+    /// The breaker is half-open and its probe calls are all taken.
+    HalfOpenFull,
+    /// `max_concurrent` calls are already running.
+    BulkheadFull,
+    /// The breaker was forced open by hand.
+    ForcedOpen,
+}
+
+/// A call the breaker refused to run.
+///
+/// Its message names the breaker, says why, and when to retry:
+/// `circuit breaker 'users' is open; retry in 1.2s (last failure: connection refused)`.
+/// Functions under `#[circuit_breaker]` without a fallback return it through their own error
+/// type, which must implement `From<Rejected>`.
+///
+/// Building one is cheap (no allocation): the breaker's name and last failure are read
+/// when the error is displayed, so `last_failure` is the newest one at that moment.
+#[derive(Clone)]
+pub struct Rejected {
+    pub(crate) breaker: Breaker,
+    pub(crate) reason: RejectReason,
+    pub(crate) retry_after: Option<Duration>,
+}
+
+impl Rejected {
+    /// The name of the breaker that refused the call.
+    pub fn name(&self) -> &str {
+        self.breaker.name()
+    }
+
+    /// Why the call was refused.
+    pub fn reason(&self) -> RejectReason {
+        self.reason
+    }
+
+    /// How long until an open breaker lets a probe through; `None` where no time is known.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// The message of the failure that last tripped the breaker, if it had one.
+    pub fn last_failure(&self) -> Option<Arc<str>> {
+        self.breaker.last_failure()
+    }
+
+    /// The breaker that refused the call.
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+}
+
+impl fmt::Display for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "circuit breaker '{}' ", self.name())?;
+        match self.reason {
+            RejectReason::Open => f.write_str("is open")?,
+            RejectReason::HalfOpenFull => {
+                f.write_str("is half-open and all its probe calls are taken")?
+            }
+            RejectReason::BulkheadFull => f.write_str("is at its limit of concurrent calls")?,
+            RejectReason::ForcedOpen => f.write_str("is forced open")?,
+        }
+        if let Some(after) = self.retry_after {
+            write!(f, "; retry in {}", Secs(after))?;
+        }
+        if let Some(last) = self.last_failure() {
+            write!(f, " (last failure: {last})")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rejected")
+            .field("name", &self.name())
+            .field("reason", &self.reason)
+            .field("retry_after", &self.retry_after)
+            .field("last_failure", &self.last_failure())
+            .finish()
+    }
+}
+
+impl std::error::Error for Rejected {}
+
+/// A duration as a person reads it: `1.2s`, `250ms`.
+struct Secs(Duration);
+
+impl fmt::Display for Secs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0.as_millis();
+        if ms < 1000 {
+            write!(f, "{}ms", ms.max(1))
+        } else {
+            write!(f, "{:.1}s", self.0.as_secs_f64())
+        }
+    }
+}
+
+/// The error of [`Breaker::call`] and [`Breaker::call_async`]: the breaker refused the call, or
+/// the call ran and failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error<E> {
+    /// The breaker did not run the call.
+    #[error(transparent)]
+    Rejected(#[from] Rejected),
+    /// The call ran and returned this error.
+    #[error(transparent)]
+    Inner(E),
+}
+
+impl<E> Error<E> {
+    /// The call's own error, if it ran.
+    pub fn into_inner(self) -> Option<E> {
+        match self {
+            Error::Inner(e) => Some(e),
+            Error::Rejected(_) => None,
+        }
+    }
+
+    /// The rejection, if the call did not run.
+    pub fn rejected(&self) -> Option<&Rejected> {
+        match self {
+            Error::Rejected(r) => Some(r),
+            Error::Inner(_) => None,
+        }
+    }
+}
+
+/// A call that ran past the `timeout` given to `#[circuit_breaker]`; it counted as a failure.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("call through circuit breaker '{name}' timed out after {}", Secs(*.after))]
+pub struct Timeout {
+    name: Arc<str>,
+    after: Duration,
+}
+
+impl Timeout {
+    /// A timeout of the breaker `name` after `after`.
+    pub fn new(name: &str, after: Duration) -> Self {
+        Timeout {
+            name: name.into(),
+            after,
+        }
+    }
+
+    /// The breaker's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How long the call was given.
+    pub fn after(&self) -> Duration {
+        self.after
+    }
+}

@@ -1,0 +1,47 @@
+//! A breaker's numbers at one moment.
+
+use core::time::Duration;
+
+use crate::breaker::State;
+
+/// A snapshot of one breaker, from [`Breaker::metrics`](crate::Breaker::metrics).
+///
+/// The totals count from the breaker's creation and never reset:
+/// `calls == successes + failures + ignored + rejected`. `slow` counts calls that took at
+/// least the `slow` threshold, whatever their outcome.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Metrics {
+    /// The breaker's name.
+    pub name: String,
+    /// Its state.
+    pub state: State,
+    /// How long it has been in that state.
+    pub time_in_state: Duration,
+    /// Every call asked for: run or rejected.
+    pub calls: u64,
+    /// Calls that succeeded.
+    pub successes: u64,
+    /// Calls that failed (including those that tripped the breaker by their outcome).
+    pub failures: u64,
+    /// Calls counted neither way.
+    pub ignored: u64,
+    /// Calls refused.
+    pub rejected: u64,
+    /// Calls slower than the `slow` threshold.
+    pub slow: u64,
+    /// Calls in the rate window now (0 without a rate policy).
+    pub window_calls: u64,
+    /// The window's failure rate in percent, if it holds any call.
+    pub failure_rate: Option<f64>,
+    /// The window's slow-call rate in percent, if it holds any call.
+    pub slow_rate: Option<f64>,
+    /// Failures in a row now (closed, consecutive policy).
+    pub consecutive_failures: u64,
+    /// Successful probes in this half-open round.
+    pub consecutive_successes: u64,
+    /// Times the breaker opened.
+    pub times_opened: u64,
+    /// While open: how long until it probes.
+    pub retry_after: Option<Duration>,
+}

@@ -1,0 +1,211 @@
+//! Sliding windows for failure and slow-call rates, lock-free.
+
+use crate::config::{TIME_BUCKETS, Window};
+use crate::sync::{AtomicU64, Ordering};
+
+/// Calls, failures and slow calls in a window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Tally {
+    pub calls: u64,
+    pub failures: u64,
+    pub slow: u64,
+}
+
+pub(crate) enum RateWindow {
+    Calls(CallWindow),
+    Time(TimeWindow),
+}
+
+impl RateWindow {
+    pub(crate) fn new(window: Window) -> Self {
+        match window {
+            Window::Calls(n) => RateWindow::Calls(CallWindow::new(n)),
+            Window::Time(span) => RateWindow::Time(TimeWindow::new(span)),
+        }
+    }
+
+    /// Records one call. Returns whether the rates should be judged now: they can only rise
+    /// with a failure or slow call, when the window first holds `min_calls` calls, or when old
+    /// calls slide out of a time window.
+    #[inline]
+    pub(crate) fn record(&self, failed: bool, slow: bool, now: u64, min_calls: u32) -> bool {
+        match self {
+            RateWindow::Calls(w) => w.record(failed, slow, min_calls) || failed || slow,
+            RateWindow::Time(w) => w.record(failed, slow, now) || failed || slow,
+        }
+    }
+
+    pub(crate) fn tally(&self, now: u64) -> Tally {
+        match self {
+            RateWindow::Calls(w) => w.tally(),
+            RateWindow::Time(w) => w.tally(now),
+        }
+    }
+
+    /// Empties the window. Called with the transition lock held.
+    pub(crate) fn clear(&self) {
+        match self {
+            RateWindow::Calls(w) => w.clear(),
+            RateWindow::Time(w) => w.clear(),
+        }
+    }
+}
+
+/// The last `n` calls as two rings of bits. Each call takes the next slot with one
+/// `fetch_add`; swapping a slot's bit returns the bit it replaced, so the running totals stay
+/// equal to the bits set even when two calls race for one slot.
+pub(crate) struct CallWindow {
+    size: u64,
+    seq: AtomicU64,
+    failed_bits: Box<[AtomicU64]>,
+    slow_bits: Box<[AtomicU64]>,
+    failures: AtomicU64,
+    slow: AtomicU64,
+}
+
+impl CallWindow {
+    fn new(n: u32) -> Self {
+        let words = (n as usize).div_ceil(64);
+        let ring = || (0..words).map(|_| AtomicU64::new(0)).collect();
+        CallWindow {
+            size: u64::from(n),
+            seq: AtomicU64::new(0),
+            failed_bits: ring(),
+            slow_bits: ring(),
+            failures: AtomicU64::new(0),
+            slow: AtomicU64::new(0),
+        }
+    }
+
+    fn record(&self, failed: bool, slow: bool, min_calls: u32) -> bool {
+        // Relaxed throughout: the window is statistics; the decision to trip is taken under
+        // the transition lock, which orders everything that matters.
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let slot = seq % self.size;
+        let (word, mask) = ((slot / 64) as usize, 1u64 << (slot % 64));
+        Self::put(&self.failed_bits[word], mask, failed, &self.failures);
+        Self::put(&self.slow_bits[word], mask, slow, &self.slow);
+        seq + 1 == u64::from(min_calls)
+    }
+
+    #[inline]
+    fn put(bits: &AtomicU64, mask: u64, set: bool, total: &AtomicU64) {
+        if set {
+            if bits.fetch_or(mask, Ordering::Relaxed) & mask == 0 {
+                total.fetch_add(1, Ordering::Relaxed);
+            }
+        } else if bits.load(Ordering::Relaxed) & mask != 0
+            && bits.fetch_and(!mask, Ordering::Relaxed) & mask != 0
+        {
+            total.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    fn tally(&self) -> Tally {
+        // A racing `put` may have moved a bit but not yet its total; clamp so a transient
+        // wrap below zero never shows.
+        let calls = self.seq.load(Ordering::Relaxed).min(self.size);
+        let clamp = |n: u64| if n > self.size { 0 } else { n.min(calls) };
+        Tally {
+            calls,
+            failures: clamp(self.failures.load(Ordering::Relaxed)),
+            slow: clamp(self.slow.load(Ordering::Relaxed)),
+        }
+    }
+
+    fn clear(&self) {
+        self.seq.store(0, Ordering::Relaxed);
+        for w in self.failed_bits.iter().chain(self.slow_bits.iter()) {
+            w.store(0, Ordering::Relaxed);
+        }
+        self.failures.store(0, Ordering::Relaxed);
+        self.slow.store(0, Ordering::Relaxed);
+    }
+}
+
+/// The calls of the last `span`, in buckets one tenth of it wide. Each counter word holds the
+/// bucket's epoch (its slot number) in the high 32 bits and the count in the low 32, so a
+/// bucket is reused by a compare-and-swap that restarts its count: no lock, no lost count.
+pub(crate) struct TimeWindow {
+    width: u64,
+    buckets: Box<[[AtomicU64; 3]]>,
+}
+
+const COUNT_BITS: u32 = 32;
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+
+impl TimeWindow {
+    fn new(span: core::time::Duration) -> Self {
+        let width = (crate::clock::nanos(span) / u64::from(TIME_BUCKETS)).max(1);
+        TimeWindow {
+            width,
+            buckets: (0..TIME_BUCKETS)
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)])
+                .collect(),
+        }
+    }
+
+    fn epoch(&self, now: u64) -> u64 {
+        // Epoch 0 is what a cleared word holds; counting from 1 keeps them apart.
+        (now / self.width + 1) & COUNT_MASK
+    }
+
+    /// Adds one to `word` for `epoch`; returns whether the word held an older epoch.
+    #[inline]
+    fn bump(word: &AtomicU64, epoch: u64) -> bool {
+        let mut cur = word.load(Ordering::Relaxed);
+        loop {
+            let rotated = cur >> COUNT_BITS != epoch;
+            let next = if rotated {
+                epoch << COUNT_BITS | 1
+            } else if cur & COUNT_MASK == COUNT_MASK {
+                return false; // saturated: four billion calls in one bucket
+            } else {
+                cur + 1
+            };
+            match word.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return rotated,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    fn record(&self, failed: bool, slow: bool, now: u64) -> bool {
+        let epoch = self.epoch(now);
+        let b = &self.buckets[(epoch % u64::from(TIME_BUCKETS)) as usize];
+        let rotated = Self::bump(&b[0], epoch);
+        if failed {
+            Self::bump(&b[1], epoch);
+        }
+        if slow {
+            Self::bump(&b[2], epoch);
+        }
+        rotated
+    }
+
+    fn tally(&self, now: u64) -> Tally {
+        let epoch = self.epoch(now);
+        let count = |w: &AtomicU64| {
+            let v = w.load(Ordering::Relaxed);
+            // Live buckets are the current epoch and the nine before it.
+            if epoch.wrapping_sub(v >> COUNT_BITS) & COUNT_MASK < u64::from(TIME_BUCKETS) {
+                v & COUNT_MASK
+            } else {
+                0
+            }
+        };
+        let mut t = Tally::default();
+        for b in self.buckets.iter() {
+            t.calls += count(&b[0]);
+            t.failures += count(&b[1]);
+            t.slow += count(&b[2]);
+        }
+        t
+    }
+
+    fn clear(&self) {
+        for w in self.buckets.iter().flatten() {
+            w.store(0, Ordering::Relaxed);
+        }
+    }
+}
