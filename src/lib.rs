@@ -2,4 +2,5 @@
 pub use breakerbox_macros::circuit_breaker;
 pub use breakerbox_runtime::*;
 #[doc(hidden)]
+#[path = "private.rs"]
 pub mod __private;
