@@ -114,6 +114,9 @@ pub(crate) struct Inner {
     last_failure: Mutex<Option<Arc<str>>>,
     listeners: RwLock<Vec<Listener>>,
     pub(crate) registered: bool,
+    /// Whether a closed-state success needs nothing but a count and a streak check: no slow
+    /// threshold to measure, no window to fill, no bulkhead to release.
+    plain_success: bool,
     // Each thread writes its own stripe; see counters.rs.
     counters: Counters,
 }
@@ -377,6 +380,9 @@ impl Inner {
             last_failure: Mutex::new(None),
             listeners: RwLock::new(Vec::new()),
             registered,
+            plain_success: config.slow.is_none()
+                && !config.uses_window()
+                && config.max_concurrent.is_none(),
             counters: Counters::default(),
             config,
         }
@@ -514,8 +520,37 @@ impl Inner {
         }
     }
 
-    /// Records a finished call.
+    /// Records a finished call. The closed-state success is inlined into the caller: one
+    /// counter stripe write and one load of the streak, nothing shared written.
+    #[inline]
     fn record(&self, permit: &Permit<'_>, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
+        if self.plain_success && permit.kind == Kind::Closed && matches!(outcome, Outcome::Success)
+        {
+            self.counters.add(Count::Success);
+            let cur = self.streak.load(Ordering::Relaxed);
+            if cur as u32 != 0 {
+                self.break_streak(permit.generation, cur);
+            }
+            return;
+        }
+        self.record_any(permit, outcome, cause);
+    }
+
+    #[cold]
+    fn break_streak(&self, generation: u32, cur: u64) {
+        if crate::breaker::generation(cur) == generation {
+            // A failed CAS means another call changed the streak meanwhile; either order is a
+            // valid history.
+            let _ = self.streak.compare_exchange(
+                cur,
+                pack(generation, 0),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    fn record_any(&self, permit: &Permit<'_>, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
         if permit.kind == Kind::Disabled {
             return;
         }
@@ -582,14 +617,9 @@ impl Inner {
         // Consecutive failures.
         let cur = self.streak.load(Ordering::Relaxed);
         if !failed {
-            // The common case reads and goes: no write unless a streak is to be broken.
-            if cur as u32 != 0 && crate::breaker::generation(cur) == generation {
-                let _ = self.streak.compare_exchange(
-                    cur,
-                    pack(generation, 0),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                );
+            // Reads and goes: no write unless a streak is to be broken.
+            if cur as u32 != 0 {
+                self.break_streak(generation, cur);
             }
             return;
         }
