@@ -1,6 +1,50 @@
-//! breakerbox: placeholder, being written.
+//! Circuit breakers for Rust: one attribute on a function, every policy, a few nanoseconds
+//! per call.
+//!
+//! ```
+//! use breakerbox::{circuit_breaker, Rejected};
+//!
+//! #[derive(Debug)]
+//! enum ApiError { Down, Rejected(Rejected) }
+//! impl From<Rejected> for ApiError {
+//!     fn from(r: Rejected) -> Self { ApiError::Rejected(r) }
+//! }
+//!
+//! #[circuit_breaker(name = "doc-users", failures = 2, open_for = "2s")]
+//! fn fetch_user(id: u32) -> Result<String, ApiError> {
+//!     if id == 0 { Err(ApiError::Down) } else { Ok(format!("user {id}")) }
+//! }
+//!
+//! assert_eq!(fetch_user(7).unwrap(), "user 7");
+//! assert!(matches!(fetch_user(0), Err(ApiError::Down)));
+//! assert!(matches!(fetch_user(0), Err(ApiError::Down)));
+//! // Two failures in a row: open. Calls are rejected without running.
+//! assert!(matches!(fetch_user(7), Err(ApiError::Rejected(_))));
+//! ```
+//!
+//! - [`macro@circuit_breaker`] — the attribute, with every key and the code it expands to.
+//! - [`Breaker`], [`Config`], [`Outcome`], [`Rejected`] — the runtime API underneath.
+//! - [`registry()`] — the process-wide breakers by name: snapshots, manual control, listeners.
+//! - [`ManualClock`] — time for tests, so that no test sleeps.
+//!
+//! # Cargo features
+//!
+//! All off by default.
+//!
+//! - `tokio`: `timeout = "…"` on async functions; [`TokioClock`], which follows tokio's
+//!   paused time.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_docs)]
+
+#[doc(inline)]
 pub use breakerbox_macros::circuit_breaker;
 pub use breakerbox_runtime::*;
+
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
