@@ -846,6 +846,10 @@ impl Inner {
         self.state_since.store(now, Ordering::Relaxed);
         self.state.store(pack(next, to.tag()), Ordering::Release);
         drop(guard);
+        if was == to {
+            // A reset of a closed breaker, say: counts cleared, but no state change to tell.
+            return true;
+        }
         self.emit(Event {
             name: self.name.to_string(),
             from: was,
