@@ -1,0 +1,449 @@
+//! Code generation: the user's function, edited in place.
+//!
+//! Only the statements of the body are replaced; attributes, docs, visibility, generics,
+//! `unsafe`, `async`, inner attributes and the user's own brace tokens stay as written
+//! (tracing #3108: call-site braces switch off `dead_code` for the user's function). The
+//! user's block is quoted exactly once.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
+use syn::{Expr, ItemFn, Stmt};
+
+use crate::args::{self, Args, Errors, Window};
+use crate::func;
+
+/// `#[circuit_breaker(attr)] item`, without `proc_macro` types so it can be unit-tested.
+pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let mut errors = Errors::default();
+    let args = args::parse(attr).unwrap_or_else(|error| {
+        errors.push(error);
+        Args::default()
+    });
+    let mut function = match syn::parse2::<ItemFn>(item.clone()) {
+        Ok(function) => function,
+        Err(_) => {
+            errors.push(not_a_function(&item));
+            return with_errors(item, errors);
+        }
+    };
+    func::check(&function, &args, &mut errors);
+    if let Err(error) = errors.finish() {
+        // The item is emitted unchanged beside the errors, so one mistake does not bury the
+        // user under follow-on errors and rust-analyzer keeps working (tokio #4154/#4162).
+        return with_errors(item, Errors::from(error));
+    }
+    let body = body(&function, &args);
+    function.block.stmts = vec![Stmt::Expr(Expr::Verbatim(body), None)];
+    function.into_token_stream()
+}
+
+impl From<syn::Error> for Errors {
+    fn from(error: syn::Error) -> Self {
+        let mut errors = Errors::default();
+        errors.push(error);
+        errors
+    }
+}
+
+fn with_errors(item: TokenStream, errors: Errors) -> TokenStream {
+    let errors = errors.finish().err().map(|error| error.to_compile_error());
+    quote!(#errors #item)
+}
+
+/// The error for an item that is not a function with a body.
+fn not_a_function(item: &TokenStream) -> syn::Error {
+    if let Ok(method) = syn::parse2::<syn::TraitItemFn>(item.clone())
+        && method.default.is_none()
+    {
+        return syn::Error::new(
+            method.sig.ident.span(),
+            "#[circuit_breaker] needs a function body to wrap: put it on the method in the \
+             `impl` block, or give this trait method a default body",
+        );
+    }
+    let span = item
+        .clone()
+        .into_iter()
+        .find(|token| !matches!(token, proc_macro2::TokenTree::Punct(p) if p.as_char() == '#'))
+        .map_or_else(Span::call_site, |token| token.span());
+    let span = match syn::parse2::<syn::Item>(item.clone()) {
+        Ok(parsed) => first_keyword_span(&parsed).unwrap_or(span),
+        Err(_) => span,
+    };
+    syn::Error::new(
+        span,
+        "#[circuit_breaker] goes on a function (`fn` or `async fn`), free or in an `impl` block",
+    )
+}
+
+/// The span of the keyword that says what the item is (`struct`, `impl`, `mod`, …).
+fn first_keyword_span(item: &syn::Item) -> Option<Span> {
+    use syn::spanned::Spanned;
+    Some(match item {
+        syn::Item::Struct(item) => item.struct_token.span(),
+        syn::Item::Enum(item) => item.enum_token.span(),
+        syn::Item::Impl(item) => item.impl_token.span(),
+        syn::Item::Mod(item) => item.mod_token.span(),
+        syn::Item::Trait(item) => item.trait_token.span(),
+        syn::Item::Const(item) => item.const_token.span(),
+        syn::Item::Static(item) => item.static_token.span(),
+        syn::Item::Type(item) => item.type_token.span(),
+        syn::Item::Union(item) => item.union_token.span(),
+        syn::Item::Use(item) => item.use_token.span(),
+        _ => return None,
+    })
+}
+
+/// A `Duration` constant for a duration parsed at expansion time.
+fn duration(private: &TokenStream, nanos: u64) -> TokenStream {
+    quote!(#private::Duration::from_nanos(#nanos))
+}
+
+/// The builder calls for every policy key the user set, in a fixed order.
+fn configure(args: &Args, private: &TokenStream) -> TokenStream {
+    let mut calls = Vec::new();
+    let mut count = |method: &str, value: Option<u32>| {
+        if let Some(value) = value {
+            let method = format_ident!("{method}");
+            calls.push(quote!(.#method(#value)));
+        }
+    };
+    count("failures", args.failures.as_ref().map(|k| k.value));
+    count("min_calls", args.min_calls.as_ref().map(|k| k.value));
+    count(
+        "half_open_calls",
+        args.half_open_calls.as_ref().map(|k| k.value),
+    );
+    count("successes", args.successes.as_ref().map(|k| k.value));
+    count(
+        "max_concurrent",
+        args.max_concurrent.as_ref().map(|k| k.value),
+    );
+    let mut percent = |method: &str, value: Option<u8>| {
+        if let Some(value) = value {
+            let method = format_ident!("{method}");
+            calls.push(quote!(.#method(#value)));
+        }
+    };
+    percent("failure_rate", args.failure_rate.as_ref().map(|k| k.value));
+    percent("slow_rate", args.slow_rate.as_ref().map(|k| k.value));
+    for (method, value) in [
+        ("failures_within", &args.failures_within),
+        ("slow", &args.slow),
+        ("open_for", &args.open_for),
+        ("max_open_for", &args.max_open_for),
+        ("probe_timeout", &args.probe_timeout),
+    ] {
+        if let Some(value) = value {
+            let method = format_ident!("{method}");
+            let value = duration(private, value.value);
+            calls.push(quote!(.#method(#value)));
+        }
+    }
+    for (method, value) in [("backoff", &args.backoff), ("jitter", &args.jitter)] {
+        if let Some(value) = value {
+            let method = format_ident!("{method}");
+            let value = proc_macro2::Literal::f64_suffixed(value.value);
+            calls.push(quote!(.#method(#value)));
+        }
+    }
+    if let Some(window) = &args.window {
+        let window = match window.value {
+            Window::Calls(calls) => quote!(#private::Window::Calls(#calls)),
+            Window::Time(nanos) => {
+                let nanos = duration(private, nanos);
+                quote!(#private::Window::Time(#nanos))
+            }
+        };
+        calls.push(quote!(.window(#window)));
+    }
+    quote!(#(#calls)*)
+}
+
+/// The statements that replace the body.
+fn body(function: &ItemFn, args: &Args) -> TokenStream {
+    let krate = args.krate.as_ref().map_or_else(
+        || quote!(::breakerbox),
+        |krate| krate.value.to_token_stream(),
+    );
+    let private = quote!(#krate::__private);
+
+    // Generated locals resolve at the macro's definition site, so they can neither shadow
+    // nor be shadowed by the user's names (cached #230); the `__breakerbox_` prefix keeps
+    // them readable in expanded code.
+    let mixed = Span::mixed_site();
+    let breaker = syn::Ident::new("__BREAKERBOX_BREAKER", mixed);
+    let permit = syn::Ident::new("__breakerbox_permit", mixed);
+    let rejected = syn::Ident::new("__breakerbox_rejected", mixed);
+    let result = syn::Ident::new("__breakerbox_result", mixed);
+    let outcome = syn::Ident::new("__breakerbox_outcome", mixed);
+    let once = syn::Ident::new("__breakerbox_once", mixed);
+    let config = syn::Ident::new("__breakerbox_config", mixed);
+    let elapsed = syn::Ident::new("__breakerbox_timeout", mixed);
+
+    let is_async = function.sig.asyncness.is_some();
+    let dot_await = is_async.then(|| quote!(.await));
+    let stmts = &function.block.stmts;
+
+    let name = match &args.name {
+        Some(name) => name.value.to_token_stream(),
+        None => {
+            let ident = function.sig.ident.to_string();
+            quote!(::core::concat!(::core::module_path!(), "::", #ident))
+        }
+    };
+    let configure = configure(args, &private);
+
+    // What a rejected call returns: the fallback's answer, or the rejection converted into
+    // the function's error type.
+    let output_span = mixed.located_at(func::output_span(function));
+    let (reject_pattern, on_reject) = match &args.fallback {
+        Some(fallback) => {
+            let path = &fallback.value;
+            let at = fallback.span;
+            let arguments = func::fallback_args(function, at);
+            // Spanned at the fallback path: a fallback whose arguments or return type do not
+            // match the function is reported at `fallback = …`.
+            let call = quote_spanned!(mixed.located_at(at)=> #path(#(#arguments),*) #dot_await);
+            (quote!(_), call)
+        }
+        None => (
+            quote!(#rejected),
+            quote_spanned!(output_span=> #private::reject(#rejected)),
+        ),
+    };
+
+    // The body, run once with a permit held.
+    let hint = func::type_hint(&function.sig.output).map(|ty| quote!(: #ty));
+    let run = if is_async {
+        match &args.timeout {
+            None => quote!(async move { #(#stmts)* }.await),
+            Some(timeout) => {
+                let after = duration(&private, timeout.value);
+                let require = quote_spanned!(timeout.key=> #private::require_tokio!{});
+                // With a fallback the arguments must still be there after a timeout, so the
+                // body borrows what it does not move (plain `async`, not `async move`).
+                let capture = args.fallback.is_none().then(|| quote!(move));
+                let on_timeout = match &args.fallback {
+                    Some(_) => on_reject.clone(),
+                    None => quote_spanned!(output_span=> #private::reject_timeout(#elapsed)),
+                };
+                quote! {{
+                    #require
+                    match #private::timeout(#after, async #capture { #(#stmts)* }).await {
+                        #private::Option::Some(#result) => #result,
+                        #private::Option::None => {
+                            let #elapsed = #private::Timeout::new(#private::Breaker::name(&#breaker), #after);
+                            #private::Permit::record_with(
+                                #permit,
+                                #private::Outcome::Failure,
+                                #private::Option::Some(&#elapsed),
+                            );
+                            return #on_timeout;
+                        }
+                    }
+                }}
+            }
+        }
+    } else {
+        // Forced to be `FnOnce` by moving a non-`Copy` marker into it, so a body that moves
+        // its arguments or returns borrows of them compiles as it did unwrapped
+        // (fn-error-context). The statements are spliced, not the block, so `unused_braces`
+        // never blames the user (tracing repro_1831).
+        quote! {
+            (move || {
+                #private::ForceFnOnce::consume(#once);
+                #(#stmts)*
+            })()
+        }
+    };
+    let once_marker = (!is_async).then(|| quote!(let #once = #private::ForceFnOnce;));
+
+    let classify = match &args.classify {
+        Some(classify) => {
+            let path = &classify.value;
+            quote_spanned!(mixed.located_at(classify.span)=> #path(&#result))
+        }
+        None => quote_spanned!(output_span=> #private::classify(&#result)),
+    };
+
+    quote! {
+        // Resolved once per function, not looked up per call: the handle is not generic, so
+        // one static serves every instantiation of a generic function.
+        static #breaker: #private::LazyLock<#private::Breaker> = #private::LazyLock::new(|| {
+            #private::breaker(#name, |#config| #config #configure)
+        });
+        let #permit = match #private::Breaker::try_acquire(&#breaker) {
+            #private::Result::Ok(#permit) => #permit,
+            #private::Result::Err(#reject_pattern) => {
+                return #on_reject;
+            }
+        };
+        #once_marker
+        #[allow(clippy::redundant_closure_call, clippy::let_unit_value)]
+        let #result #hint = #run;
+        let #outcome: #private::Outcome = #classify;
+        {
+            use #private::{CauseDisplay as _, CauseNone as _};
+            #private::Permit::record_with(
+                #permit,
+                #outcome,
+                (&#private::Cause(&#result)).__breakerbox_cause(),
+            );
+        }
+        #result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expand;
+    use quote::quote;
+
+    fn expanded(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> String {
+        expand(attr, item).to_string()
+    }
+
+    #[test]
+    fn keeps_signature_and_attributes() {
+        let out = expanded(
+            quote!(),
+            quote! {
+                /// Docs.
+                #[inline]
+                pub(crate) unsafe fn get<'a, T: Clone>(x: &'a T) -> Result<&'a T, E> where T: Send {
+                    #![allow(unused)]
+                    Ok(x)
+                }
+            },
+        );
+        assert!(out.starts_with("# [doc = r\" Docs.\"] # [inline] pub (crate) unsafe fn get < 'a , T : Clone > (x : & 'a T) -> Result < & 'a T , E > where T : Send { # ! [allow (unused)]"), "{out}");
+        assert_eq!(
+            out.matches("Ok (x)").count(),
+            1,
+            "the body is quoted once: {out}"
+        );
+    }
+
+    #[test]
+    fn default_name_is_module_path_and_fn() {
+        let out = expanded(
+            quote!(),
+            quote!(
+                fn get() -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+        );
+        assert!(
+            out.contains("concat ! (:: core :: module_path ! () , \"::\" , \"get\")"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn emits_parsed_constants() {
+        let out = expanded(
+            quote!(
+                name = "users",
+                open_for = "2s",
+                window = "1m",
+                failure_rate = 50
+            ),
+            quote!(
+                fn get() -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+        );
+        assert!(
+            out.contains(
+                ". open_for (:: breakerbox :: __private :: Duration :: from_nanos (2000000000u64))"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("Window :: Time"), "{out}");
+        assert!(out.contains(". failure_rate (50u8)"), "{out}");
+    }
+
+    #[test]
+    fn async_body_is_awaited_in_place() {
+        let out = expanded(
+            quote!(fallback = cached),
+            quote!(
+                async fn get(&self, id: u32) -> Result<u32, E> {
+                    Ok(id)
+                }
+            ),
+        );
+        assert!(out.contains("async move { Ok (id) } . await"), "{out}");
+        assert!(out.contains("cached (self , id) . await"), "{out}");
+    }
+
+    #[test]
+    fn renamed_crate() {
+        let out = expanded(
+            quote!(crate = "my::bb"),
+            quote!(
+                fn get() -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+        );
+        assert!(out.contains("my :: bb :: __private :: LazyLock"), "{out}");
+        assert!(!out.contains(":: breakerbox ::"), "{out}");
+    }
+
+    #[test]
+    fn errors_keep_the_item() {
+        let out = expanded(
+            quote!(failures = 0),
+            quote!(
+                fn get() -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+        );
+        assert!(out.contains("compile_error"), "{out}");
+        assert!(
+            out.contains("fn get () -> Result < () , E > { Ok (()) }"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn rejects_non_functions() {
+        let out = expanded(
+            quote!(),
+            quote!(
+                struct S;
+            ),
+        );
+        assert!(out.contains("goes on a function"), "{out}");
+        let out = expanded(
+            quote!(),
+            quote!(
+                fn get(&self) -> Result<(), E>;
+            ),
+        );
+        assert!(out.contains("needs a function body"), "{out}");
+        let out = expanded(
+            quote!(),
+            quote!(
+                const fn get() -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+        );
+        assert!(out.contains("const fn"), "{out}");
+        let out = expanded(
+            quote!(timeout = "1s"),
+            quote!(
+                fn get() -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+        );
+        assert!(out.contains("needs an `async fn`"), "{out}");
+    }
+}

@@ -1,0 +1,191 @@
+//! The function model: which shapes `#[circuit_breaker]` accepts, and how the fallback is
+//! called with the function's arguments.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{ToTokens, quote};
+use syn::spanned::Spanned;
+use syn::visit_mut::VisitMut;
+use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
+
+use crate::args::{Args, Errors};
+
+/// Checks that the function can be wrapped, reporting each problem at the offending token.
+pub(crate) fn check(item: &ItemFn, args: &Args, errors: &mut Errors) {
+    let sig = &item.sig;
+    if let Some(constness) = &sig.constness {
+        errors.push(syn::Error::new(
+            constness.span(),
+            "#[circuit_breaker] cannot wrap a `const fn`: a circuit breaker has run-time state; \
+             remove `const`",
+        ));
+    }
+    if let Some(abi) = &sig.abi {
+        errors.push(syn::Error::new(
+            abi.span(),
+            "#[circuit_breaker] cannot wrap an `extern` function: put it on a Rust function \
+             that calls this one",
+        ));
+    }
+    if let Some(variadic) = &sig.variadic {
+        errors.push(syn::Error::new(
+            variadic.dots.span(),
+            "#[circuit_breaker] cannot wrap a variadic function",
+        ));
+    }
+    if sig.asyncness.is_none() {
+        if let Some(timeout) = &args.timeout {
+            errors.push(syn::Error::new(
+                timeout.key,
+                "`timeout` needs an `async fn`: a synchronous call cannot be interrupted; make \
+                 the function `async`, or remove `timeout` and bound the call inside it",
+            ));
+        }
+        if let ReturnType::Type(_, ty) = &sig.output
+            && returns_future(ty)
+        {
+            errors.push(syn::Error::new(
+                ty.span(),
+                "#[circuit_breaker] on a function that returns a future would record the outcome \
+                 when the future is created, not when it finishes: write an `async fn` instead \
+                 (for traits, use native `async fn` in the trait rather than `#[async_trait]`)",
+            ));
+        }
+    }
+    if args.fallback.is_some() {
+        for arg in &sig.inputs {
+            if let FnArg::Typed(typed) = arg
+                && fallback_ident(&typed.pat).is_none()
+            {
+                errors.push(syn::Error::new(
+                    typed.pat.span(),
+                    "with `fallback`, every argument needs a name so it can be passed on to the \
+                     fallback: write `name: Type` and destructure it in the body (`_name` if it \
+                     is unused)",
+                ));
+            }
+        }
+    }
+}
+
+/// `impl Future<…>` or `Pin<Box<dyn Future<…>>>` (what `#[async_trait]` produces).
+fn returns_future(ty: &Type) -> bool {
+    fn names_future(
+        bounds: &syn::punctuated::Punctuated<syn::TypeParamBound, syn::Token![+]>,
+    ) -> bool {
+        bounds.iter().any(|bound| match bound {
+            syn::TypeParamBound::Trait(bound) => bound
+                .path
+                .segments
+                .last()
+                .is_some_and(|segment| segment.ident == "Future"),
+            _ => false,
+        })
+    }
+    match ty {
+        Type::ImplTrait(ty) => names_future(&ty.bounds),
+        Type::TraitObject(ty) => names_future(&ty.bounds),
+        Type::Group(ty) => returns_future(&ty.elem),
+        Type::Paren(ty) => returns_future(&ty.elem),
+        Type::Path(path) => path.path.segments.last().is_some_and(|segment| {
+            (segment.ident == "Pin" || segment.ident == "Box") && match &segment.arguments {
+                syn::PathArguments::AngleBracketed(args) => args.args.iter().any(
+                    |arg| matches!(arg, syn::GenericArgument::Type(inner) if returns_future(inner)),
+                ),
+                _ => false,
+            }
+        }),
+        _ => false,
+    }
+}
+
+/// The name an argument is passed to the fallback by: `x` in `x: T` or `mut x: T`.
+fn fallback_ident(pat: &Pat) -> Option<&syn::Ident> {
+    match pat {
+        Pat::Ident(ident) if ident.by_ref.is_none() && ident.subpat.is_none() => Some(&ident.ident),
+        _ => None,
+    }
+}
+
+/// The arguments of the fallback call: `self` for a method, then each argument by name.
+///
+/// Each name keeps its own hygiene (so it resolves to the user's parameter even when the
+/// function comes out of a `macro_rules!`) but is located at the fallback path, so that a
+/// mismatch with the fallback's signature points at `fallback = …`.
+pub(crate) fn fallback_args(item: &ItemFn, at: Span) -> Vec<TokenStream> {
+    item.sig
+        .inputs
+        .iter()
+        .filter_map(|arg| match arg {
+            FnArg::Receiver(receiver) => {
+                let token = syn::Ident::new("self", receiver.self_token.span().located_at(at));
+                Some(token.into_token_stream())
+            }
+            FnArg::Typed(typed) => fallback_ident(&typed.pat).map(|ident| {
+                let mut ident = ident.clone();
+                ident.set_span(ident.span().located_at(at));
+                quote!(#ident)
+            }),
+        })
+        .collect()
+}
+
+/// The return type with every `impl Trait` replaced by `_`, usable as a `let` type hint.
+///
+/// The hint fixes the type of the body's result before the generated code inspects it
+/// (`?` inside the wrapped body needs it); `impl Trait` is not allowed in a `let`
+/// (tracing #1227, async-trait #281), `_` is.
+pub(crate) fn type_hint(output: &ReturnType) -> Option<Type> {
+    struct EraseImplTrait;
+    impl VisitMut for EraseImplTrait {
+        fn visit_type_mut(&mut self, ty: &mut Type) {
+            if let Type::ImplTrait(impl_trait) = ty {
+                *ty = Type::Infer(syn::TypeInfer {
+                    attrs: Vec::new(),
+                    underscore_token: syn::Token![_](impl_trait.impl_token.span()),
+                });
+            } else {
+                syn::visit_mut::visit_type_mut(self, ty);
+            }
+        }
+    }
+    match output {
+        ReturnType::Default => None,
+        ReturnType::Type(_, ty) => {
+            let mut ty = (**ty).clone();
+            EraseImplTrait.visit_type_mut(&mut ty);
+            Some(ty)
+        }
+    }
+}
+
+/// Where errors about the return type point: the type, or the name of a `fn` without one.
+pub(crate) fn output_span(item: &ItemFn) -> Span {
+    match &item.sig.output {
+        ReturnType::Type(_, ty) => ty.span(),
+        ReturnType::Default => item.sig.ident.span(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{returns_future, type_hint};
+    use quote::quote;
+    use syn::{ReturnType, Type, parse_quote};
+
+    #[test]
+    fn erases_impl_trait() {
+        let output: ReturnType = parse_quote!(-> Result<impl Iterator<Item = u8>, E>);
+        let hint = type_hint(&output).unwrap();
+        assert_eq!(quote!(#hint).to_string(), quote!(Result<_, E>).to_string());
+    }
+
+    #[test]
+    fn detects_futures() {
+        let ty: Type = parse_quote!(impl core::future::Future<Output = u8>);
+        assert!(returns_future(&ty));
+        let ty: Type = parse_quote!(Pin<Box<dyn Future<Output = u8> + Send + 'async_trait>>);
+        assert!(returns_future(&ty));
+        let ty: Type = parse_quote!(Result<impl Display, E>);
+        assert!(!returns_future(&ty));
+    }
+}
