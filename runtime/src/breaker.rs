@@ -159,6 +159,29 @@ impl fmt::Debug for Breaker {
     }
 }
 
+/// A breaker's state as plain data: what processes sharing one breaker exchange.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SharedState {
+    /// The state.
+    pub state: State,
+    /// While open: how long until it probes.
+    pub open_remaining: Option<Duration>,
+    /// Re-opens since the last close, which set the next open time under `backoff`.
+    pub reopens: u32,
+}
+
+impl SharedState {
+    /// A shared state.
+    pub fn new(state: State, open_remaining: Option<Duration>, reopens: u32) -> Self {
+        SharedState {
+            state,
+            open_remaining,
+            reopens,
+        }
+    }
+}
+
 /// What a permit was admitted as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -351,6 +374,53 @@ impl Breaker {
     /// A snapshot of the breaker's state and counts.
     pub fn metrics(&self) -> Metrics {
         self.inner().metrics()
+    }
+
+    /// The breaker's state as plain data, to share it with other processes through a store.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{Breaker, Config, State};
+    /// use std::time::Duration;
+    ///
+    /// let here = Breaker::new("users", Config::default());
+    /// here.trip_for(Duration::from_secs(5));
+    /// let there = Breaker::new("users", Config::default());
+    /// there.import_state(&here.export_state());
+    /// assert_eq!(there.state(), State::Open);
+    /// ```
+    pub fn export_state(&self) -> SharedState {
+        let inner = self.inner();
+        let state = self.state();
+        let now = inner.clock().coarse();
+        SharedState {
+            state,
+            open_remaining: (state == State::Open).then(|| {
+                Duration::from_nanos(inner.open_until.load(Ordering::Relaxed).saturating_sub(now))
+            }),
+            reopens: inner.reopens.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Takes on a state exported by [`export_state`](Breaker::export_state), typically by
+    /// another process. Counts are local and start over.
+    pub fn import_state(&self, shared: &SharedState) {
+        let inner = self.inner();
+        let now = inner.clock().coarse();
+        let open_for = (shared.state == State::Open).then(|| {
+            shared
+                .open_remaining
+                .unwrap_or_default()
+                .max(Duration::from_nanos(1))
+        });
+        inner.transition_any(
+            &State::ALL,
+            shared.state,
+            Reason::Imported,
+            None,
+            now,
+            open_for,
+        );
+        inner.reopens.store(shared.reopens, Ordering::Relaxed);
     }
 
     /// Whether two handles are the same breaker.

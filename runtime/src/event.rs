@@ -53,6 +53,8 @@ pub enum Reason {
     Disabled,
     /// [`Breaker::reset`](crate::Breaker::reset).
     Reset,
+    /// [`Breaker::import_state`](crate::Breaker::import_state): another process's state.
+    Imported,
 }
 
 impl fmt::Display for Reason {
@@ -69,6 +71,7 @@ impl fmt::Display for Reason {
             Reason::ForcedOpen => f.write_str("forced open"),
             Reason::Disabled => f.write_str("disabled"),
             Reason::Reset => f.write_str("reset"),
+            Reason::Imported => f.write_str("imported"),
         }
     }
 }
