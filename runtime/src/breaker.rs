@@ -256,6 +256,36 @@ impl Breaker {
         State::from_word(self.inner().state.load(Ordering::Acquire))
     }
 
+    /// Like [`try_acquire`](Breaker::try_acquire), but the permit holds a handle to the
+    /// breaker instead of borrowing it, so it can live in a `'static` future (the `tower`
+    /// layer's). Costs what `try_acquire` does plus a handle clone: a reference-count increment
+    /// for a [`Breaker::new`] breaker, nothing for a registry one; no allocation.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{Breaker, Config, Outcome};
+    ///
+    /// let breaker = Breaker::new("cache", Config::default());
+    /// let permit = breaker.try_acquire_owned()?;
+    /// std::thread::spawn(move || permit.record(Outcome::Success)).join().unwrap();
+    /// assert_eq!(breaker.metrics().successes, 1);
+    /// drop(breaker.try_acquire_owned()?); // no verdict: a cancelled call, ignored
+    /// assert_eq!(breaker.metrics().ignored, 1);
+    /// # Ok::<(), breakerbox_runtime::Rejected>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire_owned(&self) -> Result<OwnedPermit, Rejected> {
+        let mut permit = self.try_acquire()?;
+        // The owned permit takes over the verdict; the borrowed one must not record on drop.
+        permit.done = true;
+        Ok(OwnedPermit {
+            breaker: self.clone(),
+            generation: permit.generation,
+            kind: permit.kind,
+            started: permit.started,
+            done: false,
+        })
+    }
+
     /// Asks to make one call. Record the outcome with the permit.
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_>, Rejected> {
@@ -1084,6 +1114,73 @@ impl fmt::Debug for Permit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
             .field("breaker", &self.inner.name)
+            .field("probe", &(self.kind == Kind::Probe))
+            .finish()
+    }
+}
+
+/// A [`Permit`] that owns a handle to its breaker, from [`Breaker::try_acquire_owned`].
+///
+/// Records like a [`Permit`], including on drop: `Ignored` for a cancelled call, `Failure`
+/// while panicking.
+#[must_use = "a permit records a cancelled call when dropped; record the outcome instead"]
+pub struct OwnedPermit {
+    breaker: Breaker,
+    generation: u32,
+    kind: Kind,
+    started: u64,
+    done: bool,
+}
+
+impl OwnedPermit {
+    /// The borrowed permit this one stands for; from then on, that one records.
+    #[inline]
+    fn take(&mut self) -> Permit<'_> {
+        self.done = true;
+        Permit {
+            inner: self.breaker.inner(),
+            generation: self.generation,
+            kind: self.kind,
+            started: self.started,
+            done: false,
+        }
+    }
+
+    /// Records the call's outcome.
+    #[inline]
+    pub fn record(mut self, outcome: Outcome) {
+        self.take().record(outcome);
+    }
+
+    /// Records the call's outcome with the failure's message; see [`Permit::record_with`].
+    #[inline]
+    pub fn record_with(mut self, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
+        self.take().record_with(outcome, cause);
+    }
+
+    /// Whether this call is a half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.kind == Kind::Probe
+    }
+
+    /// The breaker this permit is from.
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+}
+
+impl Drop for OwnedPermit {
+    fn drop(&mut self) {
+        if !self.done {
+            drop(self.take());
+        }
+    }
+}
+
+impl fmt::Debug for OwnedPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPermit")
+            .field("breaker", &self.breaker.name())
             .field("probe", &(self.kind == Kind::Probe))
             .finish()
     }

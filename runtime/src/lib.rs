@@ -27,7 +27,7 @@ mod registry;
 mod sync;
 mod window;
 
-pub use breaker::{Breaker, Permit, SharedState, State};
+pub use breaker::{Breaker, OwnedPermit, Permit, SharedState, State};
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
 pub use clock::{Clock, ManualClock, SystemClock};
