@@ -1,1 +1,231 @@
-//! Support for generated code. Not public API.
+//! Support for the code `#[circuit_breaker]` generates. Not public API: no stability
+//! guarantees, may change in any release.
+//!
+//! Generated code names only `::breakerbox::__private::…` (or the `crate = "…"` override's
+//! equivalent), never a path a user's own items could shadow (tracing #3119/#3126).
+
+use core::fmt::Display;
+
+pub use ::core::option::Option;
+pub use ::core::result::Result;
+pub use ::core::time::Duration;
+pub use ::std::sync::LazyLock;
+
+pub use breakerbox_runtime::{Breaker, ConfigBuilder, Outcome, Permit, Rejected, Timeout, Window};
+
+use breakerbox_runtime::{Config, registry};
+
+/// Creates (or finds) the breaker of a `#[circuit_breaker]` function.
+///
+/// Called once per function, from the function-local `LazyLock` static. The config was
+/// validated at expansion time, so `build` does not fail; should the runtime's rules ever be
+/// stricter than the macro's, the default config is used rather than panicking in a user's
+/// call path.
+#[inline(never)]
+pub fn breaker(name: &str, configure: fn(ConfigBuilder) -> ConfigBuilder) -> Breaker {
+    registry().get_or_create(name, || {
+        configure(Config::builder()).build().unwrap_or_default()
+    })
+}
+
+/// Moved into the closure that wraps a synchronous body so that it is `FnOnce`: such a body
+/// may move its captured arguments out and return borrows of them (fn-error-context).
+#[derive(Debug)]
+pub struct ForceFnOnce;
+
+impl ForceFnOnce {
+    /// Consumes the marker; does nothing else.
+    #[inline(always)]
+    pub fn consume(self) {}
+}
+
+/// The function's return type can take a rejected call: `Result<T, E>` with
+/// `E: From<Rejected>`.
+#[diagnostic::on_unimplemented(
+    message = "`#[circuit_breaker]` without `fallback` needs the function to return `Result<T, E>` with `E: From<breakerbox::Rejected>`, but it returns `{Self}`",
+    label = "a rejected call cannot be returned as `{Self}`",
+    note = "add `fallback = path_to_fn` to answer rejected calls, or return a `Result` whose error type implements `From<breakerbox::Rejected>`"
+)]
+pub trait FromRejected {
+    /// The rejection as this return type.
+    fn from_rejected(rejected: Rejected) -> Self;
+}
+
+impl<T, E: ErrorFromRejected> FromRejected for Result<T, E> {
+    #[inline]
+    fn from_rejected(rejected: Rejected) -> Self {
+        Result::Err(E::convert(rejected))
+    }
+}
+
+/// The error type of a `#[circuit_breaker]` function without fallback: `From<Rejected>`.
+#[diagnostic::on_unimplemented(
+    message = "the error type `{Self}` must implement `From<breakerbox::Rejected>` to report calls rejected by `#[circuit_breaker]`",
+    label = "`{Self}` does not implement `From<breakerbox::Rejected>`",
+    note = "implement `From<breakerbox::Rejected> for {Self}` (for example with a `#[from] Rejected` variant in a thiserror enum), or add `fallback = path_to_fn` to answer rejected calls"
+)]
+pub trait ErrorFromRejected {
+    /// `From::from`.
+    fn convert(rejected: Rejected) -> Self;
+}
+
+// Not recommended, so that a missing `From<Rejected>` is reported with the message above
+// rather than as a bare `E: From<Rejected>` bound.
+#[diagnostic::do_not_recommend]
+impl<E: From<Rejected>> ErrorFromRejected for E {
+    #[inline]
+    fn convert(rejected: Rejected) -> Self {
+        E::from(rejected)
+    }
+}
+
+/// What a function without fallback returns for a rejected call.
+#[inline]
+pub fn reject<R: FromRejected>(rejected: Rejected) -> R {
+    R::from_rejected(rejected)
+}
+
+/// The function's return type can take a timed-out call: `Result<T, E>` with
+/// `E: From<Timeout>`.
+#[diagnostic::on_unimplemented(
+    message = "`#[circuit_breaker(timeout = …)]` without `fallback` needs the function to return `Result<T, E>` with `E: From<breakerbox::Timeout>`, but it returns `{Self}`",
+    label = "a timed-out call cannot be returned as `{Self}`",
+    note = "add `fallback = path_to_fn` to answer timed-out calls, or return a `Result` whose error type implements `From<breakerbox::Timeout>`"
+)]
+pub trait FromTimeout {
+    /// The timeout as this return type.
+    fn from_timeout(timeout: Timeout) -> Self;
+}
+
+impl<T, E: ErrorFromTimeout> FromTimeout for Result<T, E> {
+    #[inline]
+    fn from_timeout(timeout: Timeout) -> Self {
+        Result::Err(E::convert(timeout))
+    }
+}
+
+/// The error type of a `#[circuit_breaker(timeout = …)]` function without fallback.
+#[diagnostic::on_unimplemented(
+    message = "the error type `{Self}` must implement `From<breakerbox::Timeout>` to report calls that `#[circuit_breaker(timeout = …)]` cut short",
+    label = "`{Self}` does not implement `From<breakerbox::Timeout>`",
+    note = "implement `From<breakerbox::Timeout> for {Self}`, or add `fallback = path_to_fn` to answer timed-out calls"
+)]
+pub trait ErrorFromTimeout {
+    /// `From::from`.
+    fn convert(timeout: Timeout) -> Self;
+}
+
+#[diagnostic::do_not_recommend]
+impl<E: From<Timeout>> ErrorFromTimeout for E {
+    #[inline]
+    fn convert(timeout: Timeout) -> Self {
+        E::from(timeout)
+    }
+}
+
+/// What a function without fallback returns for a timed-out call.
+#[inline]
+pub fn reject_timeout<R: FromTimeout>(timeout: Timeout) -> R {
+    R::from_timeout(timeout)
+}
+
+/// Return types the default classifier understands: `Result<T, E>`.
+#[diagnostic::on_unimplemented(
+    message = "`#[circuit_breaker]` cannot tell whether a call that returns `{Self}` failed",
+    label = "not a `Result`",
+    note = "return a `Result<T, E>` (`Err` counts as a failure), or add `classify = path_to_fn`, a `fn(&{Self}) -> breakerbox::Outcome`"
+)]
+pub trait DefaultClassify {
+    /// `Ok` → success, `Err` → failure.
+    fn outcome(&self) -> Outcome;
+}
+
+impl<T, E> DefaultClassify for Result<T, E> {
+    #[inline]
+    fn outcome(&self) -> Outcome {
+        Outcome::of_result(self)
+    }
+}
+
+/// The default classifier.
+#[inline]
+pub fn classify<R: DefaultClassify>(result: &R) -> Outcome {
+    result.outcome()
+}
+
+/// A call's result, inspected for a cause to keep when it trips the breaker.
+///
+/// Autoref specialization: `(&Cause(&result)).__breakerbox_cause()` picks
+/// [`CauseDisplay`] when the result is `Err(e)` with `e: Display` and [`CauseNone`]
+/// otherwise. It resolves at the call site, where the result's type is concrete.
+#[derive(Debug)]
+pub struct Cause<'a, R>(pub &'a R);
+
+/// A `Result` whose error is `Display`: its error is the cause.
+pub trait CauseDisplay {
+    /// The error, if the result is one.
+    fn __breakerbox_cause(&self) -> Option<&dyn Display>;
+}
+
+impl<T, E: Display> CauseDisplay for Cause<'_, Result<T, E>> {
+    #[inline]
+    fn __breakerbox_cause(&self) -> Option<&dyn Display> {
+        match self.0 {
+            Result::Ok(_) => Option::None,
+            Result::Err(error) => Option::Some(error),
+        }
+    }
+}
+
+/// Anything else: no cause.
+pub trait CauseNone {
+    /// Always `None`.
+    fn __breakerbox_cause(&self) -> Option<&dyn Display>;
+}
+
+impl<R> CauseNone for &Cause<'_, R> {
+    #[inline]
+    fn __breakerbox_cause(&self) -> Option<&dyn Display> {
+        Option::None
+    }
+}
+
+/// Runs `future` for at most `after` on tokio's timer; `None` if it ran out of time.
+#[cfg(feature = "tokio")]
+#[inline]
+pub async fn timeout<F: Future>(after: Duration, future: F) -> Option<F::Output> {
+    ::tokio::time::timeout(after, future).await.ok()
+}
+
+/// Stands in for the tokio version so that, without the `tokio` feature, the only error
+/// is the one from [`require_tokio!`].
+#[cfg(not(feature = "tokio"))]
+#[inline]
+pub async fn timeout<F: Future>(_after: Duration, future: F) -> Option<F::Output> {
+    Option::Some(future.await)
+}
+
+// `timeout = "…"` needs the facade's `tokio` feature. The attribute cannot see the facade's
+// features, so it emits `require_tokio!{}`, which is empty with the feature and a
+// `compile_error!` naming the feature without it (cached's `__require_async_feature!`,
+// tokio's `main_fail`). A `macro_rules!` can only be re-exported from another module if it is
+// `#[macro_export]`ed; the hidden, prefixed name keeps it out of users' way.
+#[cfg(feature = "tokio")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __breakerbox_require_tokio {
+    () => {};
+}
+
+#[cfg(not(feature = "tokio"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __breakerbox_require_tokio {
+    () => {
+        ::core::compile_error! {
+            "`timeout` needs the `tokio` feature of breakerbox: add `features = [\"tokio\"]` to the breakerbox dependency in Cargo.toml"
+        }
+    };
+}
+
+pub use crate::__breakerbox_require_tokio as require_tokio;

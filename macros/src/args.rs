@@ -44,7 +44,6 @@ pub(crate) mod defaults {
     pub(crate) const OPEN_FOR_NANOS: u64 = 60 * 1_000_000_000;
     pub(crate) const HALF_OPEN_CALLS: u32 = 1;
     pub(crate) const WINDOW_CALLS: u32 = 100;
-    pub(crate) const MIN_CALLS: u32 = 10;
 }
 
 /// Largest count window the runtime accepts.
@@ -360,47 +359,43 @@ impl Raw {
                  or give `failure_rate` a time window such as `window = \"10s\"`",
             ));
         }
-        if let Some(Key {
-            value: Window::Calls(size),
-            ..
-        }) = args.window
-        {
-            match &args.min_calls {
-                Some(min) if min.value > size => errors.push(syn::Error::new(
+        let rate_policy = args.failure_rate.is_some() || args.slow_rate.is_some();
+        for (key, span) in [
+            ("window", args.window.as_ref().map(|k| k.key)),
+            ("min_calls", args.min_calls.as_ref().map(|k| k.key)),
+        ] {
+            if let Some(span) = span
+                && !rate_policy
+            {
+                errors.push(syn::Error::new(
+                    span,
+                    format!(
+                        "`{key}` only matters to a rate policy: add `failure_rate = P` (trip when \
+                         P% of the window's calls fail) or `slow_rate = P`, or remove `{key}`"
+                    ),
+                ));
+            }
+        }
+        // The runtime shrinks the default `min_calls` to a smaller count window, but an explicit
+        // `min_calls` larger than the window could never be reached.
+        if let Some(min) = &args.min_calls {
+            let (size, from) = match args.window.as_ref().map(|w| w.value) {
+                Some(Window::Calls(size)) => (Some(size), "a window of"),
+                Some(Window::Time(_)) => (None, ""),
+                None => (Some(defaults::WINDOW_CALLS), "the default window of"),
+            };
+            if let Some(size) = size
+                && min.value > size
+            {
+                errors.push(syn::Error::new(
                     min.key,
                     format!(
-                        "`min_calls = {}` can never be reached by a window of {size} calls: \
-                         lower `min_calls` to at most {size}, or widen `window`",
-                        min.value
+                        "`min_calls = {}` can never be reached by {from} {size} calls: lower \
+                         `min_calls` to at most {size}, or set `window = {}` (or more)",
+                        min.value, min.value
                     ),
-                )),
-                None if size < defaults::MIN_CALLS => {
-                    let window = args.window.as_ref().map_or_else(Span::call_site, |w| w.key);
-                    errors.push(syn::Error::new(
-                        window,
-                        format!(
-                            "a window of {size} calls is smaller than the default `min_calls` ({}): \
-                             add `min_calls = {size}` (or fewer), or widen `window`",
-                            defaults::MIN_CALLS
-                        ),
-                    ));
-                }
-                _ => {}
+                ));
             }
-        } else if let Some(min) = &args.min_calls
-            && args.window.is_none()
-            && min.value > defaults::WINDOW_CALLS
-        {
-            errors.push(syn::Error::new(
-                min.key,
-                format!(
-                    "`min_calls = {}` can never be reached by the default window of {} calls: \
-                     add `window = {}` (or more), or lower `min_calls`",
-                    min.value,
-                    defaults::WINDOW_CALLS,
-                    min.value
-                ),
-            ));
         }
         if let (Some(rate), None) = (&args.slow_rate, &args.slow) {
             errors.push(syn::Error::new(
@@ -836,7 +831,6 @@ mod tests {
     fn parses_every_key() {
         let args = parse(quote!(
             name = "users",
-            failures_within = "10s",
             window = "30s",
             min_calls = 5,
             slow = "1s",
@@ -853,11 +847,11 @@ mod tests {
             fallback = Self::cached,
             classify = classify_http,
             crate = "my::breakerbox",
-            failures = 3,
+            failure_rate = 30,
         ))
         .unwrap();
         assert_eq!(args.name.unwrap().value.value(), "users");
-        assert_eq!(args.failures.unwrap().value, 3);
+        assert_eq!(args.failure_rate.unwrap().value, 30);
         assert_eq!(args.window.unwrap().value, Window::Time(30_000_000_000));
         assert_eq!(args.open_for.unwrap().value, 2_000_000_000);
         assert!((args.backoff.unwrap().value - 2.0).abs() < f64::EPSILON);
@@ -896,9 +890,14 @@ mod tests {
     fn combinations() {
         assert!(error(quote!(failures = 3, failure_rate = 50)).contains("choose different"));
         assert!(error(quote!(failure_rate = 50, failures_within = "1s")).contains("only applies"));
-        assert!(error(quote!(window = 10, min_calls = 11)).contains("never be reached"));
-        assert!(error(quote!(window = 5)).contains("min_calls = 5"));
-        assert!(error(quote!(min_calls = 101)).contains("window = 101"));
+        assert!(
+            error(quote!(failure_rate = 50, window = 10, min_calls = 11))
+                .contains("never be reached")
+        );
+        assert!(parse(quote!(failure_rate = 50, window = 5)).is_ok());
+        assert!(error(quote!(slow = "1s", slow_rate = 5, min_calls = 101)).contains("window = 101"));
+        assert!(error(quote!(window = 10)).contains("only matters to a rate policy"));
+        assert!(error(quote!(min_calls = 10)).contains("only matters to a rate policy"));
         assert!(error(quote!(slow_rate = 10)).contains("add `slow"));
         assert!(error(quote!(max_open_for = "10s")).contains("default `open_for`"));
         assert!(error(quote!(open_for = "2s", max_open_for = "1s")).contains("at least \"2s\""));
