@@ -58,8 +58,15 @@ impl State {
         self as u64
     }
 
+    #[inline]
     fn from_word(word: u64) -> State {
-        State::ALL[(word & 0xff) as usize % State::ALL.len()]
+        match word & 0xff {
+            0 => State::Closed,
+            1 => State::Open,
+            2 => State::HalfOpen,
+            3 => State::ForcedOpen,
+            _ => State::Disabled,
+        }
     }
 
     /// The state's name: `closed`, `open`, `half-open`, `forced-open`, `disabled`.
@@ -114,6 +121,8 @@ pub(crate) struct Inner {
     last_failure: Mutex<Option<Arc<str>>>,
     listeners: RwLock<Vec<Listener>>,
     pub(crate) registered: bool,
+    /// Whether a closed-state admission is just a state load: no bulkhead, no clock.
+    plain_acquire: bool,
     /// Whether a closed-state success needs nothing but a count and a streak check: no slow
     /// threshold to measure, no window to fill, no bulkhead to release.
     plain_success: bool,
@@ -480,6 +489,7 @@ impl Inner {
             last_failure: Mutex::new(None),
             listeners: RwLock::new(Vec::new()),
             registered,
+            plain_acquire: config.slow.is_none() && config.max_concurrent.is_none(),
             plain_success: config.slow.is_none()
                 && !config.uses_window()
                 && config.max_concurrent.is_none(),
@@ -507,11 +517,29 @@ impl Inner {
         }
     }
 
+    /// Admission. The two paths that matter most — a closed breaker with a plain config, and
+    /// an open one rejecting — are inlined into the caller; everything else is out of line.
     #[inline]
     fn acquire(&self) -> Result<Permit<'_>, (RejectReason, Option<Duration>)> {
         // Acquire pairs with the Release store of a transition: whoever sees a state also sees
         // the data prepared for it (deadline, probe word, cleared window).
         let word = self.state.load(Ordering::Acquire);
+        match State::from_word(word) {
+            State::Closed if self.plain_acquire => Ok(Permit {
+                inner: self,
+                generation: generation(word),
+                kind: Kind::Closed,
+                started: 0,
+                done: false,
+            }),
+            State::Open => self.acquire_open(generation(word)),
+            _ => self.acquire_word(word),
+        }
+    }
+
+    /// Admission by the state in `word`; re-entered after a transition.
+    #[inline(never)]
+    fn acquire_word(&self, word: u64) -> Result<Permit<'_>, (RejectReason, Option<Duration>)> {
         let generation = generation(word);
         match State::from_word(word) {
             State::Closed => {
@@ -574,7 +602,7 @@ impl Inner {
         let word = self.state.load(Ordering::Acquire);
         match State::from_word(word) {
             State::HalfOpen => self.acquire_probe(crate::breaker::generation(word), now),
-            _ => self.acquire(),
+            _ => self.acquire_word(word),
         }
     }
 
@@ -588,7 +616,7 @@ impl Inner {
         loop {
             if crate::breaker::generation(cur) != generation {
                 // The round ended while we looked; admit by the state now.
-                return self.acquire();
+                return self.acquire_word(self.state.load(Ordering::Acquire));
             }
             let admitted = (cur >> PROBE_BITS) & PROBE_MASK;
             if admitted >= limit {
@@ -703,7 +731,11 @@ impl Inner {
             return;
         }
         if let Some(window) = &self.window {
-            let now = self.clock().coarse();
+            let now = if window.needs_clock() {
+                self.clock().coarse()
+            } else {
+                0
+            };
             if generation != crate::breaker::generation(self.state.load(Ordering::Relaxed)) {
                 return; // stale: admitted before the last transition
             }
@@ -1064,9 +1096,10 @@ impl Permit<'_> {
     /// Records the call's outcome with the failure's message, which is kept (and shown by
     /// [`Rejected`]) if this failure trips the breaker. The message is formatted only then.
     #[inline]
-    pub fn record_with(mut self, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
-        self.done = true;
-        self.inner.record(&self, outcome, cause);
+    pub fn record_with(self, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
+        // Recorded here, so the drop that records a cancelled call must not run.
+        let this = core::mem::ManuallyDrop::new(self);
+        this.inner.record(&this, outcome, cause);
     }
 
     /// Records a success.

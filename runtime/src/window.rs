@@ -24,6 +24,12 @@ impl RateWindow {
         }
     }
 
+    /// Whether recording needs the time: only a time window does.
+    #[inline]
+    pub(crate) fn needs_clock(&self) -> bool {
+        matches!(self, RateWindow::Time(_))
+    }
+
     /// Records one call. Returns whether the rates should be judged now: they can only rise
     /// with a failure or slow call, when the window first holds `min_calls` calls, or when old
     /// calls slide out of a time window.
