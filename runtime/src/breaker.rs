@@ -820,7 +820,9 @@ impl Inner {
         cause: Option<&dyn fmt::Display>,
     ) {
         let t = window.tally(now);
-        if t.calls < u64::from(self.config.min_calls) || t.calls == 0 {
+        let short = t.calls < u64::from(self.config.min_calls);
+        window.judged(short);
+        if short || t.calls == 0 {
             return;
         }
         let pct = |n: u64| (n * 100 / t.calls) as u8;

@@ -1,7 +1,7 @@
 //! Sliding windows for failure and slow-call rates, lock-free.
 
 use crate::config::{TIME_BUCKETS, Window};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 
 /// Calls, failures and slow calls in a window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -37,7 +37,20 @@ impl RateWindow {
     pub(crate) fn record(&self, failed: bool, slow: bool, now: u64, min_calls: u32) -> bool {
         match self {
             RateWindow::Calls(w) => w.record(failed, slow, min_calls) || failed || slow,
-            RateWindow::Time(w) => w.record(failed, slow, now) || failed || slow,
+            RateWindow::Time(w) => {
+                w.record(failed, slow, now) || failed || slow || w.short.load(Ordering::Relaxed)
+            }
+        }
+    }
+
+    /// Notes whether the last judgment found fewer than `min_calls` calls. A time window
+    /// cannot tell cheaply when it crosses `min_calls`, so until a judgment finds enough calls,
+    /// every call is judged: a success that brings the window to `min_calls` may trip it.
+    pub(crate) fn judged(&self, short: bool) {
+        if let RateWindow::Time(w) = self
+            && w.short.load(Ordering::Relaxed) != short
+        {
+            w.short.store(short, Ordering::Relaxed);
         }
     }
 
@@ -139,6 +152,8 @@ pub(crate) struct TimeWindow {
     /// matters is that the numbering is the same pure, monotonic function for every thread.
     per_width: u128,
     buckets: Box<[[AtomicU64; 3]]>,
+    /// Whether the last judgment had fewer than `min_calls` calls; see `RateWindow::judged`.
+    short: AtomicBool,
 }
 
 const COUNT_BITS: u32 = 32;
@@ -152,6 +167,7 @@ impl TimeWindow {
             buckets: (0..TIME_BUCKETS)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)])
                 .collect(),
+            short: AtomicBool::new(false),
         }
     }
 
@@ -217,5 +233,6 @@ impl TimeWindow {
         for w in self.buckets.iter().flatten() {
             w.store(0, Ordering::Relaxed);
         }
+        self.short.store(false, Ordering::Relaxed);
     }
 }

@@ -238,6 +238,38 @@ fn failure_rate_over_time_is_judged_only_from_min_calls() {
 }
 
 #[test]
+fn repro_time_window_success_crossing_min_calls_never_judged() {
+    // A count window judges the call that brings it to `min_calls`; a time window did not when
+    // that call was a success, so 50% failures stayed closed until the next failure.
+    let (b, _) = breaker(rate_config(Window::Time(secs(10)), 4, 50));
+    fail(&b);
+    fail(&b);
+    succeed(&b);
+    assert_eq!(b.state(), State::Closed);
+    succeed(&b); // 4 calls in the window, 2 failed: 50%
+    assert_eq!(b.state(), State::Open);
+    // After a close, the next crossing is judged again.
+    b.reset();
+    fail(&b);
+    for _ in 0..2 {
+        succeed(&b);
+    }
+    assert_eq!(b.state(), State::Closed);
+    fail(&b); // 2 of 4
+    assert_eq!(b.state(), State::Open);
+    // And once a judgment had enough calls, successes alone are not judged (nothing to trip).
+    b.reset();
+    for _ in 0..4 {
+        succeed(&b);
+    }
+    fail(&b);
+    for _ in 0..10 {
+        succeed(&b);
+    }
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
 fn old_buckets_slide_out_of_a_time_window() {
     // Ten buckets of one second each.
     let (b, clock) = breaker(rate_config(Window::Time(secs(10)), 2, 60));
