@@ -517,9 +517,9 @@ impl Inner {
         }
     }
 
-    /// Admission. The two paths that matter most — a closed breaker with a plain config, and
-    /// an open one rejecting — are inlined into the caller; everything else is out of line.
-    #[inline]
+    /// Admission. The path that matters most — a closed breaker with a plain config — is
+    /// inlined into the caller (one load, two compares); everything else is out of line.
+    #[inline(always)]
     fn acquire(&self) -> Result<Permit<'_>, (RejectReason, Option<Duration>)> {
         // Acquire pairs with the Release store of a transition: whoever sees a state also sees
         // the data prepared for it (deadline, probe word, cleared window).
@@ -532,7 +532,6 @@ impl Inner {
                 started: 0,
                 done: false,
             }),
-            State::Open => self.acquire_open(generation(word)),
             _ => self.acquire_word(word),
         }
     }

@@ -40,6 +40,7 @@ pub(crate) struct Counters {
 
 /// A per-thread id, nonzero once assigned.
 #[cfg(not(loom))]
+#[inline]
 fn thread_id() -> u64 {
     use std::cell::Cell;
     use std::sync::atomic::AtomicU64 as StdU64;
