@@ -25,6 +25,8 @@ mod metrics;
 mod outcome;
 mod registry;
 mod sync;
+#[cfg(feature = "tower")]
+pub mod tower;
 mod window;
 
 pub use breaker::{Breaker, OwnedPermit, Permit, SharedState, State};

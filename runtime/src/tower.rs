@@ -1,0 +1,322 @@
+//! A [tower](https://docs.rs/tower) [`Layer`] and [`Service`] that put a breaker in front of any
+//! service: a hyper or reqwest client, a tonic channel, or an axum router's handlers.
+//!
+//! ```
+//! use breakerbox_runtime::tower::CircuitBreakerLayer;
+//! use breakerbox_runtime::{Config, Error};
+//! use tower::{Layer, Service};
+//!
+//! # async fn demo() -> Result<(), breakerbox_runtime::ConfigError> {
+//! // The layer resolves the registry breaker "inventory" once; every service it wraps, and
+//! // every clone of those, shares it.
+//! let layer = CircuitBreakerLayer::new("inventory", Config::builder().failures(3).build()?);
+//! let mut client = layer.layer(tower::service_fn(|id: u32| async move {
+//!     if id == 0 { Err("no such item") } else { Ok(id * 10) }
+//! }));
+//! match client.call(4).await {
+//!     Ok(price) => assert_eq!(price, 40),
+//!     Err(Error::Rejected(rejected)) => eprintln!("{rejected}"), // the breaker is open
+//!     Err(Error::Inner(e)) => eprintln!("the call failed: {e}"),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Errors
+//!
+//! The wrapped service's error type is [`Error<E>`](crate::Error): [`Error::Rejected`] when the
+//! breaker refused the call (the inner service was not called), [`Error::Inner`] with the inner
+//! service's own error otherwise. Under axum, whose routers need infallible services, turn the
+//! rejection into a response with `axum::error_handling::HandleErrorLayer` (see the
+//! `tower_layer` example). To get a `tower::BoxError`, use [`Error::into_box_error`].
+//!
+//! # Readiness
+//!
+//! `poll_ready` is the inner service's, unchanged: an open breaker does not make the service
+//! look busy (it would never wake up) nor broken (tower drops services whose `poll_ready` fails).
+//! The breaker decides in `call`; a refused call returns a future that is ready at once with
+//! [`Error::Rejected`], without calling the inner service.
+//!
+//! # Cost
+//!
+//! Per request: the breaker's admission (one atomic load while closed), a handle clone (a
+//! reference count for a [`Breaker::new`] breaker, nothing for a registry one), and a clone of
+//! the classifier. No lock, no allocation. A response future dropped before it finishes records
+//! the call as [`Outcome::Ignored`]: a cancelled request says nothing about the service.
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll, ready};
+
+use ::tower::{Layer, Service};
+
+use crate::breaker::{Breaker, OwnedPermit};
+use crate::config::Config;
+use crate::error::{Error, Rejected};
+use crate::outcome::Outcome;
+use crate::registry::registry;
+
+/// Decides what a finished call means for the breaker, as `classify = …` does for the
+/// attribute.
+///
+/// Implemented by [`DefaultClassifier`] and by every `Fn(&Result<T, E>) -> Outcome + Clone`:
+///
+/// ```
+/// use breakerbox_runtime::Outcome;
+/// use breakerbox_runtime::tower::CircuitBreakerLayer;
+///
+/// // An HTTP client whose `Ok` responses may still be server errors.
+/// struct Response { status: u16 }
+/// let layer = CircuitBreakerLayer::from_breaker(breakerbox_runtime::Breaker::new("api", Default::default()))
+///     .classify(|r: &Result<Response, std::io::Error>| match r {
+///         Ok(resp) if resp.status >= 500 => Outcome::Failure,
+///         Ok(resp) if resp.status == 404 => Outcome::Ignored,
+///         Ok(_) => Outcome::Success,
+///         Err(_) => Outcome::Failure,
+///     });
+/// # let _ = layer;
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot classify a `Result<{T}, {E}>`",
+    note = "a classifier is a `Fn(&Result<Response, Error>) -> breakerbox::Outcome + Clone`; annotate the closure's argument type"
+)]
+pub trait Classify<T, E> {
+    /// The verdict on `result`.
+    fn classify(&self, result: &Result<T, E>) -> Outcome;
+}
+
+impl<T, E, F> Classify<T, E> for F
+where
+    F: Fn(&Result<T, E>) -> Outcome,
+{
+    #[inline]
+    fn classify(&self, result: &Result<T, E>) -> Outcome {
+        self(result)
+    }
+}
+
+/// The default classifier: `Ok` is a success, `Err` a failure ([`Outcome::of_result`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DefaultClassifier;
+
+impl<T, E> Classify<T, E> for DefaultClassifier {
+    #[inline]
+    fn classify(&self, result: &Result<T, E>) -> Outcome {
+        Outcome::of_result(result)
+    }
+}
+
+/// A [`Layer`] that wraps services in a [`CircuitBreaker`]. Every service it makes shares its
+/// one breaker.
+#[derive(Clone, Debug)]
+pub struct CircuitBreakerLayer<C = DefaultClassifier> {
+    breaker: Breaker,
+    classify: C,
+}
+
+impl CircuitBreakerLayer {
+    /// A layer over the [`registry`] breaker `name`, created with `config` unless it exists
+    /// (or was [`configure`](crate::Registry::configure)d): the same breaker that
+    /// `#[circuit_breaker(name = "…")]` functions of that name use.
+    pub fn new(name: &str, config: Config) -> Self {
+        Self::from_breaker(registry().get_or_create(name, || config))
+    }
+
+    /// A layer over `breaker`, in the registry or not.
+    pub fn from_breaker(breaker: Breaker) -> Self {
+        CircuitBreakerLayer {
+            breaker,
+            classify: DefaultClassifier,
+        }
+    }
+}
+
+impl<C> CircuitBreakerLayer<C> {
+    /// Classifies results with `classify` instead of `Ok` → success, `Err` → failure. It is
+    /// cloned for each request, so keep what it captures cheap to clone (or in an `Arc`).
+    pub fn classify<C2>(self, classify: C2) -> CircuitBreakerLayer<C2> {
+        CircuitBreakerLayer {
+            breaker: self.breaker,
+            classify,
+        }
+    }
+
+    /// The breaker.
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+}
+
+impl<S, C: Clone> Layer<S> for CircuitBreakerLayer<C> {
+    type Service = CircuitBreaker<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CircuitBreaker {
+            inner,
+            breaker: self.breaker.clone(),
+            classify: self.classify.clone(),
+        }
+    }
+}
+
+/// A [`Service`] that lets requests through its breaker; see the [module docs](self).
+/// Clones share the breaker.
+#[derive(Clone, Debug)]
+pub struct CircuitBreaker<S, C = DefaultClassifier> {
+    inner: S,
+    breaker: Breaker,
+    classify: C,
+}
+
+impl<S> CircuitBreaker<S> {
+    /// Wraps `inner` with `breaker` and the default classifier.
+    pub fn new(inner: S, breaker: Breaker) -> Self {
+        CircuitBreaker {
+            inner,
+            breaker,
+            classify: DefaultClassifier,
+        }
+    }
+}
+
+impl<S, C> CircuitBreaker<S, C> {
+    /// The breaker.
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, C, Req> Service<Req> for CircuitBreaker<S, C>
+where
+    S: Service<Req>,
+    S::Error: fmt::Display,
+    C: Classify<S::Response, S::Error> + Clone,
+{
+    type Response = S::Response;
+    type Error = Error<S::Error>;
+    type Future = ResponseFuture<S::Future, C>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // Honest readiness: the inner service's. See the module docs for why the breaker's
+        // state does not show here.
+        self.inner.poll_ready(cx).map_err(Error::Inner)
+    }
+
+    #[inline]
+    fn call(&mut self, req: Req) -> Self::Future {
+        let kind = match self.breaker.try_acquire_owned() {
+            Ok(permit) => Kind::Running {
+                future: self.inner.call(req),
+                permit: Some(permit),
+                classify: self.classify.clone(),
+            },
+            Err(rejected) => Kind::Rejected {
+                rejected: Some(rejected),
+            },
+        };
+        ResponseFuture { kind }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of a [`CircuitBreaker`] call: the inner service's, recording its outcome when
+    /// it finishes, or a rejection ready at once.
+    pub struct ResponseFuture<F, C> {
+        #[pin]
+        kind: Kind<F, C>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = KindProj]
+    enum Kind<F, C> {
+        Running {
+            #[pin]
+            future: F,
+            // `None` once recorded.
+            permit: Option<OwnedPermit>,
+            classify: C,
+        },
+        Rejected {
+            rejected: Option<Rejected>,
+        },
+    }
+}
+
+impl<F, C> fmt::Debug for ResponseFuture<F, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.kind {
+            Kind::Running { .. } => "running",
+            Kind::Rejected { .. } => "rejected",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("state", &state)
+            .finish()
+    }
+}
+
+impl<F, C, T, E> Future for ResponseFuture<F, C>
+where
+    F: Future<Output = Result<T, E>>,
+    E: fmt::Display,
+    C: Classify<T, E>,
+{
+    type Output = Result<T, Error<E>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Running {
+                future,
+                permit,
+                classify,
+            } => {
+                let result = ready!(future.poll(cx));
+                if let Some(permit) = permit.take() {
+                    let outcome = classify.classify(&result);
+                    let cause = match (&result, outcome) {
+                        (Err(e), Outcome::Failure | Outcome::TripFor(_)) => {
+                            Some(e as &dyn fmt::Display)
+                        }
+                        _ => None,
+                    };
+                    permit.record_with(outcome, cause);
+                }
+                Poll::Ready(result.map_err(Error::Inner))
+            }
+            KindProj::Rejected { rejected } => match rejected.take() {
+                Some(rejected) => Poll::Ready(Err(Error::Rejected(rejected))),
+                None => panic!("`ResponseFuture` polled after it completed"),
+            },
+        }
+    }
+}
+
+impl<E> Error<E> {
+    /// Converts into a `tower::BoxError`, for stacks whose errors are boxed (tower's `timeout`,
+    /// `buffer`, `load_shed`): a [`Rejected`] becomes one box, the inner error another.
+    pub fn into_box_error(self) -> ::tower::BoxError
+    where
+        E: Into<::tower::BoxError>,
+    {
+        match self {
+            Error::Rejected(r) => Box::new(r),
+            Error::Inner(e) => e.into(),
+        }
+    }
+}
