@@ -21,6 +21,8 @@ mod config;
 mod counters;
 mod error;
 mod event;
+#[cfg(feature = "metrics")]
+pub mod export;
 mod metrics;
 mod outcome;
 mod registry;
