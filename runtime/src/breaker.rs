@@ -17,11 +17,11 @@
 
 use core::fmt;
 use core::time::Duration;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::clock::{ClockRef, nanos};
 use crate::config::Config;
-use crate::counters::{Count, Counters};
+use crate::counters::{Count, Spill, Stripe};
 use crate::error::{Error, RejectReason, Rejected};
 use crate::event::{Event, Listener, Reason};
 use crate::metrics::Metrics;
@@ -101,33 +101,42 @@ const PROBE_BITS: u32 = 16;
 const PROBE_MASK: u64 = (1 << PROBE_BITS) - 1;
 
 /// The breaker's shared state. `Breaker` is a handle to it.
+///
+/// `repr(C)` keeps the layout as written: the first cache line holds what every call reads
+/// and almost nothing writes; the second is the first thread's counter stripe; the rest is
+/// written on slower paths. 256 bytes in all (a test holds it there).
+#[repr(C)]
 pub(crate) struct Inner {
     // Read on every call; written only on transitions and streak changes.
     state: AtomicU64,
     streak: AtomicU64,
-    config: Config,
-    window: Option<RateWindow>,
+    /// Shared by every breaker with an equal config (see `intern`): per-key breakers made by
+    /// the thousand from one config pay for it once.
+    config: Arc<Config>,
+    window: Option<Box<RateWindow>>,
     name: Box<str>,
-    // Written on transitions and on the slower paths.
-    open_until: AtomicU64,
-    state_since: AtomicU64,
-    streak_start: AtomicU64,
-    probe: AtomicU64,
-    probe_progress: AtomicU64,
-    reopens: AtomicU32,
-    active: AtomicU32,
-    times_opened: AtomicU64,
-    transition: Mutex<()>,
-    last_failure: Mutex<Option<Arc<str>>>,
-    listeners: RwLock<Vec<Listener>>,
-    pub(crate) registered: bool,
     /// Whether a closed-state admission is just a state load: no bulkhead, no clock.
     plain_acquire: bool,
     /// Whether a closed-state success needs nothing but a count and a streak check: no slow
     /// threshold to measure, no window to fill, no bulkhead to release.
     plain_success: bool,
-    // Each thread writes its own stripe; see counters.rs.
-    counters: Counters,
+    pub(crate) registered: bool,
+    // The first thread to record writes this line alone; see counters.rs.
+    stripe: Stripe,
+    spill: Spill,
+    // Written on transitions and on the slower paths.
+    open_until: AtomicU64,
+    state_since: AtomicU64,
+    /// When the current streak started (closed), or when the half-open round last made
+    /// progress (half-open): one word, as the two are never needed in one state.
+    mark: AtomicU64,
+    probe: AtomicU64,
+    reopens: AtomicU32,
+    active: AtomicU32,
+    times_opened: AtomicU64,
+    transition: Mutex<()>,
+    /// What few breakers use, allocated on first use.
+    cold: OnceLock<Box<Cold>>,
 }
 
 /// A circuit breaker. Cheap to clone: clones are handles to one breaker.
@@ -402,12 +411,13 @@ impl Breaker {
     /// assert_eq!(*seen.lock().unwrap(), [(State::Closed, State::ForcedOpen)]);
     /// ```
     pub fn on_state_change(&self, listener: impl Fn(&Event) + Send + Sync + 'static) {
-        write(&self.inner().listeners).push(Arc::new(listener));
+        write(&self.inner().cold().listeners).push(Arc::new(listener));
     }
 
     /// The message of the failure that last tripped the breaker.
     pub fn last_failure(&self) -> Option<Arc<str>> {
-        lock(&self.inner().last_failure).clone()
+        let cold = self.inner().cold.get()?;
+        lock(&cold.last_failure).clone()
     }
 
     /// A snapshot of the breaker's state and counts.
@@ -468,10 +478,46 @@ impl Breaker {
     }
 }
 
+/// The parts of a breaker that few breakers use.
+#[derive(Default)]
+struct Cold {
+    last_failure: Mutex<Option<Arc<str>>>,
+    listeners: RwLock<Vec<Listener>>,
+}
+
+/// One shared `Arc` per distinct config. Holds weak references, so a config no breaker uses
+/// any more is freed; runs only when a breaker is created.
+fn intern(config: Config) -> Arc<Config> {
+    static POOL: std::sync::Mutex<Vec<std::sync::Weak<Config>>> = std::sync::Mutex::new(Vec::new());
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    pool.retain(|w| w.strong_count() > 0);
+    if let Some(same) = pool
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .find(|c| **c == config)
+    {
+        return same;
+    }
+    let config = Arc::new(config);
+    pool.push(Arc::downgrade(&config));
+    config
+}
+
 impl Inner {
+    #[inline]
+    fn count(&self, kind: Count) {
+        self.stripe.add(&self.spill, kind);
+    }
+
+    fn cold(&self) -> &Cold {
+        self.cold.get_or_init(Box::default)
+    }
+
     fn new(name: String, config: Config, registered: bool) -> Inner {
         let now = config.clock.coarse();
-        let window = config.uses_window().then(|| RateWindow::new(config.window));
+        let window = config
+            .uses_window()
+            .then(|| Box::new(RateWindow::new(config.window)));
         Inner {
             state: AtomicU64::new(pack(0, State::Closed.tag())),
             streak: AtomicU64::new(pack(0, 0)),
@@ -479,22 +525,21 @@ impl Inner {
             name: name.into_boxed_str(),
             open_until: AtomicU64::new(0),
             state_since: AtomicU64::new(now),
-            streak_start: AtomicU64::new(now),
+            mark: AtomicU64::new(now),
             probe: AtomicU64::new(0),
-            probe_progress: AtomicU64::new(now),
             reopens: AtomicU32::new(0),
             active: AtomicU32::new(0),
             times_opened: AtomicU64::new(0),
             transition: Mutex::new(()),
-            last_failure: Mutex::new(None),
-            listeners: RwLock::new(Vec::new()),
+            cold: OnceLock::new(),
             registered,
             plain_acquire: config.slow.is_none() && config.max_concurrent.is_none(),
             plain_success: config.slow.is_none()
                 && !config.uses_window()
                 && config.max_concurrent.is_none(),
-            counters: Counters::default(),
-            config,
+            stripe: Stripe::default(),
+            spill: Spill::default(),
+            config: intern(config),
         }
     }
 
@@ -565,7 +610,7 @@ impl Inner {
         reason: RejectReason,
         retry_after: Option<Duration>,
     ) -> (RejectReason, Option<Duration>) {
-        self.counters.add(Count::Rejected);
+        self.count(Count::Rejected);
         (reason, retry_after)
     }
 
@@ -619,7 +664,7 @@ impl Inner {
             }
             let admitted = (cur >> PROBE_BITS) & PROBE_MASK;
             if admitted >= limit {
-                let last = self.probe_progress.load(Ordering::Relaxed);
+                let last = self.mark.load(Ordering::Relaxed);
                 if now.saturating_sub(last) >= nanos(self.config.probe_timeout) {
                     self.transition(
                         generation,
@@ -639,7 +684,7 @@ impl Inner {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    self.probe_progress.store(now, Ordering::Relaxed);
+                    self.mark.store(now, Ordering::Relaxed);
                     return Ok(self.permit(generation, Kind::Probe));
                 }
                 Err(actual) => cur = actual,
@@ -653,7 +698,7 @@ impl Inner {
     fn record(&self, permit: &Permit<'_>, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
         if self.plain_success && permit.kind == Kind::Closed && matches!(outcome, Outcome::Success)
         {
-            self.counters.add(Count::Success);
+            self.count(Count::Success);
             let cur = self.streak.load(Ordering::Relaxed);
             if cur as u32 != 0 {
                 self.break_streak(permit.generation, cur);
@@ -692,15 +737,15 @@ impl Inner {
             _ => false,
         };
         if slow {
-            self.counters.add(Count::Slow);
+            self.count(Count::Slow);
         }
         match outcome {
-            Outcome::Success => self.counters.add(Count::Success),
+            Outcome::Success => self.count(Count::Success),
             Outcome::Failure | Outcome::TripFor(_) => {
-                self.counters.add(Count::Failure);
+                self.count(Count::Failure);
                 tracing::debug!(target: "breakerbox", name = %self.name, cause = cause.map(tracing::field::display), "call failed");
             }
-            Outcome::Ignored => self.counters.add(Count::Ignored),
+            Outcome::Ignored => self.count(Count::Ignored),
         }
         if let Outcome::TripFor(d) = outcome {
             // The service said how long to stay away: honour it whatever the generation.
@@ -777,8 +822,7 @@ impl Inner {
             let mut n = (cur as u32).saturating_add(1);
             if let Some(within) = within {
                 // A streak older than `within` starts again with this failure.
-                if n == 1 || now.saturating_sub(self.streak_start.load(Ordering::Relaxed)) > within
-                {
+                if n == 1 || now.saturating_sub(self.mark.load(Ordering::Relaxed)) > within {
                     n = 1;
                 }
             }
@@ -790,7 +834,7 @@ impl Inner {
             ) {
                 Ok(_) => {
                     if n == 1 && within.is_some() {
-                        self.streak_start.store(now, Ordering::Relaxed);
+                        self.mark.store(now, Ordering::Relaxed);
                     }
                     if n >= self.config.failures {
                         let now = self.clock().coarse();
@@ -818,6 +862,12 @@ impl Inner {
         now: u64,
         cause: Option<&dyn fmt::Display>,
     ) {
+        // A count window records without the time; a transition needs it.
+        let now = if window.needs_clock() {
+            now
+        } else {
+            self.clock().coarse()
+        };
         let t = window.tally(now);
         let short = t.calls < u64::from(self.config.min_calls);
         window.judged(short);
@@ -876,7 +926,7 @@ impl Inner {
                 Err(actual) => cur = actual,
             }
         }
-        self.probe_progress.store(now, Ordering::Relaxed);
+        self.mark.store(now, Ordering::Relaxed);
         let successes = (cur & PROBE_MASK) + 1;
         if outcome == Outcome::Success && successes >= u64::from(self.config.successes) {
             self.transition(
@@ -956,12 +1006,12 @@ impl Inner {
                     .store(now.saturating_add(nanos(d)), Ordering::Relaxed);
                 self.times_opened.fetch_add(1, Ordering::Relaxed);
                 if let Some(cause) = cause {
-                    *lock(&self.last_failure) = Some(cause.to_string().into());
+                    *lock(&self.cold().last_failure) = Some(cause.to_string().into());
                 }
             }
             State::HalfOpen => {
                 self.probe.store(pack(next, 0), Ordering::Relaxed);
-                self.probe_progress.store(now, Ordering::Relaxed);
+                self.mark.store(now, Ordering::Relaxed);
             }
             State::Closed => {
                 self.streak.store(pack(next, 0), Ordering::Relaxed);
@@ -1018,7 +1068,10 @@ impl Inner {
         } else {
             tracing::info!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
         }
-        let listeners: Vec<Listener> = read(&self.listeners).clone();
+        let listeners: Vec<Listener> = match self.cold.get() {
+            Some(cold) => read(&cold.listeners).clone(),
+            None => Vec::new(),
+        };
         for l in &listeners {
             l(&event);
         }
@@ -1031,13 +1084,13 @@ impl Inner {
         let word = self.state.load(Ordering::Acquire);
         let state = State::from_word(word);
         let now = self.clock().coarse();
-        let c = &self.counters;
+        let c = |kind| self.stripe.total(&self.spill, kind);
         let (successes, failures, ignored, rejected, slow) = (
-            c.get(Count::Success),
-            c.get(Count::Failure),
-            c.get(Count::Ignored),
-            c.get(Count::Rejected),
-            c.get(Count::Slow),
+            c(Count::Success),
+            c(Count::Failure),
+            c(Count::Ignored),
+            c(Count::Rejected),
+            c(Count::Slow),
         );
         let streak = self.streak.load(Ordering::Relaxed);
         let consecutive_failures =
@@ -1217,5 +1270,31 @@ impl fmt::Debug for OwnedPermit {
             .field("breaker", &self.breaker.name())
             .field("probe", &(self.kind == Kind::Probe))
             .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Per-key breakers are made by the thousand: a breaker (its shared config aside) fits in
+    /// four cache lines, one of them the owning thread's counter stripe.
+    #[test]
+    fn a_breaker_fits_in_256_bytes() {
+        assert!(
+            size_of::<Inner>() <= 256,
+            "Inner is {} bytes",
+            size_of::<Inner>()
+        );
+        assert_eq!(size_of::<Breaker>(), 16);
+    }
+
+    #[test]
+    fn equal_configs_share_one_allocation() {
+        let a = Breaker::new("a", Config::default());
+        let b = Breaker::new("b", Config::default());
+        assert!(Arc::ptr_eq(&a.inner().config, &b.inner().config));
+        let c = Breaker::new("c", Config::builder().failures(9).build().unwrap());
+        assert!(!Arc::ptr_eq(&a.inner().config, &c.inner().config));
     }
 }

@@ -23,18 +23,24 @@ const KINDS: usize = 5;
 /// Extra stripes, allocated when a second thread first records on a breaker.
 const MORE: usize = 4;
 
+/// One thread's counts, alone on its cache line.
 #[repr(align(64))]
 #[derive(Default)]
-struct Stripe {
+pub(crate) struct Stripe {
     /// The thread that writes this stripe (0: none yet). Set once, never cleared.
     owner: AtomicU64,
     n: [AtomicU64; KINDS],
 }
 
+/// The stripes of the threads after the first, allocated when the second thread arrives.
+/// Kept apart from the first stripe so that reading it never touches the first thread's line.
 #[derive(Default)]
-pub(crate) struct Counters {
-    first: Stripe,
-    more: OnceLock<Box<[Stripe; MORE]>>,
+pub(crate) struct Spill(OnceLock<Box<More>>);
+
+/// What a breaker used by more than one thread needs; allocated when the second one arrives.
+#[derive(Default)]
+struct More {
+    stripes: [Stripe; MORE],
     shared: [AtomicU64; KINDS],
 }
 
@@ -81,40 +87,48 @@ impl Stripe {
     }
 }
 
-impl Counters {
+impl Stripe {
+    /// Counts one `kind`, in this stripe if this thread owns it, else in `spill`.
     #[inline]
-    pub(crate) fn add(&self, kind: Count) {
+    pub(crate) fn add(&self, spill: &Spill, kind: Count) {
         #[cfg(not(loom))]
         {
             let me = thread_id();
-            if self.first.try_add(me, kind) {
+            if self.try_add(me, kind) {
                 return;
             }
-            self.add_slow(me, kind);
+            spill.add(me, kind);
         }
         #[cfg(loom)]
-        self.shared[kind as usize].fetch_add(1, Ordering::Relaxed);
-    }
-
-    #[cfg(not(loom))]
-    #[cold]
-    fn add_slow(&self, me: u64, kind: Count) {
-        let more = self.more.get_or_init(Box::default);
-        if !more[(me as usize) % MORE].try_add(me, kind) {
-            self.shared[kind as usize].fetch_add(1, Ordering::Relaxed);
+        {
+            let _ = spill;
+            self.n[kind as usize].fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    pub(crate) fn get(&self, kind: Count) -> u64 {
+    /// The total of `kind` over this stripe and `spill`.
+    pub(crate) fn total(&self, spill: &Spill, kind: Count) -> u64 {
         let k = kind as usize;
-        let mut sum =
-            self.first.n[k].load(Ordering::Relaxed) + self.shared[k].load(Ordering::Relaxed);
-        if let Some(more) = self.more.get() {
+        let mut sum = self.n[k].load(Ordering::Relaxed);
+        if let Some(more) = spill.0.get() {
+            sum += more.shared[k].load(Ordering::Relaxed);
             sum += more
+                .stripes
                 .iter()
                 .map(|s| s.n[k].load(Ordering::Relaxed))
                 .sum::<u64>();
         }
         sum
+    }
+}
+
+impl Spill {
+    #[cfg(not(loom))]
+    #[inline(never)]
+    fn add(&self, me: u64, kind: Count) {
+        let more = self.0.get_or_init(Box::default);
+        if !more.stripes[(me as usize) % MORE].try_add(me, kind) {
+            more.shared[kind as usize].fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
