@@ -104,12 +104,10 @@ impl Registry {
 
     fn check_same(&self, name: &str, entry: &Entry, wanted: Config) {
         let have = entry.breaker.config();
-        let differs = have.clock == wanted.clock && *have != wanted
-            || have.clock != wanted.clock && {
-                let mut w = wanted;
-                w.clock = have.clock.clone();
-                *have != w
-            };
+        // The clock is not part of the policy: a preset clock must not make configs differ.
+        let mut wanted = wanted;
+        wanted.clock = have.clock.clone();
+        let differs = *have != wanted;
         if differs && !entry.preset && !entry.warned.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 target: "breakerbox",
