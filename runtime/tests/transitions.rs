@@ -212,6 +212,24 @@ fn failure_rate_over_calls_slides() {
 }
 
 #[test]
+fn repro_count_window_trip_opens_from_time_zero() {
+    // A count window records without reading the clock, and the trip it judged used that
+    // missing time (0) as "now": the deadline was `open_for` after the clock's origin, so on
+    // the system clock the breaker was past it at once and let the next call probe.
+    let (b, clock) = breaker(rate_config(Window::Calls(4), 2, 50).open_for(secs(30)));
+    let seen = events(&b);
+    clock.advance(secs(3600));
+    fail(&b);
+    fail(&b);
+    assert_eq!(b.state(), State::Open);
+    let m = b.metrics();
+    assert_eq!(m.retry_after, Some(secs(30)));
+    assert_eq!(m.time_in_state, Duration::ZERO);
+    assert_eq!(seen.lock().unwrap()[0].at, secs(3600));
+    assert_eq!(rejected(&b).reason(), RejectReason::Open);
+}
+
+#[test]
 fn old_failures_slide_out_of_a_call_window() {
     let (b, _) = breaker(rate_config(Window::Calls(4), 4, 75));
     fail(&b);
