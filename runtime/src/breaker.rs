@@ -880,9 +880,6 @@ impl Inner {
             (_, Some(limit)) if pct(t.slow) >= limit => Reason::SlowRate(pct(t.slow)),
             _ => return,
         };
-        // `now` is 0 for a count window, which records without reading the clock: the open
-        // deadline needs the real time.
-        let now = self.clock().coarse();
         self.transition(
             generation,
             &[State::Closed],
