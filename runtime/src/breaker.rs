@@ -97,6 +97,11 @@ fn pack(generation: u32, low: u64) -> u64 {
     (u64::from(generation) << 32) | low
 }
 
+/// Why admission failed, and in how many nanoseconds to retry (`NO_RETRY`: unknown). Kept
+/// as raw nanoseconds: building a `Duration` costs a division the rejection path can skip.
+type Refusal = (RejectReason, u64);
+pub(crate) const NO_RETRY: u64 = u64::MAX;
+
 const PROBE_BITS: u32 = 16;
 const PROBE_MASK: u64 = (1 << PROBE_BITS) - 1;
 
@@ -309,10 +314,10 @@ impl Breaker {
     pub fn try_acquire(&self) -> Result<Permit<'_>, Rejected> {
         self.inner()
             .acquire()
-            .map_err(|(reason, retry_after)| Rejected {
+            .map_err(|(reason, retry_after_ns)| Rejected {
                 breaker: self.clone(),
                 reason,
-                retry_after,
+                retry_after_ns,
             })
     }
 
@@ -565,7 +570,7 @@ impl Inner {
     /// Admission. The path that matters most — a closed breaker with a plain config — is
     /// inlined into the caller (one load, two compares); everything else is out of line.
     #[inline(always)]
-    fn acquire(&self) -> Result<Permit<'_>, (RejectReason, Option<Duration>)> {
+    fn acquire(&self) -> Result<Permit<'_>, Refusal> {
         // Acquire pairs with the Release store of a transition: whoever sees a state also sees
         // the data prepared for it (deadline, probe word, cleared window).
         let word = self.state.load(Ordering::Acquire);
@@ -583,7 +588,7 @@ impl Inner {
 
     /// Admission by the state in `word`; re-entered after a transition.
     #[inline(never)]
-    fn acquire_word(&self, word: u64) -> Result<Permit<'_>, (RejectReason, Option<Duration>)> {
+    fn acquire_word(&self, word: u64) -> Result<Permit<'_>, Refusal> {
         let generation = generation(word);
         match State::from_word(word) {
             State::Closed => {
@@ -592,47 +597,36 @@ impl Inner {
                     // atomic increment checked against it.
                     if self.active.fetch_add(1, Ordering::Relaxed) >= max {
                         self.active.fetch_sub(1, Ordering::Relaxed);
-                        return Err(self.reject(RejectReason::BulkheadFull, None));
+                        return Err(self.reject(RejectReason::BulkheadFull, NO_RETRY));
                     }
                 }
                 Ok(self.permit(generation, Kind::Closed))
             }
             State::Disabled => Ok(self.permit(generation, Kind::Disabled)),
-            State::ForcedOpen => Err(self.reject(RejectReason::ForcedOpen, None)),
+            State::ForcedOpen => Err(self.reject(RejectReason::ForcedOpen, NO_RETRY)),
             State::Open => self.acquire_open(generation),
             State::HalfOpen => self.acquire_probe(generation, self.clock().coarse()),
         }
     }
 
     #[inline]
-    fn reject(
-        &self,
-        reason: RejectReason,
-        retry_after: Option<Duration>,
-    ) -> (RejectReason, Option<Duration>) {
+    fn reject(&self, reason: RejectReason, retry_after_ns: u64) -> Refusal {
         self.count(Count::Rejected);
-        (reason, retry_after)
+        (reason, retry_after_ns)
     }
 
     #[inline]
-    fn acquire_open(
-        &self,
-        generation: u32,
-    ) -> Result<Permit<'_>, (RejectReason, Option<Duration>)> {
+    fn acquire_open(&self, generation: u32) -> Result<Permit<'_>, Refusal> {
         let now = self.clock().coarse();
         let until = self.open_until.load(Ordering::Relaxed);
         if now < until {
-            return Err(self.reject(RejectReason::Open, Some(Duration::from_nanos(until - now))));
+            return Err(self.reject(RejectReason::Open, until - now));
         }
         self.open_elapsed(generation, now)
     }
 
     #[cold]
-    fn open_elapsed(
-        &self,
-        generation: u32,
-        now: u64,
-    ) -> Result<Permit<'_>, (RejectReason, Option<Duration>)> {
+    fn open_elapsed(&self, generation: u32, now: u64) -> Result<Permit<'_>, Refusal> {
         self.transition(
             generation,
             &[State::Open],
@@ -650,11 +644,7 @@ impl Inner {
         }
     }
 
-    fn acquire_probe(
-        &self,
-        generation: u32,
-        now: u64,
-    ) -> Result<Permit<'_>, (RejectReason, Option<Duration>)> {
+    fn acquire_probe(&self, generation: u32, now: u64) -> Result<Permit<'_>, Refusal> {
         let limit = u64::from(self.config.half_open_calls);
         let mut cur = self.probe.load(Ordering::Acquire);
         loop {
@@ -675,7 +665,7 @@ impl Inner {
                         now,
                     );
                 }
-                return Err(self.reject(RejectReason::HalfOpenFull, None));
+                return Err(self.reject(RejectReason::HalfOpenFull, NO_RETRY));
             }
             match self.probe.compare_exchange_weak(
                 cur,

@@ -33,7 +33,8 @@ pub enum RejectReason {
 pub struct Rejected {
     pub(crate) breaker: Breaker,
     pub(crate) reason: RejectReason,
-    pub(crate) retry_after: Option<Duration>,
+    /// Nanoseconds; `NO_RETRY` for none.
+    pub(crate) retry_after_ns: u64,
 }
 
 impl Rejected {
@@ -49,7 +50,8 @@ impl Rejected {
 
     /// How long until an open breaker lets a probe through; `None` where no time is known.
     pub fn retry_after(&self) -> Option<Duration> {
-        self.retry_after
+        (self.retry_after_ns != crate::breaker::NO_RETRY)
+            .then(|| Duration::from_nanos(self.retry_after_ns))
     }
 
     /// The message of the failure that last tripped the breaker, if it had one.
@@ -74,7 +76,7 @@ impl fmt::Display for Rejected {
             RejectReason::BulkheadFull => f.write_str("is at its limit of concurrent calls")?,
             RejectReason::ForcedOpen => f.write_str("is forced open")?,
         }
-        if let Some(after) = self.retry_after {
+        if let Some(after) = self.retry_after() {
             write!(f, "; retry in {}", Secs(after))?;
         }
         if let Some(last) = self.last_failure() {
@@ -89,7 +91,7 @@ impl fmt::Debug for Rejected {
         f.debug_struct("Rejected")
             .field("name", &self.name())
             .field("reason", &self.reason)
-            .field("retry_after", &self.retry_after)
+            .field("retry_after", &self.retry_after())
             .field("last_failure", &self.last_failure())
             .finish()
     }
