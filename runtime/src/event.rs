@@ -13,6 +13,7 @@ pub(crate) type Listener = Arc<dyn Fn(&Event) + Send + Sync>;
 /// Each is also emitted as a `tracing` event with target `breakerbox` and fields `name`,
 /// `from`, `to` and `reason`: at `WARN` when the breaker opens, at `INFO` otherwise.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct Event {
     /// The breaker's name.
@@ -24,11 +25,17 @@ pub struct Event {
     /// Why.
     pub reason: Reason,
     /// When, on the breaker's clock.
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_impl::duration"))]
     pub at: Duration,
 }
 
 /// Why a breaker changed state.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
 #[non_exhaustive]
 pub enum Reason {
     /// This many failures in a row.
@@ -38,7 +45,7 @@ pub enum Reason {
     /// The window's slow-call rate reached the limit (percent).
     SlowRate(u8),
     /// A call's outcome, or [`Breaker::trip_for`](crate::Breaker::trip_for), opened it for this long.
-    TripFor(Duration),
+    TripFor(#[cfg_attr(feature = "serde", serde(with = "crate::serde_impl::duration"))] Duration),
     /// `open_for` passed: probing.
     OpenElapsed,
     /// A probe failed.

@@ -23,9 +23,13 @@ mod error;
 mod event;
 #[cfg(feature = "metrics")]
 pub mod export;
+#[cfg(feature = "serde")]
+mod load;
 mod metrics;
 mod outcome;
 mod registry;
+#[cfg(feature = "serde")]
+mod serde_impl;
 mod sync;
 #[cfg(feature = "tower")]
 pub mod tower;
@@ -38,6 +42,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigBuilder, ConfigError, Window};
 pub use error::{Error, RejectReason, Rejected, Timeout};
 pub use event::{Event, Reason};
+#[cfg(feature = "serde")]
+pub use load::LoadError;
 pub use metrics::Metrics;
 pub use outcome::Outcome;
 pub use registry::{Registry, registry};

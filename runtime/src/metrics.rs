@@ -10,6 +10,7 @@ use crate::breaker::State;
 /// `calls == successes + failures + ignored + rejected`. `slow` counts calls that took at
 /// least the `slow` threshold, whatever their outcome.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct Metrics {
     /// The breaker's name.
@@ -17,6 +18,7 @@ pub struct Metrics {
     /// Its state.
     pub state: State,
     /// How long it has been in that state.
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_impl::duration"))]
     pub time_in_state: Duration,
     /// Every call asked for: run or rejected.
     pub calls: u64,
@@ -43,5 +45,6 @@ pub struct Metrics {
     /// Times the breaker opened.
     pub times_opened: u64,
     /// While open: how long until it probes.
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_impl::option_duration"))]
     pub retry_after: Option<Duration>,
 }

@@ -1,0 +1,459 @@
+//! `serde` support: durations as `"250ms"`/`"2s"`, [`Config`] as the attribute's keys (checked
+//! by [`ConfigBuilder::build`], so a deserialized config is always valid), [`Window`] as a
+//! count or a duration, [`State`] as its name.
+
+use core::fmt;
+use core::time::Duration;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+
+use crate::breaker::State;
+use crate::config::{Config, ConfigBuilder, Window};
+
+/// The units a duration may be written in, largest first, with their length in nanoseconds.
+const UNITS: &[(&str, u128)] = &[
+    ("h", 3_600_000_000_000),
+    ("m", 60_000_000_000),
+    ("s", 1_000_000_000),
+    ("ms", 1_000_000),
+    ("us", 1_000),
+    ("µs", 1_000),
+    ("ns", 1),
+];
+
+/// `d` exactly, as a person writes it: in the largest unit that divides it (`"90s"`, `"2m"`,
+/// `"250ms"`), else with a fraction of a second or millisecond (`"1.5s"`, `"59.998612s"`,
+/// `"2.5ms"`).
+pub(crate) fn format_duration(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    if nanos == 0 {
+        return "0s".to_owned();
+    }
+    let (unit, size) = UNITS
+        .iter()
+        .find(|(u, size)| *u != "µs" && nanos.checked_rem(*size) == Some(0))
+        .expect("ns divides everything");
+    let fraction = |unit: &str, size: u128| {
+        let digits = size.ilog10() as usize;
+        let frac = format!("{:0digits$}", nanos % size);
+        format!("{}.{}{unit}", nanos / size, frac.trim_end_matches('0'))
+    };
+    if *size < 1_000_000_000 && nanos >= 1_000_000_000 {
+        fraction("s", 1_000_000_000)
+    } else if *size < 1_000_000 && nanos >= 1_000_000 {
+        fraction("ms", 1_000_000)
+    } else {
+        format!("{}{unit}", nanos / size)
+    }
+}
+
+/// Parses `"<number><unit>"` as the attribute does: `"250ms"`, `"2s"`, `"1.5m"`. Units are
+/// `ns`, `us`, `ms`, `s`, `m`, `h`. The error is a sentence saying how to write it.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    const HOW: &str =
+        "write a number and a unit (`ns`, `us`, `ms`, `s`, `m` or `h`), like \"250ms\" or \"2s\"";
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    if number.is_empty() || unit.is_empty() {
+        return Err(format!("\"{text}\" is not a duration: {HOW}"));
+    }
+    let Some(&(_, size)) = UNITS.iter().find(|(u, _)| *u == unit) else {
+        return Err(format!("unknown unit `{unit}` in \"{text}\": {HOW}"));
+    };
+    let number = number.replace('_', "");
+    let (whole, frac) = number.split_once('.').unwrap_or((&number, ""));
+    let malformed = || format!("malformed number in \"{text}\": {HOW}");
+    if whole.is_empty() || frac.contains('.') {
+        return Err(malformed());
+    }
+    let too_long = || format!("\"{text}\" is too long: durations go up to about 584 years");
+    let whole: u128 = whole.parse().map_err(|_| too_long())?;
+    let mut nanos = whole.checked_mul(size).ok_or_else(too_long)?;
+    if !frac.is_empty() {
+        let digits = u32::try_from(frac.len()).map_err(|_| malformed())?;
+        let scale = 10u128.checked_pow(digits).ok_or_else(malformed)?;
+        let frac: u128 = frac.parse().map_err(|_| malformed())?;
+        let part = frac.checked_mul(size).ok_or_else(too_long)?;
+        if part.checked_rem(scale) != Some(0) {
+            return Err(format!(
+                "\"{text}\" is not a whole number of nanoseconds: use fewer decimals or a smaller unit"
+            ));
+        }
+        nanos = nanos.checked_add(part / scale).ok_or_else(too_long)?;
+    }
+    u64::try_from(nanos)
+        .map(Duration::from_nanos)
+        .map_err(|_| too_long())
+}
+
+/// `#[serde(with = …)]` for a `Duration` as a string like `"250ms"`.
+pub(crate) mod duration {
+    use super::*;
+
+    pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_duration(*d))
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        parse_duration(&text).map_err(de::Error::custom)
+    }
+}
+
+/// `#[serde(with = …)]` for an `Option<Duration>`.
+pub(crate) mod option_duration {
+    use super::*;
+
+    pub(crate) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&format_duration(*d)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        let text = <Option<std::borrow::Cow<'de, str>>>::deserialize(d)?;
+        text.map(|t| parse_duration(&t).map_err(de::Error::custom))
+            .transpose()
+    }
+}
+
+/// A config value as written in a file or an environment variable, before its key gives it a
+/// type.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Raw {
+    Int(i128),
+    Float(f64),
+    Str(String),
+    /// Anything else: its kind, for the message.
+    Other(&'static str),
+}
+
+impl Raw {
+    /// An environment variable's value: a number if it reads as one, else a string.
+    pub(crate) fn from_env(value: &str) -> Raw {
+        let v = value.trim();
+        if let Ok(i) = v.replace('_', "").parse::<i128>() {
+            Raw::Int(i)
+        } else if let Ok(f) = v.parse::<f64>() {
+            Raw::Float(f)
+        } else {
+            Raw::Str(v.to_owned())
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Raw::Int(_) => "an integer",
+            Raw::Float(_) => "a float",
+            Raw::Str(_) => "a string",
+            Raw::Other(kind) => kind,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Raw {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Raw, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Raw;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number or a string")
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Raw, E> {
+                Ok(Raw::Int(v.into()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Raw, E> {
+                Ok(Raw::Int(v.into()))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Raw, E> {
+                Ok(Raw::Float(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Raw, E> {
+                Ok(Raw::Str(v.to_owned()))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Raw, E> {
+                Ok(Raw::Other("a boolean"))
+            }
+            fn visit_unit<E>(self) -> Result<Raw, E> {
+                Ok(Raw::Other("null"))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<Raw, A::Error> {
+                while a.next_element::<de::IgnoredAny>()?.is_some() {}
+                Ok(Raw::Other("an array"))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Raw, A::Error> {
+                while a.next_entry::<de::IgnoredAny, de::IgnoredAny>()?.is_some() {}
+                Ok(Raw::Other("a table"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The keys a config file (or a serialized [`Config`]) may hold: the attribute's.
+pub(crate) const KEYS: &[&str] = &[
+    "failures",
+    "failures_within",
+    "failure_rate",
+    "window",
+    "min_calls",
+    "slow",
+    "slow_rate",
+    "open_for",
+    "max_open_for",
+    "backoff",
+    "jitter",
+    "half_open_calls",
+    "successes",
+    "probe_timeout",
+    "max_concurrent",
+];
+
+/// Sets `key` to `value` on `b`, or says what is wrong with the value (or the key). Ranges and
+/// combinations are left to [`ConfigBuilder::build`], which names the key too.
+pub(crate) fn apply(b: ConfigBuilder, key: &str, value: &Raw) -> Result<ConfigBuilder, String> {
+    let count = || match value {
+        Raw::Int(n) => u32::try_from(*n)
+            .map_err(|_| format!("must be a whole number from 1 to {}, got {n}", u32::MAX)),
+        other => Err(format!("must be a whole number, got {}", other.kind())),
+    };
+    let percent = || match value {
+        Raw::Int(n) => {
+            u8::try_from(*n).map_err(|_| format!("must be a percentage from 1 to 100, got {n}"))
+        }
+        other => Err(format!(
+            "must be a percentage from 1 to 100, got {}",
+            other.kind()
+        )),
+    };
+    let duration = || match value {
+        Raw::Str(s) => parse_duration(s),
+        Raw::Int(n) => Err(format!(
+            "must be a duration with a unit, like \"{n}s\" or \"{n}ms\", got the bare number {n}"
+        )),
+        other => Err(format!(
+            "must be a duration like \"250ms\" or \"2s\", got {}",
+            other.kind()
+        )),
+    };
+    let float = || match value {
+        Raw::Float(f) => Ok(*f),
+        Raw::Int(n) => Ok(*n as f64),
+        other => Err(format!("must be a number, got {}", other.kind())),
+    };
+    Ok(match key {
+        "failures" => b.failures(count()?),
+        "failures_within" => b.failures_within(duration()?),
+        "failure_rate" => b.failure_rate(percent()?),
+        "window" => b.window(match value {
+            Raw::Int(n) => Window::Calls(
+                u32::try_from(*n)
+                    .map_err(|_| format!("must be from 1 to 10000 calls, got {n}"))?,
+            ),
+            Raw::Str(s) => Window::Time(parse_duration(s)?),
+            other => {
+                return Err(format!(
+                    "must be a number of calls (`window = 100`) or a duration (`window = \"10s\"`), got {}",
+                    other.kind()
+                ));
+            }
+        }),
+        "min_calls" => b.min_calls(count()?),
+        "slow" => b.slow(duration()?),
+        "slow_rate" => b.slow_rate(percent()?),
+        "open_for" => b.open_for(duration()?),
+        "max_open_for" => b.max_open_for(duration()?),
+        "backoff" => b.backoff(float()?),
+        "jitter" => b.jitter(float()?),
+        "half_open_calls" => b.half_open_calls(count()?),
+        "successes" => b.successes(count()?),
+        "probe_timeout" => b.probe_timeout(duration()?),
+        "max_concurrent" => b.max_concurrent(count()?),
+        "timeout" | "fallback" | "classify" | "crate" | "name" => {
+            return Err(format!(
+                "`{key}` belongs to the function's `#[circuit_breaker(...)]` attribute, not to the breaker's config; valid keys here: {}",
+                KEYS.join(", ")
+            ));
+        }
+        _ => return Err(format!("unknown key; valid keys: {}", KEYS.join(", "))),
+    })
+}
+
+/// The config as the attribute's keys; keys that the config does not use are left out, so that
+/// the output deserializes to the same config. The clock is not serialized.
+impl Serialize for Config {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        let d = format_duration;
+        if let Some(n) = self.failures() {
+            m.serialize_entry("failures", &n)?;
+        }
+        if let Some(w) = self.failures_within {
+            m.serialize_entry("failures_within", &d(w))?;
+        }
+        if let Some(r) = self.failure_rate {
+            m.serialize_entry("failure_rate", &r)?;
+        }
+        if self.uses_window() {
+            m.serialize_entry("window", &self.window)?;
+            m.serialize_entry("min_calls", &self.min_calls)?;
+        }
+        if let Some(slow) = self.slow {
+            m.serialize_entry("slow", &d(slow))?;
+        }
+        if let Some(r) = self.slow_rate {
+            m.serialize_entry("slow_rate", &r)?;
+        }
+        m.serialize_entry("open_for", &d(self.open_for))?;
+        m.serialize_entry("max_open_for", &d(self.max_open_for))?;
+        m.serialize_entry("backoff", &self.backoff)?;
+        m.serialize_entry("jitter", &self.jitter)?;
+        m.serialize_entry("half_open_calls", &self.half_open_calls)?;
+        m.serialize_entry("successes", &self.successes)?;
+        m.serialize_entry("probe_timeout", &d(self.probe_timeout))?;
+        if let Some(n) = self.max_concurrent {
+            m.serialize_entry("max_concurrent", &n)?;
+        }
+        m.end()
+    }
+}
+
+/// A map of the attribute's keys (any subset; the others keep their defaults), validated by
+/// [`ConfigBuilder::build`]: an unknown key, a value of the wrong kind, or an invalid
+/// combination is an error naming the key.
+impl<'de> Deserialize<'de> for Config {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Config, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Config;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a circuit breaker config (a map of keys such as `failures`)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Config, A::Error> {
+                let mut b = Config::builder();
+                while let Some(key) = a.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let value: Raw = a.next_value()?;
+                    b = apply(b, &key, &value)
+                        .map_err(|e| de::Error::custom(format_args!("`{key}` {e}")))?;
+                }
+                b.build().map_err(de::Error::custom)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// `Calls(n)` as the number `n`, `Time(d)` as a duration string, as in the attribute.
+impl Serialize for Window {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Window::Calls(n) => s.serialize_u32(*n),
+            Window::Time(d) => s.serialize_str(&format_duration(*d)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Window {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Window, D::Error> {
+        match Raw::deserialize(d)? {
+            Raw::Int(n) => u32::try_from(n)
+                .map(Window::Calls)
+                .map_err(|_| de::Error::custom(format_args!("a window of {n} calls"))),
+            Raw::Str(s) => parse_duration(&s)
+                .map(Window::Time)
+                .map_err(de::Error::custom),
+            other => Err(de::Error::custom(format_args!(
+                "a window is a number of calls or a duration, got {}",
+                other.kind()
+            ))),
+        }
+    }
+}
+
+/// As its name: `"closed"`, `"open"`, `"half-open"`, `"forced-open"`, `"disabled"`.
+impl Serialize for State {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for State {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<State, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        [
+            State::Closed,
+            State::Open,
+            State::HalfOpen,
+            State::ForcedOpen,
+            State::Disabled,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == name)
+        .ok_or_else(|| {
+            de::Error::custom(format_args!(
+                "unknown state \"{name}\": expected closed, open, half-open, forced-open or disabled"
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_round_trip_in_the_largest_exact_unit() {
+        for (d, text) in [
+            (Duration::from_secs(90), "90s"),
+            (Duration::from_secs(120), "2m"),
+            (Duration::from_secs(7200), "2h"),
+            (Duration::from_millis(250), "250ms"),
+            (Duration::from_micros(1500), "1.5ms"),
+            (Duration::from_millis(1500), "1.5s"),
+            (Duration::from_nanos(59_998_612_000), "59.998612s"),
+            (Duration::from_nanos(1_000_000_001), "1.000000001s"),
+            (Duration::from_micros(250), "250us"),
+            (Duration::from_nanos(7), "7ns"),
+            (Duration::ZERO, "0s"),
+        ] {
+            assert_eq!(format_duration(d), text);
+            assert_eq!(parse_duration(text), Ok(d));
+        }
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1_000ms"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_duration("2µs"), Ok(Duration::from_micros(2)));
+    }
+
+    #[test]
+    fn bad_durations_say_how_to_write_them() {
+        for (text, says) in [
+            ("", "is not a duration"),
+            ("10", "is not a duration"),
+            ("s", "is not a duration"),
+            ("10 s", "unknown unit ` s`"),
+            ("10sec", "unknown unit `sec`"),
+            ("1.2.3s", "malformed number"),
+            (".5s", "malformed number"),
+            ("1.0000000001s", "not a whole number of nanoseconds"),
+            ("6000000h", "too long"),
+            ("-1s", "is not a duration"),
+        ] {
+            let err = parse_duration(text).unwrap_err();
+            assert!(err.contains(says), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn env_values_read_as_numbers_when_they_are() {
+        assert_eq!(Raw::from_env("5"), Raw::Int(5));
+        assert_eq!(Raw::from_env(" 1.5 "), Raw::Float(1.5));
+        assert_eq!(Raw::from_env("10s"), Raw::Str("10s".into()));
+    }
+}
