@@ -1,0 +1,238 @@
+//! loom models of the breaker's atomic protocols: half-open admission, the trip, reset, the
+//! generation that keeps stale results out, and the streak.
+//!
+//! ```sh
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+//!   cargo test -p breakerbox-runtime --test loom --release
+//! ```
+//!
+//! Each model is two threads and a handful of operations, so that loom explores every
+//! interleaving (within its preemption bound) in seconds.
+#![cfg(loom)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use breakerbox_runtime::{Breaker, Config, ConfigBuilder, Event, ManualClock, State};
+use loom::thread;
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(3);
+    }
+    builder.check(f);
+}
+
+fn breaker(config: ConfigBuilder) -> (Breaker, ManualClock) {
+    let clock = ManualClock::new();
+    let config = config.clock(clock.clone()).build().unwrap();
+    (Breaker::new("loom", config), clock)
+}
+
+/// Counts the events a breaker emits (std atomics: the count is read after the joins).
+fn count_events(b: &Breaker) -> Arc<AtomicUsize> {
+    let n = Arc::new(AtomicUsize::new(0));
+    let seen = n.clone();
+    b.on_state_change(move |_: &Event| {
+        seen.fetch_add(1, Ordering::Relaxed);
+    });
+    n
+}
+
+#[test]
+fn half_open_admission_never_exceeds_the_limit() {
+    model(|| {
+        let (b, clock) = breaker(
+            Config::builder()
+                .failures(1)
+                .open_for(Duration::from_secs(1)),
+        );
+        b.try_acquire().unwrap().failure();
+        clock.advance(Duration::from_secs(1));
+        // Both threads race to move the breaker to half-open and to take its one probe slot.
+        // A taken slot is kept (forgotten), so every admission counts against the limit.
+        let admitted = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let (b, admitted) = (b.clone(), admitted.clone());
+                thread::spawn(move || {
+                    if let Ok(p) = b.try_acquire_owned() {
+                        assert!(p.is_probe());
+                        admitted.fetch_add(1, Ordering::Relaxed);
+                        std::mem::forget(p);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(admitted.load(Ordering::Relaxed), 1);
+        assert_eq!(b.state(), State::HalfOpen);
+    });
+}
+
+#[test]
+fn half_open_admission_with_a_slot_freed_meanwhile() {
+    model(|| {
+        let (b, clock) = breaker(
+            Config::builder()
+                .failures(1)
+                .open_for(Duration::from_secs(1))
+                .half_open_calls(2)
+                .successes(2),
+        );
+        b.try_acquire().unwrap().failure();
+        clock.advance(Duration::from_secs(1));
+        let first = b.try_acquire_owned().unwrap();
+        let inside = Arc::new(AtomicUsize::new(1));
+        let max = Arc::new(AtomicUsize::new(1));
+        // One thread frees its slot (Ignored) while the other takes slots; at no time may
+        // more than two probes be out.
+        let t = {
+            let (inside, max) = (inside.clone(), max.clone());
+            thread::spawn(move || {
+                inside.fetch_sub(1, Ordering::SeqCst);
+                first.record(breakerbox_runtime::Outcome::Ignored);
+                let _ = &max;
+            })
+        };
+        let mut held = vec![];
+        for _ in 0..2 {
+            if let Ok(p) = b.try_acquire_owned() {
+                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                max.fetch_max(now, Ordering::SeqCst);
+                held.push(p);
+            }
+        }
+        t.join().unwrap();
+        assert!(max.load(Ordering::SeqCst) <= 2);
+        assert!(!held.is_empty());
+        std::mem::forget(held);
+    });
+}
+
+#[test]
+fn a_trip_happens_exactly_once() {
+    model(|| {
+        let (b, _) = breaker(Config::builder().failures(2));
+        let events = count_events(&b);
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let b = b.clone();
+                thread::spawn(move || {
+                    b.try_acquire_owned()
+                        .unwrap()
+                        .record(breakerbox_runtime::Outcome::Failure)
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(b.state(), State::Open);
+        let m = b.metrics();
+        assert_eq!((m.times_opened, m.failures), (1, 2));
+        assert_eq!(events.load(Ordering::Relaxed), 1);
+    });
+}
+
+#[test]
+fn two_failures_past_the_threshold_trip_once() {
+    model(|| {
+        let (b, _) = breaker(Config::builder().failures(1));
+        let events = count_events(&b);
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let b = b.clone();
+                thread::spawn(move || {
+                    if let Ok(p) = b.try_acquire_owned() {
+                        p.record(breakerbox_runtime::Outcome::Failure);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(b.state(), State::Open);
+        assert_eq!(b.metrics().times_opened, 1);
+        assert_eq!(events.load(Ordering::Relaxed), 1);
+    });
+}
+
+#[test]
+fn a_reset_racing_a_trip_is_not_lost() {
+    model(|| {
+        let (b, _) = breaker(Config::builder().failures(1));
+        let tripper = {
+            let b = b.clone();
+            thread::spawn(move || {
+                b.try_acquire_owned()
+                    .unwrap()
+                    .record(breakerbox_runtime::Outcome::Failure)
+            })
+        };
+        b.reset();
+        tripper.join().unwrap();
+        // Trip then reset: closed, opened once. Admitted before the reset but recorded after:
+        // stale, closed, never opened. Admitted after the reset: open.
+        let m = b.metrics();
+        match m.state {
+            State::Closed => assert!(m.times_opened <= 1),
+            State::Open => assert_eq!(m.times_opened, 1),
+            other => panic!("illegal state {other:?}"),
+        }
+        assert_eq!(m.failures, 1);
+        // Never stuck: a reset always closes it.
+        b.reset();
+        assert_eq!(b.state(), State::Closed);
+    });
+}
+
+#[test]
+fn a_stale_failure_is_not_counted_against_the_new_state() {
+    model(|| {
+        let (b, _) = breaker(Config::builder().failures(1));
+        let stale = b.try_acquire_owned().unwrap();
+        let t = thread::spawn(move || stale.record(breakerbox_runtime::Outcome::Failure));
+        b.reset();
+        t.join().unwrap();
+        // Recorded before the reset: it tripped, and the reset closed it. After: stale.
+        // Either way the breaker the reset made is closed with no failure in its streak.
+        let m = b.metrics();
+        assert_eq!(m.state, State::Closed);
+        assert_eq!(m.consecutive_failures, 0);
+        assert_eq!(m.failures, 1);
+    });
+}
+
+#[test]
+fn a_stale_probe_is_not_counted_against_the_new_round() {
+    model(|| {
+        let (b, clock) = breaker(
+            Config::builder()
+                .failures(1)
+                .open_for(Duration::from_secs(1))
+                .half_open_calls(2),
+        );
+        b.try_acquire().unwrap().failure();
+        clock.advance(Duration::from_secs(1));
+        let old = b.try_acquire_owned().unwrap();
+        assert!(old.is_probe());
+        let t = thread::spawn(move || old.record(breakerbox_runtime::Outcome::Failure));
+        // Meanwhile another probe succeeds and closes the breaker.
+        b.try_acquire().unwrap().success();
+        t.join().unwrap();
+        // Failure first: reopened, and the success is stale. Success first: closed, and the
+        // failure is stale.
+        let m = b.metrics();
+        match m.state {
+            State::Closed => assert_eq!(m.times_opened, 1),
+            State::Open => assert_eq!(m.times_opened, 2),
+            other => panic!("illegal state {other:?}"),
+        }
+    });
+}
