@@ -699,16 +699,20 @@ impl Inner {
     }
 
     #[cold]
-    fn break_streak(&self, generation: u32, cur: u64) {
-        if crate::breaker::generation(cur) == generation {
-            // A failed CAS means another call changed the streak meanwhile; either order is a
-            // valid history.
-            let _ = self.streak.compare_exchange(
+    fn break_streak(&self, generation: u32, mut cur: u64) {
+        // A failed CAS means a failure slipped in meanwhile: retry, so this success counts as
+        // after it. Giving up would keep a streak that includes failures from before this
+        // success, which no order of the calls gives (F, F ∥ S must leave 0 or 1, never 2).
+        while crate::breaker::generation(cur) == generation && cur as u32 != 0 {
+            match self.streak.compare_exchange_weak(
                 cur,
                 pack(generation, 0),
                 Ordering::Relaxed,
                 Ordering::Relaxed,
-            );
+            ) {
+                Ok(_) => return,
+                Err(actual) => cur = actual,
+            }
         }
     }
 

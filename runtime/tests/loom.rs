@@ -236,3 +236,24 @@ fn a_stale_probe_is_not_counted_against_the_new_round() {
         }
     });
 }
+
+#[test]
+fn repro_success_racing_a_failure_keeps_the_streak() {
+    model(|| {
+        let (b, _) = breaker(Config::builder().failures(3));
+        b.try_acquire().unwrap().failure();
+        let t = {
+            let b = b.clone();
+            thread::spawn(move || {
+                b.try_acquire_owned()
+                    .unwrap()
+                    .record(breakerbox_runtime::Outcome::Failure)
+            })
+        };
+        b.try_acquire().unwrap().success();
+        t.join().unwrap();
+        // F, then F S (0) or F S F (1): never 2, which no order gives.
+        let streak = b.metrics().consecutive_failures;
+        assert!(streak <= 1, "streak {streak} after F, F ∥ S");
+    });
+}
