@@ -33,6 +33,35 @@
 //!
 //! - `tokio`: `timeout = "…"` on async functions; [`TokioClock`], which follows tokio's
 //!   paused time.
+//! - `tower`: `breakerbox::tower::CircuitBreakerLayer`, a tower `Layer` that puts a breaker
+//!   in front of any `Service`: a hyper or reqwest client, a tonic channel, an axum route.
+//! - `metrics`: `breakerbox::export`, the breakers' counts, states and rates through the
+//!   `metrics` crate (`breakerbox_calls_total`, `breakerbox_state`, …), exported from
+//!   snapshots, never on the call path.
+//! - `serde`: `Serialize`/`Deserialize` for [`Config`] (the attribute's keys, durations as
+//!   `"250ms"`), [`Metrics`], [`State`], [`Event`]; `registry().load_toml(path)` reads
+//!   `[breakers.<name>]` tables, overridden by `BREAKERBOX__<NAME>__<KEY>` variables.
+//!
+//! # Alerting on open and close
+//!
+//! [`Registry::on_state_change`] calls a listener on every state change of every registry
+//! breaker, on the thread whose call caused it. Keep it quick and non-blocking: hand the
+//! [`Event`] to a channel and notify from a task (the `alerts` example posts JSON to a
+//! webhook). Each change is also a `tracing` event (target `breakerbox`, `WARN` on opening).
+//!
+//! ```
+//! use breakerbox::{registry, State};
+//! use std::sync::mpsc;
+//!
+//! let (alerts, inbox) = mpsc::channel();
+//! registry().on_state_change(move |event| {
+//!     if matches!(event.to, State::Open | State::ForcedOpen | State::Closed) {
+//!         let _ = alerts.send(format!("{} is {}: {}", event.name, event.to, event.reason));
+//!     }
+//! });
+//! registry().get_or_create("doc-alerts", Default::default).force_open();
+//! assert_eq!(inbox.recv().unwrap(), "doc-alerts is forced-open: forced open");
+//! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
