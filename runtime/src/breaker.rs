@@ -774,10 +774,23 @@ impl Inner {
             } else {
                 0
             };
-            if generation != crate::breaker::generation(self.state.load(Ordering::Relaxed)) {
-                return; // stale: admitted before the last transition
+            // A failure or slow call goes through the window's gate, which a close cannot clear
+            // under it; a success is only checked (see `RateWindow::enter`).
+            let against = failed || slow;
+            if against {
+                if !window.enter(generation) {
+                    return; // stale: admitted before the last transition
+                }
+            } else if generation != crate::breaker::generation(self.state.load(Ordering::Relaxed)) {
+                return; // stale
             }
-            if window.record(failed, slow, now, self.config.min_calls) {
+            let judge = window.record(failed, slow, now, self.config.min_calls);
+            if against {
+                // Left before judging: a trip takes the transition lock, under which a seal
+                // waits for this record.
+                window.leave();
+            }
+            if judge {
                 self.judge_rates(window, generation, now, cause);
             }
             if self.config.failure_rate.is_some() {
@@ -989,6 +1002,11 @@ impl Inner {
             return false;
         }
         let next = generation(word).wrapping_add(1);
+        if let Some(w) = &self.window {
+            // Records of the generation that ends here are finished, and later ones refused,
+            // before the window is cleared or the new state published.
+            w.seal(next);
+        }
         // Prepare everything the new state reads before publishing it.
         match to {
             State::Open => {

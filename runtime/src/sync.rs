@@ -10,6 +10,13 @@ pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Mutex, RwLock};
 
+/// Lets another thread run while this one waits for it (loom must know, or it reports a
+/// livelock).
+#[cfg(loom)]
+pub(crate) use loom::thread::yield_now;
+#[cfg(not(loom))]
+pub(crate) use std::thread::yield_now;
+
 /// Locks a mutex, recovering the data if a panicking thread poisoned it: every critical section
 /// in this crate leaves its data consistent at each step, so poison carries no information.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> impl core::ops::DerefMut<Target = T> + '_ {

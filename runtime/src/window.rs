@@ -1,7 +1,7 @@
 //! Sliding windows for failure and slow-call rates, lock-free.
 
 use crate::config::{TIME_BUCKETS, Window};
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, Ordering, yield_now};
 
 /// Calls, failures and slow calls in a window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -61,6 +61,63 @@ impl RateWindow {
         }
     }
 
+    fn gate(&self) -> &AtomicU64 {
+        match self {
+            RateWindow::Calls(w) => &w.gate,
+            RateWindow::Time(w) => &w.gate,
+        }
+    }
+
+    /// Enters the window to record a failure or slow call admitted in `generation`. Returns
+    /// `false`, and records nothing, if the breaker has left that generation: the call is
+    /// stale. Pair with [`leave`](RateWindow::leave).
+    ///
+    /// Checking the breaker's state and then recording is not enough: a close could clear the
+    /// window between the two and the stale failure would land in the new one. The gate makes
+    /// the check and the entry one step, and [`seal`](RateWindow::seal) waits for those inside.
+    /// Successes skip the gate (it costs two read-modify-writes): a stale one can only dilute
+    /// the new window's rates, never count against it.
+    #[inline]
+    pub(crate) fn enter(&self, generation: u32) -> bool {
+        let gate = self.gate();
+        let mut cur = gate.load(Ordering::Relaxed);
+        loop {
+            if (cur >> GATE_BITS) as u32 != generation {
+                return false;
+            }
+            // Acquire/Release with `seal`: a seal that sees this entry waits for its `leave`.
+            match gate.compare_exchange_weak(cur, cur + 1, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn leave(&self) {
+        // Release: the records made inside happen before a seal that sees the count drop.
+        self.gate().fetch_sub(1, Ordering::Release);
+    }
+
+    /// Moves the window to `generation` and waits for every record of an earlier one still
+    /// inside: from then on, no earlier call can enter. Called on every transition, with the
+    /// transition lock held, before the window is cleared and the new state published. The
+    /// wait is for a few atomic operations of another thread, never for a lock.
+    pub(crate) fn seal(&self, generation: u32) {
+        let gate = self.gate();
+        let mut cur = gate.load(Ordering::Relaxed);
+        loop {
+            let next = (u64::from(generation) << GATE_BITS) | (cur & GATE_MASK);
+            match gate.compare_exchange_weak(cur, next, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(actual) => cur = actual,
+            }
+        }
+        while gate.load(Ordering::Acquire) & GATE_MASK != 0 {
+            yield_now();
+        }
+    }
+
     /// Empties the window. Called with the transition lock held.
     pub(crate) fn clear(&self) {
         match self {
@@ -74,6 +131,9 @@ impl RateWindow {
 /// `fetch_add`; swapping a slot's bit returns the bit it replaced, so the running totals stay
 /// equal to the bits set even when two calls race for one slot.
 pub(crate) struct CallWindow {
+    /// The generation it records for (high 32 bits) and the records inside (low 32); see
+    /// `RateWindow::enter`.
+    gate: AtomicU64,
     size: u64,
     seq: AtomicU64,
     failed_bits: Box<[AtomicU64]>,
@@ -87,6 +147,7 @@ impl CallWindow {
         let words = (n as usize).div_ceil(64);
         let ring = || (0..words).map(|_| AtomicU64::new(0)).collect();
         CallWindow {
+            gate: AtomicU64::new(0),
             size: u64::from(n),
             seq: AtomicU64::new(0),
             failed_bits: ring(),
@@ -146,6 +207,8 @@ impl CallWindow {
 /// bucket's epoch (its slot number) in the high 32 bits and the count in the low 32, so a
 /// bucket is reused by a compare-and-swap that restarts its count: no lock, no lost count.
 pub(crate) struct TimeWindow {
+    /// As `CallWindow::gate`.
+    gate: AtomicU64,
     /// `2^64 / width`, rounded up: `now * per_width >> 64` numbers the buckets without a
     /// division (a 64-bit `div` costs more than the rest of the record). Boundaries drift from
     /// exact multiples of `width` by under a nanosecond per 2^64 / width nanoseconds; what
@@ -156,6 +219,9 @@ pub(crate) struct TimeWindow {
     short: AtomicBool,
 }
 
+const GATE_BITS: u32 = 32;
+const GATE_MASK: u64 = (1 << GATE_BITS) - 1;
+
 const COUNT_BITS: u32 = 32;
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 
@@ -163,6 +229,7 @@ impl TimeWindow {
     fn new(span: core::time::Duration) -> Self {
         let width = (crate::clock::nanos(span) / u64::from(TIME_BUCKETS)).max(1);
         TimeWindow {
+            gate: AtomicU64::new(0),
             per_width: (1u128 << 64).div_ceil(u128::from(width)),
             buckets: (0..TIME_BUCKETS)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)])

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use breakerbox_runtime::{Breaker, Config, ConfigBuilder, Event, ManualClock, State};
+use breakerbox_runtime::{Breaker, Config, ConfigBuilder, Event, ManualClock, State, Window};
 use loom::thread;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -206,6 +206,28 @@ fn a_stale_failure_is_not_counted_against_the_new_state() {
         assert_eq!(m.state, State::Closed);
         assert_eq!(m.consecutive_failures, 0);
         assert_eq!(m.failures, 1);
+    });
+}
+
+#[test]
+fn repro_stale_failure_lands_in_the_window_a_reset_cleared() {
+    model(|| {
+        let (b, _) = breaker(
+            Config::builder()
+                .failure_rate(100)
+                .window(Window::Calls(2))
+                .min_calls(1),
+        );
+        let stale = b.try_acquire_owned().unwrap();
+        let t = thread::spawn(move || stale.record(breakerbox_runtime::Outcome::Failure));
+        b.reset();
+        t.join().unwrap();
+        let m = b.metrics();
+        assert_eq!(m.state, State::Closed);
+        assert_eq!(
+            m.window_calls, 0,
+            "a stale failure landed in the new window"
+        );
     });
 }
 
