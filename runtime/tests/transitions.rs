@@ -1211,8 +1211,16 @@ fn every_transition_is_a_tracing_event() {
 
 // ---------------------------------------------------------------- registry
 
+/// The registry is one per process and `reset_all` reaches every breaker in it: tests that
+/// change registry breakers take turns.
+fn registry_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn registry_shares_one_breaker_per_name() {
+    let _serial = registry_lock();
     let a = registry().get_or_create("transitions.shared", || {
         Config::builder().failures(2).build().unwrap()
     });
@@ -1239,6 +1247,7 @@ fn registry_shares_one_breaker_per_name() {
 
 #[test]
 fn registry_configure_wins_over_the_call_site() {
+    let _serial = registry_lock();
     assert!(registry().configure(
         "transitions.preset",
         Config::builder().failures(1).build().unwrap()
@@ -1258,6 +1267,7 @@ fn registry_configure_wins_over_the_call_site() {
 
 #[test]
 fn registry_set_clock_gives_the_breaker_that_clock() {
+    let _serial = registry_lock();
     let clock = ManualClock::new();
     assert!(registry().set_clock("transitions.clock", clock.clone()));
     let b = registry().get_or_create("transitions.clock", || {
@@ -1277,6 +1287,7 @@ fn registry_set_clock_gives_the_breaker_that_clock() {
 
 #[test]
 fn registry_warns_once_when_call_sites_differ() {
+    let _serial = registry_lock();
     let seen = capture::run(|| {
         let first = registry().get_or_create("transitions.differ", || {
             Config::builder().failures(2).build().unwrap()
@@ -1307,6 +1318,7 @@ fn registry_warns_once_when_call_sites_differ() {
 
 #[test]
 fn registry_listeners_receive_every_transition() {
+    let _serial = registry_lock();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
     registry().on_state_change(move |e| {
