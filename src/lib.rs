@@ -77,3 +77,9 @@ pub mod __private;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The integration guide's examples (`docs/integrations.md`), compiled and run as doctests
+/// when its features are on.
+#[cfg(all(doctest, feature = "tower", feature = "metrics", feature = "serde"))]
+#[doc = include_str!("../docs/integrations.md")]
+struct IntegrationDoctests;
