@@ -181,7 +181,7 @@ pub(crate) fn parse(attr: TokenStream) -> syn::Result<Args> {
             None => {
                 errors.push(syn::Error::new_spanned(
                     &meta.path,
-                    format!("unknown key `{}`: {}", path_text(&meta.path), valid_keys()),
+                    format!("unknown key `{}`. {}", path_text(&meta.path), valid_keys()),
                 ));
                 let _ = read_value(&meta, "")?;
                 return Ok(());
@@ -261,7 +261,7 @@ pub(crate) fn parse(attr: TokenStream) -> syn::Result<Args> {
             "crate" => key!(krate, crate_path),
             _ => errors.push(syn::Error::new(
                 key.span(),
-                format!("unknown key `{key}`{}: {}", suggest(&text), valid_keys()),
+                format!("unknown key `{key}`{} {}", suggest(&text), valid_keys()),
             )),
         }
         Ok(())
@@ -478,10 +478,10 @@ fn count(expr: &Expr, key: &str, min: u64, max: u64, what: &str) -> syn::Result<
         format!("at most {max}")
     } else {
         return u32::try_from(n)
-            .map_err(|_| syn::Error::new(expr.span(), format!("`{key}` is too large")));
+            .map_err(|_| syn::Error::new_spanned(expr, format!("`{key}` is too large")));
     };
-    Err(syn::Error::new(
-        expr.span(),
+    Err(syn::Error::new_spanned(
+        expr,
         format!("`{key} = {n}` is out of range: `{key}` is {what}, and must be {bound}"),
     ))
 }
@@ -502,19 +502,19 @@ fn integer(expr: &Expr, key: &str, example: u64) -> syn::Result<u64> {
                 text.value()
             ),
         )),
-        Some(Lit::Float(_)) => Err(syn::Error::new(
-            expr.span(),
+        Some(Lit::Float(_)) => Err(syn::Error::new_spanned(
+            expr,
             format!(
                 "`{key}` counts calls: write a whole number, like `{key} = {}`",
                 example.max(1)
             ),
         )),
-        _ if is_negative(expr) => Err(syn::Error::new(
-            expr.span(),
+        _ if is_negative(expr) => Err(syn::Error::new_spanned(
+            expr,
             format!("`{key}` cannot be negative: write a whole number of at least {example}"),
         )),
-        _ => Err(syn::Error::new(
-            expr.span(),
+        _ => Err(syn::Error::new_spanned(
+            expr,
             format!(
                 "expected a whole number for `{key}`, like `{key} = {}`",
                 example.max(1)
@@ -545,12 +545,12 @@ fn percent(expr: &Expr, key: &str) -> syn::Result<u8> {
         } else {
             "use at most 100"
         };
-        return Err(syn::Error::new(
-            expr.span(),
+        return Err(syn::Error::new_spanned(
+            expr,
             format!("`{key} = {n}` is out of range: `{key}` is a percentage from 1 to 100; {fix}"),
         ));
     }
-    u8::try_from(n).map_err(|_| syn::Error::new(expr.span(), "unreachable: checked above"))
+    u8::try_from(n).map_err(|_| syn::Error::new_spanned(expr, "unreachable: checked above"))
 }
 
 /// A duration string, parsed at expansion time into nanoseconds.
@@ -567,14 +567,14 @@ fn duration_value(expr: &Expr, key: &str) -> syn::Result<u64> {
                 int.base10_digits()
             ),
         )),
-        _ if is_negative(expr) => Err(syn::Error::new(
-            expr.span(),
+        _ if is_negative(expr) => Err(syn::Error::new_spanned(
+            expr,
             format!(
                 "`{key}` is a length of time and cannot be negative: write it like `{key} = \"2s\"`"
             ),
         )),
-        _ => Err(syn::Error::new(
-            expr.span(),
+        _ => Err(syn::Error::new_spanned(
+            expr,
             format!(
                 "expected a duration string for `{key}`, like `{key} = \"2s\"` or `{key} = \"250ms\"`"
             ),
@@ -601,15 +601,15 @@ fn window_value(expr: &Expr) -> syn::Result<Window> {
         }
         _ => {
             let n = integer(expr, "window", 1).map_err(|_| {
-                syn::Error::new(
-                    expr.span(),
+                syn::Error::new_spanned(
+                    expr,
                     "expected a window: a number of calls, like `window = 100`, or a duration \
                      string, like `window = \"30s\"`",
                 )
             })?;
             if !(1..=MAX_WINDOW_CALLS).contains(&n) {
-                return Err(syn::Error::new(
-                    expr.span(),
+                return Err(syn::Error::new_spanned(
+                    expr,
                     format!(
                         "`window = {n}` is out of range: a count window holds between 1 and \
                          {MAX_WINDOW_CALLS} calls; for more, use a time window like `window = \"60s\"`"
@@ -637,27 +637,27 @@ fn float(expr: &Expr, key: &str, ints: bool) -> syn::Result<f64> {
             ));
         }
         _ if is_negative(expr) => {
-            return Err(syn::Error::new(
-                expr.span(),
+            return Err(syn::Error::new_spanned(
+                expr,
                 format!("`{key}` cannot be negative"),
             ));
         }
         _ => {
-            return Err(syn::Error::new(
-                expr.span(),
+            return Err(syn::Error::new_spanned(
+                expr,
                 format!("expected a number for `{key}`, like `{key} = 2.0`"),
             ));
         }
     };
-    parsed.map_err(|error| syn::Error::new(expr.span(), error))
+    parsed.map_err(|error| syn::Error::new_spanned(expr, error))
 }
 
 /// The backoff multiplier: finite, 1.0 to 100.0.
 fn backoff_value(expr: &Expr) -> syn::Result<f64> {
     let value = float(expr, "backoff", true)?;
     if !value.is_finite() || !(1.0..=100.0).contains(&value) {
-        return Err(syn::Error::new(
-            expr.span(),
+        return Err(syn::Error::new_spanned(
+            expr,
             "`backoff` multiplies the open time after each failed probe: use a number from 1.0 \
              (no backoff) to 100.0, like `backoff = 2.0`",
         ));
@@ -669,8 +669,8 @@ fn backoff_value(expr: &Expr) -> syn::Result<f64> {
 fn jitter_value(expr: &Expr) -> syn::Result<f64> {
     let value = float(expr, "jitter", false)?;
     if !(0.0..=1.0).contains(&value) {
-        return Err(syn::Error::new(
-            expr.span(),
+        return Err(syn::Error::new_spanned(
+            expr,
             "`jitter` is the fraction of the open time to randomize: use a number from 0.0 to \
              1.0, like `jitter = 0.1` for ±10%",
         ));
@@ -686,8 +686,8 @@ fn name_value(expr: &Expr) -> syn::Result<LitStr> {
             "the breaker name is empty: give it a name that says what it protects, like `name = \"users\"`, or remove `name` to use the function's path",
         )),
         Some(Lit::Str(text)) => Ok(text.clone()),
-        _ => Err(syn::Error::new(
-            expr.span(),
+        _ => Err(syn::Error::new_spanned(
+            expr,
             "expected a string for `name`, like `name = \"users\"`",
         )),
     }
@@ -705,19 +705,19 @@ fn fn_path(expr: &Expr, key: &str) -> syn::Result<ExprPath> {
                     text.value()
                 ),
             )),
-            _ => Err(syn::Error::new(
-                lit.span(),
+            _ => Err(syn::Error::new_spanned(
+                lit,
                 format!("`{key}` takes the path of a function, like `{key} = my_{key}`"),
             )),
         },
-        Expr::Closure(closure) => Err(syn::Error::new(
-            closure.span(),
+        Expr::Closure(closure) => Err(syn::Error::new_spanned(
+            closure,
             format!(
                 "`{key}` takes the path of a function, not a closure: move the closure into a `fn` and write `{key} = that_fn`"
             ),
         )),
-        other => Err(syn::Error::new(
-            other.span(),
+        other => Err(syn::Error::new_spanned(
+            other,
             format!(
                 "`{key}` takes the path of a function, like `{key} = my_{key}` or `{key} = Self::my_{key}`"
             ),
@@ -738,8 +738,8 @@ fn crate_path(expr: &Expr) -> syn::Result<Path> {
                 "expected the path where breakerbox is, like `crate = \"my_crate::breakerbox\"`",
             )
         }),
-        other => Err(syn::Error::new(
-            other.span(),
+        other => Err(syn::Error::new_spanned(
+            other,
             "expected the path where breakerbox is, like `crate = \"my_crate::breakerbox\"`",
         )),
     }
@@ -761,10 +761,10 @@ fn path_text(path: &Path) -> String {
 
 fn valid_keys() -> String {
     let list: Vec<String> = KEYS.iter().map(|key| format!("`{key}`")).collect();
-    format!("the valid keys are {}", list.join(", "))
+    format!("The valid keys are: {}.", list.join(", "))
 }
 
-/// "; did you mean `failures`?" for a key one or two edits away from a valid one.
+/// ": did you mean `failures`?" for a key one or two edits away from a valid one, else ".".
 fn suggest(unknown: &str) -> String {
     let aliases: &[(&str, &str)] = &[
         ("threshold", "failures"),
@@ -782,13 +782,16 @@ fn suggest(unknown: &str) -> String {
         ("permitted_calls_in_half_open_state", "half_open_calls"),
     ];
     if let Some((_, key)) = aliases.iter().find(|(alias, _)| *alias == unknown) {
-        return format!("; did you mean `{key}`?");
+        return format!(": did you mean `{key}`?");
     }
     KEYS.iter()
         .map(|key| (edit_distance(unknown, key), key))
         .filter(|(distance, _)| *distance <= 2)
         .min_by_key(|(distance, _)| *distance)
-        .map_or_else(String::new, |(_, key)| format!("; did you mean `{key}`?"))
+        .map_or_else(
+            || ".".to_owned(),
+            |(_, key)| format!(": did you mean `{key}`?"),
+        )
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -882,7 +885,10 @@ mod tests {
     #[test]
     fn unknown_key_suggests_and_lists() {
         let message = error(quote!(failure = 3));
-        assert!(message.contains("did you mean `failures`?"), "{message}");
+        assert!(
+            message.contains("unknown key `failure`: did you mean `failures`?"),
+            "{message}"
+        );
         assert!(message.contains("`crate`"), "{message}");
     }
 
@@ -895,7 +901,9 @@ mod tests {
                 .contains("never be reached")
         );
         assert!(parse(quote!(failure_rate = 50, window = 5)).is_ok());
-        assert!(error(quote!(slow = "1s", slow_rate = 5, min_calls = 101)).contains("window = 101"));
+        assert!(
+            error(quote!(slow = "1s", slow_rate = 5, min_calls = 101)).contains("window = 101")
+        );
         assert!(error(quote!(window = 10)).contains("only matters to a rate policy"));
         assert!(error(quote!(min_calls = 10)).contains("only matters to a rate policy"));
         assert!(error(quote!(slow_rate = 10)).contains("add `slow"));

@@ -5,8 +5,8 @@
 //! (tracing #3108: call-site braces switch off `dead_code` for the user's function). The
 //! user's block is quoted exactly once.
 
-use proc_macro2::{Span, TokenStream};
-use quote::{ToTokens, format_ident, quote, quote_spanned};
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
+use quote::{ToTokens, format_ident, quote};
 use syn::{Expr, ItemFn, Stmt};
 
 use crate::args::{self, Args, Errors, Window};
@@ -92,6 +92,44 @@ fn first_keyword_span(item: &syn::Item) -> Option<Span> {
         syn::Item::Use(item) => item.use_token.span(),
         _ => return None,
     })
+}
+
+/// Moves generated `tokens` to where the user wrote `at`, keeping each token's hygiene, so
+/// that a type error in them is reported at `at`: every token is located at `at`'s first
+/// token except the last, which is located at its last token, so rustc's span for the whole
+/// expression covers `at` (a multi-token span cannot be built directly on stable).
+fn locate(tokens: TokenStream, at: &impl ToTokens) -> TokenStream {
+    let anchor: Vec<TokenTree> = at.to_token_stream().into_iter().collect();
+    let (Some(first), Some(last)) = (anchor.first(), anchor.last()) else {
+        return tokens;
+    };
+    let (first, last) = (first.span(), last.span());
+    let trees: Vec<TokenTree> = tokens.into_iter().collect();
+    let count = trees.len();
+    trees
+        .into_iter()
+        .enumerate()
+        .map(|(i, tree)| relocate(tree, if i + 1 == count { last } else { first }))
+        .collect()
+}
+
+fn relocate(tree: TokenTree, at: Span) -> TokenTree {
+    match tree {
+        TokenTree::Group(group) => {
+            let stream = group
+                .stream()
+                .into_iter()
+                .map(|tree| relocate(tree, at))
+                .collect();
+            let mut relocated = Group::new(group.delimiter(), stream);
+            relocated.set_span(group.span().located_at(at));
+            TokenTree::Group(relocated)
+        }
+        mut tree => {
+            tree.set_span(tree.span().located_at(at));
+            tree
+        }
+    }
 }
 
 /// A `Duration` constant for a duration parsed at expansion time.
@@ -196,41 +234,66 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
 
     // What a rejected call returns: the fallback's answer, or the rejection converted into
     // the function's error type.
-    let output_span = mixed.located_at(func::output_span(function));
+    let output = func::output_anchor(function);
     let (reject_pattern, on_reject) = match &args.fallback {
         Some(fallback) => {
             let path = &fallback.value;
-            let at = fallback.span;
-            let arguments = func::fallback_args(function, at);
-            // Spanned at the fallback path: a fallback whose arguments or return type do not
+            let arguments = func::fallback_args(function, fallback.span);
+            // Located at the fallback path: a fallback whose arguments or return type do not
             // match the function is reported at `fallback = …`.
-            let call = quote_spanned!(mixed.located_at(at)=> #path(#(#arguments),*) #dot_await);
+            let call = locate(quote!(#path(#(#arguments),*) #dot_await), path);
             (quote!(_), call)
         }
         None => (
             quote!(#rejected),
-            quote_spanned!(output_span=> #private::reject(#rejected)),
+            // Located at the return type, whose error type lacks `From<Rejected>`.
+            locate(quote!(#private::reject(#rejected)), &output),
         ),
     };
 
     // The body, run once with a permit held.
-    let hint = func::type_hint(&function.sig.output).map(|ty| quote!(: #ty));
+    // The body's result type is the function's return type (with `impl Trait` erased to `_`,
+    // which a hint may use where a signature may not: tracing #1227, async-trait #281). Giving
+    // it up front keeps the coercions the body relies on (`&String` to `&str`, `Box<T>` to
+    // `Box<dyn Trait>`) and lets `?` pick its error type.
+    let hint = func::type_hint(&function.sig.output);
+    let closure_output = hint.as_ref().map(|ty| quote!(-> #ty));
+    // An async block has no return type annotation; a `return` of the right type that never
+    // runs fixes its output type before the body is checked (tracing-attributes does the same).
+    let fake_return = hint.as_ref().map(|ty| {
+        let fake = syn::Ident::new("__breakerbox_fake_return", mixed);
+        quote! {
+            #[allow(
+                unknown_lints,
+                unreachable_code,
+                clippy::diverging_sub_expression,
+                clippy::empty_loop,
+                clippy::let_with_type_underscore,
+                clippy::needless_return,
+            )]
+            if false {
+                let #fake: #ty = loop {};
+                return #fake;
+            }
+        }
+    });
     let run = if is_async {
         match &args.timeout {
-            None => quote!(async move { #(#stmts)* }.await),
+            None => quote!(async move { #fake_return #(#stmts)* }.await),
             Some(timeout) => {
                 let after = duration(&private, timeout.value);
-                let require = quote_spanned!(timeout.key=> #private::require_tokio!{});
+                let key = syn::Ident::new("timeout", timeout.key);
+                let require = locate(quote!(#private::require_tokio!{}), &key);
                 // With a fallback the arguments must still be there after a timeout, so the
                 // body borrows what it does not move (plain `async`, not `async move`).
                 let capture = args.fallback.is_none().then(|| quote!(move));
                 let on_timeout = match &args.fallback {
                     Some(_) => on_reject.clone(),
-                    None => quote_spanned!(output_span=> #private::reject_timeout(#elapsed)),
+                    None => locate(quote!(#private::reject_timeout(#elapsed)), &output),
                 };
                 quote! {{
                     #require
-                    match #private::timeout(#after, async #capture { #(#stmts)* }).await {
+                    match #private::timeout(#after, async #capture { #fake_return #(#stmts)* }).await {
                         #private::Option::Some(#result) => #result,
                         #private::Option::None => {
                             let #elapsed = #private::Timeout::new(#private::Breaker::name(&#breaker), #after);
@@ -251,7 +314,7 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
         // (fn-error-context). The statements are spliced, not the block, so `unused_braces`
         // never blames the user (tracing repro_1831).
         quote! {
-            (move || {
+            (move || #closure_output {
                 #private::ForceFnOnce::consume(#once);
                 #(#stmts)*
             })()
@@ -259,12 +322,19 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
     };
     let once_marker = (!is_async).then(|| quote!(let #once = #private::ForceFnOnce;));
 
-    let classify = match &args.classify {
+    let (outcome_type, classify) = match &args.classify {
         Some(classify) => {
             let path = &classify.value;
-            quote_spanned!(mixed.located_at(classify.span)=> #path(&#result))
+            // Both the call and the expected `Outcome` point at `classify = …`.
+            (
+                locate(quote!(#private::Outcome), path),
+                locate(quote!(#path(&#result)), path),
+            )
         }
-        None => quote_spanned!(output_span=> #private::classify(&#result)),
+        None => (
+            quote!(#private::Outcome),
+            locate(quote!(#private::classify(&#result)), &output),
+        ),
     };
 
     quote! {
@@ -281,8 +351,8 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
         };
         #once_marker
         #[allow(clippy::redundant_closure_call, clippy::let_unit_value)]
-        let #result #hint = #run;
-        let #outcome: #private::Outcome = #classify;
+        let #result = #run;
+        let #outcome: #outcome_type = #classify;
         {
             use #private::{CauseDisplay as _, CauseNone as _};
             #private::Permit::record_with(
@@ -376,7 +446,7 @@ mod tests {
                 }
             ),
         );
-        assert!(out.contains("async move { Ok (id) } . await"), "{out}");
+        assert!(out.contains("Ok (id) } . await"), "{out}");
         assert!(out.contains("cached (self , id) . await"), "{out}");
     }
 

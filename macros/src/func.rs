@@ -43,8 +43,8 @@ pub(crate) fn check(item: &ItemFn, args: &Args, errors: &mut Errors) {
         if let ReturnType::Type(_, ty) = &sig.output
             && returns_future(ty)
         {
-            errors.push(syn::Error::new(
-                ty.span(),
+            errors.push(syn::Error::new_spanned(
+                ty,
                 "#[circuit_breaker] on a function that returns a future would record the outcome \
                  when the future is created, not when it finishes: write an `async fn` instead \
                  (for traits, use native `async fn` in the trait rather than `#[async_trait]`)",
@@ -56,8 +56,8 @@ pub(crate) fn check(item: &ItemFn, args: &Args, errors: &mut Errors) {
             if let FnArg::Typed(typed) = arg
                 && fallback_ident(&typed.pat).is_none()
             {
-                errors.push(syn::Error::new(
-                    typed.pat.span(),
+                errors.push(syn::Error::new_spanned(
+                    &typed.pat,
                     "with `fallback`, every argument needs a name so it can be passed on to the \
                      fallback: write `name: Type` and destructure it in the body (`_name` if it \
                      is unused)",
@@ -159,10 +159,10 @@ pub(crate) fn type_hint(output: &ReturnType) -> Option<Type> {
 }
 
 /// Where errors about the return type point: the type, or the name of a `fn` without one.
-pub(crate) fn output_span(item: &ItemFn) -> Span {
+pub(crate) fn output_anchor(item: &ItemFn) -> TokenStream {
     match &item.sig.output {
-        ReturnType::Type(_, ty) => ty.span(),
-        ReturnType::Default => item.sig.ident.span(),
+        ReturnType::Type(_, ty) => ty.to_token_stream(),
+        ReturnType::Default => item.sig.ident.to_token_stream(),
     }
 }
 

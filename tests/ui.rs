@@ -1,0 +1,14 @@
+//! Compile-time behaviour of `#[circuit_breaker]`: what compiles, and the error for each
+//! rule. Regenerate the `.stderr` files with `TRYBUILD=overwrite cargo test --test ui`, then
+//! read each one as a user would: does it point at the offending token and say what to do?
+
+#[test]
+fn ui() {
+    let t = trybuild::TestCases::new();
+    t.pass("tests/ui/pass/*.rs");
+    t.compile_fail("tests/ui/fail/*.rs");
+    #[cfg(feature = "tokio")]
+    t.pass("tests/ui/pass-tokio/*.rs");
+    #[cfg(not(feature = "tokio"))]
+    t.compile_fail("tests/ui/fail-without-tokio/*.rs");
+}

@@ -1,0 +1,18 @@
+//! A `const fn` cannot have run-time state.
+use breakerbox::{Rejected, circuit_breaker};
+
+#[derive(Debug)]
+pub struct Error;
+
+impl From<Rejected> for Error {
+    fn from(_: Rejected) -> Self {
+        Error
+    }
+}
+
+#[circuit_breaker]
+const fn call() -> Result<(), Error> {
+    Ok(())
+}
+
+fn main() {}

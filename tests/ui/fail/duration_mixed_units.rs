@@ -1,0 +1,18 @@
+//! One number and one unit per duration.
+use breakerbox::{Rejected, circuit_breaker};
+
+#[derive(Debug)]
+pub struct Error;
+
+impl From<Rejected> for Error {
+    fn from(_: Rejected) -> Self {
+        Error
+    }
+}
+
+#[circuit_breaker(open_for = "1m30s")]
+fn call() -> Result<(), Error> {
+    Ok(())
+}
+
+fn main() {}

@@ -1,0 +1,18 @@
+//! `failures` must be at least 1.
+use breakerbox::{Rejected, circuit_breaker};
+
+#[derive(Debug)]
+pub struct Error;
+
+impl From<Rejected> for Error {
+    fn from(_: Rejected) -> Self {
+        Error
+    }
+}
+
+#[circuit_breaker(failures = 0)]
+fn call() -> Result<(), Error> {
+    Ok(())
+}
+
+fn main() {}

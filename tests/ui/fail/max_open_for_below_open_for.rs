@@ -1,0 +1,18 @@
+//! The backoff cap cannot be below the first open time.
+use breakerbox::{Rejected, circuit_breaker};
+
+#[derive(Debug)]
+pub struct Error;
+
+impl From<Rejected> for Error {
+    fn from(_: Rejected) -> Self {
+        Error
+    }
+}
+
+#[circuit_breaker(open_for = "1m", max_open_for = "30s")]
+fn call() -> Result<(), Error> {
+    Ok(())
+}
+
+fn main() {}

@@ -1,0 +1,18 @@
+//! An empty breaker name.
+use breakerbox::{Rejected, circuit_breaker};
+
+#[derive(Debug)]
+pub struct Error;
+
+impl From<Rejected> for Error {
+    fn from(_: Rejected) -> Self {
+        Error
+    }
+}
+
+#[circuit_breaker(name = "")]
+fn call() -> Result<(), Error> {
+    Ok(())
+}
+
+fn main() {}

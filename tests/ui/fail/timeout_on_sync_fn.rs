@@ -1,0 +1,18 @@
+//! `timeout` needs an async fn.
+use breakerbox::{Rejected, circuit_breaker};
+
+#[derive(Debug)]
+pub struct Error;
+
+impl From<Rejected> for Error {
+    fn from(_: Rejected) -> Self {
+        Error
+    }
+}
+
+#[circuit_breaker(timeout = "1s")]
+fn call() -> Result<(), Error> {
+    Ok(())
+}
+
+fn main() {}
