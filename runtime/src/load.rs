@@ -152,7 +152,10 @@ impl Registry {
         origin: impl AsRef<Path>,
         text: &str,
     ) -> Result<Vec<String>, LoadError> {
-        self.load_with_env(origin.as_ref(), text, std::env::vars())
+        // `vars()` would panic on a variable that is not Unicode; such a one cannot be ours.
+        let env = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+        self.load_with_env(origin.as_ref(), text, env)
     }
 
     pub(crate) fn load_with_env(
@@ -293,8 +296,20 @@ fn overlay_env(
                 KEYS.join(", ")
             )));
         }
-        let mut matching = tables.iter_mut().filter(|(n, _)| env_name(n) == name);
-        let Some((_, table)) = matching.next() else {
+        let name = name.to_ascii_uppercase();
+        let mut matching: Vec<_> = tables
+            .iter_mut()
+            .filter(|(n, _)| env_name(n) == name)
+            .collect();
+        if matching.len() > 1 {
+            let names: Vec<_> = matching.iter().map(|(n, _)| format!("'{n}'")).collect();
+            return Err(err(format!(
+                "{name} could be any of the breakers {}; rename one of them in {}",
+                names.join(" and "),
+                path.display()
+            )));
+        }
+        let Some((_, table)) = matching.pop() else {
             return Err(err(format!(
                 "no [breakers.<name>] table in {} is named {name} (written in capitals, `_` for other characters); the environment only overrides breakers the file configures",
                 path.display()
@@ -381,7 +396,7 @@ backoff = 2
             text,
             &[
                 ("BREAKERBOX__LOAD_USERS__OPEN_FOR", "5s"),
-                ("BREAKERBOX__LOAD_PAYMENTS__WINDOW", "100"),
+                ("BREAKERBOX__load_payments__window", "100"),
                 ("UNRELATED", "x"),
             ],
         )
@@ -517,6 +532,10 @@ backoff = 2
             .starts_with("environment variable BREAKERBOX__ENV_X__COLOUR: unknown key `colour`; valid keys: failures,"));
         assert!(err(file, &[("BREAKERBOX__OTHER__FAILURES", "3")])
             .starts_with("environment variable BREAKERBOX__OTHER__FAILURES: no [breakers.<name>] table in breakers.toml is named OTHER"));
+        let two = "[breakers.a-b]\nfailures = 3\n[breakers.a_b]\nfailures = 3\n";
+        assert!(err(two, &[("BREAKERBOX__A_B__FAILURES", "2")]).ends_with(
+            "A_B could be any of the breakers 'a-b' and 'a_b'; rename one of them in breakers.toml"
+        ));
         assert!(err(file, &[("BREAKERBOX__FAILURES", "3")]).starts_with(
             "environment variable BREAKERBOX__FAILURES: write it `BREAKERBOX__<NAME>__<KEY>`"
         ));
