@@ -1016,7 +1016,11 @@ impl Inner {
                 };
                 self.open_until
                     .store(now.saturating_add(nanos(d)), Ordering::Relaxed);
-                self.times_opened.fetch_add(1, Ordering::Relaxed);
+                if was != State::Open {
+                    // A re-trip of an open breaker (a `TripFor` while open) moves its deadline
+                    // but opens nothing: like the event, it is not counted.
+                    self.times_opened.fetch_add(1, Ordering::Relaxed);
+                }
                 if let Some(cause) = cause {
                     *lock(&self.cold().last_failure) = Some(cause.to_string().into());
                 }

@@ -143,7 +143,9 @@ impl Model {
             State::Open => {
                 let d = open_for.unwrap_or_else(|| self.next_open_for());
                 self.open_until = self.now.saturating_add(d);
-                self.times_opened += 1;
+                if self.state != State::Open {
+                    self.times_opened += 1;
+                }
             }
             State::HalfOpen => {
                 self.admitted = 0;

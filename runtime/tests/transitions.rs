@@ -688,6 +688,22 @@ fn trip_for_outcome_opens_for_exactly_d_from_open() {
 }
 
 #[test]
+fn repro_retrip_while_open_counted_as_an_opening_without_event() {
+    // A `TripFor` while open moved the deadline and, like a reset of a closed breaker, told no
+    // listener; but `times_opened` counted it, so listeners and metrics disagreed.
+    let (b, clock) = breaker(Config::builder().failures(1).open_for(secs(60)));
+    let held = b.try_acquire().unwrap();
+    fail(&b);
+    let seen = events(&b);
+    clock.advance(secs(1));
+    held.record(Outcome::TripFor(secs(10)));
+    b.trip_for(secs(20));
+    assert_eq!(b.metrics().retry_after, Some(secs(20)));
+    assert_eq!(b.metrics().times_opened, 1);
+    assert_eq!(transitions(&seen), []);
+}
+
+#[test]
 fn manual_trip_for_opens_for_exactly_d_from_any_state() {
     type Setup = fn(&Breaker, &ManualClock);
     let setups: [(State, Setup); 5] = [
