@@ -59,7 +59,8 @@ async fn main() -> Result<(), BoxError> {
     }
 
     // The client.
-    let http = reqwest::Client::new();
+    // Local only: ignore any HTTP_PROXY of the environment.
+    let http = reqwest::Client::builder().no_proxy().build()?;
     let get = |path: &str| {
         let req = http.get(format!("{base}{path}"));
         async move { req.send().await?.error_for_status()?.text().await }

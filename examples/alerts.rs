@@ -41,7 +41,11 @@ async fn main() -> Result<(), BoxError> {
         }
     });
     tokio::spawn(async move {
-        let http = reqwest::Client::new();
+        // Local only: ignore any HTTP_PROXY of the environment.
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("a plain HTTP client");
         while let Some(event) = events.recv().await {
             let body = serde_json::to_vec(&notification(&event)).expect("JSON");
             let sent = http

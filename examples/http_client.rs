@@ -4,7 +4,7 @@
 //! Runs by itself on 127.0.0.1 and exits: `cargo run --example http_client --features tokio`.
 //!
 //! The breaker reads a `ManualClock` (registered before its first call), so its `open_for`
-//! passes when the program says so; only the `timeout` waits, for real, 200 ms at a time,
+//! passes when the program says so; only the `timeout` waits, for real, 500 ms at a time,
 //! because a real socket is on the other end.
 
 use std::fmt;
@@ -20,7 +20,13 @@ use breakerbox::{ManualClock, Rejected, Timeout, circuit_breaker, registry};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-static HTTP: LazyLock<reqwest::Client> = LazyLock::new(reqwest::Client::new);
+/// Local only: ignores any HTTP_PROXY of the environment.
+static HTTP: LazyLock<reqwest::Client> = LazyLock::new(|| {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("a plain HTTP client")
+});
 
 /// Why a quote could not be fetched.
 #[derive(Debug)]
@@ -62,13 +68,13 @@ impl From<Timeout> for QuoteError {
 }
 
 /// Fetches a quote. Three failures in a row open the breaker for 10 s; a call that takes
-/// longer than 200 ms is cut short and counts as a failure; while open, and on a timeout, the
+/// longer than 500 ms is cut short and counts as a failure; while open, and on a timeout, the
 /// fallback answers instead.
 #[circuit_breaker(
     name = "quotes",
     failures = 3,
     open_for = "10s",
-    timeout = "200ms",
+    timeout = "500ms",
     fallback = cached_quote
 )]
 async fn fetch_quote(base: &str) -> Result<String, QuoteError> {
@@ -156,7 +162,7 @@ async fn main() -> Result<(), BoxError> {
     println!("(10 s pass on the breaker's clock)");
     clock.advance(Duration::from_secs(10));
     command("hang").await?;
-    call().await; // the probe times out after 200 ms: open again, the fallback answers
+    call().await; // the probe times out after 500 ms: open again, the fallback answers
 
     println!("(10 s pass on the breaker's clock)");
     clock.advance(Duration::from_secs(10));

@@ -62,7 +62,8 @@ async fn main() -> Result<(), BoxError> {
     // --- Client side: the layer around a reqwest client service. ---
     // Transport errors and 5xx are failures; other statuses succeed.
     registry().set_clock("stock-client", clock.clone());
-    let http = reqwest::Client::new();
+    // Local only: ignore any HTTP_PROXY of the environment.
+    let http = reqwest::Client::builder().no_proxy().build()?;
     let client = CircuitBreakerLayer::new("stock-client", config(3)?)
         .classify(|r: &Result<reqwest::Response, reqwest::Error>| match r {
             Ok(resp) if resp.status().is_server_error() => Outcome::Failure,
