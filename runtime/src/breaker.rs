@@ -1069,8 +1069,10 @@ impl Inner {
             let r =
                 splitmix(self.times_opened.load(Ordering::Relaxed) ^ (self as *const Inner as u64));
             let unit = (r >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
+            // Around the capped time, both ways: capping again would clip every lengthening
+            // to the cap, and a fleet that backed off to `max_open_for` (or runs with the
+            // default cap, `open_for`) would probe in step at exactly that time.
             secs *= 1.0 + c.jitter * (2.0 * unit - 1.0);
-            secs = secs.min(c.max_open_for.as_secs_f64());
         }
         Duration::try_from_secs_f64(secs)
             .unwrap_or(c.max_open_for)

@@ -633,6 +633,24 @@ fn jitter_stays_within_its_bounds() {
 }
 
 #[test]
+fn repro_jitter_never_lengthens_at_the_cap() {
+    // The jittered time was capped at max_open_for again, which by default is open_for: every
+    // draw that should lengthen gave exactly open_for, so half the breakers of a fleet probed
+    // in step, and "lengthen or shorten" only ever shortened.
+    let mut longer = 0;
+    let mut alive = vec![]; // distinct breakers: the draw mixes in the breaker's address
+    for _ in 0..40 {
+        let (b, _) = breaker(Config::builder().failures(1).open_for(secs(10)).jitter(0.2));
+        fail(&b);
+        alive.push(b.clone());
+        let wait = b.metrics().retry_after.unwrap();
+        assert!((secs(8)..=secs(12)).contains(&wait), "{wait:?}");
+        longer += usize::from(wait > secs(10));
+    }
+    assert!(longer > 5, "only {longer} of 40 open times were lengthened");
+}
+
+#[test]
 fn full_jitter_never_gives_a_zero_open_time() {
     for _ in 0..50 {
         let (b, _) = breaker(
