@@ -210,3 +210,47 @@ async fn errors_box_for_boxed_stacks() {
         "circuit breaker 'tower-box' is forced open"
     );
 }
+
+#[tokio::test]
+async fn inside_an_axum_router_a_rejection_is_a_503_without_running_the_handler() {
+    use axum::body::Body;
+    use axum::error_handling::HandleErrorLayer;
+    use axum::http::{Request, StatusCode};
+    use axum::response::Response;
+
+    let breaker = Breaker::new("tower-axum", Config::builder().failures(1).build().unwrap());
+    let layer = tower::ServiceBuilder::new()
+        .layer(HandleErrorLayer::new(|e: Error<Infallible>| async move {
+            (StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+        }))
+        .layer(CircuitBreakerLayer::from_breaker(breaker.clone()).classify(
+            |r: &Result<Response, Infallible>| match r {
+                Ok(resp) if resp.status().is_server_error() => Outcome::Failure,
+                _ => Outcome::Success,
+            },
+        ));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let app = axum::Router::new()
+        .route(
+            "/",
+            axum::routing::get(move || {
+                counted.fetch_add(1, Ordering::Relaxed);
+                async { StatusCode::INTERNAL_SERVER_ERROR }
+            }),
+        )
+        .route_layer(layer);
+    let request = || Request::builder().uri("/").body(Body::empty()).unwrap();
+
+    let first = app.clone().oneshot(request()).await.unwrap();
+    assert_eq!(first.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(breaker.state(), State::Open);
+
+    let second = app.oneshot(request()).await.unwrap();
+    assert_eq!(second.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body = axum::body::to_bytes(second.into_body(), 1024)
+        .await
+        .unwrap();
+    assert!(body.starts_with(b"circuit breaker 'tower-axum' is open; retry in"));
+    assert_eq!(calls.load(Ordering::Relaxed), 1, "the handler ran once");
+}
