@@ -1021,8 +1021,17 @@ impl Inner {
                     // but opens nothing: like the event, it is not counted.
                     self.times_opened.fetch_add(1, Ordering::Relaxed);
                 }
-                if let Some(cause) = cause {
-                    *lock(&self.cold().last_failure) = Some(cause.to_string().into());
+                // The message of the failure that tripped it this time; none if it had none,
+                // rather than an earlier trip's (allocating the cold part only to store one).
+                match cause {
+                    Some(cause) => {
+                        *lock(&self.cold().last_failure) = Some(cause.to_string().into());
+                    }
+                    None => {
+                        if let Some(cold) = self.cold.get() {
+                            *lock(&cold.last_failure) = None;
+                        }
+                    }
                 }
             }
             State::HalfOpen => {

@@ -1042,6 +1042,25 @@ fn rejected_says_what_happened() {
 }
 
 #[test]
+fn repro_rejected_shows_the_message_of_an_earlier_trip() {
+    // A trip whose failure has no message kept the message of an earlier, unrelated trip, so
+    // the error blamed an old failure for the current opening.
+    let (b, clock) = breaker(Config::builder().failures(1).open_for(secs(1)));
+    let b = Breaker::new("x", b.config().clone());
+    let _ = b.call(|| Err::<(), _>("connection refused"));
+    assert_eq!(b.last_failure().as_deref(), Some("connection refused"));
+    clock.advance(secs(1));
+    succeed(&b);
+    assert_eq!(b.state(), State::Closed);
+    fail(&b); // no message this time
+    assert_eq!(b.last_failure(), None);
+    assert_eq!(
+        rejected(&b).to_string(),
+        "circuit breaker 'x' is open; retry in 1.0s"
+    );
+}
+
+#[test]
 fn rejected_messages_for_every_reason() {
     let (b, clock) = breaker(
         Config::builder()
