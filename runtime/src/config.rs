@@ -39,6 +39,11 @@ pub(crate) const MIN_TIME_WINDOW: Duration = Duration::from_millis(10);
 /// [`ConfigBuilder::build`]. [`Config::default()`] trips after 5 consecutive failures, stays
 /// open 60 s, and closes after 1 successful probe.
 ///
+/// With the `serde` feature a config serializes as the attribute's keys, durations written
+/// `"250ms"` or `"2s"` (the clock is left out), and deserializes through
+/// [`ConfigBuilder::build`], so that a deserialized config is always valid;
+/// `Registry::load_toml` reads them from a file.
+///
 /// ```
 /// use breakerbox_runtime::Config;
 /// use std::time::Duration;
