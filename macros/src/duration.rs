@@ -117,7 +117,7 @@ fn parse_number(number: &str, unit_nanos: u128) -> Result<u64, NumberError> {
         let mut scale = unit_nanos;
         for digit in digits(fraction)? {
             let part = u128::from(digit) * scale;
-            if part % 10 != 0 {
+            if !part.is_multiple_of(10) {
                 return Err(NumberError::TooPrecise);
             }
             nanos = nanos.checked_add(part / 10).ok_or(NumberError::Overflow)?;
@@ -134,7 +134,7 @@ pub(crate) fn display(nanos: u64) -> String {
             continue;
         }
         let unit = u64::try_from(unit).unwrap_or(u64::MAX);
-        if nanos % unit == 0 {
+        if nanos.is_multiple_of(unit) {
             return format!("{}{name}", nanos / unit);
         }
     }
