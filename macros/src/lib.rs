@@ -1,7 +1,11 @@
 //! The `#[circuit_breaker]` attribute of [breakerbox](https://docs.rs/breakerbox).
 //!
 //! Use it through the `breakerbox` crate, which re-exports it next to the runtime it
-//! expands to; the documentation lives on [`macro@circuit_breaker`].
+//! expands to; all documentation is on [`macro@circuit_breaker`].
+//!
+//! The macro works in three stages, one module each: `args` parses and validates the
+//! attribute into a typed config that keeps every key's span, `func` checks the function's
+//! shape, and `expand` edits the function in place.
 
 mod args;
 mod duration;
@@ -10,7 +14,281 @@ mod func;
 
 use proc_macro::TokenStream;
 
-/// Placeholder docs, replaced below.
+/// Runs every call of a function through a circuit breaker.
+///
+/// ```
+/// use breakerbox::{Rejected, circuit_breaker};
+///
+/// #[derive(Debug)]
+/// enum ApiError {
+///     Down,
+///     Rejected(Rejected),
+/// }
+///
+/// impl From<Rejected> for ApiError {
+///     fn from(rejected: Rejected) -> Self {
+///         ApiError::Rejected(rejected)
+///     }
+/// }
+///
+/// #[circuit_breaker(name = "doc-users", failures = 2, open_for = "30s")]
+/// fn fetch_user(id: u32) -> Result<String, ApiError> {
+///     if id == 0 { Err(ApiError::Down) } else { Ok(format!("user {id}")) }
+/// }
+///
+/// assert_eq!(fetch_user(7).unwrap(), "user 7");
+/// assert!(matches!(fetch_user(0), Err(ApiError::Down)));
+/// assert!(matches!(fetch_user(0), Err(ApiError::Down)));
+/// // Two failures in a row: the breaker is open, and calls are rejected without running.
+/// assert!(matches!(fetch_user(7), Err(ApiError::Rejected(_))));
+/// ```
+///
+/// Each call asks the breaker for a permit. While the breaker is **closed** the body runs
+/// and its outcome is recorded. While it is **open** the body does not run: the `fallback`
+/// answers, or the function returns the rejection converted into its error type. After
+/// `open_for` it is **half-open**: up to `half_open_calls` probe calls run; `successes` of
+/// them close it, a failure opens it again.
+///
+/// The breaker is created on the first call, from the registry (`breakerbox::registry()`),
+/// and kept in a static inside the function: later calls do no lookup, take no lock and
+/// allocate nothing.
+///
+/// # Keys
+///
+/// All keys are optional and checked at compile time: a wrong value, a duplicate or an
+/// impossible combination is an error at the offending token that says how to fix it. The
+/// policy keys are those of `breakerbox::Config`, with the same defaults.
+///
+/// | Key | Value | Default | Example |
+/// |---|---|---|---|
+/// | `name` | the registry name | the module path and function name, e.g. `"my_app::client::fetch_user"` | `name = "users"` |
+/// | `failures` | trip after this many failures in a row (≥ 1) | `5` | `failures = 3` |
+/// | `failures_within` | count failures in a row only within this duration of the first; with `failures` only | — | `failures_within = "10s"` |
+/// | `failure_rate` | trip when this percentage (1–100) of the window's calls fail; replaces `failures` | — | `failure_rate = 50` |
+/// | `window` | for `failure_rate` and `slow_rate`: the last N calls (1–10 000), or the calls of the last duration (≥ `"10ms"`) | `100` calls | `window = 200` or `window = "30s"` |
+/// | `min_calls` | for `failure_rate` and `slow_rate`: calls the window must hold before a rate is judged; at most a count window's size | `10` (or a smaller count window's size) | `min_calls = 20` |
+/// | `slow` | calls that take at least this long are slow: they count as failures, or by their own rate with `slow_rate` | — | `slow = "1s"` |
+/// | `slow_rate` | trip when this percentage (1–100) of the window's calls are slow; needs `slow` | — | `slow_rate = 80` |
+/// | `open_for` | how long the breaker stays open before probing | `"60s"` | `open_for = "30s"` |
+/// | `max_open_for` | the cap on the open time under `backoff` (≥ `open_for`) | `open_for`; with `backoff`, `"5m"` or `open_for` if longer | `max_open_for = "10m"` |
+/// | `backoff` | multiply the open time by this (1.0–100.0) each time it re-opens without closing between | `1.0` | `backoff = 2.0` |
+/// | `jitter` | randomize each open time by up to this fraction (0.0–1.0) | `0.0` | `jitter = 0.1` |
+/// | `half_open_calls` | probe calls a half-open round lets through (1–65 535) | `1` | `half_open_calls = 3` |
+/// | `successes` | successful probes that close the breaker (1 to `half_open_calls`) | `1` | `successes = 2` |
+/// | `probe_timeout` | a half-open round whose probes have not finished after this re-opens | `"60s"` | `probe_timeout = "10s"` |
+/// | `max_concurrent` | at most this many calls at once while closed; more are rejected (a bulkhead) | unlimited | `max_concurrent = 100` |
+/// | `timeout` | `async fn` only, needs the `tokio` feature: a call still running after this is dropped and counts as a failure | — | `timeout = "500ms"` |
+/// | `fallback` | the function that answers rejected (and timed-out) calls; see [Fallbacks](#fallbacks) | — | `fallback = cached_user` |
+/// | `classify` | a `fn(&ReturnType) -> Outcome` that judges each call; see [Outcomes](#outcomes) | `Ok` is a success, `Err` a failure | `classify = by_status` |
+/// | `crate` | where breakerbox is; see [Renaming the crate](#renaming-the-crate) | `::breakerbox` | `crate = "my_crate::breakerbox"` |
+///
+/// Durations are strings: a number, optionally with a fraction, and one unit of `ns`, `us`,
+/// `ms`, `s`, `m` or `h`: `"250ms"`, `"1.5s"`, `"2m"`. They are parsed at compile time and
+/// emitted as `Duration` constants; nothing is parsed at run time.
+///
+/// ```
+/// # use breakerbox::{Rejected, circuit_breaker};
+/// # #[derive(Debug)] pub struct ApiError;
+/// # impl From<Rejected> for ApiError { fn from(_: Rejected) -> Self { ApiError } }
+/// /// Opens when half of the last 30 seconds' calls failed or took a second or more
+/// /// (once 20 calls were seen); stays open 10s, doubling up to 5 minutes while it keeps
+/// /// failing; closes after 3 good probes out of 5.
+/// #[circuit_breaker(
+///     name = "search",
+///     failure_rate = 50,
+///     window = "30s",
+///     min_calls = 20,
+///     slow = "1s",
+///     slow_rate = 50,
+///     open_for = "10s",
+///     backoff = 2.0,
+///     max_open_for = "5m",
+///     jitter = 0.1,
+///     half_open_calls = 5,
+///     successes = 3,
+/// )]
+/// fn search(query: &str) -> Result<Vec<String>, ApiError> {
+///     Ok(vec![query.to_owned()])
+/// }
+/// # search("rust").unwrap();
+/// ```
+///
+/// # Fallbacks
+///
+/// `fallback = path` names a function (a path, not a string or a closure) that answers
+/// while the breaker rejects calls, and, with `timeout`, calls that ran out of time:
+///
+/// - It is called with the function's arguments, in order; for a method, `self` comes first
+///   (`fallback = Self::cached`, taking `&self`, `&mut self`, `self` or `self: Arc<Self>`
+///   like the method). With a fallback, arguments must be plain names (`id: u32`, not a
+///   pattern such as `(a, b): (u32, u32)`), so that they can be passed on.
+/// - It returns the function's return type. For an `async fn` it is an `async fn` too, and
+///   is awaited.
+/// - Generic parameters are inferred from the arguments and return type, or given:
+///   `fallback = cached::<T>`.
+/// - A fallback whose signature does not fit is a compile error at `fallback = …`.
+/// - It runs outside the breaker: its result is not recorded.
+///
+/// Without a fallback, a rejected call returns `Err(From::from(rejected))`: the function must
+/// return `Result<T, E>` with `E: From<breakerbox::Rejected>` (with `timeout`, also
+/// `E: From<breakerbox::Timeout>`). Otherwise the compile error says which impl to add.
+///
+/// ```
+/// use std::sync::Arc;
+/// use breakerbox::{Rejected, circuit_breaker};
+/// # #[derive(Debug)] pub struct ApiError;
+/// # impl From<Rejected> for ApiError { fn from(_: Rejected) -> Self { ApiError } }
+///
+/// pub struct Client {
+///     cache: Vec<String>,
+/// }
+///
+/// impl Client {
+///     #[circuit_breaker(name = "doc-client", fallback = Self::cached)]
+///     pub async fn user(&self, id: usize) -> Result<String, ApiError> {
+///         Ok(format!("fresh {id}"))
+///     }
+///
+///     async fn cached(&self, id: usize) -> Result<String, ApiError> {
+///         self.cache.get(id).cloned().ok_or(ApiError)
+///     }
+/// }
+/// ```
+///
+/// With both `timeout` and `fallback`, the body must not move the arguments the fallback
+/// receives (they are still needed after a timeout): the body borrows what it does not
+/// move, and moving one is a borrow error.
+///
+/// # Outcomes
+///
+/// Each call that ran is judged as an `Outcome`:
+///
+/// - By default `Ok` is a `Success` and `Err` a `Failure`; the function must return a
+///   `Result`. The error's `Display` text, when it has one, is kept as the breaker's last
+///   failure and shown in `Rejected`'s message.
+/// - `classify = path` names a `fn(&ReturnType) -> breakerbox::Outcome`, for any return
+///   type: `Success`, `Failure`, `Ignored` (says nothing about the service, such as a 404)
+///   or `TripFor(duration)` (open now for that long, such as a 503 with `Retry-After`).
+/// - A panic in the body counts as a failure, and the panic goes on.
+/// - A future that is dropped before it finishes (a cancelled call) counts as neither.
+///
+/// ```
+/// use std::time::Duration;
+/// use breakerbox::{Outcome, circuit_breaker};
+///
+/// pub struct Response {
+///     pub status: u16,
+///     pub retry_after: Option<Duration>,
+/// }
+///
+/// fn by_status(response: &Response) -> Outcome {
+///     match (response.status, response.retry_after) {
+///         (503, Some(pause)) => Outcome::TripFor(pause),
+///         (404, _) => Outcome::Ignored,
+///         (500.., _) => Outcome::Failure,
+///         _ => Outcome::Success,
+///     }
+/// }
+///
+/// fn offline(_path: &str) -> Response {
+///     Response { status: 503, retry_after: None }
+/// }
+///
+/// #[circuit_breaker(name = "doc-http", classify = by_status, fallback = offline)]
+/// fn get(path: &str) -> Response {
+///     Response { status: if path == "/missing" { 404 } else { 200 }, retry_after: None }
+/// }
+/// # assert_eq!(get("/").status, 200);
+/// ```
+///
+/// # Functions
+///
+/// Sync and `async` functions; free functions, associated functions and methods taking
+/// `self`, `&self`, `&mut self` or `self: Arc<Self>`; methods in trait impls (including
+/// native `async fn` in traits) and default method bodies; generics, lifetimes and
+/// where-clauses; `impl Trait` arguments and return types; `unsafe fn`. The body keeps its
+/// meaning: `?` and `return` work as before, and results may borrow from the arguments.
+///
+/// The function's signature, attributes, docs and lints are left as they are; only the
+/// statements of its body are wrapped. `const fn`, `extern` functions, variadic functions
+/// and functions that return a future without being `async` (such as `#[async_trait]`
+/// output, which would be judged when the future is created rather than when it finishes)
+/// are rejected with an error.
+///
+/// Functions with one `name` share one breaker, wherever they are. The default name is the
+/// module path and the function's name, so two methods with the same name in one module
+/// (in different `impl` blocks) share a breaker unless one is given a `name`. The first
+/// call creates the breaker with its call site's config; a config registered beforehand with
+/// `breakerbox::registry().configure(name, …)` takes precedence.
+///
+/// # Equivalent code
+///
+/// ```
+/// # use breakerbox::{Rejected, circuit_breaker};
+/// # #[derive(Debug)] pub struct Error;
+/// # impl From<Rejected> for Error { fn from(_: Rejected) -> Self { Error } }
+/// # fn cached(_: u32) -> Result<u32, Error> { Ok(0) }
+/// #[circuit_breaker(name = "users", failures = 3, open_for = "2s", fallback = cached)]
+/// fn fetch(id: u32) -> Result<u32, Error> {
+///     Ok(id)
+/// }
+/// ```
+///
+/// expands to about this (the helpers in `breakerbox::__private` are not public API; names
+/// starting with `__breakerbox` are hygienic and cannot clash with the function's own):
+///
+/// ```ignore
+/// fn fetch(id: u32) -> Result<u32, Error> {
+///     static __BREAKERBOX_BREAKER: LazyLock<Breaker> = LazyLock::new(|| {
+///         // registry().get_or_create(name, || built config, or the default on error)
+///         __private::breaker("users", |config| {
+///             config.failures(3u32).open_for(Duration::from_nanos(2000000000u64))
+///         })
+///     });
+///     let __breakerbox_permit = match Breaker::try_acquire(&__BREAKERBOX_BREAKER) {
+///         Ok(permit) => permit,
+///         // Without a fallback: `return __private::reject(rejected)`, i.e.
+///         // `Err(From::from(rejected))`.
+///         Err(_) => return cached(id),
+///     };
+///     // The body, as a closure that is called once (`FnOnce`), so that it can move its
+///     // arguments and return borrows of them. An `async fn` runs `async move { body }.await`
+///     // instead; with `timeout`, inside `tokio::time::timeout`.
+///     let __breakerbox_once = __private::ForceFnOnce;
+///     let __breakerbox_result = (move || -> Result<u32, Error> {
+///         __private::ForceFnOnce::consume(__breakerbox_once);
+///         Ok(id)
+///     })();
+///     // `classify` if given; the error's `Display` text, if it has one, as the cause.
+///     let __breakerbox_outcome: Outcome = __private::classify(&__breakerbox_result);
+///     Permit::record_with(__breakerbox_permit, __breakerbox_outcome, cause_of(&__breakerbox_result));
+///     __breakerbox_result
+/// }
+/// ```
+///
+/// A permit dropped without being recorded records a `Failure` if the thread is panicking
+/// and `Ignored` otherwise, which is how panics and cancelled futures are counted.
+///
+/// # Renaming the crate
+///
+/// Generated code names `::breakerbox::__private::…`. If breakerbox is renamed in
+/// `Cargo.toml`, or re-exported by another crate whose users do not depend on it directly,
+/// say where it is with `crate`:
+///
+/// ```
+/// // A library re-exporting breakerbox for its users.
+/// mod my_framework {
+///     pub use breakerbox;
+/// }
+///
+/// # #[derive(Debug)] pub struct Error;
+/// # impl From<breakerbox::Rejected> for Error { fn from(_: breakerbox::Rejected) -> Self { Error } }
+/// #[my_framework::breakerbox::circuit_breaker(crate = "my_framework::breakerbox")]
+/// fn call() -> Result<(), Error> {
+///     Ok(())
+/// }
+/// # call().unwrap();
+/// ```
 #[proc_macro_attribute]
 pub fn circuit_breaker(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand(attr.into(), item.into()).into()
