@@ -380,3 +380,37 @@ fn default_name_is_module_path_and_fn_name() {
     let name = concat!(module_path!(), "::default_name");
     assert!(registry().get(name).is_some(), "no breaker named {name}");
 }
+
+/// Names kept in one place, so that functions sharing a breaker cannot drift apart.
+mod names {
+    pub const INVENTORY: &str = "sync-shared-const";
+}
+
+#[circuit_breaker(name = names::INVENTORY, failures = 1)]
+fn inventory_read() -> Result<(), ApiError> {
+    Err(ApiError::Down)
+}
+
+#[circuit_breaker(name = names::INVENTORY, failures = 1)]
+fn inventory_write() -> Result<(), ApiError> {
+    Ok(())
+}
+
+#[test]
+fn a_name_constant_shares_a_breaker() {
+    manual_clock(names::INVENTORY);
+    assert!(matches!(inventory_read(), Err(ApiError::Down)));
+    assert!(matches!(inventory_write(), Err(ApiError::Rejected(_))));
+}
+
+#[allow(non_snake_case)]
+#[circuit_breaker]
+fn r#match() -> Result<(), ApiError> {
+    Ok(())
+}
+
+#[test]
+fn a_raw_identifier_is_named_without_r_hash() {
+    r#match().unwrap();
+    assert!(registry().get(concat!(module_path!(), "::match")).is_some());
+}

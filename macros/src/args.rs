@@ -74,7 +74,7 @@ pub(crate) enum Window {
 /// The validated attribute.
 #[derive(Default)]
 pub(crate) struct Args {
-    pub(crate) name: Option<Key<LitStr>>,
+    pub(crate) name: Option<Key<Name>>,
     pub(crate) failures: Option<Key<u32>>,
     pub(crate) failures_within: Option<Key<u64>>,
     pub(crate) failure_rate: Option<Key<u8>>,
@@ -114,7 +114,7 @@ impl<T> Default for Slot<T> {
 /// The keys as parsed, before the cross-key checks of [`Raw::build`].
 #[derive(Default)]
 struct Raw {
-    name: Slot<LitStr>,
+    name: Slot<Name>,
     failures: Slot<u32>,
     failures_within: Slot<u64>,
     failure_rate: Slot<u8>,
@@ -678,17 +678,37 @@ fn jitter_value(expr: &Expr) -> syn::Result<f64> {
     Ok(value)
 }
 
-/// `name = "users"`: a non-empty string.
-fn name_value(expr: &Expr) -> syn::Result<LitStr> {
-    match literal(expr) {
-        Some(Lit::Str(text)) if text.value().trim().is_empty() => Err(syn::Error::new(
-            text.span(),
-            "the breaker name is empty: give it a name that says what it protects, like `name = \"users\"`, or remove `name` to use the function's path",
-        )),
-        Some(Lit::Str(text)) => Ok(text.clone()),
+/// The breaker's name: a string literal, or a `&str` constant shared by several functions.
+pub(crate) enum Name {
+    /// `name = "users"`, checked to be non-empty.
+    Literal(LitStr),
+    /// `name = names::USERS` or `name = concat!(…)`: any `&'static str` expression that can
+    /// be evaluated in a static's initializer; the compiler checks its type.
+    Expr(Expr),
+}
+
+/// `name = "users"` (non-empty), or a path or macro call that gives a `&str`.
+fn name_value(expr: &Expr) -> syn::Result<Name> {
+    match peel(expr) {
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Str(text),
+            ..
+        }) => {
+            if text.value().trim().is_empty() {
+                Err(syn::Error::new(
+                    text.span(),
+                    "the breaker name is empty: give it a name that says what it protects, like \
+                     `name = \"users\"`, or remove `name` to use the function's path",
+                ))
+            } else {
+                Ok(Name::Literal(text.clone()))
+            }
+        }
+        expr @ (Expr::Path(_) | Expr::Macro(_)) => Ok(Name::Expr(expr.clone())),
         _ => Err(syn::Error::new_spanned(
             expr,
-            "expected a string for `name`, like `name = \"users\"`",
+            "expected a string for `name`, like `name = \"users\"`, or the path of a `&str` \
+             constant, like `name = names::USERS`",
         )),
     }
 }
@@ -853,7 +873,9 @@ mod tests {
             failure_rate = 30,
         ))
         .unwrap();
-        assert_eq!(args.name.unwrap().value.value(), "users");
+        assert!(
+            matches!(args.name.unwrap().value, super::Name::Literal(name) if name.value() == "users")
+        );
         assert_eq!(args.failure_rate.unwrap().value, 30);
         assert_eq!(args.window.unwrap().value, Window::Time(30_000_000_000));
         assert_eq!(args.open_for.unwrap().value, 2_000_000_000);
@@ -931,6 +953,13 @@ mod tests {
         assert!(error(quote!(window = "5ms")).contains("at least \"10ms\""));
         assert!(error(quote!(failures = 99999999999)).contains("at most 4294967295"));
         assert!(error(quote!(failures = 99999999999999999999999)).contains("too large"));
+    }
+
+    #[test]
+    fn name_from_a_constant() {
+        assert!(parse(quote!(name = names::USERS)).is_ok());
+        assert!(parse(quote!(name = concat!("a", "b"))).is_ok());
+        assert!(error(quote!(name = 5)).contains("expected a string for `name`"));
     }
 
     #[test]

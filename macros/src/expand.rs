@@ -7,9 +7,10 @@
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote};
+use syn::ext::IdentExt;
 use syn::{Expr, ItemFn, Stmt};
 
-use crate::args::{self, Args, Errors, Window};
+use crate::args::{self, Args, Errors, Key, Name, Window};
 use crate::func;
 
 /// `#[circuit_breaker(attr)] item`, without `proc_macro` types so it can be unit-tested.
@@ -224,9 +225,17 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
     let stmts = &function.block.stmts;
 
     let name = match &args.name {
-        Some(name) => name.value.to_token_stream(),
+        Some(Key {
+            value: Name::Literal(name),
+            ..
+        }) => name.to_token_stream(),
+        Some(Key {
+            value: Name::Expr(name),
+            ..
+        }) => quote!(#name),
         None => {
-            let ident = function.sig.ident.to_string();
+            // `r#type` is named `type`.
+            let ident = function.sig.ident.unraw().to_string();
             quote!(::core::concat!(::core::module_path!(), "::", #ident))
         }
     };
@@ -448,6 +457,19 @@ mod tests {
         );
         assert!(out.contains("Ok (id) } . await"), "{out}");
         assert!(out.contains("cached (self , id) . await"), "{out}");
+    }
+
+    #[test]
+    fn raw_identifiers_are_named_without_r_hash() {
+        let out = expanded(
+            quote!(),
+            quote!(
+                fn r#type() -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+        );
+        assert!(out.contains("\"::\" , \"type\")"), "{out}");
     }
 
     #[test]

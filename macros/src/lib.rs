@@ -61,7 +61,7 @@ use proc_macro::TokenStream;
 ///
 /// | Key | Value | Default | Example |
 /// |---|---|---|---|
-/// | `name` | the registry name | the module path and function name, e.g. `"my_app::client::fetch_user"` | `name = "users"` |
+/// | `name` | the registry name: a string, or the path of a `&str` constant | the module path and function name, e.g. `"my_app::client::fetch_user"` | `name = "users"` or `name = names::USERS` |
 /// | `failures` | trip after this many failures in a row (≥ 1) | `5` | `failures = 3` |
 /// | `failures_within` | count failures in a row only within this duration of the first; with `failures` only | — | `failures_within = "10s"` |
 /// | `failure_rate` | trip when this percentage (1–100) of the window's calls fail; replaces `failures` | — | `failure_rate = 50` |
