@@ -260,8 +260,7 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
         ),
     };
 
-    // The body, run once with a permit held.
-    // The body's result type is the function's return type (with `impl Trait` erased to `_`,
+    // The body, run once with the permit held. Its result type is the function's return type (with `impl Trait` erased to `_`,
     // which a hint may use where a signature may not: tracing #1227, async-trait #281). Giving
     // it up front keeps the coercions the body relies on (`&String` to `&str`, `Box<T>` to
     // `Box<dyn Trait>`) and lets `?` pick its error type.
