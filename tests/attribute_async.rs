@@ -286,6 +286,13 @@ mod timeout {
         Ok(())
     }
 
+    #[test]
+    fn futures_with_a_timeout_stay_send() {
+        fn assert_send<T: Send>(_: &T) {}
+        assert_send(&hangs());
+        assert_send(&slow(1));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn fires_on_a_hung_call_and_counts_as_a_failure() {
         let started = tokio::time::Instant::now();

@@ -9,6 +9,8 @@ fn ui() {
     t.compile_fail("tests/ui/fail/*.rs");
     #[cfg(feature = "tokio")]
     t.pass("tests/ui/pass-tokio/*.rs");
+    #[cfg(feature = "tokio")]
+    t.compile_fail("tests/ui/fail-tokio/*.rs");
     #[cfg(not(feature = "tokio"))]
     t.compile_fail("tests/ui/fail-without-tokio/*.rs");
 }

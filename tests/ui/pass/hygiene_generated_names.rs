@@ -51,6 +51,14 @@ fn call_with_fallback(__breakerbox_rejected: u32, __breakerbox_once: u32) -> Res
     Ok(__breakerbox_rejected * __breakerbox_once)
 }
 
+/// The body shadows its arguments; the fallback still gets the originals.
+#[circuit_breaker(fallback = fallback_one)]
+fn shadowing(n: u32) -> Result<u32> {
+    let n = n * 10;
+    let n = n + 1;
+    Ok(n)
+}
+
 /// Functions produced by `macro_rules!`, with their names and arguments passed in.
 macro_rules! wrapped {
     ($name:ident, $arg:ident) => {
@@ -71,5 +79,6 @@ fn main() {
     assert_eq!(call(1, 2, 3, 4, 5, 6).unwrap(), 22);
     assert_eq!(call_with_fallback(2, 3).unwrap(), 6);
     assert_eq!(from_macro(1).unwrap(), 2);
+    assert_eq!(shadowing(1).unwrap(), 11);
     let _ = fallback(0, 0);
 }

@@ -1,0 +1,18 @@
+//! Without a fallback, a timed-out call is returned as `Err(From::from(Timeout))`.
+use breakerbox::{Rejected, circuit_breaker};
+
+#[derive(Debug)]
+pub struct Error;
+
+impl From<Rejected> for Error {
+    fn from(_: Rejected) -> Self {
+        Error
+    }
+}
+
+#[circuit_breaker(timeout = "1s")]
+async fn call() -> Result<(), Error> {
+    Ok(())
+}
+
+fn main() {}
