@@ -3,14 +3,17 @@
 //! Use it through the `breakerbox` crate, which re-exports it next to the runtime it
 //! expands to; all documentation is on [`macro@circuit_breaker`].
 //!
-//! The macro works in three stages, one module each: `args` parses and validates the
-//! attribute into a typed config that keeps every key's span, `func` checks the function's
-//! shape, and `expand` edits the function in place.
+//! The macro works in stages, one module each: `args` parses the attribute into a typed
+//! config that keeps every key's span, reading each value with `values` (durations with
+//! `duration`) and checking the keys against each other with `valid`; `func` checks the
+//! function's shape; `expand` edits the function in place.
 
 mod args;
 mod duration;
 mod expand;
 mod func;
+mod valid;
+mod values;
 
 use proc_macro::TokenStream;
 

@@ -1,0 +1,258 @@
+//! The checks of the keys against each other, in one step after every value was read
+//! (like tokio's `Configuration::build`).
+//!
+//! The runtime's defaults stand in for the keys that were left out. Each error points at the
+//! key that makes the combination impossible and says which key to change. The runtime's
+//! `ConfigBuilder::build` applies the same rules; mirroring them here turns a run-time
+//! fallback to the default config into a compile error (the `mirror` test below checks that
+//! the two agree).
+
+use crate::args::{Args, Errors, Window, defaults};
+use crate::duration;
+
+/// Reports every impossible combination of keys in `args`.
+pub(crate) fn check(args: &Args, errors: &mut Errors) {
+    if let (Some(_), Some(rate)) = (&args.failures, &args.failure_rate) {
+        errors.push(syn::Error::new(
+            rate.key,
+            "`failure_rate` and `failures` choose different trip policies: keep `failures = N` \
+             to trip after N consecutive failures, or `failure_rate = P` to trip when P% of \
+             the window's calls fail",
+        ));
+    }
+    if let (Some(within), Some(_)) = (&args.failures_within, &args.failure_rate) {
+        errors.push(syn::Error::new(
+            within.key,
+            "`failures_within` only applies to the consecutive `failures` policy: remove it, \
+             or give `failure_rate` a time window such as `window = \"10s\"`",
+        ));
+    }
+    let rate_policy = args.failure_rate.is_some() || args.slow_rate.is_some();
+    for (key, span) in [
+        ("window", args.window.as_ref().map(|k| k.key)),
+        ("min_calls", args.min_calls.as_ref().map(|k| k.key)),
+    ] {
+        if let Some(span) = span
+            && !rate_policy
+        {
+            errors.push(syn::Error::new(
+                span,
+                format!(
+                    "`{key}` only matters to a rate policy: add `failure_rate = P` (trip when \
+                     P% of the window's calls fail) or `slow_rate = P`, or remove `{key}`"
+                ),
+            ));
+        }
+    }
+    // The runtime shrinks the default `min_calls` to a smaller count window, but an explicit
+    // `min_calls` larger than the window could never be reached.
+    if let Some(min) = &args.min_calls {
+        let (size, from) = match args.window.as_ref().map(|w| w.value) {
+            Some(Window::Calls(size)) => (Some(size), "a window of"),
+            Some(Window::Time(_)) => (None, ""),
+            None => (Some(defaults::WINDOW_CALLS), "the default window of"),
+        };
+        if let Some(size) = size
+            && min.value > size
+        {
+            errors.push(syn::Error::new(
+                min.key,
+                format!(
+                    "`min_calls = {}` can never be reached by {from} {size} calls: lower \
+                     `min_calls` to at most {size}, or set `window = {}` (or more)",
+                    min.value, min.value
+                ),
+            ));
+        }
+    }
+    if let (Some(rate), None) = (&args.slow_rate, &args.slow) {
+        errors.push(syn::Error::new(
+            rate.key,
+            "`slow_rate` needs `slow`, the duration above which a call counts as slow: \
+             add `slow = \"1s\"` (or whatever is slow for this call)",
+        ));
+    }
+    if let Some(max) = &args.max_open_for {
+        let (open_for, from) = match &args.open_for {
+            Some(open_for) => (open_for.value, "`open_for`"),
+            None => (defaults::OPEN_FOR_NANOS, "the default `open_for`"),
+        };
+        if max.value < open_for {
+            errors.push(syn::Error::new(
+                max.key,
+                format!(
+                    "`max_open_for = \"{}\"` is shorter than {from} (\"{}\"): the backoff \
+                     starts at `open_for` and grows up to `max_open_for`; raise \
+                     `max_open_for` to at least \"{}\"",
+                    duration::display(max.value),
+                    duration::display(open_for),
+                    duration::display(open_for),
+                ),
+            ));
+        }
+    }
+    if let Some(successes) = &args.successes {
+        let (probes, from) = match &args.half_open_calls {
+            Some(calls) => (calls.value, "`half_open_calls` is"),
+            None => (
+                defaults::HALF_OPEN_CALLS,
+                "the default `half_open_calls` is",
+            ),
+        };
+        if successes.value > probes {
+            errors.push(syn::Error::new(
+                successes.key,
+                format!(
+                    "`successes = {}` can never close the breaker: a half-open round lets \
+                     through only {probes} probe call(s) ({from} {probes}); add \
+                     `half_open_calls = {}` (or more), or lower `successes`",
+                    successes.value, successes.value
+                ),
+            ));
+        }
+    }
+}
+
+/// The macro's checks against the runtime's: for random combinations of keys, the attribute
+/// compiles exactly when `ConfigBuilder::build` accepts the same config. A config the macro
+/// let through but the runtime refused would silently run with the default config.
+#[cfg(test)]
+mod mirror {
+    use crate::args::parse;
+    use breakerbox::{Config, ConfigBuilder, Window};
+    use proc_macro2::TokenStream;
+    use std::time::Duration;
+
+    /// One key's possible values: its attribute text and its builder call.
+    type Choice = (&'static str, fn(ConfigBuilder) -> ConfigBuilder);
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    const KEYS: &[&[Choice]] = &[
+        &[
+            ("failures = 0", |b| b.failures(0)),
+            ("failures = 1", |b| b.failures(1)),
+            ("failures = 5", |b| b.failures(5)),
+        ],
+        &[
+            ("failure_rate = 0", |b| b.failure_rate(0)),
+            ("failure_rate = 50", |b| b.failure_rate(50)),
+            ("failure_rate = 100", |b| b.failure_rate(100)),
+            ("failure_rate = 101", |b| b.failure_rate(101)),
+        ],
+        &[
+            ("failures_within = \"0s\"", |b| b.failures_within(ms(0))),
+            ("failures_within = \"1s\"", |b| b.failures_within(ms(1000))),
+        ],
+        &[
+            ("window = 0", |b| b.window(Window::Calls(0))),
+            ("window = 5", |b| b.window(Window::Calls(5))),
+            ("window = 100", |b| b.window(Window::Calls(100))),
+            ("window = 10000", |b| b.window(Window::Calls(10_000))),
+            ("window = 10001", |b| b.window(Window::Calls(10_001))),
+            ("window = \"9ms\"", |b| b.window(Window::Time(ms(9)))),
+            ("window = \"10ms\"", |b| b.window(Window::Time(ms(10)))),
+            ("window = \"30s\"", |b| b.window(Window::Time(ms(30_000)))),
+        ],
+        &[
+            ("min_calls = 0", |b| b.min_calls(0)),
+            ("min_calls = 1", |b| b.min_calls(1)),
+            ("min_calls = 5", |b| b.min_calls(5)),
+            ("min_calls = 100", |b| b.min_calls(100)),
+            ("min_calls = 101", |b| b.min_calls(101)),
+        ],
+        &[
+            ("slow = \"0s\"", |b| b.slow(ms(0))),
+            ("slow = \"1s\"", |b| b.slow(ms(1000))),
+        ],
+        &[
+            ("slow_rate = 0", |b| b.slow_rate(0)),
+            ("slow_rate = 50", |b| b.slow_rate(50)),
+            ("slow_rate = 101", |b| b.slow_rate(101)),
+        ],
+        &[
+            ("open_for = \"0s\"", |b| b.open_for(ms(0))),
+            ("open_for = \"1s\"", |b| b.open_for(ms(1000))),
+            ("open_for = \"2m\"", |b| b.open_for(ms(120_000))),
+        ],
+        &[
+            ("max_open_for = \"1s\"", |b| b.max_open_for(ms(1000))),
+            ("max_open_for = \"60s\"", |b| b.max_open_for(ms(60_000))),
+            ("max_open_for = \"5m\"", |b| b.max_open_for(ms(300_000))),
+        ],
+        &[
+            ("backoff = 0.5", |b| b.backoff(0.5)),
+            ("backoff = 1.0", |b| b.backoff(1.0)),
+            ("backoff = 2", |b| b.backoff(2.0)),
+            ("backoff = 100.0", |b| b.backoff(100.0)),
+            ("backoff = 100.5", |b| b.backoff(100.5)),
+        ],
+        &[
+            ("jitter = 0.0", |b| b.jitter(0.0)),
+            ("jitter = 1.0", |b| b.jitter(1.0)),
+            ("jitter = 1.5", |b| b.jitter(1.5)),
+        ],
+        &[
+            ("half_open_calls = 0", |b| b.half_open_calls(0)),
+            ("half_open_calls = 1", |b| b.half_open_calls(1)),
+            ("half_open_calls = 3", |b| b.half_open_calls(3)),
+            ("half_open_calls = 65535", |b| b.half_open_calls(65_535)),
+            ("half_open_calls = 65536", |b| b.half_open_calls(65_536)),
+        ],
+        &[
+            ("successes = 0", |b| b.successes(0)),
+            ("successes = 1", |b| b.successes(1)),
+            ("successes = 3", |b| b.successes(3)),
+            ("successes = 4", |b| b.successes(4)),
+        ],
+        &[
+            ("probe_timeout = \"0s\"", |b| b.probe_timeout(ms(0))),
+            ("probe_timeout = \"5s\"", |b| b.probe_timeout(ms(5000))),
+        ],
+        &[
+            ("max_concurrent = 0", |b| b.max_concurrent(0)),
+            ("max_concurrent = 1", |b| b.max_concurrent(1)),
+        ],
+    ];
+
+    #[test]
+    fn macro_accepts_exactly_what_the_runtime_accepts() {
+        // A fixed-seed xorshift: the same 20 000 combinations on every run.
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut accepted = 0;
+        for _ in 0..20_000 {
+            let mut attr = Vec::new();
+            let mut builder = Config::builder();
+            for choices in KEYS {
+                // Each key is left out two times in three.
+                let pick = usize::try_from(next() % (3 * choices.len() as u64)).unwrap();
+                if let Some((text, set)) = choices.get(pick) {
+                    attr.push(*text);
+                    builder = set(builder);
+                }
+            }
+            let attr = attr.join(", ");
+            let tokens: TokenStream = attr.parse().unwrap();
+            let by_macro = parse(tokens).map(|_| ()).map_err(|e| e.to_string());
+            let by_runtime = builder.build().map(|_| ()).map_err(|e| e.to_string());
+            assert_eq!(
+                by_macro.is_ok(),
+                by_runtime.is_ok(),
+                "#[circuit_breaker({attr})]: macro says {by_macro:?}, runtime says {by_runtime:?}"
+            );
+            accepted += usize::from(by_macro.is_ok());
+        }
+        assert!(
+            accepted > 500,
+            "too few valid combinations were tried: {accepted}"
+        );
+    }
+}
