@@ -63,6 +63,12 @@ async fn consume(items: Vec<String>) -> Result<usize, Error> {
 }
 
 #[circuit_breaker]
+async fn patterns((a, b): (u32, u32), mut extra: Vec<u32>, _: bool) -> Result<u32, Error> {
+    extra.push(a + b);
+    Ok(extra.iter().sum())
+}
+
+#[circuit_breaker]
 async fn evens(limit: impl Into<u32>) -> Result<impl Iterator<Item = u32>, Error> {
     let limit = limit.into();
     Ok((0..limit).filter(|n| n % 2 == 0))
@@ -149,6 +155,7 @@ fn main() {
         assert_eq!(first_elided(&items).await.unwrap(), "a");
         assert_eq!(consume(items).await.unwrap(), 1);
         assert_eq!(evens(6u8).await.unwrap().count(), 3);
+        assert_eq!(patterns((1, 2), vec![3], true).await.unwrap(), 6);
         assert_eq!(show(5).await.unwrap(), "5");
         let value = 9;
         // SAFETY: a valid pointer.

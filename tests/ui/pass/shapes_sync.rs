@@ -67,6 +67,23 @@ fn consume(items: Vec<String>) -> Result<usize, Error> {
     Ok(moved.len())
 }
 
+/// Patterns and `mut` bindings in the arguments (without a fallback, any pattern works).
+#[circuit_breaker]
+fn patterns((a, b): (u32, u32), mut extra: Vec<u32>, _: bool) -> Result<u32, Error> {
+    extra.push(a + b);
+    Ok(extra.iter().sum())
+}
+
+fn mut_fallback(_extra: Vec<u32>) -> Result<usize, Error> {
+    Ok(0)
+}
+
+#[circuit_breaker(fallback = mut_fallback)]
+fn mut_argument(mut extra: Vec<u32>) -> Result<usize, Error> {
+    extra.push(1);
+    Ok(extra.len())
+}
+
 /// `impl Trait` in argument and return position.
 #[circuit_breaker]
 fn evens(limit: impl Into<u32>) -> Result<impl Iterator<Item = u32>, Error> {
@@ -180,6 +197,8 @@ fn main() {
     assert_eq!(first_elided(&items).unwrap(), "a");
     assert_eq!(consume(items).unwrap(), 1);
     assert_eq!(evens(6u8).unwrap().count(), 3);
+    assert_eq!(patterns((1, 2), vec![3], true).unwrap(), 6);
+    assert_eq!(mut_argument(vec![]).unwrap(), 1);
     assert_eq!(show(5).unwrap(), "5");
     let value = 9;
     // SAFETY: a valid pointer.
