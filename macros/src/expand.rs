@@ -22,8 +22,8 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     });
     let mut function = match syn::parse2::<ItemFn>(item.clone()) {
         Ok(function) => function,
-        Err(_) => {
-            errors.push(not_a_function(&item));
+        Err(parse_error) => {
+            errors.push(not_a_function(&item, parse_error));
             return with_errors(item, errors);
         }
     };
@@ -52,7 +52,7 @@ fn with_errors(item: TokenStream, errors: Errors) -> TokenStream {
 }
 
 /// The error for an item that is not a function with a body.
-fn not_a_function(item: &TokenStream) -> syn::Error {
+fn not_a_function(item: &TokenStream, parse_error: syn::Error) -> syn::Error {
     if let Ok(method) = syn::parse2::<syn::TraitItemFn>(item.clone())
         && method.default.is_none()
     {
@@ -62,19 +62,24 @@ fn not_a_function(item: &TokenStream) -> syn::Error {
              `impl` block, or give this trait method a default body",
         );
     }
-    let span = item
-        .clone()
-        .into_iter()
-        .find(|token| !matches!(token, proc_macro2::TokenTree::Punct(p) if p.as_char() == '#'))
-        .map_or_else(Span::call_site, |token| token.span());
-    let span = match syn::parse2::<syn::Item>(item.clone()) {
-        Ok(parsed) => first_keyword_span(&parsed).unwrap_or(span),
-        Err(_) => span,
+    let Ok(parsed) = syn::parse2::<syn::Item>(item.clone()) else {
+        // Not an item syn can read, such as a function with a syntax error in its body: the
+        // parse error points at the problem, not at the attribute.
+        return parse_error;
     };
-    syn::Error::new(
-        span,
-        "#[circuit_breaker] goes on a function (`fn` or `async fn`), free or in an `impl` block",
-    )
+    let span = first_keyword_span(&parsed).unwrap_or_else(|| {
+        item.clone()
+            .into_iter()
+            .find(|token| !matches!(token, TokenTree::Punct(p) if p.as_char() == '#'))
+            .map_or_else(Span::call_site, |token| token.span())
+    });
+    let message = if matches!(parsed, syn::Item::Impl(_) | syn::Item::Trait(_)) {
+        "#[circuit_breaker] goes on a function, not on a whole `impl` block or trait: put it on \
+         each method that calls the service"
+    } else {
+        "#[circuit_breaker] goes on a function (`fn` or `async fn`), free or in an `impl` block"
+    };
+    syn::Error::new(span, message)
 }
 
 /// The span of the keyword that says what the item is (`struct`, `impl`, `mod`, …).
