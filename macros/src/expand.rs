@@ -363,7 +363,6 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
             }
         };
         #once_marker
-        #[allow(clippy::redundant_closure_call, clippy::let_unit_value)]
         let #result = #run;
         let #outcome: #outcome_type = #classify;
         {
