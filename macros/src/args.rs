@@ -13,8 +13,8 @@ use syn::{Expr, ExprPath, LitStr, Path, Token};
 
 use crate::valid;
 use crate::values::{
-    MAX_HALF_OPEN_CALLS, backoff_value, count, crate_path, duration_value, fn_path, jitter_value,
-    name_value, percent, window_value,
+    MAX_HALF_OPEN_CALLS, backoff_value, count, crate_path, duration_value, example, fn_path,
+    jitter_value, name_value, percent, window_value,
 };
 
 /// Every key the attribute accepts, in the order the docs list them.
@@ -285,29 +285,7 @@ fn read_value(meta: &ParseNestedMeta, key: &str) -> syn::Result<syn::Result<Expr
         meta.input.parse::<Token![=]>()?;
         return Ok(Ok(meta.input.parse::<Expr>()?));
     }
-    let example = match key {
-        "name" => "name = \"users\"",
-        "failures" => "failures = 5",
-        "failures_within" => "failures_within = \"10s\"",
-        "failure_rate" => "failure_rate = 50",
-        "window" => "window = 100",
-        "min_calls" => "min_calls = 10",
-        "slow" => "slow = \"1s\"",
-        "slow_rate" => "slow_rate = 50",
-        "open_for" => "open_for = \"30s\"",
-        "max_open_for" => "max_open_for = \"5m\"",
-        "backoff" => "backoff = 2.0",
-        "jitter" => "jitter = 0.1",
-        "half_open_calls" => "half_open_calls = 3",
-        "successes" => "successes = 2",
-        "probe_timeout" => "probe_timeout = \"10s\"",
-        "max_concurrent" => "max_concurrent = 100",
-        "timeout" => "timeout = \"500ms\"",
-        "fallback" => "fallback = my_fallback",
-        "classify" => "classify = my_classify",
-        "crate" => "crate = \"my_crate::breakerbox\"",
-        _ => "key = value",
-    };
+    let example = example(key);
     let error = if meta.input.peek(syn::token::Paren) {
         let group: proc_macro2::Group = meta.input.parse()?;
         syn::Error::new(

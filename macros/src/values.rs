@@ -13,6 +13,33 @@ const MIN_WINDOW_NANOS: u64 = 10_000_000;
 /// Largest `half_open_calls`: the runtime counts probes in 16 bits.
 pub(crate) const MAX_HALF_OPEN_CALLS: u64 = 65_535;
 
+/// A typical `key = value` for `key`, for messages that show how to write a value.
+pub(crate) fn example(key: &str) -> &'static str {
+    match key {
+        "name" => "name = \"users\"",
+        "failures" => "failures = 5",
+        "failures_within" => "failures_within = \"10s\"",
+        "failure_rate" => "failure_rate = 50",
+        "window" => "window = 100",
+        "min_calls" => "min_calls = 10",
+        "slow" => "slow = \"1s\"",
+        "slow_rate" => "slow_rate = 50",
+        "open_for" => "open_for = \"30s\"",
+        "max_open_for" => "max_open_for = \"5m\"",
+        "backoff" => "backoff = 2.0",
+        "jitter" => "jitter = 0.1",
+        "half_open_calls" => "half_open_calls = 3",
+        "successes" => "successes = 2",
+        "probe_timeout" => "probe_timeout = \"10s\"",
+        "max_concurrent" => "max_concurrent = 100",
+        "timeout" => "timeout = \"500ms\"",
+        "fallback" => "fallback = my_fallback",
+        "classify" => "classify = my_classify",
+        "crate" => "crate = \"my_crate::breakerbox\"",
+        _ => "key = value",
+    }
+}
+
 /// The value with any invisible group (from a `macro_rules!` fragment) removed.
 fn peel(expr: &Expr) -> &Expr {
     match expr {
@@ -53,7 +80,7 @@ pub(crate) fn count(expr: &Expr, key: &str, min: u64, max: u64, what: &str) -> s
 }
 
 /// A whole-number literal, with messages for the near misses.
-fn integer(expr: &Expr, key: &str, example: u64) -> syn::Result<u64> {
+fn integer(expr: &Expr, key: &str, min: u64) -> syn::Result<u64> {
     match literal(expr) {
         Some(Lit::Int(int)) => int.base10_parse::<u64>().map_err(|_| {
             syn::Error::new(
@@ -70,20 +97,20 @@ fn integer(expr: &Expr, key: &str, example: u64) -> syn::Result<u64> {
         )),
         Some(Lit::Float(_)) => Err(syn::Error::new_spanned(
             expr,
-            format!(
-                "`{key}` counts calls: write a whole number, like `{key} = {}`",
-                example.max(1)
-            ),
+            format!("`{key}` is a whole number, like `{}`", example(key)),
         )),
         _ if is_negative(expr) => Err(syn::Error::new_spanned(
             expr,
-            format!("`{key}` cannot be negative: write a whole number of at least {example}"),
+            format!(
+                "`{key}` cannot be negative: write a whole number of at least {min}, like `{}`",
+                example(key)
+            ),
         )),
         _ => Err(syn::Error::new_spanned(
             expr,
             format!(
-                "expected a whole number for `{key}`, like `{key} = {}`",
-                example.max(1)
+                "expected a whole number for `{key}`, like `{}`",
+                example(key)
             ),
         )),
     }
