@@ -51,7 +51,15 @@ pub(crate) fn check(item: &ItemFn, args: &Args, errors: &mut Errors) {
             ));
         }
     }
-    if args.fallback.is_some() {
+    if let Some(fallback) = &args.fallback {
+        if calls_itself(&fallback.value, &sig.ident) {
+            errors.push(syn::Error::new_spanned(
+                &fallback.value,
+                "the fallback is this function itself: while the breaker is open it would call \
+                 itself again and again; name a function that answers without the service, \
+                 such as one that reads a cache",
+            ));
+        }
         for arg in &sig.inputs {
             if let FnArg::Typed(typed) = arg
                 && fallback_ident(&typed.pat).is_none()
@@ -65,6 +73,22 @@ pub(crate) fn check(item: &ItemFn, args: &Args, errors: &mut Errors) {
             }
         }
     }
+}
+
+/// `fallback = name` or `fallback = Self::name` where `name` is the function itself.
+fn calls_itself(fallback: &syn::ExprPath, name: &syn::Ident) -> bool {
+    let segments: Vec<&syn::Ident> = fallback
+        .path
+        .segments
+        .iter()
+        .map(|segment| &segment.ident)
+        .collect();
+    fallback.qself.is_none()
+        && match segments.as_slice() {
+            [only] => *only == name,
+            [first, last] => *first == "Self" && *last == name,
+            _ => false,
+        }
 }
 
 /// `impl Future<…>` or `Pin<Box<dyn Future<…>>>` (what `#[async_trait]` produces).
