@@ -129,7 +129,8 @@ use proc_macro::TokenStream;
 ///   is awaited.
 /// - Generic parameters are inferred from the arguments and return type, or given:
 ///   `fallback = cached::<T>`.
-/// - A fallback whose signature does not fit is a compile error at `fallback = …`.
+/// - A fallback whose signature does not fit is a compile error at `fallback = …`, and so is
+///   a fallback that is the function itself (it would call itself while the breaker is open).
 /// - It runs outside the breaker: its result is not recorded.
 ///
 /// Without a fallback, a rejected call returns `Err(From::from(rejected))`: the function must
