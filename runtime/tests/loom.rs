@@ -7,7 +7,7 @@
 //! ```
 //!
 //! Each model is two threads and a handful of operations, so that loom explores every
-//! interleaving (within its preemption bound) in seconds.
+//! interleaving, without a preemption bound, in about a second for the whole file.
 #![cfg(loom)]
 
 use std::sync::Arc;
@@ -17,12 +17,10 @@ use std::time::Duration;
 use breakerbox_runtime::{Breaker, Config, ConfigBuilder, Event, ManualClock, State, Window};
 use loom::thread;
 
+/// Explores every interleaving: no preemption bound (set `LOOM_MAX_PREEMPTIONS` to bound
+/// it). Each model is small enough that the whole file runs in about a second.
 fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(3);
-    }
-    builder.check(f);
+    loom::model::Builder::new().check(f);
 }
 
 fn breaker(config: ConfigBuilder) -> (Breaker, ManualClock) {
@@ -71,6 +69,40 @@ fn half_open_admission_never_exceeds_the_limit() {
         }
         assert_eq!(admitted.load(Ordering::Relaxed), 1);
         assert_eq!(b.state(), State::HalfOpen);
+    });
+}
+
+#[test]
+fn half_open_admission_of_two_among_three_threads() {
+    // Three threads are many more interleavings: bounded, to stay within seconds.
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound.get_or_insert(1);
+    builder.check(|| {
+        let (b, clock) = breaker(
+            Config::builder()
+                .failures(1)
+                .open_for(Duration::from_secs(1))
+                .half_open_calls(2)
+                .successes(2),
+        );
+        b.try_acquire().unwrap().failure();
+        clock.advance(Duration::from_secs(1));
+        let admitted = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..3)
+            .map(|_| {
+                let (b, admitted) = (b.clone(), admitted.clone());
+                thread::spawn(move || {
+                    if let Ok(p) = b.try_acquire_owned() {
+                        admitted.fetch_add(1, Ordering::Relaxed);
+                        std::mem::forget(p);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(admitted.load(Ordering::Relaxed), 2);
     });
 }
 
@@ -277,5 +309,30 @@ fn repro_success_racing_a_failure_keeps_the_streak() {
         // F, then F S (0) or F S F (1): never 2, which no order gives.
         let streak = b.metrics().consecutive_failures;
         assert!(streak <= 1, "streak {streak} after F, F ∥ S");
+    });
+}
+
+/// Known, not fixed: listeners run after the transition lock is released (so that a listener
+/// may itself act on the breaker), and two racing transitions can be told in either order —
+/// loom finds `[Open, ForcedOpen]` for a breaker that ends open. `export::install` works
+/// around it by reading the state in the listener. Run with `--ignored` to see it.
+#[test]
+#[ignore = "known: racing transitions may reach listeners out of order"]
+fn listeners_see_transitions_in_the_order_they_happened() {
+    model(|| {
+        let (b, _) = breaker(Config::builder().failures(1));
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        {
+            let seen = seen.clone();
+            b.on_state_change(move |e| seen.lock().unwrap().push(e.to));
+        }
+        let t = {
+            let b = b.clone();
+            thread::spawn(move || b.trip_for(Duration::from_secs(1)))
+        };
+        b.force_open();
+        t.join().unwrap();
+        let last = *seen.lock().unwrap().last().unwrap();
+        assert_eq!(last, b.state(), "events {:?}", seen.lock().unwrap());
     });
 }
