@@ -1,6 +1,12 @@
 //! Compile-time behaviour of `#[circuit_breaker]`: what compiles, and the error for each
-//! rule. Regenerate the `.stderr` files with `TRYBUILD=overwrite cargo test --test ui`, then
-//! read each one as a user would: does it point at the offending token and say what to do?
+//! rule, one rule per file named after it.
+//!
+//! Regenerate the `.stderr` files with `TRYBUILD=overwrite cargo test --test ui` (and again
+//! with `--features tokio` for `fail-tokio/`), then read each one as a user would: does it
+//! point at the offending token and say what to do?
+//!
+//! `timeout` depends on the facade's `tokio` feature, so its cases are split by feature:
+//! `pass-tokio/` and `fail-tokio/` with it, `fail-without-tokio/` without.
 
 #[test]
 fn ui() {
