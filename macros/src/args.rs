@@ -157,6 +157,14 @@ impl Errors {
     }
 }
 
+impl From<syn::Error> for Errors {
+    fn from(error: syn::Error) -> Self {
+        let mut errors = Errors::default();
+        errors.push(error);
+        errors
+    }
+}
+
 /// Records one key: a second occurrence is an error at the second key, whatever its value.
 ///
 /// Every key goes through here, so the duplicate check cannot be forgotten for one of them.

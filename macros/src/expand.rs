@@ -38,14 +38,6 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     function.into_token_stream()
 }
 
-impl From<syn::Error> for Errors {
-    fn from(error: syn::Error) -> Self {
-        let mut errors = Errors::default();
-        errors.push(error);
-        errors
-    }
-}
-
 fn with_errors(item: TokenStream, errors: Errors) -> TokenStream {
     let errors = errors.finish().err().map(|error| error.to_compile_error());
     quote!(#errors #item)
