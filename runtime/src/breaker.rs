@@ -132,9 +132,11 @@ pub(crate) struct Inner {
     // Written on transitions and on the slower paths.
     open_until: AtomicU64,
     state_since: AtomicU64,
-    /// When the current streak started (closed), or when the half-open round last made
-    /// progress (half-open): one word, as the two are never needed in one state.
+    /// When the current `failures_within` streak started.
     mark: AtomicU64,
+    /// When the half-open round last admitted or heard from a probe. Not shared with `mark`:
+    /// a probe may report after its round closed the breaker, and must not restart a streak.
+    progress: AtomicU64,
     probe: AtomicU64,
     reopens: AtomicU32,
     active: AtomicU32,
@@ -531,6 +533,7 @@ impl Inner {
             open_until: AtomicU64::new(0),
             state_since: AtomicU64::new(now),
             mark: AtomicU64::new(now),
+            progress: AtomicU64::new(now),
             probe: AtomicU64::new(0),
             reopens: AtomicU32::new(0),
             active: AtomicU32::new(0),
@@ -654,7 +657,7 @@ impl Inner {
             }
             let admitted = (cur >> PROBE_BITS) & PROBE_MASK;
             if admitted >= limit {
-                let last = self.mark.load(Ordering::Relaxed);
+                let last = self.progress.load(Ordering::Relaxed);
                 if now.saturating_sub(last) >= nanos(self.config.probe_timeout) {
                     self.transition(
                         generation,
@@ -674,7 +677,7 @@ impl Inner {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    self.mark.store(now, Ordering::Relaxed);
+                    self.progress.store(now, Ordering::Relaxed);
                     return Ok(self.permit(generation, Kind::Probe));
                 }
                 Err(actual) => cur = actual,
@@ -933,7 +936,7 @@ impl Inner {
                 Err(actual) => cur = actual,
             }
         }
-        self.mark.store(now, Ordering::Relaxed);
+        self.progress.store(now, Ordering::Relaxed);
         let successes = (cur & PROBE_MASK) + 1;
         if outcome == Outcome::Success && successes >= u64::from(self.config.successes) {
             self.transition(
@@ -1036,7 +1039,7 @@ impl Inner {
             }
             State::HalfOpen => {
                 self.probe.store(pack(next, 0), Ordering::Relaxed);
-                self.mark.store(now, Ordering::Relaxed);
+                self.progress.store(now, Ordering::Relaxed);
             }
             State::Closed => {
                 self.streak.store(pack(next, 0), Ordering::Relaxed);

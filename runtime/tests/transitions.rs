@@ -137,6 +137,34 @@ fn failures_within_restarts_a_streak_older_than_the_span() {
     assert_eq!(b.state(), State::Open);
 }
 
+#[test]
+fn repro_stale_probe_moves_the_start_of_a_failures_within_streak() {
+    // One word holds both the start of a closed streak and the half-open round's last
+    // progress. A probe reporting after its round closed the breaker wrote its progress there,
+    // restarting the `failures_within` span of a streak it had nothing to do with.
+    let (b, clock) = breaker(
+        Config::builder()
+            .failures(3)
+            .failures_within(secs(10))
+            .open_for(secs(1))
+            .half_open_calls(2),
+    );
+    b.trip_for(secs(1));
+    clock.advance(secs(1));
+    let p1 = b.try_acquire().unwrap();
+    let p2 = b.try_acquire().unwrap();
+    p1.success(); // closes: the round is over, p2 is stale
+    assert_eq!(b.state(), State::Closed);
+    fail(&b); // t = 1 s: a streak starts
+    clock.advance(secs(9));
+    p2.success(); // t = 10 s: stale, must not touch the streak
+    clock.advance(secs(3));
+    fail(&b); // t = 13 s: 12 s after the streak began: a new streak
+    fail(&b);
+    assert_eq!(b.metrics().consecutive_failures, 2);
+    assert_eq!(b.state(), State::Closed);
+}
+
 // ---------------------------------------------------------------- failure rate
 
 fn rate_config(window: Window, min_calls: u32, rate: u8) -> ConfigBuilder {
