@@ -146,6 +146,29 @@ impl Users for Client {
     }
 }
 
+/// A trait whose futures must be `Send`, implemented with `async fn` for a generic type.
+pub trait SendUsers: Send + Sync {
+    fn count(&self) -> impl Future<Output = Result<usize, Error>> + Send;
+}
+
+pub struct Remote<T>(Vec<T>);
+
+impl<T: Send + Sync> SendUsers for Remote<T> {
+    #[circuit_breaker(name = "shapes-send")]
+    async fn count(&self) -> Result<usize, Error> {
+        Ok(self.0.len())
+    }
+}
+
+async fn dyn_fallback(value: &(dyn Display + Sync)) -> Result<String, Error> {
+    Ok(format!("cached {value}"))
+}
+
+#[circuit_breaker(fallback = dyn_fallback)]
+async fn show_dyn(value: &(dyn Display + Sync)) -> Result<String, Error> {
+    Ok(value.to_string())
+}
+
 fn main() {
     block_on(async {
         free(1).await.unwrap();
@@ -170,5 +193,7 @@ fn main() {
         assert_eq!(client.clone().shared().await.unwrap(), 2);
         let client = Arc::try_unwrap(client).ok().unwrap();
         assert_eq!(client.into_hits().await.unwrap(), 2);
+        assert_eq!(Remote(vec![1, 2]).count().await.unwrap(), 2);
+        assert_eq!(show_dyn(&5).await.unwrap(), "5");
     });
 }

@@ -170,6 +170,18 @@ impl Store {
     }
 }
 
+impl Store {
+    fn drain_fallback(self) -> Result<usize, Error> {
+        Ok(0)
+    }
+
+    /// `self` by value with a fallback: moved into the fallback or into the body.
+    #[circuit_breaker(fallback = Self::drain_fallback)]
+    fn drain(self) -> Result<usize, Error> {
+        Ok(self.values.len())
+    }
+}
+
 pub trait Lookup {
     /// A default method body can be wrapped.
     #[circuit_breaker]
@@ -214,5 +226,6 @@ fn main() {
     let store = Arc::new(store);
     assert_eq!(store.clone().shared().unwrap(), 2);
     let store = Arc::try_unwrap(store).ok().unwrap();
+    assert_eq!(Store::associated().unwrap().drain().unwrap(), 0);
     assert_eq!(store.into_values().unwrap().len(), 1);
 }
