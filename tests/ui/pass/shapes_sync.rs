@@ -67,6 +67,12 @@ fn consume(items: Vec<String>) -> Result<usize, Error> {
     Ok(moved.len())
 }
 
+/// A boxed error takes the rejection through std's `From<E: Error>`.
+#[circuit_breaker]
+fn boxed(text: &str) -> Result<u32, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(text.parse()?)
+}
+
 /// Patterns and `mut` bindings in the arguments (without a fallback, any pattern works).
 #[circuit_breaker]
 fn patterns((a, b): (u32, u32), mut extra: Vec<u32>, _: bool) -> Result<u32, Error> {
@@ -216,6 +222,7 @@ fn main() {
     // SAFETY: a valid pointer.
     assert_eq!(unsafe { read(&value) }.unwrap(), 9);
     assert_eq!(early(true, "x").unwrap(), 0);
+    assert_eq!(boxed("4").unwrap(), 4);
     log("hello");
     let mut store = Store::associated().unwrap();
     store.values.insert(1, "one".to_owned());
