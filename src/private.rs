@@ -157,7 +157,9 @@ pub fn classify<R: DefaultClassify>(result: &R) -> Outcome {
 ///
 /// Autoref specialization: `(&Cause(&result)).__breakerbox_cause()` picks
 /// [`CauseDisplay`] when the result is `Err(e)` with `e: Display` and [`CauseNone`]
-/// otherwise. It resolves at the call site, where the result's type is concrete.
+/// otherwise. It resolves at the call site, where the result's type is concrete (the
+/// expansion fixes it before this call). The method name is prefixed because method
+/// resolution also sees the user's traits in scope at the call site.
 #[derive(Debug)]
 pub struct Cause<'a, R>(pub &'a R);
 
