@@ -4,6 +4,10 @@
 //!
 //! After every step the two must agree on the admission decision, the state and every number
 //! in `metrics()`.
+//!
+//! The model says what the rules are, not how the breaker implements them: a rate window is a
+//! list of calls, judged after every call (the breaker judges only when the rate may have
+//! risen); a time window is the calls of the last ten buckets.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -16,32 +20,44 @@ use proptest::prelude::*;
 
 // ---------------------------------------------------------------- the model
 
+#[derive(Clone, Copy, Debug)]
+enum Win {
+    Calls(usize),
+    Time(Duration),
+}
+
 #[derive(Clone, Debug)]
 enum Policy {
     Consecutive {
         failures: u32,
+        within: Option<Duration>,
     },
+    /// A failure rate, a slow-call rate, or both, over one window. Without a failure rate,
+    /// the consecutive policy (default 5) runs beside the slow-call rate.
     Rate {
-        size: usize,
+        window: Win,
         min_calls: usize,
-        rate: u64,
+        rate: Option<u64>,
+        slow_rate: Option<u64>,
     },
 }
 
 #[derive(Clone, Debug)]
 struct Setup {
     policy: Policy,
+    slow: Option<Duration>,
     open_for: Duration,
     backoff: f64,
     max_open_for: Duration,
     half_open_calls: u32,
     successes: u32,
     probe_timeout: Duration,
+    max_concurrent: Option<u32>,
 }
 
 impl Setup {
     fn config(&self, clock: &ManualClock) -> Config {
-        let b = Config::builder()
+        let mut b = Config::builder()
             .open_for(self.open_for)
             .backoff(self.backoff)
             .max_open_for(self.max_open_for)
@@ -49,18 +65,57 @@ impl Setup {
             .successes(self.successes)
             .probe_timeout(self.probe_timeout)
             .clock(clock.clone());
+        if let Some(s) = self.slow {
+            b = b.slow(s);
+        }
+        if let Some(m) = self.max_concurrent {
+            b = b.max_concurrent(m);
+        }
         let b = match self.policy {
-            Policy::Consecutive { failures } => b.failures(failures),
+            Policy::Consecutive { failures, within } => {
+                let b = b.failures(failures);
+                match within {
+                    Some(w) => b.failures_within(w),
+                    None => b,
+                }
+            }
             Policy::Rate {
-                size,
+                window,
                 min_calls,
                 rate,
-            } => b
-                .failure_rate(rate as u8)
-                .window(Window::Calls(size as u32))
-                .min_calls(min_calls as u32),
+                slow_rate,
+            } => {
+                let mut b = b
+                    .window(match window {
+                        Win::Calls(n) => Window::Calls(n as u32),
+                        Win::Time(d) => Window::Time(d),
+                    })
+                    .min_calls(min_calls as u32);
+                if let Some(r) = rate {
+                    b = b.failure_rate(r as u8);
+                }
+                if let Some(r) = slow_rate {
+                    b = b.slow_rate(r as u8);
+                }
+                b
+            }
         };
         b.build().expect("valid config")
+    }
+
+    fn failures(&self) -> Option<(u32, Option<Duration>)> {
+        match self.policy {
+            Policy::Consecutive { failures, within } => Some((failures, within)),
+            Policy::Rate { rate: None, .. } => Some((5, None)),
+            Policy::Rate { .. } => None,
+        }
+    }
+
+    fn slow_rate(&self) -> Option<u64> {
+        match self.policy {
+            Policy::Rate { slow_rate, .. } => slow_rate,
+            _ => None,
+        }
     }
 }
 
@@ -75,6 +130,15 @@ enum Kind {
 struct ModelPermit {
     generation: u64,
     kind: Kind,
+    started: Duration,
+}
+
+/// One call in a rate window.
+#[derive(Clone, Copy, Debug)]
+struct Call {
+    at: Duration,
+    failed: bool,
+    slow: bool,
 }
 
 #[derive(Debug)]
@@ -86,8 +150,9 @@ struct Model {
     since: Duration,
     // Closed.
     streak: u32,
-    window: VecDeque<bool>,
-    recorded_since_clear: usize,
+    streak_start: Duration,
+    window: VecDeque<Call>,
+    active: u32,
     // Open.
     open_until: Duration,
     reopens: i32,
@@ -100,6 +165,7 @@ struct Model {
     failures: u64,
     ignored: u64,
     rejected: u64,
+    slow: u64,
     times_opened: u64,
 }
 
@@ -112,8 +178,9 @@ impl Model {
             generation: 0,
             since: Duration::ZERO,
             streak: 0,
+            streak_start: Duration::ZERO,
             window: VecDeque::new(),
-            recorded_since_clear: 0,
+            active: 0,
             open_until: Duration::ZERO,
             reopens: 0,
             admitted: 0,
@@ -123,6 +190,7 @@ impl Model {
             failures: 0,
             ignored: 0,
             rejected: 0,
+            slow: 0,
             times_opened: 0,
         }
     }
@@ -154,7 +222,6 @@ impl Model {
             }
             State::Closed => {
                 self.window.clear();
-                self.recorded_since_clear = 0;
                 self.reopens = 0;
             }
             _ => {}
@@ -170,10 +237,20 @@ impl Model {
             Ok(ModelPermit {
                 generation: m.generation,
                 kind,
+                started: m.now,
             })
         };
         match self.state {
-            State::Closed => admit(self, Kind::Closed),
+            State::Closed => {
+                if let Some(max) = self.setup.max_concurrent {
+                    if self.active >= max {
+                        self.rejected += 1;
+                        return Err((RejectReason::BulkheadFull, None));
+                    }
+                    self.active += 1;
+                }
+                admit(self, Kind::Closed)
+            }
             State::Disabled => admit(self, Kind::Disabled),
             State::ForcedOpen => {
                 self.rejected += 1;
@@ -203,9 +280,40 @@ impl Model {
         }
     }
 
+    /// The calls of the window that count now.
+    fn live(&self) -> Vec<Call> {
+        match self.setup.policy {
+            Policy::Rate {
+                window: Win::Time(span),
+                ..
+            } => {
+                // Ten buckets of span/10; live: the current one and the nine before it.
+                let width = (span.as_nanos() / 10).max(1);
+                let bucket = |t: Duration| t.as_nanos() / width;
+                let now = bucket(self.now);
+                self.window
+                    .iter()
+                    .filter(|c| now - bucket(c.at) < 10)
+                    .copied()
+                    .collect()
+            }
+            _ => self.window.iter().copied().collect(),
+        }
+    }
+
     fn record(&mut self, p: ModelPermit, outcome: Outcome) {
         if p.kind == Kind::Disabled {
             return;
+        }
+        if p.kind == Kind::Closed && self.setup.max_concurrent.is_some() {
+            self.active -= 1;
+        }
+        let slow = match self.setup.slow {
+            Some(t) => outcome != Outcome::Ignored && self.now - p.started >= t,
+            None => false,
+        };
+        if slow {
+            self.slow += 1;
         }
         match outcome {
             Outcome::Success => self.successes += 1,
@@ -220,40 +328,14 @@ impl Model {
             }
             return;
         }
-        let failed = outcome == Outcome::Failure;
+        // A slow call is a failure, unless slow calls have a rate of their own.
+        let failed = outcome == Outcome::Failure || (slow && self.setup.slow_rate().is_none());
         match p.kind {
-            Kind::Closed if current && outcome != Outcome::Ignored => match self.setup.policy {
-                Policy::Consecutive { failures } => {
-                    if !failed {
-                        self.streak = 0;
-                    } else {
-                        self.streak += 1;
-                        if self.streak >= failures {
-                            self.go(State::Open, None);
-                        }
-                    }
-                }
-                Policy::Rate {
-                    size,
-                    min_calls,
-                    rate,
-                } => {
-                    if self.window.len() == size {
-                        self.window.pop_front();
-                    }
-                    self.window.push_back(failed);
-                    self.recorded_since_clear += 1;
-                    // Judged on a failure, or when the window first holds min_calls calls.
-                    let judge = failed || self.recorded_since_clear == min_calls;
-                    let calls = self.window.len() as u64;
-                    let failed_calls = self.window.iter().filter(|f| **f).count() as u64;
-                    if judge && calls >= min_calls as u64 && failed_calls * 100 / calls >= rate {
-                        self.go(State::Open, None);
-                    }
-                }
-            },
+            Kind::Closed if current && outcome != Outcome::Ignored => {
+                self.record_closed(failed, slow)
+            }
             Kind::Probe if current => {
-                if failed {
+                if failed || slow {
                     self.go(State::Open, None);
                     return;
                 }
@@ -268,6 +350,58 @@ impl Model {
                 }
             }
             _ => {} // stale, or ignored while closed
+        }
+    }
+
+    fn record_closed(&mut self, failed: bool, slow: bool) {
+        if let Policy::Rate {
+            window,
+            min_calls,
+            rate,
+            slow_rate,
+        } = self.setup.policy
+        {
+            if let Win::Calls(size) = window
+                && self.window.len() == size
+            {
+                self.window.pop_front();
+            }
+            self.window.push_back(Call {
+                at: self.now,
+                failed,
+                slow,
+            });
+            // Judged after every call.
+            let live = self.live();
+            let calls = live.len() as u64;
+            let pct = |n: usize| n as u64 * 100 / calls;
+            if calls >= min_calls as u64 {
+                let failed = pct(live.iter().filter(|c| c.failed).count());
+                let slow = pct(live.iter().filter(|c| c.slow).count());
+                if rate.is_some_and(|r| failed >= r) || slow_rate.is_some_and(|r| slow >= r) {
+                    self.go(State::Open, None);
+                    return;
+                }
+            }
+        }
+        let Some((failures, within)) = self.setup.failures() else {
+            return;
+        };
+        if !failed {
+            self.streak = 0;
+            return;
+        }
+        self.streak += 1;
+        if let Some(within) = within
+            && (self.streak == 1 || self.now - self.streak_start > within)
+        {
+            self.streak = 1;
+        }
+        if self.streak == 1 {
+            self.streak_start = self.now;
+        }
+        if self.streak >= failures {
+            self.go(State::Open, None);
         }
     }
 
@@ -286,8 +420,14 @@ impl Model {
         prop_assert_eq!(b.state(), self.state);
         prop_assert_eq!(m.time_in_state, self.now - self.since);
         prop_assert_eq!(
-            (m.successes, m.failures, m.ignored, m.rejected),
-            (self.successes, self.failures, self.ignored, self.rejected)
+            (m.successes, m.failures, m.ignored, m.rejected, m.slow),
+            (
+                self.successes,
+                self.failures,
+                self.ignored,
+                self.rejected,
+                self.slow
+            )
         );
         prop_assert_eq!(
             m.calls,
@@ -316,13 +456,15 @@ impl Model {
             }
         );
         if let Policy::Rate { .. } = self.setup.policy {
-            let calls = self.window.len() as u64;
+            let live = self.live();
+            let calls = live.len() as u64;
             prop_assert_eq!(m.window_calls, calls);
-            let failed = self.window.iter().filter(|f| **f).count() as f64;
+            let rate = |n: usize| (calls > 0).then(|| n as f64 * 100.0 / calls as f64);
             prop_assert_eq!(
                 m.failure_rate,
-                (calls > 0).then(|| failed * 100.0 / calls as f64)
+                rate(live.iter().filter(|c| c.failed).count())
             );
+            prop_assert_eq!(m.slow_rate, rate(live.iter().filter(|c| c.slow).count()));
         }
         Ok(())
     }
@@ -342,6 +484,8 @@ enum Manual {
 enum Op {
     /// Acquire and record at once.
     Call(Outcome),
+    /// Acquire, let the clock run the `slow` threshold plus `delta` ns, record.
+    SlowCall(Outcome, i8),
     /// Acquire and keep the permit.
     Hold,
     /// Record a held permit (index modulo the number held).
@@ -356,6 +500,8 @@ enum Op {
     Advance(Duration),
     /// Move the clock to the open deadline, or to the probe timeout, plus `delta` ns.
     ToDeadline(i8),
+    /// Move the clock to the next edge of a time window's bucket, plus `delta` ns.
+    ToBucketEdge(i8),
     Manual(Manual),
 }
 
@@ -371,6 +517,7 @@ fn outcome() -> impl Strategy<Value = Outcome> {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         20 => outcome().prop_map(Op::Call),
+        4 => (outcome(), -1i8..=1).prop_map(|(o, d)| Op::SlowCall(o, d)),
         4 => Just(Op::Hold),
         4 => (any::<usize>(), outcome()).prop_map(|(i, o)| Op::Record(i, o)),
         1 => any::<usize>().prop_map(Op::Panic),
@@ -381,7 +528,8 @@ fn op() -> impl Strategy<Value = Op> {
             (1u64..5000).prop_map(Duration::from_millis),
         ]
         .prop_map(Op::Advance),
-        4 => (-1i8..=1).prop_map(Op::ToDeadline),
+        3 => (-1i8..=1).prop_map(Op::ToDeadline),
+        2 => (-1i8..=1).prop_map(Op::ToBucketEdge),
         1 => prop_oneof![
             Just(Manual::ForceOpen),
             Just(Manual::Disable),
@@ -392,33 +540,58 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn common(policy: impl Strategy<Value = Policy>) -> impl Strategy<Value = Setup> {
+fn common(
+    policy: impl Strategy<Value = Policy>,
+    slow: impl Strategy<Value = Option<Duration>>,
+) -> impl Strategy<Value = Setup> {
     (
-        policy,
+        (policy, slow),
         1u64..3000,
         prop_oneof![Just(1.0), Just(2.0), Just(1.5)],
         1u64..4,
         (1u32..4, 0u32..3),
         1u64..5000,
+        prop::option::weighted(0.3, 1u32..4),
     )
         .prop_map(
-            |(policy, open_ms, backoff, cap, (half_open_calls, extra), timeout_ms)| {
+            |(
+                (policy, slow),
+                open_ms,
+                backoff,
+                cap,
+                (half_open_calls, extra),
+                timeout_ms,
+                max_concurrent,
+            )| {
                 let open_for = Duration::from_millis(open_ms);
                 Setup {
                     policy,
+                    slow,
                     open_for,
                     backoff,
                     max_open_for: open_for * (cap as u32) * 2,
                     half_open_calls: half_open_calls + extra,
                     successes: half_open_calls,
                     probe_timeout: Duration::from_millis(timeout_ms),
+                    max_concurrent,
                 }
             },
         )
 }
 
+fn slow_threshold() -> impl Strategy<Value = Duration> {
+    (1u64..2000).prop_map(Duration::from_millis)
+}
+
 fn consecutive() -> impl Strategy<Value = Setup> {
-    common((1u32..6).prop_map(|failures| Policy::Consecutive { failures }))
+    common(
+        (
+            1u32..6,
+            prop::option::of((1u64..8000).prop_map(Duration::from_millis)),
+        )
+            .prop_map(|(failures, within)| Policy::Consecutive { failures, within }),
+        prop::option::of(slow_threshold()),
+    )
 }
 
 fn count_rate() -> impl Strategy<Value = Setup> {
@@ -426,10 +599,48 @@ fn count_rate() -> impl Strategy<Value = Setup> {
         (1usize..12, 1u64..=100)
             .prop_flat_map(|(size, rate)| (Just(size), 1..=size, Just(rate)))
             .prop_map(|(size, min_calls, rate)| Policy::Rate {
-                size,
+                window: Win::Calls(size),
                 min_calls,
-                rate,
+                rate: Some(rate),
+                slow_rate: None,
             }),
+        prop::option::of(slow_threshold()),
+    )
+}
+
+fn time_rate() -> impl Strategy<Value = Setup> {
+    common(
+        (10u64..6000, 1usize..12, 1u64..=100).prop_map(|(span_ms, min_calls, rate)| Policy::Rate {
+            window: Win::Time(Duration::from_millis(span_ms)),
+            min_calls,
+            rate: Some(rate),
+            slow_rate: None,
+        }),
+        prop::option::of(slow_threshold()),
+    )
+}
+
+fn slow_rate() -> impl Strategy<Value = Setup> {
+    common(
+        (
+            prop_oneof![
+                (1usize..12).prop_map(Win::Calls),
+                (10u64..6000).prop_map(|ms| Win::Time(Duration::from_millis(ms))),
+            ],
+            1usize..12,
+            prop::option::of(1u64..=100),
+            1u64..=100,
+        )
+            .prop_map(|(window, min_calls, rate, slow_rate)| Policy::Rate {
+                min_calls: match window {
+                    Win::Calls(n) => min_calls.min(n),
+                    Win::Time(_) => min_calls,
+                },
+                window,
+                rate,
+                slow_rate: Some(slow_rate),
+            }),
+        slow_threshold().prop_map(Some),
     )
 }
 
@@ -448,6 +659,44 @@ fn quiet_panics() {
     });
 }
 
+fn advance(clock: &ManualClock, model: &mut Model, to: Duration) {
+    if to > model.now {
+        clock.advance(to - model.now);
+        model.now = to;
+    }
+}
+
+fn call(
+    breaker: &Breaker,
+    clock: &ManualClock,
+    model: &mut Model,
+    outcome: Outcome,
+    took: Duration,
+) -> Result<(), TestCaseError> {
+    let real = breaker.try_acquire();
+    let want = model.acquire();
+    match (real, want) {
+        (Ok(p), Ok(mp)) => {
+            prop_assert_eq!(p.is_probe(), mp.kind == Kind::Probe);
+            let to = model.now + took;
+            advance(clock, model, to);
+            p.record(outcome);
+            model.record(mp, outcome);
+        }
+        (Err(r), Err((reason, after))) => {
+            prop_assert_eq!(r.reason(), reason);
+            prop_assert_eq!(r.retry_after(), after);
+        }
+        (real, want) => prop_assert!(
+            false,
+            "breaker admitted: {:?}, model: {:?}",
+            real.is_ok(),
+            want
+        ),
+    }
+    Ok(())
+}
+
 fn run(setup: Setup, ops: Vec<Op>) -> Result<(), TestCaseError> {
     quiet_panics();
     let clock = ManualClock::new();
@@ -456,26 +705,17 @@ fn run(setup: Setup, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut held: Vec<(Permit<'_>, ModelPermit)> = Vec::new();
     for op in ops {
         match op {
-            Op::Call(outcome) => {
-                let real = breaker.try_acquire();
-                let want = model.acquire();
-                match (real, want) {
-                    (Ok(p), Ok(mp)) => {
-                        prop_assert_eq!(p.is_probe(), mp.kind == Kind::Probe);
-                        p.record(outcome);
-                        model.record(mp, outcome);
-                    }
-                    (Err(r), Err((reason, after))) => {
-                        prop_assert_eq!(r.reason(), reason);
-                        prop_assert_eq!(r.retry_after(), after);
-                    }
-                    (real, want) => prop_assert!(
-                        false,
-                        "breaker admitted: {:?}, model: {:?}",
-                        real.is_ok(),
-                        want
-                    ),
-                }
+            Op::Call(outcome) => call(&breaker, &clock, &mut model, outcome, Duration::ZERO)?,
+            Op::SlowCall(outcome, delta) => {
+                let took = match model.setup.slow {
+                    Some(t) => match delta {
+                        -1 => t - Duration::from_nanos(1),
+                        0 => t,
+                        _ => t + Duration::from_nanos(1),
+                    },
+                    None => Duration::from_millis(1),
+                };
+                call(&breaker, &clock, &mut model, outcome, took)?
             }
             Op::Hold => match (breaker.try_acquire(), model.acquire()) {
                 (Ok(p), Ok(mp)) => held.push((p, mp)),
@@ -515,8 +755,8 @@ fn run(setup: Setup, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
             }
             Op::Advance(d) => {
-                clock.advance(d);
-                model.now += d;
+                let to = model.now + d;
+                advance(&clock, &mut model, to)
             }
             Op::ToDeadline(delta) => {
                 let target = match model.state {
@@ -524,14 +764,18 @@ fn run(setup: Setup, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     State::HalfOpen => model.progress + model.setup.probe_timeout,
                     _ => model.now,
                 };
-                let target = match delta {
-                    -1 => target.saturating_sub(Duration::from_nanos(1)),
-                    0 => target,
-                    _ => target + Duration::from_nanos(1),
-                };
-                if target > model.now {
-                    clock.advance(target - model.now);
-                    model.now = target;
+                advance(&clock, &mut model, nudge(target, delta));
+            }
+            Op::ToBucketEdge(delta) => {
+                if let Policy::Rate {
+                    window: Win::Time(span),
+                    ..
+                } = model.setup.policy
+                {
+                    let width = (span.as_nanos() / 10).max(1) as u64;
+                    let now = model.now.as_nanos() as u64;
+                    let edge = Duration::from_nanos((now / width + 1) * width);
+                    advance(&clock, &mut model, nudge(edge, delta));
                 }
             }
             Op::Manual(m) => {
@@ -546,14 +790,19 @@ fn run(setup: Setup, ops: Vec<Op>) -> Result<(), TestCaseError> {
         }
         model.check(&breaker)?;
     }
-    // Whatever happened, the breaker is not stuck: past any deadline, a reset or a probe
-    // success closes it.
-    drop(held);
     Ok(())
 }
 
+fn nudge(t: Duration, delta: i8) -> Duration {
+    match delta {
+        -1 => t.saturating_sub(Duration::from_nanos(1)),
+        0 => t,
+        _ => t + Duration::from_nanos(1),
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
     #[test]
     fn consecutive_policy_matches_the_model(
@@ -570,18 +819,39 @@ proptest! {
     ) {
         run(setup, ops)?;
     }
+
+    #[test]
+    fn time_window_rate_policy_matches_the_model(
+        setup in time_rate(),
+        ops in prop::collection::vec(op(), 1..80),
+    ) {
+        run(setup, ops)?;
+    }
+
+    #[test]
+    fn slow_rate_policy_matches_the_model(
+        setup in slow_rate(),
+        ops in prop::collection::vec(op(), 1..80),
+    ) {
+        run(setup, ops)?;
+    }
 }
 
 #[test]
 fn the_model_agrees_on_a_hand_written_history() {
     let setup = Setup {
-        policy: Policy::Consecutive { failures: 2 },
+        policy: Policy::Consecutive {
+            failures: 2,
+            within: None,
+        },
+        slow: None,
         open_for: Duration::from_secs(1),
         backoff: 2.0,
         max_open_for: Duration::from_secs(3),
         half_open_calls: 2,
         successes: 1,
         probe_timeout: Duration::from_secs(2),
+        max_concurrent: None,
     };
     use Op::*;
     let f = Outcome::Failure;
