@@ -1,0 +1,435 @@
+//! breakerbox against the direct call and the Rust peers, case by case (issue 4).
+//!
+//! Each criterion group is one case; each function in it one contender. `scripts/bench` runs
+//! this and `benches/memory.rs`, and rewrites the table in BENCHMARKS.md from
+//! `target/criterion/<case>/<contender>/new/estimates.json`.
+//!
+//! Smoke run (CI): `cargo bench --bench compare -- --test` runs every case once.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use breakerbox::{Breaker, Error, State, registry};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
+use failsafe::CircuitBreaker as _;
+use tower::{Service, ServiceExt};
+
+mod common;
+use common::*;
+
+// TODO(issue 3): add the `#[circuit_breaker]` contender (`bb_attr`) to every case below (closed,
+// 10% failures, 2 threads, open, fallback, both rate windows, async) once the attribute expands
+// (`cargo check --tests` shows it working); the placeholder in macros/ passes items through
+// unchanged, so benching it now would measure no breaker at all.
+
+type Group<'a> = BenchmarkGroup<'a, WallTime>;
+
+/// Benches `f` on one thread with fresh inputs.
+fn one<T>(g: &mut Group<'_>, id: &str, mut inputs: Inputs, mut f: impl FnMut(u64) -> T) {
+    g.bench_function(id, |b| b.iter(|| f(black_box(inputs.next()))));
+}
+
+/// A batch of `n` calls of `f`, for a [`Pair`] worker.
+fn batch<T>(mut inputs: Inputs, mut f: impl FnMut(u64) -> T) -> impl FnMut(u64) {
+    move |n| {
+        for _ in 0..n {
+            black_box(f(black_box(inputs.next())));
+        }
+    }
+}
+
+/// Benches two threads, each running `make(i)`'s batches; the time is per call per thread.
+fn two<M, R>(g: &mut Group<'_>, id: &str, make: M)
+where
+    M: Fn(usize) -> R + Send + Sync + 'static,
+    R: FnMut(u64),
+{
+    let pair = Pair::new(make);
+    g.bench_function(id, |b| b.iter_custom(|n| pair.run(n)));
+}
+
+/// One call through a tower service, as a user's code awaits it.
+async fn tower_call<S: Service<u64>>(svc: &mut S, x: u64) -> Result<S::Response, S::Error> {
+    svc.ready().await?.call(x).await
+}
+
+/// Benches a tower service on one thread, in a current-thread tokio runtime.
+fn tower_one<S: Service<u64>>(g: &mut Group<'_>, id: &str, mut inputs: Inputs, mut svc: S) {
+    let rt = tokio_rt();
+    g.bench_function(id, |b| {
+        b.iter_custom(|n| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..n {
+                    black_box(tower_call(&mut svc, black_box(inputs.next())).await.is_ok());
+                }
+                start.elapsed()
+            })
+        })
+    });
+}
+
+/// Benches a tower service on two threads, each with its clone and its own runtime.
+fn tower_two<S>(g: &mut Group<'_>, id: &str, svc: S)
+where
+    S: Service<u64> + Clone + Send + Sync + 'static,
+{
+    two(g, id, move |_| {
+        let rt = tokio_rt();
+        let mut svc = svc.clone();
+        let mut inputs = Inputs::all_ok();
+        move |n| {
+            rt.block_on(async {
+                for _ in 0..n {
+                    black_box(tower_call(&mut svc, black_box(inputs.next())).await.is_ok());
+                }
+            })
+        }
+    });
+}
+
+/// The permit API, as a hand-written caller uses it.
+#[inline(always)]
+fn bb_permit(breaker: &Breaker, x: u64) -> Result<u64, CallError> {
+    let permit = breaker.try_acquire()?;
+    let result = protected(x);
+    match &result {
+        Ok(_) => permit.success(),
+        Err(e) => permit.failure_with(e),
+    }
+    result
+}
+
+fn assert_closed(breaker: &Breaker) {
+    assert_eq!(breaker.state(), State::Closed, "{} tripped", breaker.name());
+}
+
+/// Closed, one thread: all successes (`closed_ok`) and one failure in ten (`closed_10pct`).
+fn closed(c: &mut Criterion) {
+    for (case, period) in [("closed_ok", 0), ("closed_10pct", 10)] {
+        let inputs = || Inputs::every(period);
+        let mut g = c.benchmark_group(case);
+        one(&mut g, "direct", inputs(), protected);
+
+        let b = bb_consecutive(&format!("{case}.call"));
+        one(&mut g, "bb_call", inputs(), |x| b.call(|| protected(x)));
+        assert_closed(&b);
+
+        let b = bb_consecutive(&format!("{case}.permit"));
+        one(&mut g, "bb_permit", inputs(), |x| bb_permit(&b, x));
+        assert_closed(&b);
+
+        let fs = failsafe_consecutive(5);
+        one(&mut g, "failsafe_consecutive", inputs(), |x| {
+            fs.call(|| protected(x))
+        });
+        assert!(fs.is_call_permitted(), "failsafe tripped");
+
+        let fs = failsafe_default();
+        one(&mut g, "failsafe_default", inputs(), |x| {
+            fs.call(|| protected(x))
+        });
+        assert!(fs.is_call_permitted(), "failsafe (default) tripped");
+
+        let rc = recloser(100);
+        one(&mut g, "recloser", inputs(), |x| rc.call(|| protected(x)));
+        assert!(rc.call(|| Ok::<_, ()>(())).is_ok(), "recloser tripped");
+
+        tower_one(&mut g, "tower_service_fn", inputs(), tower_base());
+        let svc = tower_consecutive(5);
+        tower_one(&mut g, "tower_resilience", inputs(), svc.clone());
+        assert!(!svc.is_open(), "tower-resilience tripped");
+        g.finish();
+    }
+}
+
+/// Closed, all successes, two threads on one shared breaker.
+fn closed_2t(c: &mut Criterion) {
+    let mut g = c.benchmark_group("closed_2t");
+    two(&mut g, "direct", |_| batch(Inputs::all_ok(), protected));
+
+    let b = bb_consecutive("closed_2t.call");
+    let h = b.clone();
+    two(&mut g, "bb_call", move |_| {
+        let b = h.clone();
+        batch(Inputs::all_ok(), move |x| b.call(|| protected(x)))
+    });
+    assert_closed(&b);
+
+    let b = bb_consecutive("closed_2t.permit");
+    let h = b.clone();
+    two(&mut g, "bb_permit", move |_| {
+        let b = h.clone();
+        batch(Inputs::all_ok(), move |x| bb_permit(&b, x))
+    });
+    assert_closed(&b);
+
+    let fs = failsafe_consecutive(5);
+    two(&mut g, "failsafe_consecutive", move |_| {
+        let fs = fs.clone();
+        batch(Inputs::all_ok(), move |x| fs.call(|| protected(x)))
+    });
+
+    let fs = failsafe_default();
+    two(&mut g, "failsafe_default", move |_| {
+        let fs = fs.clone();
+        batch(Inputs::all_ok(), move |x| fs.call(|| protected(x)))
+    });
+
+    let rc = std::sync::Arc::new(recloser(100));
+    two(&mut g, "recloser", move |_| {
+        let rc = rc.clone();
+        batch(Inputs::all_ok(), move |x| rc.call(|| protected(x)))
+    });
+
+    tower_two(&mut g, "tower_service_fn", tower_base());
+    tower_two(&mut g, "tower_resilience", tower_consecutive(5));
+    g.finish();
+}
+
+/// Trips each contender (one failure opens it for an hour) and returns it.
+fn tripped_bb(name: &str) -> Breaker {
+    let b = Breaker::new(name, bb_trip_once_config());
+    let _ = b.call(|| protected(FAIL));
+    assert_eq!(b.state(), State::Open);
+    b
+}
+
+/// A tripped breaker from the registry: the handle `#[circuit_breaker]` uses (no reference
+/// count to touch).
+fn tripped_bb_static(name: &str) -> Breaker {
+    let b = registry().get_or_create(name, bb_trip_once_config);
+    let _ = b.call(|| protected(FAIL));
+    assert_eq!(b.state(), State::Open);
+    b
+}
+
+fn tripped_failsafe() -> FailsafeConsecutive {
+    let fs = failsafe_consecutive(1);
+    let _ = fs.call(|| protected(FAIL));
+    assert!(!fs.is_call_permitted());
+    fs
+}
+
+fn tripped_failsafe_default() -> impl failsafe::CircuitBreaker + Clone + Send + Sync + 'static {
+    let fs = failsafe_default();
+    for _ in 0..5 {
+        let _ = fs.call(|| protected(FAIL));
+    }
+    assert!(!fs.is_call_permitted());
+    fs
+}
+
+fn tripped_recloser() -> recloser::Recloser {
+    // Its ring must fill before it judges: one call more than its length.
+    let rc = recloser(1);
+    for _ in 0..2 {
+        let _ = rc.call(|| protected(FAIL));
+    }
+    assert!(matches!(
+        rc.call(|| protected(1)),
+        Err(recloser::Error::Rejected)
+    ));
+    rc
+}
+
+fn tripped_tower() -> TowerBreaker {
+    let mut svc = tower_consecutive(1);
+    let rt = tokio_rt();
+    let _ = rt.block_on(tower_call(&mut svc, FAIL));
+    assert!(svc.is_open());
+    svc
+}
+
+/// Open: every call rejected, one and two threads.
+fn open(c: &mut Criterion) {
+    let mut g = c.benchmark_group("open_1t");
+    let all = Inputs::all_ok;
+    one(&mut g, "direct", all(), protected);
+    let b = tripped_bb("open_1t.call");
+    one(&mut g, "bb_call", all(), |x| b.call(|| protected(x)));
+    let b = tripped_bb_static("open_1t.call_static");
+    one(&mut g, "bb_call_static", all(), |x| b.call(|| protected(x)));
+    let b = tripped_bb("open_1t.permit");
+    one(&mut g, "bb_permit", all(), |x| bb_permit(&b, x));
+    let b = tripped_bb("open_1t.is_err");
+    // What the rejection costs when the caller only looks at it: no `Rejected` kept.
+    one(&mut g, "bb_try_acquire_is_err", all(), |_| {
+        b.try_acquire().is_err()
+    });
+    let fs = tripped_failsafe();
+    one(&mut g, "failsafe_consecutive", all(), |x| {
+        fs.call(|| protected(x))
+    });
+    let fs = tripped_failsafe_default();
+    one(&mut g, "failsafe_default", all(), |x| {
+        fs.call(|| protected(x))
+    });
+    let rc = tripped_recloser();
+    one(&mut g, "recloser", all(), |x| rc.call(|| protected(x)));
+    tower_one(&mut g, "tower_service_fn", all(), tower_base());
+    tower_one(&mut g, "tower_resilience", all(), tripped_tower());
+    g.finish();
+
+    let mut g = c.benchmark_group("open_2t");
+    two(&mut g, "direct", |_| batch(Inputs::all_ok(), protected));
+    for (id, b) in [
+        ("bb_call", tripped_bb("open_2t.call")),
+        ("bb_call_static", tripped_bb_static("open_2t.call_static")),
+    ] {
+        two(&mut g, id, move |_| {
+            let b = b.clone();
+            batch(Inputs::all_ok(), move |x| b.call(|| protected(x)))
+        });
+    }
+    let b = tripped_bb("open_2t.permit");
+    two(&mut g, "bb_permit", move |_| {
+        let b = b.clone();
+        batch(Inputs::all_ok(), move |x| bb_permit(&b, x))
+    });
+    let fs = tripped_failsafe();
+    two(&mut g, "failsafe_consecutive", move |_| {
+        let fs = fs.clone();
+        batch(Inputs::all_ok(), move |x| fs.call(|| protected(x)))
+    });
+    let fs = tripped_failsafe_default();
+    two(&mut g, "failsafe_default", move |_| {
+        let fs = fs.clone();
+        batch(Inputs::all_ok(), move |x| fs.call(|| protected(x)))
+    });
+    let rc = std::sync::Arc::new(tripped_recloser());
+    two(&mut g, "recloser", move |_| {
+        let rc = rc.clone();
+        batch(Inputs::all_ok(), move |x| rc.call(|| protected(x)))
+    });
+    tower_two(&mut g, "tower_service_fn", tower_base());
+    tower_two(&mut g, "tower_resilience", tripped_tower());
+    g.finish();
+}
+
+/// Open, and the rejection answered by a fallback, as a caller writes it with each crate.
+fn open_fallback(c: &mut Criterion) {
+    let mut g = c.benchmark_group("open_fallback");
+    let all = Inputs::all_ok;
+    // The baseline: what the fallback itself costs.
+    one(&mut g, "direct", all(), fallback);
+    let b = tripped_bb("open_fallback.call");
+    one(&mut g, "bb_call", all(), |x| {
+        match b.call(|| protected(x)) {
+            Err(Error::Rejected(_)) => fallback(x),
+            Err(Error::Inner(e)) => Err(e),
+            Ok(v) => Ok(v),
+        }
+    });
+    let b = tripped_bb_static("open_fallback.call_static");
+    one(&mut g, "bb_call_static", all(), |x| {
+        match b.call(|| protected(x)) {
+            Err(Error::Rejected(_)) => fallback(x),
+            Err(Error::Inner(e)) => Err(e),
+            Ok(v) => Ok(v),
+        }
+    });
+    let b = tripped_bb("open_fallback.permit");
+    one(&mut g, "bb_permit", all(), |x| match b.try_acquire() {
+        Err(_) => fallback(x),
+        Ok(permit) => {
+            let result = protected(x);
+            match &result {
+                Ok(_) => permit.success(),
+                Err(e) => permit.failure_with(e),
+            }
+            result
+        }
+    });
+    let fs = tripped_failsafe();
+    one(&mut g, "failsafe_consecutive", all(), |x| {
+        match fs.call(|| protected(x)) {
+            Err(failsafe::Error::Rejected) => fallback(x),
+            Err(failsafe::Error::Inner(e)) => Err(e),
+            Ok(v) => Ok(v),
+        }
+    });
+    let rc = tripped_recloser();
+    one(&mut g, "recloser", all(), |x| {
+        match rc.call(|| protected(x)) {
+            Err(recloser::Error::Rejected) => fallback(x),
+            Err(recloser::Error::Inner(e)) => Err(e),
+            Ok(v) => Ok(v),
+        }
+    });
+    tower_one(&mut g, "tower_service_fn", all(), tower_base());
+    let svc = tripped_tower().with_fallback(|x: u64| Box::pin(async move { fallback(x) }));
+    tower_one(&mut g, "tower_resilience", all(), svc);
+    g.finish();
+}
+
+/// Closed, all successes, under a failure-rate policy: over 10 s in buckets, and over the last
+/// 100 calls.
+fn rate(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rate_time_10s");
+    let all = Inputs::all_ok;
+    one(&mut g, "direct", all(), protected);
+    let b = Breaker::new("rate_time_10s.call", bb_time_window_config());
+    one(&mut g, "bb_call", all(), |x| b.call(|| protected(x)));
+    assert_closed(&b);
+    let b = Breaker::new("rate_time_10s.permit", bb_time_window_config());
+    one(&mut g, "bb_permit", all(), |x| bb_permit(&b, x));
+    let fs = failsafe_time_window();
+    one(&mut g, "failsafe_rate", all(), |x| fs.call(|| protected(x)));
+    tower_one(&mut g, "tower_service_fn", all(), tower_base());
+    tower_one(&mut g, "tower_resilience", all(), tower_time_window());
+    g.finish();
+
+    let mut g = c.benchmark_group("rate_count_100");
+    one(&mut g, "direct", all(), protected);
+    let b = Breaker::new("rate_count_100.call", bb_count_window_config());
+    one(&mut g, "bb_call", all(), |x| b.call(|| protected(x)));
+    assert_closed(&b);
+    let b = Breaker::new("rate_count_100.permit", bb_count_window_config());
+    one(&mut g, "bb_permit", all(), |x| bb_permit(&b, x));
+    let rc = recloser(100);
+    one(&mut g, "recloser", all(), |x| rc.call(|| protected(x)));
+    tower_one(&mut g, "tower_service_fn", all(), tower_base());
+    tower_one(&mut g, "tower_resilience", all(), tower_count_window());
+    g.finish();
+}
+
+/// An async call polled to completion (a no-op waker; the futures are ready at once).
+fn async_call(c: &mut Criterion) {
+    let mut g = c.benchmark_group("async");
+    let all = Inputs::all_ok;
+    one(&mut g, "direct", all(), |x| poll_now(protected_async(x)));
+    let b = bb_consecutive("async.call_async");
+    one(&mut g, "bb_call_async", all(), |x| {
+        poll_now(b.call_async(protected_async(x)))
+    });
+    assert_closed(&b);
+    let fs = failsafe_consecutive(5);
+    one(&mut g, "failsafe_consecutive", all(), |x| {
+        poll_now(failsafe::futures::CircuitBreaker::call(
+            &fs,
+            protected_async(x),
+        ))
+    });
+    let rc = recloser::AsyncRecloser::from(recloser(100));
+    one(&mut g, "recloser", all(), |x| {
+        poll_now(rc.call(protected_async(x)))
+    });
+    g.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(30)
+        .without_plots()
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = closed, closed_2t, open, open_fallback, rate, async_call
+}
+criterion_main!(benches);
