@@ -184,3 +184,25 @@ fn load_toml_configures_breakers_from_a_file() {
     assert_eq!(breaker.config().failures(), Some(2));
     assert_eq!(breaker.config().open_for(), Duration::from_secs(5));
 }
+
+#[test]
+fn shared_state_travels_as_json() {
+    let clock = breakerbox::ManualClock::new();
+    let config = || Config::builder().clock(clock.clone()).build().unwrap();
+    let here = Breaker::new("serde-shared-here", config());
+    here.trip_for(Duration::from_secs(30));
+    clock.advance(Duration::from_millis(2500));
+    let json = serde_json::to_string(&here.export_state()).unwrap();
+    assert_eq!(
+        json,
+        r#"{"state":"open","open_remaining":"27.5s","reopens":0}"#
+    );
+
+    let there = Breaker::new("serde-shared-there", config());
+    there.import_state(&serde_json::from_str(&json).unwrap());
+    assert_eq!(there.state(), State::Open);
+    assert_eq!(
+        there.metrics().retry_after,
+        Some(Duration::from_millis(27_500))
+    );
+}

@@ -9,7 +9,7 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
-use crate::breaker::State;
+use crate::breaker::{SharedState, State};
 use crate::config::{Config, ConfigBuilder, Window};
 
 /// The units a duration may be written in, largest first, with their length in nanoseconds.
@@ -401,6 +401,36 @@ impl<'de> Deserialize<'de> for State {
                 "unknown state \"{name}\": expected closed, open, half-open, forced-open or disabled"
             ))
         })
+    }
+}
+
+/// [`SharedState`] as stored for other processes:
+/// `{"state": "open", "open_remaining": "12.5s", "reopens": 1}`.
+#[derive(Serialize, Deserialize)]
+#[serde(rename = "SharedState")]
+struct SharedStateRepr {
+    state: State,
+    #[serde(default, with = "option_duration")]
+    open_remaining: Option<Duration>,
+    #[serde(default)]
+    reopens: u32,
+}
+
+impl Serialize for SharedState {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        SharedStateRepr {
+            state: self.state,
+            open_remaining: self.open_remaining,
+            reopens: self.reopens,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for SharedState {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<SharedState, D::Error> {
+        let r = SharedStateRepr::deserialize(d)?;
+        Ok(SharedState::new(r.state, r.open_remaining, r.reopens))
     }
 }
 
