@@ -904,6 +904,64 @@ fn bulkhead_slots_survive_a_trip_and_recovery() {
     succeed(&b);
 }
 
+#[test]
+fn exported_state_imports_into_another_breaker() {
+    let config = || {
+        Config::builder()
+            .failures(1)
+            .open_for(secs(1))
+            .backoff(2.0)
+            .max_open_for(secs(30))
+    };
+    let (here, here_clock) = breaker(config());
+    let (there, there_clock) = breaker(config());
+    let seen = events(&there);
+    // Here: tripped, probed and failed twice: open for 4 s, two re-opens in.
+    fail(&here);
+    for _ in 0..2 {
+        here_clock.advance(here.metrics().retry_after.unwrap());
+        fail(&here);
+    }
+    here_clock.advance(secs(1));
+    let shared = here.export_state();
+    assert_eq!(shared.state, State::Open);
+    assert_eq!(shared.open_remaining, Some(secs(3)));
+    assert_eq!(shared.reopens, 3);
+    there_clock.advance(secs(100)); // clocks of two processes differ
+    there.import_state(&shared);
+    assert_eq!(there.state(), State::Open);
+    assert_eq!(there.metrics().retry_after, Some(secs(3)));
+    assert_eq!(
+        transitions(&seen),
+        [(State::Closed, State::Open, Reason::Imported)]
+    );
+    // The backoff goes on where the other process left it.
+    there_clock.advance(secs(3));
+    fail(&there);
+    assert_eq!(there.metrics().retry_after, Some(secs(8)));
+    // Half-open and closed import too; a closed import resets the backoff.
+    let (other, other_clock) = breaker(config());
+    other.import_state(&breakerbox_runtime::SharedState::new(
+        State::HalfOpen,
+        None,
+        1,
+    ));
+    assert_eq!(other.state(), State::HalfOpen);
+    let p = other.try_acquire().unwrap();
+    assert!(p.is_probe());
+    p.failure();
+    assert_eq!(other.metrics().retry_after, Some(secs(2)));
+    other.import_state(&breakerbox_runtime::SharedState::new(
+        State::Closed,
+        None,
+        0,
+    ));
+    assert_eq!(other.state(), State::Closed);
+    fail(&other);
+    assert_eq!(other.metrics().retry_after, Some(secs(1)));
+    let _ = other_clock;
+}
+
 // ---------------------------------------------------------------- permits
 
 #[test]
