@@ -153,6 +153,38 @@ pub fn classify<R: DefaultClassify>(result: &R) -> Outcome {
     result.outcome()
 }
 
+/// A call's result, classified without `classify = …` when the function has a fallback:
+/// `(&Classify(&result)).__breakerbox_outcome()` picks [`ClassifyResult`] for a `Result` and
+/// [`ClassifyAny`] (a success: only panics and timeouts fail) for any other type.
+#[derive(Debug)]
+pub struct Classify<'a, R>(pub &'a R);
+
+/// A `Result`: `Ok` → success, `Err` → failure.
+pub trait ClassifyResult {
+    /// The outcome.
+    fn __breakerbox_outcome(&self) -> Outcome;
+}
+
+impl<T, E> ClassifyResult for Classify<'_, Result<T, E>> {
+    #[inline]
+    fn __breakerbox_outcome(&self) -> Outcome {
+        Outcome::of_result(self.0)
+    }
+}
+
+/// Any other return value: the call ran to the end, a success.
+pub trait ClassifyAny {
+    /// Always [`Outcome::Success`].
+    fn __breakerbox_outcome(&self) -> Outcome;
+}
+
+impl<R> ClassifyAny for &Classify<'_, R> {
+    #[inline]
+    fn __breakerbox_outcome(&self) -> Outcome {
+        Outcome::Success
+    }
+}
+
 /// A call's result, inspected for a cause to keep when it trips the breaker.
 ///
 /// Autoref specialization: `(&Cause(&result)).__breakerbox_cause()` picks

@@ -329,6 +329,32 @@ fn plain_return_type_with_classify_and_fallback() {
     assert_eq!(plain(5), 42);
 }
 
+fn stale_total(_n: u32) -> u32 {
+    7
+}
+
+/// With a fallback, a plain return type needs no `classify`: a call that returns succeeds,
+/// one that panics fails.
+#[circuit_breaker(name = "sync-plain-default", failures = 2, fallback = stale_total)]
+fn plain_total(n: u32) -> u32 {
+    assert!(n != 0, "cannot total zero");
+    n * 10
+}
+
+#[test]
+fn plain_return_type_with_fallback_counts_returns_as_successes_and_panics_as_failures() {
+    manual_clock("sync-plain-default");
+    assert_eq!(plain_total(1), 10);
+    assert!(std::panic::catch_unwind(|| plain_total(0)).is_err());
+    assert_eq!(plain_total(2), 20, "a success broke the streak");
+    assert!(std::panic::catch_unwind(|| plain_total(0)).is_err());
+    assert!(std::panic::catch_unwind(|| plain_total(0)).is_err());
+    assert_eq!(state("sync-plain-default"), State::Open);
+    assert_eq!(plain_total(3), 7, "the fallback answers while open");
+    let m = registry().get("sync-plain-default").unwrap().metrics();
+    assert_eq!((m.successes, m.failures, m.rejected), (2, 3, 1));
+}
+
 #[circuit_breaker(name = "sync-panic", failures = 1)]
 fn panics(yes: bool) -> Result<(), ApiError> {
     assert!(!yes, "boom");

@@ -336,6 +336,16 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
                 locate(quote!(#path(&#result)), path),
             )
         }
+        // With a fallback any return type works: a `Result` is judged by `Ok`/`Err`, anything
+        // else succeeds unless it panics or times out (autoref specialization, resolved where
+        // the type is concrete).
+        None if args.fallback.is_some() => (
+            quote!(#private::Outcome),
+            quote!({
+                use #private::{ClassifyAny as _, ClassifyResult as _};
+                (&#private::Classify(&#result)).__breakerbox_outcome()
+            }),
+        ),
         None => (
             quote!(#private::Outcome),
             locate(quote!(#private::classify(&#result)), &output),

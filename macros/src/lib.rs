@@ -167,9 +167,11 @@ use proc_macro::TokenStream;
 ///
 /// Each call that ran is judged as an `Outcome`:
 ///
-/// - By default `Ok` is a `Success` and `Err` a `Failure`; the function must return a
-///   `Result`. The error's `Display` text, when it has one, is kept as the breaker's last
-///   failure and shown in `Rejected`'s message.
+/// - By default `Ok` is a `Success` and `Err` a `Failure`. The error's `Display` text, when
+///   it has one, is kept as the breaker's last failure and shown in `Rejected`'s message.
+///   Without a fallback the function must return a `Result` (its error carries the
+///   rejection); with a fallback any return type works, and a call that returns a value
+///   other than a `Result` is a `Success` — only a panic or a `timeout` fails it.
 /// - `classify = path` names a `fn(&ReturnType) -> breakerbox::Outcome`, for any return
 ///   type: `Success`, `Failure`, `Ignored` (says nothing about the service, such as a 404)
 ///   or `TripFor(duration)` (open now for that long, such as a 503 with `Retry-After`).
