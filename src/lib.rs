@@ -31,7 +31,7 @@
 //!
 //! All off by default.
 //!
-//! - `tokio`: `timeout = "…"` on async functions; [`TokioClock`], which follows tokio's
+//! - `tokio`: `timeout = "…"` on async functions; `TokioClock`, which follows tokio's
 //!   paused time.
 //! - `tower`: `breakerbox::tower::CircuitBreakerLayer`, a tower `Layer` that puts a breaker
 //!   in front of any `Service`: a hyper or reqwest client, a tonic channel, an axum route.
