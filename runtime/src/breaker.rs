@@ -597,10 +597,22 @@ impl Inner {
             State::Closed => {
                 if let Some(max) = self.config.max_concurrent {
                     // Relaxed: a plain counter; the limit holds because each admission is one
-                    // atomic increment checked against it.
-                    if self.active.fetch_add(1, Ordering::Relaxed) >= max {
-                        self.active.fetch_sub(1, Ordering::Relaxed);
-                        return Err(self.reject(RejectReason::BulkheadFull, NO_RETRY));
+                    // compare-and-swap below it. Not an increment undone on refusal: a refused
+                    // call's passing increment would refuse another call while a place is free.
+                    let mut cur = self.active.load(Ordering::Relaxed);
+                    loop {
+                        if cur >= max {
+                            return Err(self.reject(RejectReason::BulkheadFull, NO_RETRY));
+                        }
+                        match self.active.compare_exchange_weak(
+                            cur,
+                            cur + 1,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        ) {
+                            Ok(_) => break,
+                            Err(actual) => cur = actual,
+                        }
                     }
                 }
                 Ok(self.permit(generation, Kind::Closed))

@@ -336,3 +336,29 @@ fn listeners_see_transitions_in_the_order_they_happened() {
         assert_eq!(last, b.state(), "events {:?}", seen.lock().unwrap());
     });
 }
+
+#[test]
+fn repro_bulkhead_refuses_while_a_place_is_free() {
+    model(|| {
+        let (b, _) = breaker(Config::builder().max_concurrent(1));
+        let a = b.try_acquire_owned().unwrap();
+        let t = {
+            let b = b.clone();
+            thread::spawn(move || b.try_acquire_owned().ok())
+        };
+        a.record(breakerbox_runtime::Outcome::Success);
+        let c = b.try_acquire_owned().ok();
+        let other = t.join().unwrap();
+        // The place `a` freed goes to whichever of the two asked first after it was freed.
+        // Admission used to increment and undo on refusal: the other's passing increment
+        // refused `c` although `a`'s place was free, and both were refused.
+        let admitted = usize::from(c.is_some()) + usize::from(other.is_some());
+        assert_eq!(
+            admitted,
+            1,
+            "c {:?}, other {:?}",
+            c.is_some(),
+            other.is_some()
+        );
+    });
+}
