@@ -18,10 +18,88 @@ use tower::{Service, ServiceExt};
 mod common;
 use common::*;
 
-// TODO(issue 3): add the `#[circuit_breaker]` contender (`bb_attr`) to every case below (closed,
-// 10% failures, 2 threads, open, fallback, both rate windows, async) once the attribute expands
-// (`cargo check --tests` shows it working); the placeholder in macros/ passes items through
-// unchanged, so benching it now would measure no breaker at all.
+/// The same protected call under `#[circuit_breaker]`, one function (so one breaker) per case,
+/// each configured as the runtime-API contender of its case.
+mod attr {
+    use super::common::{CallError, fallback, protected};
+    use breakerbox::circuit_breaker;
+
+    #[circuit_breaker(name = "bench.attr.closed_ok", failures = 5, open_for = "1h")]
+    pub fn closed_ok(x: u64) -> Result<u64, CallError> {
+        protected(x)
+    }
+
+    #[circuit_breaker(name = "bench.attr.closed_10pct", failures = 5, open_for = "1h")]
+    pub fn closed_10pct(x: u64) -> Result<u64, CallError> {
+        protected(x)
+    }
+
+    #[circuit_breaker(name = "bench.attr.closed_2t", failures = 5, open_for = "1h")]
+    pub fn closed_2t(x: u64) -> Result<u64, CallError> {
+        protected(x)
+    }
+
+    #[circuit_breaker(name = "bench.attr.open_1t", failures = 1, open_for = "1h")]
+    pub fn open_1t(x: u64) -> Result<u64, CallError> {
+        protected(x)
+    }
+
+    #[circuit_breaker(name = "bench.attr.open_2t", failures = 1, open_for = "1h")]
+    pub fn open_2t(x: u64) -> Result<u64, CallError> {
+        protected(x)
+    }
+
+    #[circuit_breaker(
+        name = "bench.attr.open_fallback",
+        failures = 1,
+        open_for = "1h",
+        fallback = fallback
+    )]
+    pub fn open_fallback(x: u64) -> Result<u64, CallError> {
+        protected(x)
+    }
+
+    #[circuit_breaker(
+        name = "bench.attr.rate_time_10s",
+        failure_rate = 50,
+        window = "10s",
+        open_for = "1h"
+    )]
+    pub fn rate_time_10s(x: u64) -> Result<u64, CallError> {
+        protected(x)
+    }
+
+    #[circuit_breaker(
+        name = "bench.attr.rate_count_100",
+        failure_rate = 50,
+        window = 100,
+        open_for = "1h"
+    )]
+    pub fn rate_count_100(x: u64) -> Result<u64, CallError> {
+        protected(x)
+    }
+
+    #[circuit_breaker(name = "bench.attr.async", failures = 5, open_for = "1h")]
+    pub async fn async_call(x: u64) -> Result<u64, CallError> {
+        protected(x)
+    }
+}
+
+/// Trips an annotated function's breaker (its config opens on the first failure).
+fn tripped_attr(name: &str, f: fn(u64) -> Result<u64, CallError>) {
+    let _ = f(FAIL);
+    let b = registry()
+        .get(name)
+        .expect("the attribute registered its breaker");
+    assert_eq!(b.state(), State::Open, "{name}");
+}
+
+fn assert_attr_closed(name: &str) {
+    let b = registry()
+        .get(name)
+        .expect("the attribute registered its breaker");
+    assert_closed(&b);
+}
 
 type Group<'a> = BenchmarkGroup<'a, WallTime>;
 
@@ -120,6 +198,14 @@ fn closed(c: &mut Criterion) {
         one(&mut g, "bb_permit", inputs(), |x| bb_permit(&b, x));
         assert_closed(&b);
 
+        let f = if period == 0 {
+            attr::closed_ok
+        } else {
+            attr::closed_10pct
+        };
+        one(&mut g, "bb_attr", inputs(), f);
+        assert_attr_closed(&format!("bench.attr.{case}"));
+
         let fs = failsafe_consecutive(5);
         one(&mut g, "failsafe_consecutive", inputs(), |x| {
             fs.call(|| protected(x))
@@ -164,6 +250,11 @@ fn closed_2t(c: &mut Criterion) {
         batch(Inputs::all_ok(), move |x| bb_permit(&b, x))
     });
     assert_closed(&b);
+
+    two(&mut g, "bb_attr", |_| {
+        batch(Inputs::all_ok(), attr::closed_2t)
+    });
+    assert_attr_closed("bench.attr.closed_2t");
 
     let fs = failsafe_consecutive(5);
     two(&mut g, "failsafe_consecutive", move |_| {
@@ -253,6 +344,8 @@ fn open(c: &mut Criterion) {
     one(&mut g, "bb_call_static", all(), |x| b.call(|| protected(x)));
     let b = tripped_bb("open_1t.permit");
     one(&mut g, "bb_permit", all(), |x| bb_permit(&b, x));
+    tripped_attr("bench.attr.open_1t", attr::open_1t);
+    one(&mut g, "bb_attr", all(), attr::open_1t);
     let b = tripped_bb("open_1t.is_err");
     // What the rejection costs when the caller only looks at it: no `Rejected` kept.
     one(&mut g, "bb_try_acquire_is_err", all(), |_| {
@@ -287,6 +380,10 @@ fn open(c: &mut Criterion) {
     two(&mut g, "bb_permit", move |_| {
         let b = b.clone();
         batch(Inputs::all_ok(), move |x| bb_permit(&b, x))
+    });
+    tripped_attr("bench.attr.open_2t", attr::open_2t);
+    two(&mut g, "bb_attr", |_| {
+        batch(Inputs::all_ok(), attr::open_2t)
     });
     let fs = tripped_failsafe();
     two(&mut g, "failsafe_consecutive", move |_| {
@@ -342,6 +439,8 @@ fn open_fallback(c: &mut Criterion) {
             result
         }
     });
+    tripped_attr("bench.attr.open_fallback", attr::open_fallback);
+    one(&mut g, "bb_attr", all(), attr::open_fallback);
     let fs = tripped_failsafe();
     one(&mut g, "failsafe_consecutive", all(), |x| {
         match fs.call(|| protected(x)) {
@@ -375,6 +474,8 @@ fn rate(c: &mut Criterion) {
     assert_closed(&b);
     let b = Breaker::new("rate_time_10s.permit", bb_time_window_config());
     one(&mut g, "bb_permit", all(), |x| bb_permit(&b, x));
+    one(&mut g, "bb_attr", all(), attr::rate_time_10s);
+    assert_attr_closed("bench.attr.rate_time_10s");
     let fs = failsafe_time_window();
     one(&mut g, "failsafe_rate", all(), |x| fs.call(|| protected(x)));
     tower_one(&mut g, "tower_service_fn", all(), tower_base());
@@ -388,6 +489,8 @@ fn rate(c: &mut Criterion) {
     assert_closed(&b);
     let b = Breaker::new("rate_count_100.permit", bb_count_window_config());
     one(&mut g, "bb_permit", all(), |x| bb_permit(&b, x));
+    one(&mut g, "bb_attr", all(), attr::rate_count_100);
+    assert_attr_closed("bench.attr.rate_count_100");
     let rc = recloser(100);
     one(&mut g, "recloser", all(), |x| rc.call(|| protected(x)));
     tower_one(&mut g, "tower_service_fn", all(), tower_base());
@@ -405,6 +508,8 @@ fn async_call(c: &mut Criterion) {
         poll_now(b.call_async(protected_async(x)))
     });
     assert_closed(&b);
+    one(&mut g, "bb_attr", all(), |x| poll_now(attr::async_call(x)));
+    assert_attr_closed("bench.attr.async");
     let fs = failsafe_consecutive(5);
     one(&mut g, "failsafe_consecutive", all(), |x| {
         poll_now(failsafe::futures::CircuitBreaker::call(
