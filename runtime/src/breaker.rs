@@ -14,6 +14,14 @@
 //!   threshold trips; the transition lock and generation check make it happen once.
 //! * Half-open: `probe` packs the generation, the probes admitted, and the successes. Admission
 //!   is a CAS that never exceeds `half_open_calls`.
+//! * Closed, rate policies: a failure or slow call enters the window through a gate that packs
+//!   the generation with the records in flight (one CAS); every transition seals the gate and
+//!   waits for those inside before it clears the window or publishes, so a stale failure never
+//!   lands in a new window (`RateWindow::enter`).
+//! * Bulkhead: admission is a CAS below `max_concurrent`, never an increment undone on refusal.
+//!
+//! `tests/loom.rs` model-checks each of these; `tests/model.rs` checks the whole state machine
+//! against a plain reference model.
 
 use core::fmt;
 use core::time::Duration;
