@@ -45,7 +45,8 @@
 //! # Alerting on open and close
 //!
 //! [`Registry::on_state_change`] calls a listener on every state change of every registry
-//! breaker, on the thread whose call caused it. Keep it quick and non-blocking: hand the
+//! breaker, in the order they happened, on the thread whose call caused it (or on the thread
+//! already telling that breaker's earlier changes). Keep it quick and non-blocking: hand the
 //! [`Event`] to a channel and notify from a task (the `alerts` example posts JSON to a
 //! webhook). Each change is also a `tracing` event (target `breakerbox`, `WARN` on opening).
 //!

@@ -25,6 +25,7 @@
 
 use core::fmt;
 use core::time::Duration;
+use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
 
 use crate::clock::{ClockRef, nanos};
@@ -412,7 +413,10 @@ impl Breaker {
         self.inner().manual(State::Open, Some(duration));
     }
 
-    /// Calls `listener` on every state change of this breaker, on the thread that caused it.
+    /// Calls `listener` on every state change of this breaker, in the order the changes
+    /// happened. It runs on the thread that caused the change — or, if another thread is
+    /// telling this breaker's earlier changes at that moment, on that one, right after them.
+    /// A listener may act on the breaker itself.
     ///
     /// ```
     /// use breakerbox_runtime::{Breaker, Config, State};
@@ -498,6 +502,28 @@ impl Breaker {
 struct Cold {
     last_failure: Mutex<Option<Arc<str>>>,
     listeners: RwLock<Vec<Listener>>,
+    /// Events not yet told, in the order of their transitions (queued under the transition
+    /// lock), and whether a thread is telling them. One thread at a time delivers, so
+    /// listeners see transitions in order even when two threads cause them at once, and a
+    /// listener that changes the state itself queues its event instead of deadlocking. The
+    /// flag lives under the queue's lock: the deliverer finds the queue empty and stops
+    /// delivering in one step, so no event is left behind.
+    pending: Mutex<Pending>,
+}
+
+#[derive(Default)]
+struct Pending {
+    events: VecDeque<Event>,
+    delivering: bool,
+}
+
+/// Clears `delivering` if a listener panics, so that a later transition delivers what is left.
+struct Delivering<'a>(&'a Mutex<Pending>);
+
+impl Drop for Delivering<'_> {
+    fn drop(&mut self) {
+        lock(self.0).delivering = false;
+    }
 }
 
 /// One shared `Arc` per distinct config. Holds weak references, so a config no breaker uses
@@ -1076,18 +1102,21 @@ impl Inner {
         }
         self.state_since.store(now, Ordering::Relaxed);
         self.state.store(pack(next, to.tag()), Ordering::Release);
-        drop(guard);
-        if was == to {
-            // A reset of a closed breaker, say: counts cleared, but no state change to tell.
-            return true;
+        // A reset of a closed breaker, say, clears counts but has no state change to tell.
+        let changed = was != to;
+        if changed {
+            lock(&self.cold().pending).events.push_back(Event {
+                name: self.name.to_string(),
+                from: was,
+                to,
+                reason,
+                at: Duration::from_nanos(now),
+            });
         }
-        self.emit(Event {
-            name: self.name.to_string(),
-            from: was,
-            to,
-            reason,
-            at: Duration::from_nanos(now),
-        });
+        drop(guard);
+        if changed {
+            self.deliver();
+        }
         true
     }
 
@@ -1111,7 +1140,31 @@ impl Inner {
             .max(Duration::from_nanos(1))
     }
 
-    fn emit(&self, event: Event) {
+    /// Tells queued events, unless another thread is at it: that one will tell ours too.
+    fn deliver(&self) {
+        let pending = &self.cold().pending;
+        {
+            let mut p = lock(pending);
+            if p.delivering {
+                return;
+            }
+            p.delivering = true;
+        }
+        let on_panic = Delivering(pending);
+        loop {
+            let next = {
+                let mut p = lock(pending);
+                let next = p.events.pop_front();
+                p.delivering = next.is_some();
+                next
+            };
+            let Some(event) = next else { break };
+            self.emit(&event);
+        }
+        core::mem::forget(on_panic);
+    }
+
+    fn emit(&self, event: &Event) {
         let level_warn = event.to == State::Open || event.to == State::ForcedOpen;
         if level_warn {
             tracing::warn!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
@@ -1123,10 +1176,10 @@ impl Inner {
             None => Vec::new(),
         };
         for l in &listeners {
-            l(&event);
+            l(event);
         }
         if self.registered {
-            crate::registry::registry().notify(&event);
+            crate::registry::registry().notify(event);
         }
     }
 

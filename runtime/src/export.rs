@@ -96,7 +96,7 @@ fn describe() {
 /// that sets the gauge on each state change, and describes the metrics to the recorder.
 ///
 /// Call it once at startup, after installing the recorder; later calls do nothing. The
-/// listener runs only on transitions, on the thread that caused them.
+/// listener runs only on transitions, in their order.
 pub fn install() {
     static INSTALLED: Once = Once::new();
     INSTALLED.call_once(|| {

@@ -312,12 +312,11 @@ fn repro_success_racing_a_failure_keeps_the_streak() {
     });
 }
 
-/// Known, not fixed: listeners run after the transition lock is released (so that a listener
-/// may itself act on the breaker), and two racing transitions can be told in either order —
-/// loom finds `[Open, ForcedOpen]` for a breaker that ends open. `export::install` works
-/// around it by reading the state in the listener. Run with `--ignored` to see it.
+/// Listeners run after the transition lock is released (so that a listener may itself act on
+/// the breaker), yet two racing transitions reach them in the order they happened: events are
+/// queued under the transition lock and one thread at a time delivers them. Before that,
+/// loom found `[Open, ForcedOpen]` for a breaker that ends open.
 #[test]
-#[ignore = "known: racing transitions may reach listeners out of order"]
 fn listeners_see_transitions_in_the_order_they_happened() {
     model(|| {
         let (b, _) = breaker(Config::builder().failures(1));
