@@ -1214,6 +1214,48 @@ fn listeners_receive_every_transition() {
     assert!(a.lock().unwrap().iter().all(|e| e.name == "b"));
 }
 
+#[test]
+fn a_listener_may_change_the_state_itself() {
+    // Events are delivered one at a time, in order; a listener's own transition is queued
+    // behind the one it is told, not delivered inside it, and nothing deadlocks.
+    let (b, _) = breaker(Config::builder().failures(1));
+    let seen = events(&b);
+    let handle = b.clone();
+    b.on_state_change(move |e| {
+        if e.to == State::Open {
+            handle.reset();
+        }
+    });
+    fail(&b);
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(
+        transitions(&seen),
+        [
+            (State::Closed, State::Open, Reason::Failures(1)),
+            (State::Open, State::Closed, Reason::Reset),
+        ]
+    );
+}
+
+#[test]
+fn a_panicking_listener_does_not_stop_later_events() {
+    let (b, _) = breaker(Config::builder().failures(1));
+    b.on_state_change(|e| {
+        if e.to == State::Open {
+            panic!("listener: boom");
+        }
+    });
+    let seen = events(&b);
+    let r = catch_unwind(AssertUnwindSafe(|| fail(&b)));
+    assert!(r.is_err(), "the listener's panic reaches the caller");
+    assert_eq!(b.state(), State::Open);
+    b.reset();
+    assert_eq!(
+        transitions(&seen).last(),
+        Some(&(State::Open, State::Closed, Reason::Reset))
+    );
+}
+
 mod capture {
     //! A `tracing` subscriber that keeps every event it sees.
     use std::cell::RefCell;
