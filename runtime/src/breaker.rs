@@ -713,6 +713,9 @@ impl Inner {
                         None,
                         now,
                     );
+                    // The round is over, whoever ended it: answer as the breaker is now,
+                    // which for an open one says when to retry.
+                    return self.acquire_word(self.state.load(Ordering::Acquire));
                 }
                 return Err(self.reject(RejectReason::HalfOpenFull, NO_RETRY));
             }

@@ -564,8 +564,14 @@ fn probe_timeout_unsticks_a_round_whose_probes_never_report() {
     assert_eq!(rejected(&b).reason(), RejectReason::HalfOpenFull);
     assert_eq!(b.state(), State::HalfOpen);
     clock.advance(NS);
-    rejected(&b);
+    let r = rejected(&b);
     assert_eq!(b.state(), State::Open, "the round timed out");
+    // The caller that found the round stuck is told what the breaker is now: open, and when
+    // to retry (the second opening, so `open_for` again without backoff).
+    assert_eq!(
+        (r.reason(), r.retry_after()),
+        (RejectReason::Open, Some(secs(1)))
+    );
     assert_eq!(
         transitions(&seen)[2],
         (State::HalfOpen, State::Open, Reason::ProbeTimeout)
