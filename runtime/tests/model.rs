@@ -279,7 +279,9 @@ impl Model {
                     return admit(self, Kind::Probe);
                 }
                 if self.now - self.progress >= self.setup.probe_timeout {
+                    // The round is over: the call is answered as the breaker is now, open.
                     self.go(State::Open, None);
+                    return self.acquire();
                 }
                 self.rejected += 1;
                 Err((RejectReason::HalfOpenFull, None))
