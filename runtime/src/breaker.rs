@@ -219,9 +219,44 @@ impl SharedState {
 /// What a permit was admitted as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
-    Closed,
-    Probe,
-    Disabled,
+    Closed = 0,
+    Probe = 1,
+    Disabled = 2,
+}
+
+/// What a permit carries: its generation and kind in one word, and its start time. Two plain
+/// words, so that `Result<Permit, _>` moves through registers: a `u32` and two one-byte
+/// fields made the compiler repack the permit through the stack with mixed-width loads and
+/// stores, and the store-forwarding stall cost more than the rest of a closed call.
+#[derive(Clone, Copy)]
+struct Ticket {
+    tag: u64,
+    /// When the call started, if a `slow` threshold needs it measured.
+    started: u64,
+}
+
+impl Ticket {
+    #[inline(always)]
+    fn new(generation: u32, kind: Kind, started: u64) -> Ticket {
+        Ticket {
+            tag: pack(generation, kind as u64),
+            started,
+        }
+    }
+
+    #[inline(always)]
+    fn generation(self) -> u32 {
+        generation(self.tag)
+    }
+
+    #[inline(always)]
+    fn kind(self) -> Kind {
+        match self.tag as u8 {
+            0 => Kind::Closed,
+            1 => Kind::Probe,
+            _ => Kind::Disabled,
+        }
+    }
 }
 
 /// Leave to make one call; record its outcome with it.
@@ -243,11 +278,7 @@ enum Kind {
 #[must_use = "a permit records a cancelled call when dropped; record the outcome instead"]
 pub struct Permit<'a> {
     inner: &'a Inner,
-    generation: u32,
-    kind: Kind,
-    /// When the call started, if a `slow` threshold needs it measured.
-    started: u64,
-    done: bool,
+    ticket: Ticket,
 }
 
 impl Breaker {
@@ -308,14 +339,11 @@ impl Breaker {
     /// ```
     #[inline]
     pub fn try_acquire_owned(&self) -> Result<OwnedPermit, Rejected> {
-        let mut permit = self.try_acquire()?;
         // The owned permit takes over the verdict; the borrowed one must not record on drop.
-        permit.done = true;
+        let permit = core::mem::ManuallyDrop::new(self.try_acquire()?);
         Ok(OwnedPermit {
             breaker: self.clone(),
-            generation: permit.generation,
-            kind: permit.kind,
-            started: permit.started,
+            ticket: permit.ticket,
             done: false,
         })
     }
@@ -597,10 +625,7 @@ impl Inner {
         };
         Permit {
             inner: self,
-            generation,
-            kind,
-            started,
-            done: false,
+            ticket: Ticket::new(generation, kind, started),
         }
     }
 
@@ -612,12 +637,13 @@ impl Inner {
         // the data prepared for it (deadline, probe word, cleared window).
         let word = self.state.load(Ordering::Acquire);
         match State::from_word(word) {
+            // The state word is the ticket: a closed state's tag is 0, as is a closed kind's.
             State::Closed if self.plain_acquire => Ok(Permit {
                 inner: self,
-                generation: generation(word),
-                kind: Kind::Closed,
-                started: 0,
-                done: false,
+                ticket: Ticket {
+                    tag: word,
+                    started: 0,
+                },
             }),
             _ => self.acquire_word(word),
         }
@@ -738,12 +764,14 @@ impl Inner {
     /// counter stripe write and one load of the streak, nothing shared written.
     #[inline]
     fn record(&self, permit: &Permit<'_>, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
-        if self.plain_success && permit.kind == Kind::Closed && matches!(outcome, Outcome::Success)
+        if self.plain_success
+            && permit.ticket.kind() == Kind::Closed
+            && matches!(outcome, Outcome::Success)
         {
             self.count(Count::Success);
             let cur = self.streak.load(Ordering::Relaxed);
             if cur as u32 != 0 {
-                self.break_streak(permit.generation, cur);
+                self.break_streak(permit.ticket.generation(), cur);
             }
             return;
         }
@@ -769,15 +797,15 @@ impl Inner {
     }
 
     fn record_any(&self, permit: &Permit<'_>, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
-        if permit.kind == Kind::Disabled {
+        if permit.ticket.kind() == Kind::Disabled {
             return;
         }
-        if permit.kind == Kind::Closed && self.config.max_concurrent.is_some() {
+        if permit.ticket.kind() == Kind::Closed && self.config.max_concurrent.is_some() {
             self.active.fetch_sub(1, Ordering::Relaxed);
         }
         let slow = match self.config.slow {
             Some(threshold) if outcome != Outcome::Ignored => {
-                let took = self.clock().precise().saturating_sub(permit.started);
+                let took = self.clock().precise().saturating_sub(permit.ticket.started);
                 took >= nanos(threshold)
             }
             _ => false,
@@ -802,9 +830,13 @@ impl Inner {
         }
         // A slow call counts as a failure unless slow calls trip by their own rate.
         let failed = outcome == Outcome::Failure || (slow && self.config.slow_rate.is_none());
-        match permit.kind {
-            Kind::Closed => self.record_closed(permit.generation, outcome, failed, slow, cause),
-            Kind::Probe => self.record_probe(permit.generation, outcome, failed || slow, cause),
+        match permit.ticket.kind() {
+            Kind::Closed => {
+                self.record_closed(permit.ticket.generation(), outcome, failed, slow, cause)
+            }
+            Kind::Probe => {
+                self.record_probe(permit.ticket.generation(), outcome, failed || slow, cause)
+            }
             Kind::Disabled => {}
         }
     }
@@ -1285,21 +1317,19 @@ impl Permit<'_> {
 
     /// Whether this call is a half-open probe.
     pub fn is_probe(&self) -> bool {
-        self.kind == Kind::Probe
+        self.ticket.kind() == Kind::Probe
     }
 }
 
+/// Runs only for a permit dropped without a verdict: recording forgets the permit.
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
-        if !self.done {
-            self.done = true;
-            let outcome = if std::thread::panicking() {
-                Outcome::Failure
-            } else {
-                Outcome::Ignored
-            };
-            self.inner.record(self, outcome, None);
-        }
+        let outcome = if std::thread::panicking() {
+            Outcome::Failure
+        } else {
+            Outcome::Ignored
+        };
+        self.inner.record(self, outcome, None);
     }
 }
 
@@ -1307,7 +1337,7 @@ impl fmt::Debug for Permit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
             .field("breaker", &self.inner.name)
-            .field("probe", &(self.kind == Kind::Probe))
+            .field("probe", &self.is_probe())
             .finish()
     }
 }
@@ -1319,9 +1349,7 @@ impl fmt::Debug for Permit<'_> {
 #[must_use = "a permit records a cancelled call when dropped; record the outcome instead"]
 pub struct OwnedPermit {
     breaker: Breaker,
-    generation: u32,
-    kind: Kind,
-    started: u64,
+    ticket: Ticket,
     done: bool,
 }
 
@@ -1332,10 +1360,7 @@ impl OwnedPermit {
         self.done = true;
         Permit {
             inner: self.breaker.inner(),
-            generation: self.generation,
-            kind: self.kind,
-            started: self.started,
-            done: false,
+            ticket: self.ticket,
         }
     }
 
@@ -1353,7 +1378,7 @@ impl OwnedPermit {
 
     /// Whether this call is a half-open probe.
     pub fn is_probe(&self) -> bool {
-        self.kind == Kind::Probe
+        self.ticket.kind() == Kind::Probe
     }
 
     /// The breaker this permit is from.
@@ -1374,7 +1399,7 @@ impl fmt::Debug for OwnedPermit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OwnedPermit")
             .field("breaker", &self.breaker.name())
-            .field("probe", &(self.kind == Kind::Probe))
+            .field("probe", &self.is_probe())
             .finish()
     }
 }
