@@ -25,18 +25,17 @@ pub const LONG: Duration = Duration::from_secs(3600);
 
 /// The protected function's error. `From<Rejected>` lets `#[circuit_breaker]` return rejections
 /// through it.
+///
+/// Fieldless on purpose: `Result<u64, CallError>` is then a pair of scalars, returned in two
+/// registers. With a two-variant enum it is returned through memory, and the caller's 16-byte
+/// reload of the callee's 1- and 8-byte stores fails store-to-load forwarding: a ~12-cycle stall
+/// that made the direct call cost 8 ns instead of 1.5.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CallError {
-    Failed,
-    Rejected,
-}
+pub struct CallError;
 
 impl fmt::Display for CallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            CallError::Failed => "failed",
-            CallError::Rejected => "rejected",
-        })
+        f.write_str("the call failed or was rejected")
     }
 }
 
@@ -44,7 +43,7 @@ impl std::error::Error for CallError {}
 
 impl From<breakerbox::Rejected> for CallError {
     fn from(_: breakerbox::Rejected) -> Self {
-        CallError::Rejected
+        CallError
     }
 }
 
@@ -52,7 +51,7 @@ impl From<breakerbox::Rejected> for CallError {
 #[inline(never)]
 pub fn protected(x: u64) -> Result<u64, CallError> {
     if x & FAIL != 0 {
-        Err(CallError::Failed)
+        Err(CallError)
     } else {
         Ok(x.wrapping_mul(3))
     }
