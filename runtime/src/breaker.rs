@@ -106,9 +106,10 @@ fn pack(generation: u32, low: u64) -> u64 {
     (u64::from(generation) << 32) | low
 }
 
-/// Why admission failed, and in how many nanoseconds to retry (`NO_RETRY`: unknown). Kept
-/// as raw nanoseconds: building a `Duration` costs a division the rejection path can skip.
-type Refusal = (RejectReason, u64);
+/// Why admission failed (a `RejectReason` code), and in how many nanoseconds to retry
+/// (`NO_RETRY`: unknown). Two words, like a permit's fields (see `Ticket`); raw nanoseconds
+/// because building a `Duration` costs a division the rejection path can skip.
+type Refusal = (u64, u64);
 pub(crate) const NO_RETRY: u64 = u64::MAX;
 
 const PROBE_BITS: u32 = 16;
@@ -686,6 +687,7 @@ impl Inner {
 
     #[inline]
     fn reject(&self, reason: RejectReason, retry_after_ns: u64) -> Refusal {
+        let reason = reason.code();
         self.count(Count::Rejected);
         (reason, retry_after_ns)
     }

@@ -20,6 +20,22 @@ pub enum RejectReason {
     ForcedOpen,
 }
 
+impl RejectReason {
+    #[inline(always)]
+    pub(crate) fn code(self) -> u64 {
+        self as u64
+    }
+
+    pub(crate) fn from_code(code: u64) -> RejectReason {
+        match code {
+            0 => RejectReason::Open,
+            1 => RejectReason::HalfOpenFull,
+            2 => RejectReason::BulkheadFull,
+            _ => RejectReason::ForcedOpen,
+        }
+    }
+}
+
 /// A call the breaker refused to run.
 ///
 /// Its message names the breaker, says why, and when to retry:
@@ -32,7 +48,10 @@ pub enum RejectReason {
 #[derive(Clone)]
 pub struct Rejected {
     pub(crate) breaker: Breaker,
-    pub(crate) reason: RejectReason,
+    /// The [`RejectReason`] as a full word: a one-byte field here sat, in
+    /// `Result<Permit, Rejected>`, over a permit's `u64`, and LLVM moved that word as a byte
+    /// and seven, stalling store forwarding on every admitted call.
+    pub(crate) reason: u64,
     /// Nanoseconds; `NO_RETRY` for none.
     pub(crate) retry_after_ns: u64,
 }
@@ -45,7 +64,7 @@ impl Rejected {
 
     /// Why the call was refused.
     pub fn reason(&self) -> RejectReason {
-        self.reason
+        RejectReason::from_code(self.reason)
     }
 
     /// How long until an open breaker lets a probe through; `None` where no time is known.
@@ -68,7 +87,7 @@ impl Rejected {
 impl fmt::Display for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "circuit breaker '{}' ", self.name())?;
-        match self.reason {
+        match self.reason() {
             RejectReason::Open => f.write_str("is open")?,
             RejectReason::HalfOpenFull => {
                 f.write_str("is half-open and all its probe calls are taken")?
@@ -90,7 +109,7 @@ impl fmt::Debug for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rejected")
             .field("name", &self.name())
-            .field("reason", &self.reason)
+            .field("reason", &self.reason())
             .field("retry_after", &self.retry_after())
             .field("last_failure", &self.last_failure())
             .finish()
