@@ -198,6 +198,13 @@ fn closed(c: &mut Criterion) {
         one(&mut g, "bb_permit", inputs(), |x| bb_permit(&b, x));
         assert_closed(&b);
 
+        // The handle `#[circuit_breaker]` resolves to: a registry breaker, no reference count.
+        let b = registry().get_or_create(&format!("{case}.call_static"), bb_consecutive_config);
+        one(&mut g, "bb_call_static", inputs(), |x| {
+            b.call(|| protected(x))
+        });
+        assert_closed(&b);
+
         let f = if period == 0 {
             attr::closed_ok
         } else {
