@@ -764,20 +764,24 @@ impl Inner {
 
     /// Records a finished call. The closed-state success is inlined into the caller: one
     /// counter stripe write and one load of the streak, nothing shared written.
+    ///
+    /// Takes the ticket's words as two scalars, not the permit by reference: a permit spilled
+    /// across the user's call as two 8-byte stores and read back as one 16-byte copy stalls
+    /// store forwarding (~7 ns, the bulk of a closed call before this).
     #[inline]
-    fn record(&self, permit: &Permit<'_>, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
+    fn record(&self, ticket: Ticket, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
         if self.plain_success
-            && permit.ticket.kind() == Kind::Closed
+            && ticket.kind() == Kind::Closed
             && matches!(outcome, Outcome::Success)
         {
             self.count(Count::Success);
             let cur = self.streak.load(Ordering::Relaxed);
             if cur as u32 != 0 {
-                self.break_streak(permit.ticket.generation(), cur);
+                self.break_streak(ticket.generation(), cur);
             }
             return;
         }
-        self.record_any(permit, outcome, cause);
+        self.record_any(ticket, outcome, cause);
     }
 
     #[cold]
@@ -798,16 +802,16 @@ impl Inner {
         }
     }
 
-    fn record_any(&self, permit: &Permit<'_>, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
-        if permit.ticket.kind() == Kind::Disabled {
+    fn record_any(&self, ticket: Ticket, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
+        if ticket.kind() == Kind::Disabled {
             return;
         }
-        if permit.ticket.kind() == Kind::Closed && self.config.max_concurrent.is_some() {
+        if ticket.kind() == Kind::Closed && self.config.max_concurrent.is_some() {
             self.active.fetch_sub(1, Ordering::Relaxed);
         }
         let slow = match self.config.slow {
             Some(threshold) if outcome != Outcome::Ignored => {
-                let took = self.clock().precise().saturating_sub(permit.ticket.started);
+                let took = self.clock().precise().saturating_sub(ticket.started);
                 took >= nanos(threshold)
             }
             _ => false,
@@ -832,13 +836,9 @@ impl Inner {
         }
         // A slow call counts as a failure unless slow calls trip by their own rate.
         let failed = outcome == Outcome::Failure || (slow && self.config.slow_rate.is_none());
-        match permit.ticket.kind() {
-            Kind::Closed => {
-                self.record_closed(permit.ticket.generation(), outcome, failed, slow, cause)
-            }
-            Kind::Probe => {
-                self.record_probe(permit.ticket.generation(), outcome, failed || slow, cause)
-            }
+        match ticket.kind() {
+            Kind::Closed => self.record_closed(ticket.generation(), outcome, failed, slow, cause),
+            Kind::Probe => self.record_probe(ticket.generation(), outcome, failed || slow, cause),
             Kind::Disabled => {}
         }
     }
@@ -1291,9 +1291,12 @@ impl Permit<'_> {
     /// [`Rejected`]) if this failure trips the breaker. The message is formatted only then.
     #[inline]
     pub fn record_with(self, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
-        // Recorded here, so the drop that records a cancelled call must not run.
-        let this = core::mem::ManuallyDrop::new(self);
-        this.inner.record(&this, outcome, cause);
+        // Recorded here, so the drop that records a cancelled call must not run. The words are
+        // read one by one (see `Inner::record`), and the permit is forgotten before recording,
+        // so that a panicking listener cannot make it record twice.
+        let (inner, tag, started) = (self.inner, self.ticket.tag, self.ticket.started);
+        core::mem::forget(self);
+        inner.record(Ticket { tag, started }, outcome, cause);
     }
 
     /// Records a success.
@@ -1331,7 +1334,7 @@ impl Drop for Permit<'_> {
         } else {
             Outcome::Ignored
         };
-        self.inner.record(self, outcome, None);
+        self.inner.record(self.ticket, outcome, None);
     }
 }
 
