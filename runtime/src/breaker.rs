@@ -30,7 +30,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::clock::{ClockRef, nanos};
 use crate::config::Config;
-use crate::counters::{Count, Spill, Stripe};
+use crate::counters::{Count, Counts, Spill};
 use crate::error::{Error, RejectReason, Rejected};
 use crate::event::{Event, Listener, Reason};
 use crate::metrics::Metrics;
@@ -136,8 +136,10 @@ pub(crate) struct Inner {
     /// threshold to measure, no window to fill, no bulkhead to release.
     plain_success: bool,
     pub(crate) registered: bool,
+    /// The thread that owns `counts`: written once, read by every call.
+    owner: AtomicU64,
     // The first thread to record writes this line alone; see counters.rs.
-    stripe: Stripe,
+    counts: Counts,
     spill: Spill,
     // Written on transitions and on the slower paths.
     open_until: AtomicU64,
@@ -576,7 +578,7 @@ fn intern(config: Config) -> Arc<Config> {
 impl Inner {
     #[inline]
     fn count(&self, kind: Count) {
-        self.stripe.add(&self.spill, kind);
+        self.counts.add(&self.owner, &self.spill, kind);
     }
 
     fn cold(&self) -> &Cold {
@@ -608,7 +610,8 @@ impl Inner {
             plain_success: config.slow.is_none()
                 && !config.uses_window()
                 && config.max_concurrent.is_none(),
-            stripe: Stripe::default(),
+            owner: AtomicU64::new(0),
+            counts: Counts::default(),
             spill: Spill::default(),
             config: intern(config),
         }
@@ -1224,7 +1227,7 @@ impl Inner {
         let word = self.state.load(Ordering::Acquire);
         let state = State::from_word(word);
         let now = self.clock().coarse();
-        let c = |kind| self.stripe.total(&self.spill, kind);
+        let c = |kind| self.counts.total(&self.spill, kind);
         let (successes, failures, ignored, rejected, slow) = (
             c(Count::Success),
             c(Count::Failure),

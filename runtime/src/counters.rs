@@ -23,10 +23,18 @@ const KINDS: usize = 5;
 /// Extra stripes, allocated when a second thread first records on a breaker.
 const MORE: usize = 4;
 
-/// One thread's counts, alone on its cache line.
+/// The first thread's counts, alone on their cache line. Their owner id lives elsewhere (the
+/// breaker keeps it on its read-mostly first line): other threads check it on every call, and
+/// reading it from the line the owner writes on every call would pull that line back and
+/// forth between cores.
 #[repr(align(64))]
 #[derive(Default)]
-pub(crate) struct Stripe {
+pub(crate) struct Counts([AtomicU64; KINDS]);
+
+/// A later thread's counts with their owner: only that thread reads and writes the line.
+#[repr(align(64))]
+#[derive(Default)]
+struct Stripe {
     /// The thread that writes this stripe (0: none yet). Set once, never cleared.
     // Under loom every count is a plain `fetch_add`: stripes have no owner to check.
     #[cfg_attr(loom, allow(dead_code))]
@@ -64,54 +72,51 @@ fn thread_id() -> u64 {
     })
 }
 
-impl Stripe {
-    /// Adds one if this thread owns (or can claim) the stripe.
-    #[cfg(not(loom))]
-    #[inline]
-    fn try_add(&self, me: u64, kind: Count) -> bool {
-        // Relaxed: the owner id only decides who writes; the counts carry no other data.
-        let owner = self.owner.load(Ordering::Relaxed);
-        if owner == me
-            || (owner == 0
-                && self
-                    .owner
-                    .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok())
-        {
-            let c = &self.n[kind as usize];
-            // Single writer: a load and a store cannot lose an increment, and a 64-bit store
-            // is never torn for readers.
-            c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-            true
-        } else {
-            false
-        }
+/// Adds one to `counts[kind]` if this thread owns (or can claim) them.
+#[cfg(not(loom))]
+#[inline]
+fn try_add(owner: &AtomicU64, counts: &[AtomicU64; KINDS], me: u64, kind: Count) -> bool {
+    // Relaxed: the owner id only decides who writes; the counts carry no other data.
+    let who = owner.load(Ordering::Relaxed);
+    if who == me
+        || (who == 0
+            && owner
+                .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok())
+    {
+        let c = &counts[kind as usize];
+        // Single writer: a load and a store cannot lose an increment, and a 64-bit store is
+        // never torn for readers.
+        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        true
+    } else {
+        false
     }
 }
 
-impl Stripe {
-    /// Counts one `kind`, in this stripe if this thread owns it, else in `spill`.
+impl Counts {
+    /// Counts one `kind`: here if this thread is `owner` (or claims it now), else in `spill`.
     #[inline]
-    pub(crate) fn add(&self, spill: &Spill, kind: Count) {
+    pub(crate) fn add(&self, owner: &AtomicU64, spill: &Spill, kind: Count) {
         #[cfg(not(loom))]
         {
             let me = thread_id();
-            if self.try_add(me, kind) {
+            if try_add(owner, &self.0, me, kind) {
                 return;
             }
             spill.add(me, kind);
         }
         #[cfg(loom)]
         {
-            let _ = spill;
-            self.n[kind as usize].fetch_add(1, Ordering::Relaxed);
+            let _ = (owner, spill);
+            self.0[kind as usize].fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    /// The total of `kind` over this stripe and `spill`.
+    /// The total of `kind` over these counts and `spill`.
     pub(crate) fn total(&self, spill: &Spill, kind: Count) -> u64 {
         let k = kind as usize;
-        let mut sum = self.n[k].load(Ordering::Relaxed);
+        let mut sum = self.0[k].load(Ordering::Relaxed);
         if let Some(more) = spill.0.get() {
             sum += more.shared[k].load(Ordering::Relaxed);
             sum += more
@@ -129,7 +134,8 @@ impl Spill {
     #[inline(never)]
     fn add(&self, me: u64, kind: Count) {
         let more = self.0.get_or_init(Box::default);
-        if !more.stripes[(me as usize) % MORE].try_add(me, kind) {
+        let stripe = &more.stripes[(me as usize) % MORE];
+        if !try_add(&stripe.owner, &stripe.n, me, kind) {
             more.shared[kind as usize].fetch_add(1, Ordering::Relaxed);
         }
     }
