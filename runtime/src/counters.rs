@@ -130,13 +130,24 @@ impl Counts {
 }
 
 impl Spill {
+    /// Inlined like the first stripe's path: a call here made the caller spill its registers
+    /// around it, and the reload of a spilled 16-byte result stalled store forwarding.
     #[cfg(not(loom))]
-    #[inline(never)]
+    #[inline]
     fn add(&self, me: u64, kind: Count) {
-        let more = self.0.get_or_init(Box::default);
+        let more = match self.0.get() {
+            Some(more) => more,
+            None => self.init(),
+        };
         let stripe = &more.stripes[(me as usize) % MORE];
         if !try_add(&stripe.owner, &stripe.n, me, kind) {
             more.shared[kind as usize].fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    #[cfg(not(loom))]
+    #[cold]
+    fn init(&self) -> &More {
+        self.0.get_or_init(Box::default)
     }
 }
