@@ -70,6 +70,7 @@ pub async fn protected_async(x: u64) -> Result<u64, CallError> {
 
 /// Inputs for a run: every `period`-th fails (never with period 0). Failures are spaced, so a
 /// consecutive-failures policy of 5 never trips and no rate policy of 50% does either.
+#[derive(Clone)]
 pub struct Inputs {
     i: u64,
     period: u32,
