@@ -112,10 +112,7 @@ trait Digest {
 impl<E> Digest for Result<u64, E> {
     #[inline(always)]
     fn digest(self) -> u64 {
-        match self {
-            Ok(v) => v,
-            Err(_) => 1,
-        }
+        self.unwrap_or(1)
     }
 }
 
