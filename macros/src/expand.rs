@@ -327,29 +327,43 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
     };
     let once_marker = (!is_async).then(|| quote!(let #once = #private::ForceFnOnce;));
 
-    let (outcome_type, classify) = match &args.classify {
+    let error = syn::Ident::new("__breakerbox_error", mixed);
+    let finish = match &args.classify {
         Some(classify) => {
             let path = &classify.value;
             // Both the call and the expected `Outcome` point at `classify = …`.
-            (
-                locate(quote!(#private::Outcome), path),
-                locate(quote!(#path(&#result)), path),
-            )
+            let outcome_type = locate(quote!(#private::Outcome), path);
+            let classify = locate(quote!(#path(&#result)), path);
+            record_outcome(&private, &permit, &result, &outcome, outcome_type, classify)
         }
         // With a fallback any return type works: a `Result` is judged by `Ok`/`Err`, anything
         // else succeeds unless it panics or times out (autoref specialization, resolved where
         // the type is concrete).
-        None if args.fallback.is_some() => (
+        None if args.fallback.is_some() => record_outcome(
+            &private,
+            &permit,
+            &result,
+            &outcome,
             quote!(#private::Outcome),
             quote!({
                 use #private::{ClassifyAny as _, ClassifyResult as _};
                 (&#private::Classify(&#result)).__breakerbox_outcome()
             }),
         ),
-        None => (
-            quote!(#private::Outcome),
-            locate(quote!(#private::classify(&#result)), &output),
-        ),
+        // The function returns a `Result` (else the error points at its return type): record it
+        // by value, keeping the error's `Display` text, if it has one, as the cause.
+        None => {
+            // The path and the result both sit on the return type: a function that does not
+            // return a `Result` is told so there.
+            let finish = locate(quote!(#private::finish), &output);
+            let located = locate(quote!(#result), &output);
+            quote! {
+                #finish(#located, #permit, |#error| {
+                    use #private::{ErrorCauseDisplay as _, ErrorCauseNone as _};
+                    (&#private::ErrorCause(#error)).__breakerbox_error_cause()
+                })
+            }
+        }
     };
 
     quote! {
@@ -366,8 +380,25 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
         };
         #once_marker
         let #result = #run;
+        #finish
+    }
+}
+
+/// Records `result` by its classified outcome, then evaluates to it. A success records
+/// without a cause, so nothing takes the result's address on the path every call takes.
+fn record_outcome(
+    private: &TokenStream,
+    permit: &syn::Ident,
+    result: &syn::Ident,
+    outcome: &syn::Ident,
+    outcome_type: TokenStream,
+    classify: TokenStream,
+) -> TokenStream {
+    quote! {
         let #outcome: #outcome_type = #classify;
-        {
+        if let #private::Outcome::Success = #outcome {
+            #private::Permit::success(#permit);
+        } else {
             use #private::{CauseDisplay as _, CauseNone as _};
             #private::Permit::record_with(
                 #permit,

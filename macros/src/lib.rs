@@ -265,10 +265,19 @@ use proc_macro::TokenStream;
 ///         __private::ForceFnOnce::consume(__breakerbox_once);
 ///         Ok(id)
 ///     })();
-///     // `classify` if given; the error's `Display` text, if it has one, as the cause.
-///     let __breakerbox_outcome: Outcome = __private::classify(&__breakerbox_result);
-///     Permit::record_with(__breakerbox_permit, __breakerbox_outcome, cause_of(&__breakerbox_result));
-///     __breakerbox_result
+///     // Recorded by value, so the result stays in registers: `Ok` is a success, `Err` a
+///     // failure whose `Display` text, if it has one, is kept as the cause. With
+///     // `classify = path`, `path(&result)` gives the outcome instead.
+///     match __breakerbox_result {
+///         Ok(value) => {
+///             Permit::success(__breakerbox_permit);
+///             Ok(value)
+///         }
+///         Err(error) => {
+///             Permit::record_with(__breakerbox_permit, Outcome::Failure, cause_of(&error));
+///             Err(error)
+///         }
+///     }
 /// }
 /// ```
 ///
