@@ -135,6 +135,9 @@ pub(crate) struct Inner {
     /// Whether a closed-state success needs nothing but a count and a streak check: no slow
     /// threshold to measure, no window to fill, no bulkhead to release.
     plain_success: bool,
+    /// Whether a closed-state success only fills the rate window: a failure-rate policy with
+    /// no slow threshold and no bulkhead. Taken inline, like `plain_success`.
+    window_success: bool,
     pub(crate) registered: bool,
     /// The thread that owns `counts`: written once, read by every call.
     owner: AtomicU64,
@@ -610,6 +613,9 @@ impl Inner {
             plain_success: config.slow.is_none()
                 && !config.uses_window()
                 && config.max_concurrent.is_none(),
+            window_success: config.slow.is_none()
+                && config.failure_rate.is_some()
+                && config.max_concurrent.is_none(),
             owner: AtomicU64::new(0),
             counts: Counts::default(),
             spill: Spill::default(),
@@ -773,18 +779,40 @@ impl Inner {
     /// store forwarding (~7 ns, the bulk of a closed call before this).
     #[inline]
     fn record(&self, ticket: Ticket, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
-        if self.plain_success
-            && ticket.kind() == Kind::Closed
-            && matches!(outcome, Outcome::Success)
-        {
-            self.count(Count::Success);
-            let cur = self.streak.load(Ordering::Relaxed);
-            if cur as u32 != 0 {
-                self.break_streak(ticket.generation(), cur);
+        if ticket.kind() == Kind::Closed && matches!(outcome, Outcome::Success) {
+            if self.plain_success {
+                self.count(Count::Success);
+                let cur = self.streak.load(Ordering::Relaxed);
+                if cur as u32 != 0 {
+                    self.break_streak(ticket.generation(), cur);
+                }
+                return;
             }
-            return;
+            if self.window_success
+                && let Some(window) = &self.window
+            {
+                self.count(Count::Success);
+                self.record_window_success(window, ticket.generation());
+                return;
+            }
         }
         self.record_any(ticket, outcome, cause);
+    }
+
+    /// A closed-state success into a rate window: what `record_closed` does for it, inline.
+    #[inline]
+    fn record_window_success(&self, window: &RateWindow, generation: u32) {
+        if generation != crate::breaker::generation(self.state.load(Ordering::Relaxed)) {
+            return; // stale
+        }
+        let now = if window.needs_clock() {
+            self.clock().coarse()
+        } else {
+            0
+        };
+        if window.record(false, false, now, self.config.min_calls) {
+            self.judge_rates(window, generation, now, None);
+        }
     }
 
     #[cold]

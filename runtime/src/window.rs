@@ -157,6 +157,7 @@ impl CallWindow {
         }
     }
 
+    #[inline]
     fn record(&self, failed: bool, slow: bool, min_calls: u32) -> bool {
         // Relaxed throughout: the window is statistics; the decision to trip is taken under
         // the transition lock, which orders everything that matters.
@@ -263,6 +264,7 @@ impl TimeWindow {
         }
     }
 
+    #[inline]
     fn record(&self, failed: bool, slow: bool, now: u64) -> bool {
         let epoch = self.epoch(now);
         let b = &self.buckets[(epoch % u64::from(TIME_BUCKETS)) as usize];
