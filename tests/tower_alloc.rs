@@ -50,7 +50,11 @@ impl Service<u32> for Echo {
         Poll::Ready(Ok(()))
     }
     fn call(&mut self, n: u32) -> Self::Future {
-        ready(if n.is_multiple_of(2) { Ok(n) } else { Err("odd") })
+        ready(if n.is_multiple_of(2) {
+            Ok(n)
+        } else {
+            Err("odd")
+        })
     }
 }
 
