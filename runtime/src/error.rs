@@ -4,7 +4,7 @@ use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;
 
-use crate::breaker::Breaker;
+use crate::breaker::Identity;
 
 /// Why a call was not let through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -43,11 +43,12 @@ impl RejectReason {
 /// Functions under `#[circuit_breaker]` without a fallback return it through their own error
 /// type, which must implement `From<Rejected>`.
 ///
-/// Building one is cheap (no allocation): the breaker's name and last failure are read
-/// when the error is displayed, so `last_failure` is the newest one at that moment.
+/// Building one is cheap (no allocation, no reference count): the breaker's name and last
+/// failure are read when the error is displayed, so `last_failure` is the newest one at that
+/// moment. Breakers are named for life: breakers that share a name share their last failure.
 #[derive(Clone)]
 pub struct Rejected {
-    pub(crate) breaker: Breaker,
+    pub(crate) identity: &'static Identity,
     /// The [`RejectReason`] as a full word: a one-byte field here sat, in
     /// `Result<Permit, Rejected>`, over a permit's `u64`, and LLVM moved that word as a byte
     /// and seven, stalling store forwarding on every admitted call.
@@ -59,7 +60,7 @@ pub struct Rejected {
 impl Rejected {
     /// The name of the breaker that refused the call.
     pub fn name(&self) -> &str {
-        self.breaker.name()
+        &self.identity.name
     }
 
     /// Why the call was refused.
@@ -75,12 +76,7 @@ impl Rejected {
 
     /// The message of the failure that last tripped the breaker, if it had one.
     pub fn last_failure(&self) -> Option<Arc<str>> {
-        self.breaker.last_failure()
-    }
-
-    /// The breaker that refused the call.
-    pub fn breaker(&self) -> &Breaker {
-        &self.breaker
+        self.identity.last_failure()
     }
 }
 
