@@ -128,7 +128,7 @@ impl fmt::Display for Secs {
     }
 }
 
-/// The error of [`Breaker::call`] and [`Breaker::call_async`]: the breaker refused the call, or
+/// The error of [`Breaker::call`](crate::Breaker::call) and [`Breaker::call_async`](crate::Breaker::call_async): the breaker refused the call, or
 /// the call ran and failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error<E> {
