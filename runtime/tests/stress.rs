@@ -201,7 +201,10 @@ fn stress(config: breakerbox_runtime::ConfigBuilder, trip: usize) {
     // failures it lacks are needed (this test was flaky before, tripping "early").
     clock.advance(Duration::from_secs(1));
     let streak = usize::try_from(b.metrics().consecutive_failures).unwrap();
-    assert!(streak < trip, "a closed breaker holds a streak below the threshold");
+    assert!(
+        streak < trip,
+        "a closed breaker holds a streak below the threshold"
+    );
     for _ in 0..trip - streak {
         b.try_acquire().unwrap().failure();
     }
