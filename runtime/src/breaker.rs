@@ -290,6 +290,10 @@ pub struct Permit<'a> {
 
 impl Breaker {
     /// A breaker of its own, outside the registry.
+    ///
+    /// Its name is interned for the life of the process (one small allocation per distinct
+    /// name), so that a [`Rejected`] can name it without holding it: breakers that share a
+    /// name share their last-failure message. Per-key breakers should use a bounded key space.
     pub fn new(name: impl Into<String>, config: Config) -> Breaker {
         Breaker(Handle::Shared(Arc::new(Inner::new(
             name.into(),
