@@ -7,7 +7,7 @@
 //! back to shared counters with `fetch_add`: slower, never wrong.
 
 use crate::sync::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use once_cell::race::OnceBox;
 
 /// What is counted.
 #[derive(Clone, Copy, Debug)]
@@ -23,11 +23,10 @@ const KINDS: usize = 5;
 /// Extra stripes, allocated when a second thread first records on a breaker.
 const MORE: usize = 4;
 
-/// The first thread's counts, alone on their cache line. Their owner id lives elsewhere (the
-/// breaker keeps it on its read-mostly first line): other threads check it on every call, and
-/// reading it from the line the owner writes on every call would pull that line back and
-/// forth between cores.
-#[repr(align(64))]
+/// The first thread's counts. The breaker puts them at the start of a cache line that no call
+/// of another thread touches. Their owner id lives elsewhere (on the breaker's read-mostly
+/// first line): other threads check it on every call, and reading it from the line the owner
+/// writes on every call would pull that line back and forth between cores.
 #[derive(Default)]
 pub(crate) struct Counts([AtomicU64; KINDS]);
 
@@ -45,7 +44,7 @@ struct Stripe {
 /// The stripes of the threads after the first, allocated when the second thread arrives.
 /// Kept apart from the first stripe so that reading it never touches the first thread's line.
 #[derive(Default)]
-pub(crate) struct Spill(OnceLock<Box<More>>);
+pub(crate) struct Spill(OnceBox<More>);
 
 /// What a breaker used by more than one thread needs; allocated when the second one arrives.
 #[derive(Default)]

@@ -361,3 +361,25 @@ fn repro_bulkhead_refuses_while_a_place_is_free() {
         );
     });
 }
+
+#[test]
+fn the_last_handle_frees_the_breaker_once() {
+    model(|| {
+        let (b, _clock) = breaker(Config::builder().failures(1));
+        // The listener, and so this sentinel, lives as long as the breaker does.
+        let alive = Arc::new(());
+        let held = alive.clone();
+        b.on_state_change(move |_: &Event| {
+            let _ = &held;
+        });
+        let other = b.clone();
+        let t = thread::spawn(move || {
+            other.try_acquire().unwrap().failure();
+            drop(other);
+        });
+        let _ = b.try_acquire();
+        drop(b);
+        t.join().unwrap();
+        assert_eq!(Arc::strong_count(&alive), 1, "the breaker was not freed");
+    });
+}
