@@ -53,22 +53,44 @@ struct More {
     shared: [AtomicU64; KINDS],
 }
 
-/// A per-thread id, nonzero once assigned.
+// This thread's id, or `UNASSIGNED` before `thread_id` first runs on it.
 #[cfg(not(loom))]
-#[inline]
+std::thread_local!(static ID: std::cell::Cell<u64> = const { std::cell::Cell::new(UNASSIGNED) });
+
+/// No thread's id, and no stripe's owner (0 is a free stripe's): a thread yet to get an id
+/// finds no stripe its own and takes the slow path, which assigns one.
+#[cfg(not(loom))]
+const UNASSIGNED: u64 = u64::MAX;
+
+/// This thread's id as it stands, without assigning one: a thread-local load.
+#[cfg(not(loom))]
+#[inline(always)]
+fn current_id() -> u64 {
+    ID.with(std::cell::Cell::get)
+}
+
+/// This thread's id, assigned on first use: nonzero, and never `UNASSIGNED`.
+#[cfg(not(loom))]
 fn thread_id() -> u64 {
-    use std::cell::Cell;
     use std::sync::atomic::AtomicU64 as StdU64;
     static NEXT: StdU64 = StdU64::new(1);
-    thread_local!(static ID: Cell<u64> = const { Cell::new(0) });
     ID.with(|id| match id.get() {
-        0 => {
+        UNASSIGNED => {
             let new = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             id.set(new);
             new
         }
         n => n,
     })
+}
+
+/// Adds one to a count only this thread writes.
+#[cfg(not(loom))]
+#[inline(always)]
+fn bump(c: &AtomicU64) {
+    // Single writer: a load and a store cannot lose an increment, and a 64-bit store is never
+    // torn for readers.
+    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
 /// Adds one to `counts[kind]` if this thread owns (or can claim) them.
@@ -83,10 +105,7 @@ fn try_add(owner: &AtomicU64, counts: &[AtomicU64; KINDS], me: u64, kind: Count)
                 .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok())
     {
-        let c = &counts[kind as usize];
-        // Single writer: a load and a store cannot lose an increment, and a 64-bit store is
-        // never torn for readers.
-        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        bump(&counts[kind as usize]);
         true
     } else {
         false
@@ -95,20 +114,44 @@ fn try_add(owner: &AtomicU64, counts: &[AtomicU64; KINDS], me: u64, kind: Count)
 
 impl Counts {
     /// Counts one `kind`: here if this thread is `owner` (or claims it now), else in `spill`.
-    #[inline]
+    ///
+    /// A thread that owns a stripe, here or in the spill, counts inline: a thread-local load,
+    /// an owner compare and a plain increment (a second thread's stripe is one pointer
+    /// further). Assigning an id, claiming a stripe and the shared fallback are a call, so
+    /// that what is inlined into every call site stays small.
+    #[inline(always)]
     pub(crate) fn add(&self, owner: &AtomicU64, spill: &Spill, kind: Count) {
         #[cfg(not(loom))]
         {
-            let me = thread_id();
-            if try_add(owner, &self.0, me, kind) {
+            let me = current_id();
+            // Relaxed: the owner id only decides who writes; the counts carry no other data.
+            if owner.load(Ordering::Relaxed) == me {
+                bump(&self.0[kind as usize]);
                 return;
             }
-            spill.add(me, kind);
+            if let Some(more) = spill.0.get() {
+                let stripe = &more.stripes[(me as usize) % MORE];
+                if stripe.owner.load(Ordering::Relaxed) == me {
+                    bump(&stripe.n[kind as usize]);
+                    return;
+                }
+            }
+            self.add_other(owner, spill, kind);
         }
         #[cfg(loom)]
         {
             let _ = (owner, spill);
             self.0[kind as usize].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// `add` for a thread that does not own these counts yet, or never will.
+    #[cfg(not(loom))]
+    #[inline(never)]
+    fn add_other(&self, owner: &AtomicU64, spill: &Spill, kind: Count) {
+        let me = thread_id();
+        if !try_add(owner, &self.0, me, kind) {
+            spill.add(me, kind);
         }
     }
 
@@ -129,8 +172,6 @@ impl Counts {
 }
 
 impl Spill {
-    /// Inlined like the first stripe's path: a call here made the caller spill its registers
-    /// around it, and the reload of a spilled 16-byte result stalled store forwarding.
     #[cfg(not(loom))]
     #[inline]
     fn add(&self, me: u64, kind: Count) {
@@ -148,5 +189,48 @@ impl Spill {
     #[cold]
     fn init(&self) -> &More {
         self.0.get_or_init(Box::default)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// More threads than stripes: the first owns `counts`, later ones claim spill stripes or,
+    /// when their stripe is taken, fall back to the shared counts. Every increment lands.
+    #[test]
+    fn twelve_threads_lose_no_count() {
+        const THREADS: u64 = 12;
+        const EACH: u64 = 100_000;
+        let (owner, counts, spill) = (AtomicU64::new(0), Counts::default(), Spill::default());
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let (owner, counts, spill) = (&owner, &counts, &spill);
+                s.spawn(move || {
+                    for i in 0..EACH {
+                        let kind = if (i + t) % 3 == 0 {
+                            Count::Failure
+                        } else {
+                            Count::Success
+                        };
+                        counts.add(owner, spill, kind);
+                    }
+                });
+            }
+        });
+        let failures: u64 = (0..THREADS)
+            .map(|t| (0..EACH).filter(|i| (i + t) % 3 == 0).count() as u64)
+            .sum();
+        assert_eq!(counts.total(&spill, Count::Failure), failures);
+        assert_eq!(
+            counts.total(&spill, Count::Success),
+            THREADS * EACH - failures
+        );
+        assert_eq!(counts.total(&spill, Count::Rejected), 0);
+        let more = spill.0.get().expect("later threads spilled");
+        assert!(
+            more.shared[Count::Success as usize].load(Ordering::Relaxed) > 0,
+            "some thread found its stripe taken"
+        );
     }
 }
