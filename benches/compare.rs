@@ -9,7 +9,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use breakerbox::{Breaker, Error, State, registry};
+use breakerbox::{Breaker, Config, Error, State, registry};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use failsafe::CircuitBreaker as _;
@@ -552,6 +552,31 @@ fn rate(c: &mut Criterion) {
     g.finish();
 }
 
+/// The failure-rate windows with two threads on one breaker, all successes. Both windows are
+/// shared by every thread (the rate is over all calls), so this is what the window's atomics
+/// cost under contention; the control gives each thread a breaker of its own.
+fn rate_2t(c: &mut Criterion) {
+    for (case, config) in [
+        ("rate_time_10s_2t", bb_time_window_config as fn() -> Config),
+        ("rate_count_100_2t", bb_count_window_config),
+    ] {
+        let mut g = c.benchmark_group(case);
+        two(&mut g, "direct", |_| batch(Inputs::all_ok(), protected));
+        let b = Breaker::new(format!("{case}.call"), config());
+        let h = b.clone();
+        two(&mut g, "bb_call", move |_| {
+            let b = h.clone();
+            batch(Inputs::all_ok(), move |x| b.call(|| protected(x)))
+        });
+        assert_closed(&b);
+        two(&mut g, "bb_call_unshared", move |i| {
+            let b = Breaker::new(format!("{case}.unshared.{i}"), config());
+            batch(Inputs::all_ok(), move |x| b.call(|| protected(x)))
+        });
+        g.finish();
+    }
+}
+
 /// An async call polled to completion (a no-op waker; the futures are ready at once).
 fn async_call(c: &mut Criterion) {
     let mut g = c.benchmark_group("async");
@@ -589,6 +614,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = closed, closed_2t, open, open_fallback, rate, async_call
+    targets = closed, closed_2t, open, open_fallback, rate, rate_2t, async_call
 }
 criterion_main!(benches);

@@ -33,7 +33,7 @@ use once_cell::race::OnceBox;
 
 use crate::clock::{ClockRef, nanos};
 use crate::config::Config;
-use crate::counters::{Count, Counts, Spill};
+use crate::counters::{Count, Counts, Slot, Spill};
 use crate::error::{Error, RejectReason, Rejected};
 use crate::event::{Event, Listener, Reason};
 use crate::metrics::Metrics;
@@ -682,9 +682,10 @@ fn intern(config: Config) -> Arc<Config> {
 }
 
 impl Inner {
+    /// Counts one `kind`; returns the calling thread's counter slot.
     #[inline]
-    fn count(&self, kind: Count) {
-        self.counts.add(&self.owner, &self.spill, kind);
+    fn count(&self, kind: Count) -> Slot {
+        self.counts.add(&self.owner, &self.spill, kind)
     }
 
     fn cold(&self) -> &Cold {
@@ -919,8 +920,8 @@ impl Inner {
             && matches!(outcome, Outcome::Success)
             && let Some(window) = &self.window
         {
-            self.count(Count::Success);
-            self.record_window_success(window, ticket.generation());
+            let slot = self.count(Count::Success);
+            self.record_window_success(window, ticket.generation(), slot);
             return;
         }
         self.record_any(ticket, outcome, cause);
@@ -928,7 +929,7 @@ impl Inner {
 
     /// A closed-state success into a rate window: what `record_closed` does for it, inline.
     #[inline]
-    fn record_window_success(&self, window: &RateWindow, generation: u32) {
+    fn record_window_success(&self, window: &RateWindow, generation: u32, slot: Slot) {
         if generation != crate::breaker::generation(self.state.load(Ordering::Relaxed)) {
             return; // stale
         }
@@ -937,7 +938,7 @@ impl Inner {
         } else {
             0
         };
-        if window.record(false, false, now, self.config.min_calls) {
+        if window.record(false, false, now, self.config.min_calls, slot) {
             self.judge_rates(window, generation, now, None);
         }
     }
@@ -977,14 +978,14 @@ impl Inner {
         if slow {
             self.count(Count::Slow);
         }
-        match outcome {
+        let slot = match outcome {
             Outcome::Success => self.count(Count::Success),
             Outcome::Failure | Outcome::TripFor(_) => {
-                self.count(Count::Failure);
                 tracing::debug!(target: "breakerbox", name = %self.identity.name, cause = cause.map(tracing::field::display), "call failed");
+                self.count(Count::Failure)
             }
             Outcome::Ignored => self.count(Count::Ignored),
-        }
+        };
         if let Outcome::TripFor(d) = outcome {
             // The service said how long to stay away: honour it whatever the generation.
             let now = self.clock().coarse();
@@ -995,7 +996,9 @@ impl Inner {
         // A slow call counts as a failure unless slow calls trip by their own rate.
         let failed = outcome == Outcome::Failure || (slow && self.config.slow_rate.is_none());
         match ticket.kind() {
-            Kind::Closed => self.record_closed(ticket.generation(), outcome, failed, slow, cause),
+            Kind::Closed => {
+                self.record_closed(ticket.generation(), outcome, failed, slow, cause, slot);
+            }
             Kind::Probe => self.record_probe(ticket.generation(), outcome, failed || slow, cause),
             Kind::Disabled => {}
         }
@@ -1008,6 +1011,7 @@ impl Inner {
         failed: bool,
         slow: bool,
         cause: Option<&dyn fmt::Display>,
+        slot: Slot,
     ) {
         if outcome == Outcome::Ignored {
             return;
@@ -1028,7 +1032,7 @@ impl Inner {
             } else if generation != crate::breaker::generation(self.state.load(Ordering::Relaxed)) {
                 return; // stale
             }
-            let judge = window.record(failed, slow, now, self.config.min_calls);
+            let judge = window.record(failed, slow, now, self.config.min_calls, slot);
             if against {
                 // Left before judging: a trip takes the transition lock, under which a seal
                 // waits for this record.

@@ -21,7 +21,15 @@ pub(crate) enum Count {
 }
 const KINDS: usize = 5;
 /// Extra stripes, allocated when a second thread first records on a breaker.
-const MORE: usize = 4;
+pub(crate) const MORE: usize = 4;
+
+/// Where a thread's counts went: `0` for the first stripe, `1..=MORE` for a spill stripe,
+/// [`SHARED`] for the shared fallback. A thread's slot never changes once it has one of its
+/// own, and no other thread has it, so other per-thread structures (the time window's call
+/// counts) can be indexed by it and written by their one writer without atomics.
+pub(crate) type Slot = usize;
+/// The slot of a thread with no stripe of its own.
+pub(crate) const SHARED: Slot = MORE + 1;
 
 /// The first thread's counts. The breaker puts them at the start of a cache line that no call
 /// of another thread touches. Their owner id lives elsewhere (on the breaker's read-mostly
@@ -119,39 +127,46 @@ impl Counts {
     /// an owner compare and a plain increment (a second thread's stripe is one pointer
     /// further). Assigning an id, claiming a stripe and the shared fallback are a call, so
     /// that what is inlined into every call site stays small.
+    ///
+    /// Returns this thread's [`Slot`].
     #[inline(always)]
-    pub(crate) fn add(&self, owner: &AtomicU64, spill: &Spill, kind: Count) {
+    pub(crate) fn add(&self, owner: &AtomicU64, spill: &Spill, kind: Count) -> Slot {
         #[cfg(not(loom))]
         {
             let me = current_id();
             // Relaxed: the owner id only decides who writes; the counts carry no other data.
             if owner.load(Ordering::Relaxed) == me {
                 bump(&self.0[kind as usize]);
-                return;
+                return 0;
             }
             if let Some(more) = spill.0.get() {
-                let stripe = &more.stripes[(me as usize) % MORE];
+                let i = (me as usize) % MORE;
+                let stripe = &more.stripes[i];
                 if stripe.owner.load(Ordering::Relaxed) == me {
                     bump(&stripe.n[kind as usize]);
-                    return;
+                    return 1 + i;
                 }
             }
-            self.add_other(owner, spill, kind);
+            self.add_other(owner, spill, kind)
         }
         #[cfg(loom)]
         {
+            // Under loom no thread owns a stripe: every count is a `fetch_add`.
             let _ = (owner, spill);
             self.0[kind as usize].fetch_add(1, Ordering::Relaxed);
+            SHARED
         }
     }
 
     /// `add` for a thread that does not own these counts yet, or never will.
     #[cfg(not(loom))]
     #[inline(never)]
-    fn add_other(&self, owner: &AtomicU64, spill: &Spill, kind: Count) {
+    fn add_other(&self, owner: &AtomicU64, spill: &Spill, kind: Count) -> Slot {
         let me = thread_id();
-        if !try_add(owner, &self.0, me, kind) {
-            spill.add(me, kind);
+        if try_add(owner, &self.0, me, kind) {
+            0
+        } else {
+            spill.add(me, kind)
         }
     }
 
@@ -174,14 +189,18 @@ impl Counts {
 impl Spill {
     #[cfg(not(loom))]
     #[inline]
-    fn add(&self, me: u64, kind: Count) {
+    fn add(&self, me: u64, kind: Count) -> Slot {
         let more = match self.0.get() {
             Some(more) => more,
             None => self.init(),
         };
-        let stripe = &more.stripes[(me as usize) % MORE];
-        if !try_add(&stripe.owner, &stripe.n, me, kind) {
+        let i = (me as usize) % MORE;
+        let stripe = &more.stripes[i];
+        if try_add(&stripe.owner, &stripe.n, me, kind) {
+            1 + i
+        } else {
             more.shared[kind as usize].fetch_add(1, Ordering::Relaxed);
+            SHARED
         }
     }
 

@@ -1,6 +1,9 @@
 //! Sliding windows for failure and slow-call rates, lock-free.
 
+use once_cell::race::OnceBox;
+
 use crate::config::{TIME_BUCKETS, Window};
+use crate::counters::{MORE, Slot};
 use crate::sync::{AtomicBool, AtomicU64, Ordering, yield_now};
 
 /// Calls, failures and slow calls in a window.
@@ -13,14 +16,15 @@ pub(crate) struct Tally {
 
 pub(crate) enum RateWindow {
     Calls(CallWindow),
-    Time(TimeWindow),
+    /// Boxed: its per-thread call words make it several times the size of a `CallWindow`.
+    Time(Box<TimeWindow>),
 }
 
 impl RateWindow {
     pub(crate) fn new(window: Window) -> Self {
         match window {
             Window::Calls(n) => RateWindow::Calls(CallWindow::new(n)),
-            Window::Time(span) => RateWindow::Time(TimeWindow::new(span)),
+            Window::Time(span) => RateWindow::Time(Box::new(TimeWindow::new(span))),
         }
     }
 
@@ -33,12 +37,25 @@ impl RateWindow {
     /// Records one call. Returns whether the rates should be judged now: they can only rise
     /// with a failure or slow call, when the window first holds `min_calls` calls, or when old
     /// calls slide out of a time window.
+    ///
+    /// `slot` is the recording thread's counter slot: a time window counts the calls of a
+    /// thread with a stripe of its own in that thread's own words.
     #[inline]
-    pub(crate) fn record(&self, failed: bool, slow: bool, now: u64, min_calls: u32) -> bool {
+    pub(crate) fn record(
+        &self,
+        failed: bool,
+        slow: bool,
+        now: u64,
+        min_calls: u32,
+        slot: Slot,
+    ) -> bool {
         match self {
             RateWindow::Calls(w) => w.record(failed, slow, min_calls) || failed || slow,
             RateWindow::Time(w) => {
-                w.record(failed, slow, now) || failed || slow || w.short.load(Ordering::Relaxed)
+                w.record(failed, slow, now, slot)
+                    || failed
+                    || slow
+                    || w.short.load(Ordering::Relaxed)
             }
         }
     }
@@ -206,7 +223,17 @@ impl CallWindow {
 
 /// The calls of the last `span`, in buckets one tenth of it wide. Each counter word holds the
 /// bucket's epoch (its slot number) in the high 32 bits and the count in the low 32, so a
-/// bucket is reused by a compare-and-swap that restarts its count: no lock, no lost count.
+/// bucket is reused by restarting its count: no lock, no lost count.
+///
+/// Failures and slow calls are counted in shared words, with a compare-and-swap. Calls are
+/// counted per thread: a thread with a counter stripe of its own (see counters.rs) writes its
+/// own bucket words with plain stores, on cache lines no other thread writes; others share
+/// words with a compare-and-swap. Two threads on one window would otherwise take turns
+/// owning the current bucket's line on every success (~90 ns a call, against ~20 alone).
+///
+/// Clearing moves `offset` on instead of zeroing words: every word written before then is
+/// expired from then on. A zeroing store could be overwritten by an owner's store of a count
+/// it had just read, bringing back the calls of the window it cleared.
 pub(crate) struct TimeWindow {
     /// As `CallWindow::gate`.
     gate: AtomicU64,
@@ -215,10 +242,26 @@ pub(crate) struct TimeWindow {
     /// exact multiples of `width` by under a nanosecond per 2^64 / width nanoseconds; what
     /// matters is that the numbering is the same pure, monotonic function for every thread.
     per_width: u128,
-    buckets: Box<[[AtomicU64; 3]]>,
+    /// Added to every epoch; see `clear`.
+    offset: AtomicU64,
+    /// Failures and slow calls per bucket.
+    against: [[AtomicU64; 2]; BUCKETS],
+    /// Calls per bucket of the threads without a stripe.
+    calls: [AtomicU64; BUCKETS],
     /// Whether the last judgment had fewer than `min_calls` calls; see `RateWindow::judged`.
     short: AtomicBool,
+    /// Calls per bucket of the threads with a spill stripe, allocated when one first records.
+    more: OnceBox<[Calls; MORE]>,
+    /// Calls per bucket of the thread that owns the breaker's first counter stripe.
+    first: Calls,
 }
+
+const BUCKETS: usize = TIME_BUCKETS as usize;
+
+/// One thread's calls per bucket, alone on their cache lines.
+#[repr(align(64))]
+#[derive(Default)]
+struct Calls([AtomicU64; BUCKETS]);
 
 const GATE_BITS: u32 = 32;
 const GATE_MASK: u64 = (1 << GATE_BITS) - 1;
@@ -232,19 +275,22 @@ impl TimeWindow {
         TimeWindow {
             gate: AtomicU64::new(0),
             per_width: (1u128 << 64).div_ceil(u128::from(width)),
-            buckets: (0..TIME_BUCKETS)
-                .map(|_| [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)])
-                .collect(),
+            offset: AtomicU64::new(0),
+            against: Default::default(),
+            calls: Default::default(),
             short: AtomicBool::new(false),
+            more: OnceBox::new(),
+            first: Calls::default(),
         }
     }
 
     fn epoch(&self, now: u64) -> u64 {
-        // Epoch 0 is what a cleared word holds; counting from 1 keeps them apart.
-        (((u128::from(now) * self.per_width) >> 64) as u64 + 1) & COUNT_MASK
+        // Epoch 0 is what a fresh word holds; counting from 1 keeps them apart.
+        let raw = ((u128::from(now) * self.per_width) >> 64) as u64 + 1;
+        raw.wrapping_add(self.offset.load(Ordering::Relaxed)) & COUNT_MASK
     }
 
-    /// Adds one to `word` for `epoch`; returns whether the word held an older epoch.
+    /// Adds one to a shared `word` for `epoch`; returns whether the word held an older epoch.
     #[inline]
     fn bump(word: &AtomicU64, epoch: u64) -> bool {
         let mut cur = word.load(Ordering::Relaxed);
@@ -264,16 +310,42 @@ impl TimeWindow {
         }
     }
 
+    /// `bump` for a word only this thread writes: a load and a store.
     #[inline]
-    fn record(&self, failed: bool, slow: bool, now: u64) -> bool {
+    fn bump_own(word: &AtomicU64, epoch: u64) -> bool {
+        let cur = word.load(Ordering::Relaxed);
+        let rotated = cur >> COUNT_BITS != epoch;
+        if rotated {
+            word.store(epoch << COUNT_BITS | 1, Ordering::Relaxed);
+        } else if cur & COUNT_MASK != COUNT_MASK {
+            word.store(cur + 1, Ordering::Relaxed);
+        }
+        rotated
+    }
+
+    /// The call words of `slot`, if that slot is one thread's alone.
+    #[inline]
+    fn own(&self, slot: Slot) -> Option<&Calls> {
+        match slot {
+            0 => Some(&self.first),
+            1..=MORE => Some(&self.more.get_or_init(Box::default)[slot - 1]),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn record(&self, failed: bool, slow: bool, now: u64, slot: Slot) -> bool {
         let epoch = self.epoch(now);
-        let b = &self.buckets[(epoch % u64::from(TIME_BUCKETS)) as usize];
-        let rotated = Self::bump(&b[0], epoch);
+        let i = (epoch % u64::from(TIME_BUCKETS)) as usize;
+        let rotated = match self.own(slot) {
+            Some(own) => Self::bump_own(&own.0[i], epoch),
+            None => Self::bump(&self.calls[i], epoch),
+        };
         if failed {
-            Self::bump(&b[1], epoch);
+            Self::bump(&self.against[i][0], epoch);
         }
         if slow {
-            Self::bump(&b[2], epoch);
+            Self::bump(&self.against[i][1], epoch);
         }
         rotated
     }
@@ -289,19 +361,31 @@ impl TimeWindow {
                 0
             }
         };
-        let mut t = Tally::default();
-        for b in self.buckets.iter() {
-            t.calls += count(&b[0]);
-            t.failures += count(&b[1]);
-            t.slow += count(&b[2]);
+        let sum = |words: &[AtomicU64]| words.iter().map(count).sum::<u64>();
+        let mut t = Tally {
+            calls: sum(&self.calls) + sum(&self.first.0),
+            ..Tally::default()
+        };
+        if let Some(more) = self.more.get() {
+            t.calls += more.iter().map(|c| sum(&c.0)).sum::<u64>();
+        }
+        for [failures, slow] in &self.against {
+            t.failures += count(failures);
+            t.slow += count(slow);
         }
         t
     }
 
+    /// Empties the window: moves every epoch on by more than the window's length, so that
+    /// every word written so far reads as expired. Called with the transition lock held,
+    /// after `seal`: no failure of the ending generation is still being recorded, and a
+    /// success racing the clear lands in an expired word, or (if it read the new offset)
+    /// counts once in the new window, like any stale success.
     fn clear(&self) {
-        for w in self.buckets.iter().flatten() {
-            w.store(0, Ordering::Relaxed);
-        }
+        // Two more than the window: a word stamped by a thread whose clock read ran a bucket
+        // ahead of the judging thread's still reads as expired.
+        self.offset
+            .fetch_add(u64::from(TIME_BUCKETS) + 2, Ordering::Relaxed);
         self.short.store(false, Ordering::Relaxed);
     }
 }

@@ -241,3 +241,100 @@ fn time_window_rate_policy_two_threads_a_million_calls_each() {
         20,
     );
 }
+
+/// A time window's calls are counted per thread (in words each thread writes alone) and summed
+/// when judged: with more threads than counter stripes, the window still holds every call,
+/// lets them expire bucket by bucket, and judges the rate over all of them.
+#[test]
+fn a_time_window_counts_every_threads_calls() {
+    const THREADS: u64 = 12;
+    const EACH: u64 = 10_000;
+    let clock = ManualClock::new();
+    let b = Breaker::new(
+        "stress.window.threads",
+        Config::builder()
+            .failure_rate(50)
+            .window(breakerbox_runtime::Window::Time(Duration::from_secs(10)))
+            .min_calls(10)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    let batch = |fail_every: u64| {
+        std::thread::scope(|s| {
+            for _ in 0..THREADS {
+                s.spawn(|| {
+                    for i in 1..=EACH {
+                        let outcome = if i % fail_every == 0 {
+                            Outcome::Failure
+                        } else {
+                            Outcome::Success
+                        };
+                        b.try_acquire().unwrap().record(outcome);
+                    }
+                });
+            }
+        });
+    };
+    // 10% failures: never trips; the window holds them all.
+    batch(10);
+    let m = b.metrics();
+    assert_eq!(m.state, State::Closed);
+    assert_eq!(m.window_calls, THREADS * EACH);
+    assert_eq!(m.failure_rate, Some(10.0));
+    // Five seconds on, 25% failures: both batches are in the window.
+    clock.advance(Duration::from_secs(5));
+    batch(4);
+    let m = b.metrics();
+    assert_eq!(m.window_calls, 2 * THREADS * EACH);
+    assert_eq!(m.failure_rate, Some(17.5));
+    // Another six seconds: the first batch has slid out, the second is all there is.
+    clock.advance(Duration::from_secs(6));
+    let m = b.metrics();
+    assert_eq!(m.window_calls, THREADS * EACH);
+    assert_eq!(m.failure_rate, Some(25.0));
+    assert_eq!(m.calls, 2 * THREADS * EACH);
+}
+
+/// A reset empties the window even of the calls a thread counted in its own words: they do
+/// not come back when that thread records again.
+#[test]
+fn a_reset_window_stays_empty_of_a_threads_earlier_calls() {
+    let clock = ManualClock::new();
+    let b = Breaker::new(
+        "stress.window.reset",
+        Config::builder()
+            .failure_rate(50)
+            .window(breakerbox_runtime::Window::Time(Duration::from_secs(10)))
+            .min_calls(10)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    let (to_worker, work) = std::sync::mpsc::channel::<u64>();
+    let (to_main, done) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        // One thread makes every call, so it owns the first stripe and its window words.
+        s.spawn(|| {
+            for n in work {
+                for _ in 0..n {
+                    b.try_acquire().unwrap().success();
+                }
+                to_main.send(()).unwrap();
+            }
+        });
+        to_worker.send(1000).unwrap();
+        done.recv().unwrap();
+        assert_eq!(b.metrics().window_calls, 1000);
+        b.reset();
+        assert_eq!(b.metrics().window_calls, 0);
+        to_worker.send(1).unwrap();
+        done.recv().unwrap();
+        assert_eq!(
+            b.metrics().window_calls,
+            1,
+            "the reset window got old calls back"
+        );
+        drop(to_worker);
+    });
+}
