@@ -938,7 +938,7 @@ impl Inner {
         } else {
             0
         };
-        if window.record(false, false, now, self.config.min_calls, slot) {
+        if window.record(false, false, now, slot) {
             self.judge_rates(window, generation, now, None);
         }
     }
@@ -1032,7 +1032,7 @@ impl Inner {
             } else if generation != crate::breaker::generation(self.state.load(Ordering::Relaxed)) {
                 return; // stale
             }
-            let judge = window.record(failed, slow, now, self.config.min_calls, slot);
+            let judge = window.record(failed, slow, now, slot);
             if against {
                 // Left before judging: a trip takes the transition lock, under which a seal
                 // waits for this record.

@@ -338,3 +338,50 @@ fn a_reset_window_stays_empty_of_a_threads_earlier_calls() {
         drop(to_worker);
     });
 }
+
+/// A count window hands positions to threads a block at a time: with more threads than
+/// stripes, it still holds exactly its size in calls, stays closed under a failure rate below
+/// the limit, and trips once every thread fails.
+#[test]
+fn a_count_window_counts_every_threads_calls() {
+    const THREADS: usize = 12;
+    let b = Breaker::new(
+        "stress.window.count",
+        Config::builder()
+            .failure_rate(50)
+            .window(breakerbox_runtime::Window::Calls(100))
+            .min_calls(10)
+            .build()
+            .unwrap(),
+    );
+    let run = |calls: u64, fail_every: u64| {
+        std::thread::scope(|s| {
+            for _ in 0..THREADS {
+                s.spawn(|| {
+                    for i in 1..=calls {
+                        if let Ok(p) = b.try_acquire() {
+                            p.record(if i % fail_every == 0 {
+                                Outcome::Failure
+                            } else {
+                                Outcome::Success
+                            });
+                        }
+                    }
+                });
+            }
+        });
+    };
+    run(5_000, 10);
+    let m = b.metrics();
+    assert_eq!(m.state, State::Closed, "tripped at 10% failures");
+    assert_eq!(m.window_calls, 100);
+    assert_eq!(m.calls, THREADS as u64 * 5_000);
+    let rate = m.failure_rate.unwrap();
+    assert!(rate > 0.0 && rate < 50.0, "failure rate {rate}");
+    run(50, 1);
+    assert_eq!(
+        b.state(),
+        State::Open,
+        "every thread failing did not trip it"
+    );
+}
