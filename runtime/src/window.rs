@@ -16,15 +16,14 @@ pub(crate) struct Tally {
 
 pub(crate) enum RateWindow {
     Calls(CallWindow),
-    /// Boxed: its per-thread call words make it several times the size of a `CallWindow`.
-    Time(Box<TimeWindow>),
+    Time(TimeWindow),
 }
 
 impl RateWindow {
     pub(crate) fn new(window: Window) -> Self {
         match window {
             Window::Calls(n) => RateWindow::Calls(CallWindow::new(n)),
-            Window::Time(span) => RateWindow::Time(Box::new(TimeWindow::new(span))),
+            Window::Time(span) => RateWindow::Time(TimeWindow::new(span)),
         }
     }
 
