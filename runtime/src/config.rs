@@ -22,6 +22,10 @@ use crate::clock::{Clock, ClockRef};
 #[non_exhaustive]
 pub enum Window {
     /// The last `n` finished calls (1 to 10 000).
+    ///
+    /// Threads sharing a breaker take the window's positions a block at a time (a quarter of
+    /// `n`, at most 32), so that they do not contend on every call: the window holds exactly
+    /// `n` calls, ordered by call for one thread and by block between threads.
     Calls(u32),
     /// The calls of the last span of time (at least 10 ms), kept in 10 buckets that slide one
     /// tenth of the span at a time.
