@@ -57,9 +57,10 @@ impl RateWindow {
         }
     }
 
-    /// Notes whether the last judgment found fewer than `min_calls` calls. A time window
-    /// cannot tell cheaply when it crosses `min_calls`, so until a judgment finds enough calls,
-    /// every call is judged: a success that brings the window to `min_calls` may trip it.
+    /// Notes whether the last judgment found fewer than `min_calls` calls. Neither window can
+    /// tell cheaply when it crosses `min_calls` (their calls are counted per thread), so until
+    /// a judgment finds enough calls, every call is judged: a success that brings the window
+    /// to `min_calls` may trip it.
     pub(crate) fn judged(&self, short: bool) {
         let flag = match self {
             RateWindow::Calls(w) => &w.short,
