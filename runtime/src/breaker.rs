@@ -1129,7 +1129,8 @@ impl Inner {
         if short || t.calls == 0 {
             return;
         }
-        let pct = |n: u64| (n * 100 / t.calls) as u8;
+        // At most 100: a tally read while calls expire may hold a failure whose call it missed.
+        let pct = |n: u64| (n.min(t.calls) * 100 / t.calls) as u8;
         let reason = match (self.config.failure_rate, self.config.slow_rate) {
             (Some(limit), _) if pct(t.failures) >= limit => Reason::FailureRate(pct(t.failures)),
             (_, Some(limit)) if pct(t.slow) >= limit => Reason::SlowRate(pct(t.slow)),

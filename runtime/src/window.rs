@@ -283,7 +283,8 @@ impl CallWindow {
     fn put(bits: &AtomicU64, mask: u64, set: bool, total: &AtomicU64) {
         if set {
             if bits.fetch_or(mask, Ordering::Relaxed) & mask == 0 {
-                total.fetch_add(1, Ordering::Relaxed);
+                // Release: see `tally`.
+                total.fetch_add(1, Ordering::Release);
             }
         } else if bits.load(Ordering::Relaxed) & mask != 0
             && bits.fetch_and(!mask, Ordering::Relaxed) & mask != 0
@@ -293,6 +294,14 @@ impl CallWindow {
     }
 
     fn tally(&self) -> Tally {
+        // Failures and slow calls first, with Acquire: a failure is counted after its call, so
+        // the calls read next include the call of every failure read here. Read the other way
+        // round, a judge held up between the two reads (preempted, say) could see the failures
+        // of calls made meanwhile but not those calls, and trip on a rate nobody had.
+        let (failures, slow) = (
+            self.failures.load(Ordering::Acquire),
+            self.slow.load(Ordering::Acquire),
+        );
         let clears = self.clears.load(Ordering::Relaxed);
         let live = |c: &Cursor| {
             if c.clears.load(Ordering::Relaxed) == clears {
@@ -311,8 +320,8 @@ impl CallWindow {
         let clamp = |n: u64| if n > self.size { 0 } else { n.min(calls) };
         Tally {
             calls,
-            failures: clamp(self.failures.load(Ordering::Relaxed)),
-            slow: clamp(self.slow.load(Ordering::Relaxed)),
+            failures: clamp(failures),
+            slow: clamp(slow),
         }
     }
 
@@ -412,7 +421,8 @@ impl TimeWindow {
             } else {
                 cur + 1
             };
-            match word.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
+            // Release: a failure's count is published after its call's; see `tally`.
+            match word.compare_exchange_weak(cur, next, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => return rotated,
                 Err(actual) => cur = actual,
             }
@@ -461,8 +471,8 @@ impl TimeWindow {
 
     fn tally(&self, now: u64) -> Tally {
         let epoch = self.epoch(now);
-        let count = |w: &AtomicU64| {
-            let v = w.load(Ordering::Relaxed);
+        let count = |w: &AtomicU64, order| {
+            let v = w.load(order);
             // Live buckets are the current epoch and the nine before it.
             if epoch.wrapping_sub(v >> COUNT_BITS) & COUNT_MASK < u64::from(TIME_BUCKETS) {
                 v & COUNT_MASK
@@ -470,17 +480,22 @@ impl TimeWindow {
                 0
             }
         };
-        let sum = |words: &[AtomicU64]| words.iter().map(count).sum::<u64>();
-        let mut t = Tally {
-            calls: sum(&self.calls) + sum(&self.first.0),
-            ..Tally::default()
+        // Failures and slow calls first, with Acquire: as in `CallWindow::tally`, the calls
+        // read after them include the call of every failure read.
+        let mut t = Tally::default();
+        for [failures, slow] in &self.against {
+            t.failures += count(failures, Ordering::Acquire);
+            t.slow += count(slow, Ordering::Acquire);
+        }
+        let sum = |words: &[AtomicU64]| {
+            words
+                .iter()
+                .map(|w| count(w, Ordering::Relaxed))
+                .sum::<u64>()
         };
+        t.calls = sum(&self.calls) + sum(&self.first.0);
         if let Some(more) = self.more.get() {
             t.calls += more.iter().map(|c| sum(&c.0)).sum::<u64>();
-        }
-        for [failures, slow] in &self.against {
-            t.failures += count(failures);
-            t.slow += count(slow);
         }
         t
     }
