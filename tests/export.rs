@@ -165,4 +165,18 @@ fn watch_covers_breakers_outside_the_registry() {
     metrics::with_local_recorder(&recorder, || export::record(&breaker));
     let r = Readings::take(&snapshotter);
     assert_eq!(r.calls("export-own", "rejected"), Some(0.0));
+
+    // Watching holds no handle: the breaker (and what its listeners hold) is freed with its
+    // last handle.
+    let alive = std::sync::Arc::new(());
+    let held = alive.clone();
+    breaker.on_state_change(move |_| {
+        let _ = &held;
+    });
+    drop(breaker);
+    assert_eq!(
+        std::sync::Arc::strong_count(&alive),
+        1,
+        "watch kept the breaker alive"
+    );
 }

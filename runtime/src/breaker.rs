@@ -938,7 +938,7 @@ impl Inner {
         } else {
             0
         };
-        if window.record(false, false, now, slot) {
+        if window.record(false, false, now, self.config.min_calls, slot) {
             self.judge_rates(window, generation, now, None);
         }
     }
@@ -1032,7 +1032,7 @@ impl Inner {
             } else if generation != crate::breaker::generation(self.state.load(Ordering::Relaxed)) {
                 return; // stale
             }
-            let judge = window.record(failed, slow, now, slot);
+            let judge = window.record(failed, slow, now, self.config.min_calls, slot);
             if against {
                 // Left before judging: a trip takes the transition lock, under which a seal
                 // waits for this record.
@@ -1611,6 +1611,7 @@ mod tests {
     fn registry_handles_count_no_references() {
         let b = Breaker::leaked("leaked".into(), Config::default());
         let c = b.clone();
+        assert_eq!(b.inner().refs.load(Ordering::Relaxed), 1);
         drop(b);
         assert_eq!(c.inner().refs.load(Ordering::Relaxed), 1);
         assert_eq!(c.state(), State::Closed);

@@ -21,11 +21,12 @@ use crate::clock::{Clock, ClockRef};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Window {
-    /// The last `n` finished calls (1 to 10 000).
+    /// The last `n` finished calls (1 to 10 000), whichever threads made them.
     ///
-    /// Threads sharing a breaker take the window's positions a block at a time (a quarter of
-    /// `n`, at most 32), so that they do not contend on every call: the window holds exactly
-    /// `n` calls, ordered by call for one thread and by block between threads.
+    /// Exact, at a price under contention: each call takes its place in the window with one
+    /// atomic increment, shared by every thread on the breaker. Where many threads share one
+    /// breaker, [`Window::Time`] scales better: each thread counts its calls in words of its
+    /// own.
     Calls(u32),
     /// The calls of the last span of time (at least 10 ms), kept in 10 buckets that slide one
     /// tenth of the span at a time.

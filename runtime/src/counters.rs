@@ -222,21 +222,35 @@ mod tests {
         const THREADS: u64 = 12;
         const EACH: u64 = 100_000;
         let (owner, counts, spill) = (AtomicU64::new(0), Counts::default(), Spill::default());
-        std::thread::scope(|s| {
-            for t in 0..THREADS {
-                let (owner, counts, spill) = (&owner, &counts, &spill);
-                s.spawn(move || {
-                    for i in 0..EACH {
-                        let kind = if (i + t) % 3 == 0 {
-                            Count::Failure
-                        } else {
-                            Count::Success
-                        };
-                        counts.add(owner, spill, kind);
-                    }
-                });
-            }
+        let slots: Vec<Slot> = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let (owner, counts, spill) = (&owner, &counts, &spill);
+                    s.spawn(move || {
+                        let mut slot = None;
+                        for i in 0..EACH {
+                            let kind = if (i + t) % 3 == 0 {
+                                Count::Failure
+                            } else {
+                                Count::Success
+                            };
+                            let now = counts.add(owner, spill, kind);
+                            // A thread's slot never changes: the windows index words by it.
+                            assert_eq!(*slot.get_or_insert(now), now, "thread {t} moved");
+                        }
+                        slot.unwrap()
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
         });
+        // No two threads share a slot of their own; the rest share the fallback.
+        let mut own: Vec<Slot> = slots.iter().copied().filter(|&s| s != SHARED).collect();
+        own.sort_unstable();
+        let n = own.len();
+        own.dedup();
+        assert_eq!(own.len(), n, "two threads on one slot: {slots:?}");
+        assert!(n >= 2, "{slots:?}");
         let failures: u64 = (0..THREADS)
             .map(|t| (0..EACH).filter(|i| (i + t) % 3 == 0).count() as u64)
             .sum();

@@ -113,9 +113,10 @@ pub fn install() {
 /// Keeps `breakerbox_state` current for a breaker outside the registry (from
 /// [`Breaker::new`]), as [`install`] does for registry breakers. Call it once per breaker.
 pub fn watch(breaker: &Breaker) {
-    let handle = breaker.clone();
+    // `event.to`, not a handle's `state()`: a breaker's own listeners hear its changes in
+    // order, and a handle held by the breaker's own listener would keep it alive for ever.
     breaker.on_state_change(move |event| {
-        gauge!("breakerbox_state", "name" => event.name.clone()).set(state_code(handle.state()));
+        gauge!("breakerbox_state", "name" => event.name.clone()).set(state_code(event.to));
     });
 }
 

@@ -16,14 +16,15 @@ pub(crate) struct Tally {
 
 pub(crate) enum RateWindow {
     Calls(CallWindow),
-    Time(TimeWindow),
+    /// Boxed: its per-thread call words make it several times the size of a `CallWindow`.
+    Time(Box<TimeWindow>),
 }
 
 impl RateWindow {
     pub(crate) fn new(window: Window) -> Self {
         match window {
             Window::Calls(n) => RateWindow::Calls(CallWindow::new(n)),
-            Window::Time(span) => RateWindow::Time(TimeWindow::new(span)),
+            Window::Time(span) => RateWindow::Time(Box::new(TimeWindow::new(span))),
         }
     }
 
@@ -34,20 +35,22 @@ impl RateWindow {
     }
 
     /// Records one call. Returns whether the rates should be judged now: they can only rise
-    /// with a failure or slow call, when the window first holds `min_calls` calls (every call
-    /// is judged until a judgment finds that many), or when old calls slide out of a time
-    /// window.
+    /// with a failure or slow call, when the window first holds `min_calls` calls, or when old
+    /// calls slide out of a time window.
     ///
-    /// `slot` is the recording thread's counter slot. A thread with a stripe of its own counts
-    /// its calls in words only it writes (time window), or takes positions a block at a time
-    /// (count window).
+    /// `slot` is the recording thread's counter slot: a time window counts the calls of a
+    /// thread with a stripe of its own in words only that thread writes.
     #[inline]
-    pub(crate) fn record(&self, failed: bool, slow: bool, now: u64, slot: Slot) -> bool {
+    pub(crate) fn record(
+        &self,
+        failed: bool,
+        slow: bool,
+        now: u64,
+        min_calls: u32,
+        slot: Slot,
+    ) -> bool {
         match self {
-            RateWindow::Calls(w) => {
-                w.record(failed, slow, slot);
-                failed || slow || w.short.load(Ordering::Relaxed)
-            }
+            RateWindow::Calls(w) => w.record(failed, slow, min_calls) || failed || slow,
             RateWindow::Time(w) => {
                 w.record(failed, slow, now, slot)
                     || failed
@@ -57,17 +60,15 @@ impl RateWindow {
         }
     }
 
-    /// Notes whether the last judgment found fewer than `min_calls` calls. Neither window can
-    /// tell cheaply when it crosses `min_calls` (their calls are counted per thread), so until
-    /// a judgment finds enough calls, every call is judged: a success that brings the window
-    /// to `min_calls` may trip it.
+    /// Notes whether the last judgment found fewer than `min_calls` calls. A time window
+    /// cannot tell cheaply when it crosses `min_calls` (its calls are counted per thread), so
+    /// until a judgment finds enough calls, every call is judged: a success that brings the
+    /// window to `min_calls` may trip it.
     pub(crate) fn judged(&self, short: bool) {
-        let flag = match self {
-            RateWindow::Calls(w) => &w.short,
-            RateWindow::Time(w) => &w.short,
-        };
-        if flag.load(Ordering::Relaxed) != short {
-            flag.store(short, Ordering::Relaxed);
+        if let RateWindow::Time(w) = self
+            && w.short.load(Ordering::Relaxed) != short
+        {
+            w.short.store(short, Ordering::Relaxed);
         }
     }
 
@@ -144,68 +145,34 @@ impl RateWindow {
     }
 }
 
-/// The last `n` calls as two rings of bits. Each call takes the next position of the ring;
-/// swapping a position's bit returns the bit it replaced, so the running totals stay equal to
-/// the bits set even when two calls race for one position.
+/// The last `n` calls as two rings of bits. Each call takes the next position with one
+/// `fetch_add`; swapping a position's bit returns the bit it replaced, so the running totals
+/// stay equal to the bits set even when two calls race for one position.
 ///
-/// Positions are handed out from one shared sequence. A thread with a counter stripe of its
-/// own (see counters.rs) takes them a block at a time into a cursor only it writes, and fills
-/// them with plain stores: one `fetch_add` per block instead of one per call, which two threads
-/// on one breaker would otherwise take turns on (~100 ns a call, against ~21 ns alone). The
-/// window is then the last `n` positions rather than exactly the last `n` calls: calls of
-/// different threads are ordered by block, up to a block apart. A thread alone on a breaker
-/// fills its blocks in call order, so for it the window is exact.
+/// The one shared sequence is what makes the window exactly the last `n` calls, whichever
+/// threads made them, and it is also what two threads on one breaker contend on (one atomic
+/// read-modify-write per call). Handing positions out to threads a block at a time was tried
+/// and undone: a block left part-filled by a thread that goes idle (or a task that moves to
+/// another worker) leaves holes, and later blocks lap the ring over calls still inside the
+/// window, so a failure could vanish from it.
 pub(crate) struct CallWindow {
     /// The generation it records for (high 32 bits) and the records inside (low 32); see
     /// `RateWindow::enter`.
     gate: AtomicU64,
     size: u64,
-    /// The next position not yet handed out, on a line of its own: every call reads the
-    /// fields around it, and a block taken by one thread must not evict them from the other's
-    /// cache.
+    /// The next position, on a line of its own: every call reads the fields around it, and
+    /// one thread's increment must not evict them from the other's cache.
     seq: Alone,
-    /// Positions a cursor takes at a time.
-    block: u64,
-    /// Clears so far: a cursor or count from before the last clear is void.
-    clears: AtomicU64,
     failed_bits: Box<[AtomicU64]>,
     slow_bits: Box<[AtomicU64]>,
     failures: AtomicU64,
     slow: AtomicU64,
-    /// Calls recorded by threads without a cursor, since the last clear.
-    filled: AtomicU64,
-    /// Whether the last judgment had fewer than `min_calls` calls: until one has enough,
-    /// every call is judged, so the call that brings the window to `min_calls` is.
-    short: AtomicBool,
-    /// The cursors of the threads with a spill stripe, allocated when one first records.
-    more: OnceBox<[Cursor; MORE]>,
-    /// The cursor of the thread that owns the breaker's first counter stripe.
-    first: Cursor,
 }
 
 /// A word alone on its cache line.
 #[repr(align(64))]
 #[derive(Default)]
 struct Alone(AtomicU64);
-
-/// One thread's block of positions and its count of calls, alone on a cache line. Only that
-/// thread writes it.
-#[repr(align(64))]
-#[derive(Default)]
-struct Cursor {
-    /// The `clears` it was taken under; anything else voids the rest.
-    clears: AtomicU64,
-    next: AtomicU64,
-    end: AtomicU64,
-    /// Calls recorded since the last clear.
-    filled: AtomicU64,
-}
-
-/// Adds one to a word only this thread writes: a load and a store.
-#[inline]
-fn bump_own(word: &AtomicU64) {
-    word.store(word.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-}
 
 impl CallWindow {
     fn new(n: u32) -> Self {
@@ -215,68 +182,23 @@ impl CallWindow {
             gate: AtomicU64::new(0),
             size: u64::from(n),
             seq: Alone::default(),
-            // A quarter of the window, at most 32: a thread alone keeps exact order, and two
-            // threads take one `fetch_add` per block instead of per call (an eighth still left
-            // two threads at 1.8× one thread's time per call on the bench machine).
-            block: (u64::from(n) / 4).clamp(1, 32),
-            clears: AtomicU64::new(0),
             failed_bits: ring(),
             slow_bits: ring(),
             failures: AtomicU64::new(0),
             slow: AtomicU64::new(0),
-            filled: AtomicU64::new(0),
-            short: AtomicBool::new(true),
-            more: OnceBox::new(),
-            first: Cursor::default(),
         }
     }
 
-    /// The cursor of `slot`, if that slot is one thread's alone.
     #[inline]
-    fn cursor(&self, slot: Slot) -> Option<&Cursor> {
-        match slot {
-            0 => Some(&self.first),
-            1..=MORE => Some(&self.more.get_or_init(Box::default)[slot - 1]),
-            _ => None,
-        }
-    }
-
-    /// The next position for this call, and counts the call.
-    #[inline]
-    fn position(&self, slot: Slot) -> u64 {
-        // Relaxed throughout: the window is statistics; the decision to trip is taken under
-        // the transition lock, which orders everything that matters.
-        let Some(c) = self.cursor(slot) else {
-            self.filled.fetch_add(1, Ordering::Relaxed);
-            return self.seq.0.fetch_add(1, Ordering::Relaxed);
-        };
-        let clears = self.clears.load(Ordering::Relaxed);
-        let (mut next, mut end) = (
-            c.next.load(Ordering::Relaxed),
-            c.end.load(Ordering::Relaxed),
-        );
-        if c.clears.load(Ordering::Relaxed) != clears {
-            // The window was cleared since this cursor was filled: start over in the new one.
-            c.clears.store(clears, Ordering::Relaxed);
-            c.filled.store(0, Ordering::Relaxed);
-            (next, end) = (0, 0);
-        }
-        if next == end {
-            next = self.seq.0.fetch_add(self.block, Ordering::Relaxed);
-            end = next + self.block;
-            c.end.store(end, Ordering::Relaxed);
-        }
-        c.next.store(next + 1, Ordering::Relaxed);
-        bump_own(&c.filled);
-        next
-    }
-
-    #[inline]
-    fn record(&self, failed: bool, slow: bool, slot: Slot) {
-        let pos = self.position(slot) % self.size;
+    fn record(&self, failed: bool, slow: bool, min_calls: u32) -> bool {
+        // Relaxed, but for the failure totals (see `tally`): the window is statistics; the
+        // decision to trip is taken under the transition lock, which orders what matters.
+        let seq = self.seq.0.fetch_add(1, Ordering::Relaxed);
+        let pos = seq % self.size;
         let (word, mask) = ((pos / 64) as usize, 1u64 << (pos % 64));
         Self::put(&self.failed_bits[word], mask, failed, &self.failures);
         Self::put(&self.slow_bits[word], mask, slow, &self.slow);
+        seq + 1 == u64::from(min_calls)
     }
 
     #[inline]
@@ -294,27 +216,16 @@ impl CallWindow {
     }
 
     fn tally(&self) -> Tally {
-        // Failures and slow calls first, with Acquire: a failure is counted after its call, so
-        // the calls read next include the call of every failure read here. Read the other way
-        // round, a judge held up between the two reads (preempted, say) could see the failures
-        // of calls made meanwhile but not those calls, and trip on a rate nobody had.
+        // Failures and slow calls first, with Acquire: a failure is counted after its call
+        // took its position, so the sequence read next includes the call of every failure
+        // read here. Read the other way round, a judge held up between the two reads
+        // (preempted, say) could see the failures of calls made meanwhile but not those calls,
+        // and trip on a rate nobody had.
         let (failures, slow) = (
             self.failures.load(Ordering::Acquire),
             self.slow.load(Ordering::Acquire),
         );
-        let clears = self.clears.load(Ordering::Relaxed);
-        let live = |c: &Cursor| {
-            if c.clears.load(Ordering::Relaxed) == clears {
-                c.filled.load(Ordering::Relaxed)
-            } else {
-                0
-            }
-        };
-        let mut filled = self.filled.load(Ordering::Relaxed) + live(&self.first);
-        if let Some(more) = self.more.get() {
-            filled += more.iter().map(live).sum::<u64>();
-        }
-        let calls = filled.min(self.size);
+        let calls = self.seq.0.load(Ordering::Relaxed).min(self.size);
         // A racing `put` may have moved a bit but not yet its total; clamp so a transient
         // wrap below zero never shows.
         let clamp = |n: u64| if n > self.size { 0 } else { n.min(calls) };
@@ -325,17 +236,13 @@ impl CallWindow {
         }
     }
 
-    /// Empties the window. Called with the transition lock held, after `seal`.
     fn clear(&self) {
         self.seq.0.store(0, Ordering::Relaxed);
-        self.clears.fetch_add(1, Ordering::Relaxed);
         for w in self.failed_bits.iter().chain(self.slow_bits.iter()) {
             w.store(0, Ordering::Relaxed);
         }
         self.failures.store(0, Ordering::Relaxed);
         self.slow.store(0, Ordering::Relaxed);
-        self.filled.store(0, Ordering::Relaxed);
-        self.short.store(true, Ordering::Relaxed);
     }
 }
 
@@ -402,10 +309,15 @@ impl TimeWindow {
         }
     }
 
-    fn epoch(&self, now: u64) -> u64 {
+    /// The bucket `now` falls in: its slot in the ring, and the epoch its words are stamped
+    /// with (32 bits). The slot comes from the whole 64-bit bucket number: taken from the
+    /// 32-bit stamp, it would jump where the stamp wraps (2^32 is not a multiple of 10) and
+    /// write over buckets still in the window.
+    fn epoch(&self, now: u64) -> (usize, u64) {
         // Epoch 0 is what a fresh word holds; counting from 1 keeps them apart.
         let raw = ((u128::from(now) * self.per_width) >> 64) as u64 + 1;
-        raw.wrapping_add(self.offset.load(Ordering::Relaxed)) & COUNT_MASK
+        let full = raw.wrapping_add(self.offset.load(Ordering::Relaxed));
+        ((full % u64::from(TIME_BUCKETS)) as usize, full & COUNT_MASK)
     }
 
     /// Adds one to a shared `word` for `epoch`; returns whether the word held an older epoch.
@@ -454,8 +366,7 @@ impl TimeWindow {
 
     #[inline]
     fn record(&self, failed: bool, slow: bool, now: u64, slot: Slot) -> bool {
-        let epoch = self.epoch(now);
-        let i = (epoch % u64::from(TIME_BUCKETS)) as usize;
+        let (i, epoch) = self.epoch(now);
         let rotated = match self.own(slot) {
             Some(own) => Self::bump_own(&own.0[i], epoch),
             None => Self::bump(&self.calls[i], epoch),
@@ -470,7 +381,7 @@ impl TimeWindow {
     }
 
     fn tally(&self, now: u64) -> Tally {
-        let epoch = self.epoch(now);
+        let (_, epoch) = self.epoch(now);
         let count = |w: &AtomicU64, order| {
             let v = w.load(order);
             // Live buckets are the current epoch and the nine before it.

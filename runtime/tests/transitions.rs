@@ -1803,3 +1803,28 @@ fn breakers_that_share_a_name_share_their_last_failure() {
         "circuit breaker 'same-name' is open; retry in 60.0s (last failure: refused)"
     );
 }
+
+/// A time window's bucket stamps are 32 bits wide. Where the bucket number crosses 2^32 (every
+/// 49.7 days of uptime for a 10 ms window), ten consecutive buckets must still be ten distinct
+/// slots: none written over while still in the window.
+#[test]
+fn a_time_window_keeps_every_bucket_where_its_stamps_wrap() {
+    let (b, clock) = breaker(rate_config(
+        Window::Time(Duration::from_millis(10)),
+        100,
+        50,
+    ));
+    // Buckets are 1 ms wide; the middle of bucket k is at k ms + 0.5 ms.
+    let first = (1u64 << 32) - 6;
+    for k in first..first + 10 {
+        clock.set(Duration::from_nanos(k * 1_000_000 + 500_000));
+        succeed(&b);
+        fail(&b);
+    }
+    let m = b.metrics();
+    assert_eq!(m.window_calls, 20);
+    assert_eq!(m.failure_rate, Some(50.0));
+    // One bucket later the oldest has slid out, and only it.
+    clock.set(Duration::from_nanos((first + 10) * 1_000_000 + 500_000));
+    assert_eq!(b.metrics().window_calls, 18);
+}
