@@ -267,6 +267,19 @@ fn time_window_rate_policy_two_threads_a_million_calls_each() {
     );
 }
 
+/// A breaker tripping at 50% failures over 10 s, from 10 calls, on a manual clock.
+fn time_window_breaker(name: &str) -> (Breaker, ManualClock) {
+    let clock = ManualClock::new();
+    let config = Config::builder()
+        .failure_rate(50)
+        .window(Window::Time(Duration::from_secs(10)))
+        .min_calls(10)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    (Breaker::new(name, config), clock)
+}
+
 /// A time window's calls are counted per thread (in words each thread writes alone) and summed
 /// when judged: with more threads than counter stripes, the window still holds every call,
 /// lets them expire bucket by bucket, and judges the rate over all of them. The same twelve
@@ -275,17 +288,7 @@ fn time_window_rate_policy_two_threads_a_million_calls_each() {
 fn a_time_window_counts_every_threads_calls() {
     const THREADS: u64 = 12;
     const EACH: u64 = 10_000;
-    let clock = ManualClock::new();
-    let b = Breaker::new(
-        "stress.window.threads",
-        Config::builder()
-            .failure_rate(50)
-            .window(Window::Time(Duration::from_secs(10)))
-            .min_calls(10)
-            .clock(clock.clone())
-            .build()
-            .unwrap(),
-    );
+    let (b, clock) = time_window_breaker("stress.window.threads");
     let batch = |fail_every: u64| {
         for i in 1..=EACH {
             let outcome = if i % fail_every == 0 {
@@ -336,17 +339,7 @@ fn a_time_window_counts_every_threads_calls() {
 /// cleared, not the race with a clear, which the epoch offset in window.rs is for.)
 #[test]
 fn a_reset_window_stays_empty_of_a_threads_earlier_calls() {
-    let clock = ManualClock::new();
-    let b = Breaker::new(
-        "stress.window.reset",
-        Config::builder()
-            .failure_rate(50)
-            .window(Window::Time(Duration::from_secs(10)))
-            .min_calls(10)
-            .clock(clock.clone())
-            .build()
-            .unwrap(),
-    );
+    let (b, _clock) = time_window_breaker("stress.window.reset");
     let (to_worker, work) = std::sync::mpsc::channel::<u64>();
     let (to_main, done) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|s| {
