@@ -31,8 +31,8 @@ pub(crate) type Slot = usize;
 /// The slot of a thread with no stripe of its own.
 pub(crate) const SHARED: Slot = MORE + 1;
 
-/// The first thread's counts. The breaker puts them at the start of a cache line that no call
-/// of another thread touches. Their owner id lives elsewhere (on the breaker's read-mostly
+/// The first thread's counts. The breaker puts them at the start of a cache line that other
+/// threads touch only on state transitions. Their owner id lives elsewhere (on the breaker's read-mostly
 /// first line): other threads check it on every call, and reading it from the line the owner
 /// writes on every call would pull that line back and forth between cores.
 #[derive(Default)]
