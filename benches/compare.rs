@@ -4,7 +4,7 @@
 //! this and `benches/memory.rs`, and rewrites the table in BENCHMARKS.md from
 //! `target/criterion/<case>/<contender>/new/estimates.json`.
 //!
-//! Smoke run (CI): `cargo bench --bench compare -- --test` runs every case once.
+//! Smoke run (CI): `cargo bench -p breakerbox-benches --bench compare -- --test` runs every case once.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -272,7 +272,7 @@ fn main() {
     }
     let dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| "target".into())
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../target").into())
         .join("criterion");
     std::fs::create_dir_all(&dir).expect("target/criterion");
     std::fs::write(dir.join("facts.json"), text).expect("write facts.json");
