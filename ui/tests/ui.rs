@@ -1,7 +1,7 @@
 //! Compile-time behaviour of `#[circuit_breaker]`: what compiles, and the error for each
 //! rule, one rule per file named after it.
 //!
-//! Regenerate the `.stderr` files with `TRYBUILD=overwrite cargo test --test ui` (and again
+//! Regenerate the `.stderr` files with `TRYBUILD=overwrite cargo test -p breakerbox-ui` (and again
 //! with `--features tokio` for `fail-tokio/`), then read each one as a user would: does it
 //! point at the offending token and say what to do?
 //!

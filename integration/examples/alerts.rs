@@ -1,7 +1,7 @@
 //! Alert on trips and recoveries: a registry listener posts a JSON notification to a chat
 //! webhook (here a local axum endpoint standing in for one).
 //!
-//! Runs by itself on 127.0.0.1 and exits: `cargo run --example alerts --features serde`.
+//! Runs by itself on 127.0.0.1 and exits: `cargo run -p breakerbox-integration --example alerts`.
 //!
 //! Listeners run synchronously on the thread whose call changed the state, so they must not
 //! block: this one only puts the event on a channel, and a task does the HTTP.

@@ -2,7 +2,7 @@
 //! disable and reset them, exercised by a client in the same program.
 //!
 //! Runs by itself on 127.0.0.1 and exits:
-//! `cargo run --example admin --features metrics,serde`.
+//! `cargo run -p breakerbox-integration --example admin`.
 //!
 //! - `GET /metrics`: Prometheus text (`breakerbox_calls_total`, `breakerbox_state`, …).
 //! - `GET /breakers`: every breaker's metrics, as JSON.

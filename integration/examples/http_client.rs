@@ -1,7 +1,7 @@
 //! A reqwest client function under `#[circuit_breaker]`, with a `timeout` and a fallback,
 //! against a local axum server that fails, hangs and recovers on command.
 //!
-//! Runs by itself on 127.0.0.1 and exits: `cargo run --example http_client --features tokio`.
+//! Runs by itself on 127.0.0.1 and exits: `cargo run -p breakerbox-integration --example http_client`.
 //!
 //! The breaker reads a `ManualClock` (registered before its first call), so its `open_for`
 //! passes when the program says so; only the `timeout` waits, for real, 500 ms at a time,

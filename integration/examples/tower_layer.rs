@@ -1,7 +1,7 @@
 //! The tower layer on both sides of HTTP: around a reqwest client service, and inside an axum
 //! router in front of a handler.
 //!
-//! Runs by itself on 127.0.0.1 and exits: `cargo run --example tower_layer --features tower`.
+//! Runs by itself on 127.0.0.1 and exits: `cargo run -p breakerbox-integration --example tower_layer`.
 //! The breakers read a `ManualClock`, so "30 seconds later" takes no time.
 
 use std::convert::Infallible;
