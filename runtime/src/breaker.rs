@@ -11,7 +11,9 @@
 //! * Closed, consecutive policy: `streak` packs the generation and the failures in a row. A
 //!   success only reads it, and writes only if there was a streak to break; a failure bumps it
 //!   with a CAS that fails for a stale generation. The thread whose failure reaches the
-//!   threshold trips; the transition lock and generation check make it happen once.
+//!   threshold trips; the transition lock and generation check make it happen once. Under
+//!   `failures_within`, a streak's start is stored before the CAS that publishes the streak,
+//!   which carries a tag (`Inner::record_within_failure`).
 //! * Half-open: `probe` packs the generation, the probes admitted, and the successes. Admission
 //!   is a CAS that never exceeds `half_open_calls`.
 //! * Closed, rate policies: a failure or slow call enters the window through a gate that packs
@@ -19,6 +21,10 @@
 //!   waits for those inside before it clears the window or publishes, so a stale failure never
 //!   lands in a new window (`RateWindow::enter`).
 //! * Bulkhead: admission is a CAS below `max_concurrent`, never an increment undone on refusal.
+//!   The count is packed with the generation it counts for; every transition stores an empty
+//!   count of the new generation before publishing it, and a permit of an older generation
+//!   gives nothing back. So a transition frees every place, even that of a permit that never
+//!   records.
 //!
 //! `tests/loom.rs` model-checks each of these; `tests/model.rs` checks the whole state machine
 //! against a plain reference model.
@@ -55,7 +61,8 @@ pub enum State {
     HalfOpen,
     /// Forced open by hand: every call is rejected until [`Breaker::reset`].
     ForcedOpen,
-    /// Switched off by hand: every call runs and nothing is recorded until [`Breaker::reset`].
+    /// Switched off by hand: every call runs, and its outcome is counted in the
+    /// [`metrics`](Breaker::metrics) totals but judged by no policy, until [`Breaker::reset`].
     Disabled,
 }
 
@@ -117,6 +124,11 @@ fn pack(generation: u32, low: u64) -> u64 {
 type Refusal = (u64, u64);
 pub(crate) const NO_RETRY: u64 = u64::MAX;
 
+/// Under `failures_within`, the streak word's low half: a tag in its top 8 bits (see
+/// `Inner::record_within_failure`) and the count below, which saturates at 16 777 215.
+const WITHIN_TAG: u32 = 24;
+const WITHIN_COUNT: u64 = (1 << WITHIN_TAG) - 1;
+
 const PROBE_BITS: u32 = 16;
 const PROBE_MASK: u64 = (1 << PROBE_BITS) - 1;
 
@@ -168,16 +180,18 @@ pub(crate) struct Inner {
     spill: Spill,
     /// What few breakers use, allocated on first use.
     cold: OnceBox<Cold>,
-    /// When the current `failures_within` streak started.
+    /// When the current `failures_within` streak started; see `record_within_failure`.
     mark: AtomicU64,
-    /// When the half-open round last admitted or heard from a probe. Not shared with `mark`:
-    /// a probe may report after its round closed the breaker, and must not restart a streak.
-    progress: AtomicU64,
     probe: AtomicU64,
     /// Handles to a `Breaker::new` breaker; unused for a registry one.
     refs: AtomicUsize,
     reopens: AtomicU32,
-    active: AtomicU32,
+    /// Numbers `failures_within` streaks, to tag them (see `record_within_failure`).
+    starts: AtomicU32,
+    /// Bulkhead places: the generation they were taken in (high 32 bits) and how many are
+    /// taken (low 32). Every transition starts the count over, so a place whose permit never
+    /// records (forgotten, or parked for ever) is freed by the next transition.
+    active: AtomicU64,
 }
 
 // The layout the comments above describe. Not under loom, whose atomics are larger.
@@ -273,7 +287,9 @@ pub struct SharedState {
     pub state: State,
     /// While open: how long until it probes.
     pub open_remaining: Option<Duration>,
-    /// Re-opens since the last close, which set the next open time under `backoff`.
+    /// Re-opens since the last close: 0 while closed and during the first opening, 1 during
+    /// the second. Under `backoff` they set the next open time: from open or half-open, the
+    /// next opening lasts `open_for × backoff^(reopens + 1)`.
     pub reopens: u32,
 }
 
@@ -499,14 +515,16 @@ impl Breaker {
         self.inner().manual(State::ForcedOpen, None);
     }
 
-    /// Switches the breaker off: every call runs and nothing is recorded until
-    /// [`reset`](Breaker::reset).
+    /// Switches the breaker off: every call runs until [`reset`](Breaker::reset). Outcomes are
+    /// counted in the [`metrics`](Breaker::metrics) totals (`calls`, `successes`, `failures`,
+    /// `ignored`; not `slow`: disabled calls are not timed) but trip nothing.
     pub fn disable(&self) {
         self.inner().manual(State::Disabled, None);
     }
 
     /// Back to normal: closed, with empty counts and the base open time. Totals in
-    /// [`metrics`](Breaker::metrics) keep counting.
+    /// [`metrics`](Breaker::metrics) keep counting. Like every state change, it frees every
+    /// `max_concurrent` place, including those of permits that will never record.
     pub fn reset(&self) {
         self.inner().manual(State::Closed, None);
     }
@@ -537,6 +555,10 @@ impl Breaker {
     }
 
     /// The message of the failure that last tripped the breaker.
+    ///
+    /// A failure-rate trip caused by a success (the window reaching `min_calls`) names the
+    /// last failure with a message recorded while the window had fewer than `min_calls` calls;
+    /// one caused by calls leaving a time window names none.
     pub fn last_failure(&self) -> Option<Arc<str>> {
         self.inner().identity.last_failure()
     }
@@ -567,7 +589,7 @@ impl Breaker {
             open_remaining: (state == State::Open).then(|| {
                 Duration::from_nanos(inner.open_until.load(Ordering::Relaxed).saturating_sub(now))
             }),
-            reopens: inner.reopens.load(Ordering::Relaxed),
+            reopens: inner.reopens_since_close(),
         }
     }
 
@@ -590,7 +612,15 @@ impl Breaker {
             now,
             open_for,
         );
-        inner.reopens.store(shared.reopens, Ordering::Relaxed);
+        // Kept as openings since the last close (the backoff level of the next opening): the
+        // opening under way counts as one, its re-opens as the rest.
+        let opened = matches!(shared.state, State::Open | State::HalfOpen);
+        let openings = if opened || shared.reopens > 0 {
+            shared.reopens.saturating_add(1)
+        } else {
+            0
+        };
+        inner.reopens.store(openings, Ordering::Relaxed);
     }
 
     /// Whether two handles are the same breaker.
@@ -646,6 +676,10 @@ struct Cold {
     /// flag lives under the queue's lock: the deliverer finds the queue empty and stops
     /// delivering in one step, so no event is left behind.
     pending: Mutex<Pending>,
+    /// The message of the last failure a rate window judged too soon (fewer than `min_calls`
+    /// calls), with its generation: a success that brings the window to `min_calls` may trip
+    /// it, and its rejections name this failure. std, not loom: a plain slot.
+    behind: std::sync::Mutex<Option<(u32, Arc<str>)>>,
 }
 
 #[derive(Default)]
@@ -705,10 +739,10 @@ impl Inner {
             open_until: AtomicU64::new(0),
             state_since: AtomicU64::new(now),
             mark: AtomicU64::new(now),
-            progress: AtomicU64::new(now),
             probe: AtomicU64::new(0),
             reopens: AtomicU32::new(0),
-            active: AtomicU32::new(0),
+            starts: AtomicU32::new(0),
+            active: AtomicU64::new(pack(0, 0)),
             times_opened: AtomicU64::new(0),
             transition: Mutex::new(()),
             cold: OnceBox::new(),
@@ -726,6 +760,12 @@ impl Inner {
             spill: Spill::default(),
             config: intern(config),
         }
+    }
+
+    /// `SharedState::reopens`: the re-opens since the last close. `reopens` counts openings
+    /// (the first is not a re-open), and is the backoff level of the next one.
+    fn reopens_since_close(&self) -> u32 {
+        self.reopens.load(Ordering::Relaxed).saturating_sub(1)
     }
 
     fn clock(&self) -> &ClockRef {
@@ -785,9 +825,16 @@ impl Inner {
                     // Relaxed: a plain counter; the limit holds because each admission is one
                     // compare-and-swap below it. Not an increment undone on refusal: a refused
                     // call's passing increment would refuse another call while a place is free.
+                    // The places are those of this generation: a transition stores the next
+                    // generation's empty count before publishing it, so the Acquire load of the
+                    // state above sees that count or a later one.
                     let mut cur = self.active.load(Ordering::Relaxed);
                     loop {
-                        if cur >= max {
+                        if crate::breaker::generation(cur) != generation {
+                            // A transition came between: admit by the state now.
+                            return self.acquire_word(self.state.load(Ordering::Acquire));
+                        }
+                        if cur as u32 >= max {
                             return Err(self.reject(RejectReason::BulkheadFull, NO_RETRY));
                         }
                         match self.active.compare_exchange_weak(
@@ -856,8 +903,13 @@ impl Inner {
             }
             let admitted = (cur >> PROBE_BITS) & PROBE_MASK;
             if admitted >= limit {
-                let last = self.progress.load(Ordering::Relaxed);
-                if now.saturating_sub(last) >= nanos(self.config.probe_timeout) {
+                // The round's time runs from entering half-open, not from the last admission:
+                // a second probe admitted late must not give a hung first one more time.
+                // Relaxed: the state word's Acquire load showed this generation, so this reads
+                // the time its transition stored, or a later one's (and then the transition
+                // below finds the generation gone).
+                let entered = self.state_since.load(Ordering::Relaxed);
+                if now.saturating_sub(entered) >= nanos(self.config.probe_timeout) {
                     self.transition(
                         generation,
                         &[State::HalfOpen],
@@ -878,10 +930,7 @@ impl Inner {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => {
-                    self.progress.store(now, Ordering::Relaxed);
-                    return Ok(self.permit(generation, Kind::Probe));
-                }
+                Ok(_) => return Ok(self.permit(generation, Kind::Probe)),
                 Err(actual) => cur = actual,
             }
         }
@@ -943,6 +992,23 @@ impl Inner {
         }
     }
 
+    /// Gives back the bulkhead place of a permit admitted in `generation`, if that generation's
+    /// places are still counted: a transition since has freed them all.
+    fn release_place(&self, generation: u32) {
+        let mut cur = self.active.load(Ordering::Relaxed);
+        while crate::breaker::generation(cur) == generation && cur as u32 != 0 {
+            match self.active.compare_exchange_weak(
+                cur,
+                cur - 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
     #[cold]
     fn break_streak(&self, generation: u32, mut cur: u64) {
         // A failed CAS means a failure slipped in meanwhile: retry, so this success counts as
@@ -963,10 +1029,16 @@ impl Inner {
 
     fn record_any(&self, ticket: Ticket, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
         if ticket.kind() == Kind::Disabled {
+            // Counted in the totals, judged by nothing: a disabled breaker records no verdict.
+            self.count(match outcome {
+                Outcome::Success => Count::Success,
+                Outcome::Ignored => Count::Ignored,
+                Outcome::Failure | Outcome::TripFor(_) => Count::Failure,
+            });
             return;
         }
         if ticket.kind() == Kind::Closed && self.config.max_concurrent.is_some() {
-            self.active.fetch_sub(1, Ordering::Relaxed);
+            self.release_place(ticket.generation());
         }
         let slow = match self.config.slow {
             Some(threshold) if outcome != Outcome::Ignored => {
@@ -981,8 +1053,11 @@ impl Inner {
         let slot = match outcome {
             Outcome::Success => self.count(Count::Success),
             Outcome::Failure | Outcome::TripFor(_) => {
-                tracing::debug!(target: "breakerbox", name = %self.identity.name, cause = cause.map(tracing::field::display), "call failed");
-                self.count(Count::Failure)
+                // Counted first: the log formats the user's `Display`, which may panic (caught
+                // by `Guarded`, but counting must not depend on that).
+                let slot = self.count(Count::Failure);
+                tracing::debug!(target: "breakerbox", name = %self.identity.name, cause = cause.map(|c| tracing::field::display(Guarded(c))), "call failed");
+                slot
             }
             Outcome::Ignored => self.count(Count::Ignored),
         };
@@ -1064,23 +1139,14 @@ impl Inner {
         mut cur: u64,
         cause: Option<&dyn fmt::Display>,
     ) {
-        let within = self.config.failures_within.map(nanos);
-        let now = if within.is_some() {
-            self.clock().coarse()
-        } else {
-            0
-        };
+        if let Some(within) = self.config.failures_within {
+            return self.record_within_failure(generation, nanos(within), cause);
+        }
         loop {
             if crate::breaker::generation(cur) != generation {
                 return; // stale
             }
-            let mut n = (cur as u32).saturating_add(1);
-            if let Some(within) = within {
-                // A streak older than `within` starts again with this failure.
-                if n == 1 || now.saturating_sub(self.mark.load(Ordering::Relaxed)) > within {
-                    n = 1;
-                }
-            }
+            let n = (cur as u32).saturating_add(1);
             match self.streak.compare_exchange_weak(
                 cur,
                 pack(generation, u64::from(n)),
@@ -1088,25 +1154,121 @@ impl Inner {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    if n == 1 && within.is_some() {
-                        self.mark.store(now, Ordering::Relaxed);
-                    }
                     if n >= self.config.failures {
-                        let now = self.clock().coarse();
-                        self.transition(
-                            generation,
-                            &[State::Closed],
-                            State::Open,
-                            Reason::Failures(n),
-                            cause,
-                            now,
-                        );
+                        self.trip_streak(generation, n, cause);
                     }
                     return;
                 }
                 Err(actual) => cur = actual,
             }
         }
+    }
+
+    /// A failure under `failures_within`: the streak counts only failures within `within` of
+    /// its first, so a streak and its start must be seen together.
+    ///
+    /// The streak word's low half is then a tag (`WITHIN_TAG`) and the count. A failure that
+    /// finds no streak stores the start in `mark` first (a compare-and-swap, so a failure that
+    /// looked before another started one does not overwrite its start), then publishes the
+    /// streak with a fresh tag (Release); a failure that sees the streak (Acquire) so sees its
+    /// start, or one stored a moment later by a failure whose start lost the race. An expired
+    /// streak is ended first, then started again as from none; the tag makes that end fail
+    /// against a streak started meanwhile (`(g, 1)` again, but not the same streak), which a
+    /// failure that read the old start would otherwise end.
+    ///
+    /// Before, the start was stored after the streak: a second failure at the same moment
+    /// could read the previous streak's start, find it expired, and start over, so two
+    /// failures in a row did not trip `failures = 2`.
+    #[cold]
+    fn record_within_failure(
+        &self,
+        generation: u32,
+        within: u64,
+        cause: Option<&dyn fmt::Display>,
+    ) {
+        let now = self.clock().coarse();
+        let limit = self.config.failures.min(WITHIN_COUNT as u32);
+        let mut cur = self.streak.load(Ordering::Acquire);
+        loop {
+            if crate::breaker::generation(cur) != generation {
+                return; // stale
+            }
+            let n = cur & WITHIN_COUNT;
+            if n != 0 {
+                let start = self.mark.load(Ordering::Relaxed);
+                if now.saturating_sub(start) <= within {
+                    let next = if n == WITHIN_COUNT { cur } else { cur + 1 };
+                    match self.streak.compare_exchange(
+                        cur,
+                        next,
+                        Ordering::Relaxed,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => {
+                            let n = (next & WITHIN_COUNT) as u32;
+                            if n >= limit {
+                                self.trip_streak(generation, n, cause);
+                            }
+                            return;
+                        }
+                        Err(actual) => {
+                            cur = actual;
+                            continue;
+                        }
+                    }
+                }
+                // Too old: this failure starts a new streak, once the old one is ended.
+                let none = pack(generation, 0);
+                match self
+                    .streak
+                    .compare_exchange(cur, none, Ordering::Relaxed, Ordering::Acquire)
+                {
+                    Ok(_) => cur = none,
+                    Err(actual) => {
+                        cur = actual;
+                        continue;
+                    }
+                }
+            }
+            // No streak: its start first, then the streak.
+            let mark = self.mark.load(Ordering::Relaxed);
+            if self
+                .mark
+                .compare_exchange(mark, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+            {
+                // Another failure is starting one: count by what it made.
+                cur = self.streak.load(Ordering::Acquire);
+                continue;
+            }
+            let tag = u64::from(self.starts.fetch_add(1, Ordering::Relaxed) as u8) << WITHIN_TAG;
+            match self.streak.compare_exchange(
+                cur,
+                pack(generation, tag | 1),
+                Ordering::Release,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    if limit <= 1 {
+                        self.trip_streak(generation, 1, cause);
+                    }
+                    return;
+                }
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    fn trip_streak(&self, generation: u32, n: u32, cause: Option<&dyn fmt::Display>) {
+        let now = self.clock().coarse();
+        self.transition(
+            generation,
+            &[State::Closed],
+            State::Open,
+            Reason::Failures(n),
+            cause,
+            now,
+        );
     }
 
     #[cold]
@@ -1127,6 +1289,14 @@ impl Inner {
         let short = t.calls < u64::from(self.config.min_calls);
         window.judged(short);
         if short || t.calls == 0 {
+            if let Some(cause) = cause {
+                // A success may trip the window later, when it reaches `min_calls`: keep what
+                // to name then. Formatted only while the window is short, so at most
+                // `min_calls` times per count window.
+                let text = message(cause);
+                *self.cold().behind.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((generation, text));
+            }
             return;
         }
         // At most 100: a tally read while calls expire may hold a failure whose call it missed.
@@ -1182,7 +1352,6 @@ impl Inner {
                 Err(actual) => cur = actual,
             }
         }
-        self.progress.store(now, Ordering::Relaxed);
         let successes = (cur & PROBE_MASK) + 1;
         if outcome == Outcome::Success && successes >= u64::from(self.config.successes) {
             self.transition(
@@ -1244,6 +1413,16 @@ impl Inner {
         now: u64,
         open_for: Option<Duration>,
     ) -> bool {
+        // The user's `Display` runs here, before the lock and outside the protocol below: no
+        // user code may run between sealing the window and publishing the state, nor under
+        // the lock. A panic in it gives a placeholder message, not a half-made transition.
+        let message = match (to, cause) {
+            (State::Open, Some(cause)) => Some(message(cause)),
+            (State::Open, None) if matches!(reason, Reason::FailureRate(_)) => {
+                self.failure_behind(expect)
+            }
+            _ => None,
+        };
         let guard = lock(&self.transition);
         let word = self.state.load(Ordering::Acquire);
         let was = State::from_word(word);
@@ -1263,8 +1442,9 @@ impl Inner {
                     Some(d) => d,
                     None => self.next_open_for(),
                 };
-                self.open_until
-                    .store(now.saturating_add(nanos(d)), Ordering::Relaxed);
+                // Below `NO_RETRY`, so that `until - now` never reads as "no retry time".
+                let until = now.saturating_add(nanos(d)).min(NO_RETRY - 1);
+                self.open_until.store(until, Ordering::Relaxed);
                 if was != State::Open {
                     // A re-trip of an open breaker (a `TripFor` while open) moves its deadline
                     // but opens nothing: like the event, it is not counted.
@@ -1272,12 +1452,9 @@ impl Inner {
                 }
                 // The message of the failure that tripped it this time; none if it had none,
                 // rather than an earlier trip's (allocating the cold part only to store one).
-                *self.identity.cell() = cause.map(|cause| cause.to_string().into());
+                *self.identity.cell() = message;
             }
-            State::HalfOpen => {
-                self.probe.store(pack(next, 0), Ordering::Relaxed);
-                self.progress.store(now, Ordering::Relaxed);
-            }
+            State::HalfOpen => self.probe.store(pack(next, 0), Ordering::Relaxed),
             State::Closed => {
                 self.streak.store(pack(next, 0), Ordering::Relaxed);
                 if let Some(w) = &self.window {
@@ -1290,6 +1467,11 @@ impl Inner {
         if matches!(to, State::Closed | State::ForcedOpen | State::Disabled) {
             // Whatever happened before a close or a manual state, the next trip starts over.
             self.streak.store(pack(next, 0), Ordering::Relaxed);
+        }
+        if self.config.max_concurrent.is_some() {
+            // Every place taken so far is freed: a permit that never records (forgotten, or
+            // in a future parked for ever) holds its place until here, no longer.
+            self.active.store(pack(next, 0), Ordering::Relaxed);
         }
         self.state_since.store(now, Ordering::Relaxed);
         self.state.store(pack(next, to.tag()), Ordering::Release);
@@ -1309,6 +1491,17 @@ impl Inner {
             self.deliver();
         }
         true
+    }
+
+    /// For a failure-rate trip by a success: the last failure of generation `expect` kept by
+    /// `judge_rates`.
+    fn failure_behind(&self, expect: Option<u32>) -> Option<Arc<str>> {
+        let cold = self.cold.get()?;
+        let behind = cold.behind.lock().unwrap_or_else(|e| e.into_inner());
+        match (&*behind, expect) {
+            (Some((generation, text)), Some(expect)) if *generation == expect => Some(text.clone()),
+            _ => None,
+        }
     }
 
     /// The open time for this opening: `open_for × backoff^reopens`, capped, with jitter.
@@ -1387,9 +1580,14 @@ impl Inner {
             c(Count::Slow),
         );
         let streak = self.streak.load(Ordering::Relaxed);
+        let count = if self.config.failures_within.is_some() {
+            streak & WITHIN_COUNT
+        } else {
+            u64::from(streak as u32)
+        };
         let consecutive_failures =
             if state == State::Closed && generation(streak) == generation(word) {
-                u64::from(streak as u32)
+                count
             } else {
                 0
             };
@@ -1424,6 +1622,30 @@ impl Inner {
                 Duration::from_nanos(self.open_until.load(Ordering::Relaxed).saturating_sub(now))
             }),
         }
+    }
+}
+
+/// What a panicking `Display` leaves in a message.
+pub(crate) const DISPLAY_PANICKED: &str = "<Display panicked>";
+
+/// A user's `Display`, whose panic is caught: it ends what was written with
+/// [`DISPLAY_PANICKED`] instead of unwinding through the breaker.
+struct Guarded<'a>(&'a dyn fmt::Display);
+
+impl fmt::Display for Guarded<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.0.fmt(f))) {
+            Ok(result) => result,
+            Err(_) => f.write_str(DISPLAY_PANICKED),
+        }
+    }
+}
+
+/// A failure's message, formatted by the user's `Display`; [`DISPLAY_PANICKED`] if it panics.
+fn message(cause: &dyn fmt::Display) -> Arc<str> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cause.to_string())) {
+        Ok(text) => text.into(),
+        Err(_) => DISPLAY_PANICKED.into(),
     }
 }
 

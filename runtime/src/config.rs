@@ -165,11 +165,14 @@ impl Config {
     pub fn successes(&self) -> u32 {
         self.successes
     }
-    /// How long a half-open round may go without any probe finishing before it counts as failed.
+    /// How long a half-open round may last, from entering half-open: once it has passed with
+    /// every probe slot taken, the next call re-opens the breaker.
     pub fn probe_timeout(&self) -> Duration {
         self.probe_timeout
     }
-    /// The most calls let through at once while closed.
+    /// The most calls let through at once while closed. A permit that never records (leaked
+    /// with `mem::forget`, or in a future parked for ever) holds its place until the next
+    /// reset or other state change, which frees every place.
     pub fn max_concurrent(&self) -> Option<u32> {
         self.max_concurrent
     }
@@ -204,6 +207,7 @@ macro_rules! setters {
 impl ConfigBuilder {
     setters! {
         /// Count consecutive failures only while each falls within this span of the first.
+        /// A streak counts at most 16 777 215 failures: a larger `failures` trips there.
         failures_within: Duration => |c, v| c.failures_within = Some(v);
         /// Trip when this percentage (1–100) of the window's calls failed.
         failure_rate: u8 => |c, v| c.failure_rate = Some(v);
@@ -222,9 +226,13 @@ impl ConfigBuilder {
         half_open_calls: u32 => |c, v| c.half_open_calls = v;
         /// Successful probes that close the breaker (1 to `half_open_calls`, default 1).
         successes: u32 => |c, v| c.successes = v;
-        /// How long a half-open round may wait for any probe to finish (default 60 s).
+        /// How long a half-open round may last, from entering half-open, before a call that
+        /// finds every probe slot taken re-opens the breaker (default 60 s).
         probe_timeout: Duration => |c, v| c.probe_timeout = v;
-        /// Let at most this many calls run at once while closed (a bulkhead).
+        /// Let at most this many calls run at once while closed (a bulkhead). A permit leaked
+        /// with `mem::forget` (or a future parked for ever) holds its place until the next
+        /// reset or other state change, which frees every place: calls admitted before it
+        /// and still running no longer count against the limit.
         max_concurrent: u32 => |c, v| c.max_concurrent = Some(v);
     }
 

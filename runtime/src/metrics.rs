@@ -7,8 +7,10 @@ use crate::breaker::State;
 /// A snapshot of one breaker, from [`Breaker::metrics`](crate::Breaker::metrics).
 ///
 /// The totals count from the breaker's creation and never reset:
-/// `calls == successes + failures + ignored + rejected`. `slow` counts calls that took at
-/// least the `slow` threshold, whatever their outcome.
+/// `calls == successes + failures + ignored + rejected`, calls made while disabled included.
+/// `slow` counts the calls that took at least the `slow` threshold and were recorded as a
+/// success or a failure: ignored (and cancelled) calls and calls made while disabled are not
+/// timed.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
@@ -20,7 +22,8 @@ pub struct Metrics {
     /// How long it has been in that state.
     #[cfg_attr(feature = "serde", serde(with = "crate::serde_impl::duration"))]
     pub time_in_state: Duration,
-    /// Every call asked for: run or rejected.
+    /// Every call asked for: run or rejected, in every state (disabled too). A call is counted
+    /// when its outcome is recorded (or when it is rejected): one still running is not yet.
     pub calls: u64,
     /// Calls that succeeded.
     pub successes: u64,
@@ -30,7 +33,7 @@ pub struct Metrics {
     pub ignored: u64,
     /// Calls refused.
     pub rejected: u64,
-    /// Calls slower than the `slow` threshold.
+    /// Successes and failures that took at least the `slow` threshold.
     pub slow: u64,
     /// Calls in the rate window now (0 without a rate policy).
     pub window_calls: u64,

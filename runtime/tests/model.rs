@@ -235,6 +235,8 @@ impl Model {
             _ => {}
         }
         self.streak = 0;
+        // Every transition frees every bulkhead place.
+        self.active = 0;
         self.state = to;
         self.generation += 1;
         self.since = self.now;
@@ -275,7 +277,6 @@ impl Model {
             State::HalfOpen => {
                 if self.admitted < self.setup.half_open_calls {
                     self.admitted += 1;
-                    self.progress = self.now;
                     return admit(self, Kind::Probe);
                 }
                 if self.now - self.progress >= self.setup.probe_timeout {
@@ -313,9 +314,18 @@ impl Model {
 
     fn record(&mut self, p: ModelPermit, outcome: Outcome) {
         if p.kind == Kind::Disabled {
+            // Counted, judged by nothing.
+            match outcome {
+                Outcome::Success => self.successes += 1,
+                Outcome::Ignored => self.ignored += 1,
+                _ => self.failures += 1,
+            }
             return;
         }
-        if p.kind == Kind::Closed && self.setup.max_concurrent.is_some() {
+        if p.kind == Kind::Closed
+            && self.setup.max_concurrent.is_some()
+            && p.generation == self.generation
+        {
             self.active -= 1;
         }
         let slow = match self.setup.slow {
@@ -349,7 +359,6 @@ impl Model {
                     self.go(State::Open, None);
                     return;
                 }
-                self.progress = self.now;
                 if outcome == Outcome::Ignored {
                     self.admitted -= 1;
                 } else {
