@@ -1,12 +1,55 @@
 //! State changes, as told to listeners and to `tracing`.
 
+use core::any::Any;
 use core::fmt;
 use core::time::Duration;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use crate::breaker::State;
 
 pub(crate) type Listener = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// Tells `event` to each of `listeners` in turn; `whose` names them in the log ("listener",
+/// "registry listener"). A listener's panic is caught here and logged
+/// at `error` (target `breakerbox`, with the breaker's name and the panic's message): it never
+/// reaches the thread that changed the state, which may be unwinding from a panic of its own
+/// (a permit dropped by a panicking call records a failure, which may trip the breaker), and
+/// where a second panic escaping would abort the process. Later listeners are still told.
+pub(crate) fn tell(listeners: &[Listener], event: &Event, whose: &'static str) {
+    for listener in listeners {
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| listener(event))) {
+            let message = panic_message(&*payload);
+            tracing::error!(
+                target: "breakerbox",
+                name = %event.name,
+                panic = message,
+                "a {whose} of circuit breaker '{}' panicked (caught): {message}",
+                event.name
+            );
+            discard(payload);
+        }
+    }
+}
+
+/// A panic's message, when it has one we can read (`panic!` with a literal or a format).
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "(a panic payload that is not a string)"
+    }
+}
+
+/// Drops a caught panic's payload, whose own `Drop` may panic: that second panic is caught
+/// too, and its payload leaked rather than risk a third.
+pub(crate) fn discard(payload: Box<dyn Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        core::mem::forget(again);
+    }
+}
 
 /// One state change of one breaker.
 ///

@@ -35,7 +35,7 @@ mod sync;
 pub mod tower;
 mod window;
 
-pub use breaker::{Breaker, OwnedPermit, Permit, SharedState, State};
+pub use breaker::{Breaker, OwnedPermit, Permit, SharedState, State, WeakBreaker};
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -32,7 +32,7 @@ use crate::metrics::Metrics;
 /// ```
 pub struct Registry {
     breakers: RwLock<HashMap<Box<str>, Entry>>,
-    presets: Mutex<HashMap<String, Preset>>,
+    presets: Mutex<Presets>,
     listeners: RwLock<Vec<Listener>>,
 }
 
@@ -43,6 +43,14 @@ struct Entry {
 }
 
 #[derive(Default)]
+struct Presets {
+    by_name: HashMap<String, Preset>,
+    /// Bumped by every change, so that a creator that read a preset before building its
+    /// breaker (outside the locks) sees at insertion whether it still holds.
+    version: u64,
+}
+
+#[derive(Clone, Default)]
 struct Preset {
     config: Option<Config>,
     clock: Option<Arc<dyn Clock>>,
@@ -70,45 +78,84 @@ fn lock<T>(l: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     l.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+// No user code runs under the registry's locks: not the config closure, not a new breaker's
+// first clock read, not the drop of a config (which may drop the user's clock), not a
+// `tracing` subscriber. User code may call the registry again, or wait for a thread that does.
+
 impl Registry {
     /// The breaker named `name`, created with `config()` if it does not exist yet (a config
     /// registered with [`configure`](Registry::configure) wins over `config`).
+    ///
+    /// `config` runs under no lock of the registry's: it may use the registry itself. If two
+    /// threads create one name at once, each may run its closure; the first breaker inserted
+    /// wins, and the other thread's config is discarded (a difference is logged as for two
+    /// call sites).
     pub fn get_or_create(&self, name: &str, config: impl FnOnce() -> Config) -> Breaker {
-        if let Some(entry) = read(&self.breakers).get(name) {
-            self.check_same(name, entry, config());
-            return entry.breaker.clone();
+        if let Some(breaker) = self.get(name) {
+            self.check_same(name, &breaker, config());
+            return breaker;
         }
         let wanted = config();
-        let mut map = write(&self.breakers);
-        if let Some(entry) = map.get(name) {
-            self.check_same(name, entry, wanted);
-            return entry.breaker.clone();
+        loop {
+            // The preset that applies, read now and checked again at insertion.
+            let (preset, version) = {
+                let presets = lock(&self.presets);
+                let preset = presets.by_name.get(name).cloned().unwrap_or_default();
+                (preset, presets.version)
+            };
+            let from_preset = preset.config.is_some();
+            let mut config = preset.config.unwrap_or_else(|| wanted.clone());
+            if let Some(clock) = preset.clock {
+                config.clock = ClockRef::Custom(clock);
+            }
+            // Built outside the locks: a new breaker reads its clock.
+            let candidate = Breaker::unpublished(name.to_owned(), config);
+            let mut map = write(&self.breakers);
+            if let Some(entry) = map.get(name) {
+                // Another thread created it meanwhile: its breaker stands.
+                let existing = entry.breaker.clone();
+                drop(map);
+                drop(candidate);
+                self.check_same(name, &existing, wanted);
+                return existing;
+            }
+            let mut presets = lock(&self.presets);
+            if presets.version != version {
+                // Configured meanwhile: build again with what applies now.
+                drop(presets);
+                drop(map);
+                drop(candidate);
+                continue;
+            }
+            let used = presets.by_name.remove(name);
+            drop(presets);
+            let breaker = candidate.publish();
+            map.insert(
+                name.into(),
+                Entry {
+                    breaker: breaker.clone(),
+                    preset: from_preset,
+                    warned: AtomicBool::new(false),
+                },
+            );
+            drop(map);
+            drop(used);
+            return breaker;
         }
-        let preset = lock(&self.presets).remove(name).unwrap_or_default();
-        let from_preset = preset.config.is_some();
-        let mut config = preset.config.unwrap_or(wanted);
-        if let Some(clock) = preset.clock {
-            config.clock = ClockRef::Custom(clock);
-        }
-        let breaker = Breaker::leaked(name.to_owned(), config);
-        map.insert(
-            name.into(),
-            Entry {
-                breaker: breaker.clone(),
-                preset: from_preset,
-                warned: AtomicBool::new(false),
-            },
-        );
-        breaker
     }
 
-    fn check_same(&self, name: &str, entry: &Entry, wanted: Config) {
-        let have = entry.breaker.config();
+    fn check_same(&self, name: &str, breaker: &Breaker, wanted: Config) {
+        let have = breaker.config();
         // The clock is not part of the policy: a preset clock must not make configs differ.
         let mut wanted = wanted;
         wanted.clock = have.clock.clone();
-        let differs = *have != wanted;
-        if differs && !entry.preset && !entry.warned.swap(true, Ordering::Relaxed) {
+        if *have == wanted {
+            return;
+        }
+        let warn = read(&self.breakers)
+            .get(name)
+            .is_some_and(|e| !e.preset && !e.warned.swap(true, Ordering::Relaxed));
+        if warn {
             tracing::warn!(
                 target: "breakerbox",
                 name,
@@ -125,31 +172,33 @@ impl Registry {
     /// Registers the config for `name`, to be used when it is first created, over the call
     /// site's. Returns `false` (and changes nothing) if the breaker already exists.
     pub fn configure(&self, name: &str, config: Config) -> bool {
-        let map = read(&self.breakers);
-        if map.contains_key(name) {
-            tracing::warn!(target: "breakerbox", name, "circuit breaker '{name}' already exists; its config is not changed");
-            return false;
+        if self.preset(name, |p| p.config.replace(config)).is_some() {
+            return true;
         }
-        lock(&self.presets)
-            .entry(name.to_owned())
-            .or_default()
-            .config = Some(config);
-        true
+        tracing::warn!(target: "breakerbox", name, "circuit breaker '{name}' already exists; its config is not changed");
+        false
     }
 
     /// Makes the breaker `name` read `clock` when it is created, whatever config creates it.
     /// Returns `false` if the breaker already exists. Tests use it with a
     /// [`ManualClock`](crate::ManualClock).
     pub fn set_clock(&self, name: &str, clock: impl Clock) -> bool {
+        self.preset(name, |p| p.clock.replace(Arc::new(clock)))
+            .is_some()
+    }
+
+    /// Changes the preset of `name` with `f`, unless the breaker exists (`None`). What `f`
+    /// returns (the value it replaced) is dropped by the caller, outside the locks.
+    fn preset<T>(&self, name: &str, f: impl FnOnce(&mut Preset) -> T) -> Option<T> {
+        // The map's lock is held while the preset changes, so that no breaker is created
+        // between the check and the change; creation then sees the new version.
         let map = read(&self.breakers);
         if map.contains_key(name) {
-            return false;
+            return None;
         }
-        lock(&self.presets)
-            .entry(name.to_owned())
-            .or_default()
-            .clock = Some(Arc::new(clock));
-        true
+        let mut presets = lock(&self.presets);
+        presets.version += 1;
+        Some(f(presets.by_name.entry(name.to_owned()).or_default()))
     }
 
     /// Every breaker, in no particular order.
@@ -181,9 +230,7 @@ impl Registry {
 
     pub(crate) fn notify(&self, event: &Event) {
         let listeners: Vec<Listener> = read(&self.listeners).clone();
-        for l in &listeners {
-            l(event);
-        }
+        crate::event::tell(&listeners, event, "registry listener");
     }
 }
 
