@@ -12,6 +12,10 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprPath, LitStr, Path, Token};
 
 use crate::valid;
+
+// Shared with the runtime: `macros/src/suggest.rs` is a symlink to `runtime/src/suggest.rs`.
+#[path = "suggest.rs"]
+mod suggest;
 use crate::values::{
     MAX_HALF_OPEN_CALLS, backoff_value, count, crate_path, duration_value, example, fn_path,
     jitter_value, name_value, percent, window_value,
@@ -355,48 +359,13 @@ fn valid_keys() -> String {
     format!("The valid keys are: {}.", list.join(", "))
 }
 
-/// ": did you mean `failures`?" for a key one or two edits away from a valid one, else ".".
+/// ": did you mean `failures`?" for a key close to a valid one (the runtime's files and
+/// environment variables suggest with the same code, `suggest.rs`), else ".".
 fn suggest(unknown: &str) -> String {
-    let aliases: &[(&str, &str)] = &[
-        ("threshold", "failures"),
-        ("failure_threshold", "failures"),
-        ("max_failures", "failures"),
-        ("reset_timeout", "open_for"),
-        ("open_duration", "open_for"),
-        ("wait_duration_in_open_state", "open_for"),
-        ("cooldown", "open_for"),
-        ("recovery_timeout", "open_for"),
-        ("fallback_fn", "fallback"),
-        ("on_open", "fallback"),
-        ("sliding_window", "window"),
-        ("minimum_calls", "min_calls"),
-        ("permitted_calls_in_half_open_state", "half_open_calls"),
-    ];
-    if let Some((_, key)) = aliases.iter().find(|(alias, _)| *alias == unknown) {
-        return format!(": did you mean `{key}`?");
-    }
-    KEYS.iter()
-        .map(|key| (edit_distance(unknown, key), key))
-        .filter(|(distance, _)| *distance <= 2)
-        .min_by_key(|(distance, _)| *distance)
-        .map_or_else(
-            || ".".to_owned(),
-            |(_, key)| format!(": did you mean `{key}`?"),
-        )
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitute = previous[j] + usize::from(ca != *cb);
-            current.push(substitute.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
-    }
-    previous[b.len()]
+    suggest::closest(unknown, KEYS.iter().copied()).map_or_else(
+        || ".".to_owned(),
+        |key| format!(": did you mean `{key}`?"),
+    )
 }
 
 #[cfg(test)]

@@ -19,8 +19,11 @@ mod breaker;
 mod clock;
 mod config;
 mod counters;
+mod duration;
 mod error;
 mod event;
+#[doc(hidden)]
+pub mod keys;
 #[cfg(feature = "metrics")]
 pub mod export;
 #[cfg(feature = "serde")]
@@ -30,6 +33,7 @@ mod outcome;
 mod registry;
 #[cfg(feature = "serde")]
 mod serde_impl;
+mod suggest;
 mod sync;
 #[cfg(feature = "tower")]
 pub mod tower;

@@ -1,20 +1,39 @@
 //! Breaker configs from a TOML file, overridden by environment variables.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::OsString;
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use crate::config::{Config, ConfigBuilder};
+use crate::duration::excerpt;
+use crate::keys::KEYS;
 use crate::registry::Registry;
-use crate::serde_impl::{KEYS, Raw, apply};
+use crate::serde_impl::{Dialect, Raw, apply, did_you_mean};
+use crate::suggest::closest;
 
 /// The prefix of environment overrides: `BREAKERBOX__<NAME>__<KEY>=value`.
 const ENV_PREFIX: &str = "BREAKERBOX__";
 
+/// The key of a `[breakers.<name>]` table that says the breaker is created at run time, so the
+/// loader does not look for it among the known breakers.
+const DYNAMIC: &str = "dynamic";
+
+/// A name, key or variable in a message, cut short if it is long.
+struct Cut<'a>(&'a str);
+
+impl fmt::Display for Cut<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&excerpt(self.0))
+    }
+}
+
 /// Why [`Registry::load_toml`] configured nothing. The message names the file, the line and the
-/// key (or the environment variable), and says what is wrong.
+/// key (or the environment variable), and says what is wrong. Names, keys and values are cut
+/// to their first 32 characters in messages (with `…` and their length), never in the fields.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {
@@ -40,7 +59,7 @@ pub enum LoadError {
     },
     /// A key of a `[breakers.<name>]` table is unknown, or its value is wrong, or the table's
     /// keys do not go together.
-    #[error("{}:{line}: [breakers.{breaker}] `{key}` {message}", path.display())]
+    #[error("{}:{line}: [breakers.{}] `{}` {message}", path.display(), Cut(breaker), Cut(key))]
     Invalid {
         /// The file.
         path: PathBuf,
@@ -53,8 +72,26 @@ pub enum LoadError {
         /// What is wrong.
         message: String,
     },
+    /// A `[breakers.<name>]` table names no breaker the registry knows, and does not say
+    /// `dynamic = true`.
+    #[error(
+        "{}:{line}: no breaker named `{}`{} A breaker that is only created at run time (`get_or_create`) needs `dynamic = true` in its table.",
+        path.display(),
+        Cut(breaker),
+        suggestion.as_deref().map_or_else(|| ".".to_owned(), |s| format!("; did you mean `{}`?", Cut(s)))
+    )]
+    UnknownBreaker {
+        /// The file.
+        path: PathBuf,
+        /// The line of its table, from 1.
+        line: usize,
+        /// The name in the file.
+        breaker: String,
+        /// The known breaker it most likely means, if one is close.
+        suggestion: Option<String>,
+    },
     /// An environment override is malformed or its value is wrong.
-    #[error("environment variable {var}: {message}")]
+    #[error("environment variable {}: {message}", Cut(var))]
     Env {
         /// The variable's name.
         var: String,
@@ -63,7 +100,7 @@ pub enum LoadError {
     },
     /// A breaker in the file already exists: configs apply only before a breaker's first use.
     #[error(
-        "{}:{line}: circuit breaker '{breaker}' already exists, so its config cannot change; load the file at startup, before the breaker's first call", path.display()
+        "{}:{line}: circuit breaker '{}' already exists, so its config cannot change; load the file at startup, before the breaker's first call", path.display(), Cut(breaker)
     )]
     AlreadyCreated {
         /// The file.
@@ -81,6 +118,7 @@ impl LoadError {
         match self {
             LoadError::Syntax { line, .. }
             | LoadError::Invalid { line, .. }
+            | LoadError::UnknownBreaker { line, .. }
             | LoadError::AlreadyCreated { line, .. } => Some(*line),
             LoadError::Read { .. } | LoadError::Env { .. } => None,
         }
@@ -104,6 +142,7 @@ enum Origin {
 /// One `[breakers.<name>]` table, with its keys in order: the file's, then the environment's.
 struct Table {
     line: usize,
+    dynamic: bool,
     keys: Vec<(String, Raw, Origin)>,
 }
 
@@ -113,10 +152,11 @@ impl Registry {
     ///
     /// Keys are the attribute's (`failures`, `failure_rate`, `window` as a count or `"10s"`,
     /// `min_calls`, `slow`, `slow_rate`, `open_for`, `max_open_for`, `backoff`, `jitter`,
-    /// `half_open_calls`, `successes`, `probe_timeout`, `max_concurrent`); keys not given keep
-    /// the defaults of [`Config::default`], and a config from the file replaces the call site's
-    /// whole (as [`configure`](Registry::configure) does). Other top-level tables are ignored, so
-    /// the file can be the application's own config.
+    /// `half_open_calls`, `successes`, `probe_timeout`, `max_concurrent`), and durations read
+    /// as in the attribute, with the same messages; keys not given keep the defaults of
+    /// [`Config::default`], and a config from the file replaces the call site's whole (as
+    /// [`configure`](Registry::configure) does). Other top-level tables are ignored, so the file
+    /// can be the application's own config.
     ///
     /// ```toml
     /// [breakers.users]
@@ -127,15 +167,38 @@ impl Registry {
     /// failure_rate = 50
     /// window = "10s"
     /// min_calls = 20
+    ///
+    /// # Created at run time with `registry().get_or_create("tenant-a", …)`.
+    /// [breakers.tenant-a]
+    /// dynamic = true
+    /// failures = 3
     /// ```
     ///
-    /// `BREAKERBOX__PAYMENTS__OPEN_FOR=5s` then overrides one key of `payments`. `<NAME>` is the
-    /// breaker's name in capitals with every character other than a letter or a digit written
-    /// `_` (`users-api` → `USERS_API`); it must name a table of the file. A value reads as a
-    /// number if it is one, else as a string.
+    /// **Names are checked.** A table must name a breaker the registry knows (see
+    /// [`breakers`](Registry::breakers)), so a misspelt `[breakers.inventroy]` fails with
+    /// "no breaker named `inventroy`; did you mean `inventory`?" rather than leaving
+    /// `inventory` to its call site. A breaker that only exists once the program creates it
+    /// (`get_or_create`, [`Breaker::new`](crate::Breaker::new)) opts out with `dynamic = true`
+    /// in its table.
     ///
-    /// Call it at startup, before the breakers' first calls. All or nothing: on any error, no
-    /// breaker is configured and the error names the file, line and key (or the variable).
+    /// **Environment.** `BREAKERBOX__PAYMENTS__OPEN_FOR=5s` overrides one key of `payments`.
+    /// `<NAME>` is the breaker's name with every ASCII letter in capitals and every character
+    /// other than an ASCII letter or digit written `_`: `users-api` → `USERS_API`, the
+    /// attribute's default name `my_app::client::fetch_user` → `MY_APP__CLIENT__FETCH_USER`
+    /// (so `BREAKERBOX__MY_APP__CLIENT__FETCH_USER__FAILURES=3`). The key is what follows the
+    /// last `__` (no key contains `__`), in any case. A value reads as a number if it is one,
+    /// else as a string. A variable whose `<NAME>` is not a table of this file is left for
+    /// the file that names it; one that is malformed or has an unknown key is an error for
+    /// every file, and so is a value that is not UTF-8. Two tables with the same `<NAME>` are
+    /// an error only when a variable addresses them.
+    ///
+    /// Call it at startup, before the breakers' first calls. Errors come in order: the file's
+    /// syntax, its keys and values, its breaker names, then the environment, then the
+    /// combinations of keys; so an override never hides a mistake in the file. All or nothing:
+    /// on any error, no breaker is configured and the error names the file, line and key (or
+    /// the variable). The one exception is a race: a breaker another thread creates while the
+    /// file loads is reported as [`LoadError::AlreadyCreated`], and the tables before it (in
+    /// name order) stay configured.
     pub fn load_toml(&self, path: impl AsRef<Path>) -> Result<Vec<String>, LoadError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
@@ -152,51 +215,128 @@ impl Registry {
         origin: impl AsRef<Path>,
         text: &str,
     ) -> Result<Vec<String>, LoadError> {
-        // `vars()` would panic on a variable that is not Unicode; such a one cannot be ours.
-        let env = std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
-        self.load_with_env(origin.as_ref(), text, env)
+        self.load_with_env(origin.as_ref(), text, std::env::vars_os())
     }
 
     pub(crate) fn load_with_env(
         &self,
         path: &Path,
         text: &str,
-        env: impl IntoIterator<Item = (String, String)>,
+        env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<Vec<String>, LoadError> {
         let mut tables = parse(path, text)?;
+        for (name, table) in &tables {
+            check_file_keys(path, name, table)?;
+        }
+        self.check_names(path, &tables)?;
         overlay_env(path, &mut tables, env)?;
         let mut configs = Vec::with_capacity(tables.len());
         for (name, table) in tables {
             let config = build(path, &name, &table)?;
-            if self.get(&name).is_some() {
-                return Err(LoadError::AlreadyCreated {
-                    path: path.to_owned(),
-                    line: table.line,
-                    breaker: name,
-                });
-            }
-            configs.push((name, config));
+            configs.push((name, table.line, config));
         }
-        let names = configs.iter().map(|(n, _)| n.clone()).collect();
-        for (name, config) in configs {
-            self.configure(&name, config);
+        let already = |name: &str, line: usize| LoadError::AlreadyCreated {
+            path: path.to_owned(),
+            line,
+            breaker: name.to_owned(),
+        };
+        if let Some((name, line, _)) = configs.iter().find(|(n, _, _)| self.get(n).is_some()) {
+            return Err(already(name, *line));
+        }
+        let mut names = Vec::with_capacity(configs.len());
+        for (name, line, config) in configs {
+            // `configure` refuses a breaker created since the check above: say so.
+            if !self.configure(&name, config) {
+                return Err(already(&name, line));
+            }
+            names.push(name);
         }
         Ok(names)
     }
+
+    /// The names a table may give without `dynamic = true`: every breaker the registry knows.
+    fn known_names(&self) -> HashSet<String> {
+        self.breakers()
+            .iter()
+            .map(|b| b.name().to_owned())
+            .collect()
+    }
+
+    fn check_names(&self, path: &Path, tables: &BTreeMap<String, Table>) -> Result<(), LoadError> {
+        if tables.values().all(|t| t.dynamic) {
+            return Ok(());
+        }
+        let known = self.known_names();
+        let Some((name, table)) = tables
+            .iter()
+            .find(|(name, table)| !table.dynamic && !known.contains(*name))
+        else {
+            return Ok(());
+        };
+        Err(LoadError::UnknownBreaker {
+            path: path.to_owned(),
+            line: table.line,
+            breaker: name.clone(),
+            suggestion: closest(name, known.iter().map(String::as_str)).map(str::to_owned),
+        })
+    }
 }
 
-/// The line and column (from 1) of byte `offset` of `text`.
-fn position(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
+#[cfg(test)]
+thread_local! {
+    /// Bytes of the text that the loader itself read, to show that it reads each once.
+    static SCANNED: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+}
+
+fn scanned(bytes: usize) {
+    #[cfg(test)]
+    SCANNED.with(|s| s.set(s.get() + bytes));
+    let _ = bytes;
+}
+
+/// Where each line of a text starts, found in one pass; the line of an offset is then a binary
+/// search, so numbering every key of a file costs `O(keys × log lines)`.
+struct Lines<'a> {
+    text: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> Lines<'a> {
+    fn new(text: &'a str) -> Self {
+        scanned(text.len());
+        let mut starts = vec![0];
+        starts.extend(
+            text.bytes()
+                .enumerate()
+                .filter(|(_, b)| *b == b'\n')
+                .map(|(i, _)| i + 1),
+        );
+        Lines { text, starts }
+    }
+
+    /// The line (from 1) of byte `offset`, any offset.
+    fn line(&self, offset: usize) -> usize {
+        self.starts.partition_point(|&start| start <= offset)
+    }
+
+    /// The line and column (from 1, in characters) of byte `offset`; an offset past the end
+    /// or inside a character counts as the character's start.
+    fn position(&self, offset: usize) -> (usize, usize) {
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.line(offset);
+        let start = self.starts[line - 1];
+        scanned(offset - start);
+        (line, self.text[start..offset].chars().count() + 1)
+    }
 }
 
 fn parse(path: &Path, text: &str) -> Result<BTreeMap<String, Table>, LoadError> {
+    let lines = Lines::new(text);
     let syntax = |offset: usize, message: String| {
-        let (line, column) = position(text, offset);
+        let (line, column) = lines.position(offset);
         LoadError::Syntax {
             path: path.to_owned(),
             line,
@@ -219,24 +359,42 @@ fn parse(path: &Path, text: &str) -> Result<BTreeMap<String, Table>, LoadError> 
     };
     let mut tables = BTreeMap::new();
     for (name, table) in breakers.iter() {
-        let line = position(text, name.span().start).0;
+        let line = lines.line(name.span().start);
         let DeValue::Table(entries) = table.get_ref() else {
             return Err(syntax(
                 name.span().start,
                 format!(
                     "`breakers.{}` must be a table of keys, like `[breakers.{0}]` followed by `failures = 5`",
-                    name.get_ref()
+                    Cut(name.get_ref())
                 ),
             ));
         };
-        let keys = entries
-            .iter()
-            .map(|(k, v)| {
-                let line = position(text, k.span().start).0;
-                (k.get_ref().to_string(), raw(v), Origin::File { line })
-            })
-            .collect();
-        tables.insert(name.get_ref().to_string(), Table { line, keys });
+        let mut table = Table {
+            line,
+            dynamic: false,
+            keys: Vec::with_capacity(entries.len()),
+        };
+        for (k, v) in entries.iter() {
+            let line = lines.line(k.span().start);
+            if k.get_ref() == DYNAMIC {
+                let DeValue::Boolean(dynamic) = v.get_ref() else {
+                    return Err(LoadError::Invalid {
+                        path: path.to_owned(),
+                        line,
+                        breaker: name.get_ref().to_string(),
+                        key: DYNAMIC.to_owned(),
+                        message: "must be `true` (the breaker is created at run time) or `false`"
+                            .to_owned(),
+                    });
+                };
+                table.dynamic = *dynamic;
+                continue;
+            }
+            table
+                .keys
+                .push((k.get_ref().to_string(), raw(v), Origin::File { line }));
+        }
+        tables.insert(name.get_ref().to_string(), table);
     }
     Ok(tables)
 }
@@ -255,7 +413,8 @@ fn raw(value: &Spanned<DeValue<'_>>) -> Raw {
     }
 }
 
-/// `users-api` → `USERS_API`, as it is written in an environment variable.
+/// A breaker's name as it is written in an environment variable: ASCII letters in capitals,
+/// digits as they are, every other character `_` (`my_app::fetch` → `MY_APP__FETCH`).
 fn env_name(name: &str) -> String {
     name.chars()
         .map(|c| {
@@ -271,20 +430,34 @@ fn env_name(name: &str) -> String {
 fn overlay_env(
     path: &Path,
     tables: &mut BTreeMap<String, Table>,
-    env: impl IntoIterator<Item = (String, String)>,
+    env: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> Result<(), LoadError> {
-    let mut vars: Vec<(String, String)> = env
+    // A name that is not Unicode cannot start with our prefix as a `str`, nor be one of ours.
+    let mut vars: Vec<(String, OsString)> = env
         .into_iter()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
         .filter(|(k, _)| k.starts_with(ENV_PREFIX))
         .collect();
+    if vars.is_empty() {
+        return Ok(());
+    }
     // Deterministic order, so the same environment always gives the same error.
     vars.sort();
+    let mut by_env: HashMap<String, Vec<String>> = HashMap::new();
+    for name in tables.keys() {
+        by_env.entry(env_name(name)).or_default().push(name.clone());
+    }
     for (var, value) in vars {
         let err = |message: String| LoadError::Env {
             var: var.clone(),
             message,
         };
-        let Some((name, key)) = var[ENV_PREFIX.len()..].split_once("__") else {
+        // The key is what follows the last `__`: a name may contain `__` (`a::b` → `A__B`),
+        // a key never does.
+        let Some((name, key)) = var[ENV_PREFIX.len()..]
+            .rsplit_once("__")
+            .filter(|(name, key)| !name.is_empty() && !key.is_empty())
+        else {
             return Err(err(format!(
                 "write it `{ENV_PREFIX}<NAME>__<KEY>`, like `{ENV_PREFIX}USERS__OPEN_FOR=30s`"
             )));
@@ -292,29 +465,29 @@ fn overlay_env(
         let key = key.to_ascii_lowercase();
         if !KEYS.contains(&key.as_str()) {
             return Err(err(format!(
-                "unknown key `{key}`; valid keys: {}",
-                KEYS.join(", ")
+                "unknown key `{}`{}",
+                Cut(&key),
+                did_you_mean(&key)
             )));
         }
         let name = name.to_ascii_uppercase();
-        let mut matching: Vec<_> = tables
-            .iter_mut()
-            .filter(|(n, _)| env_name(n) == name)
-            .collect();
+        let Some(matching) = by_env.get(&name) else {
+            // Another file's breaker: not this load's business.
+            continue;
+        };
         if matching.len() > 1 {
-            let names: Vec<_> = matching.iter().map(|(n, _)| format!("'{n}'")).collect();
+            let names: Vec<_> = matching.iter().map(|n| format!("'{}'", Cut(n))).collect();
             return Err(err(format!(
-                "{name} could be any of the breakers {}; rename one of them in {}",
+                "{} could be any of the breakers {}; rename one of them in {}",
+                Cut(&name),
                 names.join(" and "),
                 path.display()
             )));
         }
-        let Some((_, table)) = matching.pop() else {
-            return Err(err(format!(
-                "no [breakers.<name>] table in {} is named {name} (written in capitals, `_` for other characters); the environment only overrides breakers the file configures",
-                path.display()
-            )));
-        };
+        let value = value.into_string().map_err(|_| {
+            err("its value is not valid UTF-8; write it as text, like `30s` or `5`".to_owned())
+        })?;
+        let table = tables.get_mut(&matching[0]).expect("indexed above");
         table
             .keys
             .push((key, Raw::from_env(&value), Origin::Env { var: var.clone() }));
@@ -322,11 +495,19 @@ fn overlay_env(
     Ok(())
 }
 
-fn build(path: &Path, name: &str, table: &Table) -> Result<Config, LoadError> {
-    let error = |key: &str, origin: Option<&Origin>, message: String| match origin {
+/// The error for `key` of breaker `name`, blamed where it was set.
+fn error(
+    path: &Path,
+    name: &str,
+    table: &Table,
+    key: &str,
+    origin: Option<&Origin>,
+    message: String,
+) -> LoadError {
+    match origin {
         Some(Origin::Env { var }) => LoadError::Env {
             var: var.clone(),
-            message: format!("`{key}` {message}"),
+            message: format!("`{}` {message}", Cut(key)),
         },
         Some(Origin::File { line }) => LoadError::Invalid {
             path: path.to_owned(),
@@ -342,10 +523,25 @@ fn build(path: &Path, name: &str, table: &Table) -> Result<Config, LoadError> {
             key: key.to_owned(),
             message,
         },
-    };
+    }
+}
+
+/// Each key and value of the file, on its own: the file's mistakes come before any of the
+/// environment's.
+fn check_file_keys(path: &Path, name: &str, table: &Table) -> Result<(), LoadError> {
     let mut b: ConfigBuilder = Config::builder();
     for (key, value, origin) in &table.keys {
-        b = apply(b, key, value).map_err(|m| error(key, Some(origin), m))?;
+        b = apply(b, key, value, Dialect::Text)
+            .map_err(|m| error(path, name, table, key, Some(origin), m))?;
+    }
+    Ok(())
+}
+
+fn build(path: &Path, name: &str, table: &Table) -> Result<Config, LoadError> {
+    let mut b: ConfigBuilder = Config::builder();
+    for (key, value, origin) in &table.keys {
+        b = apply(b, key, value, Dialect::Text)
+            .map_err(|m| error(path, name, table, key, Some(origin), m))?;
     }
     b.build().map_err(|e| {
         let key = e.field();
@@ -357,7 +553,7 @@ fn build(path: &Path, name: &str, table: &Table) -> Result<Config, LoadError> {
             .strip_prefix(&format!("`{key}` "))
             .unwrap_or(&message)
             .to_owned();
-        error(key, origin.map(|(_, _, o)| o), message)
+        error(path, name, table, key, origin.map(|(_, _, o)| o), message)
     })
 }
 
@@ -367,9 +563,12 @@ mod tests {
     use crate::registry::registry;
     use core::time::Duration;
 
+    fn env_of(env: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        env.iter().map(|(k, v)| (k.into(), v.into())).collect()
+    }
+
     fn load(text: &str, env: &[(&str, &str)]) -> Result<Vec<String>, LoadError> {
-        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string()));
-        registry().load_with_env(Path::new("breakers.toml"), text, env)
+        registry().load_with_env(Path::new("breakers.toml"), text, env_of(env))
     }
 
     fn err(text: &str, env: &[(&str, &str)]) -> String {
@@ -383,10 +582,12 @@ mod tests {
 port = 8080
 
 [breakers.load-users]
+dynamic = true
 failures = 3
 open_for = "30s"
 
 [breakers.load-payments]
+dynamic = true
 failure_rate = 50
 window = "10s"
 min_calls = 20
@@ -425,6 +626,23 @@ backoff = 2
         let e = load("[breakers.x]\nfailures = = 3\n", &[]).unwrap_err();
         assert!(matches!(e, LoadError::Syntax { line: 2, .. }), "{e}");
         assert!(e.to_string().starts_with("breakers.toml:2:"), "{e}");
+        let e = load("[breakers.x]\nµ = é = 3\n", &[]).unwrap_err();
+        assert!(matches!(e, LoadError::Syntax { line: 2, .. }), "{e}");
+    }
+
+    #[test]
+    fn positions_never_slice_inside_a_character_or_past_the_end() {
+        let text = "é\nµµ\n";
+        let lines = Lines::new(text);
+        for offset in 0..text.len() + 10 {
+            let (line, column) = lines.position(offset);
+            assert!((1..=3).contains(&line) && column >= 1, "{offset}");
+        }
+        assert_eq!(lines.position(1), (1, 1)); // inside `é`
+        assert_eq!(lines.position(3), (2, 1));
+        assert_eq!(lines.position(5), (2, 2));
+        assert_eq!(lines.position(99), (3, 1));
+        assert_eq!(Lines::new("").position(5), (1, 1));
     }
 
     #[test]
@@ -440,20 +658,28 @@ backoff = 2
     }
 
     #[test]
-    fn unknown_key_names_line_and_lists_keys() {
+    fn unknown_key_names_line_suggests_and_lists_keys() {
         let e = load("[breakers.bad-key]\nfailures = 3\nfailure = 3\n", &[]).unwrap_err();
         assert_eq!(e.line(), Some(3));
         assert_eq!(e.key(), Some("failure"));
         assert!(e.to_string().starts_with(
-            "breakers.toml:3: [breakers.bad-key] `failure` unknown key; valid keys: failures, failures_within,"
+            "breakers.toml:3: [breakers.bad-key] `failure` unknown key; did you mean `failures`? valid keys: failures, failures_within,"
         ), "{e}");
+        assert!(
+            err("[breakers.bad-key]\ncooldown = \"1s\"\n", &[])
+                .contains("`cooldown` unknown key; did you mean `open_for`?")
+        );
+        assert!(
+            err("[breakers.bad-key]\ncolour = 1\n", &[])
+                .contains("`colour` unknown key; valid keys: failures,")
+        );
     }
 
     #[test]
-    fn attribute_only_keys_are_explained() {
+    fn attribute_only_keys_are_explained_once() {
         let e = err("[breakers.t]\ntimeout = \"1s\"\n", &[]);
         assert!(
-            e.contains("`timeout` belongs to the function's `#[circuit_breaker(...)]` attribute"),
+            e.starts_with("breakers.toml:2: [breakers.t] `timeout` belongs to the function's `#[circuit_breaker(...)]` attribute, not to the breaker's config; valid keys here: failures,"),
             "{e}"
         );
     }
@@ -478,8 +704,8 @@ backoff = 2
                 "`open_for` must be a duration with a unit, like \"30s\" or \"30ms\", got the bare number 30",
             ),
             (
-                "open_for = \"30 s\"",
-                "`open_for` unknown unit ` s` in \"30 s\"",
+                "open_for = 99999999999999999999999",
+                "`open_for` must be a duration with a unit, like \"250ms\" or \"2s\", got the bare number 99999999999999999999999",
             ),
             (
                 "window = true",
@@ -498,19 +724,65 @@ backoff = 2
         }
     }
 
+    /// A config file takes the attribute's durations, with the attribute's messages (the
+    /// parser is one file, `duration.rs`, compiled into both crates).
+    #[test]
+    fn durations_read_as_in_the_attribute() {
+        for (value, says) in [
+            (
+                "30 s",
+                "unexpected space in duration \"30 s\": write it without spaces, like \"30s\"",
+            ),
+            (
+                "2 sec",
+                "unexpected space in duration \"2 sec\": write it without spaces, like \"2s\"",
+            ),
+            (
+                "0s",
+                "duration \"0s\" is zero: use a length of time greater than zero, like \"1ms\"",
+            ),
+            (
+                "-1s",
+                "negative duration \"-1s\": a duration is a length of time, write \"1s\"",
+            ),
+            (
+                "1m30s",
+                "duration \"1m30s\" mixes units: write a single number and unit, like \"90s\"",
+            ),
+            (
+                "6000000h",
+                "duration \"6000000h\" is too long: durations are limited to u64::MAX nanoseconds (about 584 years)",
+            ),
+        ] {
+            let e = err(&format!("[breakers.d]\nopen_for = \"{value}\"\n"), &[]);
+            assert_eq!(e, format!("breakers.toml:2: [breakers.d] `open_for` {says}"));
+            let e = err(
+                "[breakers.load-env-d]\ndynamic = true\n",
+                &[("BREAKERBOX__LOAD_ENV_D__OPEN_FOR", value)],
+            );
+            assert_eq!(
+                e,
+                format!("environment variable BREAKERBOX__LOAD_ENV_D__OPEN_FOR: `open_for` {says}")
+            );
+        }
+    }
+
     #[test]
     fn invalid_values_and_combinations_blame_the_key() {
         assert_eq!(
-            err("[breakers.zero]\nfailures = 0\n", &[]),
-            "breakers.toml:2: [breakers.zero] `failures` must be at least 1, got 0"
+            err("[breakers.zero]\ndynamic = true\nfailures = 0\n", &[]),
+            "breakers.toml:3: [breakers.zero] `failures` must be at least 1, got 0"
         );
-        let e = err("[breakers.combo]\nfailures = 3\nfailure_rate = 50\n", &[]);
+        let e = err(
+            "[breakers.combo]\nfailures = 3\nfailure_rate = 50\ndynamic = true\n",
+            &[],
+        );
         assert_eq!(
             e,
             "breakers.toml:2: [breakers.combo] `failures` cannot be combined with `failure_rate`: trip either on consecutive failures or on a failure rate"
         );
         // The key that needs another one.
-        let e = err("\n[breakers.needs]\nslow_rate = 50\n", &[]);
+        let e = err("\n[breakers.needs]\nslow_rate = 50\ndynamic = true\n", &[]);
         assert_eq!(
             e,
             "breakers.toml:3: [breakers.needs] `slow_rate` requires `slow`, the duration from which a call is slow"
@@ -519,7 +791,7 @@ backoff = 2
 
     #[test]
     fn env_errors_name_the_variable() {
-        let file = "[breakers.env-x]\nfailures = 3\n";
+        let file = "[breakers.env-x]\ndynamic = true\nfailures = 3\n";
         assert_eq!(
             err(file, &[("BREAKERBOX__ENV_X__FAILURES", "zero")]),
             "environment variable BREAKERBOX__ENV_X__FAILURES: `failures` must be a whole number, got a string"
@@ -530,27 +802,199 @@ backoff = 2
         );
         assert!(err(file, &[("BREAKERBOX__ENV_X__COLOUR", "red")])
             .starts_with("environment variable BREAKERBOX__ENV_X__COLOUR: unknown key `colour`; valid keys: failures,"));
-        assert!(err(file, &[("BREAKERBOX__OTHER__FAILURES", "3")])
-            .starts_with("environment variable BREAKERBOX__OTHER__FAILURES: no [breakers.<name>] table in breakers.toml is named OTHER"));
-        let two = "[breakers.a-b]\nfailures = 3\n[breakers.a_b]\nfailures = 3\n";
+        assert!(err(file, &[("BREAKERBOX__ENV_X__FAILURE", "3")])
+            .starts_with("environment variable BREAKERBOX__ENV_X__FAILURE: unknown key `failure`; did you mean `failures`? valid keys: failures,"));
+        let two = "[breakers.a-b]\ndynamic = true\nfailures = 3\n[breakers.a_b]\ndynamic = true\nfailures = 3\n";
         assert!(err(two, &[("BREAKERBOX__A_B__FAILURES", "2")]).ends_with(
             "A_B could be any of the breakers 'a-b' and 'a_b'; rename one of them in breakers.toml"
         ));
         assert!(err(file, &[("BREAKERBOX__FAILURES", "3")]).starts_with(
             "environment variable BREAKERBOX__FAILURES: write it `BREAKERBOX__<NAME>__<KEY>`"
         ));
+        assert!(err(file, &[("BREAKERBOX____FAILURES", "3")]).starts_with(
+            "environment variable BREAKERBOX____FAILURES: write it `BREAKERBOX__<NAME>__<KEY>`"
+        ));
+    }
+
+    /// D06: the key is split from the right, so names with `::` (the attribute's default
+    /// names) and names that start or end with punctuation can be addressed.
+    #[test]
+    fn env_addresses_every_default_name() {
+        let text = r#"
+[breakers."load_app::client::fetch_user"]
+dynamic = true
+failures = 3
+
+[breakers."load-users!"]
+dynamic = true
+failures = 3
+
+[breakers."_load_lead"]
+dynamic = true
+failures = 3
+
+[breakers."load::Caps::x9"]
+dynamic = true
+failures = 3
+"#;
+        load(
+            text,
+            &[
+                ("BREAKERBOX__LOAD_APP__CLIENT__FETCH_USER__FAILURES", "7"),
+                ("BREAKERBOX__LOAD_USERS___OPEN_FOR", "5s"),
+                ("BREAKERBOX___LOAD_LEAD__MAX_CONCURRENT", "2"),
+                ("BREAKERBOX__load__caps__X9__failures", "9"),
+            ],
+        )
+        .unwrap();
+        let config = |name: &str| registry().get_or_create(name, Config::default).config().clone();
+        assert_eq!(
+            config("load_app::client::fetch_user").failures(),
+            Some(7)
+        );
+        assert_eq!(
+            config("load-users!").open_for(),
+            Duration::from_secs(5)
+        );
+        assert_eq!(config("_load_lead").max_concurrent(), Some(2));
+        assert_eq!(config("load::Caps::x9").failures(), Some(9));
+        assert_eq!(env_name("my_app::client::fetch_user"), "MY_APP__CLIENT__FETCH_USER");
+    }
+
+    /// Issue 10: an override for a breaker this file does not name belongs to another file.
+    #[test]
+    fn env_for_another_files_breaker_does_not_fail_the_load() {
+        let names = load(
+            "[breakers.load-mine]\ndynamic = true\nfailures = 2\n",
+            &[
+                ("BREAKERBOX__INVENTORY__FAILURES", "3"),
+                ("BREAKERBOX__SOMEONE_ELSE__OPEN_FOR", "not a duration"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(names, ["load-mine"]);
+    }
+
+    /// Issue 10: the file's own mistake is the error, whatever the environment holds.
+    #[test]
+    fn env_never_hides_the_files_own_error() {
+        let e = load(
+            "[breakers.load-typo]\ndynamic = true\nfailurs = 3\n",
+            &[
+                ("BREAKERBOX__INVENTORY__FAILURES", "3"),
+                ("BREAKERBOX__LOAD_TYPO__FAILURES", "zero"),
+                ("BREAKERBOX__LOAD_TYPO__COLOUR", "red"),
+                ("BREAKERBOX__MALFORMED", "1"),
+            ],
+        )
+        .unwrap_err();
+        assert_eq!(e.line(), Some(3));
+        assert_eq!(e.key(), Some("failurs"));
+        assert!(
+            e.to_string().starts_with(
+                "breakers.toml:3: [breakers.load-typo] `failurs` unknown key; did you mean `failures`?"
+            ),
+            "{e}"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_value_that_is_not_utf8_names_the_variable() {
+        use std::os::unix::ffi::OsStringExt;
+        let env = vec![(
+            OsString::from("BREAKERBOX__LOAD_BYTES__FAILURES"),
+            OsString::from_vec(vec![b'3', 0xff]),
+        )];
+        let e = registry()
+            .load_with_env(
+                Path::new("breakers.toml"),
+                "[breakers.load-bytes]\ndynamic = true\n",
+                env,
+            )
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "environment variable BREAKERBOX__LOAD_BYTES__FAILURES: its value is not valid UTF-8; write it as text, like `30s` or `5`"
+        );
+        // A name that is not UTF-8 cannot be one of ours.
+        let env = vec![(OsString::from_vec(vec![b'B', 0xff]), OsString::from("1"))];
+        registry()
+            .load_with_env(Path::new("b.toml"), "", env)
+            .unwrap();
+    }
+
+    #[test]
+    fn huge_values_give_short_messages() {
+        let huge = "9".repeat(200_000);
+        for (text, env) in [
+            (format!("[breakers.h]\nopen_for = \"{huge}x\"\n"), None),
+            (format!("[breakers.h]\nopen_for = \"{huge}s\"\n"), None),
+            (format!("[breakers.h]\n{huge}x = 1\n"), None),
+            (format!("[breakers.\"{huge}\"]\nfailures = 1\n"), None),
+            (format!("[breakers]\n\"{huge}\" = 1\n"), None),
+            (
+                "[breakers.load-huge]\ndynamic = true\n".to_owned(),
+                Some(("BREAKERBOX__LOAD_HUGE__OPEN_FOR", format!("{huge} s"))),
+            ),
+            (
+                "[breakers.load-huge]\ndynamic = true\n".to_owned(),
+                Some(("BREAKERBOX__LOAD_HUGE__FAILURES", huge.clone())),
+            ),
+        ] {
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let e = err(&text, &env);
+            assert!(e.len() < 400, "{} bytes: {}", e.len(), &e[..400]);
+        }
+        let e = err(&format!("[breakers.h]\nopen_for = \"{huge}x\"\n"), &[]);
+        assert!(e.contains("…\" (200001 bytes)"), "{e}");
+    }
+
+    /// Issue 10: a misspelt table name is an error, not a config nobody reads.
+    #[test]
+    fn a_table_must_name_a_known_breaker_or_say_dynamic() {
+        let _ = registry().get_or_create("load-inventory", Config::default);
+        let e = load(
+            "[breakers.load-fine]\ndynamic = true\n\n[breakers.load-inventroy]\nfailures = 2\n",
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "breakers.toml:4: no breaker named `load-inventroy`; did you mean `load-inventory`? A breaker that is only created at run time (`get_or_create`) needs `dynamic = true` in its table."
+        );
+        assert!(
+            matches!(&e, LoadError::UnknownBreaker { suggestion: Some(s), line: 4, .. } if s == "load-inventory")
+        );
+        // Nothing close: no suggestion.
+        let e = err("[breakers.load-zzzzzzzz-qq]\nfailures = 2\n", &[]);
+        assert!(e.starts_with("breakers.toml:1: no breaker named `load-zzzzzzzz-qq`. A breaker"), "{e}");
+        // All or nothing: the dynamic table was not configured either.
+        let fine = registry().get_or_create("load-fine", || {
+            Config::builder().failures(9).build().unwrap()
+        });
+        assert_eq!(fine.config().failures(), Some(9));
+        // `dynamic` is a boolean.
+        assert_eq!(
+            err("[breakers.load-dyn]\ndynamic = \"yes\"\n", &[]),
+            "breakers.toml:2: [breakers.load-dyn] `dynamic` must be `true` (the breaker is created at run time) or `false`"
+        );
+        assert!(
+            err("[breakers.load-dyn]\ndynamic = false\n", &[])
+                .starts_with("breakers.toml:1: no breaker named `load-dyn`")
+        );
     }
 
     #[test]
     fn an_existing_breaker_is_not_reconfigured_and_nothing_is() {
         let _ = registry().get_or_create("load-exists", Config::default);
         let e = load(
-            "[breakers.load-fresh]\nfailures = 2\n\n[breakers.load-exists]\nfailures = 2\n",
+            "[breakers.load-fresh]\ndynamic = true\nfailures = 2\n\n[breakers.load-exists]\nfailures = 2\n",
             &[],
         )
         .unwrap_err();
         assert!(
-            matches!(e, LoadError::AlreadyCreated { line: 4, .. }),
+            matches!(e, LoadError::AlreadyCreated { line: 5, .. }),
             "{e}"
         );
         // All or nothing: the good table was not applied either.
@@ -561,13 +1005,120 @@ backoff = 2
     #[test]
     fn an_error_leaves_every_breaker_to_its_call_site() {
         let _ = load(
-            "[breakers.load-half]\nfailures = 2\n[breakers.load-half2]\nfailures = 0\n",
+            "[breakers.load-half]\ndynamic = true\nfailures = 2\n[breakers.load-half2]\ndynamic = true\nfailures = 0\n",
             &[],
         );
         let half = registry().get_or_create("load-half", || {
             Config::builder().failures(9).build().unwrap()
         });
         assert_eq!(half.config().failures(), Some(9));
+    }
+
+    /// A breaker created while the file loads either gets the file's config or the load
+    /// says it could not: never `Ok` with a breaker that silently kept its call site's.
+    #[test]
+    fn a_breaker_created_during_the_load_is_never_silently_missed() {
+        for round in 0..20 {
+            let names: Vec<String> = (0..300).map(|i| format!("load-race-{round}-{i}")).collect();
+            let text: String = names
+                .iter()
+                .map(|n| format!("[breakers.{n}]\ndynamic = true\nfailures = 2\n"))
+                .collect();
+            let last = names.iter().max().unwrap().clone();
+            let creator = std::thread::spawn(move || {
+                // Create the table applied last, at some point during the load.
+                loop {
+                    let b = registry().get_or_create(&last, Config::default);
+                    if b.config().failures() == Some(2) || registry().get(&last).is_some() {
+                        return b;
+                    }
+                }
+            });
+            let loaded = load(&text, &[]);
+            let created = creator.join().unwrap();
+            match loaded {
+                Ok(names) => {
+                    assert!(names.contains(&created.name().to_owned()));
+                    assert_eq!(created.config().failures(), Some(2), "round {round}");
+                }
+                Err(e) => assert!(matches!(e, LoadError::AlreadyCreated { .. }), "{e}"),
+            }
+        }
+    }
+
+    fn tables(n: usize) -> String {
+        let mut text = String::with_capacity(n * 64);
+        for i in 0..n {
+            text.push_str(&format!(
+                "[breakers.load-scale-{n}-{i}]\ndynamic = true\nfailures = 3\nopen_for = \"1.5s\"\n\n"
+            ));
+        }
+        text
+    }
+
+    /// D05: the loader reads the text once to number its lines, however many tables and keys
+    /// it has (it used to rescan the text from the start for every table and key).
+    #[test]
+    fn the_loader_reads_the_text_once() {
+        for n in [10, 100, 3_000] {
+            let text = tables(n);
+            SCANNED.with(|s| s.set(0));
+            assert_eq!(load(&text, &[]).unwrap().len(), n);
+            assert_eq!(SCANNED.with(|s| s.get()), text.len(), "{n} tables");
+        }
+        // An error costs one more pass over its own line at most.
+        let text = format!("{}[breakers.x]\nfailures = = 1\n", tables(1_000));
+        SCANNED.with(|s| s.set(0));
+        assert!(matches!(load(&text, &[]), Err(LoadError::Syntax { .. })));
+        assert!(SCANNED.with(|s| s.get()) <= text.len() + 20);
+    }
+
+    /// `load_toml` of a file of `n` tables, reading it once.
+    fn load_file(n: usize) -> usize {
+        let text = tables(n);
+        let path = std::env::temp_dir().join(format!(
+            "breakerbox-load-{}-{n}.toml",
+            std::process::id()
+        ));
+        std::fs::write(&path, &text).unwrap();
+        SCANNED.with(|s| s.set(0));
+        let names = registry().load_toml(&path);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(names.unwrap().len(), n);
+        assert_eq!(SCANNED.with(|s| s.get()), text.len());
+        text.len()
+    }
+
+    /// Tables of `bytes` in all.
+    fn load_size(bytes: usize) {
+        let per = tables(1).len();
+        assert!(load_file(bytes / per + 1) >= bytes);
+    }
+
+    #[test]
+    fn scale_1_mb() {
+        load_size(1 << 20);
+    }
+
+    // The larger ones take seconds in debug, where the TOML parser alone is slow; run them
+    // with `cargo test -p breakerbox-runtime --features serde --release --lib scale_`.
+
+    #[test]
+    #[cfg_attr(debug_assertions, ignore = "run with --release")]
+    fn scale_4_mb() {
+        load_size(4 << 20);
+    }
+
+    #[test]
+    #[cfg_attr(debug_assertions, ignore = "run with --release")]
+    fn scale_16_mb() {
+        load_size(16 << 20);
+    }
+
+    #[test]
+    #[cfg_attr(debug_assertions, ignore = "run with --release")]
+    fn scale_100_000_tables() {
+        load_file(100_000);
     }
 
     #[test]

@@ -11,96 +11,22 @@ use serde::{Deserialize, Serialize};
 
 use crate::breaker::{SharedState, State};
 use crate::config::{Config, ConfigBuilder, Window};
+use crate::duration::{self as text, DurationError};
+use crate::keys::{ATTRIBUTE_ONLY, KEYS};
+use crate::suggest::closest;
 
-/// The units a duration may be written in, largest first, with their length in nanoseconds.
-const UNITS: &[(&str, u128)] = &[
-    ("h", 3_600_000_000_000),
-    ("m", 60_000_000_000),
-    ("s", 1_000_000_000),
-    ("ms", 1_000_000),
-    ("us", 1_000),
-    ("µs", 1_000),
-    ("ns", 1),
-];
-
-/// `d` exactly, as a person writes it: in the largest unit that divides it (`"90s"`, `"2m"`,
-/// `"250ms"`), else with a fraction of a second or millisecond (`"1.5s"`, `"59.998612s"`,
-/// `"2.5ms"`).
-pub(crate) fn format_duration(d: Duration) -> String {
-    let nanos = d.as_nanos();
-    if nanos == 0 {
-        return "0s".to_owned();
-    }
-    let (unit, size) = UNITS
-        .iter()
-        .find(|(u, size)| *u != "µs" && nanos.checked_rem(*size) == Some(0))
-        .expect("ns divides everything");
-    let fraction = |unit: &str, size: u128| {
-        let digits = size.ilog10() as usize;
-        let frac = format!("{:0digits$}", nanos % size);
-        format!("{}.{}{unit}", nanos / size, frac.trim_end_matches('0'))
-    };
-    if *size < 1_000_000_000 && nanos >= 1_000_000_000 {
-        fraction("s", 1_000_000_000)
-    } else if *size < 1_000_000 && nanos >= 1_000_000 {
-        fraction("ms", 1_000_000)
-    } else {
-        format!("{}{unit}", nanos / size)
-    }
-}
-
-/// Parses `"<number><unit>"` as the attribute does: `"250ms"`, `"2s"`, `"1.5m"`. Units are
-/// `ns`, `us`, `ms`, `s`, `m`, `h`. The error is a sentence saying how to write it.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    const HOW: &str =
-        "write a number and a unit (`ns`, `us`, `ms`, `s`, `m` or `h`), like \"250ms\" or \"2s\"";
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    if number.is_empty() || unit.is_empty() {
-        return Err(format!("\"{text}\" is not a duration: {HOW}"));
-    }
-    let Some(&(_, size)) = UNITS.iter().find(|(u, _)| *u == unit) else {
-        return Err(format!("unknown unit `{unit}` in \"{text}\": {HOW}"));
-    };
-    let number = number.replace('_', "");
-    let (whole, frac) = number.split_once('.').unwrap_or((&number, ""));
-    let malformed = || format!("malformed number in \"{text}\": {HOW}");
-    if whole.is_empty() || frac.contains('.') {
-        return Err(malformed());
-    }
-    let too_long = || format!("\"{text}\" is too long: durations go up to about 584 years");
-    let whole: u128 = whole.parse().map_err(|_| too_long())?;
-    let mut nanos = whole.checked_mul(size).ok_or_else(too_long)?;
-    if !frac.is_empty() {
-        let digits = u32::try_from(frac.len()).map_err(|_| malformed())?;
-        let scale = 10u128.checked_pow(digits).ok_or_else(malformed)?;
-        let frac: u128 = frac.parse().map_err(|_| malformed())?;
-        let part = frac.checked_mul(size).ok_or_else(too_long)?;
-        if part.checked_rem(scale) != Some(0) {
-            return Err(format!(
-                "\"{text}\" is not a whole number of nanoseconds: use fewer decimals or a smaller unit"
-            ));
-        }
-        nanos = nanos.checked_add(part / scale).ok_or_else(too_long)?;
-    }
-    u64::try_from(nanos)
-        .map(Duration::from_nanos)
-        .map_err(|_| too_long())
-}
-
-/// `#[serde(with = …)]` for a `Duration` as a string like `"250ms"`.
+/// `#[serde(with = …)]` for a `Duration` as a string like `"250ms"`: exact, any `Duration`
+/// from zero to `Duration::MAX` (`"18446744073709551615.999999999s"`).
 pub(crate) mod duration {
     use super::*;
 
     pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format_duration(*d))
+        s.serialize_str(&text::display_duration(*d))
     }
 
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        parse_duration(&text).map_err(de::Error::custom)
+        let t = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        text::parse_duration(&t).map_err(de::Error::custom)
     }
 }
 
@@ -110,7 +36,7 @@ pub(crate) mod option_duration {
 
     pub(crate) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
         match d {
-            Some(d) => s.serialize_some(&format_duration(*d)),
+            Some(d) => s.serialize_some(&text::display_duration(*d)),
             None => s.serialize_none(),
         }
     }
@@ -119,7 +45,7 @@ pub(crate) mod option_duration {
         d: D,
     ) -> Result<Option<Duration>, D::Error> {
         let text = <Option<std::borrow::Cow<'de, str>>>::deserialize(d)?;
-        text.map(|t| parse_duration(&t).map_err(de::Error::custom))
+        text.map(|t| text::parse_duration(&t).map_err(de::Error::custom))
             .transpose()
     }
 }
@@ -197,28 +123,44 @@ impl<'de> Deserialize<'de> for Raw {
     }
 }
 
-/// The keys a config file (or a serialized [`Config`]) may hold: the attribute's.
-pub(crate) const KEYS: &[&str] = &[
-    "failures",
-    "failures_within",
-    "failure_rate",
-    "window",
-    "min_calls",
-    "slow",
-    "slow_rate",
-    "open_for",
-    "max_open_for",
-    "backoff",
-    "jitter",
-    "half_open_calls",
-    "successes",
-    "probe_timeout",
-    "max_concurrent",
-];
+/// How a config's durations read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    /// A config file or an environment variable: the attribute's dialect, longer than zero and
+    /// at most `u64::MAX` nanoseconds, with the attribute's messages.
+    Text,
+    /// A serialized [`Config`]: any `Duration` that serialization writes reads back exactly.
+    Serde,
+}
 
-/// Sets `key` to `value` on `b`, or says what is wrong with the value (or the key). Ranges and
-/// combinations are left to [`ConfigBuilder::build`], which names the key too.
-pub(crate) fn apply(b: ConfigBuilder, key: &str, value: &Raw) -> Result<ConfigBuilder, String> {
+impl Dialect {
+    fn duration(self, s: &str) -> Result<Duration, DurationError> {
+        match self {
+            Dialect::Text => text::parse(s).map(Duration::from_nanos),
+            Dialect::Serde => text::parse_duration(s),
+        }
+    }
+}
+
+/// After "unknown key": "; did you mean `failures`? valid keys: …" for a key close to a valid
+/// one, else "; valid keys: …".
+pub(crate) fn did_you_mean(key: &str) -> String {
+    let keys = KEYS.join(", ");
+    match closest(key, KEYS.iter().copied()) {
+        Some(k) => format!("; did you mean `{k}`? valid keys: {keys}"),
+        None => format!("; valid keys: {keys}"),
+    }
+}
+
+/// Sets `key` to `value` on `b`, or says what is wrong with the value (or the key), in words
+/// that follow the key (the caller writes the key first). Ranges and combinations are left to
+/// [`ConfigBuilder::build`], which names the key too.
+pub(crate) fn apply(
+    b: ConfigBuilder,
+    key: &str,
+    value: &Raw,
+    dialect: Dialect,
+) -> Result<ConfigBuilder, String> {
     let count = || match value {
         Raw::Int(n) => u32::try_from(*n)
             .map_err(|_| format!("must be a whole number from 1 to {}, got {n}", u32::MAX)),
@@ -234,9 +176,12 @@ pub(crate) fn apply(b: ConfigBuilder, key: &str, value: &Raw) -> Result<ConfigBu
         )),
     };
     let duration = || match value {
-        Raw::Str(s) => parse_duration(s),
-        Raw::Int(n) => Err(format!(
+        Raw::Str(s) => dialect.duration(s).map_err(|e| e.to_string()),
+        Raw::Int(n) if dialect.duration(&format!("{n}ms")).is_ok() => Err(format!(
             "must be a duration with a unit, like \"{n}s\" or \"{n}ms\", got the bare number {n}"
+        )),
+        Raw::Int(n) => Err(format!(
+            "must be a duration with a unit, like \"250ms\" or \"2s\", got the bare number {n}"
         )),
         other => Err(format!(
             "must be a duration like \"250ms\" or \"2s\", got {}",
@@ -257,7 +202,7 @@ pub(crate) fn apply(b: ConfigBuilder, key: &str, value: &Raw) -> Result<ConfigBu
                 u32::try_from(*n)
                     .map_err(|_| format!("must be from 1 to 10000 calls, got {n}"))?,
             ),
-            Raw::Str(s) => Window::Time(parse_duration(s)?),
+            Raw::Str(_) => Window::Time(duration()?),
             other => {
                 return Err(format!(
                     "must be a number of calls (`window = 100`) or a duration (`window = \"10s\"`), got {}",
@@ -276,13 +221,15 @@ pub(crate) fn apply(b: ConfigBuilder, key: &str, value: &Raw) -> Result<ConfigBu
         "successes" => b.successes(count()?),
         "probe_timeout" => b.probe_timeout(duration()?),
         "max_concurrent" => b.max_concurrent(count()?),
-        "timeout" | "fallback" | "classify" | "crate" | "name" => {
+        _ if ATTRIBUTE_ONLY.contains(&key) => {
             return Err(format!(
-                "`{key}` belongs to the function's `#[circuit_breaker(...)]` attribute, not to the breaker's config; valid keys here: {}",
+                "belongs to the function's `#[circuit_breaker(...)]` attribute, not to the breaker's config; valid keys here: {}",
                 KEYS.join(", ")
             ));
         }
-        _ => return Err(format!("unknown key; valid keys: {}", KEYS.join(", "))),
+        _ => {
+            return Err(format!("unknown key{}", did_you_mean(key)));
+        }
     })
 }
 
@@ -291,7 +238,7 @@ pub(crate) fn apply(b: ConfigBuilder, key: &str, value: &Raw) -> Result<ConfigBu
 impl Serialize for Config {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(None)?;
-        let d = format_duration;
+        let d = text::display_duration;
         if let Some(n) = self.failures() {
             m.serialize_entry("failures", &n)?;
         }
@@ -340,8 +287,9 @@ impl<'de> Deserialize<'de> for Config {
                 let mut b = Config::builder();
                 while let Some(key) = a.next_key::<std::borrow::Cow<'de, str>>()? {
                     let value: Raw = a.next_value()?;
-                    b = apply(b, &key, &value)
-                        .map_err(|e| de::Error::custom(format_args!("`{key}` {e}")))?;
+                    b = apply(b, &key, &value, Dialect::Serde).map_err(|e| {
+                        de::Error::custom(format_args!("`{}` {e}", text::excerpt(&key)))
+                    })?;
                 }
                 b.build().map_err(de::Error::custom)
             }
@@ -355,7 +303,7 @@ impl Serialize for Window {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             Window::Calls(n) => s.serialize_u32(*n),
-            Window::Time(d) => s.serialize_str(&format_duration(*d)),
+            Window::Time(d) => s.serialize_str(&text::display_duration(*d)),
         }
     }
 }
@@ -366,7 +314,7 @@ impl<'de> Deserialize<'de> for Window {
             Raw::Int(n) => u32::try_from(n)
                 .map(Window::Calls)
                 .map_err(|_| de::Error::custom(format_args!("a window of {n} calls"))),
-            Raw::Str(s) => parse_duration(&s)
+            Raw::Str(s) => text::parse_duration(&s)
                 .map(Window::Time)
                 .map_err(de::Error::custom),
             other => Err(de::Error::custom(format_args!(
@@ -437,48 +385,6 @@ impl<'de> Deserialize<'de> for SharedState {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_round_trip_in_the_largest_exact_unit() {
-        for (d, text) in [
-            (Duration::from_secs(90), "90s"),
-            (Duration::from_secs(120), "2m"),
-            (Duration::from_secs(7200), "2h"),
-            (Duration::from_millis(250), "250ms"),
-            (Duration::from_micros(1500), "1.5ms"),
-            (Duration::from_millis(1500), "1.5s"),
-            (Duration::from_nanos(59_998_612_000), "59.998612s"),
-            (Duration::from_nanos(1_000_000_001), "1.000000001s"),
-            (Duration::from_micros(250), "250us"),
-            (Duration::from_nanos(7), "7ns"),
-            (Duration::ZERO, "0s"),
-        ] {
-            assert_eq!(format_duration(d), text);
-            assert_eq!(parse_duration(text), Ok(d));
-        }
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("1_000ms"), Ok(Duration::from_secs(1)));
-        assert_eq!(parse_duration("2µs"), Ok(Duration::from_micros(2)));
-    }
-
-    #[test]
-    fn bad_durations_say_how_to_write_them() {
-        for (text, says) in [
-            ("", "is not a duration"),
-            ("10", "is not a duration"),
-            ("s", "is not a duration"),
-            ("10 s", "unknown unit ` s`"),
-            ("10sec", "unknown unit `sec`"),
-            ("1.2.3s", "malformed number"),
-            (".5s", "malformed number"),
-            ("1.0000000001s", "not a whole number of nanoseconds"),
-            ("6000000h", "too long"),
-            ("-1s", "is not a duration"),
-        ] {
-            let err = parse_duration(text).unwrap_err();
-            assert!(err.contains(says), "{text:?}: {err}");
-        }
-    }
 
     #[test]
     fn env_values_read_as_numbers_when_they_are() {
