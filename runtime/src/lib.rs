@@ -23,6 +23,8 @@ mod error;
 mod event;
 #[cfg(feature = "metrics")]
 pub mod export;
+#[cfg(feature = "http")]
+pub mod http;
 #[cfg(feature = "serde")]
 mod load;
 mod metrics;
