@@ -108,8 +108,7 @@ mod tests {
         clock.advance(Duration::from_secs(3600));
         breaker.force_open();
         breaker.reset();
-        let events = seen.lock().unwrap().clone();
-        events
+        seen.lock().unwrap().clone()
     }
 
     #[test]

@@ -573,7 +573,7 @@ mod tests {
             .failure(1000..=i32::MAX)
             .failure(i32::MIN..-1)
             .failure(300..300)
-            .failure(300..=299)
+            .failure(RangeInclusive::new(300, 299))
             .failure(0)
             .failure(-1)
             .failure(u16::MAX)
