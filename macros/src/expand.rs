@@ -503,6 +503,31 @@ mod tests {
     }
 
     #[test]
+    fn fallback_with_reason_passes_the_reason_last() {
+        let out = expanded(
+            quote!(fallback_with_reason = cached, timeout = "1s"),
+            quote!(
+                async fn get(&self, id: u32) -> Result<u32, E> {
+                    Ok(id)
+                }
+            ),
+        );
+        let reason = ":: breakerbox :: __private :: FallbackReason ::";
+        assert!(
+            out.contains(&format!(
+                "Err (__breakerbox_rejected) => {{ return cached (self , id , {reason} Rejected (__breakerbox_rejected)) . await ; }}"
+            )),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!(
+                "return cached (self , id , {reason} TimedOut (__breakerbox_timeout)) . await ;"
+            )),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn raw_identifiers_are_named_without_r_hash() {
         let out = expanded(
             quote!(),
