@@ -35,6 +35,8 @@
 //!   paused time.
 //! - `tower`: `breakerbox::tower::CircuitBreakerLayer`, a tower `Layer` that puts a breaker
 //!   in front of any `Service`: a hyper or reqwest client, a tonic channel, an axum route.
+//! - `http`: `breakerbox::http`, `Outcome`s from HTTP statuses and `Retry-After` headers
+//!   (`HttpClassifier`, `parse_retry_after`), on the `http` 1.x types.
 //! - `metrics`: `breakerbox::export`, the breakers' counts, states and rates through the
 //!   `metrics` crate (`breakerbox_calls_total`, `breakerbox_state`, …), exported from
 //!   snapshots, never on the call path.
@@ -69,6 +71,9 @@
 #[doc(inline)]
 pub use breakerbox_macros::circuit_breaker;
 pub use breakerbox_runtime::*;
+
+mod fallback;
+pub use fallback::FallbackReason;
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -13,6 +13,8 @@ pub use ::std::sync::LazyLock;
 
 pub use breakerbox_runtime::{Breaker, ConfigBuilder, Outcome, Permit, Rejected, Timeout, Window};
 
+pub use crate::FallbackReason;
+
 use breakerbox_runtime::{Config, registry};
 
 /// Creates (or finds) the breaker of a `#[circuit_breaker]` function.

@@ -329,3 +329,71 @@ mod timeout {
         assert_eq!((metrics.successes, metrics.failures), (1, 1));
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// `fallback_with_reason`: the fallback is told why it answers.
+
+/// Answers with the request and the reason, as text a test can compare.
+async fn explain(id: u32, reason: breakerbox::FallbackReason) -> Result<String, ApiError> {
+    yield_now().await;
+    let why = match &reason {
+        breakerbox::FallbackReason::Rejected(rejected) => format!("{:?}", rejected.reason()),
+        breakerbox::FallbackReason::TimedOut(timeout) => {
+            format!("timed out after {:?}", timeout.after())
+        }
+        _ => "unknown".to_owned(),
+    };
+    Ok(format!("{id} {} {why}", reason.name()))
+}
+
+#[circuit_breaker(name = "async-fallback-reason", failures = 1, open_for = "1s", fallback_with_reason = explain)]
+async fn explained(id: u32) -> Result<String, ApiError> {
+    yield_now().await;
+    if id == 0 {
+        Err(ApiError::Down)
+    } else {
+        Ok(format!("{id}"))
+    }
+}
+
+#[tokio::test]
+async fn an_async_fallback_with_reason_is_awaited_with_the_rejection() {
+    manual_clock("async-fallback-reason");
+    assert_eq!(explained(1).await.unwrap(), "1");
+    assert!(matches!(explained(0).await, Err(ApiError::Down)));
+    assert_eq!(explained(2).await.unwrap(), "2 async-fallback-reason Open");
+}
+
+#[cfg(feature = "tokio")]
+mod timeout_reason {
+    use super::{ApiError, circuit_breaker, explain, registry, yield_now};
+
+    #[circuit_breaker(name = "async-timeout-reason", failures = 2, timeout = "1s", fallback_with_reason = explain)]
+    async fn slow(id: u32) -> Result<String, ApiError> {
+        if id == 0 {
+            std::future::pending::<()>().await;
+        }
+        yield_now().await;
+        Ok(format!("{id}"))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_fallback_is_told_the_call_timed_out_then_that_it_was_rejected() {
+        assert_eq!(slow(5).await.unwrap(), "5");
+        assert_eq!(
+            slow(0).await.unwrap(),
+            "0 async-timeout-reason timed out after 1s"
+        );
+        assert_eq!(
+            slow(0).await.unwrap(),
+            "0 async-timeout-reason timed out after 1s"
+        );
+        // Two timeouts are two failures: open, and the next call is rejected.
+        assert_eq!(slow(7).await.unwrap(), "7 async-timeout-reason Open");
+        let metrics = registry().get("async-timeout-reason").unwrap().metrics();
+        assert_eq!(
+            (metrics.successes, metrics.failures, metrics.rejected),
+            (1, 2, 1)
+        );
+    }
+}

@@ -440,3 +440,109 @@ fn a_raw_identifier_is_named_without_r_hash() {
     r#match().unwrap();
     assert!(registry().get(concat!(module_path!(), "::match")).is_some());
 }
+
+// ---------------------------------------------------------------------------------------------
+// `fallback_with_reason`: the fallback is told why it answers.
+
+/// What `why` answered: the body ran, or the fallback answered for this request and reason.
+#[derive(Debug, PartialEq)]
+enum Answer {
+    Ran,
+    FellBack(u32, breakerbox::RejectReason, Option<Duration>),
+}
+
+/// Gets the function's argument, then the reason.
+fn explain(request: u32, reason: breakerbox::FallbackReason) -> Result<Answer, ApiError> {
+    let rejected = reason
+        .rejected()
+        .expect("a sync call is only ever rejected");
+    assert_eq!(reason.name(), "sync-fallback-reason");
+    assert!(reason.timed_out().is_none());
+    assert_eq!(reason.to_string(), rejected.to_string());
+    Ok(Answer::FellBack(
+        request,
+        rejected.reason(),
+        rejected.retry_after(),
+    ))
+}
+
+const OK: u32 = 0;
+const FAIL: u32 = 1;
+/// Calls `why(OK)` from inside the body, while this call holds its permit.
+const NESTED: u32 = 2;
+
+#[circuit_breaker(
+    name = "sync-fallback-reason",
+    failures = 1,
+    open_for = "5s",
+    max_concurrent = 1,
+    fallback_with_reason = explain
+)]
+fn why(request: u32) -> Result<Answer, ApiError> {
+    match request {
+        FAIL => Err(ApiError::Down),
+        NESTED => why(OK),
+        _ => Ok(Answer::Ran),
+    }
+}
+
+#[test]
+fn fallback_with_reason_tells_each_rejection_apart() {
+    use breakerbox::RejectReason::{BulkheadFull, ForcedOpen, HalfOpenFull, Open};
+    let clock = manual_clock("sync-fallback-reason");
+    assert_eq!(why(OK).unwrap(), Answer::Ran);
+    // Closed, with the one place taken by the outer call.
+    assert_eq!(
+        why(NESTED).unwrap(),
+        Answer::FellBack(OK, BulkheadFull, None)
+    );
+    // Open.
+    assert!(matches!(why(FAIL), Err(ApiError::Down)));
+    let secs = |s| Some(Duration::from_secs(s));
+    assert_eq!(why(OK).unwrap(), Answer::FellBack(OK, Open, secs(5)));
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(why(FAIL).unwrap(), Answer::FellBack(FAIL, Open, secs(3)));
+    // Half-open, with the one probe taken by the outer call, whose success closes it.
+    clock.advance(Duration::from_secs(3));
+    assert_eq!(
+        why(NESTED).unwrap(),
+        Answer::FellBack(OK, HalfOpenFull, None)
+    );
+    assert_eq!(state("sync-fallback-reason"), State::Closed);
+    // Forced open.
+    registry().get("sync-fallback-reason").unwrap().force_open();
+    assert_eq!(
+        why(NESTED).unwrap(),
+        Answer::FellBack(NESTED, ForcedOpen, None)
+    );
+}
+
+/// A method's fallback gets `self`, the arguments, then the reason.
+struct Catalog {
+    stale: &'static str,
+}
+
+impl Catalog {
+    #[circuit_breaker(name = "sync-fallback-reason-method", fallback_with_reason = Self::stale)]
+    fn item(&self, id: u32) -> Result<String, ApiError> {
+        Ok(format!("item {id}"))
+    }
+
+    fn stale(&self, id: u32, reason: breakerbox::FallbackReason) -> Result<String, ApiError> {
+        Ok(format!("{} {id}: {reason}", self.stale))
+    }
+}
+
+#[test]
+fn a_methods_fallback_with_reason_gets_self_the_arguments_and_the_reason() {
+    let catalog = Catalog { stale: "stale" };
+    assert_eq!(catalog.item(1).unwrap(), "item 1");
+    registry()
+        .get("sync-fallback-reason-method")
+        .unwrap()
+        .force_open();
+    assert_eq!(
+        catalog.item(2).unwrap(),
+        "stale 2: circuit breaker 'sync-fallback-reason-method' is forced open"
+    );
+}

@@ -2,8 +2,11 @@
 //! Time comes from a `ManualClock`; nothing sleeps.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use breakerbox::tower::{CircuitBreaker, CircuitBreakerLayer};
@@ -253,4 +256,82 @@ async fn inside_an_axum_router_a_rejection_is_a_503_without_running_the_handler(
         .unwrap();
     assert!(body.starts_with(b"circuit breaker 'tower-axum' is open; retry in"));
     assert_eq!(calls.load(Ordering::Relaxed), 1, "the handler ran once");
+}
+
+/// A service whose future panics when asked to (`true`) and succeeds otherwise.
+fn panicking() -> impl Service<bool, Response = (), Error = Infallible> + Clone {
+    tower::service_fn(|panic: bool| async move {
+        if panic {
+            panic!("the inner future panicked");
+        }
+        Ok::<_, Infallible>(())
+    })
+}
+
+/// Calls `svc` and polls the response future inside `catch_unwind`, as a panic catcher above
+/// the layer does (tower-http's `CatchPanicLayer`, `FutureExt::catch_unwind`), then drops the
+/// future. Whether the poll panicked.
+fn call_catching_panics<S: Service<bool>>(svc: &mut S, request: bool) -> bool {
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(svc.poll_ready(&mut cx).is_ready());
+    let mut future = Box::pin(svc.call(request));
+    let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+    drop(future); // after the unwind was caught: not while panicking
+    match polled {
+        Ok(poll) => {
+            assert!(poll.is_ready());
+            false
+        }
+        Err(_) => true,
+    }
+}
+
+#[test]
+fn a_panic_in_the_inner_future_is_a_failure_when_a_catcher_stops_it() {
+    let breaker = Breaker::new(
+        "tower-caught-panic",
+        Config::builder().failures(2).build().unwrap(),
+    );
+    let mut svc = CircuitBreakerLayer::from_breaker(breaker.clone()).layer(panicking());
+    assert!(call_catching_panics(&mut svc, true));
+    let m = breaker.metrics();
+    assert_eq!((m.failures, m.ignored, m.successes), (1, 0, 0));
+    assert!(call_catching_panics(&mut svc, true));
+    assert_eq!(
+        breaker.state(),
+        State::Open,
+        "two failures in a row trip it"
+    );
+    // The permit is recorded once: the panic, not the drop of the future after it.
+    assert_eq!(breaker.metrics().failures, 2);
+}
+
+#[test]
+fn a_panicking_probe_reopens_the_breaker_when_a_catcher_stops_it() {
+    let clock = ManualClock::new();
+    let breaker = Breaker::new("tower-caught-panic-probe", config(&clock));
+    breaker.trip_for(Duration::from_secs(1));
+    clock.advance(Duration::from_secs(1));
+    let mut svc = CircuitBreaker::new(panicking(), breaker.clone());
+    assert!(call_catching_panics(&mut svc, true)); // the probe
+    assert_eq!(breaker.state(), State::Open, "a failed probe re-opens");
+    assert_eq!(breaker.metrics().ignored, 0);
+    // A non-panicking call through the same service is recorded as before.
+    clock.advance(Duration::from_secs(5));
+    assert!(!call_catching_panics(&mut svc, false));
+    assert_eq!(breaker.state(), State::Closed);
+}
+
+#[test]
+fn a_panicking_classifier_is_a_failure_when_a_catcher_stops_it() {
+    let breaker = Breaker::new(
+        "tower-caught-classifier",
+        Config::builder().failures(5).build().unwrap(),
+    );
+    let mut svc = CircuitBreakerLayer::from_breaker(breaker.clone())
+        .classify(|_: &Result<(), Infallible>| -> Outcome { panic!("the classifier panicked") })
+        .layer(panicking());
+    assert!(call_catching_panics(&mut svc, false));
+    let m = breaker.metrics();
+    assert_eq!((m.failures, m.ignored, m.successes), (1, 0, 0));
 }

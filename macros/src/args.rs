@@ -41,6 +41,7 @@ pub(crate) const KEYS: &[&str] = &[
     "max_concurrent",
     "timeout",
     "fallback",
+    "fallback_with_reason",
     "classify",
     "crate",
 ];
@@ -99,7 +100,10 @@ pub(crate) struct Args {
     pub(crate) probe_timeout: Option<Key<u64>>,
     pub(crate) max_concurrent: Option<Key<u32>>,
     pub(crate) timeout: Option<Key<u64>>,
+    /// From `fallback = path` or `fallback_with_reason = path`.
     pub(crate) fallback: Option<Key<ExprPath>>,
+    /// The fallback came from `fallback_with_reason`: it takes a `FallbackReason` last.
+    pub(crate) fallback_with_reason: bool,
     pub(crate) classify: Option<Key<ExprPath>>,
     pub(crate) krate: Option<Key<Path>>,
 }
@@ -140,6 +144,7 @@ struct Raw {
     max_concurrent: Slot<u32>,
     timeout: Slot<u64>,
     fallback: Slot<ExprPath>,
+    fallback_with_reason: Slot<ExprPath>,
     classify: Slot<ExprPath>,
     krate: Slot<Path>,
 }
@@ -273,6 +278,10 @@ pub(crate) fn parse(attr: TokenStream) -> syn::Result<Args> {
             )),
             "timeout" => key!(timeout, |e: &Expr| duration_value(e, "timeout")),
             "fallback" => key!(fallback, |e: &Expr| fn_path(e, "fallback")),
+            "fallback_with_reason" => key!(fallback_with_reason, |e: &Expr| fn_path(
+                e,
+                "fallback_with_reason"
+            )),
             "classify" => key!(classify, |e: &Expr| fn_path(e, "classify")),
             "crate" => key!(krate, crate_path),
             _ => errors.push(syn::Error::new(
@@ -313,6 +322,22 @@ fn read_value(meta: &ParseNestedMeta, key: &str) -> syn::Result<syn::Result<Expr
 impl Raw {
     /// The valid values, then the checks of the keys against each other.
     fn build(self, errors: &mut Errors) -> Args {
+        // One fallback: with the reason as its last argument, or without.
+        let (fallback, fallback_with_reason) =
+            match (self.fallback.value, self.fallback_with_reason.value) {
+                (Some(plain), Some(with_reason)) => {
+                    errors.push(syn::Error::new(
+                        with_reason.key,
+                        "`fallback_with_reason` and `fallback` both name a fallback: keep \
+                         `fallback = path` for a fallback that takes the function's arguments, \
+                         or `fallback_with_reason = path` for one that also takes a \
+                         `breakerbox::FallbackReason` as its last argument",
+                    ));
+                    (Some(plain), false)
+                }
+                (None, Some(with_reason)) => (Some(with_reason), true),
+                (plain, None) => (plain, false),
+            };
         let args = Args {
             name: self.name.value,
             failures: self.failures.value,
@@ -331,7 +356,8 @@ impl Raw {
             probe_timeout: self.probe_timeout.value,
             max_concurrent: self.max_concurrent.value,
             timeout: self.timeout.value,
-            fallback: self.fallback.value,
+            fallback,
+            fallback_with_reason,
             classify: self.classify.value,
             krate: self.krate.value,
         };

@@ -241,15 +241,23 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
     // What a rejected call returns: the fallback's answer, or the rejection converted into
     // the function's error type.
     let output = func::output_anchor(function);
-    let (reject_pattern, on_reject) = match &args.fallback {
-        Some(fallback) => {
+    // The fallback's answer, given why it answers (`fallback_with_reason`: a
+    // `FallbackReason` as its last argument). Located at the fallback path: a fallback whose
+    // arguments or return type do not match the function is reported at `fallback = …`.
+    let fallback_call = |reason: TokenStream| {
+        args.fallback.as_ref().map(|fallback| {
             let path = &fallback.value;
-            let arguments = func::fallback_args(function, fallback.span);
-            // Located at the fallback path: a fallback whose arguments or return type do not
-            // match the function is reported at `fallback = …`.
-            let call = locate(quote!(#path(#(#arguments),*) #dot_await), path);
-            (quote!(_), call)
-        }
+            let mut arguments = func::fallback_args(function, fallback.span);
+            if args.fallback_with_reason {
+                arguments.push(reason);
+            }
+            locate(quote!(#path(#(#arguments),*) #dot_await), path)
+        })
+    };
+    let reject_reason = quote!(#private::FallbackReason::Rejected(#rejected));
+    let (reject_pattern, on_reject) = match fallback_call(reject_reason) {
+        Some(call) if args.fallback_with_reason => (quote!(#rejected), call),
+        Some(call) => (quote!(_), call),
         None => (
             quote!(#rejected),
             // Located at the return type, whose error type lacks `From<Rejected>`.
@@ -292,10 +300,9 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
                 // With a fallback the arguments must still be there after a timeout, so the
                 // body borrows what it does not move (plain `async`, not `async move`).
                 let capture = args.fallback.is_none().then(|| quote!(move));
-                let on_timeout = match &args.fallback {
-                    Some(_) => on_reject.clone(),
-                    None => locate(quote!(#private::reject_timeout(#elapsed)), &output),
-                };
+                let timeout_reason = quote!(#private::FallbackReason::TimedOut(#elapsed));
+                let on_timeout = fallback_call(timeout_reason)
+                    .unwrap_or_else(|| locate(quote!(#private::reject_timeout(#elapsed)), &output));
                 quote! {{
                     #require
                     match #private::timeout(#after, async #capture { #fake_return #(#stmts)* }).await {
@@ -493,6 +500,31 @@ mod tests {
         );
         assert!(out.contains("Ok (id) } . await"), "{out}");
         assert!(out.contains("cached (self , id) . await"), "{out}");
+    }
+
+    #[test]
+    fn fallback_with_reason_passes_the_reason_last() {
+        let out = expanded(
+            quote!(fallback_with_reason = cached, timeout = "1s"),
+            quote!(
+                async fn get(&self, id: u32) -> Result<u32, E> {
+                    Ok(id)
+                }
+            ),
+        );
+        let reason = ":: breakerbox :: __private :: FallbackReason ::";
+        assert!(
+            out.contains(&format!(
+                "Err (__breakerbox_rejected) => {{ return cached (self , id , {reason} Rejected (__breakerbox_rejected)) . await ; }}"
+            )),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!(
+                "return cached (self , id , {reason} TimedOut (__breakerbox_timeout)) . await ;"
+            )),
+            "{out}"
+        );
     }
 
     #[test]

@@ -82,6 +82,7 @@ use proc_macro::TokenStream;
 /// | `max_concurrent` | at most this many calls at once while closed; more are rejected (a bulkhead) | unlimited | `max_concurrent = 100` |
 /// | `timeout` | `async fn` only, needs the `tokio` feature: a call still running after this is dropped and counts as a failure | — | `timeout = "500ms"` |
 /// | `fallback` | the function that answers rejected (and timed-out) calls; see [Fallbacks](#fallbacks) | — | `fallback = cached_user` |
+/// | `fallback_with_reason` | instead of `fallback`: a fallback that is also told why it answers, as a last `breakerbox::FallbackReason` argument | — | `fallback_with_reason = cached_user` |
 /// | `classify` | a `fn(&ReturnType) -> Outcome` that judges each call; see [Outcomes](#outcomes) | `Ok` is a success, `Err` a failure | `classify = by_status` |
 /// | `crate` | where breakerbox is; see [Renaming the crate](#renaming-the-crate) | `::breakerbox` | `crate = "my_crate::breakerbox"` |
 ///
@@ -132,6 +133,34 @@ use proc_macro::TokenStream;
 /// - A fallback whose signature does not fit is a compile error at `fallback = …`, and so is
 ///   a fallback that is the function itself (it would call itself while the breaker is open).
 /// - It runs outside the breaker: its result is not recorded.
+///
+/// `fallback_with_reason = path` names a fallback that is also told why it answers: it takes
+/// the function's arguments as above, then a `breakerbox::FallbackReason`. That is
+/// `Rejected(rejected)` when the breaker refused the call, with `rejected.reason()` telling
+/// open, half-open with every probe taken, at `max_concurrent`, and forced open apart, or
+/// `TimedOut(timeout)` when the call ran past `timeout`. A fallback whose last parameter has
+/// another type is a compile error at `fallback_with_reason = …` (expected `FallbackReason`).
+/// Use one of `fallback` and `fallback_with_reason`.
+///
+/// ```
+/// use breakerbox::{FallbackReason, RejectReason, circuit_breaker};
+/// # #[derive(Debug)] pub struct ApiError;
+///
+/// #[circuit_breaker(name = "doc-reason", max_concurrent = 10, fallback_with_reason = busy)]
+/// fn quote(symbol: &str) -> Result<u64, ApiError> {
+///     Ok(42)
+/// }
+///
+/// fn busy(symbol: &str, reason: FallbackReason) -> Result<u64, ApiError> {
+///     match reason.reject_reason() {
+///         // Too many calls at once: the service is fine, this client is busy.
+///         Some(RejectReason::BulkheadFull) => Err(ApiError),
+///         // Open, half-open, forced open, or (with `timeout`) timed out.
+///         _ => Ok(0),
+///     }
+/// }
+/// # assert_eq!(quote("X").unwrap(), 42);
+/// ```
 ///
 /// Without a fallback, a rejected call returns `Err(From::from(rejected))`: the function must
 /// return `Result<T, E>` with `E: From<breakerbox::Rejected>` (with `timeout`, also
@@ -254,7 +283,8 @@ use proc_macro::TokenStream;
 ///     let __breakerbox_permit = match Breaker::try_acquire(&__BREAKERBOX_BREAKER) {
 ///         Ok(permit) => permit,
 ///         // Without a fallback: `return __private::reject(rejected)`, i.e.
-///         // `Err(From::from(rejected))`.
+///         // `Err(From::from(rejected))`. With `fallback_with_reason = cached`:
+///         // `Err(rejected) => return cached(id, FallbackReason::Rejected(rejected))`.
 ///         Err(_) => return cached(id),
 ///     };
 ///     // The body, as a closure that is called once (`FnOnce`), so that it can move its

@@ -34,6 +34,7 @@ pub(crate) fn example(key: &str) -> &'static str {
         "max_concurrent" => "max_concurrent = 100",
         "timeout" => "timeout = \"500ms\"",
         "fallback" => "fallback = my_fallback",
+        "fallback_with_reason" => "fallback_with_reason = my_fallback",
         "classify" => "classify = my_classify",
         "crate" => "crate = \"my_crate::breakerbox\"",
         _ => "key = value",

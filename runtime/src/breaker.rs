@@ -1765,6 +1765,7 @@ impl Inner {
                 to,
                 reason,
                 at: Duration::from_nanos(now),
+                wall: std::time::SystemTime::now(),
             });
         }
         drop(guard);

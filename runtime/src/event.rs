@@ -5,6 +5,7 @@ use core::fmt;
 use core::time::Duration;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use crate::breaker::State;
 
@@ -67,9 +68,15 @@ pub struct Event {
     pub to: State,
     /// Why.
     pub reason: Reason,
-    /// When, on the breaker's clock.
+    /// When, on the breaker's clock: comparable with the breaker's other times (a
+    /// [`ManualClock`](crate::ManualClock)'s in tests), not with `Instant` or a wall time.
     #[cfg_attr(feature = "serde", serde(with = "crate::serde_impl::duration"))]
     pub at: Duration,
+    /// When, on the system's wall clock ([`SystemTime::now`] as the change was made), for logs
+    /// and alerts. It is read even for a breaker on a [`ManualClock`](crate::ManualClock), and
+    /// may step back or forward with the system's clock. With `serde`, in serde's own form for
+    /// `SystemTime`: `{"secs_since_epoch": …, "nanos_since_epoch": …}`.
+    pub wall: SystemTime,
 }
 
 /// Why a breaker changed state.
@@ -123,5 +130,54 @@ impl fmt::Display for Reason {
             Reason::Reset => f.write_str("reset"),
             Reason::Imported => f.write_str("imported"),
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{Breaker, Config, ManualClock};
+    use std::sync::Mutex;
+    use std::time::UNIX_EPOCH;
+
+    /// Events on a manual clock: `at` is that clock's, `wall` is set from the system's.
+    fn events() -> Vec<Event> {
+        let clock = ManualClock::new();
+        let config = Config::builder().clock(clock.clone()).build().unwrap();
+        let breaker = Breaker::new("event-wall", config);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        breaker.on_state_change(move |e| log.lock().unwrap().push(e.clone()));
+        clock.advance(Duration::from_secs(3600));
+        breaker.force_open();
+        breaker.reset();
+        seen.lock().unwrap().clone()
+    }
+
+    #[test]
+    fn an_event_has_its_breaker_clock_time_and_a_wall_time() {
+        let events = events();
+        assert_eq!(events.len(), 2);
+        for event in &events {
+            assert_eq!(event.at, Duration::from_secs(3600));
+            // The wall time is the system's, whatever the breaker's clock says: set, and far
+            // from the manual clock's hour after its zero.
+            assert!(event.wall > UNIX_EPOCH + Duration::from_secs(365 * 24 * 3600));
+        }
+    }
+
+    #[cfg(feature = "serde")]
+    #[test]
+    fn the_wall_time_deserializes_in_serdes_form() {
+        #[derive(serde::Deserialize)]
+        struct File {
+            event: Event,
+        }
+        let text = "[event]\nname = \"users\"\nfrom = \"closed\"\nto = \"open\"\n\
+                    reason = { trip_for = \"30s\" }\nat = \"1h\"\n\
+                    wall = { secs_since_epoch = 1445412400, nanos_since_epoch = 5 }\n";
+        let event = toml::from_str::<File>(text).unwrap().event;
+        assert_eq!(event.at, Duration::from_secs(3600));
+        assert_eq!(event.wall, UNIX_EPOCH + Duration::new(1_445_412_400, 5));
     }
 }

@@ -26,6 +26,8 @@ mod event;
 pub mod keys;
 #[cfg(feature = "metrics")]
 pub mod export;
+#[cfg(feature = "http")]
+pub mod http;
 #[cfg(feature = "serde")]
 mod load;
 mod metrics;

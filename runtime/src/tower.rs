@@ -42,6 +42,13 @@
 //! reference count for a [`Breaker::new`] breaker, nothing for a registry one), and a clone of
 //! the classifier. No lock, no allocation. A response future dropped before it finishes records
 //! the call as [`Outcome::Ignored`]: a cancelled request says nothing about the service.
+//!
+//! # Panics
+//!
+//! A panic in the inner service's future or in the classifier records a
+//! [`Outcome::Failure`] and goes on. That holds with a panic catcher above the layer (tower-http's
+//! `CatchPanicLayer`, `FutureExt::catch_unwind`) too, which stops the unwind before the response
+//! future is dropped: a panicking half-open probe re-opens the breaker.
 
 use core::fmt;
 use core::future::Future;
@@ -286,8 +293,19 @@ where
                 permit,
                 classify,
             } => {
-                let result = ready!(future.poll(cx));
-                if let Some(permit) = permit.take() {
+                // A panic in the inner future is a failure even when a panic catcher around
+                // this future (tower-http's `CatchPanicLayer`, `catch_unwind`) stops the unwind
+                // before the future, and its permit, are dropped: the guard records it on the
+                // way out. Disarmed when `poll` returns, so a future polled while another panic
+                // unwinds (from a `Drop`) is not blamed for it.
+                let mut guard = RecordPanic {
+                    permit,
+                    armed: true,
+                };
+                let poll = future.poll(cx);
+                guard.armed = false;
+                let result = ready!(poll);
+                if let Some(permit) = guard.permit.take() {
                     let outcome = classify.classify(&result);
                     let cause = match (&result, outcome) {
                         (Err(e), Outcome::Failure | Outcome::TripFor(_)) => {
@@ -303,6 +321,24 @@ where
                 Some(rejected) => Poll::Ready(Err(Error::Rejected(rejected))),
                 None => panic!("`ResponseFuture` polled after it completed"),
             },
+        }
+    }
+}
+
+/// Records a [`Failure`](Outcome::Failure) on the permit if dropped while armed, which only
+/// happens when the inner future's `poll` unwinds.
+struct RecordPanic<'a> {
+    permit: &'a mut Option<OwnedPermit>,
+    armed: bool,
+}
+
+impl Drop for RecordPanic<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.armed
+            && let Some(permit) = self.permit.take()
+        {
+            permit.record(Outcome::Failure);
         }
     }
 }
