@@ -23,6 +23,7 @@ mod error;
 mod event;
 #[cfg(feature = "metrics")]
 pub mod export;
+mod keyed;
 #[cfg(feature = "serde")]
 mod load;
 mod metrics;
@@ -35,6 +36,8 @@ mod sync;
 pub mod tower;
 mod window;
 
+#[doc(hidden)]
+pub use breaker::live_breakers;
 pub use breaker::{Breaker, OwnedPermit, Permit, SharedState, State};
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
@@ -42,6 +45,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigBuilder, ConfigError, Window};
 pub use error::{Error, RejectReason, Rejected, Timeout};
 pub use event::{Event, Reason};
+pub use keyed::{BreakerMap, Evicted, FamilyMetrics, KeyMetrics, KeyTypeMismatch, KeyedPermit};
 #[cfg(feature = "serde")]
 pub use load::LoadError;
 pub use metrics::Metrics;
