@@ -152,8 +152,8 @@ pub(crate) struct Inner {
     /// the thousand from one config pay for it once.
     config: Arc<Config>,
     window: Option<Box<RateWindow>>,
-    /// The name and last failure, shared with every `Rejected` without a reference count.
-    pub(crate) identity: &'static Identity,
+    /// The name: one word, shared by the breakers of a keyed family. Freed with the breaker.
+    pub(crate) identity: Identity,
     /// Whether a closed-state admission is just a state load: no bulkhead, no clock.
     plain_acquire: bool,
     /// Whether a closed-state success needs nothing but a count and a streak check: no slow
@@ -537,21 +537,23 @@ pub struct Permit<'a> {
 impl Breaker {
     /// A breaker of its own, outside the registry.
     ///
-    /// Its name is interned for the life of the process (one small allocation per distinct
-    /// name), so that a [`Rejected`] can name it without holding it: breakers that share a
-    /// name share their last-failure message. Per-key breakers should use a bounded key space.
+    /// Its name and last-failure message are its own and are freed with it: dropping the last
+    /// handle (a [`Rejected`] from it is one) returns all its memory, whatever its name.
     pub fn new(name: impl Into<String>, config: Config) -> Breaker {
+        Breaker::named(Identity::new(name.into()), config)
+    }
+
+    /// A `Breaker::new` breaker that shares its name's allocation with others (a keyed family's).
+    pub(crate) fn named(identity: Identity, config: Config) -> Breaker {
         Breaker(NonNull::from(Box::leak(Box::new(Inner::new(
-            name.into(),
-            config,
-            false,
+            identity, config, false,
         )))))
     }
 
     /// A registry breaker, not yet published: the registry builds it outside its locks, then
     /// publishes it, or drops it if another thread's breaker of that name got in first.
     pub(crate) fn unpublished(name: String, config: Config) -> Unpublished {
-        Unpublished(Box::new(Inner::new(name, config, true)))
+        Unpublished(Box::new(Inner::new(Identity::new(name), config, true)))
     }
 
     #[inline]
@@ -610,7 +612,7 @@ impl Breaker {
         self.inner()
             .acquire()
             .map_err(|(reason, retry_after_ns)| Rejected {
-                identity: self.inner().identity,
+                breaker: self.clone(),
                 reason,
                 retry_after_ns,
             })
@@ -735,7 +737,7 @@ impl Breaker {
     /// last failure with a message recorded while the window had fewer than `min_calls` calls;
     /// one caused by calls leaving a time window names none.
     pub fn last_failure(&self) -> Option<Arc<str>> {
-        self.inner().identity.last_failure()
+        self.inner().last_failure()
     }
 
     /// A snapshot of the breaker's state and counts.
@@ -804,46 +806,48 @@ impl Breaker {
     }
 }
 
-/// What a [`Rejected`] names: a breaker's name and the message of its last trip. Interned by
-/// name and kept for the process, so a rejection refers to it without touching a reference
-/// count (an `Arc` clone and drop cost ~12 ns per rejection, ~95 ns with two threads on one
-/// count). One small allocation per distinct name, never per call; breakers that share a
-/// name share it.
+/// A breaker's name. One word (the first cache line has no room for two), shared by the
+/// breakers of a keyed family, and freed with the last breaker that holds it: names are no
+/// longer interned for the process (D10). The last failure's message lives in [`Cold`], per
+/// breaker. A [`Rejected`] names its breaker by holding a handle to it.
 pub(crate) struct Identity {
-    pub(crate) name: Box<str>,
-    // std, not loom: identities outlive any one loom execution.
-    last_failure: std::sync::Mutex<Option<Arc<str>>>,
+    pub(crate) name: Arc<Box<str>>,
 }
+
+/// Breakers alive now (each holds one `Identity`): what the memory tests count.
+static LIVE_IDENTITIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 impl Identity {
-    fn cell(&self) -> std::sync::MutexGuard<'_, Option<Arc<str>>> {
-        self.last_failure.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn new(name: String) -> Identity {
+        Identity::shared(Arc::new(name.into_boxed_str()))
     }
 
-    pub(crate) fn last_failure(&self) -> Option<Arc<str>> {
-        self.cell().clone()
+    pub(crate) fn shared(name: Arc<Box<str>>) -> Identity {
+        LIVE_IDENTITIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Identity { name }
     }
 }
 
-fn identity(name: String) -> &'static Identity {
-    static NAMES: std::sync::Mutex<std::collections::BTreeMap<&'static str, &'static Identity>> =
-        std::sync::Mutex::new(std::collections::BTreeMap::new());
-    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(known) = names.get(name.as_str()) {
-        return known;
+impl Drop for Identity {
+    fn drop(&mut self) {
+        LIVE_IDENTITIES.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
-    let new: &'static Identity = Box::leak(Box::new(Identity {
-        name: name.into_boxed_str(),
-        last_failure: std::sync::Mutex::new(None),
-    }));
-    names.insert(&new.name, new);
-    new
+}
+
+/// How many breakers (registry, `Breaker::new` and keyed ones) are alive in the process. For
+/// tests of memory: it falls when a breaker's last handle is dropped.
+#[doc(hidden)]
+pub fn live_breakers() -> usize {
+    LIVE_IDENTITIES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The parts of a breaker that few breakers use.
 #[derive(Default)]
 struct Cold {
     listeners: RwLock<Vec<Listener>>,
+    /// The message of the failure that last tripped the breaker. std, not loom: no protocol
+    /// runs through it.
+    last_failure: std::sync::Mutex<Option<Arc<str>>>,
     /// Events not yet told, in the order of their transitions (queued under the transition
     /// lock), and whether a thread is telling them. One thread at a time delivers, so
     /// listeners see transitions in order even when two threads cause them at once, and a
@@ -979,12 +983,15 @@ fn config_hash(config: &Config) -> u64 {
         successes,
         probe_timeout,
         max_concurrent,
+        max_keys,
+        idle_for,
         clock,
     } = config;
     let mut h = std::hash::DefaultHasher::new();
     (failures, failures_within, failure_rate, window, min_calls).hash(&mut h);
     (slow, slow_rate, open_for, max_open_for).hash(&mut h);
     (half_open_calls, successes, probe_timeout, max_concurrent).hash(&mut h);
+    (max_keys, idle_for).hash(&mut h);
     // `+ 0.0` makes -0.0 (equal to 0.0) hash as 0.0.
     ((backoff + 0.0).to_bits(), (jitter + 0.0).to_bits()).hash(&mut h);
     match clock {
@@ -1006,7 +1013,26 @@ impl Inner {
         self.cold.get_or_init(Box::default)
     }
 
-    fn new(name: String, config: Config, registered: bool) -> Inner {
+    /// The message of the failure that last tripped the breaker.
+    pub(crate) fn last_failure(&self) -> Option<Arc<str>> {
+        let cold = self.cold.get()?;
+        cold.last_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Keeps `failure` as the last one, allocating the cold part only to store one.
+    fn set_last_failure(&self, failure: Option<Arc<str>>) {
+        let cold = match (&failure, self.cold.get()) {
+            (None, None) => return,
+            (_, Some(cold)) => cold,
+            (Some(_), None) => self.cold(),
+        };
+        *cold.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = failure;
+    }
+
+    fn new(identity: Identity, config: Config, registered: bool) -> Inner {
         let now = config.clock.coarse();
         let window = config
             .uses_window()
@@ -1015,7 +1041,7 @@ impl Inner {
             state: AtomicU64::new(pack(0, State::Closed.tag())),
             streak: AtomicU64::new(pack(0, 0)),
             window,
-            identity: identity(name),
+            identity,
             open_until: AtomicU64::new(0),
             state_since: AtomicU64::new(now),
             mark: AtomicU64::new(now),
@@ -1733,7 +1759,7 @@ impl Inner {
                 }
                 // The message of the failure that tripped it this time; none if it had none,
                 // rather than an earlier trip's (allocating the cold part only to store one).
-                *self.identity.cell() = message;
+                self.set_last_failure(message);
             }
             State::HalfOpen => self.probe.store(pack(next, 0), Ordering::Relaxed),
             State::Closed => {

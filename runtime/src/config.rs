@@ -82,6 +82,11 @@ pub struct Config {
     pub(crate) probe_timeout: Duration,
     pub(crate) max_concurrent: Option<u32>,
     pub(crate) clock: ClockRef,
+    /// Keyed families ([`BreakerMap`](crate::BreakerMap)): the keys kept before the idle and
+    /// least recently used closed ones are evicted.
+    pub(crate) max_keys: u32,
+    /// Keyed families: how long a key may go uncalled before it may be evicted.
+    pub(crate) idle_for: Duration,
 }
 
 impl Default for Config {
@@ -103,6 +108,8 @@ impl Default for Config {
             probe_timeout: Duration::from_secs(60),
             max_concurrent: None,
             clock: ClockRef::System,
+            max_keys: 10_000,
+            idle_for: Duration::from_secs(600),
         }
     }
 }
@@ -176,6 +183,18 @@ impl Config {
     pub fn max_concurrent(&self) -> Option<u32> {
         self.max_concurrent
     }
+
+    /// For a keyed family ([`BreakerMap`](crate::BreakerMap)): the keys it keeps before it
+    /// evicts (default 10 000). Ignored by a single breaker.
+    pub fn max_keys(&self) -> u32 {
+        self.max_keys
+    }
+
+    /// For a keyed family: how long a key may go uncalled before it may be evicted (default
+    /// 10 minutes). Ignored by a single breaker.
+    pub fn idle_for(&self) -> Duration {
+        self.idle_for
+    }
     /// Whether calls are recorded into a rate window.
     pub(crate) fn uses_window(&self) -> bool {
         self.failure_rate.is_some() || self.slow_rate.is_some()
@@ -234,6 +253,12 @@ impl ConfigBuilder {
         /// reset or other state change, which frees every place: calls admitted before it
         /// and still running no longer count against the limit.
         max_concurrent: u32 => |c, v| c.max_concurrent = Some(v);
+        /// For a keyed family ([`BreakerMap`](crate::BreakerMap)): keep at most about this many
+        /// keys (1 or more, default 10 000); see the family for what is never evicted.
+        max_keys: u32 => |c, v| c.max_keys = v;
+        /// For a keyed family: a key uncalled this long may be evicted (longer than zero,
+        /// default 10 minutes).
+        idle_for: Duration => |c, v| c.idle_for = v;
     }
 
     /// Reads time from `clock` instead of the system clock.
@@ -384,6 +409,12 @@ impl ConfigBuilder {
         }
         if c.max_concurrent == Some(0) {
             return Err(range("max_concurrent", "at least 1", &0));
+        }
+        if c.max_keys == 0 {
+            return Err(range("max_keys", "at least 1", &c.max_keys));
+        }
+        if c.idle_for.is_zero() {
+            return Err(range("idle_for", "longer than zero", &c.idle_for));
         }
         Ok(c)
     }

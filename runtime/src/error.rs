@@ -4,7 +4,7 @@ use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;
 
-use crate::breaker::Identity;
+use crate::breaker::Breaker;
 
 /// Why a call was not let through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -43,12 +43,14 @@ impl RejectReason {
 /// Functions under `#[circuit_breaker]` without a fallback return it through their own error
 /// type, which must implement `From<Rejected>`.
 ///
-/// Building one is cheap (no allocation, no reference count): the breaker's name and last
+/// Building one allocates nothing: it holds a handle to the breaker, whose name and last
 /// failure are read when the error is displayed, so `last_failure` is the newest one at that
-/// moment. Breakers are named for life: breakers that share a name share their last failure.
+/// moment. The handle costs nothing for a registry breaker (what `#[circuit_breaker]` uses)
+/// and a reference-count increment for a [`Breaker::new`] or keyed one, which a `Rejected`
+/// keeps alive until it is dropped.
 #[derive(Clone)]
 pub struct Rejected {
-    pub(crate) identity: &'static Identity,
+    pub(crate) breaker: Breaker,
     /// The [`RejectReason`] as a full word: a one-byte field here sat, in
     /// `Result<Permit, Rejected>`, over a permit's `u64`, and LLVM moved that word as a byte
     /// and seven, stalling store forwarding on every admitted call.
@@ -60,7 +62,7 @@ pub struct Rejected {
 impl Rejected {
     /// The name of the breaker that refused the call.
     pub fn name(&self) -> &str {
-        &self.identity.name
+        self.breaker.name()
     }
 
     /// Why the call was refused.
@@ -76,7 +78,7 @@ impl Rejected {
 
     /// The message of the failure that last tripped the breaker, if it had one.
     pub fn last_failure(&self) -> Option<Arc<str>> {
-        self.identity.last_failure()
+        self.breaker.last_failure()
     }
 }
 

@@ -28,6 +28,7 @@ pub mod keys;
 pub mod export;
 #[cfg(feature = "http")]
 pub mod http;
+mod keyed;
 #[cfg(feature = "serde")]
 mod load;
 mod metrics;
@@ -41,6 +42,8 @@ mod sync;
 pub mod tower;
 mod window;
 
+#[doc(hidden)]
+pub use breaker::live_breakers;
 pub use breaker::{Breaker, OwnedPermit, Permit, SharedState, State, WeakBreaker};
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
@@ -48,6 +51,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigBuilder, ConfigError, Window};
 pub use error::{Error, RejectReason, Rejected, Timeout};
 pub use event::{Event, Reason};
+pub use keyed::{BreakerMap, Evicted, FamilyMetrics, KeyMetrics, KeyTypeMismatch, KeyedPermit};
 #[cfg(feature = "serde")]
 pub use load::LoadError;
 pub use metrics::Metrics;

@@ -1,0 +1,381 @@
+//! Keyed families (`BreakerMap`) and freeing breakers' names (D10): eviction, what is never
+//! evicted, the overflow breaker, exact counts under racing eviction.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use breakerbox_runtime::{
+    Breaker, BreakerMap, Config, Error, ManualClock, Outcome, RejectReason, State, live_breakers,
+    registry,
+};
+
+/// The tests that read `live_breakers` (a process-wide count) run one at a time, and every
+/// other test here takes the lock too, so none creates breakers meanwhile.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn config(clock: &ManualClock, max_keys: u32, idle: u64) -> Config {
+    Config::builder()
+        .failures(1)
+        .open_for(Duration::from_secs(60))
+        .max_keys(max_keys)
+        .idle_for(Duration::from_secs(idle))
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+fn fail(map: &BreakerMap<String>, key: &str) {
+    let r = map.call(key, || Err::<(), _>("connection refused"));
+    assert!(matches!(r, Err(Error::Inner(_))), "{key}: {r:?}");
+}
+
+fn ok(map: &BreakerMap<String>, key: &str) -> Result<u32, Error<&'static str>> {
+    map.call(key, || Ok(1))
+}
+
+#[test]
+fn dropped_breakers_free_their_names() {
+    let _s = serial();
+    let before = live_breakers();
+    for i in 0..50_000 {
+        let b = Breaker::new(format!("d10-{i}"), Config::default());
+        assert_eq!(b.name(), format!("d10-{i}"));
+    }
+    assert_eq!(live_breakers(), before);
+}
+
+#[test]
+fn a_rejection_keeps_its_breaker_until_dropped() {
+    let _s = serial();
+    let before = live_breakers();
+    let b = Breaker::new(
+        "kept-by-rejection",
+        Config::builder().failures(1).build().unwrap(),
+    );
+    let _ = b.call(|| Err::<(), _>("refused"));
+    let rejected = b.try_acquire().unwrap_err();
+    drop(b);
+    assert_eq!(live_breakers(), before + 1);
+    assert_eq!(rejected.reason(), RejectReason::Open);
+    assert!(
+        rejected
+            .to_string()
+            .starts_with("circuit breaker 'kept-by-rejection' is open; retry in 60.0s"),
+        "{rejected}"
+    );
+    assert_eq!(rejected.last_failure().as_deref(), Some("refused"));
+    drop(rejected);
+    assert_eq!(live_breakers(), before);
+}
+
+#[test]
+fn breakers_sharing_a_name_keep_their_own_last_failure() {
+    let _s = serial();
+    let config = Config::builder().failures(1).build().unwrap();
+    let a = Breaker::new("twin", config.clone());
+    let b = Breaker::new("twin", config);
+    let _ = a.call(|| Err::<(), _>("a failed"));
+    let _ = b.call(|| Err::<(), _>("b failed"));
+    assert_eq!(a.last_failure().as_deref(), Some("a failed"));
+    assert_eq!(b.last_failure().as_deref(), Some("b failed"));
+}
+
+#[test]
+fn keys_have_their_own_breakers_and_last_failures() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<String> = BreakerMap::new("hosts", config(&clock, 100, 600));
+    fail(&map, "down.example");
+    assert_eq!(ok(&map, "up.example").unwrap(), 1);
+    let r = ok(&map, "down.example").unwrap_err();
+    let rejected = r.rejected().unwrap();
+    assert_eq!(rejected.name(), "hosts");
+    assert_eq!(
+        rejected.last_failure().as_deref(),
+        Some("connection refused")
+    );
+    assert_eq!(map.get("down.example").unwrap().state(), State::Open);
+    assert_eq!(map.get("up.example").unwrap().state(), State::Closed);
+    assert!(map.get("up.example").unwrap().last_failure().is_none());
+    assert_eq!(map.len(), 2);
+    assert_eq!(map.open_keys(), 1);
+    // Breakers made from one config share it.
+    assert!(std::ptr::eq(
+        map.get("down.example").unwrap().config(),
+        map.get("up.example").unwrap().config()
+    ));
+}
+
+#[test]
+fn idle_keys_are_evicted_and_their_counts_kept() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<String> = BreakerMap::new("idle", config(&clock, 100, 10));
+    ok(&map, "a").unwrap();
+    ok(&map, "b").unwrap();
+    clock.advance(Duration::from_secs(5));
+    ok(&map, "a").unwrap();
+    clock.advance(Duration::from_secs(6));
+    ok(&map, "b").unwrap();
+    // `a`, last called 6 s ago, is kept; but sweeps see calls only as of the sweep after
+    // them: this one sees both calls now.
+    assert_eq!(map.sweep(), 0);
+    clock.advance(Duration::from_secs(10));
+    ok(&map, "b").unwrap();
+    assert_eq!(map.sweep(), 1);
+    assert!(map.get("a").is_none());
+    assert!(map.get("b").is_some());
+    let evicted = map.evicted();
+    assert_eq!((evicted.keys, evicted.calls, evicted.successes), (1, 2, 2));
+    // `b` was called 11 s ago at the last sweep: idle after 10 s more, not before.
+    clock.advance(Duration::from_secs(9));
+    assert_eq!(map.sweep(), 0);
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(map.sweep(), 1);
+    assert!(map.is_empty());
+    assert_eq!(map.evicted().successes, 5);
+}
+
+#[test]
+fn an_open_key_survives_eviction_pressure() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<String> = BreakerMap::new("pressure", config(&clock, 8, 1));
+    fail(&map, "down");
+    for i in 0..2_000 {
+        ok(&map, &format!("k{i}")).unwrap();
+        if i % 10 == 0 {
+            clock.advance(Duration::from_millis(200));
+        }
+        assert!(map.len() <= 16, "{} keys", map.len());
+    }
+    // 60 s open, and nobody called it for far longer than `idle_for`: still open, still held.
+    assert!(clock.now_secs() < 60);
+    let down = map.get("down").expect("the open key was evicted");
+    assert_eq!(down.state(), State::Open);
+    assert!(matches!(ok(&map, "down"), Err(Error::Rejected(_))));
+    assert!(map.evicted().keys > 1_900);
+    // Once its open time has run and it is idle, it may go; its key then starts closed.
+    clock.advance(Duration::from_secs(61));
+    ok(&map, "new").unwrap();
+    map.sweep();
+    clock.advance(Duration::from_secs(2));
+    map.sweep();
+    assert!(map.get("down").is_none());
+    assert_eq!(ok(&map, "down").unwrap(), 1);
+}
+
+trait Secs {
+    fn now_secs(&self) -> u64;
+}
+
+impl Secs for ManualClock {
+    fn now_secs(&self) -> u64 {
+        use breakerbox_runtime::Clock;
+        self.now().as_secs()
+    }
+}
+
+#[test]
+fn a_family_full_of_open_keys_grows_to_twice_then_shares_an_overflow_breaker() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<String> = BreakerMap::new("outage", config(&clock, 4, 1));
+    for i in 0..8 {
+        fail(&map, &format!("down{i}"));
+    }
+    assert_eq!(map.len(), 8);
+    assert!(map.overflow().is_none());
+    // The ninth key gets the overflow breaker; no key is forgotten.
+    assert_eq!(ok(&map, "new1").unwrap(), 1);
+    let overflow = map.overflow().expect("an overflow breaker");
+    assert!(map.breaker("new2").same(&overflow));
+    assert_eq!(map.len(), 8);
+    for i in 0..8 {
+        assert_eq!(map.get(&format!("down{i}")).unwrap().state(), State::Open);
+    }
+    // New keys share it: one failing trips it for all of them.
+    fail(&map, "new3");
+    assert!(matches!(ok(&map, "new4"), Err(Error::Rejected(_))));
+    assert_eq!(overflow.metrics().calls, 3);
+    // When the open keys' time has run and they are idle, new keys get their own again.
+    clock.advance(Duration::from_secs(62));
+    map.sweep();
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(ok(&map, "fresh").unwrap(), 1);
+    assert!(!map.breaker("fresh").same(&overflow));
+    assert_eq!(map.get("fresh").unwrap().state(), State::Closed);
+}
+
+#[test]
+fn forced_open_and_disabled_keys_are_never_evicted() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<String> = BreakerMap::new("manual", config(&clock, 2, 1));
+    map.breaker("forced").force_open();
+    map.breaker("off").disable();
+    clock.advance(Duration::from_secs(100));
+    for i in 0..100 {
+        ok(&map, &format!("k{i}")).unwrap();
+        clock.advance(Duration::from_secs(2));
+    }
+    map.sweep();
+    assert_eq!(map.get("forced").unwrap().state(), State::ForcedOpen);
+    assert_eq!(map.get("off").unwrap().state(), State::Disabled);
+}
+
+#[test]
+fn a_permit_across_an_eviction_is_counted_once() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<String> = BreakerMap::new("permit", config(&clock, 100, 1));
+    let permit = map.try_acquire("k").unwrap();
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(map.sweep(), 1);
+    assert!(map.get("k").is_none());
+    permit.record(Outcome::Failure);
+    let evicted = map.evicted();
+    assert_eq!((evicted.keys, evicted.calls, evicted.failures), (1, 1, 1));
+}
+
+#[test]
+fn borrowed_lookups_and_registry_families() {
+    let _s = serial();
+    let hosts = registry()
+        .family::<String>("keyed.test.hosts", || {
+            Config::builder().failures(1).build().unwrap()
+        })
+        .unwrap();
+    let _ = hosts.call("b.example", || Err::<(), _>("refused"));
+    hosts.call("a.example", || Ok::<_, &str>(())).unwrap();
+    let again = registry()
+        .family::<String>("keyed.test.hosts", Config::default)
+        .unwrap();
+    assert!(again.get("b.example").is_some());
+    let err = registry()
+        .family::<u64>("keyed.test.hosts", Config::default)
+        .unwrap_err();
+    assert!(err.to_string().contains("'keyed.test.hosts'"), "{err}");
+    let listed = registry().families();
+    let f = listed
+        .iter()
+        .find(|f| f.name == "keyed.test.hosts")
+        .unwrap();
+    let keys: Vec<_> = f
+        .keys
+        .iter()
+        .map(|k| (k.key.as_str(), k.metrics.state))
+        .collect();
+    assert_eq!(
+        keys,
+        [("a.example", State::Closed), ("b.example", State::Open)]
+    );
+    assert_eq!(f.open_keys, 1);
+}
+
+#[test]
+fn bad_bounds_are_refused() {
+    let e = Config::builder().max_keys(0).build().unwrap_err();
+    assert_eq!(e.to_string(), "`max_keys` must be at least 1, got 0");
+    let e = Config::builder()
+        .idle_for(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "idle_for");
+    let c = Config::default();
+    assert_eq!(
+        (c.max_keys(), c.idle_for()),
+        (10_000, Duration::from_secs(600))
+    );
+}
+
+/// Threads call random keys of a space far larger than `max_keys` while eviction runs (on
+/// their inserts and from a sweeping thread). Every call's outcome must be counted once: in a
+/// live breaker, the overflow breaker, or the evicted totals.
+#[test]
+fn eviction_racing_calls_loses_and_doubles_no_count() {
+    let _s = serial();
+    let before = live_breakers();
+    let config = Config::builder()
+        .failures(3)
+        .open_for(Duration::from_millis(1))
+        .max_keys(16)
+        .build()
+        .unwrap();
+    let map: BreakerMap<u64> = BreakerMap::new("race", config);
+    const THREADS: u64 = 3;
+    const CALLS: u64 = 20_000;
+    let done = AtomicBool::new(false);
+    let (ok_n, err_n, rej_n) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                map.sweep();
+                std::thread::yield_now();
+            }
+        });
+        let workers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (map, ok_n, err_n, rej_n) = (&map, &ok_n, &err_n, &rej_n);
+                s.spawn(move || {
+                    let mut x = t.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                    for i in 0..CALLS {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let key = x % 200;
+                        let r = if i % 4 == 0 {
+                            // Through a permit, the path that holds an owned pin.
+                            match map.try_acquire(&key) {
+                                Ok(p) => {
+                                    p.record(if i % 8 == 0 {
+                                        Outcome::Failure
+                                    } else {
+                                        Outcome::Success
+                                    });
+                                    if i % 8 == 0 { 1 } else { 0 }
+                                }
+                                Err(_) => 2,
+                            }
+                        } else {
+                            match map.call(&key, || if x % 5 == 0 { Err("e") } else { Ok(()) }) {
+                                Ok(()) => 0,
+                                Err(Error::Inner(_)) => 1,
+                                Err(Error::Rejected(_)) => 2,
+                            }
+                        };
+                        [ok_n, err_n, rej_n][r].fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    let (mut calls, mut oks, mut errs, mut rejs) = (0, 0, 0, 0);
+    let mut add = |m: breakerbox_runtime::Metrics| {
+        calls += m.calls;
+        oks += m.successes;
+        errs += m.failures;
+        rejs += m.rejected;
+    };
+    map.for_each(|_, b| add(b.metrics()));
+    if let Some(o) = map.overflow() {
+        add(o.metrics());
+    }
+    let ev = map.evicted();
+    assert!(ev.keys > 0, "no eviction ran");
+    assert_eq!(calls + ev.calls, THREADS * CALLS);
+    assert_eq!(oks + ev.successes, ok_n.load(Ordering::Relaxed));
+    assert_eq!(errs + ev.failures, err_n.load(Ordering::Relaxed));
+    assert_eq!(rejs + ev.rejected, rej_n.load(Ordering::Relaxed));
+    drop(map);
+    assert_eq!(live_breakers(), before);
+}
