@@ -1806,10 +1806,11 @@ fn extreme_configs_never_panic() {
     }
 }
 
-/// Breakers are named for life: a rejection names its breaker without holding it, so two
-/// breakers with one name share their last failure (distinct names never do).
+/// Two `Breaker::new` breakers with one name are two breakers: each keeps its own last failure,
+/// and a rejection still names its breaker and that failure after the breaker's last handle is
+/// dropped.
 #[test]
-fn breakers_that_share_a_name_share_their_last_failure() {
+fn breakers_that_share_a_name_keep_their_own_last_failure() {
     let config = Config::builder()
         .failures(1)
         .clock(ManualClock::new())
@@ -1819,13 +1820,14 @@ fn breakers_that_share_a_name_share_their_last_failure() {
     let b = Breaker::new("same-name", config.clone());
     let c = Breaker::new("other-name", config);
     let _ = a.call(|| Err::<(), _>("refused"));
-    assert_eq!(b.last_failure().as_deref(), Some("refused"));
+    assert_eq!(a.last_failure().as_deref(), Some("refused"));
+    assert_eq!(b.last_failure(), None);
     assert_eq!(c.last_failure(), None);
     let rejected = a.try_acquire().unwrap_err();
     drop(a);
     assert_eq!(
         rejected.to_string(),
-        "circuit breaker 'same-name' is open; retry in 60.0s (last failure: refused)"
+"circuit breaker 'same-name' is open; retry in 60.0s (last failure: refused)"
     );
 }
 
