@@ -280,6 +280,16 @@ impl Drop for Breaker {
     }
 }
 
+// `Breaker::drop` relies on `Inner` having no `Drop` impl of its own (which would make a
+// `&mut Inner` while weak handles read `refs`): adding one fails to compile here.
+const _: () = {
+    #[allow(dead_code)]
+    trait NoDropImpl {}
+    #[allow(drop_bounds)]
+    impl<T: Drop> NoDropImpl for T {}
+    impl NoDropImpl for Inner {}
+};
+
 /// Gives back one share of `weak`; the last one frees the breaker's memory, whose contents
 /// were dropped with its last handle.
 ///

@@ -223,7 +223,14 @@ impl Registry {
         }
     }
 
-    /// Calls `listener` on every state change of every breaker in the registry.
+    /// Calls `listener` on every state change of every breaker in the registry, in the order
+    /// of each breaker's changes, after that breaker's own listeners
+    /// ([`Breaker::on_state_change`], which says on which thread they run).
+    ///
+    /// A listener's panic is caught and logged at `error` (target `breakerbox`, with the
+    /// breaker's name and the panic's message); it never reaches the caller, and later
+    /// listeners and events are told as usual. A listener may use the registry and the
+    /// breaker, and wait for threads that do.
     pub fn on_state_change(&self, listener: impl Fn(&Event) + Send + Sync + 'static) {
         write(&self.listeners).push(Arc::new(listener));
     }

@@ -800,6 +800,79 @@ fn config_closure_faults_leave_the_registry_working() {
     });
 }
 
+/// Config closures now run outside the registry's locks, so creators race: every thread gets
+/// the one breaker that was inserted first, and a `configure` racing a creation either wins
+/// (returns `true`, and the breaker has its config) or finds the breaker there (`false`).
+#[test]
+fn racing_creators_and_configure_agree_on_one_breaker() {
+    within("racing creators", || {
+        for _ in 0..200 {
+            let name = fresh("race");
+            let got: Vec<(Breaker, u32)> = std::thread::scope(|s| {
+                let configure = s.spawn(|| {
+                    let preset = Config::builder().failures(99).build().unwrap();
+                    registry().configure(&name, preset)
+                });
+                let creators: Vec<_> = (1..=3u32)
+                    .map(|n| {
+                        let name = &name;
+                        s.spawn(move || {
+                            let c = || Config::builder().failures(n).build().unwrap();
+                            (registry().get_or_create(name, c), n)
+                        })
+                    })
+                    .collect();
+                let configured = configure.join().unwrap();
+                let got: Vec<_> = creators.into_iter().map(|t| t.join().unwrap()).collect();
+                let failures = got[0].0.config().failures().unwrap();
+                if configured {
+                    assert_eq!(failures, 99, "configure returned true but was not used");
+                } else {
+                    assert!((1..=3).contains(&failures), "{failures}");
+                }
+                got
+            });
+            assert!(
+                got.iter().all(|(b, _)| b.same(&got[0].0)),
+                "two breakers for one name"
+            );
+            assert!(registry().get(&name).unwrap().same(&got[0].0));
+        }
+    });
+}
+
+/// A new breaker reads its clock while it is built, outside the registry's locks, after the
+/// registry read which preset applies: a clock that `configure`s the name right then (as
+/// another thread could) must not have its preset lost — `configure` said `true`.
+#[test]
+fn repro_a_configure_while_a_breaker_is_built_is_not_lost() {
+    struct Configures {
+        name: String,
+        done: AtomicBool,
+    }
+    impl Clock for Configures {
+        fn now(&self) -> Duration {
+            if !self.done.swap(true, SeqCst) {
+                let preset = Config::builder().failures(99).build().unwrap();
+                assert!(registry().configure(&self.name, preset));
+            }
+            Duration::ZERO
+        }
+    }
+    within("configure while building", || {
+        let name = fresh("configure-between");
+        let clock = Configures {
+            name: name.clone(),
+            done: AtomicBool::new(false),
+        };
+        let b = registry().get_or_create(&name, || {
+            Config::builder().failures(3).clock(clock).build().unwrap()
+        });
+        assert_eq!(b.config().failures(), Some(99), "the preset was lost");
+        assert!(!registry().configure(&name, Config::default()));
+    });
+}
+
 // ------------------------------------------------------------------------------ clocks
 
 /// A manual clock that runs the armed fault when read. Reads made while the fault runs (on

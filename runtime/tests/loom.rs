@@ -383,3 +383,28 @@ fn the_last_handle_frees_the_breaker_once() {
         assert_eq!(Arc::strong_count(&alive), 1, "the breaker was not freed");
     });
 }
+
+/// A weak handle upgrading while the last handle goes: it gets a live breaker or nothing, and
+/// the breaker (its listener with it) is dropped once, by whichever handle goes last; its
+/// memory is freed once, by whichever of the last handle and the weak handle goes last.
+#[test]
+fn a_weak_handle_upgrades_or_not_while_the_last_handle_goes() {
+    model(|| {
+        let (b, _clock) = breaker(Config::builder());
+        let alive = Arc::new(());
+        let held = alive.clone();
+        b.on_state_change(move |_: &Event| {
+            let _ = &held;
+        });
+        let weak = b.downgrade();
+        let t = thread::spawn(move || {
+            if let Some(b) = weak.upgrade() {
+                assert_eq!(b.state(), State::Closed);
+            }
+            drop(weak);
+        });
+        drop(b);
+        t.join().unwrap();
+        assert_eq!(Arc::strong_count(&alive), 1, "the breaker was not dropped");
+    });
+}
