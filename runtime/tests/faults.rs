@@ -682,8 +682,12 @@ fn display_faults(fault: Fault) {
                     };
                     assert_eq!(b.state(), want, "{case}");
                     assert_eq!(after.failures - before.failures, 1, "{case}");
-                    assert_eq!(after.times_opened - before.times_opened, 1, "{case}");
-                    if fault != Fault::Panic {
+                    // The message is formatted before the transition: a `Display` that
+                    // forces the breaker open acts first, and the trip then finds the state
+                    // moved on and opens nothing.
+                    let opened = u64::from(!fault.forces_open());
+                    assert_eq!(after.times_opened - before.times_opened, opened, "{case}");
+                    if fault != Fault::Panic && !fault.forces_open() {
                         assert_eq!(b.last_failure().as_deref(), Some("faulty error"), "{case}");
                     }
                 }
@@ -695,7 +699,6 @@ fn display_faults(fault: Fault) {
 }
 
 #[test]
-#[ignore = "needs D02 fix from branch core"]
 fn a_panicking_display_disturbs_nothing_in_any_state() {
     display_faults(Fault::Panic);
 }
@@ -706,13 +709,11 @@ fn a_re_entering_display_disturbs_nothing_in_any_state() {
 }
 
 #[test]
-#[ignore = "needs D02 fix from branch core"]
 fn a_display_acting_on_its_breaker_does_not_deadlock() {
     display_faults(Fault::Act);
 }
 
 #[test]
-#[ignore = "needs D02 fix from branch core"]
 fn a_display_blocking_on_a_thread_that_uses_the_breaker_does_not_deadlock() {
     display_faults(Fault::Block);
 }
@@ -989,7 +990,6 @@ fn a_panicking_clock_leaves_the_breaker_working_in_any_state() {
 /// With a bulkhead and `slow`, the clock is read after the bulkhead place is taken: a panic
 /// there leaves the place taken, and calls are refused as `BulkheadFull` even after a reset.
 #[test]
-#[ignore = "needs the D12 fix (bulkhead places tied to the generation, freed by a reset)"]
 fn a_panicking_clock_leaves_a_bulkhead_working() {
     let bulkhead = Config::builder()
         .failures(1)
