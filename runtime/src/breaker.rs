@@ -21,10 +21,9 @@
 //!   waits for those inside before it clears the window or publishes, so a stale failure never
 //!   lands in a new window (`RateWindow::enter`).
 //! * Bulkhead: admission is a CAS below `max_concurrent`, never an increment undone on refusal.
-//!   The count is packed with the generation it counts for; every transition stores an empty
-//!   count of the new generation before publishing it, and a permit of an older generation
-//!   gives nothing back. So a transition frees every place, even that of a permit that never
-//!   records.
+//!   The count is packed with the generation it counts for; the first admission of a
+//!   generation starts it over, and a permit of an older generation gives nothing back. So a
+//!   transition frees every place, even that of a permit that never records.
 //!
 //! `tests/loom.rs` model-checks each of these; `tests/model.rs` checks the whole state machine
 //! against a plain reference model.
@@ -189,8 +188,9 @@ pub(crate) struct Inner {
     /// Numbers `failures_within` streaks, to tag them (see `record_within_failure`).
     starts: AtomicU32,
     /// Bulkhead places: the generation they were taken in (high 32 bits) and how many are
-    /// taken (low 32). Every transition starts the count over, so a place whose permit never
-    /// records (forgotten, or parked for ever) is freed by the next transition.
+    /// taken (low 32). The first admission of a generation starts the count over, so a place
+    /// whose permit never records (forgotten, or parked for ever) is freed by the next
+    /// transition; see `acquire_other`.
     active: AtomicU64,
     /// Weak handles to a `Breaker::new` breaker, plus one for all its handles together (as in
     /// `Arc`): the last handle drops the breaker's contents, the last of these frees its
@@ -1139,26 +1139,35 @@ impl Inner {
         match State::from_word(word) {
             State::Closed => {
                 if let Some(max) = self.config.max_concurrent {
-                    // Relaxed: a plain counter; the limit holds because each admission is one
-                    // compare-and-swap below it. Not an increment undone on refusal: a refused
-                    // call's passing increment would refuse another call while a place is free.
-                    // The places are those of this generation: a transition stores the next
-                    // generation's empty count before publishing it, so the Acquire load of the
-                    // state above sees that count or a later one.
-                    let mut cur = self.active.load(Ordering::Relaxed);
+                    // Each admission is one compare-and-swap below the limit. Not an increment
+                    // undone on refusal: a refused call's passing increment would refuse
+                    // another call while a place is free.
+                    //
+                    // The count is of this generation's places. The first admission of a
+                    // generation finds an older one's count and starts it over: every place
+                    // taken before the last transition is free, even that of a permit that
+                    // will never record. Release/Acquire: a count is stamped with a generation
+                    // only by a thread that saw that generation's state word, so a thread that
+                    // sees the stamp and admits again by the state sees that state too.
+                    let mut cur = self.active.load(Ordering::Acquire);
                     loop {
-                        if crate::breaker::generation(cur) != generation {
+                        let stamped = crate::breaker::generation(cur);
+                        let taken = if stamped == generation {
+                            cur as u32
+                        } else if (generation.wrapping_sub(stamped) as i32) > 0 {
+                            0 // an older generation's places: all free now
+                        } else {
                             // A transition came between: admit by the state now.
                             return self.acquire_word(self.state.load(Ordering::Acquire));
-                        }
-                        if cur as u32 >= max {
+                        };
+                        if taken >= max {
                             return Err(self.reject(RejectReason::BulkheadFull, NO_RETRY));
                         }
                         match self.active.compare_exchange_weak(
                             cur,
-                            cur + 1,
-                            Ordering::Relaxed,
-                            Ordering::Relaxed,
+                            pack(generation, u64::from(taken) + 1),
+                            Ordering::Release,
+                            Ordering::Acquire,
                         ) {
                             Ok(_) => break,
                             Err(actual) => cur = actual,
@@ -1784,11 +1793,6 @@ impl Inner {
         if matches!(to, State::Closed | State::ForcedOpen | State::Disabled) {
             // Whatever happened before a close or a manual state, the next trip starts over.
             self.streak.store(pack(next, 0), Ordering::Relaxed);
-        }
-        if self.config.max_concurrent.is_some() {
-            // Every place taken so far is freed: a permit that never records (forgotten, or
-            // in a future parked for ever) holds its place until here, no longer.
-            self.active.store(pack(next, 0), Ordering::Relaxed);
         }
         self.state_since.store(now, Ordering::Relaxed);
         self.state.store(pack(next, to.tag()), Ordering::Release);

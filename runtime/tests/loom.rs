@@ -406,5 +406,142 @@ fn a_weak_handle_upgrades_or_not_while_the_last_handle_goes() {
         drop(b);
         t.join().unwrap();
         assert_eq!(Arc::strong_count(&alive), 1, "the breaker was not dropped");
+// ============================================================================================
+// Core defects (D07, D12): `failures_within` streak starts and bulkhead places across a reset.
+// ============================================================================================
+
+/// D07: two failures at the same moment, on a `failures_within` breaker whose last streak
+/// start is older than the span. The second must count into the streak the first started:
+/// the old code stored the start after publishing the streak, so the second could read the
+/// old start, find the streak expired and start over, and `failures = 2` did not trip.
+#[test]
+fn two_failures_at_once_within_the_span_trip() {
+    model(|| {
+        let (b, clock) = breaker(
+            Config::builder()
+                .failures(2)
+                .failures_within(Duration::from_secs(10)),
+        );
+        clock.advance(Duration::from_secs(60));
+        let t = {
+            let b = b.clone();
+            thread::spawn(move || {
+                b.try_acquire_owned()
+                    .unwrap()
+                    .record(breakerbox_runtime::Outcome::Failure)
+            })
+        };
+        b.try_acquire().unwrap().failure();
+        t.join().unwrap();
+        let m = b.metrics();
+        assert_eq!((m.state, m.times_opened), (State::Open, 1));
+    });
+}
+
+/// D07, an expired streak: one failure, the span passes, then two failures at once. Both
+/// belong to the new streak, whichever ends the old one: it trips.
+#[test]
+fn two_failures_at_once_after_an_expired_streak_trip() {
+    model(|| {
+        let (b, clock) = breaker(
+            Config::builder()
+                .failures(2)
+                .failures_within(Duration::from_secs(10)),
+        );
+        b.try_acquire().unwrap().failure();
+        clock.advance(Duration::from_secs(11));
+        let t = {
+            let b = b.clone();
+            thread::spawn(move || {
+                b.try_acquire_owned()
+                    .unwrap()
+                    .record(breakerbox_runtime::Outcome::Failure)
+            })
+        };
+        b.try_acquire().unwrap().failure();
+        t.join().unwrap();
+        assert_eq!(b.state(), State::Open);
+    });
+}
+
+/// D07: a success racing a failure that starts a streak: the streak is 0 or 1, never more,
+/// and a following failure within the span counts from there.
+#[test]
+fn a_success_racing_a_streak_start() {
+    model(|| {
+        let (b, clock) = breaker(
+            Config::builder()
+                .failures(3)
+                .failures_within(Duration::from_secs(10)),
+        );
+        clock.advance(Duration::from_secs(60));
+        let t = {
+            let b = b.clone();
+            thread::spawn(move || {
+                b.try_acquire_owned()
+                    .unwrap()
+                    .record(breakerbox_runtime::Outcome::Failure)
+            })
+        };
+        b.try_acquire().unwrap().success();
+        t.join().unwrap();
+        let streak = b.metrics().consecutive_failures;
+        assert!(streak <= 1, "streak {streak}");
+        b.try_acquire().unwrap().failure();
+        b.try_acquire().unwrap().failure();
+        let want = if streak == 1 {
+            State::Open
+        } else {
+            State::Closed
+        };
+        assert_eq!(b.state(), want);
+    });
+}
+
+/// D12: a forgotten permit's bulkhead place is freed by a reset that races another
+/// admission; afterwards exactly one place is free again, whatever the order.
+#[test]
+fn a_reset_frees_a_forgotten_place() {
+    model(|| {
+        let (b, _) = breaker(Config::builder().max_concurrent(1));
+        std::mem::forget(b.try_acquire_owned().unwrap());
+        let t = {
+            let b = b.clone();
+            thread::spawn(move || b.reset())
+        };
+        // Before the reset: refused. After: admitted, in the new generation.
+        let racing = b.try_acquire_owned().ok();
+        t.join().unwrap();
+        match racing {
+            Some(p) => {
+                assert!(b.try_acquire().is_err(), "two places of one");
+                p.record(breakerbox_runtime::Outcome::Success);
+            }
+            None => {}
+        }
+        let p = b.try_acquire().expect("the reset freed the place");
+        assert!(b.try_acquire().is_err(), "two places of one");
+        p.success();
+    });
+}
+
+/// D12: a permit admitted before a reset records while the reset runs and another call is
+/// admitted after it. The stale verdict gives back nothing of the new generation's places:
+/// exactly the new call holds the one place.
+#[test]
+fn a_stale_verdict_across_a_reset_frees_no_new_place() {
+    model(|| {
+        let (b, _) = breaker(Config::builder().max_concurrent(1));
+        let old = b.try_acquire_owned().unwrap();
+        let t = thread::spawn(move || old.record(breakerbox_runtime::Outcome::Success));
+        b.reset();
+        let new = b.try_acquire().expect("the reset freed the place");
+        t.join().unwrap();
+        assert!(
+            b.try_acquire().is_err(),
+            "a stale verdict freed the new place"
+        );
+        new.success();
+        b.try_acquire().expect("free again").success();
     });
 }
