@@ -92,10 +92,9 @@ async fn main() -> Result<(), BoxError> {
     clock.advance(Duration::from_secs(10));
     charge(true); // the probe succeeds and closes: notification 2
 
+    // No deadline: on a loaded machine the webhook may take its time (a failed post says so).
     for _ in 0..2 {
-        let note = tokio::time::timeout(Duration::from_secs(5), received.recv())
-            .await?
-            .ok_or("webhook closed")?;
+        let note = received.recv().await.ok_or("webhook closed")?;
         assert_eq!(note["breaker"], "payments");
     }
     println!("both notifications delivered");

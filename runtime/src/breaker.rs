@@ -212,9 +212,10 @@ const _: () = {
 /// this is the API underneath, for code that wants to drive one by hand.
 ///
 /// ```
-/// use breakerbox_runtime::{Breaker, Config, Error, State};
+/// use breakerbox_runtime::{Breaker, Config, Error, ManualClock, State};
 ///
-/// let breaker = Breaker::new("payments", Config::builder().failures(2).build()?);
+/// let clock = ManualClock::new(); // time stands still unless the test moves it
+/// let breaker = Breaker::new("payments", Config::builder().failures(2).clock(clock).build()?);
 /// for _ in 0..2 {
 ///     let r: Result<(), _> = breaker.call(|| Err("connection refused"));
 ///     assert!(matches!(r, Err(Error::Inner(_))));
