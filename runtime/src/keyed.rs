@@ -6,13 +6,15 @@
 //!   reader can still see it). A call pins the map, finds its key's breaker and runs through it
 //!   while pinned, so an evicted breaker is freed only after every call that found it has
 //!   recorded. A [`KeyedPermit`] and [`BreakerMap::call_async`] hold an owned pin.
-//! * A breaker is folded into the family's [`Evicted`] totals when it is freed (the slot's
-//!   `Drop`), after the last pinned call: every call's outcome is counted once, in a live
-//!   breaker's metrics or in the totals (`tests/keyed.rs` checks this under racing eviction).
+//! * An evicted breaker waits in `limbo` (counted by [`BreakerMap::evicted`] as it reads)
+//!   until its slot is freed, after the last pinned call; the slot's `Drop` then folds it into
+//!   the totals and takes it out of `limbo` in one critical section. So every call's outcome
+//!   is counted once, in a live breaker or in the evicted totals (`tests/keyed.rs` checks this
+//!   under racing eviction).
 //! * Recency costs a call two plain loads and, once per sweep, a store: each slot keeps the
 //!   sweep `tick` in which a call last found it, and each sweep turns "touched since the last
 //!   sweep" into a time (`seen`, an upper bound on the last call's time).
-//! * A sweep runs under a `try_lock` (one at a time; a thread that finds one running goes on).
+//! * One sweep runs at a time (a flag; a thread that finds one running goes on).
 //!   It evicts keys idle for `idle_for`, then, above `max_keys`, the least recently seen closed
 //!   keys down to 7/8 of `max_keys`. It runs when a new key arrives and either the map holds
 //!   `max_keys` (and has grown by an eighth of it since the last sweep) or an eighth of
@@ -30,7 +32,7 @@ use core::fmt;
 use core::future::Future;
 use core::hash::{BuildHasher, Hash};
 use std::collections::hash_map::RandomState;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::breaker::{Breaker, Identity, Permit, State};
@@ -97,8 +99,9 @@ struct Family<K, S> {
     /// When the current period began: the last sweep, or the family's creation.
     swept_at: AtomicU64,
     totals: Arc<Totals>,
-    /// Held while sweeping.
-    sweeping: Mutex<()>,
+    /// Set while a thread sweeps. A flag, not a lock: nobody waits for a sweep, and the
+    /// user code a sweep runs (the clock, listeners of a state carried over) may panic.
+    sweeping: AtomicBool,
     /// No recency or pressure sweep is due before this time, or before the map holds
     /// `sweep_len` keys.
     sweep_at: AtomicU64,
@@ -238,7 +241,7 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> BreakerMap<K, S> {
                 tick: AtomicU64::new(2),
                 swept_at: AtomicU64::new(now),
                 totals: Arc::default(),
-                sweeping: Mutex::new(()),
+                sweeping: AtomicBool::new(false),
                 sweep_at: AtomicU64::new(now.saturating_add(idle_for / 8)),
                 sweep_len: AtomicUsize::new(max_keys),
                 overflow: OnceLock::new(),
@@ -374,14 +377,21 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> BreakerMap<K, S> {
     /// What the breakers no longer in the family counted, including calls still recording
     /// into a breaker evicted while they ran.
     pub fn evicted(&self) -> Evicted {
-        let gone = self.family.totals.lock();
+        // The totals and the breakers not folded in yet, in one critical section: a breaker
+        // folded in after it is in the totals read here, and not among the breakers.
+        let (totals, limbo): (Evicted, Vec<Breaker>) = {
+            let gone = self.family.totals.lock();
+            (gone.evicted, gone.limbo.values().cloned().collect())
+        };
+        // Outside the lock: `metrics` reads the clock, which may be user code.
         let mut sum = Gone {
-            evicted: gone.evicted,
+            evicted: totals,
             limbo: Default::default(),
         };
-        for b in gone.limbo.values() {
+        for b in &limbo {
             sum.add(&b.metrics());
         }
+        drop(limbo);
         sum.evicted
     }
 
@@ -484,9 +494,10 @@ where
     }
 
     fn sweep(&self, now: u64, guard: &impl papaya::Guard) -> usize {
-        let Ok(_sweeping) = self.sweeping.try_lock() else {
+        if self.sweeping.swap(true, Ordering::Acquire) {
             return 0;
-        };
+        }
+        let _sweeping = Sweeping(&self.sweeping);
         let tick = self.tick.load(Ordering::Relaxed);
         let began = self.swept_at.load(Ordering::Relaxed);
         let mut idle = Vec::new();
@@ -574,6 +585,15 @@ where
             }
         }
         true
+    }
+}
+
+/// Clears the sweeping flag, also if the sweep panics.
+struct Sweeping<'a>(&'a AtomicBool);
+
+impl Drop for Sweeping<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
@@ -700,7 +720,9 @@ where
 
 /// The registry's families, by name. Apart from the named breakers: a family and a breaker may
 /// share a name.
-static FAMILIES: Mutex<Vec<(Box<str>, Arc<dyn View>)>> = Mutex::new(Vec::new());
+static FAMILIES: Mutex<Vec<Named>> = Mutex::new(Vec::new());
+
+type Named = (Box<str>, Arc<dyn View>);
 
 /// [`Registry::family`] found a family of that name with another key type.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -738,7 +760,7 @@ impl Registry {
             name: name.to_owned(),
             wanted: std::any::type_name::<K>(),
         };
-        let found = |families: &[(Box<str>, Arc<dyn View>)]| {
+        let found = |families: &[Named]| {
             families
                 .iter()
                 .find(|(n, _)| **n == *name)
