@@ -845,6 +845,28 @@ impl Drop for Identity {
     }
 }
 
+impl Breaker {
+    /// Handles to a `Breaker::new` breaker now. Acquire: what the dropped handles did happens
+    /// before. A keyed family folds an evicted breaker into its totals once only its own handle
+    /// is left, when nothing can record into it any more.
+    pub(crate) fn handles(&self) -> usize {
+        self.inner().refs.load(Ordering::Acquire)
+    }
+
+    /// Successes, failures, ignored, rejected and slow calls, without reading the clock.
+    pub(crate) fn counts(&self) -> [u64; 5] {
+        let inner = self.inner();
+        [
+            Count::Success,
+            Count::Failure,
+            Count::Ignored,
+            Count::Rejected,
+            Count::Slow,
+        ]
+        .map(|kind| inner.counts.total(&inner.spill, kind))
+    }
+}
+
 /// How many breakers (registry, `Breaker::new` and keyed ones) are alive in the process. For
 /// tests of memory: it falls when a breaker's last handle is dropped.
 #[doc(hidden)]

@@ -3,16 +3,19 @@
 //! # The protocol
 //!
 //! * The keys live in a `papaya::HashMap` (lock-free reads; memory reclaimed by `seize` once no
-//!   reader can still see it). A call pins the map, finds its key's breaker and runs through it
-//!   while pinned, so an evicted breaker is freed only after every call that found it has
-//!   recorded. A [`KeyedPermit`] and [`BreakerMap::call_async`] hold an owned pin.
-//! * A breaker is folded into the family's [`Evicted`] totals when it is freed (the slot's
-//!   `Drop`), after the last pinned call: every call's outcome is counted once, in a live
-//!   breaker's metrics or in the totals (`tests/keyed.rs` checks this under racing eviction).
+//!   reader can still see it). [`BreakerMap::call`] pins the map, finds its key's breaker and
+//!   runs through it while pinned: no reference count. A permit from
+//!   [`BreakerMap::try_acquire`] and [`BreakerMap::call_async`] hold a handle instead.
+//! * An evicted breaker waits in `limbo`, where [`BreakerMap::evicted`] counts it as it reads,
+//!   until its handle there is the last one: its slot freed (after the last pinned call) and
+//!   every permit recorded. Then a sweep or `evicted` folds its counts into the totals and
+//!   drops it, in the same critical section. So every call's outcome is counted once, in a
+//!   live breaker or in the evicted totals (`tests/keyed.rs` checks this under racing
+//!   eviction).
 //! * Recency costs a call two plain loads and, once per sweep, a store: each slot keeps the
 //!   sweep `tick` in which a call last found it, and each sweep turns "touched since the last
 //!   sweep" into a time (`seen`, an upper bound on the last call's time).
-//! * A sweep runs under a `try_lock` (one at a time; a thread that finds one running goes on).
+//! * One sweep runs at a time (a flag; a thread that finds one running goes on).
 //!   It evicts keys idle for `idle_for`, then, above `max_keys`, the least recently seen closed
 //!   keys down to 7/8 of `max_keys`. It runs when a new key arrives and either the map holds
 //!   `max_keys` (and has grown by an eighth of it since the last sweep) or an eighth of
@@ -30,10 +33,10 @@ use core::fmt;
 use core::future::Future;
 use core::hash::{BuildHasher, Hash};
 use std::collections::hash_map::RandomState;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::breaker::{Breaker, Identity, Permit, State};
+use crate::breaker::{Breaker, Identity, OwnedPermit, State};
 use crate::clock::nanos;
 use crate::config::Config;
 use crate::error::{Error, Rejected};
@@ -97,8 +100,9 @@ struct Family<K, S> {
     /// When the current period began: the last sweep, or the family's creation.
     swept_at: AtomicU64,
     totals: Arc<Totals>,
-    /// Held while sweeping.
-    sweeping: Mutex<()>,
+    /// Set while a thread sweeps. A flag, not a lock: nobody waits for a sweep, and the
+    /// user code a sweep runs (the clock, listeners of a state carried over) may panic.
+    sweeping: AtomicBool,
     /// No recency or pressure sweep is due before this time, or before the map holds
     /// `sweep_len` keys.
     sweep_at: AtomicU64,
@@ -116,26 +120,6 @@ struct Slot {
     touched: AtomicU64,
     /// A time no earlier than the last call, as of the last sweep.
     seen: AtomicU64,
-    totals: Arc<Totals>,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        // Runs when no call can still reach the breaker through the map: its counts are
-        // final, save for handles taken out with `get`/`breaker`.
-        let m = self.breaker.metrics();
-        let limbo = {
-            let mut gone = self.totals.lock();
-            gone.add(&m);
-            gone.limbo.remove(&address(&self.breaker))
-        };
-        // Outside the lock: the last handle's drop runs the breaker's listeners' drops.
-        drop(limbo);
-    }
-}
-
-fn address(b: &Breaker) -> usize {
-    core::ptr::from_ref(b.inner()) as usize
 }
 
 /// What the breakers no longer in the family counted.
@@ -145,33 +129,45 @@ struct Totals(Mutex<Gone>);
 #[derive(Default)]
 struct Gone {
     evicted: Evicted,
-    /// Evicted breakers whose slot is not freed yet (calls that found them before the
-    /// eviction may still record), by address: `evicted` counts them when read, until their
-    /// slot's drop folds them in, in the same critical section that removes them from here.
-    limbo: std::collections::HashMap<usize, Breaker>,
+    /// Evicted breakers that something else still holds (their slot, not freed yet while a
+    /// pinned call may run; a permit; a user's handle), counted by `evicted` when read.
+    limbo: Vec<Breaker>,
 }
 
 impl Totals {
     fn lock(&self) -> std::sync::MutexGuard<'_, Gone> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
 
-impl Gone {
-    fn add(&mut self, m: &Metrics) {
-        let e = &mut self.evicted;
-        e.calls += m.calls;
-        e.successes += m.successes;
-        e.failures += m.failures;
-        e.ignored += m.ignored;
-        e.rejected += m.rejected;
-        e.slow += m.slow;
+    /// Folds in the breakers of `limbo` nothing else holds any more. Drops them after
+    /// unlocking: a breaker's last drop runs its listeners' drops, which are user code.
+    fn prune(&self) {
+        let done: Vec<Breaker> = {
+            let mut gone = self.lock();
+            let done: Vec<Breaker> = gone.limbo.extract_if(.., |b| b.handles() == 1).collect();
+            for b in &done {
+                gone.add(b.counts());
+            }
+            done
+        };
+        drop(done);
     }
 }
 
-/// The counts of a family's breakers that are gone: evicted keys, and keys replaced after a
-/// race. A call through a handle from [`BreakerMap::get`] or [`BreakerMap::breaker`] after
-/// its key was evicted counts only in that handle's breaker.
+impl Gone {
+    fn add(&mut self, [successes, failures, ignored, rejected, slow]: [u64; 5]) {
+        let e = &mut self.evicted;
+        e.calls += successes + failures + ignored + rejected;
+        e.successes += successes;
+        e.failures += failures;
+        e.ignored += ignored;
+        e.rejected += rejected;
+        e.slow += slow;
+    }
+}
+
+/// The counts of a family's evicted breakers, including calls that record into them after
+/// the eviction (a permit taken before it, a handle from [`BreakerMap::get`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Evicted {
@@ -238,7 +234,7 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> BreakerMap<K, S> {
                 tick: AtomicU64::new(2),
                 swept_at: AtomicU64::new(now),
                 totals: Arc::default(),
-                sweeping: Mutex::new(()),
+                sweeping: AtomicBool::new(false),
                 sweep_at: AtomicU64::new(now.saturating_add(idle_for / 8)),
                 sweep_len: AtomicUsize::new(max_keys),
                 overflow: OnceLock::new(),
@@ -303,8 +299,8 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> BreakerMap<K, S> {
         self.family.find(key, &guard).call_with(f, classify)
     }
 
-    /// Awaits `fut` through `key`'s breaker, as [`Breaker::call_async`] does. The family's
-    /// memory of breakers evicted meanwhile is freed only after the future finishes.
+    /// Awaits `fut` through `key`'s breaker, as [`Breaker::call_async`] does. The future holds
+    /// a handle to the breaker (a reference-count increment), not a pin of the map.
     pub async fn call_async<Q, T, E: fmt::Display>(
         &self,
         key: &Q,
@@ -314,37 +310,29 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> BreakerMap<K, S> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let guard = self.family.map.owned_guard();
-        let breaker = self.family.find(key, &guard);
+        let breaker = {
+            let guard = self.family.map.guard();
+            self.family.find(key, &guard).clone()
+        };
         breaker.call_async(fut).await
     }
 
-    /// Asks `key`'s breaker for leave to make one call, as [`Breaker::try_acquire`] does.
-    /// Until the permit records, the family's memory of breakers evicted meanwhile is not
-    /// freed: record promptly.
+    /// Asks `key`'s breaker for leave to make one call, as [`Breaker::try_acquire_owned`]
+    /// does: the permit holds a handle to the breaker (a reference-count increment), so it
+    /// can be sent and kept across an eviction, and what it records is still counted.
     #[inline]
-    pub fn try_acquire<Q>(&self, key: &Q) -> Result<KeyedPermit<'_>, Rejected>
+    pub fn try_acquire<Q>(&self, key: &Q) -> Result<OwnedPermit, Rejected>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let guard = self.family.map.owned_guard();
-        let breaker: *const Breaker = self.family.find(key, &guard);
-        // SAFETY: the breaker is a slot's (or the family's overflow breaker, which lives as
-        // long as the family). A slot removed from the map is freed only after every guard
-        // that could see it is dropped, and the permit keeps `guard` until after it records
-        // (`permit` is declared, so dropped, first). The guard protects no matter where it is
-        // moved: seize tracks it by thread slot, not by address.
-        let breaker: &Breaker = unsafe { &*breaker };
-        let permit = breaker.try_acquire()?;
-        Ok(KeyedPermit {
-            permit,
-            _guard: guard,
-        })
+        let guard = self.family.map.guard();
+        self.family.find(key, &guard).try_acquire_owned()
     }
 
     /// A handle to `key`'s breaker, if the key is held now. The handle keeps the breaker alive
-    /// after eviction; calls through it then count only there.
+    /// after an eviction; calls through it still count in [`evicted`](BreakerMap::evicted),
+    /// and the breaker is freed once the handle is dropped.
     pub fn get<Q>(&self, key: &Q) -> Option<Breaker>
     where
         K: Borrow<Q>,
@@ -372,15 +360,18 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> BreakerMap<K, S> {
     }
 
     /// What the breakers no longer in the family counted, including calls still recording
-    /// into a breaker evicted while they ran.
+    /// into a breaker evicted while they ran, and calls through handles from
+    /// [`get`](BreakerMap::get) or [`breaker`](BreakerMap::breaker) kept after the eviction.
     pub fn evicted(&self) -> Evicted {
+        self.family.totals.prune();
+        // The totals and the breakers not folded in yet, in one critical section.
         let gone = self.family.totals.lock();
         let mut sum = Gone {
             evicted: gone.evicted,
-            limbo: Default::default(),
+            limbo: Vec::new(),
         };
-        for b in gone.limbo.values() {
-            sum.add(&b.metrics());
+        for b in &gone.limbo {
+            sum.add(b.counts());
         }
         sum.evicted
     }
@@ -470,7 +461,6 @@ where
             breaker: Breaker::named(Identity::shared(self.name.clone()), self.config.clone()),
             touched: AtomicU64::new(0),
             seen: AtomicU64::new(now),
-            totals: self.totals.clone(),
         }
     }
 
@@ -478,15 +468,16 @@ where
     fn put<'g>(&'g self, key: K, slot: Slot, guard: &'g impl papaya::Guard) -> &'g Breaker {
         match self.map.try_insert(key, slot, guard) {
             Ok(slot) => &slot.breaker,
-            // The loser's breaker saw no call; its drop folds zeros.
+            // The loser's breaker saw no call.
             Err(e) => &e.current.breaker,
         }
     }
 
     fn sweep(&self, now: u64, guard: &impl papaya::Guard) -> usize {
-        let Ok(_sweeping) = self.sweeping.try_lock() else {
+        if self.sweeping.swap(true, Ordering::Acquire) {
             return 0;
-        };
+        }
+        let _sweeping = Sweeping(&self.sweeping);
         let tick = self.tick.load(Ordering::Relaxed);
         let began = self.swept_at.load(Ordering::Relaxed);
         let mut idle = Vec::new();
@@ -534,6 +525,7 @@ where
         }
         // Start reclaiming what was removed now rather than when this thread's batch fills.
         guard.flush();
+        self.totals.prune();
         let len = self.map.len();
         self.sweep_at.store(
             now.saturating_add((self.idle_for / 8).max(1)),
@@ -562,8 +554,7 @@ where
         {
             let mut gone = self.totals.lock();
             gone.evicted.keys += 1;
-            gone.limbo
-                .insert(address(&slot.breaker), slot.breaker.clone());
+            gone.limbo.push(slot.breaker.clone());
         }
         if class(&slot.breaker) == Class::Kept && slot.breaker.state() == State::Open {
             let shared = slot.breaker.export_state();
@@ -577,47 +568,12 @@ where
     }
 }
 
-/// Leave to make one call through a key's breaker: a [`Permit`] that also keeps the family
-/// from freeing the breaker before it records. From [`BreakerMap::try_acquire`].
-#[must_use = "a permit records a cancelled call when dropped; record the outcome instead"]
-pub struct KeyedPermit<'m> {
-    // Dropped before the guard: it borrows the breaker the guard protects.
-    permit: Permit<'m>,
-    _guard: papaya::OwnedGuard<'m>,
-}
+/// Clears the sweeping flag, also if the sweep panics.
+struct Sweeping<'a>(&'a AtomicBool);
 
-impl KeyedPermit<'_> {
-    /// Records the call's outcome.
-    pub fn record(self, outcome: Outcome) {
-        let KeyedPermit { permit, _guard } = self;
-        permit.record(outcome);
-    }
-
-    /// Records the outcome and, if it trips the breaker, the message kept as its last failure.
-    pub fn record_with(self, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
-        let KeyedPermit { permit, _guard } = self;
-        permit.record_with(outcome, cause);
-    }
-
-    /// Records a success.
-    pub fn success(self) {
-        self.record(Outcome::Success);
-    }
-
-    /// Records a failure.
-    pub fn failure(self) {
-        self.record(Outcome::Failure);
-    }
-
-    /// Whether this call is a half-open probe.
-    pub fn is_probe(&self) -> bool {
-        self.permit.is_probe()
-    }
-}
-
-impl fmt::Debug for KeyedPermit<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("KeyedPermit").field(&self.permit).finish()
+impl Drop for Sweeping<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
@@ -700,7 +656,9 @@ where
 
 /// The registry's families, by name. Apart from the named breakers: a family and a breaker may
 /// share a name.
-static FAMILIES: Mutex<Vec<(Box<str>, Arc<dyn View>)>> = Mutex::new(Vec::new());
+static FAMILIES: Mutex<Vec<Named>> = Mutex::new(Vec::new());
+
+type Named = (Box<str>, Arc<dyn View>);
 
 /// [`Registry::family`] found a family of that name with another key type.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -738,7 +696,7 @@ impl Registry {
             name: name.to_owned(),
             wanted: std::any::type_name::<K>(),
         };
-        let found = |families: &[(Box<str>, Arc<dyn View>)]| {
+        let found = |families: &[Named]| {
             families
                 .iter()
                 .find(|(n, _)| **n == *name)
@@ -780,12 +738,10 @@ impl Registry {
 
 // The cost of a key's slot beside its breaker (the breaker is 192 bytes; see breaker.rs).
 #[cfg(not(loom))]
-const _: () = assert!(core::mem::size_of::<Slot>() == 32);
+const _: () = assert!(core::mem::size_of::<Slot>() == 24);
 
 #[allow(dead_code)]
 fn _assert_send_sync() {
     fn both<T: Send + Sync>() {}
     both::<BreakerMap<String>>();
-    fn send<T: Send>() {}
-    send::<KeyedPermit<'static>>();
 }

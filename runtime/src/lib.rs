@@ -51,7 +51,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigBuilder, ConfigError, Window};
 pub use error::{Error, RejectReason, Rejected, Timeout};
 pub use event::{Event, Reason};
-pub use keyed::{BreakerMap, Evicted, FamilyMetrics, KeyMetrics, KeyTypeMismatch, KeyedPermit};
+pub use keyed::{BreakerMap, Evicted, FamilyMetrics, KeyMetrics, KeyTypeMismatch};
 #[cfg(feature = "serde")]
 pub use load::LoadError;
 pub use metrics::Metrics;
