@@ -50,13 +50,21 @@ fn d04_panic_in_inner_future_behind_a_catcher_counts_as_failure() {
     let clock = ManualClock::new();
     let breaker = Breaker::new(
         "adv-d04",
-        Config::builder().failures(2).open_for(S).clock(clock.clone()).build().unwrap(),
+        Config::builder()
+            .failures(2)
+            .open_for(S)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
     );
     let mut svc = CircuitBreakerLayer::from_breaker(breaker.clone()).layer(panicking_service());
     for i in 0..2 {
         ready(&mut svc);
         let mut fut = Box::pin(svc.call(0));
-        assert!(poll_catching(&mut fut).is_err(), "the panic reaches the catcher");
+        assert!(
+            poll_catching(&mut fut).is_err(),
+            "the panic reaches the catcher"
+        );
         drop(fut); // dropped after the unwind was caught
         assert_eq!(breaker.metrics().failures, i + 1);
         assert_eq!(breaker.metrics().ignored, 0);
@@ -69,7 +77,12 @@ fn d04_panicking_probe_behind_a_catcher_reopens() {
     let clock = ManualClock::new();
     let breaker = Breaker::new(
         "adv-d04-probe",
-        Config::builder().failures(1).open_for(S).clock(clock.clone()).build().unwrap(),
+        Config::builder()
+            .failures(1)
+            .open_for(S)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
     );
     breaker.trip_for(S);
     clock.advance(S);
@@ -92,7 +105,12 @@ fn d04_panicking_classifier_counts_and_does_not_corrupt() {
     let clock = ManualClock::new();
     let breaker = Breaker::new(
         "adv-d04-classify",
-        Config::builder().failures(1).open_for(S).clock(clock.clone()).build().unwrap(),
+        Config::builder()
+            .failures(1)
+            .open_for(S)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
     );
     breaker.trip_for(S);
     clock.advance(S);
@@ -101,7 +119,10 @@ fn d04_panicking_classifier_counts_and_does_not_corrupt() {
         .layer(panicking_service());
     ready(&mut svc);
     let mut fut = Box::pin(svc.call(3));
-    assert!(poll_catching(&mut fut).is_err(), "the classifier's panic is the caller's");
+    assert!(
+        poll_catching(&mut fut).is_err(),
+        "the classifier's panic is the caller's"
+    );
     drop(fut);
     // The probe counted as a failure: open again, not half-open with a lost slot.
     assert_eq!(breaker.state(), State::Open);
@@ -119,7 +140,10 @@ impl fmt::Display for PanickyError {
 
 #[test]
 fn tower_error_display_panicking_on_the_trip_does_not_reach_the_caller() {
-    let breaker = Breaker::new("adv-tower-display", Config::builder().failures(1).build().unwrap());
+    let breaker = Breaker::new(
+        "adv-tower-display",
+        Config::builder().failures(1).build().unwrap(),
+    );
     let mut svc = CircuitBreakerLayer::from_breaker(breaker.clone()).layer(tower::service_fn(
         |_: u32| async { Err::<u32, PanickyError>(PanickyError) },
     ));
@@ -183,12 +207,19 @@ fn body_panics() -> Result<u32, AppError> {
 fn attribute_body_panic_with_a_panicking_listener_does_not_abort() {
     registry().configure(
         "adv-attr-panic-listener",
-        Config::builder().failures(1).open_for(10 * S).build().unwrap(),
+        Config::builder()
+            .failures(1)
+            .open_for(10 * S)
+            .build()
+            .unwrap(),
     );
     let b = registry().get_or_create("adv-attr-panic-listener", Config::default);
     b.on_state_change(|_| panic!("listener panics during the body's unwind"));
     let caught = catch_unwind(body_panics).expect_err("the body's panic resumes");
-    assert_eq!(caught.downcast_ref::<&str>().copied(), Some("the body panics"));
+    assert_eq!(
+        caught.downcast_ref::<&str>().copied(),
+        Some("the body panics")
+    );
     assert_eq!(b.state(), State::Open);
 }
 
@@ -231,13 +262,20 @@ fn d06_env_override_addresses_the_attributes_default_name() {
     let _env = env_lock();
     let name = "adversarial::client::fetch_user";
     let _v = Var::set("BREAKERBOX__ADVERSARIAL__CLIENT__FETCH_USER__FAILURES", "3");
-    let _w = Var::set("BREAKERBOX__ADVERSARIAL__CLIENT__FETCH_USER__open_for", "7s");
+    let _w = Var::set(
+        "BREAKERBOX__ADVERSARIAL__CLIENT__FETCH_USER__open_for",
+        "7s",
+    );
     let file = format!("[breakers.\"{name}\"]\ndynamic = true\nfailures = 9\n");
     let names = registry().load_toml_str("d06.toml", &file).expect("loads");
     assert_eq!(names, [name]);
     assert_eq!(client::fetch_user(true).unwrap(), 1);
     let b = registry().get(name).expect("the attribute's default name");
-    assert_eq!(b.config().failures(), Some(3), "the environment wins over the file");
+    assert_eq!(
+        b.config().failures(),
+        Some(3),
+        "the environment wins over the file"
+    );
     assert_eq!(b.config().open_for(), 7 * S);
 }
 
@@ -253,7 +291,12 @@ fn d06_env_override_for_names_ending_or_starting_in_punctuation() {
     let mut names = registry().load_toml_str("d06b.toml", file).expect("loads");
     names.sort();
     assert_eq!(names, ["::adv-lead", "adv-svc-", "adv.colons::"]);
-    let f = |n: &str| registry().get_or_create(n, Config::default).config().failures();
+    let f = |n: &str| {
+        registry()
+            .get_or_create(n, Config::default)
+            .config()
+            .failures()
+    };
     assert_eq!(f("adv-svc-"), Some(4));
     assert_eq!(f("::adv-lead"), Some(6));
     assert_eq!(f("adv.colons::"), Some(8));
@@ -287,7 +330,9 @@ fn config_misspelt_table_name_is_an_error_with_a_suggestion() {
         .load_toml_str("spell.toml", "[breakers.adv-inventroy]\nfailures = 2\n")
         .unwrap_err();
     match &err {
-        LoadError::UnknownBreaker { suggestion, line, .. } => {
+        LoadError::UnknownBreaker {
+            suggestion, line, ..
+        } => {
             assert_eq!(suggestion.as_deref(), Some("adv-inventory"));
             assert_eq!(*line, 1);
         }
@@ -299,7 +344,10 @@ fn config_misspelt_table_name_is_an_error_with_a_suggestion() {
 fn config_non_utf8_env_value_is_a_named_error() {
     use std::os::unix::ffi::OsStringExt;
     let _env = env_lock();
-    let _v = Var::set("BREAKERBOX__ADV_BYTES__FAILURES", OsString::from_vec(vec![b'3', 0xff]));
+    let _v = Var::set(
+        "BREAKERBOX__ADV_BYTES__FAILURES",
+        OsString::from_vec(vec![b'3', 0xff]),
+    );
     let err = registry()
         .load_toml_str("bytes.toml", "[breakers.adv-bytes]\ndynamic = true\n")
         .unwrap_err();
@@ -329,7 +377,10 @@ fn config_error_messages_do_not_echo_huge_values() {
 fn config_messages_do_not_repeat_the_key() {
     let _env = env_lock();
     let err = registry()
-        .load_toml_str("t.toml", "[breakers.adv-timeout]\ndynamic = true\ntimeout = \"1s\"\n")
+        .load_toml_str(
+            "t.toml",
+            "[breakers.adv-timeout]\ndynamic = true\ntimeout = \"1s\"\n",
+        )
         .unwrap_err();
     let text = err.to_string();
     assert!(!text.contains("`timeout` `timeout`"), "{text}");
@@ -351,7 +402,9 @@ fn d05_a_2mb_file_loads_and_names_the_right_line_at_its_end() {
         n += 1;
     }
     let lines = text.matches('\n').count();
-    let names = registry().load_toml_str("big.toml", &text).expect("a 2 MB file loads");
+    let names = registry()
+        .load_toml_str("big.toml", &text)
+        .expect("a 2 MB file loads");
     assert_eq!(names.len(), n);
     let b = registry().get_or_create("adv-big-12345", Config::default);
     assert_eq!(b.config().failures(), Some(12345 % 100 + 1));
@@ -385,7 +438,10 @@ fn d14_config_with_duration_max_round_trips() {
     struct File {
         config: Config,
     }
-    let toml_text = toml::to_string(&File { config: config.clone() }).unwrap();
+    let toml_text = toml::to_string(&File {
+        config: config.clone(),
+    })
+    .unwrap();
     let back: File = toml::from_str(&toml_text).expect("TOML too");
     assert_eq!(back.config, config);
 }
@@ -419,4 +475,67 @@ fn d14_event_of_a_huge_trip_for_round_trips() {
     let m = breaker.metrics();
     let back: Metrics = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
     assert_eq!(back, m);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A clock that panics while the inner future's panic unwinds through the layer. An abort
+// would kill this binary, so the case runs in a child process of it.
+
+struct UnwindPanicClock(ManualClock);
+impl breakerbox::Clock for UnwindPanicClock {
+    fn now(&self) -> Duration {
+        if std::thread::panicking() {
+            panic!("clock read while unwinding panics");
+        }
+        self.0.now()
+    }
+}
+
+fn tower_unwind_clock_case() {
+    let clock = ManualClock::new();
+    let breaker = Breaker::new(
+        "adv-tower-unwind-clock",
+        Config::builder()
+            .failures(1)
+            .failures_within(S)
+            .slow(S)
+            .clock(UnwindPanicClock(clock.clone()))
+            .build()
+            .unwrap(),
+    );
+    let mut svc = CircuitBreakerLayer::from_breaker(breaker.clone()).layer(panicking_service());
+    ready(&mut svc);
+    let mut fut = Box::pin(svc.call(0));
+    assert!(
+        poll_catching(&mut fut).is_err(),
+        "the inner panic reaches the catcher"
+    );
+    drop(fut);
+    breaker.reset();
+    ready(&mut svc);
+    let mut fut = Box::pin(svc.call(4));
+    assert!(matches!(poll_catching(&mut fut), Ok(Poll::Ready(Ok(4)))));
+}
+
+#[test]
+fn tower_clock_panicking_while_the_inner_future_unwinds_does_not_abort() {
+    if std::env::var_os("ADV_TOWER_UNWIND_CLOCK").is_some() {
+        tower_unwind_clock_case();
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "tower_clock_panicking_while_the_inner_future_unwinds_does_not_abort",
+            "--test-threads=1",
+        ])
+        .env("ADV_TOWER_UNWIND_CLOCK", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

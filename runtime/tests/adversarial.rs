@@ -14,8 +14,8 @@ use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::time::Duration;
 
 use breakerbox_runtime::{
-    Breaker, BreakerMap, Config, Error, Event, ManualClock, Outcome, Reason, RejectReason,
-    State, WeakBreaker, registry,
+    Breaker, BreakerMap, Config, Error, Event, ManualClock, Outcome, Reason, RejectReason, State,
+    WeakBreaker, registry,
 };
 
 const S: Duration = Duration::from_secs(1);
@@ -169,7 +169,10 @@ fn d02_display_that_reenters_the_breaker_does_not_deadlock() {
         let _: Result<(), Error<&str>> = b.call(|| Ok(()));
     });
     fail(&b, reenter);
-    assert!(calls.load(Ordering::SeqCst) >= 1, "the message was not formatted");
+    assert!(
+        calls.load(Ordering::SeqCst) >= 1,
+        "the message was not formatted"
+    );
     assert_eq!(b.state(), State::Open);
     assert_eq!(b.last_failure().as_deref(), Some("reentered"));
     assert_eq!(b.metrics().times_opened, 1);
@@ -207,7 +210,10 @@ fn d02_display_that_resets_the_breaker_leaves_a_consistent_breaker() {
 
 #[test]
 fn d03_listener_panicking_during_a_panicking_protected_call_does_not_abort() {
-    let b = Breaker::new("adv-d03-unwind", Config::builder().failures(1).build().unwrap());
+    let b = Breaker::new(
+        "adv-d03-unwind",
+        Config::builder().failures(1).build().unwrap(),
+    );
     let later = Arc::new(AtomicU32::new(0));
     b.on_state_change(|_| panic!("listener panics"));
     let l = later.clone();
@@ -225,7 +231,11 @@ fn d03_listener_panicking_during_a_panicking_protected_call_does_not_abort() {
     );
     assert_eq!(b.state(), State::Open);
     assert_eq!(b.metrics().failures, 1);
-    assert_eq!(later.load(Ordering::SeqCst), 1, "a later listener still runs");
+    assert_eq!(
+        later.load(Ordering::SeqCst),
+        1,
+        "a later listener still runs"
+    );
 }
 
 #[test]
@@ -367,7 +377,10 @@ fn d03_registry_listener_may_use_the_registry() {
     b.force_open();
     assert!(made.load(Ordering::SeqCst));
     assert_eq!(
-        registry().get("adv-d03-registry-reenter-other").unwrap().state(),
+        registry()
+            .get("adv-d03-registry-reenter-other")
+            .unwrap()
+            .state(),
         State::ForcedOpen
     );
 }
@@ -381,7 +394,11 @@ fn d07_two_failures_at_the_same_instant_trip_failures_2() {
     clock.advance(100 * S);
     let b = Breaker::new(
         "adv-d07",
-        clocked(&clock).failures(2).failures_within(S).build().unwrap(),
+        clocked(&clock)
+            .failures(2)
+            .failures_within(S)
+            .build()
+            .unwrap(),
     );
     fail(&b, "a");
     fail(&b, "b");
@@ -394,7 +411,11 @@ fn d07_a_new_streak_after_an_expired_one_at_one_instant_trips() {
     let clock = ManualClock::new();
     let b = Breaker::new(
         "adv-d07-expired",
-        clocked(&clock).failures(2).failures_within(S).build().unwrap(),
+        clocked(&clock)
+            .failures(2)
+            .failures_within(S)
+            .build()
+            .unwrap(),
     );
     fail(&b, "old");
     clock.advance(5 * S); // the old streak expired
@@ -445,7 +466,11 @@ fn d07_many_threads_failing_at_one_instant_trip_exactly_once() {
                 });
             }
         });
-        assert_eq!(b.state(), State::Open, "round {round}: {THREADS} failures within 0 s");
+        assert_eq!(
+            b.state(),
+            State::Open,
+            "round {round}: {THREADS} failures within 0 s"
+        );
         assert_eq!(b.metrics().times_opened, 1, "round {round}");
         assert_eq!(opened.load(Ordering::SeqCst), 1, "round {round}");
         assert_eq!(b.metrics().failures, THREADS as u64);
@@ -547,7 +572,11 @@ fn registry_two_threads_creating_one_name_get_one_breaker() {
             assert!(b.same(&registry().get(&name).unwrap()));
         }
         assert_eq!(
-            registry().breakers().iter().filter(|b| b.name() == name).count(),
+            registry()
+                .breakers()
+                .iter()
+                .filter(|b| b.name() == name)
+                .count(),
             1
         );
         let n = closures.load(Ordering::SeqCst);
@@ -572,7 +601,11 @@ fn registry_configure_racing_creation_is_never_lost() {
             (c.join().unwrap(), b.join().unwrap())
         });
         let want = if configured { 11 } else { 22 };
-        assert_eq!(b.config().failures(), Some(want), "round {i}, configure said {configured}");
+        assert_eq!(
+            b.config().failures(),
+            Some(want),
+            "round {i}, configure said {configured}"
+        );
     }
 }
 
@@ -632,7 +665,10 @@ fn d11_listener_with_a_weak_handle_does_not_keep_the_breaker_alive() {
     assert_eq!(b.state(), State::Closed, "the listener reset it");
     drop(b);
     assert!(weak.upgrade().is_none());
-    assert!(dropped.load(Ordering::SeqCst), "the listener was freed with the breaker");
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the listener was freed with the breaker"
+    );
 }
 
 #[test]
@@ -666,7 +702,10 @@ fn weak_upgrade_racing_the_last_drop() {
             w.join().unwrap()
         });
         let _ = upgraded;
-        assert!(weak.upgrade().is_none(), "round {i}: the last handle is gone");
+        assert!(
+            weak.upgrade().is_none(),
+            "round {i}: the last handle is gone"
+        );
         let w2 = weak.clone();
         drop(weak);
         assert!(w2.upgrade().is_none());
@@ -678,7 +717,9 @@ fn weak_handles_to_registry_breakers_always_upgrade() {
     let b = registry().get_or_create("adv-weak-registry", Config::default);
     let w = b.downgrade();
     drop(b);
-    let again = w.upgrade().expect("a registry breaker lives for the process");
+    let again = w
+        .upgrade()
+        .expect("a registry breaker lives for the process");
     assert!(again.same(&registry().get("adv-weak-registry").unwrap()));
     let w2 = w.clone();
     drop(w);
@@ -702,7 +743,10 @@ fn owned_permit_keeps_a_breaker_alive_for_its_weak_handles() {
 
 #[test]
 fn d12_forgotten_permits_are_freed_by_reset() {
-    let b = Breaker::new("adv-d12", Config::builder().max_concurrent(3).build().unwrap());
+    let b = Breaker::new(
+        "adv-d12",
+        Config::builder().max_concurrent(3).build().unwrap(),
+    );
     for _ in 0..3 {
         std::mem::forget(b.try_acquire().unwrap());
     }
@@ -716,7 +760,10 @@ fn d12_forgotten_permits_are_freed_by_reset() {
 
 #[test]
 fn d12_old_generation_permits_recording_after_reset_free_no_new_place() {
-    let b = Breaker::new("adv-d12-old", Config::builder().max_concurrent(2).build().unwrap());
+    let b = Breaker::new(
+        "adv-d12-old",
+        Config::builder().max_concurrent(2).build().unwrap(),
+    );
     let old: Vec<_> = (0..2).map(|_| b.try_acquire().unwrap()).collect();
     b.reset();
     let new: Vec<_> = (0..2).map(|_| b.try_acquire().unwrap()).collect();
@@ -749,7 +796,12 @@ fn d12_old_permit_dropped_after_a_trip_and_close_frees_nothing() {
     let clock = ManualClock::new();
     let b = Breaker::new(
         "adv-d12-trip",
-        clocked(&clock).max_concurrent(2).failures(1).open_for(S).build().unwrap(),
+        clocked(&clock)
+            .max_concurrent(2)
+            .failures(1)
+            .open_for(S)
+            .build()
+            .unwrap(),
     );
     let old = b.try_acquire().unwrap();
     fail(&b, "x"); // trips: a transition
@@ -768,14 +820,18 @@ fn d12_stress_max_concurrent_holds_exactly() {
     const MAX: u32 = 3;
     const THREADS: usize = 8;
     const ITERS: usize = 20_000;
-    let b = Breaker::new("adv-d12-stress", Config::builder().max_concurrent(MAX).build().unwrap());
+    let b = Breaker::new(
+        "adv-d12-stress",
+        Config::builder().max_concurrent(MAX).build().unwrap(),
+    );
     let in_flight = AtomicU32::new(0);
     let peak = AtomicU32::new(0);
     let admitted = AtomicU64::new(0);
     let refused = AtomicU64::new(0);
     std::thread::scope(|s| {
         for t in 0..THREADS {
-            let (b, in_flight, peak, admitted, refused) = (&b, &in_flight, &peak, &admitted, &refused);
+            let (b, in_flight, peak, admitted, refused) =
+                (&b, &in_flight, &peak, &admitted, &refused);
             s.spawn(move || {
                 for i in 0..ITERS {
                     match b.try_acquire() {
@@ -800,9 +856,16 @@ fn d12_stress_max_concurrent_holds_exactly() {
             });
         }
     });
-    assert!(peak.load(Ordering::SeqCst) <= MAX, "peak {}", peak.load(Ordering::SeqCst));
+    assert!(
+        peak.load(Ordering::SeqCst) <= MAX,
+        "peak {}",
+        peak.load(Ordering::SeqCst)
+    );
     let m = b.metrics();
-    let (a, r) = (admitted.load(Ordering::Relaxed), refused.load(Ordering::Relaxed));
+    let (a, r) = (
+        admitted.load(Ordering::Relaxed),
+        refused.load(Ordering::Relaxed),
+    );
     assert_eq!(a + r, (THREADS * ITERS) as u64);
     assert_eq!(m.successes + m.ignored, a);
     assert_eq!(m.rejected, r);
@@ -816,7 +879,10 @@ fn d12_stress_max_concurrent_holds_exactly() {
 #[test]
 fn d12_stress_with_resets_never_exceeds_max_per_generation_and_never_sticks() {
     const MAX: u32 = 2;
-    let b = Breaker::new("adv-d12-resets", Config::builder().max_concurrent(MAX).build().unwrap());
+    let b = Breaker::new(
+        "adv-d12-resets",
+        Config::builder().max_concurrent(MAX).build().unwrap(),
+    );
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         for _ in 0..3 {
@@ -866,7 +932,10 @@ fn d13_metrics_while_disabled_add_up() {
     b.try_acquire().unwrap().record(Outcome::TripFor(S));
     let m = b.metrics();
     assert_eq!(m.state, State::Disabled);
-    assert_eq!((m.successes, m.failures, m.ignored, m.rejected), (3, 3, 2, 0));
+    assert_eq!(
+        (m.successes, m.failures, m.ignored, m.rejected),
+        (3, 3, 2, 0)
+    );
     assert_eq!(m.calls, 8);
     assert_eq!(m.times_opened, 0);
 }
@@ -913,7 +982,12 @@ fn d15_single_probe_slot_times_out_from_entering_half_open() {
     let clock = ManualClock::new();
     let b = Breaker::new(
         "adv-d15-one",
-        clocked(&clock).failures(1).open_for(S).probe_timeout(10 * S).build().unwrap(),
+        clocked(&clock)
+            .failures(1)
+            .open_for(S)
+            .probe_timeout(10 * S)
+            .build()
+            .unwrap(),
     );
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
@@ -925,7 +999,11 @@ fn d15_single_probe_slot_times_out_from_entering_half_open() {
     assert_eq!(rejected(&b), RejectReason::Open);
     assert_eq!(
         *seen.lock().unwrap(),
-        [Reason::Failures(1), Reason::OpenElapsed, Reason::ProbeTimeout]
+        [
+            Reason::Failures(1),
+            Reason::OpenElapsed,
+            Reason::ProbeTimeout
+        ]
     );
     clock.advance(100 * S);
     ok(&b);
@@ -941,7 +1019,10 @@ fn small_retry_after_is_some_even_for_the_longest_open() {
     b.trip_for(Duration::MAX);
     let r = b.try_acquire().unwrap_err();
     assert_eq!(r.reason(), RejectReason::Open);
-    assert!(r.retry_after().is_some(), "an open breaker always says when to retry");
+    assert!(
+        r.retry_after().is_some(),
+        "an open breaker always says when to retry"
+    );
     assert!(b.metrics().retry_after.is_some());
     let text = r.to_string();
     assert!(text.contains("retry in"), "{text}");
@@ -952,11 +1033,21 @@ fn small_reopens_count_from_zero() {
     let clock = ManualClock::new();
     let b = Breaker::new(
         "adv-reopens",
-        clocked(&clock).failures(1).open_for(S).backoff(2.0).max_open_for(1000 * S).build().unwrap(),
+        clocked(&clock)
+            .failures(1)
+            .open_for(S)
+            .backoff(2.0)
+            .max_open_for(1000 * S)
+            .build()
+            .unwrap(),
     );
     assert_eq!(b.export_state().reopens, 0);
     fail(&b, "x");
-    assert_eq!(b.export_state().reopens, 0, "the first opening is not a re-open");
+    assert_eq!(
+        b.export_state().reopens,
+        0,
+        "the first opening is not a re-open"
+    );
     let mut wait = S;
     for n in 1..5u32 {
         clock.advance(wait);
@@ -964,7 +1055,11 @@ fn small_reopens_count_from_zero() {
         assert_eq!(b.state(), State::Open);
         assert_eq!(b.export_state().reopens, n);
         wait *= 2;
-        assert_eq!(b.metrics().retry_after, Some(wait), "backoff at re-open {n}");
+        assert_eq!(
+            b.metrics().retry_after,
+            Some(wait),
+            "backoff at re-open {n}"
+        );
     }
     clock.advance(wait);
     ok(&b);
@@ -998,7 +1093,12 @@ fn small_slow_counts_only_what_its_doc_says() {
     let clock = ManualClock::new();
     let b = Breaker::new(
         "adv-slow",
-        clocked(&clock).slow(S).slow_rate(100).min_calls(100).build().unwrap(),
+        clocked(&clock)
+            .slow(S)
+            .slow_rate(100)
+            .min_calls(100)
+            .build()
+            .unwrap(),
     );
     for outcome in [Outcome::Success, Outcome::Failure, Outcome::Ignored] {
         let p = b.try_acquire().unwrap();
@@ -1047,7 +1147,11 @@ fn keyed_max_keys_bounds_the_family_and_counts_add_up() {
     let clock = ManualClock::new();
     let hosts: BreakerMap<String> = BreakerMap::new(
         "adv-keyed-bound",
-        clocked(&clock).max_keys(16).idle_for(1000 * S).build().unwrap(),
+        clocked(&clock)
+            .max_keys(16)
+            .idle_for(1000 * S)
+            .build()
+            .unwrap(),
     );
     let mut max_len = 0;
     for i in 0..5_000u64 {
@@ -1055,7 +1159,10 @@ fn keyed_max_keys_bounds_the_family_and_counts_add_up() {
         hosts.call(key.as_str(), || Ok::<_, &str>(())).unwrap();
         max_len = max_len.max(hosts.len());
     }
-    assert!(max_len <= 32, "the family grew to {max_len} with max_keys 16");
+    assert!(
+        max_len <= 32,
+        "the family grew to {max_len} with max_keys 16"
+    );
     hosts.sweep();
     assert!(hosts.len() <= 16, "after a sweep: {}", hosts.len());
     let mut live = 0;
@@ -1068,8 +1175,10 @@ fn keyed_max_keys_bounds_the_family_and_counts_add_up() {
 
 #[test]
 fn keyed_lookup_by_str_finds_the_string_key() {
-    let hosts: BreakerMap<String> =
-        BreakerMap::new("adv-keyed-str", Config::builder().failures(2).build().unwrap());
+    let hosts: BreakerMap<String> = BreakerMap::new(
+        "adv-keyed-str",
+        Config::builder().failures(2).build().unwrap(),
+    );
     let owned = String::from("a.example");
     let _ = hosts.call(&owned, || Err::<(), _>("x"));
     let _ = hosts.call("a.example", || Err::<(), _>("y"));
@@ -1084,9 +1193,13 @@ fn keyed_lookup_by_str_finds_the_string_key() {
 
 #[test]
 fn keyed_panicking_call_counts_and_listener_panics_are_contained() {
-    let hosts: BreakerMap<String> =
-        BreakerMap::new("adv-keyed-panic", Config::builder().failures(1).build().unwrap());
-    hosts.breaker("p").on_state_change(|_| panic!("keyed listener"));
+    let hosts: BreakerMap<String> = BreakerMap::new(
+        "adv-keyed-panic",
+        Config::builder().failures(1).build().unwrap(),
+    );
+    hosts
+        .breaker("p")
+        .on_state_change(|_| panic!("keyed listener"));
     let caught = catch_unwind(AssertUnwindSafe(|| {
         let _ = hosts.call("p", || -> Result<(), &str> { panic!("call") });
     }));
@@ -1098,3 +1211,86 @@ fn keyed_panicking_call_counts_and_listener_panics_are_contained() {
 // Keep an unused import from tripping warnings when a test above is edited.
 #[allow(dead_code)]
 fn _unused(_: OnceLock<()>, _: AtomicUsize) {}
+
+// ---------------------------------------------------------------------------------------------
+// A clock that panics while the protected call is itself panicking. An abort would kill the
+// test binary, so each case runs in a child process of this binary.
+
+/// A manual clock that panics when read while the thread is unwinding.
+struct UnwindPanicClock(ManualClock);
+impl breakerbox_runtime::Clock for UnwindPanicClock {
+    fn now(&self) -> Duration {
+        if std::thread::panicking() {
+            panic!("clock read while unwinding panics");
+        }
+        self.0.now()
+    }
+}
+
+fn unwind_clock_case(shape: &str) {
+    let clock = ManualClock::new();
+    let base = Config::builder()
+        .clock(UnwindPanicClock(clock.clone()))
+        .open_for(S);
+    let config = match shape {
+        "slow" => base.failures(1).slow(S),
+        "failures_within" => base.failures(1).failures_within(S),
+        "time_window" => base
+            .failure_rate(50)
+            .window(breakerbox_runtime::Window::Time(10 * S))
+            .min_calls(1),
+        "probe" => base.failures(1),
+        other => panic!("no shape {other}"),
+    }
+    .build()
+    .unwrap();
+    let b = Breaker::new("adv-unwind-clock", config);
+    if shape == "probe" {
+        b.trip_for(S);
+        clock.advance(S);
+    }
+    let caught = catch_unwind(AssertUnwindSafe(|| {
+        let _: Result<(), Error<&str>> = b.call(|| panic!("the protected call panics"));
+    }));
+    let payload = caught.expect_err("the call's panic resumes");
+    assert_eq!(
+        payload.downcast_ref::<&str>().copied(),
+        Some("the protected call panics")
+    );
+    // The breaker still works afterwards.
+    b.reset();
+    ok(&b);
+}
+
+#[test]
+fn clock_panicking_during_a_panicking_protected_call_does_not_abort() {
+    if let Ok(shape) = std::env::var("ADV_UNWIND_CLOCK_SHAPE") {
+        unwind_clock_case(&shape);
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let mut failed = Vec::new();
+    for shape in ["slow", "failures_within", "time_window", "probe"] {
+        let out = std::process::Command::new(&exe)
+            .args([
+                "--exact",
+                "clock_panicking_during_a_panicking_protected_call_does_not_abort",
+                "--test-threads=1",
+            ])
+            .env("ADV_UNWIND_CLOCK_SHAPE", shape)
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            failed.push(format!(
+                "{shape}: {:?}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .filter(|l| l.contains("panicked") || l.contains("abort"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
