@@ -2050,12 +2050,34 @@ impl Permit<'_> {
 /// Runs only for a permit dropped without a verdict: recording forgets the permit.
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
-        let outcome = if std::thread::panicking() {
-            Outcome::Failure
+        if std::thread::panicking() {
+            record_unwinding(self.inner, self.ticket);
         } else {
-            Outcome::Ignored
-        };
-        self.inner.record(self.ticket, outcome, None);
+            self.inner.record(self.ticket, Outcome::Ignored, None);
+        }
+    }
+}
+
+/// Records the failure of a call whose thread is unwinding. Recording may run user code — the
+/// clock, read to time the call, date a streak or a window bucket, or end a probe round — and a
+/// second panic escaping a `Drop` during an unwind aborts the process: it is caught and logged
+/// at `error`, and the call's own panic goes on. The failure is then counted as far as the
+/// clock let it be (a probe whose failure could not be dated holds its slot until
+/// `probe_timeout`, as a hung one does).
+#[cold]
+fn record_unwinding(inner: &Inner, ticket: Ticket) {
+    let recorded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        inner.record(ticket, Outcome::Failure, None)
+    }));
+    if let Err(payload) = recorded {
+        tracing::error!(
+            target: "breakerbox",
+            name = %inner.identity.name,
+            panic = crate::event::panic_message(&*payload),
+            "recording the failure of a panicking call of circuit breaker '{}' panicked (caught)",
+            inner.identity.name
+        );
+        crate::event::discard(payload);
     }
 }
 

@@ -338,7 +338,15 @@ impl Drop for RecordPanic<'_> {
         if self.armed
             && let Some(permit) = self.permit.take()
         {
-            permit.record(Outcome::Failure);
+            // Dropped while the inner future's panic unwinds: a panic of the user's clock
+            // while recording would abort the process. The permit, if recording never took
+            // it, records as any permit dropped while unwinding does (a panic there is caught).
+            let recorded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                permit.record(Outcome::Failure)
+            }));
+            if let Err(payload) = recorded {
+                crate::event::discard(payload);
+            }
         }
     }
 }
