@@ -406,6 +406,9 @@ fn a_weak_handle_upgrades_or_not_while_the_last_handle_goes() {
         drop(b);
         t.join().unwrap();
         assert_eq!(Arc::strong_count(&alive), 1, "the breaker was not dropped");
+    });
+}
+
 // ============================================================================================
 // Core defects (D07, D12): `failures_within` streak starts and bulkhead places across a reset.
 // ============================================================================================
