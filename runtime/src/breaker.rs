@@ -2124,6 +2124,27 @@ impl OwnedPermit {
         self.take().record_with(outcome, cause);
     }
 
+    /// Records a success.
+    #[inline]
+    pub fn success(self) {
+        self.record(Outcome::Success);
+    }
+
+    /// Records a failure.
+    pub fn failure(self) {
+        self.record(Outcome::Failure);
+    }
+
+    /// Records a failure with its message.
+    pub fn failure_with(self, cause: &dyn fmt::Display) {
+        self.record_with(Outcome::Failure, Some(cause));
+    }
+
+    /// Records a call that says nothing about the service's health.
+    pub fn ignore(self) {
+        self.record(Outcome::Ignored);
+    }
+
     /// Whether this call is a half-open probe.
     pub fn is_probe(&self) -> bool {
         self.ticket.kind() == Kind::Probe
