@@ -169,7 +169,7 @@ impl Registry {
         let mut configs = Vec::with_capacity(tables.len());
         for (name, table) in tables {
             let config = build(path, &name, &table)?;
-            if self.get(&name).is_some() {
+            if self.created(&name) {
                 return Err(LoadError::AlreadyCreated {
                     path: path.to_owned(),
                     line: table.line,
