@@ -5,14 +5,20 @@
 //!
 //! Each attribute adds one [`Registration`] static to a distributed slice that the linker
 //! gathers into one array, read in place by the registry on its first use. `inventory` was the
-//! other candidate: it runs one constructor per entry before `main`. Measured with 1000
-//! entries of this shape (release build, Linux x86-64, `/tmp` scratch crates, `valgrind
-//! --tool=callgrind` for instructions from exec to exit): `linkme` added 3 KB to the stripped
-//! binary and no start-up work; `inventory` added 213 KB and about 70 000 instructions run
-//! before `main`; build times of the two were within the noise of this machine. `linkme`
-//! supports Linux, Android, Fuchsia, macOS, iOS, tvOS, Windows, illumos, FreeBSD and OpenBSD;
-//! elsewhere (WebAssembly among them) breakerbox builds without the slice, and an annotated
-//! breaker becomes known at its first call, as before.
+//! other candidate: it runs one constructor per entry before `main`. Measured on scratch
+//! crates with 1000 entries of this shape (release, Linux x86-64, this 2-core machine under
+//! load; medians of 3 to 5 rebuilds):
+//!
+//! | per 1000 entries | `linkme` 0.3.37 | `inventory` 0.3.25 |
+//! |---|---:|---:|
+//! | link (`-Z time-passes`, `link_binary`; none: 0.43 s) | 0.39 s | 0.72 s |
+//! | CPU to rebuild the crate (none: 1.4 s) | 2.8 s | 3.7 s |
+//! | stripped binary (none: 522 504 B) | +2.9 KB | +213 KB |
+//! | instructions before `main` (`valgrind --tool=callgrind`) | 0 | ~69 000 |
+//!
+//! `linkme` supports Linux, Android, Fuchsia, macOS, iOS, tvOS, Windows, illumos, FreeBSD and
+//! OpenBSD. Elsewhere (WebAssembly among them) breakerbox builds without the slice, and an
+//! annotated breaker becomes known at its first call, as before.
 
 use core::fmt;
 use std::collections::BTreeSet;

@@ -66,8 +66,11 @@ pub struct Registry {
     registered: HashMap<&'static str, Vec<&'static Registration>>,
     /// The sites that gave each name a config at run time: the one that created it and each
     /// one that asked for another, with the config it gave.
-    sites: Mutex<HashMap<Box<str>, Vec<(Site, Config)>>>,
+    sites: Mutex<HashMap<Box<str>, Sites>>,
 }
+
+/// Sites with the config each gave.
+type Sites = Vec<(Site, Config)>;
 
 struct Entry {
     breaker: Breaker,
@@ -290,7 +293,7 @@ impl Registry {
     /// # }
     /// ```
     pub fn check(&self) -> Result<(), Conflicts> {
-        let mut by_name: BTreeMap<&str, Vec<(Site, Config)>> = BTreeMap::new();
+        let mut by_name: BTreeMap<&str, Sites> = BTreeMap::new();
         for (name, list) in &self.registered {
             let sites = by_name.entry(name).or_default();
             sites.extend(list.iter().map(|r| (r.site(), r.config())));
