@@ -263,7 +263,9 @@ impl Registry {
         Some(self.registered_breaker(first))
     }
 
-    /// Whether the breaker `name` has been created.
+    /// Whether the breaker `name` has been created (`load_toml` configures only those that
+    /// have not).
+    #[cfg(feature = "serde")]
     pub(crate) fn created(&self, name: &str) -> bool {
         read(&self.breakers).contains_key(name)
     }
