@@ -4,6 +4,10 @@
 //! The registry is one per process: each test uses names of its own, and no test here lists
 //! every breaker (that would create them all, and `configure_before_listing` needs its breaker
 //! not created yet).
+//!
+//! The registration's `link_section` statics come from a macro of breakerbox's, so a crate
+//! that forbids `unsafe` code can still use the attribute: this one does.
+#![forbid(unsafe_code)]
 
 use std::fmt::Display;
 
