@@ -253,35 +253,86 @@ fn keys(config: &Config) -> [(&'static str, String); 15] {
     fn span(v: Option<core::time::Duration>) -> String {
         v.map_or_else(|| "unset".to_owned(), |v| format!("{v:?}"))
     }
-    let window = match config.window {
+    // Destructured, so that a new field of `Config` must be named here.
+    let Config {
+        failures,
+        failures_within,
+        failure_rate,
+        window,
+        min_calls,
+        slow,
+        slow_rate,
+        open_for,
+        max_open_for,
+        backoff,
+        jitter,
+        half_open_calls,
+        successes,
+        probe_timeout,
+        max_concurrent,
+        clock: _,
+    } = config;
+    let window = match window {
         Window::Calls(n) => format!("{n} calls"),
         Window::Time(d) => format!("{d:?}"),
     };
     [
-        ("failures", config.failures.to_string()),
-        ("failures_within", span(config.failures_within)),
-        ("failure_rate", count(config.failure_rate.map(u32::from))),
+        ("failures", failures.to_string()),
+        ("failures_within", span(*failures_within)),
+        ("failure_rate", count(failure_rate.map(u32::from))),
         ("window", window),
-        ("min_calls", config.min_calls.to_string()),
-        ("slow", span(config.slow)),
-        ("slow_rate", count(config.slow_rate.map(u32::from))),
-        ("open_for", format!("{:?}", config.open_for)),
-        ("max_open_for", format!("{:?}", config.max_open_for)),
-        ("backoff", config.backoff.to_string()),
-        ("jitter", config.jitter.to_string()),
-        ("half_open_calls", config.half_open_calls.to_string()),
-        ("successes", config.successes.to_string()),
-        ("probe_timeout", format!("{:?}", config.probe_timeout)),
-        ("max_concurrent", count(config.max_concurrent)),
+        ("min_calls", min_calls.to_string()),
+        ("slow", span(*slow)),
+        ("slow_rate", count(slow_rate.map(u32::from))),
+        ("open_for", format!("{open_for:?}")),
+        ("max_open_for", format!("{max_open_for:?}")),
+        ("backoff", backoff.to_string()),
+        ("jitter", jitter.to_string()),
+        ("half_open_calls", half_open_calls.to_string()),
+        ("successes", successes.to_string()),
+        ("probe_timeout", format!("{probe_timeout:?}")),
+        ("max_concurrent", count(*max_concurrent)),
     ]
 }
 
 /// Whether two configs have the same policy. The clock is not part of it: a clock set with
 /// [`Registry::set_clock`](crate::Registry::set_clock) does not make configs differ.
 pub(crate) fn same_policy(a: &Config, b: &Config) -> bool {
-    let mut b = b.clone();
-    b.clock = a.clock.clone();
-    *a == b
+    // Field by field, so that a new field of `Config` must be placed here; no clone, as
+    // `get_or_create` compares on every call.
+    let Config {
+        failures,
+        failures_within,
+        failure_rate,
+        window,
+        min_calls,
+        slow,
+        slow_rate,
+        open_for,
+        max_open_for,
+        backoff,
+        jitter,
+        half_open_calls,
+        successes,
+        probe_timeout,
+        max_concurrent,
+        clock: _,
+    } = a;
+    *failures == b.failures
+        && *failures_within == b.failures_within
+        && *failure_rate == b.failure_rate
+        && *window == b.window
+        && *min_calls == b.min_calls
+        && *slow == b.slow
+        && *slow_rate == b.slow_rate
+        && *open_for == b.open_for
+        && *max_open_for == b.max_open_for
+        && *backoff == b.backoff
+        && *jitter == b.jitter
+        && *half_open_calls == b.half_open_calls
+        && *successes == b.successes
+        && *probe_timeout == b.probe_timeout
+        && *max_concurrent == b.max_concurrent
 }
 
 /// The keys whose values differ among `configs`, in the attribute's order.
