@@ -75,6 +75,12 @@ fn main() {
         );
     });
 
+    // At startup: two attributes (or an attribute and a `get_or_create`) that give one name
+    // different configs are reported here, each with its file and line.
+    if let Err(conflicts) = registry().check() {
+        panic!("{conflicts}");
+    }
+
     println!("The service is up: calls run.");
     call("ACME");
     call("INIT");

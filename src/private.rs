@@ -15,19 +15,18 @@ pub use breakerbox_runtime::{Breaker, ConfigBuilder, Outcome, Permit, Rejected, 
 
 pub use crate::FallbackReason;
 
-use breakerbox_runtime::{Config, registry};
+pub use breakerbox_runtime::__private::{Registration, register};
 
-/// Creates (or finds) the breaker of a `#[circuit_breaker]` function.
+use breakerbox_runtime::registry;
+
+/// Creates (or finds) the breaker of a `#[circuit_breaker]` function, from the function's
+/// [`Registration`]: its name, its config (validated at expansion time) and where it is
+/// written, which the registry names if another site gives the name another config.
 ///
-/// Called once per function, from the function-local `LazyLock` static. The config was
-/// validated at expansion time, so `build` does not fail; should the runtime's rules ever be
-/// stricter than the macro's, the default config is used rather than panicking in a user's
-/// call path.
+/// Called once per function, from the function-local `LazyLock` static.
 #[inline(never)]
-pub fn breaker(name: &str, configure: fn(ConfigBuilder) -> ConfigBuilder) -> Breaker {
-    registry().get_or_create(name, || {
-        configure(Config::builder()).build().unwrap_or_default()
-    })
+pub fn breaker(registration: &'static Registration) -> Breaker {
+    registry().registered_breaker(registration)
 }
 
 /// Moved into the closure that wraps a synchronous body so that it is `FnOnce`: such a body

@@ -51,6 +51,9 @@ async fn main() -> Result<(), BoxError> {
     // Some traffic: two failures on `users`, a few searches.
     let users = registry().get_or_create("users", Config::default);
     let search = registry().get_or_create("search", Config::default);
+    // At startup: two attributes (or an attribute and a `get_or_create`) that give one name
+    // different configs are reported here, each with its file and line.
+    registry().check()?;
     for ok in [true, false, false] {
         let _ = users.call(|| if ok { Ok(()) } else { Err("db timeout") });
     }

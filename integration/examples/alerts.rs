@@ -70,6 +70,9 @@ async fn main() -> Result<(), BoxError> {
             .build()
             .expect("valid config")
     });
+    // At startup: two attributes (or an attribute and a `get_or_create`) that give one name
+    // different configs are reported here, each with its file and line.
+    registry().check()?;
     let charge = |ok: bool| {
         let r = payments.call(|| {
             if ok {

@@ -135,6 +135,10 @@ async fn main() -> Result<(), BoxError> {
         );
     });
 
+    // At startup: two attributes (or an attribute and a `get_or_create`) that give one name
+    // different configs are reported here, each with its file and line.
+    registry().check()?;
+
     let command = |mode: &'static str| {
         let req = HTTP.post(format!("{base}/control/{mode}"));
         async move {

@@ -75,6 +75,10 @@ async fn main() -> Result<(), BoxError> {
             async move { http.get(url).send().await }
         }));
 
+    // At startup: two attributes (or an attribute and a `get_or_create`) that give one name
+    // different configs are reported here, each with its file and line.
+    registry().check()?;
+
     let call = |step: &'static str| {
         let client = client.clone();
         let url = url.clone();

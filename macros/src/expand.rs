@@ -209,6 +209,7 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
     // them readable in expanded code.
     let mixed = Span::mixed_site();
     let breaker = syn::Ident::new("__BREAKERBOX_BREAKER", mixed);
+    let registration = syn::Ident::new("__BREAKERBOX_REGISTRATION", mixed);
     let permit = syn::Ident::new("__breakerbox_permit", mixed);
     let rejected = syn::Ident::new("__breakerbox_rejected", mixed);
     let result = syn::Ident::new("__breakerbox_result", mixed);
@@ -374,10 +375,21 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
     };
 
     quote! {
+        // Registered at link time, so the registry knows the breaker, its config and this
+        // line before the first call.
+        #private::register! {
+            static #registration: #private::Registration = #private::Registration::new(
+                #name,
+                |#config| #config #configure,
+                ::core::file!(),
+                ::core::line!(),
+                ::core::column!(),
+            );
+        }
         // Resolved once per function, not looked up per call: the handle is not generic, so
         // one static serves every instantiation of a generic function.
         static #breaker: #private::LazyLock<#private::Breaker> = #private::LazyLock::new(|| {
-            #private::breaker(#name, |#config| #config #configure)
+            #private::breaker(&#registration)
         });
         let #permit = match #private::Breaker::try_acquire(&#breaker) {
             #private::Result::Ok(#permit) => #permit,

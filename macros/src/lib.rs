@@ -54,7 +54,11 @@ use proc_macro::TokenStream;
 ///
 /// The breaker is created on the first call, from the registry (`breakerbox::registry()`),
 /// and kept in a static inside the function: later calls do no lookup, take no lock and
-/// allocate nothing.
+/// allocate nothing. The registry knows it before that: the attribute registers its name,
+/// config and line at link time (a `linkme` distributed slice), so `registry().names()`,
+/// `get(name)`, `breakers()` and `check()` see every annotated function from the start. On
+/// platforms `linkme` does not support (WebAssembly among them) an annotated breaker is known
+/// from its first call only.
 ///
 /// # Keys
 ///
@@ -252,9 +256,35 @@ use proc_macro::TokenStream;
 ///
 /// Functions with one `name` share one breaker, wherever they are. The default name is the
 /// module path and the function's name, so two methods with the same name in one module
-/// (in different `impl` blocks) share a breaker unless one is given a `name`. The first
-/// call creates the breaker with its call site's config; a config registered beforehand with
-/// `breakerbox::registry().configure(name, …)` takes precedence.
+/// (in different `impl` blocks) share a breaker unless one is given a `name`. The breaker
+/// has its attribute's config (with two attributes, the first by file and line), whoever
+/// creates it; a config registered beforehand with `breakerbox::registry().configure(name, …)`
+/// or `load_toml` takes precedence. Attributes that give one name different configs are a
+/// mistake `breakerbox::registry().check()` reports at startup, with both lines:
+///
+/// ```
+/// # use breakerbox::{Rejected, circuit_breaker, registry};
+/// # #[derive(Debug)] pub struct Error;
+/// # impl From<Rejected> for Error { fn from(_: Rejected) -> Self { Error } }
+/// #[circuit_breaker(name = "doc-orders", failures = 3)]
+/// fn read_order() -> Result<(), Error> {
+///     Ok(())
+/// }
+///
+/// #[circuit_breaker(name = "doc-orders", failures = 5)]
+/// fn write_order() -> Result<(), Error> {
+///     Ok(())
+/// }
+///
+/// # #[cfg(any(target_os = "linux", target_os = "macos", target_os = "windows"))] {
+/// let conflicts = registry().check().unwrap_err().to_string();
+/// // circuit breaker 'doc-orders' is given different configs:
+/// //   #[circuit_breaker] at src/main.rs:4: failures = 3
+/// //   #[circuit_breaker] at src/main.rs:9: failures = 5
+/// assert!(conflicts.contains("'doc-orders' is given different configs"), "{conflicts}");
+/// assert_eq!(registry().get("doc-orders").unwrap().config().failures(), Some(3));
+/// # }
+/// ```
 ///
 /// # Equivalent code
 ///
@@ -274,11 +304,19 @@ use proc_macro::TokenStream;
 ///
 /// ```ignore
 /// fn fetch(id: u32) -> Result<u32, Error> {
+///     // In the registrations the linker gathers (`#[linkme::distributed_slice]`).
+///     __private::register! {
+///         static __BREAKERBOX_REGISTRATION: Registration = Registration::new(
+///             "users",
+///             |config| config.failures(3u32).open_for(Duration::from_nanos(2000000000u64)),
+///             file!(),
+///             line!(),
+///             column!(),
+///         );
+///     }
 ///     static __BREAKERBOX_BREAKER: LazyLock<Breaker> = LazyLock::new(|| {
-///         // registry().get_or_create(name, || built config, or the default on error)
-///         __private::breaker("users", |config| {
-///             config.failures(3u32).open_for(Duration::from_nanos(2000000000u64))
-///         })
+///         // The registry's breaker for this registration, created with its config if needed.
+///         __private::breaker(&__BREAKERBOX_REGISTRATION)
 ///     });
 ///     let __breakerbox_permit = match Breaker::try_acquire(&__BREAKERBOX_BREAKER) {
 ///         Ok(permit) => permit,

@@ -33,6 +33,7 @@ mod keyed;
 mod load;
 mod metrics;
 mod outcome;
+mod registration;
 mod registry;
 #[cfg(feature = "serde")]
 mod serde_impl;
@@ -56,4 +57,26 @@ pub use keyed::{BreakerMap, Evicted, FamilyMetrics, KeyMetrics, KeyTypeMismatch}
 pub use load::LoadError;
 pub use metrics::Metrics;
 pub use outcome::Outcome;
+pub use registration::{ConfigConflict, Conflict, Conflicts, Site};
 pub use registry::{Registry, registry};
+
+/// Support for the code `#[circuit_breaker]` generates, re-exported by the facade's
+/// `__private`. Not public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::__breakerbox_register as register;
+    pub use crate::registration::Registration;
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "fuchsia",
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "tvos",
+        target_os = "windows",
+        target_os = "illumos",
+        target_os = "freebsd",
+        target_os = "openbsd",
+    ))]
+    pub use {crate::registration::REGISTRATIONS, linkme};
+}

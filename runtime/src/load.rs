@@ -240,7 +240,7 @@ impl Registry {
             line,
             breaker: name.to_owned(),
         };
-        if let Some((name, line, _)) = configs.iter().find(|(n, _, _)| self.get(n).is_some()) {
+        if let Some((name, line, _)) = configs.iter().find(|(n, _, _)| self.created(n)) {
             return Err(already(name, *line));
         }
         let mut names = Vec::with_capacity(configs.len());

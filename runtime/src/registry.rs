@@ -1,7 +1,7 @@
 //! The process-wide registry: one breaker per name.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::panic::Location;
 use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
 use crate::breaker::Breaker;
@@ -9,14 +9,42 @@ use crate::clock::{Clock, ClockRef};
 use crate::config::Config;
 use crate::event::{Event, Listener};
 use crate::metrics::Metrics;
+use crate::registration::{
+    ConfigConflict, Conflict, Conflicts, Registration, Site, conflict, registrations, same_policy,
+};
 
 /// Named breakers shared across the process.
 ///
 /// `#[circuit_breaker(name = "users")]` resolves its breaker here once, so every function
-/// naming `users` shares one breaker. The first config to create a name wins; a later call
-/// site with a different config gets the existing breaker and a warning is logged once per
-/// name. A config [`configure`](Registry::configure)d before first use wins over every call
-/// site's.
+/// naming `users` shares one breaker.
+///
+/// # Annotated breakers are known from the start
+///
+/// Every `#[circuit_breaker]` function registers its name, config and source line at link
+/// time (through a `linkme` distributed slice, which the registry reads on its first use; see
+/// the crate's README for why `linkme`). So [`names`](Registry::names) lists annotated
+/// breakers before their first call, and [`get`](Registry::get) and
+/// [`breakers`](Registry::breakers) create them on demand, each with its attribute's config.
+/// The call path does not change: each function keeps its breaker in a static of its own and
+/// looks nothing up per call. On platforms `linkme` does not support (WebAssembly among them)
+/// an annotated breaker is known from its first call only.
+///
+/// # Which config a breaker gets
+///
+/// A config [`configure`](Registry::configure)d (or loaded with `load_toml`) before the
+/// breaker is created wins over every call site's: that is an override, not a conflict. Else
+/// an annotated name gets its attribute's config, whoever creates it first (with two
+/// attributes, the first by file and line); any other name gets the config of the call that
+/// creates it.
+///
+/// # Conflicts are loud
+///
+/// A call site asking for a config that differs from the breaker's gets the existing breaker,
+/// and [`try_get_or_create`](Registry::try_get_or_create) says so in its return value.
+/// [`check`](Registry::check), run at startup, reports every name that attributes or calls
+/// give different configs, with each site's file and line. Configure breakers before anything
+/// creates them: [`get`](Registry::get), [`breakers`](Registry::breakers),
+/// [`snapshot`](Registry::snapshot) and metrics exporters create the annotated ones.
 ///
 /// Breakers in the registry live as long as the process.
 ///
@@ -34,12 +62,21 @@ pub struct Registry {
     breakers: RwLock<HashMap<Box<str>, Entry>>,
     presets: Mutex<Presets>,
     listeners: RwLock<Vec<Listener>>,
+    /// The `#[circuit_breaker]` functions of the program by name, each name's sorted by site.
+    registered: HashMap<&'static str, Vec<&'static Registration>>,
+    /// The sites that gave each name a config at run time: the one that created it and each
+    /// one that asked for another, with the config it gave.
+    sites: Mutex<HashMap<Box<str>, Sites>>,
 }
+
+/// Sites with the config each gave.
+type Sites = Vec<(Site, Config)>;
 
 struct Entry {
     breaker: Breaker,
     preset: bool,
-    warned: AtomicBool,
+    /// Where the config came from; `None` for a preset.
+    site: Option<Site>,
 }
 
 #[derive(Default)]
@@ -60,7 +97,24 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
     breakers: RwLock::default(),
     presets: Mutex::default(),
     listeners: RwLock::default(),
+    registered: registered(),
+    sites: Mutex::default(),
 });
+
+/// The registrations the linker gathered, by name.
+fn registered() -> HashMap<&'static str, Vec<&'static Registration>> {
+    let mut by_name: HashMap<&'static str, Vec<&'static Registration>> = HashMap::new();
+    for registration in registrations() {
+        by_name
+            .entry(registration.name())
+            .or_default()
+            .push(registration);
+    }
+    for list in by_name.values_mut() {
+        list.sort_by_key(|r| r.site());
+    }
+    by_name
+}
 
 /// The process-wide [`Registry`].
 pub fn registry() -> &'static Registry {
@@ -84,18 +138,99 @@ fn lock<T>(l: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Registry {
     /// The breaker named `name`, created with `config()` if it does not exist yet (a config
-    /// registered with [`configure`](Registry::configure) wins over `config`).
+    /// registered with [`configure`](Registry::configure) wins over `config`, and an annotated
+    /// name gets its attribute's config).
     ///
     /// `config` runs under no lock of the registry's: it may use the registry itself. If two
     /// threads create one name at once, each may run its closure; the first breaker inserted
-    /// wins, and the other thread's config is discarded (a difference is logged as for two
-    /// call sites).
+    /// wins, and the other thread's is dropped.
+    ///
+    /// If the breaker has (or, annotated, will have) another config, this returns it all the
+    /// same and logs a warning; [`try_get_or_create`](Registry::try_get_or_create) returns the
+    /// difference instead, and [`check`](Registry::check) reports it with this call's file
+    /// and line.
+    #[track_caller]
     pub fn get_or_create(&self, name: &str, config: impl FnOnce() -> Config) -> Breaker {
-        if let Some(breaker) = self.get(name) {
-            self.check_same(name, &breaker, config());
-            return breaker;
-        }
+        self.obtain(name, config, Site::caller(Location::caller()))
+            .unwrap_or_else(ConfigConflict::into_breaker)
+    }
+
+    /// The breaker named `name`, created with `config()` if it does not exist yet, or a
+    /// [`ConfigConflict`] if the breaker has another config than `config()`. An annotated
+    /// name not created yet has its attribute's config; the conflict names that attribute's
+    /// file and line, and this call's, and the keys that differ. It holds the existing breaker,
+    /// for a caller that goes on with it.
+    ///
+    /// A config set with [`configure`](Registry::configure) or `load_toml` is an override, not
+    /// a conflict: a breaker created from one returns `Ok` whatever `config()` says.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{registry, Config};
+    ///
+    /// let three = || Config::builder().failures(3).build().unwrap();
+    /// let a = registry().try_get_or_create("doc-try", three).unwrap();
+    /// let conflict = registry().try_get_or_create("doc-try", Config::default).unwrap_err();
+    /// assert_eq!(conflict.differences(), ["failures"]);
+    /// assert!(conflict.breaker().same(&a));
+    /// assert!(conflict.to_string().contains("failures = 3"), "{conflict}");
+    /// ```
+    #[track_caller]
+    pub fn try_get_or_create(
+        &self,
+        name: &str,
+        config: impl FnOnce() -> Config,
+    ) -> Result<Breaker, ConfigConflict> {
+        self.obtain(name, config, Site::caller(Location::caller()))
+    }
+
+    /// The breaker of a `#[circuit_breaker]` function, at its first call. Not public API.
+    #[doc(hidden)]
+    pub fn registered_breaker(&self, registration: &'static Registration) -> Breaker {
+        self.obtain(
+            registration.name(),
+            || registration.config(),
+            registration.site(),
+        )
+        .unwrap_or_else(ConfigConflict::into_breaker)
+    }
+
+    /// The breaker `name`, created if it does not exist; `Err` if `site` asks for a config that
+    /// differs from the breaker's. `config` runs outside every lock of ours.
+    fn obtain(
+        &self,
+        name: &str,
+        config: impl FnOnce() -> Config,
+        site: Site,
+    ) -> Result<Breaker, ConfigConflict> {
+        let existing = read(&self.breakers).get(name).map(Entry::view);
         let wanted = config();
+        let (breaker, preset, from) = match existing {
+            Some(view) => view,
+            None => self.create(name, &wanted, site),
+        };
+        if preset || same_policy(breaker.config(), &wanted) {
+            return Ok(breaker);
+        }
+        let conflict = ConfigConflict::new(breaker, from, wanted, site);
+        if self.record(name, site, conflict.wanted()) {
+            tracing::warn!(target: "breakerbox", name, "{conflict}; the existing config is used");
+        }
+        Err(conflict)
+    }
+
+    /// Creates the breaker `name` unless another thread just did; returns it, whether its
+    /// config is a preset, and where its config came from.
+    ///
+    /// The breaker is built outside the locks (a new breaker reads its clock, which may be the
+    /// user's), then inserted unless another thread's got in first, or a preset changed
+    /// meanwhile (then it is built again with what applies now).
+    fn create(&self, name: &str, wanted: &Config, site: Site) -> (Breaker, bool, Option<Site>) {
+        // An annotated name gets its attribute's config, whoever creates it.
+        let registered = self
+            .registered
+            .get(name)
+            .and_then(|list| list.first())
+            .map(|first| (first.config(), first.site()));
         loop {
             // The preset that applies, read now and checked again at insertion.
             let (preset, version) = {
@@ -104,20 +239,22 @@ impl Registry {
                 (preset, presets.version)
             };
             let from_preset = preset.config.is_some();
-            let mut config = preset.config.unwrap_or_else(|| wanted.clone());
+            let (mut config, from) = match (preset.config, registered.clone()) {
+                (Some(config), _) => (config, None),
+                (None, Some((config, first))) => (config, Some(first)),
+                (None, None) => (wanted.clone(), Some(site)),
+            };
             if let Some(clock) = preset.clock {
                 config.clock = ClockRef::Custom(clock);
             }
-            // Built outside the locks: a new breaker reads its clock.
             let candidate = Breaker::unpublished(name.to_owned(), config);
             let mut map = write(&self.breakers);
             if let Some(entry) = map.get(name) {
                 // Another thread created it meanwhile: its breaker stands.
-                let existing = entry.breaker.clone();
+                let view = entry.view();
                 drop(map);
                 drop(candidate);
-                self.check_same(name, &existing, wanted);
-                return existing;
+                return view;
             }
             let mut presets = lock(&self.presets);
             if presets.version != version {
@@ -135,38 +272,94 @@ impl Registry {
                 Entry {
                     breaker: breaker.clone(),
                     preset: from_preset,
-                    warned: AtomicBool::new(false),
+                    site: from,
                 },
             );
             drop(map);
             drop(used);
-            return breaker;
+            if let Some(from) = from {
+                self.record(name, from, breaker.config());
+            }
+            return (breaker, from_preset, from);
         }
     }
 
-    fn check_same(&self, name: &str, breaker: &Breaker, wanted: Config) {
-        let have = breaker.config();
-        // The clock is not part of the policy: a preset clock must not make configs differ.
-        let mut wanted = wanted;
-        wanted.clock = have.clock.clone();
-        if *have == wanted {
-            return;
+    /// Notes that `site` gave `name` the config `config`; `false` if it already had.
+    fn record(&self, name: &str, site: Site, config: &Config) -> bool {
+        let mut sites = lock(&self.sites);
+        let list = sites.entry(name.into()).or_default();
+        if list.iter().any(|(s, _)| *s == site) {
+            return false;
         }
-        let warn = read(&self.breakers)
-            .get(name)
-            .is_some_and(|e| !e.preset && !e.warned.swap(true, Ordering::Relaxed));
-        if warn {
-            tracing::warn!(
-                target: "breakerbox",
-                name,
-                "two call sites give circuit breaker '{name}' different configs; the first one created it and is used"
-            );
-        }
+        list.push((site, config.clone()));
+        true
     }
 
-    /// The breaker named `name`, if it exists.
+    /// The breaker named `name`, if it exists or is the name of a `#[circuit_breaker]`
+    /// function (then it is created now, with its attribute's config or the one
+    /// [`configure`](Registry::configure)d for it, as at the function's first call).
     pub fn get(&self, name: &str) -> Option<Breaker> {
-        read(&self.breakers).get(name).map(|e| e.breaker.clone())
+        if let Some(entry) = read(&self.breakers).get(name) {
+            return Some(entry.breaker.clone());
+        }
+        let first = *self.registered.get(name)?.first()?;
+        Some(self.registered_breaker(first))
+    }
+
+    /// Whether the breaker `name` has been created (`load_toml` configures only those that
+    /// have not).
+    #[cfg(feature = "serde")]
+    pub(crate) fn created(&self, name: &str) -> bool {
+        read(&self.breakers).contains_key(name)
+    }
+
+    /// The name of every breaker, created or annotated (a `#[circuit_breaker]` function not
+    /// called yet), sorted. Creates nothing, so configs can still be set for all of them.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: BTreeSet<&str> = self.registered.keys().copied().collect();
+        let map = read(&self.breakers);
+        names.extend(map.keys().map(|name| &**name));
+        names.into_iter().map(str::to_owned).collect()
+    }
+
+    /// Reports every name that two or more sites give different configs: `#[circuit_breaker]`
+    /// attributes (all known from the start) and the calls to
+    /// [`get_or_create`](Registry::get_or_create) made so far, each with its file and line
+    /// and the values of the keys that differ. A config set with
+    /// [`configure`](Registry::configure) or `load_toml` overrides call sites' and is not
+    /// compared with them.
+    ///
+    /// Run it at startup, after the code that creates breakers by hand:
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// breakerbox_runtime::registry().check()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn check(&self) -> Result<(), Conflicts> {
+        let mut by_name: BTreeMap<&str, Sites> = BTreeMap::new();
+        for (name, list) in &self.registered {
+            let sites = by_name.entry(name).or_default();
+            sites.extend(list.iter().map(|r| (r.site(), r.config())));
+        }
+        let recorded = lock(&self.sites);
+        for (name, list) in recorded.iter() {
+            by_name
+                .entry(name)
+                .or_default()
+                .extend(list.iter().cloned());
+        }
+        let conflicts: Vec<Conflict> = by_name
+            .into_iter()
+            .filter_map(|(name, sites)| conflict(name, sites))
+            .collect();
+        drop(recorded);
+        if conflicts.is_empty() {
+            Ok(())
+        } else {
+            Err(Conflicts(conflicts))
+        }
     }
 
     /// Registers the config for `name`, to be used when it is first created, over the call
@@ -201,8 +394,12 @@ impl Registry {
         Some(f(presets.by_name.entry(name.to_owned()).or_default()))
     }
 
-    /// Every breaker, in no particular order.
+    /// Every breaker, in no particular order, including every annotated one (created now if its
+    /// function has not been called yet; see [`get`](Registry::get)).
     pub fn breakers(&self) -> Vec<Breaker> {
+        for name in self.registered.keys() {
+            let _ = self.get(name);
+        }
         read(&self.breakers)
             .values()
             .map(|e| e.breaker.clone())
@@ -241,10 +438,17 @@ impl Registry {
     }
 }
 
+impl Entry {
+    fn view(&self) -> (Breaker, bool, Option<Site>) {
+        (self.breaker.clone(), self.preset, self.site)
+    }
+}
+
 impl core::fmt::Debug for Registry {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Registry")
             .field("breakers", &read(&self.breakers).len())
+            .field("registered", &self.registered.len())
             .finish()
     }
 }
