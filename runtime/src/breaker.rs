@@ -2009,7 +2009,11 @@ impl Permit<'_> {
     }
 
     /// Records the call's outcome with the failure's message, which is kept (and shown by
-    /// [`Rejected`]) if this failure trips the breaker. The message is formatted only then.
+    /// [`Rejected`]) if this failure trips the breaker. The message is formatted only then,
+    /// under a failure rate also while the window holds fewer than `min_calls` calls (a
+    /// success may trip it later; see [`Breaker::last_failure`]), and by a `debug` log if a
+    /// subscriber wants it. A `Display` that panics gives the message `<Display panicked>`:
+    /// its panic is caught and never reaches the caller, and the outcome is recorded in full.
     #[inline]
     pub fn record_with(self, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
         // Recorded here, so the drop that records a cancelled call must not run. The words are

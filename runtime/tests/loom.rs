@@ -515,12 +515,9 @@ fn a_reset_frees_a_forgotten_place() {
         // Before the reset: refused. After: admitted, in the new generation.
         let racing = b.try_acquire_owned().ok();
         t.join().unwrap();
-        match racing {
-            Some(p) => {
-                assert!(b.try_acquire().is_err(), "two places of one");
-                p.record(breakerbox_runtime::Outcome::Success);
-            }
-            None => {}
+        if let Some(p) = racing {
+            assert!(b.try_acquire().is_err(), "two places of one");
+            p.record(breakerbox_runtime::Outcome::Success);
         }
         let p = b.try_acquire().expect("the reset freed the place");
         assert!(b.try_acquire().is_err(), "two places of one");
