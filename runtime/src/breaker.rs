@@ -1954,7 +1954,11 @@ impl fmt::Display for Guarded<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.0.fmt(f))) {
             Ok(result) => result,
-            Err(_) => f.write_str(DISPLAY_PANICKED),
+            Err(payload) => {
+                // Its `Drop` is user code too, and may panic.
+                crate::event::discard(payload);
+                f.write_str(DISPLAY_PANICKED)
+            }
         }
     }
 }
@@ -1963,7 +1967,12 @@ impl fmt::Display for Guarded<'_> {
 fn message(cause: &dyn fmt::Display) -> Arc<str> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cause.to_string())) {
         Ok(text) => text.into(),
-        Err(_) => DISPLAY_PANICKED.into(),
+        Err(payload) => {
+            // Dropped panic-safely: a payload whose `Drop` panics would otherwise unwind out
+            // of the transition before it is made, and the failure that trips would open nothing.
+            crate::event::discard(payload);
+            DISPLAY_PANICKED.into()
+        }
     }
 }
 
