@@ -1294,3 +1294,89 @@ fn clock_panicking_during_a_panicking_protected_call_does_not_abort() {
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// User code whose panic payload panics when dropped, and a family clock that re-enters.
+
+/// A Display that panics with a payload whose own Drop panics.
+struct BombDisplay;
+impl fmt::Display for BombDisplay {
+    fn fmt(&self, _: &mut fmt::Formatter<'_>) -> fmt::Result {
+        panic_any(BombPayload)
+    }
+}
+
+#[test]
+fn display_panicking_with_a_payload_that_panics_on_drop_is_contained() {
+    let clock = ManualClock::new();
+    let b = Breaker::new(
+        "adv-bomb-display",
+        clocked(&clock).failures(1).open_for(S).build().unwrap(),
+    );
+    let r = catch_unwind(AssertUnwindSafe(|| fail(&b, BombDisplay)));
+    assert!(r.is_ok(), "a panic got out of the breaker");
+    assert_eq!(
+        b.state(),
+        State::Open,
+        "the failure that trips it opened it"
+    );
+    assert_eq!(b.metrics().times_opened, 1);
+    // A rate trip, whose message is kept while the window is short.
+    let w = Breaker::new(
+        "adv-bomb-display-rate",
+        clocked(&clock)
+            .failure_rate(100)
+            .window(breakerbox_runtime::Window::Calls(2))
+            .min_calls(2)
+            .build()
+            .unwrap(),
+    );
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        fail(&w, BombDisplay);
+        fail(&w, BombDisplay);
+    }));
+    assert!(r.is_ok(), "a panic got out of the breaker");
+    assert_eq!(w.state(), State::Open);
+}
+
+/// Runs `f` on a thread of its own; a deadlock fails the test instead of hanging it (the limit
+/// detects a failure; it times nothing).
+fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let r = catch_unwind(AssertUnwindSafe(f));
+        let _ = tx.send(());
+        r
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(()) => match t.join().unwrap() {
+            Ok(v) => v,
+            Err(p) => std::panic::resume_unwind(p),
+        },
+        Err(_) => panic!("{what}: deadlocked"),
+    }
+}
+
+/// A clock that lists the registry's families when read.
+struct FamiliesClock(ManualClock);
+impl breakerbox_runtime::Clock for FamiliesClock {
+    fn now(&self) -> Duration {
+        let _ = registry().families();
+        self.0.now()
+    }
+}
+
+#[test]
+fn family_clock_may_use_the_registry_while_the_family_is_made() {
+    within("a family's clock lists families at creation", || {
+        let config = Config::builder()
+            .clock(FamiliesClock(ManualClock::new()))
+            .build()
+            .unwrap();
+        let fam = registry()
+            .family::<String>("adv-family-clock", move || config)
+            .unwrap();
+        fam.call("k", || Ok::<_, &str>(())).unwrap();
+        assert_eq!(fam.len(), 1);
+    });
+}
