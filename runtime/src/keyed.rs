@@ -123,10 +123,10 @@ impl Drop for Slot {
     fn drop(&mut self) {
         // Runs when no call can still reach the breaker through the map: its counts are
         // final, save for handles taken out with `get`/`breaker`.
-        let m = self.breaker.metrics();
+        let m = self.breaker.inner().totals();
         let limbo = {
             let mut gone = self.totals.lock();
-            gone.add(&m);
+            gone.add(m);
             gone.limbo.remove(&address(&self.breaker))
         };
         // Outside the lock: the last handle's drop runs the breaker's listeners' drops.
@@ -158,14 +158,16 @@ impl Totals {
 }
 
 impl Gone {
-    fn add(&mut self, m: &Metrics) {
+    /// Adds a breaker's totals (`Inner::totals`: read without the clock, which is user code
+    /// and must not run under the lock that guards these).
+    fn add(&mut self, [successes, failures, ignored, rejected, slow]: [u64; 5]) {
         let e = &mut self.evicted;
-        e.calls += m.calls;
-        e.successes += m.successes;
-        e.failures += m.failures;
-        e.ignored += m.ignored;
-        e.rejected += m.rejected;
-        e.slow += m.slow;
+        e.calls += successes + failures + ignored + rejected;
+        e.successes += successes;
+        e.failures += failures;
+        e.ignored += ignored;
+        e.rejected += rejected;
+        e.slow += slow;
     }
 }
 
@@ -380,7 +382,7 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> BreakerMap<K, S> {
             limbo: Default::default(),
         };
         for b in gone.limbo.values() {
-            sum.add(&b.metrics());
+            sum.add(b.inner().totals());
         }
         sum.evicted
     }
