@@ -1357,11 +1357,27 @@ fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static)
     }
 }
 
+thread_local!(static IN_CLOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+
+/// Runs `f` unless this thread is already in it: a clock that lists families reads the clocks
+/// of every family, its own included, and must not recurse for ever.
+fn once_per_thread(f: impl FnOnce()) {
+    if !IN_CLOCK.with(|c| c.replace(true)) {
+        let r = catch_unwind(AssertUnwindSafe(f));
+        IN_CLOCK.with(|c| c.set(false));
+        if let Err(p) = r {
+            std::panic::resume_unwind(p);
+        }
+    }
+}
+
 /// A clock that lists the registry's families when read.
 struct FamiliesClock(ManualClock);
 impl breakerbox_runtime::Clock for FamiliesClock {
     fn now(&self) -> Duration {
-        let _ = registry().families();
+        once_per_thread(|| {
+            let _ = registry().families();
+        });
         self.0.now()
     }
 }
@@ -1379,4 +1395,52 @@ fn family_clock_may_use_the_registry_while_the_family_is_made() {
         fam.call("k", || Ok::<_, &str>(())).unwrap();
         assert_eq!(fam.len(), 1);
     });
+}
+
+/// A manual clock that lists the registry's families when read, once armed.
+struct ArmedFamiliesClock(ManualClock, Arc<AtomicBool>);
+impl breakerbox_runtime::Clock for ArmedFamiliesClock {
+    fn now(&self) -> Duration {
+        if self.1.load(Ordering::SeqCst) {
+            once_per_thread(|| {
+                let _ = registry().families();
+            });
+        }
+        self.0.now()
+    }
+}
+
+#[test]
+fn family_clock_may_list_families_while_an_evicted_key_still_records() {
+    within(
+        "a family's clock lists families while a key is evicted",
+        || {
+            let time = ManualClock::new();
+            let armed = Arc::new(AtomicBool::new(false));
+            let config = Config::builder()
+                .clock(ArmedFamiliesClock(time.clone(), armed.clone()))
+                .idle_for(S)
+                .build()
+                .unwrap();
+            let fam = registry()
+                .family::<String>("adv-family-clock-evicted", move || config)
+                .unwrap();
+            // A call admitted before its key is evicted, still running: its breaker is evicted
+            // but not yet freed.
+            let running = fam.try_acquire("slow").unwrap();
+            time.advance(2 * S);
+            assert_eq!(fam.sweep(), 1);
+            armed.store(true, Ordering::SeqCst);
+            let listed = registry().families();
+            let me = listed
+                .iter()
+                .find(|f| f.name == "adv-family-clock-evicted")
+                .unwrap();
+            assert_eq!(me.evicted.keys, 1);
+            armed.store(false, Ordering::SeqCst);
+            running.success();
+            let gone = fam.evicted();
+            assert_eq!((gone.keys, gone.calls, gone.successes), (1, 1, 1));
+        },
+    );
 }
