@@ -1444,3 +1444,116 @@ fn family_clock_may_list_families_while_an_evicted_key_still_records() {
         },
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// D04's shape for call_async: a panic in the awaited future, caught around the poll, the
+// future dropped afterwards.
+
+fn poll_catching<F: std::future::Future>(
+    fut: &mut std::pin::Pin<Box<F>>,
+) -> Result<std::task::Poll<F::Output>, ()> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))).map_err(|_| ())
+}
+
+#[test]
+fn call_async_panic_behind_a_catcher_counts_as_failure() {
+    let clock = ManualClock::new();
+    let b = Breaker::new(
+        "adv-async-panic",
+        clocked(&clock).failures(1).open_for(S).build().unwrap(),
+    );
+    let mut fut = Box::pin(b.call_async(async {
+        if true {
+            panic!("awaited future panics");
+        }
+        Ok::<(), &str>(())
+    }));
+    assert!(poll_catching(&mut fut).is_err());
+    drop(fut);
+    assert_eq!(b.metrics().failures, 1);
+    assert_eq!(b.state(), State::Open);
+    // A keyed family's, as a probe.
+    let hosts: BreakerMap<String> = BreakerMap::new(
+        "adv-async-keyed",
+        clocked(&clock).failures(1).open_for(S).build().unwrap(),
+    );
+    hosts.breaker("h").trip_for(S);
+    clock.advance(S);
+    let mut fut = Box::pin(hosts.call_async("h", async {
+        if true {
+            panic!("probe panics");
+        }
+        Ok::<(), &str>(())
+    }));
+    assert!(poll_catching(&mut fut).is_err());
+    drop(fut);
+    assert_eq!(
+        hosts.get("h").unwrap().state(),
+        State::Open,
+        "the panicking probe re-opened it"
+    );
+}
+
+#[test]
+#[ignore = "defect: keyed.rs evict() carries an open state over only if the breaker is open when removed; one opened afterwards by a call admitted before (module doc, keyed.rs:21-22) is lost"]
+fn keyed_a_call_admitted_before_eviction_that_opens_carries_over() {
+    let clock = ManualClock::new();
+    let hosts: BreakerMap<String> = BreakerMap::new(
+        "adv-keyed-carry",
+        clocked(&clock)
+            .failures(1)
+            .open_for(100 * S)
+            .idle_for(S)
+            .build()
+            .unwrap(),
+    );
+    let running = hosts.try_acquire("a").unwrap();
+    clock.advance(2 * S);
+    assert_eq!(hosts.sweep(), 1, "the idle closed key is evicted");
+    running.failure(); // opens the evicted breaker
+    // The host is failing: the key's next breaker must not be a fresh closed one.
+    let r = hosts.call("a", || Ok::<_, &str>(()));
+    assert!(
+        matches!(r, Err(Error::Rejected(_))),
+        "a failing host got a fresh closed breaker after its key was evicted"
+    );
+}
+
+#[test]
+fn keyed_open_keys_fill_the_family_then_overflow_shares_one_breaker() {
+    let clock = ManualClock::new();
+    let hosts: BreakerMap<String> = BreakerMap::new(
+        "adv-keyed-overflow",
+        clocked(&clock)
+            .failures(1)
+            .open_for(1000 * S)
+            .max_keys(4)
+            .idle_for(S)
+            .build()
+            .unwrap(),
+    );
+    for i in 0..8 {
+        let _ = hosts.call(format!("down-{i}").as_str(), || Err::<(), _>("refused"));
+        clock.advance(S);
+    }
+    assert!(hosts.len() <= 8, "len {}", hosts.len());
+    // All open, none evicted: every one still rejects.
+    for i in 0..8 {
+        let key = format!("down-{i}");
+        if let Some(b) = hosts.get(key.as_str()) {
+            assert_eq!(b.state(), State::Open, "{key}");
+        }
+    }
+    assert_eq!(hosts.open_keys(), hosts.len());
+    // New keys beyond twice max_keys share the overflow breaker.
+    for i in 0..20 {
+        let _ = hosts.call(format!("new-{i}").as_str(), || Ok::<_, &str>(()));
+    }
+    assert!(hosts.len() <= 8, "len {}", hosts.len());
+    let overflow = hosts.overflow().expect("the overflow breaker was needed");
+    assert_eq!(overflow.name(), "adv-keyed-overflow");
+    let m = overflow.metrics();
+    assert_eq!(m.successes + m.failures + m.ignored + m.rejected, m.calls);
+    assert!(m.calls >= 1);
+}
