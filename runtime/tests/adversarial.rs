@@ -1557,3 +1557,61 @@ fn keyed_open_keys_fill_the_family_then_overflow_shares_one_breaker() {
     assert_eq!(m.successes + m.failures + m.ignored + m.rejected, m.calls);
     assert!(m.calls >= 1);
 }
+
+// ---------------------------------------------------------------------------------------------
+// D02 with a debug `tracing` subscriber that formats every field (the user's Display included).
+
+struct FormatAll;
+struct Visit;
+impl tracing::field::Visit for Visit {
+    fn record_debug(&mut self, _: &tracing::field::Field, value: &dyn fmt::Debug) {
+        let _ = format!("{value:?}");
+    }
+}
+impl tracing::Subscriber for FormatAll {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        event.record(&mut Visit);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[test]
+fn d02_with_a_debug_subscriber_a_panicking_display_is_counted_and_a_probe_reopens() {
+    tracing::subscriber::with_default(FormatAll, || {
+        let clock = ManualClock::new();
+        let b = Breaker::new(
+            "adv-d02-tracing",
+            clocked(&clock).failures(2).open_for(S).build().unwrap(),
+        );
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            fail(&b, PanickyDisplay);
+            fail(&b, PanickyDisplay);
+        }));
+        assert!(r.is_ok(), "a panic got out");
+        assert_eq!(b.metrics().failures, 2);
+        assert_eq!(b.state(), State::Open);
+        clock.advance(S);
+        let r = catch_unwind(AssertUnwindSafe(|| fail(&b, PanickyDisplay)));
+        assert!(r.is_ok(), "a panic got out of the probe");
+        assert_eq!(b.state(), State::Open, "the failed probe re-opened it");
+        assert_eq!(b.metrics().failures, 3);
+        // With a bomb payload too.
+        b.reset();
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            fail(&b, BombDisplay);
+            fail(&b, BombDisplay);
+        }));
+        assert!(r.is_ok(), "a panic got out");
+        assert_eq!(b.state(), State::Open);
+        assert_eq!(b.metrics().failures, 5);
+    });
+}
