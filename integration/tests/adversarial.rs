@@ -575,7 +575,10 @@ fn load_odd_toml_shapes_never_panic() {
             let text = e.to_string();
             assert!(!text.is_empty() && text.len() < 2_000, "file {i}: {text}");
             if let Some(line) = e.line() {
-                assert!(line >= 1 && line <= file.lines().count().max(1), "file {i}: line {line}");
+                assert!(
+                    line >= 1 && line <= file.lines().count().max(1),
+                    "file {i}: line {line}"
+                );
             }
         }
     }
@@ -619,4 +622,46 @@ fn d14_shared_state_and_huge_durations() {
     let r: Config = serde_json::from_str(r#"{"open_for": "18446744073709551615.999999999s", "max_open_for": "18446744073709551615.999999999s"}"#)
         .expect("Duration::MAX reads back");
     assert_eq!(r.open_for(), Duration::MAX);
+}
+
+#[test]
+fn load_racing_creation_never_silently_misses_a_breaker() {
+    let _env = env_lock();
+    for round in 0..20 {
+        let names: Vec<String> = (0..300).map(|i| format!("adv-lr{round}-{i:04}")).collect();
+        let mut file = String::new();
+        for n in &names {
+            file.push_str(&format!("[breakers.{n}]\ndynamic = true\nfailures = 7\n"));
+        }
+        let barrier = std::sync::Barrier::new(2);
+        let result = std::thread::scope(|s| {
+            s.spawn(|| {
+                barrier.wait();
+                for n in names.iter().rev() {
+                    registry().get_or_create(n, || Config::builder().failures(3).build().unwrap());
+                }
+            });
+            barrier.wait();
+            registry().load_toml_str(format!("race{round}.toml"), &file)
+        });
+        let failures = |n: &str| registry().get(n).unwrap().config().failures();
+        match result {
+            Ok(loaded) => {
+                assert_eq!(loaded.len(), names.len());
+                for n in &names {
+                    assert_eq!(failures(n), Some(7), "round {round}: {n} missed the file");
+                }
+            }
+            Err(LoadError::AlreadyCreated { breaker, .. }) => {
+                for n in names.iter().filter(|n| **n < breaker) {
+                    assert_eq!(
+                        failures(n),
+                        Some(7),
+                        "round {round}: {n}, before {breaker}, missed the file"
+                    );
+                }
+            }
+            Err(other) => panic!("round {round}: {other}"),
+        }
+    }
 }

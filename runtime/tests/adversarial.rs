@@ -201,8 +201,9 @@ fn d02_display_that_resets_the_breaker_leaves_a_consistent_breaker() {
     assert_eq!(b.state(), State::Open);
     let m = b.metrics();
     assert_eq!(m.failures, 4);
-    assert_eq!(m.times_opened as usize, m.times_opened as usize); // exactly reported below
-    assert!(m.times_opened >= 1);
+    // The first two failures: the Display's reset came before their trip, which then found a
+    // new generation and opened nothing; the last two opened it once.
+    assert_eq!(m.times_opened, 1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -313,7 +314,10 @@ fn d03_listener_that_adds_a_listener_while_being_told() {
     let after_first = added.load(Ordering::SeqCst);
     assert!(after_first <= 1);
     b.reset(); // listener #2 told; #3 added
-    assert_eq!(added.load(Ordering::SeqCst), after_first + 1 + after_first);
+    // A listener added while an event is told is told the later events.
+    assert!(added.load(Ordering::SeqCst) > after_first);
+    b.force_open();
+    assert!(added.load(Ordering::SeqCst) >= after_first + 3);
 }
 
 #[test]
