@@ -616,9 +616,13 @@ fn registry_configure_racing_creation_is_never_lost() {
 // ---------------------------------------------------------------------------------------------
 // D10, D11: memory and weak handles.
 
+/// Held by the tests that count live breakers, so that neither counts the other's.
+static MEMORY: Mutex<()> = Mutex::new(());
+
 #[test]
 fn d10_distinct_named_breakers_are_freed() {
     const N: usize = 50_000;
+    let _memory = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
     let held: Vec<Breaker> = (0..N)
         .map(|i| Breaker::new(format!("adv-d10-{i}-{}", "x".repeat(40)), Config::default()))
         .collect();
@@ -1618,4 +1622,28 @@ fn d02_with_a_debug_subscriber_a_panicking_display_is_counted_and_a_probe_reopen
         assert_eq!(b.state(), State::Open);
         assert_eq!(b.metrics().failures, 5);
     });
+}
+
+#[test]
+fn d10_evicted_keys_are_freed() {
+    const N: usize = 40_000;
+    let _memory = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
+    let before = breakerbox_runtime::live_breakers();
+    let hosts: BreakerMap<u64> = BreakerMap::new(
+        "adv-d10-keyed",
+        Config::builder().max_keys(16).build().unwrap(),
+    );
+    for k in 0..N as u64 {
+        hosts.call(&k, || Ok::<_, &str>(())).unwrap();
+    }
+    assert!(hosts.len() <= 32);
+    // Evicted keys' breakers are freed (memory reclamation may lag by a batch). Other tests run
+    // alongside and hold a few hundred breakers at most.
+    let grown = breakerbox_runtime::live_breakers().saturating_sub(before);
+    assert!(
+        grown < 5_000,
+        "{grown} breakers alive after {N} keys with max_keys 16"
+    );
+    assert_eq!(hosts.evicted().keys as usize + hosts.len(), N);
+    drop(hosts);
 }
