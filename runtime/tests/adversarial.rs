@@ -1647,3 +1647,36 @@ fn d10_evicted_keys_are_freed() {
     assert_eq!(hosts.evicted().keys as usize + hosts.len(), N);
     drop(hosts);
 }
+
+#[test]
+fn shared_state_round_trips_through_export_and_import() {
+    let clock = ManualClock::new();
+    let config = || {
+        clocked(&clock)
+            .failures(1)
+            .open_for(S)
+            .backoff(2.0)
+            .max_open_for(1000 * S)
+            .build()
+            .unwrap()
+    };
+    let here = Breaker::new("adv-shared-here", config());
+    fail(&here, "x");
+    for _ in 0..3 {
+        clock.advance(here.metrics().retry_after.unwrap());
+        fail(&here, "probe fails");
+    }
+    let exported = here.export_state();
+    assert_eq!(exported.state, State::Open);
+    assert_eq!(exported.reopens, 3);
+    assert_eq!(exported.open_remaining, Some(8 * S));
+    let there = Breaker::new("adv-shared-there", config());
+    there.import_state(&exported);
+    assert_eq!(there.export_state(), exported);
+    // The next re-open there backs off from the same level as here.
+    clock.advance(8 * S);
+    fail(&here, "probe fails");
+    fail(&there, "probe fails");
+    assert_eq!(here.export_state(), there.export_state());
+    assert_eq!(there.metrics().retry_after, Some(16 * S));
+}
