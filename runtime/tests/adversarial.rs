@@ -1688,3 +1688,48 @@ fn shared_state_round_trips_through_export_and_import() {
     assert_eq!(here.export_state(), there.export_state());
     assert_eq!(there.metrics().retry_after, Some(16 * S));
 }
+
+#[test]
+fn events_from_racing_threads_are_told_once_each_in_order_despite_panicking_listeners() {
+    let b = Breaker::new("adv-events-race", Config::default());
+    let seen: Arc<Mutex<Vec<(State, State)>>> = Arc::default();
+    let n = Arc::new(AtomicU64::new(0));
+    let n2 = n.clone();
+    b.on_state_change(move |_| {
+        if n2.fetch_add(1, Ordering::Relaxed) % 7 == 3 {
+            panic!("every seventh event");
+        }
+    });
+    let s = seen.clone();
+    b.on_state_change(move |e| s.lock().unwrap().push((e.from, e.to)));
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let b = &b;
+            scope.spawn(move || {
+                for i in 0..2_000 {
+                    match (t + i) % 3 {
+                        0 => b.trip_for(S),
+                        1 => b.disable(),
+                        _ => b.reset(),
+                    }
+                }
+            });
+        }
+    });
+    // Quiet now: a last change is told on this thread, after any left queued.
+    b.force_open();
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        n.load(Ordering::Relaxed) as usize,
+        seen.len(),
+        "each event told to each listener once"
+    );
+    assert_eq!(seen[0].0, State::Closed);
+    for w in seen.windows(2) {
+        assert_eq!(w[0].1, w[1].0, "events out of order or lost: {w:?}");
+    }
+    assert_eq!(seen.last().unwrap().1, State::ForcedOpen);
+    assert_eq!(b.state(), State::ForcedOpen);
+    let opened = seen.iter().filter(|(_, to)| *to == State::Open).count();
+    assert_eq!(opened as u64, b.metrics().times_opened);
+}
