@@ -1023,7 +1023,8 @@ fn d15_single_probe_slot_times_out_from_entering_half_open() {
 
 #[test]
 fn small_retry_after_is_some_even_for_the_longest_open() {
-    let b = Breaker::new("adv-retry-max", Config::default());
+    let clock = ManualClock::new(); // at zero: open_until - now is then the whole span
+    let b = Breaker::new("adv-retry-max", clocked(&clock).build().unwrap());
     b.trip_for(Duration::MAX);
     let r = b.try_acquire().unwrap_err();
     assert_eq!(r.reason(), RejectReason::Open);
