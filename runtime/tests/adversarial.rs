@@ -1734,3 +1734,37 @@ fn events_from_racing_threads_are_told_once_each_in_order_despite_panicking_list
     let opened = seen.iter().filter(|(_, to)| *to == State::Open).count();
     assert_eq!(opened as u64, b.metrics().times_opened);
 }
+
+#[test]
+fn d07_threads_failing_at_one_instant_after_an_expired_streak_trip() {
+    const THREADS: usize = 4;
+    let mut missed = 0;
+    for round in 0..3_000u64 {
+        let clock = ManualClock::new();
+        let b = Breaker::new(
+            "adv-d07-expired-threads",
+            clocked(&clock)
+                .failures(THREADS as u32)
+                .failures_within(S)
+                .open_for(1000 * S)
+                .build()
+                .unwrap(),
+        );
+        fail(&b, "an old streak");
+        clock.advance(10 * S); // expired
+        let barrier = Barrier::new(THREADS);
+        std::thread::scope(|s| {
+            for _ in 0..THREADS {
+                s.spawn(|| {
+                    barrier.wait();
+                    fail(&b, "down");
+                });
+            }
+        });
+        if b.state() != State::Open {
+            missed += 1;
+            eprintln!("round {round}: {THREADS} failures at one instant did not trip");
+        }
+    }
+    assert_eq!(missed, 0, "{missed} rounds missed the trip");
+}
