@@ -539,3 +539,129 @@ fn tower_clock_panicking_while_the_inner_future_unwinds_does_not_abort() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Odd TOML shapes and malformed variables: an error or a load, never a panic.
+
+#[test]
+fn load_odd_toml_shapes_never_panic() {
+    let _env = env_lock();
+    let files = [
+        "[breakers]\nadv-inline = { dynamic = true, failures = \"bad\" }\n",
+        "breakers.adv-dotted.dynamic = true\nbreakers.adv-dotted.failures = \"bad\"\n",
+        "[[breakers]]\nfailures = 1\n",
+        "breakers = 5\n",
+        "[breakers.adv-ml]\ndynamic = true\nopen_for = \"\"\"\n5s\n\"\"\"\n",
+        "[breakers.adv-ml2]\ndynamic = true\nopen_for = '''\n\n'''\n",
+        "[breakers.\"\"]\ndynamic = true\nfailures = 1\n",
+        "[breakers.adv-nested.deeper]\nfailures = 1\n",
+        "[breakers.adv-arr]\ndynamic = true\nfailures = [1, 2]\n",
+        "[breakers.adv-neg]\ndynamic = true\nfailures = -1\nopen_for = -5\n",
+        "[breakers.adv-big]\ndynamic = true\nfailures = 99999999999999999999999999\n",
+        "[breakers.adv-huge-dur]\ndynamic = true\nopen_for = \"99999999999999999999999999h\"\n",
+        "[breakers.adv-float]\ndynamic = true\nbackoff = nan\njitter = inf\n",
+        "\u{feff}[breakers.adv-bom]\ndynamic = true\nfailures = \"x\"\n",
+        "[breakers.adv-tab]\r\n\tdynamic = true\r\n\tfailures = \"é\u{301}\"\r\n",
+        "[breakers.adv-unterminated]\ndynamic = true\nfailures = \"x\n",
+        "",
+        "\n\n\n",
+    ];
+    for (i, file) in files.iter().enumerate() {
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            registry().load_toml_str(format!("odd{i}.toml"), file)
+        }));
+        let r = r.unwrap_or_else(|_| panic!("file {i} panicked: {file:?}"));
+        if let Err(e) = &r {
+            let text = e.to_string();
+            assert!(!text.is_empty() && text.len() < 2_000, "file {i}: {text}");
+            if let Some(line) = e.line() {
+                assert!(
+                    line >= 1 && line <= file.lines().count().max(1),
+                    "file {i}: line {line}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn malformed_variables_are_errors_not_panics() {
+    let _env = env_lock();
+    for var in [
+        "BREAKERBOX__",
+        "BREAKERBOX____",
+        "BREAKERBOX__ADV_M__",
+        "BREAKERBOX____FAILURES",
+        "BREAKERBOX__ADV_M__FAILURES__",
+    ] {
+        let _v = Var::set(var, "1");
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            registry().load_toml_str("m.toml", "[breakers.adv-m]\ndynamic = true\n")
+        }))
+        .unwrap_or_else(|_| panic!("{var} panicked"));
+        match r {
+            Err(LoadError::Env { var: v, .. }) => assert_eq!(v, var),
+            other => panic!("{var}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn d14_shared_state_and_huge_durations() {
+    let s = breakerbox::SharedState::new(State::Open, Some(Duration::MAX), u32::MAX);
+    let back: breakerbox::SharedState =
+        serde_json::from_str(&serde_json::to_string(&s).unwrap()).expect("round trips");
+    assert_eq!(back, s);
+    // Too long for a Duration: an error, not a panic or a wrap.
+    let r: Result<Config, _> = serde_json::from_str(r#"{"open_for": "18446744073709551616s"}"#);
+    assert!(r.is_err());
+    let r: Result<Config, _> =
+        serde_json::from_str(r#"{"open_for": "999999999999999999999999999999h"}"#);
+    assert!(r.is_err());
+    // The longest one there is, written as it serializes.
+    let r: Config = serde_json::from_str(r#"{"open_for": "18446744073709551615.999999999s", "max_open_for": "18446744073709551615.999999999s"}"#)
+        .expect("Duration::MAX reads back");
+    assert_eq!(r.open_for(), Duration::MAX);
+}
+
+#[test]
+fn load_racing_creation_never_silently_misses_a_breaker() {
+    let _env = env_lock();
+    for round in 0..20 {
+        let names: Vec<String> = (0..300).map(|i| format!("adv-lr{round}-{i:04}")).collect();
+        let mut file = String::new();
+        for n in &names {
+            file.push_str(&format!("[breakers.{n}]\ndynamic = true\nfailures = 7\n"));
+        }
+        let barrier = std::sync::Barrier::new(2);
+        let result = std::thread::scope(|s| {
+            s.spawn(|| {
+                barrier.wait();
+                for n in names.iter().rev() {
+                    registry().get_or_create(n, || Config::builder().failures(3).build().unwrap());
+                }
+            });
+            barrier.wait();
+            registry().load_toml_str(format!("race{round}.toml"), &file)
+        });
+        let failures = |n: &str| registry().get(n).unwrap().config().failures();
+        match result {
+            Ok(loaded) => {
+                assert_eq!(loaded.len(), names.len());
+                for n in &names {
+                    assert_eq!(failures(n), Some(7), "round {round}: {n} missed the file");
+                }
+            }
+            Err(LoadError::AlreadyCreated { breaker, .. }) => {
+                for n in names.iter().filter(|n| **n < breaker) {
+                    assert_eq!(
+                        failures(n),
+                        Some(7),
+                        "round {round}: {n}, before {breaker}, missed the file"
+                    );
+                }
+            }
+            Err(other) => panic!("round {round}: {other}"),
+        }
+    }
+}

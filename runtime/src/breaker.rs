@@ -1912,6 +1912,20 @@ impl Inner {
         }
     }
 
+    /// The call totals of [`metrics`](Inner::metrics) — successes, failures, ignored,
+    /// rejected, slow — read without the clock (user code), so that a keyed family can sum
+    /// them under its lock.
+    pub(crate) fn totals(&self) -> [u64; 5] {
+        let c = |kind| self.counts.total(&self.spill, kind);
+        [
+            c(Count::Success),
+            c(Count::Failure),
+            c(Count::Ignored),
+            c(Count::Rejected),
+            c(Count::Slow),
+        ]
+    }
+
     fn metrics(&self) -> Metrics {
         let word = self.state.load(Ordering::Acquire);
         let state = State::from_word(word);
@@ -1981,7 +1995,11 @@ impl fmt::Display for Guarded<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.0.fmt(f))) {
             Ok(result) => result,
-            Err(_) => f.write_str(DISPLAY_PANICKED),
+            Err(payload) => {
+                // Its `Drop` is user code too, and may panic.
+                crate::event::discard(payload);
+                f.write_str(DISPLAY_PANICKED)
+            }
         }
     }
 }
@@ -1990,7 +2008,12 @@ impl fmt::Display for Guarded<'_> {
 fn message(cause: &dyn fmt::Display) -> Arc<str> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cause.to_string())) {
         Ok(text) => text.into(),
-        Err(_) => DISPLAY_PANICKED.into(),
+        Err(payload) => {
+            // Dropped panic-safely: a payload whose `Drop` panics would otherwise unwind out
+            // of the transition before it is made, and the failure that trips would open nothing.
+            crate::event::discard(payload);
+            DISPLAY_PANICKED.into()
+        }
     }
 }
 

@@ -201,8 +201,9 @@ fn d02_display_that_resets_the_breaker_leaves_a_consistent_breaker() {
     assert_eq!(b.state(), State::Open);
     let m = b.metrics();
     assert_eq!(m.failures, 4);
-    assert_eq!(m.times_opened as usize, m.times_opened as usize); // exactly reported below
-    assert!(m.times_opened >= 1);
+    // The first two failures: the Display's reset came before their trip, which then found a
+    // new generation and opened nothing; the last two opened it once.
+    assert_eq!(m.times_opened, 1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -313,7 +314,10 @@ fn d03_listener_that_adds_a_listener_while_being_told() {
     let after_first = added.load(Ordering::SeqCst);
     assert!(after_first <= 1);
     b.reset(); // listener #2 told; #3 added
-    assert_eq!(added.load(Ordering::SeqCst), after_first + 1 + after_first);
+    // A listener added while an event is told is told the later events.
+    assert!(added.load(Ordering::SeqCst) > after_first);
+    b.force_open();
+    assert!(added.load(Ordering::SeqCst) >= after_first + 3);
 }
 
 #[test]
@@ -612,9 +616,13 @@ fn registry_configure_racing_creation_is_never_lost() {
 // ---------------------------------------------------------------------------------------------
 // D10, D11: memory and weak handles.
 
+/// Held by the tests that count live breakers, so that neither counts the other's.
+static MEMORY: Mutex<()> = Mutex::new(());
+
 #[test]
 fn d10_distinct_named_breakers_are_freed() {
     const N: usize = 50_000;
+    let _memory = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
     let held: Vec<Breaker> = (0..N)
         .map(|i| Breaker::new(format!("adv-d10-{i}-{}", "x".repeat(40)), Config::default()))
         .collect();
@@ -1015,7 +1023,8 @@ fn d15_single_probe_slot_times_out_from_entering_half_open() {
 
 #[test]
 fn small_retry_after_is_some_even_for_the_longest_open() {
-    let b = Breaker::new("adv-retry-max", Config::default());
+    let clock = ManualClock::new(); // at zero: open_until - now is then the whole span
+    let b = Breaker::new("adv-retry-max", clocked(&clock).build().unwrap());
     b.trip_for(Duration::MAX);
     let r = b.try_acquire().unwrap_err();
     assert_eq!(r.reason(), RejectReason::Open);
@@ -1257,6 +1266,14 @@ fn unwind_clock_case(shape: &str) {
         payload.downcast_ref::<&str>().copied(),
         Some("the protected call panics")
     );
+    if shape == "probe" {
+        // The probe's failure could not be dated: its slot is held until probe_timeout (60 s
+        // by default) from entering half-open, then the round re-opens.
+        assert_eq!(b.state(), State::HalfOpen);
+        assert_eq!(rejected(&b), RejectReason::HalfOpenFull);
+        clock.advance(60 * S);
+        assert_eq!(rejected(&b), RejectReason::Open);
+    }
     // The breaker still works afterwards.
     b.reset();
     ok(&b);
@@ -1293,4 +1310,461 @@ fn clock_panicking_during_a_panicking_protected_call_does_not_abort() {
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// User code whose panic payload panics when dropped, and a family clock that re-enters.
+
+/// A Display that panics with a payload whose own Drop panics.
+struct BombDisplay;
+impl fmt::Display for BombDisplay {
+    fn fmt(&self, _: &mut fmt::Formatter<'_>) -> fmt::Result {
+        panic_any(BombPayload)
+    }
+}
+
+#[test]
+fn display_panicking_with_a_payload_that_panics_on_drop_is_contained() {
+    let clock = ManualClock::new();
+    let b = Breaker::new(
+        "adv-bomb-display",
+        clocked(&clock).failures(1).open_for(S).build().unwrap(),
+    );
+    let r = catch_unwind(AssertUnwindSafe(|| fail(&b, BombDisplay)));
+    assert!(r.is_ok(), "a panic got out of the breaker");
+    assert_eq!(
+        b.state(),
+        State::Open,
+        "the failure that trips it opened it"
+    );
+    assert_eq!(b.metrics().times_opened, 1);
+    // A rate trip, whose message is kept while the window is short.
+    let w = Breaker::new(
+        "adv-bomb-display-rate",
+        clocked(&clock)
+            .failure_rate(100)
+            .window(breakerbox_runtime::Window::Calls(2))
+            .min_calls(2)
+            .build()
+            .unwrap(),
+    );
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        fail(&w, BombDisplay);
+        fail(&w, BombDisplay);
+    }));
+    assert!(r.is_ok(), "a panic got out of the breaker");
+    assert_eq!(w.state(), State::Open);
+}
+
+/// Runs `f` on a thread of its own; a deadlock fails the test instead of hanging it (the limit
+/// detects a failure; it times nothing).
+fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let r = catch_unwind(AssertUnwindSafe(f));
+        let _ = tx.send(());
+        r
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(()) => match t.join().unwrap() {
+            Ok(v) => v,
+            Err(p) => std::panic::resume_unwind(p),
+        },
+        Err(_) => panic!("{what}: deadlocked"),
+    }
+}
+
+thread_local!(static IN_CLOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+
+/// Runs `f` unless this thread is already in it: a clock that lists families reads the clocks
+/// of every family, its own included, and must not recurse for ever.
+fn once_per_thread(f: impl FnOnce()) {
+    if !IN_CLOCK.with(|c| c.replace(true)) {
+        let r = catch_unwind(AssertUnwindSafe(f));
+        IN_CLOCK.with(|c| c.set(false));
+        if let Err(p) = r {
+            std::panic::resume_unwind(p);
+        }
+    }
+}
+
+/// A clock that lists the registry's families when read.
+struct FamiliesClock(ManualClock);
+impl breakerbox_runtime::Clock for FamiliesClock {
+    fn now(&self) -> Duration {
+        once_per_thread(|| {
+            let _ = registry().families();
+        });
+        self.0.now()
+    }
+}
+
+#[test]
+fn family_clock_may_use_the_registry_while_the_family_is_made() {
+    within("a family's clock lists families at creation", || {
+        let config = Config::builder()
+            .clock(FamiliesClock(ManualClock::new()))
+            .build()
+            .unwrap();
+        let fam = registry()
+            .family::<String>("adv-family-clock", move || config)
+            .unwrap();
+        fam.call("k", || Ok::<_, &str>(())).unwrap();
+        assert_eq!(fam.len(), 1);
+    });
+}
+
+/// A manual clock that lists the registry's families when read, once armed.
+struct ArmedFamiliesClock(ManualClock, Arc<AtomicBool>);
+impl breakerbox_runtime::Clock for ArmedFamiliesClock {
+    fn now(&self) -> Duration {
+        if self.1.load(Ordering::SeqCst) {
+            once_per_thread(|| {
+                let _ = registry().families();
+            });
+        }
+        self.0.now()
+    }
+}
+
+#[test]
+fn family_clock_may_list_families_while_an_evicted_key_still_records() {
+    within(
+        "a family's clock lists families while a key is evicted",
+        || {
+            let time = ManualClock::new();
+            let armed = Arc::new(AtomicBool::new(false));
+            let config = Config::builder()
+                .clock(ArmedFamiliesClock(time.clone(), armed.clone()))
+                .idle_for(S)
+                .build()
+                .unwrap();
+            let fam = registry()
+                .family::<String>("adv-family-clock-evicted", move || config)
+                .unwrap();
+            // A call admitted before its key is evicted, still running: its breaker is evicted
+            // but not yet freed.
+            let running = fam.try_acquire("slow").unwrap();
+            time.advance(2 * S);
+            assert_eq!(fam.sweep(), 1);
+            armed.store(true, Ordering::SeqCst);
+            let listed = registry().families();
+            let me = listed
+                .iter()
+                .find(|f| f.name == "adv-family-clock-evicted")
+                .unwrap();
+            assert_eq!(me.evicted.keys, 1);
+            armed.store(false, Ordering::SeqCst);
+            running.success();
+            let gone = fam.evicted();
+            assert_eq!((gone.keys, gone.calls, gone.successes), (1, 1, 1));
+        },
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// D04's shape for call_async: a panic in the awaited future, caught around the poll, the
+// future dropped afterwards.
+
+fn poll_catching<F: std::future::Future>(
+    fut: &mut std::pin::Pin<Box<F>>,
+) -> Result<std::task::Poll<F::Output>, ()> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))).map_err(|_| ())
+}
+
+#[test]
+fn call_async_panic_behind_a_catcher_counts_as_failure() {
+    let clock = ManualClock::new();
+    let b = Breaker::new(
+        "adv-async-panic",
+        clocked(&clock).failures(1).open_for(S).build().unwrap(),
+    );
+    let mut fut = Box::pin(b.call_async(async {
+        if true {
+            panic!("awaited future panics");
+        }
+        Ok::<(), &str>(())
+    }));
+    assert!(poll_catching(&mut fut).is_err());
+    drop(fut);
+    assert_eq!(b.metrics().failures, 1);
+    assert_eq!(b.state(), State::Open);
+    // A keyed family's, as a probe.
+    let hosts: BreakerMap<String> = BreakerMap::new(
+        "adv-async-keyed",
+        clocked(&clock).failures(1).open_for(S).build().unwrap(),
+    );
+    hosts.breaker("h").trip_for(S);
+    clock.advance(S);
+    let mut fut = Box::pin(hosts.call_async("h", async {
+        if true {
+            panic!("probe panics");
+        }
+        Ok::<(), &str>(())
+    }));
+    assert!(poll_catching(&mut fut).is_err());
+    drop(fut);
+    assert_eq!(
+        hosts.get("h").unwrap().state(),
+        State::Open,
+        "the panicking probe re-opened it"
+    );
+}
+
+#[test]
+#[ignore = "defect: keyed.rs:570 carries an open state over only if the evicted breaker is open right after removal; one opened later by a call admitted before it is lost, unlike keyed.rs:20-23"]
+fn keyed_a_call_admitted_before_eviction_that_opens_carries_over() {
+    let clock = ManualClock::new();
+    let hosts: BreakerMap<String> = BreakerMap::new(
+        "adv-keyed-carry",
+        clocked(&clock)
+            .failures(1)
+            .open_for(100 * S)
+            .idle_for(S)
+            .build()
+            .unwrap(),
+    );
+    let running = hosts.try_acquire("a").unwrap();
+    clock.advance(2 * S);
+    assert_eq!(hosts.sweep(), 1, "the idle closed key is evicted");
+    running.failure(); // opens the evicted breaker
+    // The host is failing: the key's next breaker must not be a fresh closed one.
+    let r = hosts.call("a", || Ok::<_, &str>(()));
+    assert!(
+        matches!(r, Err(Error::Rejected(_))),
+        "a failing host got a fresh closed breaker after its key was evicted"
+    );
+}
+
+#[test]
+fn keyed_open_keys_fill_the_family_then_overflow_shares_one_breaker() {
+    let clock = ManualClock::new();
+    let hosts: BreakerMap<String> = BreakerMap::new(
+        "adv-keyed-overflow",
+        clocked(&clock)
+            .failures(1)
+            .open_for(1000 * S)
+            .max_keys(4)
+            .idle_for(S)
+            .build()
+            .unwrap(),
+    );
+    for i in 0..8 {
+        let _ = hosts.call(format!("down-{i}").as_str(), || Err::<(), _>("refused"));
+        clock.advance(S);
+    }
+    assert!(hosts.len() <= 8, "len {}", hosts.len());
+    // All open, none evicted: every one still rejects.
+    for i in 0..8 {
+        let key = format!("down-{i}");
+        if let Some(b) = hosts.get(key.as_str()) {
+            assert_eq!(b.state(), State::Open, "{key}");
+        }
+    }
+    assert_eq!(hosts.open_keys(), hosts.len());
+    // New keys beyond twice max_keys share the overflow breaker.
+    for i in 0..20 {
+        let _ = hosts.call(format!("new-{i}").as_str(), || Ok::<_, &str>(()));
+    }
+    assert!(hosts.len() <= 8, "len {}", hosts.len());
+    let overflow = hosts.overflow().expect("the overflow breaker was needed");
+    assert_eq!(overflow.name(), "adv-keyed-overflow");
+    let m = overflow.metrics();
+    assert_eq!(m.successes + m.failures + m.ignored + m.rejected, m.calls);
+    assert!(m.calls >= 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// D02 with a debug `tracing` subscriber that formats every field (the user's Display included).
+
+struct FormatAll;
+struct Visit;
+impl tracing::field::Visit for Visit {
+    fn record_debug(&mut self, _: &tracing::field::Field, value: &dyn fmt::Debug) {
+        let _ = format!("{value:?}");
+    }
+}
+impl tracing::Subscriber for FormatAll {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        event.record(&mut Visit);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[test]
+fn d02_with_a_debug_subscriber_a_panicking_display_is_counted_and_a_probe_reopens() {
+    tracing::subscriber::with_default(FormatAll, || {
+        let clock = ManualClock::new();
+        let b = Breaker::new(
+            "adv-d02-tracing",
+            clocked(&clock).failures(2).open_for(S).build().unwrap(),
+        );
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            fail(&b, PanickyDisplay);
+            fail(&b, PanickyDisplay);
+        }));
+        assert!(r.is_ok(), "a panic got out");
+        assert_eq!(b.metrics().failures, 2);
+        assert_eq!(b.state(), State::Open);
+        clock.advance(S);
+        let r = catch_unwind(AssertUnwindSafe(|| fail(&b, PanickyDisplay)));
+        assert!(r.is_ok(), "a panic got out of the probe");
+        assert_eq!(b.state(), State::Open, "the failed probe re-opened it");
+        assert_eq!(b.metrics().failures, 3);
+        // With a bomb payload too.
+        b.reset();
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            fail(&b, BombDisplay);
+            fail(&b, BombDisplay);
+        }));
+        assert!(r.is_ok(), "a panic got out");
+        assert_eq!(b.state(), State::Open);
+        assert_eq!(b.metrics().failures, 5);
+    });
+}
+
+#[test]
+fn d10_evicted_keys_are_freed() {
+    const N: usize = 40_000;
+    let _memory = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
+    let before = breakerbox_runtime::live_breakers();
+    let hosts: BreakerMap<u64> = BreakerMap::new(
+        "adv-d10-keyed",
+        Config::builder().max_keys(16).build().unwrap(),
+    );
+    for k in 0..N as u64 {
+        hosts.call(&k, || Ok::<_, &str>(())).unwrap();
+    }
+    assert!(hosts.len() <= 32);
+    // Evicted keys' breakers are freed (memory reclamation may lag by a batch). Other tests run
+    // alongside and hold a few hundred breakers at most.
+    let grown = breakerbox_runtime::live_breakers().saturating_sub(before);
+    assert!(
+        grown < 5_000,
+        "{grown} breakers alive after {N} keys with max_keys 16"
+    );
+    assert_eq!(hosts.evicted().keys as usize + hosts.len(), N);
+    drop(hosts);
+}
+
+#[test]
+fn shared_state_round_trips_through_export_and_import() {
+    let clock = ManualClock::new();
+    let config = || {
+        clocked(&clock)
+            .failures(1)
+            .open_for(S)
+            .backoff(2.0)
+            .max_open_for(1000 * S)
+            .build()
+            .unwrap()
+    };
+    let here = Breaker::new("adv-shared-here", config());
+    fail(&here, "x");
+    for _ in 0..3 {
+        clock.advance(here.metrics().retry_after.unwrap());
+        fail(&here, "probe fails");
+    }
+    let exported = here.export_state();
+    assert_eq!(exported.state, State::Open);
+    assert_eq!(exported.reopens, 3);
+    assert_eq!(exported.open_remaining, Some(8 * S));
+    let there = Breaker::new("adv-shared-there", config());
+    there.import_state(&exported);
+    assert_eq!(there.export_state(), exported);
+    // The next re-open there backs off from the same level as here.
+    clock.advance(8 * S);
+    fail(&here, "probe fails");
+    fail(&there, "probe fails");
+    assert_eq!(here.export_state(), there.export_state());
+    assert_eq!(there.metrics().retry_after, Some(16 * S));
+}
+
+#[test]
+fn events_from_racing_threads_are_told_once_each_in_order_despite_panicking_listeners() {
+    let b = Breaker::new("adv-events-race", Config::default());
+    let seen: Arc<Mutex<Vec<(State, State)>>> = Arc::default();
+    let n = Arc::new(AtomicU64::new(0));
+    let n2 = n.clone();
+    b.on_state_change(move |_| {
+        if n2.fetch_add(1, Ordering::Relaxed) % 7 == 3 {
+            panic!("every seventh event");
+        }
+    });
+    let s = seen.clone();
+    b.on_state_change(move |e| s.lock().unwrap().push((e.from, e.to)));
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let b = &b;
+            scope.spawn(move || {
+                for i in 0..2_000 {
+                    match (t + i) % 3 {
+                        0 => b.trip_for(S),
+                        1 => b.disable(),
+                        _ => b.reset(),
+                    }
+                }
+            });
+        }
+    });
+    // Quiet now: a last change is told on this thread, after any left queued.
+    b.force_open();
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        n.load(Ordering::Relaxed) as usize,
+        seen.len(),
+        "each event told to each listener once"
+    );
+    assert_eq!(seen[0].0, State::Closed);
+    for w in seen.windows(2) {
+        assert_eq!(w[0].1, w[1].0, "events out of order or lost: {w:?}");
+    }
+    assert_eq!(seen.last().unwrap().1, State::ForcedOpen);
+    assert_eq!(b.state(), State::ForcedOpen);
+    let opened = seen.iter().filter(|(_, to)| *to == State::Open).count();
+    assert_eq!(opened as u64, b.metrics().times_opened);
+}
+
+#[test]
+fn d07_threads_failing_at_one_instant_after_an_expired_streak_trip() {
+    const THREADS: usize = 4;
+    let mut missed = 0;
+    for round in 0..3_000u64 {
+        let clock = ManualClock::new();
+        let b = Breaker::new(
+            "adv-d07-expired-threads",
+            clocked(&clock)
+                .failures(THREADS as u32)
+                .failures_within(S)
+                .open_for(1000 * S)
+                .build()
+                .unwrap(),
+        );
+        fail(&b, "an old streak");
+        clock.advance(10 * S); // expired
+        let barrier = Barrier::new(THREADS);
+        std::thread::scope(|s| {
+            for _ in 0..THREADS {
+                s.spawn(|| {
+                    barrier.wait();
+                    fail(&b, "down");
+                });
+            }
+        });
+        if b.state() != State::Open {
+            missed += 1;
+            eprintln!("round {round}: {THREADS} failures at one instant did not trip");
+        }
+    }
+    assert_eq!(missed, 0, "{missed} rounds missed the trip");
 }
