@@ -1912,20 +1912,6 @@ impl Inner {
         }
     }
 
-    /// The call totals of [`metrics`](Inner::metrics) — successes, failures, ignored,
-    /// rejected, slow — read without the clock (user code), so that a keyed family can sum
-    /// them under its lock.
-    pub(crate) fn totals(&self) -> [u64; 5] {
-        let c = |kind| self.counts.total(&self.spill, kind);
-        [
-            c(Count::Success),
-            c(Count::Failure),
-            c(Count::Ignored),
-            c(Count::Rejected),
-            c(Count::Slow),
-        ]
-    }
-
     fn metrics(&self) -> Metrics {
         let word = self.state.load(Ordering::Acquire);
         let state = State::from_word(word);
