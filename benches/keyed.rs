@@ -186,8 +186,10 @@ fn contenders(keys: &[String]) -> Vec<(&'static str, Arc<dyn Lookup>)> {
     let mut rw = HashMap::new();
     let mut mx = HashMap::new();
     for k in keys {
-        bm.call(k.as_str(), || Ok::<_, CallError>(())).expect("closed");
-        bf.call(k.as_str(), || Ok::<_, CallError>(())).expect("closed");
+        bm.call(k.as_str(), || Ok::<_, CallError>(()))
+            .expect("closed");
+        bf.call(k.as_str(), || Ok::<_, CallError>(()))
+            .expect("closed");
         pa.pin().insert(k.clone(), breaker(k));
         let _ = sc.insert_sync(k.clone(), breaker(k));
         da.insert(k.clone(), breaker(k));

@@ -677,7 +677,7 @@ impl Registry {
     /// use breakerbox_runtime::{registry, Config};
     ///
     /// let tenants = registry().family::<u64>("billing", Config::default)?;
-    /// tenants.call(&42, || Ok::<_, &str>(()))?;
+    /// tenants.call(&42, || Ok::<_, std::io::Error>(()))?;
     /// let listed = registry().families();
     /// let billing = listed.iter().find(|f| f.name == "billing").unwrap();
     /// assert_eq!(billing.keys[0].key, "42");

@@ -1781,10 +1781,11 @@ fn extreme_configs_never_panic() {
     }
 }
 
-/// Breakers are named for life: a rejection names its breaker without holding it, so two
-/// breakers with one name share their last failure (distinct names never do).
+/// A breaker's last failure is its own, even where two breakers share a name (D10: names are
+/// no longer interned for the process); a rejection holds its breaker, so it still names it
+/// and its last failure after the breaker's other handles are dropped.
 #[test]
-fn breakers_that_share_a_name_share_their_last_failure() {
+fn breakers_that_share_a_name_keep_their_own_last_failure() {
     let config = Config::builder()
         .failures(1)
         .clock(ManualClock::new())
@@ -1794,7 +1795,8 @@ fn breakers_that_share_a_name_share_their_last_failure() {
     let b = Breaker::new("same-name", config.clone());
     let c = Breaker::new("other-name", config);
     let _ = a.call(|| Err::<(), _>("refused"));
-    assert_eq!(b.last_failure().as_deref(), Some("refused"));
+    assert_eq!(a.last_failure().as_deref(), Some("refused"));
+    assert_eq!(b.last_failure(), None);
     assert_eq!(c.last_failure(), None);
     let rejected = a.try_acquire().unwrap_err();
     drop(a);
