@@ -556,7 +556,9 @@ where
             gone.evicted.keys += 1;
             gone.limbo.push(slot.breaker.clone());
         }
-        if class(&slot.breaker) == Class::Kept && slot.breaker.state() == State::Open {
+        // Checked before the removal; a call admitted before it (or a user's handle) may
+        // have opened, forced or disabled the breaker since.
+        if class(&slot.breaker) == Class::Kept {
             let shared = slot.breaker.export_state();
             let fresh = self.slot(now);
             let there = self.put(key.clone(), fresh, guard);
