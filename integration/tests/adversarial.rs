@@ -652,14 +652,13 @@ fn load_racing_creation_never_silently_misses_a_breaker() {
                     assert_eq!(failures(n), Some(7), "round {round}: {n} missed the file");
                 }
             }
+            // Reported, not missed: the breaker named exists with the creator's config. Which
+            // tables before it stay configured depends on when the race was seen (before any
+            // table was configured: none; while configuring: those before it), so the test
+            // asserts only what the docs promise in both cases.
             Err(LoadError::AlreadyCreated { breaker, .. }) => {
-                for n in names.iter().filter(|n| **n < breaker) {
-                    assert_eq!(
-                        failures(n),
-                        Some(7),
-                        "round {round}: {n}, before {breaker}, missed the file"
-                    );
-                }
+                assert!(names.contains(&breaker), "round {round}: {breaker}");
+                assert_eq!(failures(&breaker), Some(3), "round {round}: {breaker}");
             }
             Err(other) => panic!("round {round}: {other}"),
         }

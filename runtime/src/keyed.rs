@@ -556,7 +556,9 @@ where
             gone.evicted.keys += 1;
             gone.limbo.push(slot.breaker.clone());
         }
-        if class(&slot.breaker) == Class::Kept && slot.breaker.state() == State::Open {
+        // Checked before the removal; a call admitted before it (or a user's handle) may
+        // have opened, forced or disabled the breaker since.
+        if class(&slot.breaker) == Class::Kept {
             let shared = slot.breaker.export_state();
             let fresh = self.slot(now);
             let there = self.put(key.clone(), fresh, guard);
@@ -677,7 +679,7 @@ impl Registry {
     /// use breakerbox_runtime::{registry, Config};
     ///
     /// let tenants = registry().family::<u64>("billing", Config::default)?;
-    /// tenants.call(&42, || Ok::<_, &str>(()))?;
+    /// tenants.call(&42, || Ok::<_, std::io::Error>(()))?;
     /// let listed = registry().families();
     /// let billing = listed.iter().find(|f| f.name == "billing").unwrap();
     /// assert_eq!(billing.keys[0].key, "42");

@@ -254,12 +254,11 @@ impl Registry {
         Ok(names)
     }
 
-    /// The names a table may give without `dynamic = true`: every breaker the registry knows.
+    /// The names a table may give without `dynamic = true`: every breaker the registry knows,
+    /// created or annotated. `names`, not `breakers`: listing must create nothing, or every
+    /// annotated breaker would exist before the file could configure it.
     fn known_names(&self) -> HashSet<String> {
-        self.breakers()
-            .iter()
-            .map(|b| b.name().to_owned())
-            .collect()
+        self.names().into_iter().collect()
     }
 
     fn check_names(&self, path: &Path, tables: &BTreeMap<String, Table>) -> Result<(), LoadError> {

@@ -1,0 +1,292 @@
+//! Per-key breakers (issue 12): a key lookup plus a closed call at 10 000 keys, against the
+//! direct call and against the maps one could keep breakers in by hand.
+//!
+//! Contenders, each holding 10 000 `String` keys (`host-<i>.example`) looked up by `&str` in a
+//! shuffled order:
+//! - `breakermap`: `BreakerMap::call` (papaya inside; the call runs while the map is pinned),
+//!   with std's SipHash `RandomState` (the default) and `breakermap_foldhash` with foldhash;
+//! - `papaya`, `scc_hashindex`, `dashmap`: the map crates with a `Breaker` per key, the call
+//!   made through a borrowed value;
+//! - `quick_cache`: its `get` clones the value out (a handle: a reference-count increment);
+//! - `rwlock_hashmap`: std `HashMap` behind `RwLock`, the call under the read lock;
+//! - `mutex_hashmap`: behind `Mutex`, the handle cloned out so the call runs unlocked.
+//!
+//! Groups: `keyed_1t` (one thread, uniform over the 10 000 keys: cache misses dominate),
+//! `keyed_1t_hot` (64 hot keys), `keyed_1t_same` (one key), `keyed_2t_same` (two threads, one
+//! key), `keyed_2t_distinct` (two threads, each uniform over its own half of the keys). `direct` is the bare call;
+//! `single_breaker` one `Breaker::new` breaker with no lookup.
+//!
+//! Smoke run: `cargo bench --bench keyed -- --test`.
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use breakerbox::{Breaker, BreakerMap, Config};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
+
+mod common;
+use common::*;
+
+const KEYS: usize = 10_000;
+
+type Group<'a> = BenchmarkGroup<'a, WallTime>;
+
+fn config() -> Config {
+    Config::builder()
+        .failures(5)
+        .open_for(LONG)
+        .max_keys(2 * KEYS as u32)
+        .build()
+        .expect("valid config")
+}
+
+fn keys() -> Arc<Vec<String>> {
+    Arc::new((0..KEYS).map(|i| format!("host-{i}.example")).collect())
+}
+
+/// A fixed pseudo-random visiting order over `range` (xorshift), so no contender gets a
+/// friendlier sequence.
+fn order(range: std::ops::Range<usize>, n: usize, seed: u64) -> Vec<u32> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (range.start + (x % range.len() as u64) as usize) as u32
+        })
+        .collect()
+}
+
+/// What each contender does per call: look the key up and call through its breaker.
+trait Lookup: Send + Sync + 'static {
+    fn call(&self, key: &str, x: u64) -> u64;
+
+    /// `n` calls on the keys in `order`, cycling; returns a digest. A default method: one
+    /// virtual call per batch, and the calls themselves dispatched statically.
+    #[inline(never)]
+    fn batch(&self, keys: &[String], order: &[u32], n: u64) -> u64 {
+        let mut sum = 0u64;
+        let mut i = 0;
+        for j in 0..n {
+            let key = keys[order[i] as usize].as_str();
+            sum = sum.wrapping_add(self.call(black_box(key), black_box(j)));
+            i += 1;
+            if i == order.len() {
+                i = 0;
+            }
+        }
+        sum
+    }
+}
+
+struct Direct;
+impl Lookup for Direct {
+    #[inline(always)]
+    fn call(&self, _: &str, x: u64) -> u64 {
+        protected(x).unwrap_or(1)
+    }
+}
+
+struct Single(Breaker);
+impl Lookup for Single {
+    #[inline(always)]
+    fn call(&self, _: &str, x: u64) -> u64 {
+        self.0.call(|| protected(x)).unwrap_or(1)
+    }
+}
+
+impl<S: std::hash::BuildHasher + Send + Sync + 'static> Lookup for BreakerMap<String, S> {
+    #[inline(always)]
+    fn call(&self, key: &str, x: u64) -> u64 {
+        BreakerMap::call(self, key, || protected(x)).unwrap_or(1)
+    }
+}
+
+struct Papaya(papaya::HashMap<String, Breaker>);
+impl Lookup for Papaya {
+    #[inline(always)]
+    fn call(&self, key: &str, x: u64) -> u64 {
+        let m = self.0.pin();
+        m.get(key).expect("key").call(|| protected(x)).unwrap_or(1)
+    }
+}
+
+struct Scc(scc::HashIndex<String, Breaker>);
+impl Lookup for Scc {
+    #[inline(always)]
+    fn call(&self, key: &str, x: u64) -> u64 {
+        self.0
+            .peek_with(key, |_, b| b.call(|| protected(x)).unwrap_or(1))
+            .expect("key")
+    }
+}
+
+struct Dash(dashmap::DashMap<String, Breaker>);
+impl Lookup for Dash {
+    #[inline(always)]
+    fn call(&self, key: &str, x: u64) -> u64 {
+        self.0
+            .get(key)
+            .expect("key")
+            .call(|| protected(x))
+            .unwrap_or(1)
+    }
+}
+
+struct Quick(quick_cache::sync::Cache<String, Breaker>);
+impl Lookup for Quick {
+    #[inline(always)]
+    fn call(&self, key: &str, x: u64) -> u64 {
+        self.0
+            .get(key)
+            .expect("key")
+            .call(|| protected(x))
+            .unwrap_or(1)
+    }
+}
+
+struct Rw(RwLock<HashMap<String, Breaker>>);
+impl Lookup for Rw {
+    #[inline(always)]
+    fn call(&self, key: &str, x: u64) -> u64 {
+        let m = self.0.read().unwrap();
+        m.get(key).expect("key").call(|| protected(x)).unwrap_or(1)
+    }
+}
+
+struct Mx(Mutex<HashMap<String, Breaker>>);
+impl Lookup for Mx {
+    #[inline(always)]
+    fn call(&self, key: &str, x: u64) -> u64 {
+        let b = self.0.lock().unwrap().get(key).expect("key").clone();
+        b.call(|| protected(x)).unwrap_or(1)
+    }
+}
+
+fn breaker(key: &str) -> Breaker {
+    Breaker::new(key, config())
+}
+
+/// Every contender, filled with the keys.
+fn contenders(keys: &[String]) -> Vec<(&'static str, Arc<dyn Lookup>)> {
+    let bm: BreakerMap<String> = BreakerMap::new("bench.keyed", config());
+    let bf = BreakerMap::with_hasher(
+        "bench.keyed.foldhash",
+        config(),
+        foldhash::fast::RandomState::default(),
+    );
+    let pa = papaya::HashMap::new();
+    let sc = scc::HashIndex::new();
+    let da = dashmap::DashMap::new();
+    let qc = quick_cache::sync::Cache::new(2 * KEYS);
+    let mut rw = HashMap::new();
+    let mut mx = HashMap::new();
+    for k in keys {
+        bm.call(k.as_str(), || Ok::<_, CallError>(()))
+            .expect("closed");
+        bf.call(k.as_str(), || Ok::<_, CallError>(()))
+            .expect("closed");
+        pa.pin().insert(k.clone(), breaker(k));
+        let _ = sc.insert_sync(k.clone(), breaker(k));
+        da.insert(k.clone(), breaker(k));
+        qc.insert(k.clone(), breaker(k));
+        rw.insert(k.clone(), breaker(k));
+        mx.insert(k.clone(), breaker(k));
+    }
+    assert_eq!(bm.len(), KEYS);
+    vec![
+        ("direct", Arc::new(Direct) as Arc<dyn Lookup>),
+        (
+            "single_breaker",
+            Arc::new(Single(Breaker::new("bench.keyed.single", config()))),
+        ),
+        ("breakermap", Arc::new(bm)),
+        ("breakermap_foldhash", Arc::new(bf)),
+        ("papaya", Arc::new(Papaya(pa))),
+        ("scc_hashindex", Arc::new(Scc(sc))),
+        ("dashmap", Arc::new(Dash(da))),
+        ("quick_cache", Arc::new(Quick(qc))),
+        ("rwlock_hashmap", Arc::new(Rw(RwLock::new(rw)))),
+        ("mutex_hashmap", Arc::new(Mx(Mutex::new(mx)))),
+    ]
+}
+
+fn keyed(c: &mut Criterion) {
+    let keys = keys();
+    let all = contenders(&keys);
+
+    // Uniform over all 10 000 keys: every lookup a likely cache miss (the worst case).
+    let uniform = order(0..KEYS, 1 << 16, 0x2545_F491_4F6C_DD1D);
+    // 64 hot keys spread over the 10 000, as real traffic is skewed: the lookup's own cost.
+    let hot: Vec<u32> = order(0..64, 1 << 12, 0x9E37_79B9_7F4A_7C15)
+        .into_iter()
+        .map(|i| i * (KEYS as u32 / 64))
+        .collect();
+    // One key, the one-thread baseline of `keyed_2t_same`.
+    let same = Arc::new(vec![7u32; 64]);
+    for (group, seq) in [
+        ("keyed_1t", &uniform),
+        ("keyed_1t_hot", &hot),
+        ("keyed_1t_same", &*same),
+    ] {
+        let mut g = c.benchmark_group(group);
+        for (id, m) in &all {
+            one(&mut g, id, |n| m.batch(&keys, seq, n));
+        }
+        g.finish();
+    }
+
+    let mut g = c.benchmark_group("keyed_2t_same");
+    for (id, m) in &all {
+        let (m, keys, same) = (m.clone(), keys.clone(), same.clone());
+        two(&mut g, id, move |_| {
+            let (m, keys, same) = (m.clone(), keys.clone(), same.clone());
+            move |n| {
+                black_box(m.batch(&keys, &same, n));
+            }
+        });
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("keyed_2t_distinct");
+    let halves = Arc::new([
+        order(0..KEYS / 2, 1 << 16, 0x9E37_79B9_7F4A_7C15),
+        order(KEYS / 2..KEYS, 1 << 16, 0xD1B5_4A32_D192_ED03),
+    ]);
+    for (id, m) in &all {
+        let (m, keys, halves) = (m.clone(), keys.clone(), halves.clone());
+        two(&mut g, id, move |t| {
+            let (m, keys, halves) = (m.clone(), keys.clone(), halves.clone());
+            move |n| {
+                black_box(m.batch(&keys, &halves[t], n));
+            }
+        });
+    }
+    g.finish();
+}
+
+fn one(g: &mut Group<'_>, id: &str, mut f: impl FnMut(u64) -> u64) {
+    g.bench_function(id, |b| {
+        b.iter_custom(|n| {
+            let start = Instant::now();
+            black_box(f(n));
+            start.elapsed()
+        })
+    });
+}
+
+fn two<M, R>(g: &mut Group<'_>, id: &str, make: M)
+where
+    M: Fn(usize) -> R + Send + Sync + 'static,
+    R: FnMut(u64),
+{
+    let pair = Pair::new(make);
+    g.bench_function(id, |b| b.iter_custom(|n| pair.run(n)));
+}
+
+criterion_group!(benches, keyed);
+criterion_main!(benches);

@@ -1,0 +1,120 @@
+//! Per-key breakers' memory (issue 12, D10), what criterion cannot time:
+//! - heap bytes per key of a `BreakerMap` (a consecutive-failure config), beside the key;
+//! - RSS while 1 M distinct keys stream through a family with `max_keys = 10 000`;
+//! - RSS and live heap after creating and dropping 1 M `Breaker::new` with distinct names.
+//!
+//! Prints one JSON object. `--quick` (or a smoke run: `--test`, or no `--bench`) does a tenth.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use breakerbox::{Breaker, BreakerMap, Config, live_breakers};
+
+struct Counting;
+
+static LIVE: AtomicI64 = AtomicI64::new(0);
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts around it.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn live() -> i64 {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// Resident set size in bytes (Linux; 0 elsewhere).
+fn rss() -> i64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<i64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+const MIB: f64 = (1 << 20) as f64;
+
+/// Heap bytes per key of a family holding `n` keys made by `key`, minus the key's own heap.
+fn per_key<K: std::hash::Hash + Eq + Clone>(n: u64, key: impl Fn(u64) -> K, key_heap: i64) -> i64 {
+    let config = Config::builder()
+        .failures(5)
+        .max_keys(2 * n as u32)
+        .build()
+        .expect("valid config");
+    let before = live();
+    let map: BreakerMap<K> = BreakerMap::new("bench.cost", config);
+    for i in 0..n {
+        let k = key(i);
+        map.call(&k, || Ok::<_, &str>(())).expect("closed");
+    }
+    let per = (live() - before) / n as i64 - key_heap;
+    drop(map);
+    per
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick" || a == "--test")
+        || !std::env::args().any(|a| a == "--bench");
+    let million: u64 = if quick { 100_000 } else { 1_000_000 };
+
+    // A key: `u64` (no heap of its own) and `String` (its bytes counted as the key's).
+    let u64_key = per_key(10_000, |i| i, 0);
+    let string_key = per_key(10_000, |i| format!("host-{i:05}.example"), 24);
+
+    // Streaming distinct keys through a bounded family.
+    let config = Config::builder()
+        .max_keys(10_000)
+        .build()
+        .expect("valid config");
+    let map: BreakerMap<String> = BreakerMap::new("bench.stream", config);
+    let warm_up = million / 10;
+    let (mut rss_warm, mut heap_warm) = (0, 0);
+    let mut max_len = 0;
+    for i in 0..million {
+        map.call(&format!("host-{i}.example"), || Ok::<_, &str>(()))
+            .expect("closed");
+        max_len = max_len.max(map.len());
+        if i + 1 == warm_up {
+            (rss_warm, heap_warm) = (rss(), live());
+        }
+    }
+    let stream_rss = (rss() - rss_warm) as f64 / MIB;
+    let stream_heap = (live() - heap_warm) as f64 / MIB;
+    let evicted = map.evicted().keys;
+    drop(map);
+
+    // D10: breakers with distinct names, created and dropped.
+    let (rss_before, heap_before, live_before) = (rss(), live(), live_breakers());
+    for i in 0..million {
+        drop(Breaker::new(format!("bench.named-{i}"), Config::default()));
+    }
+    let named_rss = (rss() - rss_before) as f64 / MIB;
+    let named_heap = live() - heap_before;
+    let named_live = live_breakers() as i64 - live_before as i64;
+
+    println!(
+        "{{\"keyed_memory\": {{\"bytes_per_key_u64\": {u64_key}, \"bytes_per_key_string_beside_key\": {string_key}, \
+         \"stream_keys\": {million}, \"stream_max_keys_held\": {max_len}, \"stream_evicted\": {evicted}, \
+         \"stream_rss_growth_after_warmup_mib\": {stream_rss:.2}, \"stream_heap_growth_after_warmup_mib\": {stream_heap:.2}, \
+         \"named_breakers\": {million}, \"named_rss_growth_mib\": {named_rss:.2}, \"named_heap_growth_bytes\": {named_heap}, \
+         \"named_live_breakers_left\": {named_live}}}}}"
+    );
+}
