@@ -11,9 +11,9 @@ pub use ::core::result::Result;
 pub use ::core::time::Duration;
 pub use ::std::sync::LazyLock;
 
-pub use breakerbox_runtime::{Breaker, ConfigBuilder, Outcome, Permit, Rejected, Timeout, Window};
 /// The runtime's config keys, for the macro crate's mirror test.
 pub use breakerbox_runtime::keys::KEYS as CONFIG_KEYS;
+pub use breakerbox_runtime::{Breaker, ConfigBuilder, Outcome, Permit, Rejected, Timeout, Window};
 
 use breakerbox_runtime::{Config, registry};
 

@@ -221,7 +221,11 @@ fn durations_past_u64_nanoseconds_round_trip() {
     let event = seen.lock().unwrap()[0].clone();
     assert_eq!(event.reason, Reason::TripFor(Duration::MAX));
     let json = serde_json::to_string(&event).unwrap();
-    assert_eq!(serde_json::from_str::<Event>(&json).unwrap(), event, "{json}");
+    assert_eq!(
+        serde_json::from_str::<Event>(&json).unwrap(),
+        event,
+        "{json}"
+    );
     let metrics = breaker.metrics();
     let json = serde_json::to_string(&metrics).unwrap();
     assert_eq!(serde_json::from_str::<Metrics>(&json).unwrap(), metrics);

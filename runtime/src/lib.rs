@@ -22,10 +22,10 @@ mod counters;
 mod duration;
 mod error;
 mod event;
-#[doc(hidden)]
-pub mod keys;
 #[cfg(feature = "metrics")]
 pub mod export;
+#[doc(hidden)]
+pub mod keys;
 #[cfg(feature = "serde")]
 mod load;
 mod metrics;

@@ -755,7 +755,10 @@ backoff = 2
             ),
         ] {
             let e = err(&format!("[breakers.d]\nopen_for = \"{value}\"\n"), &[]);
-            assert_eq!(e, format!("breakers.toml:2: [breakers.d] `open_for` {says}"));
+            assert_eq!(
+                e,
+                format!("breakers.toml:2: [breakers.d] `open_for` {says}")
+            );
             let e = err(
                 "[breakers.load-env-d]\ndynamic = true\n",
                 &[("BREAKERBOX__LOAD_ENV_D__OPEN_FOR", value)],
@@ -847,18 +850,20 @@ failures = 3
             ],
         )
         .unwrap();
-        let config = |name: &str| registry().get_or_create(name, Config::default).config().clone();
-        assert_eq!(
-            config("load_app::client::fetch_user").failures(),
-            Some(7)
-        );
-        assert_eq!(
-            config("load-users!").open_for(),
-            Duration::from_secs(5)
-        );
+        let config = |name: &str| {
+            registry()
+                .get_or_create(name, Config::default)
+                .config()
+                .clone()
+        };
+        assert_eq!(config("load_app::client::fetch_user").failures(), Some(7));
+        assert_eq!(config("load-users!").open_for(), Duration::from_secs(5));
         assert_eq!(config("_load_lead").max_concurrent(), Some(2));
         assert_eq!(config("load::Caps::x9").failures(), Some(9));
-        assert_eq!(env_name("my_app::client::fetch_user"), "MY_APP__CLIENT__FETCH_USER");
+        assert_eq!(
+            env_name("my_app::client::fetch_user"),
+            "MY_APP__CLIENT__FETCH_USER"
+        );
     }
 
     /// Issue 10: an override for a breaker this file does not name belongs to another file.
@@ -968,7 +973,10 @@ failures = 3
         );
         // Nothing close: no suggestion.
         let e = err("[breakers.load-zzzzzzzz-qq]\nfailures = 2\n", &[]);
-        assert!(e.starts_with("breakers.toml:1: no breaker named `load-zzzzzzzz-qq`. A breaker"), "{e}");
+        assert!(
+            e.starts_with("breakers.toml:1: no breaker named `load-zzzzzzzz-qq`. A breaker"),
+            "{e}"
+        );
         // All or nothing: the dynamic table was not configured either.
         let fine = registry().get_or_create("load-fine", || {
             Config::builder().failures(9).build().unwrap()
@@ -1076,10 +1084,8 @@ failures = 3
     /// `load_toml` of a file of `n` tables, reading it once.
     fn load_file(n: usize) -> usize {
         let text = tables(n);
-        let path = std::env::temp_dir().join(format!(
-            "breakerbox-load-{}-{n}.toml",
-            std::process::id()
-        ));
+        let path =
+            std::env::temp_dir().join(format!("breakerbox-load-{}-{n}.toml", std::process::id()));
         std::fs::write(&path, &text).unwrap();
         SCANNED.with(|s| s.set(0));
         let names = registry().load_toml(&path);

@@ -56,7 +56,10 @@ fn an_attribute_key_in_a_file_is_named_once() {
 fn a_huge_value_makes_a_short_message() {
     let huge = "1".repeat(10 << 20);
     let e = registry()
-        .load_toml_str("h.toml", &format!("[breakers.text-h]\nopen_for = \"{huge}x\"\n"))
+        .load_toml_str(
+            "h.toml",
+            &format!("[breakers.text-h]\nopen_for = \"{huge}x\"\n"),
+        )
         .unwrap_err()
         .to_string();
     assert!(e.len() < 300, "a message of {} bytes", e.len());
@@ -92,7 +95,9 @@ fn a_misspelt_table_name_fails() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.starts_with("i.toml:1: no breaker named `text-inventroy`; did you mean `text-inventory`?"),
+        e.starts_with(
+            "i.toml:1: no breaker named `text-inventroy`; did you mean `text-inventory`?"
+        ),
         "{e}"
     );
 }
@@ -114,10 +119,16 @@ fn environment_overrides() {
 
     // An override for a breaker this file does not name neither fails it nor hides its error.
     registry()
-        .load_toml_str("env.toml", "[breakers.text-mine]\ndynamic = true\nfailures = 2\n")
+        .load_toml_str(
+            "env.toml",
+            "[breakers.text-mine]\ndynamic = true\nfailures = 2\n",
+        )
         .unwrap();
     let e = registry()
-        .load_toml_str("env.toml", "[breakers.text-typo]\ndynamic = true\nfailurs = 2\n")
+        .load_toml_str(
+            "env.toml",
+            "[breakers.text-typo]\ndynamic = true\nfailurs = 2\n",
+        )
         .unwrap_err();
     assert_eq!(e.line(), Some(3));
     assert_eq!(e.key(), Some("failurs"));
