@@ -32,8 +32,9 @@ impl fmt::Display for Cut<'_> {
 }
 
 /// Why [`Registry::load_toml`] configured nothing. The message names the file, the line and the
-/// key (or the environment variable), and says what is wrong. Names, keys and values are cut
-/// to their first 32 characters in messages (with `…` and their length), never in the fields.
+/// key (or the environment variable), and says what is wrong. The names, keys and values our
+/// messages quote are cut to their first 32 characters (with `…` and their length); the fields
+/// keep them whole. A TOML syntax error's message is the parser's.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {
