@@ -11,6 +11,8 @@ pub use ::core::result::Result;
 pub use ::core::time::Duration;
 pub use ::std::sync::LazyLock;
 
+/// The runtime's config keys, for the macro crate's mirror test.
+pub use breakerbox_runtime::keys::KEYS as CONFIG_KEYS;
 pub use breakerbox_runtime::{Breaker, ConfigBuilder, Outcome, Permit, Rejected, Timeout, Window};
 
 pub use crate::FallbackReason;

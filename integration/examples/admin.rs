@@ -22,12 +22,15 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Breaker configs, as an application would ship them (`registry().load_toml(path)` reads a
 /// file; `BREAKERBOX__USERS__FAILURES=…` in the environment overrides a key).
+/// Both breakers are created below with `get_or_create`, so their tables say `dynamic = true`.
 const CONFIG: &str = r#"
 [breakers.users]
+dynamic = true
 failures = 3
 open_for = "30s"
 
 [breakers.search]
+dynamic = true
 failure_rate = 50
 window = 20
 min_calls = 10

@@ -162,27 +162,103 @@ fn load_toml_configures_breakers_from_a_file() {
     let path = std::env::temp_dir().join(format!("breakerbox-serde-{}.toml", std::process::id()));
     std::fs::write(
         &path,
-        "[breakers.serde-file]\nfailures = 2\nopen_for = \"5s\"\n\n[breakers.serde-bad]\nfailures = 0\n",
+        "[breakers.serde-file]\ndynamic = true\nfailures = 2\nopen_for = \"5s\"\n\n[breakers.serde-bad]\ndynamic = true\nfailures = 0\n",
     )
     .unwrap();
     let err = registry().load_toml(&path).unwrap_err();
-    assert_eq!(err.line(), Some(6));
+    assert_eq!(err.line(), Some(8));
     assert_eq!(err.key(), Some("failures"));
     assert!(err.to_string().starts_with(&format!(
-        "{}:6: [breakers.serde-bad] `failures`",
+        "{}:8: [breakers.serde-bad] `failures`",
         path.display()
     )));
 
     std::fs::write(
         &path,
-        "[breakers.serde-file]\nfailures = 2\nopen_for = \"5s\"\n",
+        "[breakers.serde-file]\ndynamic = true\nfailures = 2\nopen_for = \"5s\"\n",
     )
     .unwrap();
     assert_eq!(registry().load_toml(&path).unwrap(), ["serde-file"]);
-    std::fs::remove_file(&path).unwrap();
     let breaker = registry().get_or_create("serde-file", Config::default);
     assert_eq!(breaker.config().failures(), Some(2));
     assert_eq!(breaker.config().open_for(), Duration::from_secs(5));
+
+    // A table must name a known breaker (or say `dynamic = true`).
+    std::fs::write(&path, "[breakers.serde-fil]\nfailures = 2\n").unwrap();
+    let err = registry().load_toml(&path).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        err.to_string().starts_with(&format!(
+            "{}:1: no breaker named `serde-fil`; did you mean `serde-file`?",
+            path.display()
+        )),
+        "{err}"
+    );
+}
+
+/// D14: what serializes deserializes, durations past `u64::MAX` nanoseconds included.
+#[test]
+fn durations_past_u64_nanoseconds_round_trip() {
+    let config = Config::builder()
+        .open_for(Duration::MAX)
+        .failures_within(Duration::new(u64::MAX, 1))
+        .build()
+        .unwrap();
+    let toml = toml::to_string(&config).unwrap();
+    assert!(
+        toml.contains("open_for = \"18446744073709551615.999999999s\""),
+        "{toml}"
+    );
+    assert_eq!(toml::from_str::<Config>(&toml).unwrap(), config, "{toml}");
+    let json = serde_json::to_string(&config).unwrap();
+    assert_eq!(serde_json::from_str::<Config>(&json).unwrap(), config);
+
+    let breaker = Breaker::new("serde-huge", Config::default());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    breaker.on_state_change(move |e| log.lock().unwrap().push(e.clone()));
+    breaker.trip_for(Duration::MAX);
+    let event = seen.lock().unwrap()[0].clone();
+    assert_eq!(event.reason, Reason::TripFor(Duration::MAX));
+    let json = serde_json::to_string(&event).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Event>(&json).unwrap(),
+        event,
+        "{json}"
+    );
+    let metrics = breaker.metrics();
+    let json = serde_json::to_string(&metrics).unwrap();
+    assert_eq!(serde_json::from_str::<Metrics>(&json).unwrap(), metrics);
+}
+
+/// Serialized durations are zero or more; a `Config`'s keys take the attribute's text.
+#[test]
+fn serialized_durations_read_as_the_attribute_writes_them() {
+    let zero: Window = serde_json::from_str(r#""0s""#).unwrap();
+    assert_eq!(zero, Window::Time(Duration::ZERO));
+    let err = serde_json::from_str::<Config>(r#"{"open_for": "2 sec"}"#).unwrap_err();
+    assert!(
+        err.to_string().starts_with(
+            "`open_for` unexpected space in duration \"2 sec\": write it without spaces, like \"2s\""
+        ),
+        "{err}"
+    );
+    let err = serde_json::from_str::<Config>(r#"{"failure": 5}"#).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("`failure` unknown key; did you mean `failures`? valid keys: failures,"),
+        "{err}"
+    );
+    let err = serde_json::from_str::<Config>(r#"{"timeout": "1s"}"#).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("`timeout` belongs to the function's `#[circuit_breaker(...)]` attribute"),
+        "{err}"
+    );
+    assert_eq!(
+        Reason::TripFor(Duration::from_secs(120)).to_string(),
+        "tripped for 2m"
+    );
 }
 
 #[test]

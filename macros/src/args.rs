@@ -388,10 +388,8 @@ fn valid_keys() -> String {
 /// ": did you mean `failures`?" for a key close to a valid one (the runtime's files and
 /// environment variables suggest with the same code, `suggest.rs`), else ".".
 fn suggest(unknown: &str) -> String {
-    suggest::closest(unknown, KEYS.iter().copied()).map_or_else(
-        || ".".to_owned(),
-        |key| format!(": did you mean `{key}`?"),
-    )
+    suggest::closest(unknown, KEYS.iter().copied())
+        .map_or_else(|| ".".to_owned(), |key| format!(": did you mean `{key}`?"))
 }
 
 #[cfg(test)]

@@ -255,4 +255,21 @@ mod mirror {
             "too few valid combinations were tried: {accepted}"
         );
     }
+
+    /// The attribute's keys are the runtime's config keys (the keys of a config file, an
+    /// environment variable and a serialized `Config`) plus the function's own. A key added
+    /// on one side only fails here.
+    #[test]
+    fn keys_mirror_the_runtime() {
+        const FUNCTION_ONLY: &[&str] = &["name", "timeout", "fallback", "classify", "crate"];
+        let config_keys: Vec<&str> = crate::args::KEYS
+            .iter()
+            .copied()
+            .filter(|key| !FUNCTION_ONLY.contains(key))
+            .collect();
+        assert_eq!(config_keys, breakerbox::__private::CONFIG_KEYS);
+        for key in FUNCTION_ONLY {
+            assert!(crate::args::KEYS.contains(key), "{key}");
+        }
+    }
 }

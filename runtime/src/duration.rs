@@ -129,7 +129,7 @@ fn display_nanos(nanos: u128) -> String {
     let &(unit, size) = UNITS
         .iter()
         .rev()
-        .find(|(u, size)| *u != "µs" && nanos % size == 0)
+        .find(|(u, size)| *u != "µs" && nanos.is_multiple_of(*size))
         .expect("ns divides everything");
     let fraction = |unit: &str, size: u128| {
         let digits = size.ilog10() as usize;
@@ -331,7 +331,7 @@ fn parse_number(number: &str, unit_nanos: u128, max: u128) -> Result<u128, Numbe
         let mut scale = unit_nanos;
         for digit in digits(fraction)? {
             let part = u128::from(digit) * scale;
-            if part % 10 != 0 {
+            if !part.is_multiple_of(10) {
                 return Err(NumberError::TooPrecise);
             }
             nanos = nanos.checked_add(part / 10).ok_or(NumberError::Overflow)?;
@@ -438,9 +438,32 @@ mod tests {
     #[test]
     fn advice_parses() {
         let inputs = [
-            "2 sec", "2sec", "2 secs", "1.5 seconds", "3mins", "1 hour", "2Hrs", "10 s", "10S",
-            "1m30s", "1h30m", "2h0.5m", "-1s", "-2 sec", "+5ms", "10", "1.5", "250 ms", "1 x",
-            "-", "+", "1m30", "0s", "1day", "2 d", "7 millis",
+            "2 sec",
+            "2sec",
+            "2 secs",
+            "1.5 seconds",
+            "3mins",
+            "1 hour",
+            "2Hrs",
+            "10 s",
+            "10S",
+            "1m30s",
+            "1h30m",
+            "2h0.5m",
+            "-1s",
+            "-2 sec",
+            "+5ms",
+            "10",
+            "1.5",
+            "250 ms",
+            "1 x",
+            "-",
+            "+",
+            "1m30",
+            "0s",
+            "1day",
+            "2 d",
+            "7 millis",
         ];
         for text in inputs {
             let message = parse(text).unwrap_err().to_string();
@@ -464,10 +487,7 @@ mod tests {
         assert!(parse(&spaces).unwrap_err().to_string().len() < 200);
         // Cut on a character boundary.
         let wide = "µ".repeat(100);
-        assert_eq!(
-            shown(&wide),
-            format!("\"{}…\" (200 bytes)", "µ".repeat(32))
-        );
+        assert_eq!(shown(&wide), format!("\"{}…\" (200 bytes)", "µ".repeat(32)));
     }
 
     #[test]

@@ -120,7 +120,9 @@ impl fmt::Display for Reason {
             Reason::Failures(n) => write!(f, "{n} consecutive failures"),
             Reason::FailureRate(p) => write!(f, "failure rate {p}%"),
             Reason::SlowRate(p) => write!(f, "slow-call rate {p}%"),
-            Reason::TripFor(d) => write!(f, "tripped for {d:?}"),
+            Reason::TripFor(d) => {
+                write!(f, "tripped for {}", crate::duration::display_duration(*d))
+            }
             Reason::OpenElapsed => f.write_str("open time elapsed"),
             Reason::ProbeFailed => f.write_str("probe failed"),
             Reason::ProbeTimeout => f.write_str("no probe finished within probe_timeout"),

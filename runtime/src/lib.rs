@@ -22,13 +22,13 @@ mod counters;
 mod duration;
 mod error;
 mod event;
-#[doc(hidden)]
-pub mod keys;
 #[cfg(feature = "metrics")]
 pub mod export;
 #[cfg(feature = "http")]
 pub mod http;
 mod keyed;
+#[doc(hidden)]
+pub mod keys;
 #[cfg(feature = "serde")]
 mod load;
 mod metrics;

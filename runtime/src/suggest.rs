@@ -80,7 +80,13 @@ fn edit_distance(a: &str, b: &str) -> usize {
 mod tests {
     use super::*;
 
-    const KEYS: &[&str] = &["failures", "failure_rate", "open_for", "window", "min_calls"];
+    const KEYS: &[&str] = &[
+        "failures",
+        "failure_rate",
+        "open_for",
+        "window",
+        "min_calls",
+    ];
 
     #[test]
     fn typos_aliases_and_swaps() {
