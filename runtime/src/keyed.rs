@@ -714,12 +714,15 @@ impl Registry {
             return known;
         }
         // The config closure is user code: it runs outside the lock (and may create families).
-        let config = config();
+        // So does making the family, which reads the config's clock (user code too).
+        let map = BreakerMap::<K>::new(name, config());
         let mut all = families();
         if let Some(known) = found(&all) {
+            // Another thread made it meanwhile; ours (and its clock) is dropped after the lock.
+            drop(all);
+            drop(map);
             return known;
         }
-        let map = BreakerMap::<K>::new(name, config);
         all.push((name.into(), Arc::new(map.clone())));
         Ok(map)
     }
