@@ -1827,7 +1827,7 @@ fn breakers_that_share_a_name_keep_their_own_last_failure() {
     drop(a);
     assert_eq!(
         rejected.to_string(),
-"circuit breaker 'same-name' is open; retry in 60.0s (last failure: refused)"
+        "circuit breaker 'same-name' is open; retry in 60.0s (last failure: refused)"
     );
 }
 
