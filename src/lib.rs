@@ -71,6 +71,23 @@
 #[doc(inline)]
 pub use breakerbox_macros::circuit_breaker;
 pub use breakerbox_runtime::*;
+// The feature-gated items again, by name, so that docs.rs marks each with its feature (the glob
+// above brings them in too; a named re-export takes precedence over it).
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use breakerbox_runtime::LoadError;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use breakerbox_runtime::TokioClock;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use breakerbox_runtime::export;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub use breakerbox_runtime::http;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub use breakerbox_runtime::tower;
 
 mod fallback;
 pub use fallback::FallbackReason;
