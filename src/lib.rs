@@ -24,7 +24,14 @@
 //!
 //! - [`macro@circuit_breaker`] — the attribute, with every key and the code it expands to.
 //! - [`Breaker`], [`Config`], [`Outcome`], [`Rejected`] — the runtime API underneath.
-//! - [`registry()`] — the process-wide breakers by name: snapshots, manual control, listeners.
+//! - [`FallbackReason`] — what a `fallback_with_reason` fallback is told: rejected (and why)
+//!   or timed out.
+//! - [`registry()`] — the process-wide breakers by name: snapshots, manual control, listeners;
+//!   [`Registry::check`] at startup reports names given different configs.
+//! - [`BreakerMap`] — a breaker per key (host, tenant, shard), bounded by `max_keys` and
+//!   `idle_for`.
+//! - [`WeakBreaker`] (from [`Breaker::downgrade`]) — a handle that does not keep its breaker
+//!   alive, for a listener that acts on its own breaker.
 //! - [`ManualClock`] — time for tests, so that no test sleeps.
 //!
 //! # Cargo features
