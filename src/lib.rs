@@ -24,7 +24,14 @@
 //!
 //! - [`macro@circuit_breaker`] — the attribute, with every key and the code it expands to.
 //! - [`Breaker`], [`Config`], [`Outcome`], [`Rejected`] — the runtime API underneath.
-//! - [`registry()`] — the process-wide breakers by name: snapshots, manual control, listeners.
+//! - [`FallbackReason`] — what a `fallback_with_reason` fallback is told: rejected (and why)
+//!   or timed out.
+//! - [`registry()`] — the process-wide breakers by name: snapshots, manual control, listeners;
+//!   [`Registry::check`] at startup reports names given different configs.
+//! - [`BreakerMap`] — a breaker per key (host, tenant, shard), bounded by `max_keys` and
+//!   `idle_for`.
+//! - [`WeakBreaker`] (from [`Breaker::downgrade`]) — a handle that does not keep its breaker
+//!   alive, for a listener that acts on its own breaker.
 //! - [`ManualClock`] — time for tests, so that no test sleeps.
 //!
 //! # Cargo features
@@ -71,6 +78,23 @@
 #[doc(inline)]
 pub use breakerbox_macros::circuit_breaker;
 pub use breakerbox_runtime::*;
+// The feature-gated items again, by name, so that docs.rs marks each with its feature (the glob
+// above brings them in too; a named re-export takes precedence over it).
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use breakerbox_runtime::LoadError;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use breakerbox_runtime::TokioClock;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use breakerbox_runtime::export;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub use breakerbox_runtime::http;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub use breakerbox_runtime::tower;
 
 mod fallback;
 pub use fallback::FallbackReason;

@@ -83,7 +83,7 @@ use proc_macro::TokenStream;
 /// | `half_open_calls` | probe calls a half-open round lets through (1–65 535) | `1` | `half_open_calls = 3` |
 /// | `successes` | successful probes that close the breaker (1 to `half_open_calls`) | `1` | `successes = 2` |
 /// | `probe_timeout` | a half-open round whose probes have not finished after this re-opens | `"60s"` | `probe_timeout = "10s"` |
-/// | `max_concurrent` | at most this many calls at once while closed; more are rejected (a bulkhead) | unlimited | `max_concurrent = 100` |
+/// | `max_concurrent` | at most this many calls at once while closed; more are rejected (a bulkhead). A call whose future is leaked (`mem::forget`) or parked for ever holds its place until the next state change or reset, which frees every place | unlimited | `max_concurrent = 100` |
 /// | `timeout` | `async fn` only, needs the `tokio` feature: a call still running after this is dropped and counts as a failure | — | `timeout = "500ms"` |
 /// | `fallback` | the function that answers rejected (and timed-out) calls; see [Fallbacks](#fallbacks) | — | `fallback = cached_user` |
 /// | `fallback_with_reason` | instead of `fallback`: a fallback that is also told why it answers, as a last `breakerbox::FallbackReason` argument | — | `fallback_with_reason = cached_user` |

@@ -13,6 +13,38 @@
 //! assert_eq!(breaker.state(), State::Closed);
 //! # Ok::<(), breakerbox_runtime::ConfigError>(())
 //! ```
+//!
+//! # Where things are
+//!
+//! The core, with no optional dependency:
+//!
+//! - `breaker` — [`Breaker`]: admission, recording and the state machine; permits, handles
+//!   ([`WeakBreaker`]) and the bulkhead.
+//! - `config` — [`Config`] and [`ConfigBuilder`]: what a breaker does, validated once.
+//! - `window` — the sliding count and time windows behind `failure_rate` and `slow_rate`.
+//! - `counters` — per-thread striped call counters, exact without an atomic read-modify-write
+//!   on the call path.
+//! - `clock` — [`Clock`], [`SystemClock`], [`ManualClock`] (and `TokioClock`).
+//! - `event` — [`Event`] and [`Reason`]: state changes as told to listeners and `tracing`.
+//! - `error` — [`Error`], [`Rejected`], [`RejectReason`], [`Timeout`].
+//! - `metrics`, `outcome` — [`Metrics`] snapshots; [`Outcome`], a finished call's verdict.
+//! - `registry` — [`registry()`]: one breaker per name, listeners, families.
+//! - `registration` — the link-time list of `#[circuit_breaker]` functions, and the conflicts
+//!   [`Registry::check`] reports ([`Conflicts`], [`Conflict`], [`Site`], [`ConfigConflict`]).
+//! - `keyed` — [`BreakerMap`]: a breaker per key, bounded by `max_keys` and `idle_for`.
+//! - `duration` — the one duration parser and printer (`"250ms"`), shared with the attribute.
+//! - `suggest` — "did you mean …?" for misspelt keys and names, shared with the attribute.
+//! - `keys` — the config's keys as text, for the TOML loader and the attribute's key list.
+//! - `sync` — std's atomics and locks, or loom's under `cfg(loom)` for the model checks.
+//!
+//! The edges, each behind a cargo feature:
+//!
+//! - `tower` (feature `tower`) — `tower::CircuitBreakerLayer` around any `Service`.
+//! - `http` (feature `http`) — `http::HttpClassifier` and `http::parse_retry_after`.
+//! - `export` (feature `metrics`) — snapshots through the `metrics` crate.
+//! - `load` (feature `serde`) — `Registry::load_toml` and its `LoadError`.
+//! - `serde_impl` (feature `serde`) — `Serialize`/`Deserialize` for configs, metrics, states, events.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 mod breaker;
@@ -23,8 +55,10 @@ mod duration;
 mod error;
 mod event;
 #[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod export;
 #[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
 mod keyed;
 #[doc(hidden)]
@@ -40,6 +74,7 @@ mod serde_impl;
 mod suggest;
 mod sync;
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
 mod window;
 
@@ -47,6 +82,7 @@ mod window;
 pub use breaker::live_breakers;
 pub use breaker::{Breaker, OwnedPermit, Permit, SharedState, State, WeakBreaker};
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use clock::TokioClock;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigBuilder, ConfigError, Window};
@@ -54,6 +90,7 @@ pub use error::{Error, RejectReason, Rejected, Timeout};
 pub use event::{Event, Reason};
 pub use keyed::{BreakerMap, Evicted, FamilyMetrics, KeyMetrics, KeyTypeMismatch};
 #[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub use load::LoadError;
 pub use metrics::Metrics;
 pub use outcome::Outcome;
