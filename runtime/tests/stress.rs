@@ -436,3 +436,87 @@ fn a_count_window_holds_the_last_calls_of_every_thread() {
         "every thread failing did not trip it"
     );
 }
+
+/// D01: resets racing successes on a count window. A reset used to store 0 in the window's
+/// failure total between a success's clearing of its bit and its decrement, leaving the total
+/// one short (below zero) until the next clear: at `failure_rate = 100` the breaker then never
+/// tripped again. Each round, two threads record (one failure in four) while a third resets
+/// for as long as they do; the recorders go on past the last reset, so no later clear repairs
+/// the total. Then a window of failures must trip it. Every count adds up at the end.
+/// (loom's `a_count_window_clear_racing_a_success_keeps_its_total` is the exact proof; on a
+/// loaded machine a round hits the race only now and then.)
+#[test]
+fn resets_racing_successes_keep_a_count_window_exact() {
+    const WINDOW: u32 = 16;
+    const ROUNDS: u64 = 20;
+    const CALLS: u64 = 50_000;
+    let config = Config::builder()
+        .failure_rate(100)
+        .window(Window::Calls(WINDOW))
+        .min_calls(WINDOW)
+        .build()
+        .unwrap();
+    let b = Breaker::new("stress.window.count.reset", config);
+    let mut want = Tally::default();
+    for round in 0..ROUNDS {
+        let (finished, resets_done) =
+            (AtomicU64::new(0), std::sync::atomic::AtomicBool::new(false));
+        let tally = std::thread::scope(|s| {
+            let recorders: Vec<_> = (0..2u64)
+                .map(|t| {
+                    let (b, finished, resets_done) = (&b, &finished, &resets_done);
+                    s.spawn(move || {
+                        let mut tally = Tally::default();
+                        let mut i = 0u64;
+                        let mut after = u64::from(WINDOW);
+                        while after > 0 {
+                            match b.try_acquire() {
+                                Ok(p) if (i + t) % 4 == 0 => tally.record(p, Outcome::Failure),
+                                Ok(p) => tally.record(p, Outcome::Success),
+                                Err(_) => tally.rejected += 1,
+                            }
+                            i += 1;
+                            if i == CALLS {
+                                finished.fetch_add(1, Ordering::Relaxed);
+                            }
+                            if resets_done.load(Ordering::Relaxed) {
+                                after -= 1;
+                            }
+                        }
+                        tally
+                    })
+                })
+                .collect();
+            while finished.load(Ordering::Relaxed) < 2 {
+                b.reset();
+            }
+            resets_done.store(true, Ordering::Relaxed);
+            recorders
+                .into_iter()
+                .map(|r| r.join().unwrap())
+                .fold(Tally::default(), Tally::add)
+        });
+        want = want.add(tally);
+        // One in four of the last calls failed: closed, unless they happened to fill the
+        // window with failures. Either way a window of failures leaves it open at 100%.
+        for _ in 0..WINDOW {
+            match b.try_acquire() {
+                Ok(p) => want.record(p, Outcome::Failure),
+                Err(_) => want.rejected += 1,
+            }
+        }
+        let m = b.metrics();
+        assert_eq!(
+            m.state,
+            State::Open,
+            "round {round}: a window of failures did not trip it: {m:?}"
+        );
+        assert_eq!(m.failure_rate, Some(100.0), "round {round}: {m:?}");
+        b.reset();
+    }
+    let m = b.metrics();
+    assert_eq!(
+        (m.successes, m.failures, m.rejected),
+        (want.successes, want.failures, want.rejected)
+    );
+}
