@@ -1,10 +1,8 @@
 //! Sliding windows for failure and slow-call rates, lock-free.
 
-use once_cell::race::OnceBox;
-
 use crate::config::{TIME_BUCKETS, Window};
 use crate::counters::{MORE, Slot};
-use crate::sync::{AtomicBool, AtomicU64, Ordering, yield_now};
+use crate::sync::{AtomicBool, AtomicU64, LazyBox, Ordering, yield_now};
 
 /// Calls, failures and slow calls in a window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -291,7 +289,7 @@ pub(crate) struct TimeWindow {
     /// Whether the last judgment had fewer than `min_calls` calls; see `RateWindow::judged`.
     short: AtomicBool,
     /// Calls per bucket of the threads with a spill stripe, allocated when one first records.
-    more: OnceBox<[Calls; MORE]>,
+    more: LazyBox<[Calls; MORE]>,
     /// Calls per bucket of the thread that owns the breaker's first counter stripe.
     first: Calls,
 }
@@ -319,7 +317,7 @@ impl TimeWindow {
             against: Default::default(),
             calls: Default::default(),
             short: AtomicBool::new(false),
-            more: OnceBox::new(),
+            more: LazyBox::default(),
             first: Calls::default(),
         }
     }
@@ -374,7 +372,7 @@ impl TimeWindow {
     fn own(&self, slot: Slot) -> Option<&Calls> {
         match slot {
             0 => Some(&self.first),
-            1..=MORE => Some(&self.more.get_or_init(Box::default)[slot - 1]),
+            1..=MORE => Some(&self.more.get_or_default()[slot - 1]),
             _ => None,
         }
     }
