@@ -43,7 +43,7 @@ use core::cell::Cell;
 use core::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::sync::{AtomicU64, LazyBox, Mutex, Ordering, lock};
+use crate::sync::{AtomicU64, LazyBox, Ordering};
 
 /// What is counted.
 #[derive(Clone, Copy, Debug)]
@@ -121,7 +121,10 @@ const _: () = assert!((SEATS as u64) < SEAT_MASK - 1);
 struct Seats {
     /// Each seat's incarnation: how many threads have left it.
     incarnation: [AtomicU64; SEATS],
-    free: Mutex<Free>,
+    /// A std mutex even under loom: it only hands out indices (a seat's hand-over is ordered
+    /// by its incarnation, see `take`), holds no loom operation, and a loom mutex here
+    /// multiplied the interleavings of every model in `tests/loom.rs`.
+    free: std::sync::Mutex<Free>,
 }
 
 #[derive(Default)]
@@ -135,7 +138,7 @@ struct Free {
 #[cfg(not(loom))]
 static SEATS_TABLE: Seats = Seats {
     incarnation: [const { AtomicU64::new(0) }; SEATS],
-    free: Mutex::new(Free {
+    free: std::sync::Mutex::new(Free {
         next: 0,
         given: BinaryHeap::new(),
     }),
@@ -152,7 +155,7 @@ type SeatsRef = loom::sync::Arc<Seats>;
 loom::lazy_static! {
     static ref SEATS_TABLE: loom::sync::Arc<Seats> = loom::sync::Arc::new(Seats {
         incarnation: core::array::from_fn(|_| AtomicU64::new(0)),
-        free: Mutex::new(Free::default()),
+        free: std::sync::Mutex::new(Free::default()),
     });
 }
 
@@ -176,7 +179,7 @@ impl Seats {
     /// A free seat's token, or [`NONE`] if every seat is taken.
     fn take(&self) -> u64 {
         let seat = {
-            let mut free = lock(&self.free);
+            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
             match free.given.pop() {
                 Some(Reverse(seat)) => seat,
                 None if free.next < SEATS => {
@@ -186,8 +189,10 @@ impl Seats {
                 None => return NONE,
             }
         };
-        // The last holder's exit is ordered before this by the lock; Acquire says so anyway.
-        let incarnation = self.incarnation[seat].load(Ordering::Acquire) & INCARNATION_MASK;
+        // A read-modify-write reads the latest incarnation, whatever orders the free list: a
+        // seat's next thread never gets the token of the one before. Acquire: its claims take
+        // over from that thread's counts (as in `alive`).
+        let incarnation = self.incarnation[seat].fetch_add(0, Ordering::Acquire) & INCARNATION_MASK;
         incarnation << SEAT_BITS | (seat as u64 + 1)
     }
 
@@ -197,7 +202,11 @@ impl Seats {
         // Release: every count the thread stored happens before the Acquire of whoever finds
         // its claims dead and takes them over (`alive`).
         self.incarnation[seat].fetch_add(1, Ordering::Release);
-        lock(&self.free).given.push(Reverse(seat));
+        self.free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .given
+            .push(Reverse(seat));
     }
 
     /// Whether the thread that claimed with `token` is still running.
