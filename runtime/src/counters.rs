@@ -145,15 +145,17 @@ static SEATS_TABLE: Seats = Seats {
 };
 
 /// What a thread's guard holds to give its seat back: a `'static` reference, or under loom
-/// (whose statics are dropped before the model's main thread exits) a reference count.
+/// (whose statics are dropped before the model's main thread exits) a reference count, a std
+/// one: its counting is not part of the protocol, and as loom operations the drops at thread
+/// exit multiplied the interleavings of every model.
 #[cfg(not(loom))]
 type SeatsRef = &'static Seats;
 #[cfg(loom)]
-type SeatsRef = loom::sync::Arc<Seats>;
+type SeatsRef = std::sync::Arc<Seats>;
 
 #[cfg(loom)]
 loom::lazy_static! {
-    static ref SEATS_TABLE: loom::sync::Arc<Seats> = loom::sync::Arc::new(Seats {
+    static ref SEATS_TABLE: std::sync::Arc<Seats> = std::sync::Arc::new(Seats {
         incarnation: core::array::from_fn(|_| AtomicU64::new(0)),
         free: std::sync::Mutex::new(Free::default()),
     });
