@@ -578,6 +578,46 @@ fn rate_2t(c: &mut Criterion) {
     }
 }
 
+/// Thread churn (D16): two threads on one shared breaker, closed, all successes. The same two
+/// threads every round (`same_threads`, like `closed_2t`'s `bb_call`), against two new threads
+/// every round (`new_threads`: a pool that grows and shrinks, `spawn_blocking`). A thread that
+/// exits leaves its counter stripe to the next; the target is new / same ≤ 1.1.
+fn churn_2t(c: &mut Criterion) {
+    let mut g = c.benchmark_group("churn_2t");
+    let b = bb_consecutive("churn_2t.same");
+    let h = b.clone();
+    two(&mut g, "same_threads", move |_| {
+        let b = h.clone();
+        batch(Inputs::all_ok(), move |x| b.call(|| protected(x)))
+    });
+    assert_closed(&b);
+    let b = bb_consecutive("churn_2t.new");
+    g.bench_function("new_threads", |bench| {
+        bench.iter_custom(|n| {
+            let start = std::sync::Barrier::new(2);
+            let took: Vec<Duration> = std::thread::scope(|s| {
+                let threads: Vec<_> = (0..2)
+                    .map(|_| {
+                        let (b, start) = (&b, &start);
+                        s.spawn(move || {
+                            let mut run = batch(Inputs::all_ok(), |x| b.call(|| protected(x)));
+                            start.wait();
+                            let t = Instant::now();
+                            run(n);
+                            t.elapsed()
+                        })
+                    })
+                    .collect();
+                // Joined one by one: only then have their thread-locals (seats) been released.
+                threads.into_iter().map(|t| t.join().unwrap()).collect()
+            });
+            (took[0] + took[1]) / 2
+        })
+    });
+    assert_closed(&b);
+    g.finish();
+}
+
 /// An async call polled to completion (a no-op waker; the futures are ready at once).
 fn async_call(c: &mut Criterion) {
     let mut g = c.benchmark_group("async");
@@ -615,6 +655,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = closed, closed_2t, open, open_fallback, rate, rate_2t, async_call
+    targets = closed, closed_2t, churn_2t, open, open_fallback, rate, rate_2t, async_call
 }
 criterion_main!(benches);

@@ -1,10 +1,8 @@
 //! Sliding windows for failure and slow-call rates, lock-free.
 
-use once_cell::race::OnceBox;
-
 use crate::config::{TIME_BUCKETS, Window};
 use crate::counters::{MORE, Slot};
-use crate::sync::{AtomicBool, AtomicU64, Ordering, yield_now};
+use crate::sync::{AtomicBool, AtomicU64, LazyBox, Ordering, yield_now};
 
 /// Calls, failures and slow calls in a window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -236,13 +234,28 @@ impl CallWindow {
         }
     }
 
+    /// Empties the window. Called with the transition lock held, after `seal`: no failure is
+    /// being recorded, but successes still may be, and a success clears its bit and then
+    /// decrements the total in two steps. Storing 0 in the total between those two steps
+    /// would leave it one short for good (wrapping below zero: with `failure_rate = 100` it
+    /// would never trip again). So each word is swapped to 0 and the bits it held are taken
+    /// off the total: a bit a racing success cleared first is not in the word any more, and
+    /// its own decrement follows; a bit swapped out first is not there for the success to
+    /// clear. Either way the total ends equal to the bits set.
     fn clear(&self) {
         self.seq.0.store(0, Ordering::Relaxed);
-        for w in self.failed_bits.iter().chain(self.slow_bits.iter()) {
-            w.store(0, Ordering::Relaxed);
+        Self::empty(&self.failed_bits, &self.failures);
+        Self::empty(&self.slow_bits, &self.slow);
+    }
+
+    fn empty(bits: &[AtomicU64], total: &AtomicU64) {
+        let held: u64 = bits
+            .iter()
+            .map(|w| u64::from(w.swap(0, Ordering::Relaxed).count_ones()))
+            .sum();
+        if held != 0 {
+            total.fetch_sub(held, Ordering::Relaxed);
         }
-        self.failures.store(0, Ordering::Relaxed);
-        self.slow.store(0, Ordering::Relaxed);
     }
 }
 
@@ -276,7 +289,7 @@ pub(crate) struct TimeWindow {
     /// Whether the last judgment had fewer than `min_calls` calls; see `RateWindow::judged`.
     short: AtomicBool,
     /// Calls per bucket of the threads with a spill stripe, allocated when one first records.
-    more: OnceBox<[Calls; MORE]>,
+    more: LazyBox<[Calls; MORE]>,
     /// Calls per bucket of the thread that owns the breaker's first counter stripe.
     first: Calls,
 }
@@ -304,7 +317,7 @@ impl TimeWindow {
             against: Default::default(),
             calls: Default::default(),
             short: AtomicBool::new(false),
-            more: OnceBox::new(),
+            more: LazyBox::default(),
             first: Calls::default(),
         }
     }
@@ -359,7 +372,7 @@ impl TimeWindow {
     fn own(&self, slot: Slot) -> Option<&Calls> {
         match slot {
             0 => Some(&self.first),
-            1..=MORE => Some(&self.more.get_or_init(Box::default)[slot - 1]),
+            1..=MORE => Some(&self.more.get_or_default()[slot - 1]),
             _ => None,
         }
     }
@@ -422,5 +435,75 @@ impl TimeWindow {
         self.offset
             .fetch_add(u64::from(TIME_BUCKETS) + 2, Ordering::Relaxed);
         self.short.store(false, Ordering::Relaxed);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn popcount(bits: &[AtomicU64]) -> u64 {
+        bits.iter()
+            .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
+            .sum()
+    }
+
+    /// D01: clears racing records, successes and failures alike (a breaker's clears only
+    /// race successes, its failures being sealed out; this is the stronger claim). Once the
+    /// threads of a round are done, each total is exactly the bits it counts. A clear that
+    /// stored 0 in the totals left them short whenever it fell between a success's clearing of
+    /// its bit and its decrement. The recorders go on past the last clear of a round: a clear
+    /// after the last record would empty everything and hide a total gone wrong.
+    #[test]
+    fn totals_equal_the_bits_after_clears_race_records() {
+        const ROUNDS: u64 = 20;
+        const RECORDS: u64 = 200_000;
+        let w = CallWindow::new(64);
+        for round in 0..ROUNDS {
+            let (cleared, recorded) = (AtomicBool::new(false), AtomicU64::new(0));
+            std::thread::scope(|s| {
+                for t in 0..2u64 {
+                    let (w, cleared, recorded) = (&w, &cleared, &recorded);
+                    s.spawn(move || {
+                        let mut i = 0u64;
+                        // Until the clears are over, and a window's length after.
+                        let mut after = 64;
+                        while after > 0 {
+                            w.record((i + t) % 2 == 0, i % 3 == 0, 1);
+                            i += 1;
+                            if i == RECORDS {
+                                recorded.fetch_add(1, Ordering::Relaxed);
+                            }
+                            if cleared.load(Ordering::Relaxed) {
+                                after -= 1;
+                            }
+                        }
+                    });
+                }
+                s.spawn(|| {
+                    // For as long as both recorders record.
+                    while recorded.load(Ordering::Relaxed) < 2 {
+                        w.clear();
+                    }
+                    cleared.store(true, Ordering::Relaxed);
+                });
+            });
+            let totals = (
+                w.failures.load(Ordering::Relaxed),
+                w.slow.load(Ordering::Relaxed),
+            );
+            let bits = (popcount(&w.failed_bits), popcount(&w.slow_bits));
+            assert_eq!(
+                totals, bits,
+                "round {round}: (failures, slow) totals vs bits"
+            );
+        }
+        // And a full window of failures reads as all failures.
+        w.clear();
+        for _ in 0..64 {
+            w.record(true, false, 1);
+        }
+        let t = w.tally();
+        assert_eq!((t.calls, t.failures), (64, 64));
     }
 }

@@ -436,3 +436,191 @@ fn a_count_window_holds_the_last_calls_of_every_thread() {
         "every thread failing did not trip it"
     );
 }
+
+/// D01: resets racing successes on a count window. A reset used to store 0 in the window's
+/// failure total between a success's clearing of its bit and its decrement, leaving the total
+/// one short (below zero) until the next clear: at `failure_rate = 100` the breaker then never
+/// tripped again. Each round, two threads record (one failure in four) while a third resets
+/// for as long as they do; the recorders go on past the last reset, so no later clear repairs
+/// the total. Then a window of failures must trip it. Every count adds up at the end.
+/// (loom's `a_count_window_clear_racing_a_success_keeps_its_total` is the exact proof; on a
+/// loaded machine a round hits the race only now and then.)
+#[test]
+fn resets_racing_successes_keep_a_count_window_exact() {
+    const WINDOW: u32 = 16;
+    const ROUNDS: u64 = 20;
+    const CALLS: u64 = 50_000;
+    let config = Config::builder()
+        .failure_rate(100)
+        .window(Window::Calls(WINDOW))
+        .min_calls(WINDOW)
+        .build()
+        .unwrap();
+    let b = Breaker::new("stress.window.count.reset", config);
+    let mut want = Tally::default();
+    for round in 0..ROUNDS {
+        let (finished, resets_done) =
+            (AtomicU64::new(0), std::sync::atomic::AtomicBool::new(false));
+        let tally = std::thread::scope(|s| {
+            let recorders: Vec<_> = (0..2u64)
+                .map(|t| {
+                    let (b, finished, resets_done) = (&b, &finished, &resets_done);
+                    s.spawn(move || {
+                        let mut tally = Tally::default();
+                        let mut i = 0u64;
+                        let mut after = u64::from(WINDOW);
+                        while after > 0 {
+                            match b.try_acquire() {
+                                Ok(p) if (i + t) % 4 == 0 => tally.record(p, Outcome::Failure),
+                                Ok(p) => tally.record(p, Outcome::Success),
+                                Err(_) => tally.rejected += 1,
+                            }
+                            i += 1;
+                            if i == CALLS {
+                                finished.fetch_add(1, Ordering::Relaxed);
+                            }
+                            if resets_done.load(Ordering::Relaxed) {
+                                after -= 1;
+                            }
+                        }
+                        tally
+                    })
+                })
+                .collect();
+            while finished.load(Ordering::Relaxed) < 2 {
+                b.reset();
+            }
+            resets_done.store(true, Ordering::Relaxed);
+            recorders
+                .into_iter()
+                .map(|r| r.join().unwrap())
+                .fold(Tally::default(), Tally::add)
+        });
+        want = want.add(tally);
+        // One in four of the last calls failed: closed, unless they happened to fill the
+        // window with failures. Either way a window of failures leaves it open at 100%.
+        for _ in 0..WINDOW {
+            match b.try_acquire() {
+                Ok(p) => want.record(p, Outcome::Failure),
+                Err(_) => want.rejected += 1,
+            }
+        }
+        let m = b.metrics();
+        assert_eq!(
+            m.state,
+            State::Open,
+            "round {round}: a window of failures did not trip it: {m:?}"
+        );
+        assert_eq!(m.failure_rate, Some(100.0), "round {round}: {m:?}");
+        b.reset();
+    }
+    let m = b.metrics();
+    assert_eq!(
+        (m.successes, m.failures, m.rejected),
+        (want.successes, want.failures, want.rejected)
+    );
+}
+
+/// Calls `b` `calls` times with a mix of outcomes, counting what it did.
+fn churn_calls(b: &Breaker, clock: Option<&ManualClock>, rng: &mut Rng, calls: u64) -> Tally {
+    let mut t = Tally::default();
+    for i in 0..calls {
+        if let Some(clock) = clock
+            && i.is_multiple_of(16)
+        {
+            clock.advance(Duration::from_millis(1));
+        }
+        let Ok(p) = b.try_acquire() else {
+            t.rejected += 1;
+            continue;
+        };
+        match rng.next() % 8 {
+            0..=4 => t.record(p, Outcome::Success),
+            5 | 6 => t.record(p, Outcome::Failure),
+            _ => t.record(p, Outcome::Ignored),
+        }
+    }
+    t
+}
+
+fn counted(b: &Breaker) -> Tally {
+    let m = b.metrics();
+    Tally {
+        successes: m.successes,
+        failures: m.failures,
+        ignored: m.ignored,
+        rejected: m.rejected,
+    }
+}
+
+/// D16: threads that come and go. Round after round, new threads call one long-lived breaker
+/// (counting in stripes that pass from exited threads to new ones) and a breaker of the round,
+/// which is dropped while they still run: a thread's exit must not touch a breaker freed
+/// before it. Every count of every breaker is exact.
+#[test]
+fn threads_that_come_and_go_lose_no_count() {
+    const ROUNDS: u64 = 100;
+    const THREADS: u64 = 3;
+    const CALLS: u64 = 2_000;
+    let clock = ManualClock::new();
+    let build = |window: Window| {
+        Config::builder()
+            .failure_rate(30)
+            .window(window)
+            .min_calls(10)
+            .open_for(Duration::from_millis(2))
+            .clock(clock.clone())
+            .build()
+            .unwrap()
+    };
+    let b = Breaker::new(
+        "stress.churn",
+        build(Window::Time(Duration::from_millis(50))),
+    );
+    let mut want = Tally::default();
+    for round in 0..ROUNDS {
+        let rb = Breaker::new("stress.churn.round", build(Window::Calls(20)));
+        let (used, dropped) = (
+            std::sync::Barrier::new(THREADS as usize + 1),
+            std::sync::Barrier::new(THREADS as usize + 1),
+        );
+        let tally = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let (b, rb, clock) = (&b, rb.clone(), &clock);
+                    let (used, dropped) = (&used, &dropped);
+                    s.spawn(move || {
+                        let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (round << 8 | t));
+                        let advances = (t == 0).then_some(clock);
+                        let mut mine = churn_calls(b, advances, &mut rng, CALLS / 2);
+                        let on_round = churn_calls(&rb, None, &mut rng, CALLS / 4);
+                        drop(rb);
+                        used.wait();
+                        // The round's breaker is freed now; this thread goes on, then exits.
+                        dropped.wait();
+                        mine = mine.add(churn_calls(b, advances, &mut rng, CALLS / 2));
+                        (mine, on_round)
+                    })
+                })
+                .collect();
+            used.wait();
+            assert_eq!(rb.metrics().calls, THREADS * (CALLS / 4), "round {round}");
+            let rb_counted = counted(&rb);
+            drop(rb);
+            dropped.wait();
+            let (mut all, mut on_round) = (Tally::default(), Tally::default());
+            for t in threads {
+                let (mine, r) = t.join().unwrap();
+                all = all.add(mine);
+                on_round = on_round.add(r);
+            }
+            assert_eq!(rb_counted, on_round, "round {round}: the round's breaker");
+            all
+        });
+        want = want.add(tally);
+        assert_eq!(counted(&b), want, "round {round}");
+    }
+    let m = b.metrics();
+    assert_eq!(m.calls, ROUNDS * THREADS * CALLS);
+    assert!(m.times_opened > 0 && m.rejected > 0, "{m:?}");
+}
