@@ -469,7 +469,7 @@ mod tests {
                         // Until the clears are over, and a window's length after.
                         let mut after = 64;
                         while after > 0 {
-                            w.record((i + t) % 2 == 0, i % 3 == 0, 1);
+                            w.record((i + t).is_multiple_of(2), i.is_multiple_of(3), 1);
                             i += 1;
                             if i == RECORDS {
                                 recorded.fetch_add(1, Ordering::Relaxed);

@@ -10,7 +10,7 @@
 //! Under `cfg(loom)` the counters run their real protocol: each loom thread gets its own seat
 //! (a `loom::thread_local!`), claims stripes by compare-and-swap, writes them with plain
 //! load-and-store, and gives its seat back when it exits. Each model is a few threads and a
-//! handful of calls, explored without a preemption bound.
+//! handful of calls, explored without a preemption bound except the three-thread one (bound 2).
 #![cfg(loom)]
 
 use std::time::Duration;

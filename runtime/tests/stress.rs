@@ -471,7 +471,9 @@ fn resets_racing_successes_keep_a_count_window_exact() {
                         let mut after = u64::from(WINDOW);
                         while after > 0 {
                             match b.try_acquire() {
-                                Ok(p) if (i + t) % 4 == 0 => tally.record(p, Outcome::Failure),
+                                Ok(p) if (i + t).is_multiple_of(4) => {
+                                    tally.record(p, Outcome::Failure)
+                                }
                                 Ok(p) => tally.record(p, Outcome::Success),
                                 Err(_) => tally.rejected += 1,
                             }
