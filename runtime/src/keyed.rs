@@ -673,7 +673,8 @@ pub struct KeyTypeMismatch {
 impl Registry {
     /// The keyed family named `name`, created with `config()` if it does not exist yet. Its
     /// keys must display (for [`families`](Registry::families)); it lives as long as the
-    /// process. Fails if a family of that name holds keys of another type.
+    /// process. A clock given to `name` by [`set_clock`](Registry::set_clock) before the
+    /// family is created replaces `config()`'s. Fails if a family of that name holds keys of another type.
     ///
     /// ```
     /// use breakerbox_runtime::{registry, Config};
@@ -714,12 +715,20 @@ impl Registry {
             return known;
         }
         // The config closure is user code: it runs outside the lock (and may create families).
-        let config = config();
+        let mut config = config();
+        if let Some(clock) = self.preset_clock(name) {
+            config.clock = crate::clock::ClockRef::Custom(clock);
+        }
+        // Made outside the lock too: a new family reads its clock, which is user code.
+        let map = BreakerMap::<K>::new(name, config);
         let mut all = families();
         if let Some(known) = found(&all) {
+            drop(all);
+            // Another thread's family stands; ours (and the user's clock in it) is dropped
+            // outside the lock.
+            drop(map);
             return known;
         }
-        let map = BreakerMap::<K>::new(name, config);
         all.push((name.into(), Arc::new(map.clone())));
         Ok(map)
     }

@@ -372,12 +372,22 @@ impl Registry {
         false
     }
 
-    /// Makes the breaker `name` read `clock` when it is created, whatever config creates it.
-    /// Returns `false` if the breaker already exists. Tests use it with a
+    /// Makes the breaker `name` read `clock` when it is created, whatever config creates it;
+    /// likewise every breaker of a keyed family `name` created after this call (see
+    /// [`family`](Registry::family)). Returns `false` if the breaker already exists. Tests use it with a
     /// [`ManualClock`](crate::ManualClock).
     pub fn set_clock(&self, name: &str, clock: impl Clock) -> bool {
         self.preset(name, |p| p.clock.replace(Arc::new(clock)))
             .is_some()
+    }
+
+    /// The clock [`set_clock`](Registry::set_clock) gave `name`, for a keyed family of that
+    /// name created after it (the preset stays: a family is not a breaker of the registry).
+    pub(crate) fn preset_clock(&self, name: &str) -> Option<Arc<dyn Clock>> {
+        lock(&self.presets)
+            .by_name
+            .get(name)
+            .and_then(|p| p.clock.clone())
     }
 
     /// Changes the preset of `name` with `f`, unless the breaker exists (`None`). What `f`
