@@ -404,8 +404,9 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
         Some(key) => {
             let family = syn::Ident::new("__BREAKERBOX_FAMILY", mixed);
             let expr = &key.value;
+            let key = syn::Ident::new("__breakerbox_key", mixed);
             // Located at the expression: a key that is not `AsRef<str>` is reported there.
-            let key_str = locate(quote!(#private::KeyStr::key_str), expr);
+            let key_str = locate(quote!(#private::KeyStr::key_str(#key)), expr);
             quote! {
                 // Not registered as a breaker: the family is in the registry's `families()`
                 // once the function is first called.
@@ -414,7 +415,10 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
                     #private::LazyLock::new(|| #private::family(&#registration));
                 // A handle to the key's breaker, so the key's borrows of the arguments end
                 // here, before the body runs.
-                let #breaker = #private::keyed_breaker(&#family, #key_str(&(#expr)));
+                let #breaker = {
+                    let #key = &(#expr);
+                    #private::keyed_breaker(&#family, #key_str)
+                };
             }
         }
     };
