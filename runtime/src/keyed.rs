@@ -670,11 +670,25 @@ pub struct KeyTypeMismatch {
     wanted: &'static str,
 }
 
+/// Whether a keyed family named `name` exists (`load_toml` configures only those that do
+/// not).
+#[cfg_attr(not(feature = "serde"), allow(dead_code))]
+pub(crate) fn family_exists(name: &str) -> bool {
+    FAMILIES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|(n, _)| **n == *name)
+}
+
 impl Registry {
     /// The keyed family named `name`, created with `config()` if it does not exist yet. Its
     /// keys must display (for [`families`](Registry::families)); it lives as long as the
-    /// process. A clock given to `name` by [`set_clock`](Registry::set_clock) before the
-    /// family is created replaces `config()`'s. Fails if a family of that name holds keys of another type.
+    /// process. A config given to `name` by [`configure`](Registry::configure) or
+    /// `load_toml` (a `[breakers.<name>]` table) before the family is
+    /// created is used instead of `config()` (which then does not run); a clock given by
+    /// [`set_clock`](Registry::set_clock) before then replaces the config's. Both apply only
+    /// to a family created after them. Fails if a family of that name holds keys of another type.
     ///
     /// ```
     /// use breakerbox_runtime::{registry, Config};
@@ -715,8 +729,9 @@ impl Registry {
             return known;
         }
         // The config closure is user code: it runs outside the lock (and may create families).
-        let mut config = config();
-        if let Some(clock) = self.preset_clock(name) {
+        let (preset, clock) = self.family_preset(name);
+        let mut config = preset.unwrap_or_else(config);
+        if let Some(clock) = clock {
             config.clock = crate::clock::ClockRef::Custom(clock);
         }
         // Made outside the lock too: a new family reads its clock, which is user code.

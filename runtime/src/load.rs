@@ -614,6 +614,56 @@ backoff = 2
     }
 
     #[test]
+    fn a_table_configures_every_key_of_a_family_created_after_it() {
+        let text = r#"
+[breakers.load-family]
+dynamic = true
+failures = 2
+open_for = "30s"
+max_keys = 7
+idle_for = "1m"
+"#;
+        assert_eq!(load(text, &[]).unwrap(), ["load-family"]);
+        let family = registry()
+            .family::<String>("load-family", || {
+                Config::builder().failures(9).build().unwrap()
+            })
+            .unwrap();
+        assert_eq!(family.config().failures(), Some(2));
+        assert_eq!(family.config().max_keys(), 7);
+        assert_eq!(family.config().idle_for(), Duration::from_secs(60));
+        for _ in 0..2 {
+            let _ = family.call("down", || Err::<(), _>("refused"));
+        }
+        assert_eq!(family.get("down").unwrap().state(), crate::State::Open);
+        assert_eq!(family.breaker("up").state(), crate::State::Closed);
+        assert_eq!(family.get("up").unwrap().config().failures(), Some(2));
+        // Once the family exists, its config cannot change.
+        let e = err(text, &[]);
+        assert!(e.contains("'load-family' already exists"), "{e}");
+        // A family's keys are validated as any table's.
+        let e = err(
+            "[breakers.load-family-bad]
+dynamic = true
+max_key = 3
+",
+            &[],
+        );
+        assert!(
+            e.contains("`max_key` unknown key; did you mean `max_keys`?"),
+            "{e}"
+        );
+        let e = err(
+            "[breakers.load-family-bad]
+dynamic = true
+idle_for = 5
+",
+            &[],
+        );
+        assert!(e.contains("`idle_for`"), "{e}");
+    }
+
+    #[test]
     fn no_breakers_table_configures_nothing() {
         assert_eq!(
             load("[server]\nport = 1\n", &[]).unwrap(),

@@ -310,7 +310,7 @@ impl Registry {
     /// have not).
     #[cfg(feature = "serde")]
     pub(crate) fn created(&self, name: &str) -> bool {
-        read(&self.breakers).contains_key(name)
+        read(&self.breakers).contains_key(name) || crate::keyed::family_exists(name)
     }
 
     /// The name of every breaker, created or annotated (a `#[circuit_breaker]` function not
@@ -363,7 +363,8 @@ impl Registry {
     }
 
     /// Registers the config for `name`, to be used when it is first created, over the call
-    /// site's. Returns `false` (and changes nothing) if the breaker already exists.
+    /// site's; likewise for a keyed family `name` created after this call, whose every key
+    /// then has this config (see [`family`](Registry::family)). Returns `false` (and changes nothing) if the breaker already exists.
     pub fn configure(&self, name: &str, config: Config) -> bool {
         if self.preset(name, |p| p.config.replace(config)).is_some() {
             return true;
@@ -381,13 +382,14 @@ impl Registry {
             .is_some()
     }
 
-    /// The clock [`set_clock`](Registry::set_clock) gave `name`, for a keyed family of that
-    /// name created after it (the preset stays: a family is not a breaker of the registry).
-    pub(crate) fn preset_clock(&self, name: &str) -> Option<Arc<dyn Clock>> {
+    /// The config ([`configure`](Registry::configure), `load_toml`) and clock
+    /// ([`set_clock`](Registry::set_clock)) given to `name`, for a keyed family of that name
+    /// created after them (the preset stays: a family is not a breaker of the registry).
+    pub(crate) fn family_preset(&self, name: &str) -> (Option<Config>, Option<Arc<dyn Clock>>) {
         lock(&self.presets)
             .by_name
             .get(name)
-            .and_then(|p| p.clock.clone())
+            .map_or((None, None), |p| (p.config.clone(), p.clock.clone()))
     }
 
     /// Changes the preset of `name` with `f`, unless the breaker exists (`None`). What `f`
