@@ -87,10 +87,13 @@ struct Presets {
     version: u64,
 }
 
+/// What is set for a name before its breaker (or keyed family) is created.
 #[derive(Clone, Default)]
-struct Preset {
-    config: Option<Config>,
-    clock: Option<Arc<dyn Clock>>,
+pub(crate) struct Preset {
+    pub(crate) config: Option<Config>,
+    pub(crate) clock: Option<Arc<dyn Clock>>,
+    /// For a keyed family: the configs of single keys, by the key as it displays.
+    pub(crate) keys: HashMap<String, Config>,
 }
 
 static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
@@ -385,11 +388,24 @@ impl Registry {
     /// The config ([`configure`](Registry::configure), `load_toml`) and clock
     /// ([`set_clock`](Registry::set_clock)) given to `name`, for a keyed family of that name
     /// created after them (the preset stays: a family is not a breaker of the registry).
-    pub(crate) fn family_preset(&self, name: &str) -> (Option<Config>, Option<Arc<dyn Clock>>) {
+    pub(crate) fn family_preset(&self, name: &str) -> Preset {
         lock(&self.presets)
             .by_name
             .get(name)
-            .map_or((None, None), |p| (p.config.clone(), p.clock.clone()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Registers the config of the single key `key` of the keyed family `name`, for a family
+    /// created after this call (`[breakers.<name>.keys."<key>"]` in `load_toml`). Returns
+    /// `false` (and changes nothing) if a breaker or family `name` already exists.
+    #[cfg(feature = "serde")]
+    pub(crate) fn configure_key(&self, name: &str, key: &str, config: Config) -> bool {
+        if crate::keyed::family_exists(name) {
+            return false;
+        }
+        self.preset(name, |p| p.keys.insert(key.to_owned(), config))
+            .is_some()
     }
 
     /// Changes the preset of `name` with `f`, unless the breaker exists (`None`). What `f`
