@@ -9,11 +9,14 @@ use core::fmt::Display;
 pub use ::core::option::Option;
 pub use ::core::result::Result;
 pub use ::core::time::Duration;
+pub use ::std::string::String;
 pub use ::std::sync::LazyLock;
 
 /// The runtime's config keys, for the macro crate's mirror test.
 pub use breakerbox_runtime::keys::KEYS as CONFIG_KEYS;
-pub use breakerbox_runtime::{Breaker, ConfigBuilder, Outcome, Permit, Rejected, Timeout, Window};
+pub use breakerbox_runtime::{
+    Breaker, BreakerMap, ConfigBuilder, Outcome, Permit, Rejected, Timeout, Window,
+};
 
 pub use crate::FallbackReason;
 
@@ -29,6 +32,45 @@ use breakerbox_runtime::registry;
 #[inline(never)]
 pub fn breaker(registration: &'static Registration) -> Breaker {
     registry().registered_breaker(registration)
+}
+
+/// Finds (or creates) the keyed family of a `#[circuit_breaker(key = …)]` function, named and
+/// configured by its (unregistered) [`Registration`]. A family of that name with keys of
+/// another type (made with [`Registry::family`](breakerbox_runtime::Registry::family)) cannot
+/// be shared: the function then gets a family of its own, outside the registry.
+///
+/// Called once per function, from the function-local `LazyLock` static.
+#[inline(never)]
+pub fn family(registration: &'static Registration) -> BreakerMap<String> {
+    registry()
+        .family::<String>(registration.name(), || registration.config())
+        .unwrap_or_else(|_| BreakerMap::new(registration.name(), registration.config()))
+}
+
+/// The breaker of `key` in `family`: a handle (a reference-count increment), so the key
+/// expression's borrows of the arguments end before the body runs. Looking up an existing
+/// key does not allocate.
+#[inline]
+pub fn keyed_breaker(family: &BreakerMap<String>, key: &str) -> Breaker {
+    family.breaker(key)
+}
+
+/// What `key = …` may evaluate to: anything that is `AsRef<str>`, looked up as a `&str`.
+#[diagnostic::on_unimplemented(
+    message = "the `key` of `#[circuit_breaker]` must be string-like (`AsRef<str>`), but this expression is `{Self}`",
+    label = "`{Self}` is not `AsRef<str>`",
+    note = "each distinct key gets its own breaker, looked up by `&str`: give a `&str` or `String` (for a number, `key = id.to_string()`)"
+)]
+pub trait KeyStr {
+    /// The key as looked up.
+    fn key_str(&self) -> &str;
+}
+
+impl<T: AsRef<str> + ?Sized> KeyStr for T {
+    #[inline]
+    fn key_str(&self) -> &str {
+        self.as_ref()
+    }
 }
 
 /// Moved into the closure that wraps a synchronous body so that it is `FnOnce`: such a body

@@ -335,3 +335,50 @@ fn a_panicking_classifier_is_a_failure_when_a_catcher_stops_it() {
     let m = breaker.metrics();
     assert_eq!((m.failures, m.ignored, m.successes), (1, 0, 0));
 }
+
+#[tokio::test]
+async fn keyed_layer_trips_each_key_on_its_own() {
+    use breakerbox::tower::KeyedCircuitBreakerLayer;
+    let clock = ManualClock::new();
+    assert!(registry().set_clock("tower-keyed", clock.clone()));
+    let family = registry()
+        .family::<u32>("tower-keyed", || {
+            Config::builder()
+                .failures(2)
+                .open_for(Duration::from_secs(5))
+                .build()
+                .unwrap()
+        })
+        .unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    // Requests are `(tenant, id)`; the tenant is the key.
+    let inner = {
+        let calls = calls.clone();
+        tower::service_fn(move |(_tenant, id): (u32, u32)| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            async move { if id == 0 { Err("down") } else { Ok(id) } }
+        })
+    };
+    let svc = KeyedCircuitBreakerLayer::new(family.clone(), |req: &(u32, u32)| req.0).layer(inner);
+
+    for _ in 0..2 {
+        let err = svc.clone().oneshot((1, 0)).await.unwrap_err();
+        assert!(matches!(err, Error::Inner("down")));
+    }
+    assert_eq!(family.get(&1).unwrap().state(), State::Open);
+    // Tenant 1 is rejected without reaching the service; tenant 2 is served.
+    let err = svc.clone().oneshot((1, 7)).await.unwrap_err();
+    assert_eq!(
+        err.rejected().expect("rejected").reason(),
+        RejectReason::Open
+    );
+    assert_eq!(svc.clone().oneshot((2, 7)).await.unwrap(), 7);
+    assert_eq!(calls.load(Ordering::Relaxed), 3);
+    assert_eq!(family.get(&2).unwrap().state(), State::Closed);
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(svc.clone().oneshot((1, 7)).await.unwrap(), 7);
+    assert_eq!(family.get(&1).unwrap().state(), State::Closed);
+    let listed = registry().families();
+    let keyed = listed.iter().find(|f| f.name == "tower-keyed").unwrap();
+    assert_eq!(keyed.keys.len(), 2);
+}

@@ -24,6 +24,7 @@ use crate::values::{
 /// Every key the attribute accepts, in the order the docs list them.
 pub(crate) const KEYS: &[&str] = &[
     "name",
+    "key",
     "failures",
     "failures_within",
     "failure_rate",
@@ -39,6 +40,8 @@ pub(crate) const KEYS: &[&str] = &[
     "successes",
     "probe_timeout",
     "max_concurrent",
+    "max_keys",
+    "idle_for",
     "timeout",
     "fallback",
     "fallback_with_reason",
@@ -84,6 +87,9 @@ pub(crate) enum Name {
 #[derive(Default)]
 pub(crate) struct Args {
     pub(crate) name: Option<Key<Name>>,
+    /// `key = expr`: a breaker per distinct value of `expr`, an expression over the
+    /// function's arguments (type-checked by the compiler where it is written).
+    pub(crate) key: Option<Key<Expr>>,
     pub(crate) failures: Option<Key<u32>>,
     pub(crate) failures_within: Option<Key<u64>>,
     pub(crate) failure_rate: Option<Key<u8>>,
@@ -99,6 +105,8 @@ pub(crate) struct Args {
     pub(crate) successes: Option<Key<u32>>,
     pub(crate) probe_timeout: Option<Key<u64>>,
     pub(crate) max_concurrent: Option<Key<u32>>,
+    pub(crate) max_keys: Option<Key<u32>>,
+    pub(crate) idle_for: Option<Key<u64>>,
     pub(crate) timeout: Option<Key<u64>>,
     /// From `fallback = path` or `fallback_with_reason = path`.
     pub(crate) fallback: Option<Key<ExprPath>>,
@@ -127,6 +135,7 @@ impl<T> Default for Slot<T> {
 #[derive(Default)]
 struct Raw {
     name: Slot<Name>,
+    key: Slot<Expr>,
     failures: Slot<u32>,
     failures_within: Slot<u64>,
     failure_rate: Slot<u8>,
@@ -142,6 +151,8 @@ struct Raw {
     successes: Slot<u32>,
     probe_timeout: Slot<u64>,
     max_concurrent: Slot<u32>,
+    max_keys: Slot<u32>,
+    idle_for: Slot<u64>,
     timeout: Slot<u64>,
     fallback: Slot<ExprPath>,
     fallback_with_reason: Slot<ExprPath>,
@@ -228,6 +239,7 @@ pub(crate) fn parse(attr: TokenStream) -> syn::Result<Args> {
         }
         match text.as_str() {
             "name" => key!(name, name_value),
+            "key" => key!(key, |e: &Expr| Ok::<_, syn::Error>(e.clone())),
             "failures" => key!(failures, |e: &Expr| count(
                 e,
                 "failures",
@@ -276,6 +288,14 @@ pub(crate) fn parse(attr: TokenStream) -> syn::Result<Args> {
                 u64::from(u32::MAX),
                 "how many calls may run at once"
             )),
+            "max_keys" => key!(max_keys, |e: &Expr| count(
+                e,
+                "max_keys",
+                1,
+                u64::from(u32::MAX),
+                "about how many keys the family keeps"
+            )),
+            "idle_for" => key!(idle_for, |e: &Expr| duration_value(e, "idle_for")),
             "timeout" => key!(timeout, |e: &Expr| duration_value(e, "timeout")),
             "fallback" => key!(fallback, |e: &Expr| fn_path(e, "fallback")),
             "fallback_with_reason" => key!(fallback_with_reason, |e: &Expr| fn_path(
@@ -340,6 +360,7 @@ impl Raw {
             };
         let args = Args {
             name: self.name.value,
+            key: self.key.value,
             failures: self.failures.value,
             failures_within: self.failures_within.value,
             failure_rate: self.failure_rate.value,
@@ -355,6 +376,8 @@ impl Raw {
             successes: self.successes.value,
             probe_timeout: self.probe_timeout.value,
             max_concurrent: self.max_concurrent.value,
+            max_keys: self.max_keys.value,
+            idle_for: self.idle_for.value,
             timeout: self.timeout.value,
             fallback,
             fallback_with_reason,
@@ -524,6 +547,25 @@ mod tests {
         assert!(parse(quote!(name = names::USERS)).is_ok());
         assert!(parse(quote!(name = concat!("a", "b"))).is_ok());
         assert!(error(quote!(name = 5)).contains("expected a string for `name`"));
+    }
+
+    #[test]
+    fn key_and_family_keys() {
+        let args = parse(quote!(
+            key = url.host_str().unwrap_or(""),
+            max_keys = 500,
+            idle_for = "2m"
+        ))
+        .unwrap();
+        assert!(args.key.is_some());
+        assert_eq!(args.max_keys.unwrap().value, 500);
+        assert_eq!(args.idle_for.unwrap().value, 120_000_000_000);
+        assert!(error(quote!(max_keys = 5)).contains("`max_keys` only matters to a keyed breaker"));
+        assert!(error(quote!(idle_for = "1m")).contains("add `key = <expression>`"));
+        assert!(error(quote!(key = a, max_keys = 0)).contains("at least 1"));
+        assert!(error(quote!(key = a, key = b)).contains("duplicate key `key`"));
+        assert!(error(quote!(key)).contains("`key` needs a value"));
+        assert!(error(quote!(max_key = 5)).contains("did you mean `max_keys`?"));
     }
 
     #[test]

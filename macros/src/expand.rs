@@ -155,6 +155,7 @@ fn configure(args: &Args, private: &TokenStream) -> TokenStream {
         "max_concurrent",
         args.max_concurrent.as_ref().map(|k| k.value),
     );
+    count("max_keys", args.max_keys.as_ref().map(|k| k.value));
     let mut percent = |method: &str, value: Option<u8>| {
         if let Some(value) = value {
             let method = format_ident!("{method}");
@@ -169,6 +170,7 @@ fn configure(args: &Args, private: &TokenStream) -> TokenStream {
         ("open_for", &args.open_for),
         ("max_open_for", &args.max_open_for),
         ("probe_timeout", &args.probe_timeout),
+        ("idle_for", &args.idle_for),
     ] {
         if let Some(value) = value {
             let method = format_ident!("{method}");
@@ -208,7 +210,12 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
     // nor be shadowed by the user's names (cached #230); the `__breakerbox_` prefix keeps
     // them readable in expanded code.
     let mixed = Span::mixed_site();
-    let breaker = syn::Ident::new("__BREAKERBOX_BREAKER", mixed);
+    // A static per function, or with `key` a local handle to the key's breaker.
+    let breaker = if args.key.is_some() {
+        syn::Ident::new("__breakerbox_breaker", mixed)
+    } else {
+        syn::Ident::new("__BREAKERBOX_BREAKER", mixed)
+    };
     let registration = syn::Ident::new("__BREAKERBOX_REGISTRATION", mixed);
     let permit = syn::Ident::new("__breakerbox_permit", mixed);
     let rejected = syn::Ident::new("__breakerbox_rejected", mixed);
@@ -374,23 +381,49 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
         }
     };
 
-    quote! {
-        // Registered at link time, so the registry knows the breaker, its config and this
-        // line before the first call.
-        #private::register! {
-            static #registration: #private::Registration = #private::Registration::new(
-                #name,
-                |#config| #config #configure,
-                ::core::file!(),
-                ::core::line!(),
-                ::core::column!(),
-            );
+    let registration_static = quote! {
+        static #registration: #private::Registration = #private::Registration::new(
+            #name,
+            |#config| #config #configure,
+            ::core::file!(),
+            ::core::line!(),
+            ::core::column!(),
+        );
+    };
+    let lookup = match &args.key {
+        None => quote! {
+            // Registered at link time, so the registry knows the breaker, its config and this
+            // line before the first call.
+            #private::register! { #registration_static }
+            // Resolved once per function, not looked up per call: the handle is not generic, so
+            // one static serves every instantiation of a generic function.
+            static #breaker: #private::LazyLock<#private::Breaker> = #private::LazyLock::new(|| {
+                #private::breaker(&#registration)
+            });
+        },
+        Some(key) => {
+            let family = syn::Ident::new("__BREAKERBOX_FAMILY", mixed);
+            let expr = &key.value;
+            let key = syn::Ident::new("__breakerbox_key", mixed);
+            // Located at the expression: a key that is not `AsRef<str>` is reported there.
+            let key_str = locate(quote!(#private::KeyStr::key_str(#key)), expr);
+            quote! {
+                // Not registered as a breaker: the family is in the registry's `families()`
+                // once the function is first called.
+                #registration_static
+                static #family: #private::LazyLock<#private::BreakerMap<#private::String>> =
+                    #private::LazyLock::new(|| #private::family(&#registration));
+                // A handle to the key's breaker, so the key's borrows of the arguments end
+                // here, before the body runs.
+                let #breaker = {
+                    let #key = &(#expr);
+                    #private::keyed_breaker(&#family, #key_str)
+                };
+            }
         }
-        // Resolved once per function, not looked up per call: the handle is not generic, so
-        // one static serves every instantiation of a generic function.
-        static #breaker: #private::LazyLock<#private::Breaker> = #private::LazyLock::new(|| {
-            #private::breaker(&#registration)
-        });
+    };
+    quote! {
+        #lookup
         let #permit = match #private::Breaker::try_acquire(&#breaker) {
             #private::Result::Ok(#permit) => #permit,
             #private::Result::Err(#reject_pattern) => {

@@ -69,6 +69,7 @@ use proc_macro::TokenStream;
 /// | Key | Value | Default | Example |
 /// |---|---|---|---|
 /// | `name` | the registry name: a string, or the path of a `&str` constant | the module path and function name, e.g. `"my_app::client::fetch_user"` | `name = "users"` or `name = names::USERS` |
+/// | `key` | a breaker per distinct value of this expression over the arguments, which must be `AsRef<str>`; see [Per-key breakers](#per-key-breakers) | one breaker | `key = url.host_str().unwrap_or("")` |
 /// | `failures` | trip after this many failures in a row (≥ 1) | `5` | `failures = 3` |
 /// | `failures_within` | count failures in a row only within this duration of the first; with `failures` only | — | `failures_within = "10s"` |
 /// | `failure_rate` | trip when this percentage (1–100) of the window's calls fail; replaces `failures` | — | `failure_rate = 50` |
@@ -84,6 +85,8 @@ use proc_macro::TokenStream;
 /// | `successes` | successful probes that close the breaker (1 to `half_open_calls`) | `1` | `successes = 2` |
 /// | `probe_timeout` | a half-open round whose probes have not finished after this re-opens | `"60s"` | `probe_timeout = "10s"` |
 /// | `max_concurrent` | at most this many calls at once while closed; more are rejected (a bulkhead). A call whose future is leaked (`mem::forget`) or parked for ever holds its place until the next state change or reset, which frees every place | unlimited | `max_concurrent = 100` |
+/// | `max_keys` | with `key`: keep about this many keys (≥ 1); see `BreakerMap` for what is never evicted | `10000` | `max_keys = 1000` |
+/// | `idle_for` | with `key`: a key uncalled this long may be evicted | `"10m"` | `idle_for = "1h"` |
 /// | `timeout` | `async fn` only, needs the `tokio` feature: a call still running after this is dropped and counts as a failure | — | `timeout = "500ms"` |
 /// | `fallback` | the function that answers rejected (and timed-out) calls; see [Fallbacks](#fallbacks) | — | `fallback = cached_user` |
 /// | `fallback_with_reason` | instead of `fallback`: a fallback that is also told why it answers, as a last `breakerbox::FallbackReason` argument | — | `fallback_with_reason = cached_user` |
@@ -284,6 +287,41 @@ use proc_macro::TokenStream;
 /// assert!(conflicts.contains("'doc-orders' is given different configs"), "{conflicts}");
 /// assert_eq!(registry().get("doc-orders").unwrap().config().failures(), Some(3));
 /// # }
+/// ```
+///
+/// # Per-key breakers
+///
+/// With `key = <expression>`, each distinct value of the expression gets its own breaker
+/// with the attribute's config, so one failing host, tenant or shard opens only its own. The
+/// expression is evaluated before the body, over the function's arguments (`self` included),
+/// and must give something `AsRef<str>` (`&str`, `String`, …; for a number write
+/// `key = id.to_string()`); anything else is a compile error at the expression. A key already
+/// held is looked up as a `&str` without allocating; the lookup's borrows end before the
+/// body runs, so the body may move the arguments. Fallbacks, `fallback_with_reason`,
+/// `classify` and `timeout` work as without `key`.
+///
+/// The breakers form the keyed family `name` in the registry
+/// (`breakerbox::registry().family::<String>(name, …)` returns it, and `families()` lists
+/// it once the function has first been called; it is not one of `breakers()`). It is bounded
+/// by `max_keys` and `idle_for`; see `breakerbox::BreakerMap`. A clock set with
+/// `registry().set_clock(name, …)` before the first call applies to every key. A family of
+/// that name made beforehand with another key type cannot be shared: the function then gets
+/// a family of its own, outside the registry.
+///
+/// ```
+/// # use breakerbox::{Rejected, State, circuit_breaker, registry};
+/// # #[derive(Debug)] pub struct Error;
+/// # impl From<Rejected> for Error { fn from(_: Rejected) -> Self { Error } }
+/// #[circuit_breaker(name = "doc-hosts", key = host, failures = 1, max_keys = 1000)]
+/// fn fetch(host: &str, up: bool) -> Result<(), Error> {
+///     if up { Ok(()) } else { Err(Error) }
+/// }
+///
+/// assert!(fetch("down.example", false).is_err());
+/// assert!(fetch("up.example", true).is_ok());
+/// let hosts = registry().family::<String>("doc-hosts", Default::default).unwrap();
+/// assert_eq!(hosts.get("down.example").unwrap().state(), State::Open);
+/// assert_eq!(hosts.get("up.example").unwrap().state(), State::Closed);
 /// ```
 ///
 /// # Equivalent code

@@ -12,6 +12,23 @@ use crate::duration;
 
 /// Reports every impossible combination of keys in `args`.
 pub(crate) fn check(args: &Args, errors: &mut Errors) {
+    if args.key.is_none() {
+        for (key, span) in [
+            ("max_keys", args.max_keys.as_ref().map(|k| k.key)),
+            ("idle_for", args.idle_for.as_ref().map(|k| k.key)),
+        ] {
+            if let Some(span) = span {
+                errors.push(syn::Error::new(
+                    span,
+                    format!(
+                        "`{key}` only matters to a keyed breaker: add `key = <expression>` \
+                         (a breaker per distinct key, e.g. `key = url.host_str().unwrap_or(\"\")`), \
+                         or remove `{key}`"
+                    ),
+                ));
+            }
+        }
+    }
     if let (Some(_), Some(rate)) = (&args.failures, &args.failure_rate) {
         errors.push(syn::Error::new(
             rate.key,
@@ -261,7 +278,15 @@ mod mirror {
     /// on one side only fails here.
     #[test]
     fn keys_mirror_the_runtime() {
-        const FUNCTION_ONLY: &[&str] = &["name", "timeout", "fallback", "classify", "crate"];
+        const FUNCTION_ONLY: &[&str] = &[
+            "name",
+            "key",
+            "timeout",
+            "fallback",
+            "fallback_with_reason",
+            "classify",
+            "crate",
+        ];
         let config_keys: Vec<&str> = crate::args::KEYS
             .iter()
             .copied()

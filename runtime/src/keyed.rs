@@ -60,7 +60,9 @@ use crate::registry::Registry;
 /// key); the overflow breaker keeps new keys protected rather than unprotected, and memory
 /// bounded, when even that is full.
 ///
-/// Every breaker of a family shares its config (one allocation) and its name: a rejection
+/// Every breaker of a family shares its config (one allocation), except keys given their own
+/// in a `[breakers.<name>.keys."<key>"]` table of `load_toml` before a registry family is
+/// created, and its name: a rejection
 /// names the family, and [`Metrics::name`] is the family's name.
 ///
 /// ```
@@ -111,7 +113,13 @@ struct Family<K, S> {
     max_keys: usize,
     hard_cap: usize,
     idle_for: u64,
+    /// Configs for single keys (`[breakers.<family>.keys."<key>"]`), set once by
+    /// [`Registry::family`] before the family is shared.
+    key_configs: OnceLock<KeyConfigs<K>>,
 }
+
+/// The config of one key, if it has its own.
+type KeyConfigs<K> = Box<dyn Fn(&K) -> Option<Config> + Send + Sync>;
 
 /// A key's breaker and when it was last called.
 struct Slot {
@@ -242,6 +250,7 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> BreakerMap<K, S> {
                 hard_cap: max_keys.saturating_mul(2),
                 idle_for,
                 config,
+                key_configs: OnceLock::new(),
             }),
         }
     }
@@ -453,12 +462,21 @@ where
                 Breaker::named(Identity::shared(self.name.clone()), self.config.clone())
             });
         }
-        self.put(key.to_owned(), self.slot(now), guard)
+        let key = key.to_owned();
+        let slot = self.slot(now, &key);
+        self.put(key, slot, guard)
     }
 
-    fn slot(&self, now: u64) -> Slot {
+    fn slot(&self, now: u64, key: &K) -> Slot {
+        let config = match self.key_configs.get().and_then(|own| own(key)) {
+            Some(mut own) => {
+                own.clock = self.config.clock.clone();
+                own
+            }
+            None => self.config.clone(),
+        };
         Slot {
-            breaker: Breaker::named(Identity::shared(self.name.clone()), self.config.clone()),
+            breaker: Breaker::named(Identity::shared(self.name.clone()), config),
             touched: AtomicU64::new(0),
             seen: AtomicU64::new(now),
         }
@@ -560,7 +578,7 @@ where
         // have opened, forced or disabled the breaker since.
         if class(&slot.breaker) == Class::Kept {
             let shared = slot.breaker.export_state();
-            let fresh = self.slot(now);
+            let fresh = self.slot(now, key);
             let there = self.put(key.clone(), fresh, guard);
             if there.state() == State::Closed {
                 there.import_state(&shared);
@@ -670,10 +688,26 @@ pub struct KeyTypeMismatch {
     wanted: &'static str,
 }
 
+/// Whether a keyed family named `name` exists (`load_toml` configures only those that do
+/// not).
+#[cfg_attr(not(feature = "serde"), allow(dead_code))]
+pub(crate) fn family_exists(name: &str) -> bool {
+    FAMILIES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|(n, _)| **n == *name)
+}
+
 impl Registry {
     /// The keyed family named `name`, created with `config()` if it does not exist yet. Its
     /// keys must display (for [`families`](Registry::families)); it lives as long as the
-    /// process. Fails if a family of that name holds keys of another type.
+    /// process. A config given to `name` by [`configure`](Registry::configure) or
+    /// `load_toml` (a `[breakers.<name>]` table) before the family is
+    /// created is used instead of `config()` (which then does not run); a clock given by
+    /// [`set_clock`](Registry::set_clock) before then replaces the config's, and a
+    /// `[breakers.<name>.keys."<key>"]` table gives the key that displays as `<key>` its own
+    /// config (with the family's clock). These apply only to a family created after them. Fails if a family of that name holds keys of another type.
     ///
     /// ```
     /// use breakerbox_runtime::{registry, Config};
@@ -714,12 +748,27 @@ impl Registry {
             return known;
         }
         // The config closure is user code: it runs outside the lock (and may create families).
-        // So does making the family, which reads the config's clock (user code too).
-        let map = BreakerMap::<K>::new(name, config());
+        let crate::registry::Preset {
+            config: preset,
+            clock,
+            keys,
+        } = self.family_preset(name);
+        let mut config = preset.unwrap_or_else(config);
+        if let Some(clock) = clock {
+            config.clock = crate::clock::ClockRef::Custom(clock);
+        }
+        // Made outside the lock too: a new family reads its clock, which is user code.
+        let map = BreakerMap::<K>::new(name, config);
+        if !keys.is_empty() {
+            // A key's own config is looked up as the key displays, when its breaker is made.
+            let own: KeyConfigs<K> = Box::new(move |k: &K| keys.get(&k.to_string()).cloned());
+            let _ = map.family.key_configs.set(own);
+        }
         let mut all = families();
         if let Some(known) = found(&all) {
-            // Another thread made it meanwhile; ours (and its clock) is dropped after the lock.
             drop(all);
+            // Another thread's family stands; ours (and the user's clock in it) is dropped
+            // outside the lock.
             drop(map);
             return known;
         }

@@ -1,5 +1,5 @@
 //! The keys of a breaker's config as text: the attribute's, less those that belong to the
-//! function (`name`, `timeout`, `fallback`, `classify`, `crate`).
+//! function (`name`, `key`, `timeout`, `fallback`, `classify`, `crate`).
 
 /// The keys a config file, an environment variable or a serialized [`Config`](crate::Config)
 /// may hold, in the order the docs list them. The macro crate's test `keys_mirror_the_runtime`
@@ -21,8 +21,18 @@ pub const KEYS: &[&str] = &[
     "successes",
     "probe_timeout",
     "max_concurrent",
+    "max_keys",
+    "idle_for",
 ];
 
 /// Keys of the attribute that configure the function, not the breaker.
 #[cfg_attr(not(feature = "serde"), allow(dead_code))]
-pub(crate) const ATTRIBUTE_ONLY: &[&str] = &["name", "timeout", "fallback", "classify", "crate"];
+pub(crate) const ATTRIBUTE_ONLY: &[&str] = &[
+    "name",
+    "key",
+    "timeout",
+    "fallback",
+    "fallback_with_reason",
+    "classify",
+    "crate",
+];

@@ -135,6 +135,7 @@ impl LoadError {
 }
 
 /// Where a key's value came from, for the error.
+#[derive(Clone)]
 enum Origin {
     File { line: usize },
     Env { var: String },
@@ -145,6 +146,17 @@ struct Table {
     line: usize,
     dynamic: bool,
     keys: Vec<(String, Raw, Origin)>,
+    /// `[breakers.<name>.keys."<key>"]`: single keys of a keyed family, each a table whose
+    /// keys apply over this one's.
+    per_key: Vec<(String, Table)>,
+}
+
+/// The key of a `[breakers.<name>]` table that holds the tables of single keys of a family.
+const KEYS_TABLE: &str = "keys";
+
+/// How a single key's table is named in messages: `api.keys."slow-host.example"`.
+fn key_table_name(name: &str, key: &str) -> String {
+    format!("{name}.{KEYS_TABLE}.{key:?}")
 }
 
 impl Registry {
@@ -153,7 +165,8 @@ impl Registry {
     ///
     /// Keys are the attribute's (`failures`, `failure_rate`, `window` as a count or `"10s"`,
     /// `min_calls`, `slow`, `slow_rate`, `open_for`, `max_open_for`, `backoff`, `jitter`,
-    /// `half_open_calls`, `successes`, `probe_timeout`, `max_concurrent`), and durations read
+    /// `half_open_calls`, `successes`, `probe_timeout`, `max_concurrent`, and for a keyed
+    /// family `max_keys` and `idle_for`), and durations read
     /// as in the attribute, with the same messages; keys not given keep the defaults of
     /// [`Config::default`], and a config from the file replaces the call site's whole (as
     /// [`configure`](Registry::configure) does). Other top-level tables are ignored, so the file
@@ -181,6 +194,26 @@ impl Registry {
     /// `inventory` to its call site. A breaker that only exists once the program creates it
     /// (`get_or_create`, [`Breaker::new`](crate::Breaker::new)) opts out with `dynamic = true`
     /// in its table.
+    ///
+    /// **Keyed families.** A `[breakers.<name>]` table also configures the keyed family
+    /// `name` ([`family`](Registry::family), or `#[circuit_breaker(key = …)]`): every key's
+    /// breaker gets its config, and `max_keys` and `idle_for` bound the family. A
+    /// `[breakers.<name>.keys."<key>"]` table gives one key (as it displays) its own config:
+    /// its keys apply over the family table's, and are checked the same way (the environment
+    /// does not reach them). The file must be loaded before the family is created (for an
+    /// attribute, before the function's first call); a family that exists already is reported
+    /// as [`LoadError::AlreadyCreated`]. A family's name is known to the registry only once it
+    /// is created, so its table needs `dynamic = true`.
+    ///
+    /// ```toml
+    /// [breakers.api]
+    /// dynamic = true
+    /// failures = 5
+    /// max_keys = 1000
+    ///
+    /// [breakers.api.keys."slow-host.example"]
+    /// open_for = "5m"
+    /// ```
     ///
     /// **Environment.** `BREAKERBOX__PAYMENTS__OPEN_FOR=5s` overrides one key of `payments`.
     /// `<NAME>` is the breaker's name with every ASCII letter in capitals and every character
@@ -232,8 +265,21 @@ impl Registry {
         self.check_names(path, &tables)?;
         overlay_env(path, &mut tables, env)?;
         let mut configs = Vec::with_capacity(tables.len());
+        let mut key_configs = Vec::new();
         for (name, table) in tables {
             let config = build(path, &name, &table)?;
+            for (key, own) in &table.per_key {
+                // The family's keys, then the key's own.
+                let mut both = Table {
+                    line: own.line,
+                    dynamic: false,
+                    keys: table.keys.clone(),
+                    per_key: Vec::new(),
+                };
+                both.keys.extend(own.keys.iter().cloned());
+                let config = build(path, &key_table_name(&name, key), &both)?;
+                key_configs.push((name.clone(), key.clone(), own.line, config));
+            }
             configs.push((name, table.line, config));
         }
         let already = |name: &str, line: usize| LoadError::AlreadyCreated {
@@ -251,6 +297,11 @@ impl Registry {
                 return Err(already(&name, line));
             }
             names.push(name);
+        }
+        for (name, key, line, config) in key_configs {
+            if !self.configure_key(&name, &key, config) {
+                return Err(already(&name, line));
+            }
         }
         Ok(names)
     }
@@ -373,9 +424,44 @@ fn parse(path: &Path, text: &str) -> Result<BTreeMap<String, Table>, LoadError> 
             line,
             dynamic: false,
             keys: Vec::with_capacity(entries.len()),
+            per_key: Vec::new(),
         };
         for (k, v) in entries.iter() {
             let line = lines.line(k.span().start);
+            if k.get_ref() == KEYS_TABLE {
+                fn tables_of<'b, 'a>(v: &'b Spanned<DeValue<'a>>) -> Option<&'b DeTable<'a>> {
+                    match v.get_ref() {
+                        DeValue::Table(t) => Some(t),
+                        _ => None,
+                    }
+                }
+                let shape = || {
+                    syntax(
+                        k.span().start,
+                        format!(
+                            "`breakers.{}.keys` must be a table of single keys' tables, like `[breakers.{0}.keys.\"slow-host.example\"]` followed by `open_for = \"5m\"`",
+                            Cut(name.get_ref())
+                        ),
+                    )
+                };
+                let keys = tables_of(v).ok_or_else(shape)?;
+                for (key, entries) in keys.iter() {
+                    let entries = tables_of(entries).ok_or_else(shape)?;
+                    let mut own = Table {
+                        line: lines.line(key.span().start),
+                        dynamic: false,
+                        keys: Vec::with_capacity(entries.len()),
+                        per_key: Vec::new(),
+                    };
+                    for (k, v) in entries.iter() {
+                        let line = lines.line(k.span().start);
+                        own.keys
+                            .push((k.get_ref().to_string(), raw(v), Origin::File { line }));
+                    }
+                    table.per_key.push((key.get_ref().to_string(), own));
+                }
+                continue;
+            }
             if k.get_ref() == DYNAMIC {
                 let DeValue::Boolean(dynamic) = v.get_ref() else {
                     return Err(LoadError::Invalid {
@@ -534,6 +620,9 @@ fn check_file_keys(path: &Path, name: &str, table: &Table) -> Result<(), LoadErr
         b = apply(b, key, value, Dialect::Text)
             .map_err(|m| error(path, name, table, key, Some(origin), m))?;
     }
+    for (key, own) in &table.per_key {
+        check_file_keys(path, &key_table_name(name, key), own)?;
+    }
     Ok(())
 }
 
@@ -611,6 +700,118 @@ backoff = 2
         assert_eq!(payments.config().window(), crate::Window::Calls(100));
         assert_eq!(payments.config().min_calls(), 20);
         assert_eq!(payments.config().backoff(), 2.0);
+    }
+
+    #[test]
+    fn a_table_configures_every_key_of_a_family_created_after_it() {
+        let text = r#"
+[breakers.load-family]
+dynamic = true
+failures = 2
+open_for = "30s"
+max_keys = 7
+idle_for = "1m"
+"#;
+        assert_eq!(load(text, &[]).unwrap(), ["load-family"]);
+        let family = registry()
+            .family::<String>("load-family", || {
+                Config::builder().failures(9).build().unwrap()
+            })
+            .unwrap();
+        assert_eq!(family.config().failures(), Some(2));
+        assert_eq!(family.config().max_keys(), 7);
+        assert_eq!(family.config().idle_for(), Duration::from_secs(60));
+        for _ in 0..2 {
+            let _ = family.call("down", || Err::<(), _>("refused"));
+        }
+        assert_eq!(family.get("down").unwrap().state(), crate::State::Open);
+        assert_eq!(family.breaker("up").state(), crate::State::Closed);
+        assert_eq!(family.get("up").unwrap().config().failures(), Some(2));
+        // Once the family exists, its config cannot change.
+        let e = err(text, &[]);
+        assert!(e.contains("'load-family' already exists"), "{e}");
+        // A family's keys are validated as any table's.
+        let e = err(
+            "[breakers.load-family-bad]
+dynamic = true
+max_key = 3
+",
+            &[],
+        );
+        assert!(
+            e.contains("`max_key` unknown key; did you mean `max_keys`?"),
+            "{e}"
+        );
+        let e = err(
+            "[breakers.load-family-bad]
+dynamic = true
+idle_for = 5
+",
+            &[],
+        );
+        assert!(e.contains("`idle_for`"), "{e}");
+    }
+
+    #[test]
+    fn a_key_table_configures_one_key_over_its_family() {
+        let text = r#"
+[breakers.load-keyed]
+dynamic = true
+failures = 2
+open_for = "30s"
+
+[breakers.load-keyed.keys."slow-host.example"]
+failures = 1
+open_for = "5m"
+"#;
+        assert_eq!(load(text, &[]).unwrap(), ["load-keyed"]);
+        let family = registry()
+            .family::<String>("load-keyed", Config::default)
+            .unwrap();
+        let slow = family.breaker("slow-host.example").config().clone();
+        assert_eq!(slow.failures(), Some(1));
+        assert_eq!(slow.open_for(), Duration::from_secs(300));
+        let other = family.breaker("other.example").config().clone();
+        assert_eq!(other.failures(), Some(2));
+        assert_eq!(other.open_for(), Duration::from_secs(30));
+        // One failure opens the slow host's breaker, not another's.
+        let _ = family.call("slow-host.example", || Err::<(), _>("refused"));
+        let _ = family.call("other.example", || Err::<(), _>("refused"));
+        assert_eq!(
+            family.get("slow-host.example").unwrap().state(),
+            crate::State::Open
+        );
+        assert_eq!(
+            family.get("other.example").unwrap().state(),
+            crate::State::Closed
+        );
+    }
+
+    #[test]
+    fn key_tables_are_validated_like_any_table() {
+        let e = err(
+            "[breakers.load-keyed-bad]\ndynamic = true\n\n[breakers.load-keyed-bad.keys.\"h\"]\nfailure = 1\n",
+            &[],
+        );
+        assert_eq!(
+            e,
+            "breakers.toml:5: [breakers.load-keyed-bad.keys.\"h\"] `failure` unknown key; did you mean `failures`? valid keys: failures, failures_within, failure_rate, window, min_calls, slow, slow_rate, open_for, max_open_for, backoff, jitter, half_open_calls, successes, probe_timeout, max_concurrent, max_keys, idle_for"
+        );
+        // Combinations are checked with the family's keys under the key's.
+        let e = err(
+            "[breakers.load-keyed-bad]\ndynamic = true\nfailures = 3\n[breakers.load-keyed-bad.keys.h]\nfailure_rate = 50\n",
+            &[],
+        );
+        assert!(e.starts_with("breakers.toml:"), "{e}");
+        assert!(e.contains("[breakers.load-keyed-bad.keys.\"h\"]"), "{e}");
+        assert!(e.contains("cannot be combined"), "{e}");
+        let e = err("[breakers.load-keyed-bad]\ndynamic = true\nkeys = 5\n", &[]);
+        assert!(
+            e.contains("`breakers.load-keyed-bad.keys` must be a table of single keys' tables"),
+            "{e}"
+        );
+        let e = err("[breakers.load-keyed-bad.keys]\nh = 5\n", &[]);
+        assert!(e.contains("must be a table of single keys' tables"), "{e}");
     }
 
     #[test]

@@ -87,10 +87,13 @@ struct Presets {
     version: u64,
 }
 
+/// What is set for a name before its breaker (or keyed family) is created.
 #[derive(Clone, Default)]
-struct Preset {
-    config: Option<Config>,
-    clock: Option<Arc<dyn Clock>>,
+pub(crate) struct Preset {
+    pub(crate) config: Option<Config>,
+    pub(crate) clock: Option<Arc<dyn Clock>>,
+    /// For a keyed family: the configs of single keys, by the key as it displays.
+    pub(crate) keys: HashMap<String, Config>,
 }
 
 static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
@@ -310,7 +313,7 @@ impl Registry {
     /// have not).
     #[cfg(feature = "serde")]
     pub(crate) fn created(&self, name: &str) -> bool {
-        read(&self.breakers).contains_key(name)
+        read(&self.breakers).contains_key(name) || crate::keyed::family_exists(name)
     }
 
     /// The name of every breaker, created or annotated (a `#[circuit_breaker]` function not
@@ -363,7 +366,8 @@ impl Registry {
     }
 
     /// Registers the config for `name`, to be used when it is first created, over the call
-    /// site's. Returns `false` (and changes nothing) if the breaker already exists.
+    /// site's; likewise for a keyed family `name` created after this call, whose every key
+    /// then has this config (see [`family`](Registry::family)). Returns `false` (and changes nothing) if the breaker already exists.
     pub fn configure(&self, name: &str, config: Config) -> bool {
         if self.preset(name, |p| p.config.replace(config)).is_some() {
             return true;
@@ -372,11 +376,35 @@ impl Registry {
         false
     }
 
-    /// Makes the breaker `name` read `clock` when it is created, whatever config creates it.
-    /// Returns `false` if the breaker already exists. Tests use it with a
+    /// Makes the breaker `name` read `clock` when it is created, whatever config creates it;
+    /// likewise every breaker of a keyed family `name` created after this call (see
+    /// [`family`](Registry::family)). Returns `false` if the breaker already exists. Tests use it with a
     /// [`ManualClock`](crate::ManualClock).
     pub fn set_clock(&self, name: &str, clock: impl Clock) -> bool {
         self.preset(name, |p| p.clock.replace(Arc::new(clock)))
+            .is_some()
+    }
+
+    /// The config ([`configure`](Registry::configure), `load_toml`) and clock
+    /// ([`set_clock`](Registry::set_clock)) given to `name`, for a keyed family of that name
+    /// created after them (the preset stays: a family is not a breaker of the registry).
+    pub(crate) fn family_preset(&self, name: &str) -> Preset {
+        lock(&self.presets)
+            .by_name
+            .get(name)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Registers the config of the single key `key` of the keyed family `name`, for a family
+    /// created after this call (`[breakers.<name>.keys."<key>"]` in `load_toml`). Returns
+    /// `false` (and changes nothing) if a breaker or family `name` already exists.
+    #[cfg(feature = "serde")]
+    pub(crate) fn configure_key(&self, name: &str, key: &str, config: Config) -> bool {
+        if crate::keyed::family_exists(name) {
+            return false;
+        }
+        self.preset(name, |p| p.keys.insert(key.to_owned(), config))
             .is_some()
     }
 

@@ -221,6 +221,8 @@ pub(crate) fn apply(
         "successes" => b.successes(count()?),
         "probe_timeout" => b.probe_timeout(duration()?),
         "max_concurrent" => b.max_concurrent(count()?),
+        "max_keys" => b.max_keys(count()?),
+        "idle_for" => b.idle_for(duration()?),
         _ if ATTRIBUTE_ONLY.contains(&key) => {
             return Err(format!(
                 "belongs to the function's `#[circuit_breaker(...)]` attribute, not to the breaker's config; valid keys here: {}",
@@ -268,6 +270,8 @@ impl Serialize for Config {
         if let Some(n) = self.max_concurrent {
             m.serialize_entry("max_concurrent", &n)?;
         }
+        m.serialize_entry("max_keys", &self.max_keys)?;
+        m.serialize_entry("idle_for", &d(self.idle_for))?;
         m.end()
     }
 }

@@ -57,6 +57,9 @@ use core::task::{Context, Poll, ready};
 
 use ::tower::{Layer, Service};
 
+use core::hash::Hash;
+
+use crate::BreakerMap;
 use crate::breaker::{Breaker, OwnedPermit};
 use crate::config::Config;
 use crate::error::{Error, Rejected};
@@ -241,8 +244,159 @@ where
     }
 }
 
+/// A [`Layer`] that wraps services in a [`KeyedCircuitBreaker`]: each request goes through
+/// the breaker of its key in a [`BreakerMap`], so one failing host or tenant opens only its
+/// own breaker. Every service it makes shares the family.
+///
+/// The extractor returns the key by value (for `String` keys, one allocation per request;
+/// a key type that is `Copy`, such as a tenant id, costs none).
+///
+/// ```
+/// use breakerbox_runtime::tower::KeyedCircuitBreakerLayer;
+/// use breakerbox_runtime::{BreakerMap, Config, Error};
+/// use tower::{Layer, ServiceExt};
+///
+/// # async fn demo() -> Result<(), breakerbox_runtime::ConfigError> {
+/// // Requests are `(host, path)`; each host has its own breaker.
+/// let hosts: BreakerMap<String> = BreakerMap::new("hosts", Config::builder().failures(1).build()?);
+/// let layer = KeyedCircuitBreakerLayer::new(hosts.clone(), |req: &(String, u32)| req.0.clone());
+/// let client = layer.layer(tower::service_fn(|req: (String, u32)| async move {
+///     if req.0 == "down.example" { Err("refused") } else { Ok(req.1) }
+/// }));
+/// let _ = client.clone().oneshot(("down.example".into(), 1)).await;
+/// assert!(matches!(client.clone().oneshot(("down.example".into(), 1)).await, Err(Error::Rejected(_))));
+/// assert_eq!(client.oneshot(("up.example".into(), 2)).await.ok(), Some(2));
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct KeyedCircuitBreakerLayer<K, X, C = DefaultClassifier> {
+    family: BreakerMap<K>,
+    extract: X,
+    classify: C,
+}
+
+impl<K, X> KeyedCircuitBreakerLayer<K, X> {
+    /// A layer over `family` (made with [`BreakerMap::new`] or
+    /// [`Registry::family`](crate::Registry::family)), keying each request with `extract`.
+    pub fn new(family: BreakerMap<K>, extract: X) -> Self {
+        KeyedCircuitBreakerLayer {
+            family,
+            extract,
+            classify: DefaultClassifier,
+        }
+    }
+}
+
+impl<K, X, C> KeyedCircuitBreakerLayer<K, X, C> {
+    /// Classifies results with `classify`, as [`CircuitBreakerLayer::classify`] does.
+    pub fn classify<C2>(self, classify: C2) -> KeyedCircuitBreakerLayer<K, X, C2> {
+        KeyedCircuitBreakerLayer {
+            family: self.family,
+            extract: self.extract,
+            classify,
+        }
+    }
+
+    /// The family.
+    pub fn family(&self) -> &BreakerMap<K> {
+        &self.family
+    }
+}
+
+impl<S, K, X: Clone, C: Clone> Layer<S> for KeyedCircuitBreakerLayer<K, X, C> {
+    type Service = KeyedCircuitBreaker<S, K, X, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        KeyedCircuitBreaker {
+            inner,
+            family: self.family.clone(),
+            extract: self.extract.clone(),
+            classify: self.classify.clone(),
+        }
+    }
+}
+
+/// A [`Service`] that lets each request through the breaker of its key; see
+/// [`KeyedCircuitBreakerLayer`]. Errors, readiness, cancellation and panics are as for
+/// [`CircuitBreaker`] (see the [module docs](self)). Clones share the family.
+#[derive(Clone)]
+pub struct KeyedCircuitBreaker<S, K, X, C = DefaultClassifier> {
+    inner: S,
+    family: BreakerMap<K>,
+    extract: X,
+    classify: C,
+}
+
+impl<S, K, X, C> KeyedCircuitBreaker<S, K, X, C> {
+    /// The family.
+    pub fn family(&self) -> &BreakerMap<K> {
+        &self.family
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Unwraps the service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<K: Hash + Eq + Clone, X, C> fmt::Debug for KeyedCircuitBreakerLayer<K, X, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedCircuitBreakerLayer")
+            .field("family", &self.family.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: fmt::Debug, K: Hash + Eq + Clone, X, C> fmt::Debug for KeyedCircuitBreaker<S, K, X, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedCircuitBreaker")
+            .field("inner", &self.inner)
+            .field("family", &self.family.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, K, X, C, Req> Service<Req> for KeyedCircuitBreaker<S, K, X, C>
+where
+    S: Service<Req>,
+    S::Error: fmt::Display,
+    K: Hash + Eq + Clone,
+    X: Fn(&Req) -> K,
+    C: Classify<S::Response, S::Error> + Clone,
+{
+    type Response = S::Response;
+    type Error = Error<S::Error>;
+    type Future = ResponseFuture<S::Future, C>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Error::Inner)
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        // The extractor is user code; it runs before any breaker is touched.
+        let key = (self.extract)(&req);
+        let kind = match self.family.try_acquire(&key) {
+            Ok(permit) => Kind::Running {
+                future: self.inner.call(req),
+                permit: Some(permit),
+                classify: self.classify.clone(),
+            },
+            Err(rejected) => Kind::Rejected {
+                rejected: Some(rejected),
+            },
+        };
+        ResponseFuture { kind }
+    }
+}
+
 pin_project_lite::pin_project! {
-    /// The future of a [`CircuitBreaker`] call: the inner service's, recording its outcome when
+    /// The future of a [`CircuitBreaker`] or [`KeyedCircuitBreaker`] call: the inner service's, recording its outcome when
     /// it finishes, or a rejection ready at once.
     pub struct ResponseFuture<F, C> {
         #[pin]

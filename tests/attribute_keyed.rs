@@ -1,0 +1,257 @@
+//! `#[circuit_breaker(key = …)]`: a breaker per distinct key, end to end.
+//!
+//! Every test uses its own family name (tests run in parallel in one process) and a
+//! `ManualClock` registered for that name before the first call, so nothing sleeps.
+
+use std::cell::Cell;
+use std::fmt;
+use std::time::Duration;
+
+use breakerbox::{
+    BreakerMap, Config, FallbackReason, ManualClock, Outcome, Rejected, State, circuit_breaker,
+    registry,
+};
+
+#[derive(Debug, PartialEq)]
+enum ApiError {
+    Down,
+    NotFound,
+    Rejected(String),
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApiError::Down => f.write_str("service down"),
+            ApiError::NotFound => f.write_str("not found"),
+            ApiError::Rejected(r) => f.write_str(r),
+        }
+    }
+}
+
+impl From<Rejected> for ApiError {
+    fn from(rejected: Rejected) -> Self {
+        ApiError::Rejected(rejected.to_string())
+    }
+}
+
+thread_local! {
+    static RAN: Cell<u32> = const { Cell::new(0) };
+}
+
+fn ran() -> u32 {
+    RAN.with(Cell::get)
+}
+
+fn count_run() {
+    RAN.with(|r| r.set(r.get() + 1));
+}
+
+/// A clock for the family `name`, which must not have been created yet.
+fn manual_clock(name: &str) -> ManualClock {
+    let clock = ManualClock::new();
+    assert!(registry().set_clock(name, clock.clone()), "{name} exists");
+    clock
+}
+
+fn family(name: &str) -> BreakerMap<String> {
+    registry()
+        .family::<String>(name, Config::default)
+        .expect("a family of `String` keys")
+}
+
+fn state(name: &str, key: &str) -> State {
+    family(name).get(key).expect("the key is held").state()
+}
+
+struct Url {
+    host: String,
+}
+
+impl Url {
+    fn host_str(&self) -> Option<&str> {
+        Some(self.host.as_str()).filter(|h| !h.is_empty())
+    }
+}
+
+#[circuit_breaker(
+    name = "keyed_hosts",
+    key = url.host_str().unwrap_or(""),
+    failures = 2,
+    open_for = "10s"
+)]
+fn fetch(url: &Url, up: bool) -> Result<String, ApiError> {
+    count_run();
+    if up {
+        Ok(format!("body of {}", url.host))
+    } else {
+        Err(ApiError::Down)
+    }
+}
+
+fn url(host: &str) -> Url {
+    Url {
+        host: host.to_owned(),
+    }
+}
+
+#[test]
+fn two_keys_trip_independently() {
+    let clock = manual_clock("keyed_hosts");
+    let (down, up) = (url("down.example"), url("up.example"));
+    for _ in 0..2 {
+        assert_eq!(fetch(&down, false), Err(ApiError::Down));
+    }
+    assert_eq!(state("keyed_hosts", "down.example"), State::Open);
+    // The other host has its own closed breaker.
+    assert_eq!(fetch(&up, true).unwrap(), "body of up.example");
+    assert_eq!(fetch(&up, false), Err(ApiError::Down));
+    assert_eq!(state("keyed_hosts", "up.example"), State::Closed);
+    // The open key rejects without running the body, and names the family.
+    let before = ran();
+    match fetch(&down, true) {
+        Err(ApiError::Rejected(message)) => assert!(message.contains("keyed_hosts"), "{message}"),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    assert_eq!(ran(), before);
+    // After `open_for`, a probe closes it again.
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(fetch(&down, true).unwrap(), "body of down.example");
+    assert_eq!(state("keyed_hosts", "down.example"), State::Closed);
+    let listed = registry().families();
+    let hosts = listed.iter().find(|f| f.name == "keyed_hosts").unwrap();
+    let keys: Vec<&str> = hosts.keys.iter().map(|k| k.key.as_str()).collect();
+    assert_eq!(keys, ["down.example", "up.example"]);
+}
+
+#[circuit_breaker(
+    name = "keyed_fallback",
+    key = tenant,
+    failures = 1,
+    open_for = "1m",
+    fallback = cached
+)]
+fn quota(tenant: String, amount: u32) -> Result<u32, ApiError> {
+    let _moved: String = tenant; // the body may move what the key borrowed
+    if amount == 0 {
+        Err(ApiError::Down)
+    } else {
+        Ok(amount)
+    }
+}
+
+fn cached(tenant: String, amount: u32) -> Result<u32, ApiError> {
+    Ok(u32::try_from(tenant.len()).unwrap() * 1000 + amount)
+}
+
+#[test]
+fn fallback_gets_the_arguments_of_the_rejected_call() {
+    let _clock = manual_clock("keyed_fallback");
+    assert_eq!(quota("acme".to_owned(), 0), Err(ApiError::Down));
+    // "acme" is open: the fallback answers with this call's arguments.
+    assert_eq!(quota("acme".to_owned(), 7), Ok(4007));
+    // Another tenant is served by the body.
+    assert_eq!(quota("initech".to_owned(), 7), Ok(7));
+}
+
+#[circuit_breaker(
+    name = "keyed_reason",
+    key = shard,
+    failures = 1,
+    fallback_with_reason = with_reason
+)]
+fn read_shard(shard: &str) -> Result<String, ApiError> {
+    Err(ApiError::Down).map(|()| shard.to_owned())
+}
+
+fn with_reason(shard: &str, reason: FallbackReason) -> Result<String, ApiError> {
+    let why = match reason {
+        FallbackReason::Rejected(r) => format!("rejected by {}", r.name()),
+        _ => "other".to_owned(),
+    };
+    Ok(format!("{shard}: {why}"))
+}
+
+#[test]
+fn fallback_with_reason_gets_the_rejection() {
+    let _clock = manual_clock("keyed_reason");
+    assert_eq!(read_shard("s1"), Err(ApiError::Down));
+    assert_eq!(read_shard("s1").unwrap(), "s1: rejected by keyed_reason");
+    assert_eq!(read_shard("s2"), Err(ApiError::Down));
+}
+
+fn not_found_is_fine(result: &Result<u32, ApiError>) -> Outcome {
+    match result {
+        Ok(_) | Err(ApiError::NotFound) => Outcome::Success,
+        Err(_) => Outcome::Failure,
+    }
+}
+
+#[circuit_breaker(
+    name = "keyed_classify",
+    key = user,
+    failures = 1,
+    classify = not_found_is_fine,
+    max_keys = 50,
+    idle_for = "1m"
+)]
+fn lookup(user: &str, found: bool) -> Result<u32, ApiError> {
+    let _ = user;
+    if found {
+        Ok(1)
+    } else {
+        Err(ApiError::NotFound)
+    }
+}
+
+#[test]
+fn classify_judges_each_key_and_family_keys_configure_the_family() {
+    let _clock = manual_clock("keyed_classify");
+    for _ in 0..3 {
+        assert_eq!(lookup("ann", false), Err(ApiError::NotFound));
+    }
+    assert_eq!(state("keyed_classify", "ann"), State::Closed);
+    let f = family("keyed_classify");
+    assert_eq!(f.config().max_keys(), 50);
+    assert_eq!(f.config().idle_for(), Duration::from_secs(60));
+    assert_eq!(f.config().failures(), Some(1));
+}
+
+struct Client {
+    region: String,
+}
+
+impl Client {
+    #[circuit_breaker(
+        name = "keyed_async",
+        key = format!("{}/{tenant_id}", self.region),
+        failures = 1,
+        open_for = "5s"
+    )]
+    async fn bill(&self, tenant_id: u64, ok: bool) -> Result<u64, ApiError> {
+        std::future::ready(()).await;
+        if ok {
+            Ok(tenant_id)
+        } else {
+            Err(ApiError::Down)
+        }
+    }
+}
+
+#[tokio::test]
+async fn async_keys_trip_independently() {
+    let clock = manual_clock("keyed_async");
+    let client = Client {
+        region: "eu".to_owned(),
+    };
+    assert_eq!(client.bill(1, false).await, Err(ApiError::Down));
+    assert!(matches!(
+        client.bill(1, true).await,
+        Err(ApiError::Rejected(_))
+    ));
+    assert_eq!(client.bill(2, true).await, Ok(2));
+    assert_eq!(state("keyed_async", "eu/1"), State::Open);
+    assert_eq!(state("keyed_async", "eu/2"), State::Closed);
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(client.bill(1, true).await, Ok(1));
+}
