@@ -1237,10 +1237,13 @@ fn a_listener_may_change_the_state_itself() {
     // behind the one it is told, not delivered inside it, and nothing deadlocks.
     let (b, _) = breaker(Config::builder().failures(1));
     let seen = events(&b);
-    let handle = b.clone();
+    // A weak handle: a strong one in the breaker's own listener would keep it alive for ever.
+    let handle = b.downgrade();
     b.on_state_change(move |e| {
-        if e.to == State::Open {
-            handle.reset();
+        if e.to == State::Open
+            && let Some(b) = handle.upgrade()
+        {
+            b.reset();
         }
     });
     fail(&b);
