@@ -103,17 +103,6 @@ pub use registry::{Registry, registry};
 pub mod __private {
     pub use crate::__breakerbox_register as register;
     pub use crate::registration::Registration;
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "fuchsia",
-        target_os = "macos",
-        target_os = "ios",
-        target_os = "tvos",
-        target_os = "windows",
-        target_os = "illumos",
-        target_os = "freebsd",
-        target_os = "openbsd",
-    ))]
+    #[cfg(breakerbox_linkme)]
     pub use {crate::registration::REGISTRATIONS, linkme};
 }

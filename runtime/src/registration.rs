@@ -80,78 +80,28 @@ impl Registration {
     }
 }
 
-/// Applies `#[cfg]` for the platforms `linkme` supports to each item.
-macro_rules! on_linkme_platforms {
-    ($($item:item)*) => {$(
-        #[cfg(any(
-            target_os = "linux",
-            target_os = "android",
-            target_os = "fuchsia",
-            target_os = "macos",
-            target_os = "ios",
-            target_os = "tvos",
-            target_os = "windows",
-            target_os = "illumos",
-            target_os = "freebsd",
-            target_os = "openbsd",
-        ))]
-        $item
-    )*};
+/// Every annotated function of the program, gathered by the linker. `breakerbox_linkme` is set
+/// by build.rs on the platforms `linkme` supports.
+#[cfg(breakerbox_linkme)]
+#[linkme::distributed_slice]
+#[doc(hidden)]
+pub static REGISTRATIONS: [Registration];
+
+/// The registrations the linker gathered.
+#[cfg(breakerbox_linkme)]
+pub(crate) fn registrations() -> &'static [Registration] {
+    &REGISTRATIONS
 }
 
-/// Applies `#[cfg]` for the platforms `linkme` does not support to each item.
-macro_rules! off_linkme_platforms {
-    ($($item:item)*) => {$(
-        #[cfg(not(any(
-            target_os = "linux",
-            target_os = "android",
-            target_os = "fuchsia",
-            target_os = "macos",
-            target_os = "ios",
-            target_os = "tvos",
-            target_os = "windows",
-            target_os = "illumos",
-            target_os = "freebsd",
-            target_os = "openbsd",
-        )))]
-        $item
-    )*};
-}
-
-on_linkme_platforms! {
-    /// Every annotated function of the program, gathered by the linker.
-    #[linkme::distributed_slice]
-    #[doc(hidden)]
-    pub static REGISTRATIONS: [Registration];
-
-    /// The registrations the linker gathered.
-    pub(crate) fn registrations() -> &'static [Registration] {
-        &REGISTRATIONS
-    }
-}
-
-off_linkme_platforms! {
-    /// No registrations where `linkme` does not work: an annotated breaker is known from its
-    /// first call.
-    pub(crate) fn registrations() -> &'static [Registration] {
-        &[]
-    }
+/// No registrations where `linkme` does not work: an annotated breaker is known from its
+/// first call.
+#[cfg(not(breakerbox_linkme))]
+pub(crate) fn registrations() -> &'static [Registration] {
+    &[]
 }
 
 /// Adds the `static` item it wraps to the registrations. Not public API.
-// Outside `on_linkme_platforms!`: a macro-expanded `macro_export` cannot be re-exported.
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_os = "fuchsia",
-    target_os = "macos",
-    target_os = "ios",
-    target_os = "tvos",
-    target_os = "windows",
-    target_os = "illumos",
-    target_os = "freebsd",
-    target_os = "openbsd",
-))]
+#[cfg(breakerbox_linkme)]
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __breakerbox_register {
@@ -163,18 +113,7 @@ macro_rules! __breakerbox_register {
 }
 
 /// Where `linkme` does not work, the static stays an ordinary one, used at the first call.
-#[cfg(not(any(
-    target_os = "linux",
-    target_os = "android",
-    target_os = "fuchsia",
-    target_os = "macos",
-    target_os = "ios",
-    target_os = "tvos",
-    target_os = "windows",
-    target_os = "illumos",
-    target_os = "freebsd",
-    target_os = "openbsd",
-)))]
+#[cfg(not(breakerbox_linkme))]
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __breakerbox_register {
