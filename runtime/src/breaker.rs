@@ -46,6 +46,7 @@ use crate::outcome::Outcome;
 use crate::sync::{
     AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, RwLock, fence, lock, read, write,
 };
+use crate::timer::{RETRY_AT, TIMED};
 use crate::window::RateWindow;
 
 /// Where a breaker stands.
@@ -584,8 +585,14 @@ impl Breaker {
         &self.inner().config
     }
 
-    /// Its state now. An open breaker whose `open_for` has passed reads `Open` until a call
-    /// arrives to probe.
+    /// Its state now.
+    ///
+    /// An open breaker turns half-open when its open time ends, whether or not a call arrives
+    /// (with its event), when its clock has timers: the system clock (a process-wide thread,
+    /// started at the first opening; see [`Timers`](crate::Timers)) and
+    /// [`ManualClock`](crate::ManualClock) (as [`advance`](crate::ManualClock::advance) moves
+    /// time past it). On a user [`Clock`](crate::Clock) without
+    /// [`timers`](crate::Clock::timers), it reads `Open` until a call arrives to probe.
     pub fn state(&self) -> State {
         State::from_word(self.inner().state.load(Ordering::Acquire))
     }
@@ -756,6 +763,12 @@ impl Breaker {
         self.inner().metrics()
     }
 
+    /// Why the breaker is in its state, as data and (through `Display`) as a sentence; see
+    /// [`Explanation`](crate::Explanation).
+    pub fn explain(&self) -> crate::explain::Explanation {
+        self.inner().explain()
+    }
+
     /// The breaker's state as plain data, to share it with other processes through a store.
     ///
     /// ```
@@ -874,6 +887,50 @@ pub fn live_breakers() -> usize {
     LIVE_IDENTITIES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Where an opening's timer is armed.
+enum TimerSource {
+    #[cfg(not(loom))]
+    System,
+    Custom(Arc<crate::timer::Timers>),
+}
+
+impl Breaker {
+    /// A timer armed for the opening `generation` fired at `at`: to half-open, if still in it.
+    pub(crate) fn wake(&self, generation: u32, at: u64) -> bool {
+        self.inner().transition(
+            generation,
+            &[State::Open],
+            State::HalfOpen,
+            Reason::OpenElapsed,
+            None,
+            at,
+        )
+    }
+
+    /// The timer armed for the opening `generation` will not fire: if still in it, rejections
+    /// read the clock again, and the first call after the open time half-opens it.
+    pub(crate) fn disarm(&self, generation: u32) {
+        let inner = self.inner();
+        let _guard = lock(&inner.transition);
+        let word = inner.state.load(Ordering::Acquire);
+        if crate::breaker::generation(word) == generation && word & TIMED != 0 {
+            inner.state.store(word & !TIMED, Ordering::Release);
+        }
+    }
+
+    /// Tells the events a deferred transition queued.
+    pub(crate) fn tell_pending(&self) {
+        if self.inner().cold.get().is_some() {
+            self.inner().deliver();
+        }
+    }
+
+    /// The breaker's clock now, coarse: for the time left of a timed rejection.
+    pub(crate) fn coarse_now(&self) -> u64 {
+        self.inner().clock().coarse()
+    }
+}
+
 /// The parts of a breaker that few breakers use.
 #[derive(Default)]
 struct Cold {
@@ -892,6 +949,12 @@ struct Cold {
     /// calls), with its generation: a success that brings the window to `min_calls` may trip
     /// it, and its rejections name this failure. std, not loom: a plain slot.
     behind: std::sync::Mutex<Option<(u32, Arc<str>)>>,
+    /// Why the breaker is in its state, for `explain`: written with each transition, under
+    /// the transition lock. std, not loom: a plain slot.
+    why: std::sync::Mutex<crate::explain::Why>,
+    /// A rate trip's tally (generation, bad calls, calls), left by `judge_rates` for the
+    /// transition it asks for.
+    tally: std::sync::Mutex<Option<(u32, u64, u64)>>,
 }
 
 #[derive(Default)]
@@ -1151,7 +1214,7 @@ impl Inner {
     #[inline(never)]
     fn acquire_word(&self, word: u64) -> Result<Permit<'_>, Refusal> {
         if State::from_word(word) == State::Open {
-            return self.acquire_open(generation(word));
+            return self.acquire_open(word);
         }
         self.acquire_other(word)
     }
@@ -1201,7 +1264,7 @@ impl Inner {
             }
             State::Disabled => Ok(self.permit(generation, Kind::Disabled)),
             State::ForcedOpen => Err(self.reject(RejectReason::ForcedOpen, NO_RETRY)),
-            State::Open => self.acquire_open(generation),
+            State::Open => self.acquire_open(word),
             State::HalfOpen => self.acquire_probe(generation, self.clock().coarse()),
         }
     }
@@ -1214,13 +1277,19 @@ impl Inner {
     }
 
     #[inline]
-    fn acquire_open(&self, generation: u32) -> Result<Permit<'_>, Refusal> {
-        let now = self.clock().coarse();
+    fn acquire_open(&self, word: u64) -> Result<Permit<'_>, Refusal> {
         let until = self.open_until.load(Ordering::Relaxed);
+        if word & TIMED != 0 {
+            // A timer moves it on when the time is up: no clock read. The retry word is the
+            // deadline, which `Rejected::retry_after` turns into the time left when asked.
+            self.count(Count::Rejected);
+            return Err((RejectReason::Open.code() | RETRY_AT, until));
+        }
+        let now = self.clock().coarse();
         if now < until {
             return Err(self.reject(RejectReason::Open, until - now));
         }
-        self.open_elapsed(generation, now)
+        self.open_elapsed(generation(word), now)
     }
 
     #[cold]
@@ -1655,6 +1724,12 @@ impl Inner {
             (_, Some(limit)) if pct(t.slow) >= limit => Reason::SlowRate(pct(t.slow)),
             _ => return,
         };
+        let bad = match reason {
+            Reason::FailureRate(_) => t.failures,
+            _ => t.slow,
+        };
+        *self.cold().tally.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((generation, bad.min(t.calls), t.calls));
         self.transition(
             generation,
             &[State::Closed],
@@ -1772,6 +1847,13 @@ impl Inner {
             }
             _ => None,
         };
+        // Where a timer can be armed for an opening: the clock's, asked here, outside the
+        // lock (a user clock's `timers` is user code).
+        let timers = if to == State::Open {
+            self.timer_source()
+        } else {
+            None
+        };
         let guard = lock(&self.transition);
         let word = self.state.load(Ordering::Acquire);
         let was = State::from_word(word);
@@ -1784,6 +1866,12 @@ impl Inner {
             // before the window is cleared or the new state published.
             w.seal(next);
         }
+        let mut timed = 0;
+        let mut why = crate::explain::Why {
+            reason: Some(reason),
+            wall: Some(std::time::SystemTime::now()),
+            ..Default::default()
+        };
         // Prepare everything the new state reads before publishing it.
         match to {
             State::Open => {
@@ -1791,9 +1879,26 @@ impl Inner {
                     Some(d) => d,
                     None => self.next_open_for(),
                 };
+                why.open_for = Some(d);
+                if matches!(reason, Reason::FailureRate(_) | Reason::SlowRate(_)) {
+                    let tally = self
+                        .cold()
+                        .tally
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .take();
+                    why.tally = tally
+                        .filter(|(g, _, _)| Some(*g) == expect)
+                        .map(|(_, bad, calls)| (bad, calls));
+                }
                 // Below `NO_RETRY`, so that `until - now` never reads as "no retry time".
                 let until = now.saturating_add(nanos(d)).min(NO_RETRY - 1);
                 self.open_until.store(until, Ordering::Relaxed);
+                if let Some(timers) = &timers
+                    && self.arm(timers, until, next)
+                {
+                    timed = TIMED;
+                }
                 if was != State::Open {
                     // A re-trip of an open breaker (a `TripFor` while open) moves its deadline
                     // but opens nothing: like the event, it is not counted.
@@ -1818,7 +1923,10 @@ impl Inner {
             self.streak.store(pack(next, 0), Ordering::Relaxed);
         }
         self.state_since.store(now, Ordering::Relaxed);
-        self.state.store(pack(next, to.tag()), Ordering::Release);
+        let wall = why.wall.unwrap_or_else(std::time::SystemTime::now);
+        *self.cold().why.lock().unwrap_or_else(|e| e.into_inner()) = why;
+        self.state
+            .store(pack(next, to.tag() | timed), Ordering::Release);
         // A reset of a closed breaker, say, clears counts but has no state change to tell.
         let changed = was != to;
         if changed {
@@ -1828,14 +1936,49 @@ impl Inner {
                 to,
                 reason,
                 at: Duration::from_nanos(now),
-                wall: std::time::SystemTime::now(),
+                wall,
             });
         }
         drop(guard);
-        if changed {
+        drop(timers);
+        // The system timer thread leaves telling to its notifier: it never waits on user code.
+        if changed && !crate::timer::deferring() {
             self.deliver();
         }
         true
+    }
+
+    /// The timers of this breaker's clock, if it has any; read outside every lock.
+    fn timer_source(&self) -> Option<TimerSource> {
+        match self.clock() {
+            #[cfg(not(loom))]
+            ClockRef::System => Some(TimerSource::System),
+            #[cfg(loom)]
+            ClockRef::System => None,
+            ClockRef::Custom(c) => {
+                // User code: a panic means no timers.
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.timers()))
+                    .unwrap_or_else(|payload| {
+                        crate::event::discard(payload);
+                        None
+                    })
+                    .map(TimerSource::Custom)
+            }
+        }
+    }
+
+    /// Arms a timer that moves the opening `generation` to half-open at `until`. Under the
+    /// transition lock. Returns whether it is armed.
+    fn arm(&self, timers: &TimerSource, until: u64, generation: u32) -> bool {
+        if !self.registered {
+            add_weak(&self.weak);
+        }
+        let weak = WeakBreaker(NonNull::from(self));
+        match timers {
+            #[cfg(not(loom))]
+            TimerSource::System => crate::timer::system::timers().arm(until, generation, weak),
+            TimerSource::Custom(t) => t.arm(until, generation, weak).is_some(),
+        }
     }
 
     /// For a failure-rate trip by a success: the last failure of generation `expect` kept by
@@ -1895,7 +2038,18 @@ impl Inner {
 
     fn emit(&self, event: &Event) {
         let level_warn = event.to == State::Open || event.to == State::ForcedOpen;
-        if level_warn {
+        if event.to == State::Open {
+            // The short explanation: why it opened, and the failure that did it. It reads the
+            // clock, which may be the user's and panic: caught, as a listener's panic is.
+            let why = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.explain().short().to_string()
+            }))
+            .unwrap_or_else(|payload| {
+                crate::event::discard(payload);
+                String::new()
+            });
+            tracing::warn!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, why = %why, "circuit breaker state changed");
+        } else if level_warn {
             tracing::warn!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
         } else {
             tracing::info!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
@@ -1910,6 +2064,35 @@ impl Inner {
         if self.registered {
             crate::registry::registry().notify(event);
         }
+    }
+
+    /// What `Breaker::explain` is built from: one read of each part.
+    pub(crate) fn explain(&self) -> crate::explain::Explanation {
+        let m = self.metrics();
+        let now = self.clock().coarse();
+        let why = match self.cold.get() {
+            Some(cold) => cold.why.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            None => Default::default(),
+        };
+        let window = self.window.as_ref().map(|w| {
+            let t = w.tally(now);
+            (t.failures, t.slow, t.calls)
+        });
+        crate::explain::Explanation::new(crate::explain::Parts {
+            name: m.name,
+            state: m.state,
+            now: Duration::from_nanos(now),
+            since: Duration::from_nanos(self.state_since.load(Ordering::Relaxed)),
+            why,
+            last_failure: self.last_failure(),
+            open_until: (m.state == State::Open)
+                .then(|| Duration::from_nanos(self.open_until.load(Ordering::Relaxed))),
+            reopens: self.reopens_since_close(),
+            consecutive_failures: m.consecutive_failures,
+            probe_successes: m.consecutive_successes,
+            window,
+            config: (*self.config).clone(),
+        })
     }
 
     fn metrics(&self) -> Metrics {

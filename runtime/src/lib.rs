@@ -54,6 +54,7 @@ mod counters;
 mod duration;
 mod error;
 mod event;
+mod explain;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod export;
@@ -73,6 +74,7 @@ mod registry;
 mod serde_impl;
 mod suggest;
 mod sync;
+mod timer;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
@@ -88,6 +90,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigBuilder, ConfigError, Window};
 pub use error::{Error, RejectReason, Rejected, Timeout};
 pub use event::{Event, Reason};
+pub use explain::{Cause, Explanation, Progress};
 pub use keyed::{BreakerMap, Evicted, FamilyMetrics, KeyMetrics, KeyTypeMismatch};
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
@@ -96,6 +99,10 @@ pub use metrics::Metrics;
 pub use outcome::Outcome;
 pub use registration::{ConfigConflict, Conflict, Conflicts, Site};
 pub use registry::{Registry, registry};
+pub use timer::Timers;
+#[doc(hidden)]
+#[cfg(not(loom))]
+pub use timer::system::stop as __stop_system_timer;
 
 /// Support for the code `#[circuit_breaker]` generates, re-exported by the facade's
 /// `__private`. Not public API.
