@@ -77,6 +77,7 @@ impl SystemClock {
     }
 
     #[inline]
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn coarse_nanos(self) -> u64 {
         self.nanos_coarse()
     }

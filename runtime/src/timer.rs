@@ -383,3 +383,67 @@ pub(crate) mod system {
         system.wake.notify_one();
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{Breaker, Clock, Config, ManualClock, State};
+    use std::sync::{Arc, mpsc};
+
+    /// A clock whose timers defer telling, as the system timer thread's do; the test fires
+    /// them on its own thread.
+    struct Deferred(ManualClock, Arc<Timers>);
+
+    impl Clock for Deferred {
+        fn now(&self) -> Duration {
+            self.0.now()
+        }
+        fn timers(&self) -> Option<Arc<Timers>> {
+            Some(self.1.clone())
+        }
+    }
+
+    /// The thread that fires timers never runs a listener: one that blocks (on the notifier
+    /// thread) holds up neither its own breaker's state nor another breaker's timer.
+    #[test]
+    fn a_blocking_listener_stalls_no_timer() {
+        let manual = ManualClock::new();
+        let timers = Arc::new(Timers {
+            heap: Mutex::default(),
+            defer: true,
+        });
+        let breaker = |name: &str, open_ms: u64| {
+            let config = Config::builder()
+                .failures(1)
+                .open_for(Duration::from_millis(open_ms))
+                .clock(Deferred(manual.clone(), timers.clone()));
+            Breaker::new(name, config.build().unwrap())
+        };
+        let a = breaker("blocks", 1000);
+        let b = breaker("other", 2000);
+        let (release, wait) = mpsc::channel::<()>();
+        let wait = std::sync::Mutex::new(wait);
+        let (entered, blocked) = mpsc::channel::<()>();
+        let entered = std::sync::Mutex::new(entered);
+        a.on_state_change(move |e| {
+            if e.to == State::HalfOpen {
+                entered.lock().unwrap().send(()).unwrap();
+                wait.lock().unwrap().recv().unwrap();
+            }
+        });
+        let (told, b_told) = mpsc::channel::<State>();
+        let told = std::sync::Mutex::new(told);
+        b.on_state_change(move |e| told.lock().unwrap().send(e.to).unwrap());
+        a.call(|| Err::<(), _>("down")).unwrap_err();
+        b.call(|| Err::<(), _>("down")).unwrap_err();
+        assert_eq!(b_told.recv().unwrap(), State::Open);
+        manual.advance(Duration::from_secs(3));
+        timers.fire_due(Duration::from_secs(3));
+        // Both moved on, on this thread, before `fire_due` returned.
+        assert_eq!((a.state(), b.state()), (State::HalfOpen, State::HalfOpen));
+        // The notifier is stuck in a's listener; b's event waits behind it.
+        blocked.recv().unwrap();
+        release.send(()).unwrap();
+        assert_eq!(b_told.recv().unwrap(), State::HalfOpen);
+    }
+}
