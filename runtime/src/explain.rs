@@ -5,9 +5,9 @@ use core::time::Duration;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::breaker::State;
 use crate::config::Window;
 use crate::event::Reason;
+use crate::state::State;
 
 /// What a transition leaves behind for [`Explanation`]: why it happened and the numbers that
 /// made it happen. Written under the breaker's transition lock, with the state it explains.

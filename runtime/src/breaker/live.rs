@@ -1,0 +1,143 @@
+//! The live control plane's hooks into the breaker: the open timer (see `crate::timer`) and
+//! `explain`.
+
+use core::time::Duration;
+use std::sync::Arc;
+
+use super::Breaker;
+use super::inner::Inner;
+use crate::clock::ClockRef;
+use crate::event::Reason;
+use crate::explain::{Explanation, Parts};
+use crate::state::{State, generation};
+use crate::sync::{Ordering, lock};
+use crate::timer::{TIMED, Timers};
+
+/// Where an opening's timer is armed.
+pub(super) enum TimerSource {
+    #[cfg(not(loom))]
+    System,
+    Custom(Arc<Timers>),
+}
+
+impl Inner {
+    /// The timers of this breaker's clock, if it has any; asked outside every lock (a user
+    /// clock's `timers` is user code, and its panic means none).
+    pub(super) fn timer_source(&self) -> Option<TimerSource> {
+        match self.clock() {
+            #[cfg(not(loom))]
+            ClockRef::System => Some(TimerSource::System),
+            #[cfg(loom)]
+            ClockRef::System => None,
+            ClockRef::Custom(c) => {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.timers()))
+                    .unwrap_or_else(|payload| {
+                        crate::event::discard(payload);
+                        None
+                    })
+                    .map(TimerSource::Custom)
+            }
+        }
+    }
+
+    /// Arms a timer that moves the opening `generation` to half-open at `until`; returns the
+    /// flag to publish with the state ([`TIMED`] if armed). Under the transition lock: runs
+    /// no user code.
+    pub(super) fn arm(&self, timers: &TimerSource, until: u64, generation: u32) -> u64 {
+        let weak = self.weak_handle();
+        let armed = match timers {
+            #[cfg(not(loom))]
+            TimerSource::System => crate::timer::system::timers().arm(until, generation, weak),
+            TimerSource::Custom(t) => t.arm(until, generation, weak).is_some(),
+        };
+        if armed { TIMED } else { 0 }
+    }
+
+    /// What `Breaker::explain` says now.
+    fn explain(&self) -> Explanation {
+        let m = self.metrics();
+        let now = self.clock().coarse();
+        let why = match self.cold.get() {
+            Some(cold) => cold.why.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            None => Default::default(),
+        };
+        let window = self.window.as_ref().map(|w| {
+            let t = w.tally(now);
+            (t.failures, t.slow, t.calls)
+        });
+        Explanation::new(Parts {
+            name: m.name,
+            state: m.state,
+            now: Duration::from_nanos(now),
+            since: Duration::from_nanos(self.state_since.load(Ordering::Relaxed)),
+            why,
+            last_failure: self.last_failure(),
+            open_until: (m.state == State::Open)
+                .then(|| Duration::from_nanos(self.open_until.load(Ordering::Relaxed))),
+            reopens: self.reopens_since_close(),
+            consecutive_failures: m.consecutive_failures,
+            probe_successes: m.consecutive_successes,
+            window,
+            config: (*self.config).clone(),
+        })
+    }
+
+    /// The short explanation for the `tracing` event of an opening. It reads the clock, which
+    /// may be the user's and panic: caught, as a listener's panic is (empty then).
+    pub(super) fn short_why(&self) -> String {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.explain().short().to_string()
+        }))
+        .unwrap_or_else(|payload| {
+            crate::event::discard(payload);
+            String::new()
+        })
+    }
+}
+
+impl Breaker {
+    /// Why the breaker is in its state, as data and (through `Display`) as a sentence; see
+    /// [`Explanation`]. For a keyed family's entry, ask its breaker
+    /// ([`BreakerMap::get`](crate::BreakerMap::get)).
+    ///
+    /// Reads the clock, and allocates: meant for dashboards, logs and admin endpoints, not
+    /// for the call path.
+    pub fn explain(&self) -> Explanation {
+        self.inner().explain()
+    }
+
+    /// A timer armed for the opening `generation` fired at `at`: to half-open, if still in it.
+    pub(crate) fn wake(&self, generation: u32, at: u64) -> bool {
+        self.inner().transition(
+            generation,
+            &[State::Open],
+            State::HalfOpen,
+            Reason::OpenElapsed,
+            None,
+            at,
+        )
+    }
+
+    /// The timer armed for the opening `generation` will not fire: if still in it, rejections
+    /// read the clock again, and the first call after the open time half-opens it.
+    pub(crate) fn disarm(&self, expect: u32) {
+        let inner = self.inner();
+        let _guard = lock(&inner.transition);
+        let word = inner.state.load(Ordering::Acquire);
+        if generation(word) == expect && word & TIMED != 0 {
+            inner.state.store(word & !TIMED, Ordering::Release);
+        }
+    }
+
+    /// Tells the events a deferred transition queued.
+    pub(crate) fn tell_pending(&self) {
+        if self.inner().cold.get().is_some() {
+            self.inner().deliver();
+        }
+    }
+
+    /// The breaker's clock now, coarse: for the time left of a timed rejection.
+    pub(crate) fn coarse_now(&self) -> u64 {
+        self.inner().clock().coarse()
+    }
+}
