@@ -79,6 +79,7 @@ mod metrics;
 mod outcome;
 mod registration;
 mod registry;
+mod reload;
 #[cfg(feature = "serde")]
 mod serde_impl;
 mod state;
@@ -109,6 +110,7 @@ pub use metrics::Metrics;
 pub use outcome::Outcome;
 pub use registration::{ConfigConflict, Conflict, Conflicts, Site};
 pub use registry::{Registry, registry};
+pub use reload::ReconfigureError;
 pub use state::{SharedState, State};
 pub use timer::Timers;
 #[doc(hidden)]

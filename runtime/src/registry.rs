@@ -314,6 +314,22 @@ impl Registry {
         read(&self.breakers).contains_key(name)
     }
 
+    /// The breaker `name` if it has been created; creates nothing (`reload_toml`).
+    #[cfg(feature = "serde")]
+    pub(crate) fn existing(&self, name: &str) -> Option<Breaker> {
+        read(&self.breakers).get(name).map(|e| e.breaker.clone())
+    }
+
+    /// Marks the config of the breaker `name` as set by a file, like a preset: call sites
+    /// asking for another config meet an override, not a conflict (`reload_toml`).
+    #[cfg(feature = "serde")]
+    pub(crate) fn mark_preset(&self, name: &str) {
+        if let Some(entry) = write(&self.breakers).get_mut(name) {
+            entry.preset = true;
+            entry.site = None;
+        }
+    }
+
     /// The name of every breaker, created or annotated (a `#[circuit_breaker]` function not
     /// called yet), sorted. Creates nothing, so configs can still be set for all of them.
     pub fn names(&self) -> Vec<String> {

@@ -24,7 +24,14 @@ use std::collections::BinaryHeap;
 
 use crate::breaker::WeakBreaker;
 use crate::clock::nanos;
-use crate::sync::{Mutex, lock};
+// std's lock, not loom's, even under loom: no atomic protocol runs through the heap (each
+// critical section is a push or a pop with no atomic inside), and loom's would multiply the
+// interleavings of every model in which a breaker opens.
+use std::sync::Mutex;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The state word's flag (above the state tag's byte) saying that a timer will move this open
 /// breaker on: its rejections need not read the clock.
@@ -358,7 +365,7 @@ pub(crate) mod system {
         let _stopped = Stopped(system);
         loop {
             system.timers.fire(SystemClock.coarse_nanos());
-            let heap = system.timers.heap.lock().unwrap_or_else(|e| e.into_inner());
+            let heap = lock(&system.timers.heap);
             if heap.dead {
                 return;
             }

@@ -33,6 +33,9 @@ pub(super) struct Cold {
     /// A rate trip's tally (generation, bad calls, calls), left by `judge_rates` for the
     /// transition it asks for.
     pub(super) tally: std::sync::Mutex<Option<(u32, u64, u64)>>,
+    /// The configs a reload replaced: kept while the breaker lives, since a call may still
+    /// read one (see `LiveConfig`).
+    pub(super) retired: std::sync::Mutex<Vec<Arc<crate::config::Config>>>,
 }
 
 #[derive(Default)]

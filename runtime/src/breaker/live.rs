@@ -7,8 +7,10 @@ use std::sync::Arc;
 use super::Breaker;
 use super::inner::Inner;
 use crate::clock::ClockRef;
+use crate::config::Config;
 use crate::event::Reason;
 use crate::explain::{Explanation, Parts};
+use crate::reload::ReconfigureError;
 use crate::state::{State, generation};
 use crate::sync::{Ordering, lock};
 use crate::timer::{TIMED, Timers};
@@ -139,5 +141,62 @@ impl Breaker {
     /// The breaker's clock now, coarse: for the time left of a timed rejection.
     pub(crate) fn coarse_now(&self) -> u64 {
         self.inner().clock().coarse()
+    }
+}
+
+impl Breaker {
+    /// Applies `config` to this live breaker without losing its state, counts, window or open
+    /// time: the new thresholds judge the calls already in the window from the next call on,
+    /// a new `open_for` (or backoff, jitter, cap) applies from the next opening (an open
+    /// breaker keeps its deadline), and a new `half_open_calls` or `successes` applies to
+    /// the round under way. The breaker's clock stays its own (`config`'s is not used).
+    ///
+    /// Refused, with nothing changed, for a config that changes what shapes the breaker's
+    /// window or call path: the window's kind or size, adding or removing `failure_rate`,
+    /// `slow_rate`, `slow`, `max_concurrent` or `failures_within`. Those apply only to a new
+    /// breaker. Returns whether the config differed.
+    ///
+    /// A call under way while the config changes may read some values from the old config
+    /// and some from the new. Each replaced config is kept (a couple of hundred bytes) until
+    /// the breaker is dropped, since such a call may still read it; a registry breaker keeps
+    /// them for the process, so reload on a change, not on a timer.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{Breaker, Config, State};
+    ///
+    /// let breaker = Breaker::new("users", Config::builder().failures(3).build()?);
+    /// let _ = breaker.call(|| Err::<(), _>("down"));
+    /// breaker.reconfigure(Config::builder().failures(2).build()?).unwrap();
+    /// let _ = breaker.call(|| Err::<(), _>("down"));
+    /// assert_eq!(breaker.state(), State::Open, "the streak was kept, and judged by 2");
+    /// # Ok::<(), breakerbox_runtime::ConfigError>(())
+    /// ```
+    pub fn reconfigure(&self, config: Config) -> Result<bool, ReconfigureError> {
+        let inner = self.inner();
+        crate::reload::compatible(&inner.config, &config)?;
+        let mut config = config;
+        config.clock = inner.config.clock.clone();
+        if *inner.config == config {
+            return Ok(false);
+        }
+        // Interned outside the lock (the pool may drop a config, and with it a clock).
+        let config = crate::config::intern(config);
+        let old = {
+            let _guard = lock(&inner.transition);
+            // SAFETY: the old config goes to `retired`, which lives as long as the breaker.
+            unsafe { inner.config.swap(config) }
+        };
+        inner
+            .cold()
+            .retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(old);
+        Ok(true)
+    }
+
+    /// Whether `config` can be applied by [`reconfigure`](Breaker::reconfigure).
+    pub(crate) fn can_reconfigure(&self, config: &Config) -> Result<(), ReconfigureError> {
+        crate::reload::compatible(&self.inner().config, config)
     }
 }
