@@ -53,7 +53,6 @@
 //! - `load` (feature `serde`) — `Registry::load_toml` and its `LoadError`.
 //! - `serde_impl` (feature `serde`) — `Serialize`/`Deserialize` for configs, metrics, states, events.
 #![cfg_attr(docsrs, feature(doc_cfg))]
-#![warn(missing_docs)]
 
 mod breaker;
 mod clock;
