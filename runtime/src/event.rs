@@ -170,6 +170,7 @@ pub enum Reason {
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Reason::Failures(1) => f.write_str("1 consecutive failure"),
             Reason::Failures(n) => write!(f, "{n} consecutive failures"),
             Reason::FailureRate(p) => write!(f, "failure rate {p}%"),
             Reason::SlowRate(p) => write!(f, "slow-call rate {p}%"),
@@ -219,6 +220,13 @@ mod tests {
             // from the manual clock's hour after its zero.
             assert!(event.wall > UNIX_EPOCH + Duration::from_secs(365 * 24 * 3600));
         }
+    }
+
+    /// A trip's reason reads as English: one failure, two failures.
+    #[test]
+    fn a_single_failure_is_singular() {
+        assert_eq!(Reason::Failures(1).to_string(), "1 consecutive failure");
+        assert_eq!(Reason::Failures(2).to_string(), "2 consecutive failures");
     }
 
     #[cfg(feature = "serde")]

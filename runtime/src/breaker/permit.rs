@@ -65,7 +65,7 @@ impl Ticket {
     }
 }
 
-/// Leave to make one call; record its outcome with it.
+/// Permission to make one call; record the call's outcome with it.
 ///
 /// From [`Breaker::try_acquire`]. A permit dropped without a verdict records what is right: a
 /// [`Failure`](Outcome::Failure) while the thread is panicking (the panic goes on), otherwise
