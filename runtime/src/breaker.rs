@@ -448,8 +448,8 @@ impl Breaker {
         inner.reopens.store(openings, Ordering::Relaxed);
     }
 
-    /// Whether two handles are the same breaker.
-    pub fn same(&self, other: &Breaker) -> bool {
+    /// Whether two handles are the same breaker (as [`Arc::ptr_eq`] says of two `Arc`s).
+    pub fn ptr_eq(&self, other: &Breaker) -> bool {
         core::ptr::eq(self.inner(), other.inner())
     }
 }

@@ -572,8 +572,8 @@ fn registry_two_threads_creating_one_name_get_one_breaker() {
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
         for b in &got {
-            assert!(b.same(&got[0]));
-            assert!(b.same(&registry().get(&name).unwrap()));
+            assert!(b.ptr_eq(&got[0]));
+            assert!(b.ptr_eq(&registry().get(&name).unwrap()));
         }
         assert_eq!(
             registry()
@@ -728,7 +728,7 @@ fn weak_handles_to_registry_breakers_always_upgrade() {
     let again = w
         .upgrade()
         .expect("a registry breaker lives for the process");
-    assert!(again.same(&registry().get("adv-weak-registry").unwrap()));
+    assert!(again.ptr_eq(&registry().get("adv-weak-registry").unwrap()));
     let w2 = w.clone();
     drop(w);
     assert!(w2.upgrade().is_some());
@@ -1194,7 +1194,11 @@ fn keyed_lookup_by_str_finds_the_string_key() {
     assert_eq!(hosts.len(), 1);
     assert_eq!(hosts.get("a.example").unwrap().state(), State::Open);
     assert!(hosts.get("b.example").is_none());
-    assert!(hosts.breaker("a.example").same(&hosts.get(&owned).unwrap()));
+    assert!(
+        hosts
+            .breaker("a.example")
+            .ptr_eq(&hosts.get(&owned).unwrap())
+    );
     let p = hosts.try_acquire("c.example").unwrap();
     p.success();
     assert_eq!(hosts.len(), 2);
