@@ -229,7 +229,7 @@ fn bulkhead_places_are_freed_by_a_trip_and_recovery() {
 }
 
 #[test]
-fn exported_state_imports_into_another_breaker() {
+fn an_exported_open_state_imports_into_another_breaker_and_its_backoff_goes_on() {
     let config = || {
         Config::builder()
             .failures(1)
@@ -263,8 +263,20 @@ fn exported_state_imports_into_another_breaker() {
     there_clock.advance(secs(3));
     fail(&there);
     assert_eq!(there.metrics().retry_after, Some(secs(8)));
-    // Half-open and closed import too; a closed import resets the backoff.
-    let (other, other_clock) = breaker(config());
+}
+
+/// Half-open and closed states import too: an imported probe round counts its re-opens, and a
+/// closed import resets the backoff.
+#[test]
+fn half_open_and_closed_states_import_and_a_closed_import_resets_the_backoff() {
+    let config = || {
+        Config::builder()
+            .failures(1)
+            .open_for(secs(1))
+            .backoff(2.0)
+            .max_open_for(secs(30))
+    };
+    let (other, _clock) = breaker(config());
     other.import_state(&breakerbox_runtime::SharedState::new(
         State::HalfOpen,
         None,
@@ -284,5 +296,4 @@ fn exported_state_imports_into_another_breaker() {
     assert_eq!(other.state(), State::Closed);
     fail(&other);
     assert_eq!(other.metrics().retry_after, Some(secs(1)));
-    let _ = other_clock;
 }
