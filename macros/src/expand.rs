@@ -30,8 +30,9 @@ fn try_expand(attr: TokenStream, item: &TokenStream) -> Result<TokenStream, Erro
     let mut errors = Errors::default();
     let args = parse::parse(attr, &mut errors);
     valid::check(&args, &mut errors);
-    // The function is checked against the defaults when the attribute has errors, so no error
-    // about the function follows from a key that is already reported.
+    // With mistakes in the attribute, the function is checked against the defaults: its own
+    // shape (`const`, `extern`, a returned future, …) is still reported, and the checks that
+    // read keys wait for an attribute without mistakes.
     let args = if errors.is_empty() {
         args
     } else {
@@ -242,18 +243,16 @@ impl<'a> Ctx<'a> {
         })
     }
 
-    /// The registration and the breaker (a static, or the key's breaker), then the permit:
-    /// a rejected call returns the fallback's answer, or the rejection converted into the
-    /// function's error type.
-    fn admission(&self) -> TokenStream {
+    /// The registration (the breaker's name, its config and this line, known to the registry
+    /// before the first call), and the breaker: a static per function, or with `key` a local
+    /// handle to the key's breaker.
+    fn lookup(&self) -> TokenStream {
         let Ctx {
             function,
             args,
             private,
             breaker,
             registration,
-            permit,
-            rejected,
             config,
             ..
         } = self;
@@ -282,7 +281,7 @@ impl<'a> Ctx<'a> {
                 ::core::column!(),
             );
         };
-        let lookup = match &args.key {
+        match &args.key {
             None => quote! {
                 // Registered at link time, so the registry knows the breaker, its config and this
                 // line before the first call.
@@ -313,7 +312,21 @@ impl<'a> Ctx<'a> {
                     };
                 }
             }
-        };
+        }
+    }
+
+    /// The breaker, then the permit: a rejected call returns the fallback's answer, or the
+    /// rejection converted into the function's error type.
+    fn admission(&self) -> TokenStream {
+        let Ctx {
+            args,
+            private,
+            breaker,
+            permit,
+            rejected,
+            ..
+        } = self;
+        let lookup = self.lookup();
         let reject_reason = quote!(#private::FallbackReason::Rejected(#rejected));
         let (reject_pattern, on_reject) = match self.fallback_call(reject_reason) {
             Some(call) if args.fallback_with_reason => (quote!(#rejected), call),
