@@ -80,7 +80,11 @@ fn keyed_lookup_by_str_finds_the_string_key() {
     assert_eq!(hosts.len(), 1);
     assert_eq!(hosts.get("a.example").unwrap().state(), State::Open);
     assert!(hosts.get("b.example").is_none());
-    assert!(hosts.breaker("a.example").same(&hosts.get(&owned).unwrap()));
+    assert!(
+        hosts
+            .breaker("a.example")
+            .ptr_eq(&hosts.get(&owned).unwrap())
+    );
     let p = hosts.try_acquire("c.example").unwrap();
     p.success();
     assert_eq!(hosts.len(), 2);

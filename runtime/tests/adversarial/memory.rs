@@ -120,7 +120,7 @@ fn weak_handles_to_registry_breakers_always_upgrade() {
     let again = w
         .upgrade()
         .expect("a registry breaker lives for the process");
-    assert!(again.same(&registry().get("adv-weak-registry").unwrap()));
+    assert!(again.ptr_eq(&registry().get("adv-weak-registry").unwrap()));
     let w2 = w.clone();
     drop(w);
     assert!(w2.upgrade().is_some());

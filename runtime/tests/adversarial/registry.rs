@@ -62,8 +62,8 @@ fn registry_two_threads_creating_one_name_get_one_breaker() {
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
         for b in &got {
-            assert!(b.same(&got[0]));
-            assert!(b.same(&registry().get(&name).unwrap()));
+            assert!(b.ptr_eq(&got[0]));
+            assert!(b.ptr_eq(&registry().get(&name).unwrap()));
         }
         assert_eq!(
             registry()

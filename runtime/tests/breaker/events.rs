@@ -124,7 +124,7 @@ fn every_transition_is_a_tracing_event() {
         (
             "closed".into(),
             "open".into(),
-            "1 consecutive failures".into()
+            "1 consecutive failure".into()
         )
     );
     assert_eq!(changes[0].level, tracing::Level::WARN);

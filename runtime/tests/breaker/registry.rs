@@ -13,13 +13,13 @@ fn registry_shares_one_breaker_per_name() {
     let b = registry().get_or_create("transitions.shared", || {
         Config::builder().failures(2).build().unwrap()
     });
-    assert!(a.same(&b));
-    assert!(registry().get("transitions.shared").unwrap().same(&a));
+    assert!(a.ptr_eq(&b));
+    assert!(registry().get("transitions.shared").unwrap().ptr_eq(&a));
     assert!(registry().get("transitions.nobody").is_none());
     fail(&a);
     fail(&b);
     assert_eq!(a.state(), State::Open);
-    assert!(registry().breakers().iter().any(|x| x.same(&a)));
+    assert!(registry().breakers().iter().any(|x| x.ptr_eq(&a)));
     let snap = registry().snapshot();
     assert!(snap.windows(2).all(|w| w[0].name <= w[1].name));
     assert_eq!(
@@ -82,7 +82,7 @@ fn registry_warns_once_when_call_sites_differ() {
             let other = registry().get_or_create("transitions.differ", || {
                 Config::builder().failures(7).build().unwrap()
             });
-            assert!(other.same(&first));
+            assert!(other.ptr_eq(&first));
             assert_eq!(other.config().failures(), Some(2), "the first one wins");
         }
         // The same config, with another clock, is not a difference.

@@ -27,13 +27,13 @@ fn repro_a_config_closure_may_wait_for_a_thread_that_creates_a_breaker() {
                 });
                 let made = other.join().unwrap();
                 assert!(registry().get(made.name()).is_some());
-                assert!(registry().breakers().iter().any(|x| x.same(&made)));
+                assert!(registry().breakers().iter().any(|x| x.ptr_eq(&made)));
                 // On this thread too.
                 let mine = registry().get_or_create(&fresh("d09.nested"), Config::default);
-                assert!(registry().get(mine.name()).unwrap().same(&mine));
+                assert!(registry().get(mine.name()).unwrap().ptr_eq(&mine));
                 Config::default()
             });
-            assert!(registry().get(&name).unwrap().same(&b));
+            assert!(registry().get(&name).unwrap().ptr_eq(&b));
         }
     });
 }
@@ -72,7 +72,7 @@ fn config_closure_faults_leave_the_registry_working() {
                 }));
                 arm.set(Fault::None);
                 match r {
-                    Ok(got) => assert!(got.same(&b), "{case}"),
+                    Ok(got) => assert!(got.ptr_eq(&b), "{case}"),
                     Err(panic) => {
                         assert_eq!(fault, Fault::Panic, "{case}");
                         assert_eq!(message(&*panic), format!("injected fault in {name}"));
@@ -125,10 +125,10 @@ fn racing_creators_and_configure_agree_on_one_breaker() {
                 got
             });
             assert!(
-                got.iter().all(|(b, _)| b.same(&got[0].0)),
+                got.iter().all(|(b, _)| b.ptr_eq(&got[0].0)),
                 "two breakers for one name"
             );
-            assert!(registry().get(&name).unwrap().same(&got[0].0));
+            assert!(registry().get(&name).unwrap().ptr_eq(&got[0].0));
         }
     });
 }

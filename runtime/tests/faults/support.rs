@@ -317,7 +317,7 @@ impl Arm {
         }
         let _ = (b.last_failure(), b.export_state(), b.config().failures());
         let made = registry().get_or_create(&fresh("reenter"), Config::default);
-        if !registry().breakers().iter().any(|x| x.same(&made)) {
+        if !registry().breakers().iter().any(|x| x.ptr_eq(&made)) {
             self.problem("a breaker created inside is not listed".into());
         }
         if registry().get(made.name()).is_none() {
