@@ -44,9 +44,14 @@
 //! - `export` (feature `metrics`) — snapshots through the `metrics` crate.
 //! - `load` (feature `serde`) — `Registry::load_toml` and its `LoadError`.
 //! - `serde_impl` (feature `serde`) — `Serialize`/`Deserialize` for configs, metrics, states, events.
+//! - `admin` (feature `admin`) — `admin::router()`: an axum router with JSON views, controls,
+//!   an event stream and a dashboard.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
+#[cfg(feature = "admin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
+pub mod admin;
 mod breaker;
 mod clock;
 mod config;
