@@ -1,6 +1,7 @@
 //! The JSON views: `GET /breakers` and `GET /breakers/{name}`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
@@ -49,10 +50,16 @@ impl BreakerView {
     }
 }
 
-/// The time left open, from a snapshot: `Some` in the `open` state only.
+/// The time left open, from a snapshot: `Some` in the `open` state only, rounded up to the
+/// millisecond (`"56.932s"`, not `"56.931999867s"`; never `"0s"` while time is left).
 fn open_remaining(metrics: &Metrics) -> Option<String> {
     match metrics.state {
-        BreakerState::Open => metrics.retry_after.map(display_duration),
+        BreakerState::Open => metrics.retry_after.map(|left| {
+            let millis = left.as_nanos().div_ceil(1_000_000);
+            display_duration(Duration::from_millis(
+                u64::try_from(millis).unwrap_or(u64::MAX),
+            ))
+        }),
         _ => None,
     }
 }
