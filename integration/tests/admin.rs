@@ -374,6 +374,12 @@ async fn oversized_malformed_and_misdirected_requests_get_a_clear_4xx_and_change
             &format!("trip-for reads JSON: {how}"),
         ),
         bad(
+            "an array on reset",
+            post("/breakers/adm-body/reset", Some(TOKEN), "[]"),
+            StatusCode::BAD_REQUEST,
+            "reset takes no body: send none, or `{}`",
+        ),
+        bad(
             "a body on reset",
             post(
                 "/breakers/adm-body/reset",
@@ -440,6 +446,10 @@ async fn a_duration_is_refused_with_the_attributes_message() {
     assert!(
         file_error.contains(sentence),
         "{file_error}\nvs\n{sentence}"
+    );
+    assert_eq!(
+        sentence,
+        r#"unexpected space in duration "10 sec": write it without spaces, like "10s""#
     );
     assert_eq!(b.state(), State::Closed);
 }

@@ -102,7 +102,11 @@ fn run(
 /// The body of force-open, disable and reset: empty, or the empty JSON object.
 fn no_body(action: Action, body: &[u8]) -> Result<(), Problem> {
     let text = body.trim_ascii();
-    if text.is_empty() || serde_json::from_slice::<Empty>(text).is_ok() {
+    let empty_object = || {
+        serde_json::from_slice::<serde_json::Value>(text)
+            .is_ok_and(|v| v.as_object().is_some_and(|m| m.is_empty()))
+    };
+    if text.is_empty() || empty_object() {
         return Ok(());
     }
     let name = match action {
@@ -115,11 +119,6 @@ fn no_body(action: Action, body: &[u8]) -> Result<(), Problem> {
         format!("{name} takes no body: send none, or `{{}}`"),
     ))
 }
-
-/// `{}` and nothing else.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Empty {}
 
 /// `{"duration": "30s"}`.
 #[derive(serde::Deserialize)]
