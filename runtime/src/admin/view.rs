@@ -10,12 +10,13 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::{Problem, Shared, json};
-use crate::breaker::{Breaker, State as BreakerState};
+use crate::breaker::Breaker;
 use crate::config::Config;
 use crate::duration::{display_duration, excerpt};
 use crate::keyed::{Evicted, FamilyMetrics};
 use crate::metrics::Metrics;
 use crate::registry::registry;
+use crate::state::State as BreakerState;
 
 /// How many open keys of a family the views list.
 pub(crate) const OPEN_KEYS_SHOWN: usize = 20;
