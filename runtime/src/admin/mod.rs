@@ -25,7 +25,7 @@
 //! | `POST /breakers/{name}/force-open`, `/disable`, `/reset` | the control, with an empty body (or `{}`) |
 //! | `POST /breakers/{name}/trip-for` | opens it for `{"duration": "30s"}` (the attribute's duration text) |
 //! | `GET /events` | server-sent events: `state` on each change, `metrics` every second, `dropped` after a lag |
-//! | `GET /metrics` | Prometheus text, with feature `metrics` and [`Admin::prometheus`] |
+//! | `GET /metrics` | Prometheus text, with feature `metrics` and `Admin::prometheus` |
 //!
 //! `docs/admin.md` in the repository gives every JSON shape and the event stream's format.
 //! Every error is a JSON body `{"error": "<sentence>", "status": <code>}` with a 4xx status.
