@@ -43,16 +43,11 @@ impl Drop for Driver {
     }
 }
 
-/// Starts chromedriver on a free loopback port and waits until it says it listens.
+/// Starts chromedriver on a free loopback port (it picks one for `--port=0`) and waits until
+/// it says which.
 fn start_driver(chromedriver: &PathBuf) -> (Driver, u16) {
-    // A port free now; chromedriver takes it at once.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let mut child = Command::new(chromedriver)
-        .arg(format!("--port={port}"))
+        .arg("--port=0")
         .arg("--allowed-ips=127.0.0.1")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -72,7 +67,16 @@ fn start_driver(chromedriver: &PathBuf) -> (Driver, u16) {
     });
     loop {
         match rx.recv_timeout(DEADLINE) {
-            Ok(line) if line.contains("started successfully") => return (driver, port),
+            // "ChromeDriver was started successfully on port 37599."
+            Ok(line) if line.contains("started successfully") => {
+                let port = line
+                    .trim_end_matches('.')
+                    .rsplit(' ')
+                    .next()
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or_else(|| panic!("no port in chromedriver's {line:?}"));
+                return (driver, port);
+            }
             Ok(_) => continue,
             Err(e) => panic!("chromedriver did not say it started ({e})"),
         }
