@@ -121,7 +121,7 @@ pub struct Event {
     pub reason: Reason,
     /// When, on the breaker's clock: comparable with the breaker's other times (a
     /// [`ManualClock`](crate::ManualClock)'s in tests), not with `Instant` or a wall time.
-    #[cfg_attr(feature = "serde", serde(with = "crate::serde_impl::duration"))]
+    #[cfg_attr(feature = "serde", serde(with = "crate::edge::serde_impl::duration"))]
     pub at: Duration,
     /// When, on the system's wall clock ([`SystemTime::now`] as the change was made), for logs
     /// and alerts. It is read even for a breaker on a [`ManualClock`](crate::ManualClock), and
@@ -146,7 +146,9 @@ pub enum Reason {
     /// The window's slow-call rate reached the limit (percent).
     SlowRate(u8),
     /// A call's outcome, or [`Breaker::trip_for`](crate::Breaker::trip_for), opened it for this long.
-    TripFor(#[cfg_attr(feature = "serde", serde(with = "crate::serde_impl::duration"))] Duration),
+    TripFor(
+        #[cfg_attr(feature = "serde", serde(with = "crate::edge::serde_impl::duration"))] Duration,
+    ),
     /// `open_for` passed: probing.
     OpenElapsed,
     /// A probe failed.
