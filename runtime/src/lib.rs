@@ -52,8 +52,14 @@
 //! - `export` (feature `metrics`) — snapshots through the `metrics` crate.
 //! - `load` (feature `serde`) — `Registry::load_toml` and its `LoadError`.
 //! - `serde_impl` (feature `serde`) — `Serialize`/`Deserialize` for configs, metrics, states, events.
+//! - `admin` (feature `admin`; in `admin/`, not `edge/`, being a tree of its own with its
+//!   page) — `admin::router()`: an axum router with JSON views, controls, an event stream and a
+//!   dashboard.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "admin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
+pub mod admin;
 mod breaker;
 mod clock;
 mod config;
