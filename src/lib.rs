@@ -92,6 +92,9 @@ pub use breakerbox_runtime::export;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use breakerbox_runtime::http;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use breakerbox_runtime::fleet;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use breakerbox_runtime::tower;

@@ -44,6 +44,7 @@
 //! - `export` (feature `metrics`) — snapshots through the `metrics` crate.
 //! - `load` (feature `serde`) — `Registry::load_toml` and its `LoadError`.
 //! - `serde_impl` (feature `serde`) — `Serialize`/`Deserialize` for configs, metrics, states, events.
+//! - `fleet` (feature `redis`) — `fleet::Fleet`: breakers shared across processes through Redis.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
@@ -57,6 +58,9 @@ mod event;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod export;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod fleet;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
