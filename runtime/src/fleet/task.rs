@@ -244,6 +244,9 @@ impl Task {
 
     /// Takes on the record `record` as the breaker's state, unless it holds it already.
     fn apply(&mut self, name: &str, record: &Record) {
+        if record.epoch == 0 {
+            return; // no record is no state to take on
+        }
         let Some(breaker) = self.breaker(name) else {
             return;
         };
@@ -251,9 +254,7 @@ impl Task {
             t.applied = record.epoch;
         }
         let local = breaker.state();
-        let same = local == record.state
-            || (record.state == State::Closed && record.epoch == 0 && local == State::HalfOpen);
-        if same && record.state != State::Open {
+        if local == record.state && record.state != State::Open {
             return;
         }
         // A local change of this breaker not yet written loses to the record: the record is
@@ -365,9 +366,18 @@ impl Task {
             &channel,
             name,
         ];
-        let Some(record) = self.invoke(name, &args).await else {
+        let Some(mut record) = self.invoke(name, &args).await else {
             return false;
         };
+        if !record.changed && record.epoch == 0 && expected != "0" {
+            // The record vanished (FLUSHALL, a restart): write over "no record" instead.
+            let mut args = args;
+            args[1] = "0";
+            let Some(again) = self.invoke(name, &args).await else {
+                return false;
+            };
+            record = again;
+        }
         if record.changed {
             if let Some(t) = self.tracked.get_mut(name) {
                 t.applied = record.epoch;
