@@ -115,7 +115,13 @@ impl Shared {
     /// A listener's work: hand a local change to the task. Never waits.
     fn tell(&self, event: &Event, breaker: Option<&Breaker>) {
         if event.reason == Reason::Imported {
-            return; // a remote change applied here: not ours to push
+            // A remote change applied here: not ours to push. The task is told all the same,
+            // in the breaker's order of events, so that it drops a local change made before
+            // this one and not yet written (the record it came from is older).
+            let _ = self.tx.send(task::Message::Imported {
+                name: event.name.clone(),
+            });
+            return;
         }
         let _ = self.tx.send(task::Message::Changed {
             name: event.name.clone(),

@@ -29,6 +29,8 @@ pub(crate) enum Message {
         reason: Reason,
         breaker: Option<WeakBreaker>,
     },
+    /// A remote record was taken on here: local changes told before it are outdated.
+    Imported { name: String },
     /// `Fleet::share`.
     Track { name: String, breaker: WeakBreaker },
     /// `Fleet::resync`: answer whether every store operation succeeded.
@@ -53,6 +55,39 @@ struct Tracked {
     breaker: WeakBreaker,
     /// The epoch of the record this breaker last matched (0: none).
     applied: u64,
+    /// That record's state, and while open, until when (here).
+    seen: State,
+    open_until: Option<Instant>,
+}
+
+impl Tracked {
+    fn new(breaker: WeakBreaker) -> Tracked {
+        Tracked {
+            breaker,
+            applied: 0,
+            seen: State::Closed,
+            open_until: None,
+        }
+    }
+
+    fn saw(&mut self, record: &Record) {
+        self.applied = record.epoch;
+        self.seen = record.state;
+        self.open_until = record.open_remaining().map(|d| Instant::now() + d);
+    }
+
+    /// Whether the fleet's record already says what `intent` would write, so writing it would
+    /// only restart the fleet's open time (a trip made here just before another instance's
+    /// record arrived).
+    fn holds(&self, intent: Intent) -> bool {
+        match intent {
+            Intent::Trip => {
+                self.seen == State::Open && self.open_until.is_some_and(|t| Instant::now() < t)
+            }
+            Intent::Close => self.seen == State::Closed && self.applied != 0,
+            _ => false,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -161,6 +196,11 @@ impl Task {
                 reason,
                 breaker,
             } => self.on_change(name, to, reason, breaker),
+            Message::Imported { name } => {
+                if let Some(pending) = self.pending.get_mut(&name) {
+                    pending.auto = None;
+                }
+            }
             Message::Track { name, breaker } => {
                 self.track(&name, breaker);
                 self.owed = true;
@@ -173,10 +213,9 @@ impl Task {
     }
 
     fn track(&mut self, name: &str, breaker: WeakBreaker) {
-        self.tracked.entry(name.to_owned()).or_insert(Tracked {
-            breaker,
-            applied: 0,
-        });
+        self.tracked
+            .entry(name.to_owned())
+            .or_insert_with(|| Tracked::new(breaker));
     }
 
     fn on_change(&mut self, name: String, to: State, reason: Reason, breaker: Option<WeakBreaker>) {
@@ -232,13 +271,8 @@ impl Task {
             return None;
         }
         let b = registry().existing(name)?;
-        self.tracked.insert(
-            name.to_owned(),
-            Tracked {
-                breaker: b.downgrade(),
-                applied: 0,
-            },
-        );
+        self.tracked
+            .insert(name.to_owned(), Tracked::new(b.downgrade()));
         Some(b)
     }
 
@@ -251,7 +285,10 @@ impl Task {
             return;
         };
         if let Some(t) = self.tracked.get_mut(name) {
-            t.applied = record.epoch;
+            t.saw(record);
+        }
+        if let Some(pending) = self.pending.get_mut(name) {
+            pending.auto = None;
         }
         let local = breaker.state();
         if local == record.state && record.state != State::Open {
@@ -330,6 +367,9 @@ impl Task {
         let Some(breaker) = self.breaker(name) else {
             return true;
         };
+        if self.tracked.get(name).is_some_and(|t| t.holds(intent)) {
+            return true;
+        }
         let now = breaker.export_state();
         let (mode, state, open_for) = match intent {
             Intent::Trip if now.state == State::Open => {
@@ -380,7 +420,7 @@ impl Task {
         }
         if record.changed {
             if let Some(t) = self.tracked.get_mut(name) {
-                t.applied = record.epoch;
+                t.saw(&record);
             }
             self.shared.pushed.fetch_add(1, Ordering::Relaxed);
         } else {
@@ -440,7 +480,7 @@ impl Task {
             // again, as a `cas` over "no record", so that of several instances doing it at
             // once one wins and the others take its record on.
             if let Some(t) = self.tracked.get_mut(name) {
-                t.applied = 0;
+                *t = Tracked::new(t.breaker.clone());
             }
             let Some(breaker) = self.breaker(name) else {
                 return true;
