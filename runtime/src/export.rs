@@ -45,8 +45,9 @@ use std::sync::Once;
 
 use metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
 
-use crate::breaker::{Breaker, State};
+use crate::breaker::Breaker;
 use crate::registry::registry;
+use crate::state::State;
 
 /// The value of `breakerbox_state` for `state`.
 ///

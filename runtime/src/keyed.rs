@@ -39,13 +39,15 @@ use std::collections::hash_map::RandomState;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::breaker::{Breaker, Identity, OwnedPermit, State};
+use crate::breaker::{Breaker, OwnedPermit};
+use crate::breaker::{Error, Rejected};
 use crate::clock::nanos;
 use crate::config::Config;
-use crate::error::{Error, Rejected};
+use crate::identity::Identity;
 use crate::metrics::Metrics;
 use crate::outcome::Outcome;
 use crate::registry::Registry;
+use crate::state::State;
 
 /// A family of breakers, one per key, made from one config: one failing host, tenant or shard
 /// opens its own breaker and no other.
