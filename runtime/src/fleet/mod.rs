@@ -52,7 +52,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::breaker::Breaker;
+use crate::Breaker;
 use crate::event::{Event, Reason};
 use crate::registry::registry;
 

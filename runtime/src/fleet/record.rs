@@ -3,7 +3,7 @@
 
 use core::time::Duration;
 
-use crate::breaker::{SharedState, State};
+use crate::{SharedState, State};
 
 /// The one script: `read`, `cas` or `force` (see its header). Sent with `EVALSHA`, loaded again
 /// by `redis::Script` when the server answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`).

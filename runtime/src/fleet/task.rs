@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::Shared;
 use super::record::{Record, SCRIPT, parse_payload, state_name};
-use crate::breaker::{Breaker, State, WeakBreaker};
+use crate::{Breaker, State, WeakBreaker};
 use crate::event::Reason;
 use crate::registry::registry;
 
