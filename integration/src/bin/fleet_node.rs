@@ -147,7 +147,7 @@ impl Traffic {
                     // Ignored: the traffic neither trips the breaker nor resets a streak.
                     let _ = breaker.call_with(|| (), |_| Outcome::Ignored);
                     batch.push(start.elapsed().as_nanos() as u64);
-                    if batch.len() == 256 {
+                    if batch.len() == 32 {
                         samples.lock().unwrap().append(&mut batch);
                     }
                     std::thread::sleep(Duration::from_micros(200));
