@@ -7,7 +7,7 @@ mod fleet_support;
 
 use std::time::{Duration, Instant};
 
-use fleet_support::{Node, Redis, all_reach, config, nodes, redis_server, tempdir};
+use fleet_support::{Node, Redis, all_reach, config, nodes, redis_server, shared_redis, tempdir};
 
 fn soon() -> Instant {
     Instant::now() + Duration::from_secs(5)
@@ -15,8 +15,7 @@ fn soon() -> Instant {
 
 #[test]
 fn one_trip_opens_every_instance_and_a_reset_on_another_closes_them() {
-    let Some(bin) = redis_server() else { return };
-    let redis = Redis::start(&bin, &[]);
+    let Some(redis) = shared_redis() else { return };
     let mut nodes = nodes(&redis.url(), "trip", 3);
     assert_eq!(nodes[0].cmd("fail"), "ok open");
     all_reach(&mut nodes, "open", soon()).unwrap();
@@ -25,10 +24,12 @@ fn one_trip_opens_every_instance_and_a_reset_on_another_closes_them() {
     assert_eq!(redis.hget(key, "origin"), "node-0");
     assert_eq!(redis.hget(key, "reason"), "1 consecutive failures");
     assert_eq!(redis.hget(key, "last_failure"), "refused");
-    // Open for the config's 60 s, on the server's clock.
+    // Open for what remains of the config's 60 s when the trip is written (the trip is
+    // written within a second here), on the server's clock.
     let open_until: u64 = redis.hget(key, "open_until").parse().unwrap();
     let changed_at: u64 = redis.hget(key, "changed_at").parse().unwrap();
-    assert_eq!(open_until - changed_at, 60_000);
+    let open_for = open_until - changed_at;
+    assert!((59_000..=60_000).contains(&open_for), "{open_for} ms");
     // The others were told, as an imported change; nobody else wrote.
     for node in &nodes[1..] {
         let events = node.events();
@@ -49,8 +50,7 @@ fn one_trip_opens_every_instance_and_a_reset_on_another_closes_them() {
 
 #[test]
 fn force_open_and_disable_on_one_instance_reach_every_instance() {
-    let Some(bin) = redis_server() else { return };
-    let redis = Redis::start(&bin, &[]);
+    let Some(redis) = shared_redis() else { return };
     let mut nodes = nodes(&redis.url(), "manual", 3);
     assert_eq!(nodes[2].cmd("force_open"), "ok");
     all_reach(&mut nodes, "forced-open", soon()).unwrap();
@@ -67,8 +67,7 @@ fn force_open_and_disable_on_one_instance_reach_every_instance() {
 
 #[test]
 fn a_redis_cli_override_reaches_every_instance() {
-    let Some(bin) = redis_server() else { return };
-    let redis = Redis::start(&bin, &[]);
+    let Some(redis) = shared_redis() else { return };
     let mut nodes = nodes(&redis.url(), "ops", 3);
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -105,8 +104,7 @@ fn a_redis_cli_override_reaches_every_instance() {
 
 #[test]
 fn simultaneous_trips_make_one_record_and_every_instance_takes_it() {
-    let Some(bin) = redis_server() else { return };
-    let redis = Redis::start(&bin, &[]);
+    let Some(redis) = shared_redis() else { return };
     let mut nodes = nodes(&redis.url(), "race", 4);
     for round in 0..5 {
         // Four trips at once: each instance's write compares the epoch it last saw.

@@ -41,6 +41,28 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The server `scripts/test` started (`$BREAKERBOX_TEST_REDIS_URL`), or one of the test's own.
+/// Tests that share it use key prefixes of their own.
+pub fn shared_redis() -> Option<Redis> {
+    if let Ok(url) = std::env::var("BREAKERBOX_TEST_REDIS_URL") {
+        let port = url
+            .trim_end_matches('/')
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| {
+                panic!("BREAKERBOX_TEST_REDIS_URL={url}: want redis://127.0.0.1:<port>/")
+            });
+        return Some(Redis {
+            bin: PathBuf::new(),
+            port,
+            child: None,
+            extra: Vec::new(),
+        });
+    }
+    Some(Redis::start(&redis_server()?, &[]))
+}
+
 /// A `redis-server` of the test's own, persistence off, killed on drop.
 pub struct Redis {
     bin: PathBuf,
