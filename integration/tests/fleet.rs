@@ -7,7 +7,9 @@ mod fleet_support;
 
 use std::time::{Duration, Instant};
 
-use fleet_support::{Node, Redis, all_reach, config, nodes, redis_server, shared_redis, tempdir};
+use fleet_support::{
+    Node, Redis, all_reach, config, nodes, nodes_with, redis_server, shared_redis, tempdir,
+};
 
 fn soon() -> Instant {
     Instant::now() + Duration::from_secs(5)
@@ -188,4 +190,58 @@ fn instances_started_before_the_store_decide_alone_then_converge_when_it_starts(
     all_reach(&mut nodes, "open", back + Duration::from_secs(1))
         .unwrap_or_else(|e| panic!("not converged 1 s after the store started: {e}"));
     assert_eq!(redis.hget("{late:payments}", "origin"), "node-0");
+}
+
+#[test]
+fn after_the_open_time_only_half_open_calls_instances_probe_and_the_others_stay_open() {
+    let Some(redis) = shared_redis() else { return };
+    // Two probe slots (so two leases fleet-wide), two successes to close, and leases that
+    // outlive the test.
+    let keys = "failures = 1\nopen_for = \"300ms\"\nhalf_open_calls = 2\nsuccesses = 2\nprobe_timeout = \"60s\"\n";
+    let mut nodes = nodes_with(&redis.url(), "lease", 4, keys);
+    assert_eq!(nodes[0].cmd("fail"), "ok open");
+    all_reach(&mut nodes, "open", soon()).unwrap();
+    // Once the fleet's open time has run out, two instances hold a lease each.
+    let leases = "{lease:payments}:probes";
+    let deadline = soon();
+    while redis.cli(&["ZCARD", leases]) != "2" {
+        assert!(Instant::now() < deadline, "no two leases");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let holders = redis.cli(&["ZRANGE", leases, "0", "-1"]);
+    let holders: Vec<&str> = holders.lines().collect();
+    // The others reject every call: they do not probe.
+    for node in nodes
+        .iter_mut()
+        .filter(|n| !holders.contains(&n.name.as_str()))
+    {
+        for _ in 0..3 {
+            assert_eq!(node.cmd("succeed"), "rejected open", "{} probed", node.name);
+        }
+    }
+    // Each holder probes: one success of two, half-open.
+    for node in nodes
+        .iter_mut()
+        .filter(|n| holders.contains(&n.name.as_str()))
+    {
+        let deadline = soon();
+        loop {
+            let answer = node.cmd("succeed");
+            if answer == "ok half-open" {
+                break;
+            }
+            assert_eq!(answer, "rejected open", "{}", node.name);
+            assert!(Instant::now() < deadline, "{} never probed", node.name);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    // A holder's second success closes it, and so the fleet, and drops the leases.
+    let first = nodes.iter().position(|n| n.name == holders[0]).unwrap();
+    assert_eq!(nodes[first].cmd("succeed"), "ok closed");
+    all_reach(&mut nodes, "closed", soon()).unwrap();
+    assert_eq!(
+        redis.cli(&["EXISTS", leases]),
+        "0",
+        "the close drops the leases"
+    );
 }

@@ -169,9 +169,20 @@ pub struct Node {
 
 /// The node's config: `payments` trips at the first failure and stays open a minute.
 pub fn config(dir: &Path, url: &str, prefix: &str, instance: &str) -> PathBuf {
+    config_with(
+        dir,
+        url,
+        prefix,
+        instance,
+        "failures = 1\nopen_for = \"60s\"\n",
+    )
+}
+
+/// A node's config with `keys` in its `[breakers.payments]` table.
+pub fn config_with(dir: &Path, url: &str, prefix: &str, instance: &str, keys: &str) -> PathBuf {
     let path = dir.join(format!("{prefix}-{instance}.toml"));
     let text = format!(
-        "[breakers.payments]\ndynamic = true\nfailures = 1\nopen_for = \"60s\"\n\n\
+        "[breakers.payments]\ndynamic = true\n{keys}\n\
          [fleet]\nurl = \"{url}\"\nprefix = \"{prefix}\"\nshare = [\"pay*\"]\ninstance = \"{instance}\"\n"
     );
     std::fs::write(&path, text).unwrap();
@@ -322,11 +333,16 @@ impl Drop for Node {
 
 /// `n` nodes named `node-0…` on `url` under `prefix`.
 pub fn nodes(url: &str, prefix: &str, n: usize) -> Vec<Node> {
+    nodes_with(url, prefix, n, "failures = 1\nopen_for = \"60s\"\n")
+}
+
+/// `n` nodes whose `payments` has the config keys `keys`.
+pub fn nodes_with(url: &str, prefix: &str, n: usize, keys: &str) -> Vec<Node> {
     let dir = tempdir();
     (0..n)
         .map(|i| {
             let name = format!("node-{i}");
-            Node::start(&config(&dir, url, prefix, &name), &name)
+            Node::start(&config_with(&dir, url, prefix, &name, keys), &name)
         })
         .collect()
 }

@@ -162,10 +162,10 @@ impl Fleet {
         if !shared.config.share.is_empty() {
             let weak = Arc::downgrade(&shared);
             registry().on_state_change(move |event| {
-                if let Some(shared) = weak.upgrade() {
-                    if shared.config.shares(&event.name) {
-                        shared.tell(event, None);
-                    }
+                if let Some(shared) = weak.upgrade()
+                    && shared.config.shares(&event.name)
+                {
+                    shared.tell(event, None);
                 }
             });
         }

@@ -1,6 +1,7 @@
 -- breakerbox fleet: the one script that reads and changes a shared breaker's record.
 --
 -- KEYS[1]  the record, a hash: `{<prefix>:<name>}`
+-- KEYS[2]  optional: its probe leases, `{<prefix>:<name>}:probes` (see probe.lua), dropped on a write
 -- ARGV[1]  mode: `read`, `cas` (change only if the record's epoch is ARGV[2]; 0 = no record),
 --          or `force` (change whatever the record holds: manual control)
 -- ARGV[2]  the epoch the caller last saw (`cas`)
@@ -50,6 +51,10 @@ redis.call('HSET', key, 'epoch', rec[2], 'state', rec[3], 'open_until', rec[4], 
 local payload = string.len(ARGV[10]) .. ':' .. ARGV[10]
 for i = 2, 9 do
   payload = payload .. string.len(rec[i]) .. ':' .. rec[i]
+end
+-- A new record ends the probe leases of the last one (KEYS[2], when given).
+if KEYS[2] then
+  redis.call('DEL', KEYS[2])
 end
 redis.call('PUBLISH', ARGV[9], payload)
 return rec

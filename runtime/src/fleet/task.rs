@@ -14,11 +14,14 @@ use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+#[path = "lease.rs"]
+mod lease;
+
 use super::Shared;
 use super::record::{Record, SCRIPT, parse_payload, state_name};
-use crate::{Breaker, State, WeakBreaker};
 use crate::event::Reason;
 use crate::registry::registry;
+use crate::{Breaker, State, WeakBreaker};
 
 /// What the handle and the listeners send to the task.
 pub(crate) enum Message {
@@ -58,6 +61,8 @@ struct Tracked {
     /// That record's state, and while open, until when (here).
     seen: State,
     open_until: Option<Instant>,
+    /// While that record is open: when to ask for a probe lease (see lease.rs).
+    probe_at: Option<Instant>,
 }
 
 impl Tracked {
@@ -67,6 +72,7 @@ impl Tracked {
             applied: 0,
             seen: State::Closed,
             open_until: None,
+            probe_at: None,
         }
     }
 
@@ -74,6 +80,7 @@ impl Tracked {
         self.applied = record.epoch;
         self.seen = record.state;
         self.open_until = record.open_remaining().map(|d| Instant::now() + d);
+        self.probe_at = self.open_until;
     }
 
     /// Whether the fleet's record already says what `intent` would write, so writing it would
@@ -149,9 +156,14 @@ impl Task {
         format!("{{{}:{name}}}", self.shared.config.prefix)
     }
 
+    fn probes_key(&self, name: &str) -> String {
+        format!("{{{}:{name}}}:probes", self.shared.config.prefix)
+    }
+
     pub(crate) async fn run(mut self) {
         let mut next = Instant::now();
         loop {
+            let probe_at = self.next_probe();
             tokio::select! {
                 biased;
                 push = self.pushes.recv() => match push {
@@ -170,6 +182,9 @@ impl Task {
                     Some(other) => self.on_message(other).await,
                     None => return,
                 },
+                _ = tokio::time::sleep_until(probe_at.unwrap_or(next)), if probe_at.is_some() => {
+                    self.probe_due().await;
+                }
                 _ = tokio::time::sleep_until(next) => {
                     self.tick().await;
                     next = Instant::now() + self.period();
@@ -281,6 +296,11 @@ impl Task {
         if record.epoch == 0 {
             return; // no record is no state to take on
         }
+        if self.pending.get(name).is_some_and(|p| p.manual.is_some()) {
+            // A manual change made here is about to be written over this record (`force`):
+            // the breaker keeps it.
+            return;
+        }
         let Some(breaker) = self.breaker(name) else {
             return;
         };
@@ -295,15 +315,16 @@ impl Task {
             return;
         }
         // A local change of this breaker not yet written loses to the record: the record is
-        // newer than what that change was made from.
-        breaker.import_state(&record.shared_state());
+        // newer than what that change was made from. An open record is held here one
+        // `probe_timeout` longer, for the fleet's probe leases (lease.rs).
+        breaker.import_state(&lease::held(&breaker, record.shared_state()));
         self.shared.applied.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Runs the script; errors and timeouts count, and owe a full re-read.
     async fn invoke(&mut self, name: &str, args: &[&str]) -> Option<Record> {
         let mut invocation = self.script.prepare_invoke();
-        invocation.key(self.key(name));
+        invocation.key(self.key(name)).key(self.probes_key(name));
         for a in args {
             invocation.arg(*a);
         }
@@ -352,11 +373,11 @@ impl Task {
                 }
                 pending.manual = None;
             }
-            if let Some((intent, reason)) = pending.auto {
-                if !self.push(&name, intent, reason.to_string()).await {
-                    self.pending.insert(name, pending);
-                    return false;
-                }
+            if let Some((intent, reason)) = pending.auto
+                && !self.push(&name, intent, reason.to_string()).await
+            {
+                self.pending.insert(name, pending);
+                return false;
             }
         }
         true
@@ -422,6 +443,10 @@ impl Task {
             if let Some(t) = self.tracked.get_mut(name) {
                 t.saw(&record);
             }
+            if record.state == State::Open && breaker.state() == State::Open {
+                // Tripped here: held open like the others until a lease says probe.
+                breaker.import_state(&lease::held(&breaker, record.shared_state()));
+            }
             self.shared.pushed.fetch_add(1, Ordering::Relaxed);
         } else {
             // Another instance changed it first: its record wins here too.
@@ -447,10 +472,11 @@ impl Task {
         }
         if !self.shared.config.share.is_empty() {
             for name in registry().names() {
-                if !self.tracked.contains_key(&name) && self.shared.config.shares(&name) {
-                    if let Some(b) = registry().existing(&name) {
-                        self.track(&name, b.downgrade());
-                    }
+                if !self.tracked.contains_key(&name)
+                    && self.shared.config.shares(&name)
+                    && let Some(b) = registry().existing(&name)
+                {
+                    self.track(&name, b.downgrade());
                 }
             }
         }
@@ -476,11 +502,15 @@ impl Task {
         };
         let applied = self.tracked.get(name).map_or(0, |t| t.applied);
         if record.epoch == 0 {
-            // No record: never written, or flushed. A breaker that is not closed here says so
-            // again, as a `cas` over "no record", so that of several instances doing it at
-            // once one wins and the others take its record on.
+            // No record: never written, or flushed. If there was one, a breaker that is not
+            // closed here says so again, as a `cas` over "no record", so that of several
+            // instances doing it at once one wins and the others take its record on.
             if let Some(t) = self.tracked.get_mut(name) {
                 *t = Tracked::new(t.breaker.clone());
+            }
+            if applied == 0 {
+                // Never seen one: a change made here is written by its own pending write.
+                return true;
             }
             let Some(breaker) = self.breaker(name) else {
                 return true;
