@@ -39,12 +39,17 @@ fn main() {
     let path = std::env::args()
         .nth(1)
         .expect("usage: fleet_node <config.toml>");
+    run(&path);
+}
+
+/// The node: reads its config from `path`, then commands from stdin until `quit` or its end.
+pub fn run(path: &str) {
     let text = std::fs::read_to_string(&path).expect("read the config");
-    if let Err(e) = registry().load_toml_str(&path, &text) {
+    if let Err(e) = registry().load_toml_str(path, &text) {
         eprintln!("{e}");
         std::process::exit(2);
     }
-    let config = match FleetConfig::from_toml_str(&path, &text) {
+    let config = match FleetConfig::from_toml_str(path, &text) {
         Ok(Some(config)) => config,
         Ok(None) => {
             eprintln!("{path}: no [fleet] table");
