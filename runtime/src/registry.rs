@@ -54,7 +54,7 @@ use crate::registration::{
 /// registry().configure("inventory", Config::builder().failures(3).build()?);
 /// let a = registry().get_or_create("inventory", Config::default);
 /// let b = registry().get("inventory").unwrap();
-/// assert!(a.same(&b));
+/// assert!(a.ptr_eq(&b));
 /// assert_eq!(a.config().failures(), Some(3));
 /// # Ok::<(), breakerbox_runtime::ConfigError>(())
 /// ```
@@ -172,7 +172,7 @@ impl Registry {
     /// let a = registry().try_get_or_create("doc-try", three).unwrap();
     /// let conflict = registry().try_get_or_create("doc-try", Config::default).unwrap_err();
     /// assert_eq!(conflict.differences(), ["failures"]);
-    /// assert!(conflict.breaker().same(&a));
+    /// assert!(conflict.breaker().ptr_eq(&a));
     /// assert!(conflict.to_string().contains("failures = 3"), "{conflict}");
     /// ```
     #[track_caller]
@@ -307,17 +307,19 @@ impl Registry {
         Some(self.registered_breaker(first))
     }
 
+    /// The breaker `name` if it has been created; unlike [`get`](Registry::get), creates no
+    /// annotated one (the fleet shares breakers as they are created, and must not create them
+    /// before `load_toml` configures them; `reload_toml` reconfigures only those).
+    #[cfg(any(feature = "redis", feature = "serde"))]
+    pub(crate) fn existing(&self, name: &str) -> Option<Breaker> {
+        read(&self.breakers).get(name).map(|e| e.breaker.clone())
+    }
+
     /// Whether the breaker `name` has been created (`load_toml` configures only those that
     /// have not, nor a keyed family of that name).
     #[cfg(feature = "serde")]
     pub(crate) fn created(&self, name: &str) -> bool {
         read(&self.breakers).contains_key(name)
-    }
-
-    /// The breaker `name` if it has been created; creates nothing (`reload_toml`).
-    #[cfg(feature = "serde")]
-    pub(crate) fn existing(&self, name: &str) -> Option<Breaker> {
-        read(&self.breakers).get(name).map(|e| e.breaker.clone())
     }
 
     /// Marks the config of the breaker `name` as set by a file, like a preset: call sites
@@ -395,7 +397,7 @@ impl Registry {
     /// [`family`](Registry::family)). Returns `false` if the breaker already exists. Tests use it with a
     /// [`ManualClock`](crate::ManualClock).
     pub fn set_clock(&self, name: &str, clock: impl Clock) -> bool {
-        self.preset(name, |p| p.clock.replace(Arc::new(clock)))
+        self.preset(name, |p| p.clock.replace(crate::clock::shared(clock)))
             .is_some()
     }
 

@@ -24,6 +24,8 @@ use std::collections::BinaryHeap;
 
 use crate::breaker::WeakBreaker;
 use crate::clock::nanos;
+use crate::state::Word;
+use crate::sync::Packed;
 // std's lock, not loom's, even under loom: no atomic protocol runs through the heap (each
 // critical section is a push or a pop with no atomic inside), and loom's would multiply the
 // interleavings of every model in which a breaker opens.
@@ -36,6 +38,24 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The state word's flag (above the state tag's byte) saying that a timer will move this open
 /// breaker on: its rejections need not read the clock.
 pub(crate) const TIMED: u64 = 1 << 8;
+
+impl Word {
+    /// Whether a timer will move this (open) breaker on.
+    #[inline(always)]
+    pub(crate) fn is_timed(self) -> bool {
+        self.bits() & TIMED != 0
+    }
+
+    /// The word with [`TIMED`].
+    pub(crate) fn timed(self) -> Word {
+        <Word as Packed>::from_bits(self.bits() | TIMED)
+    }
+
+    /// The word without [`TIMED`].
+    pub(crate) fn untimed(self) -> Word {
+        <Word as Packed>::from_bits(self.bits() & !TIMED)
+    }
+}
 
 /// In a rejection's reason word: the retry word is the open deadline on the breaker's clock,
 /// not the time left (a timed rejection reads no clock); `Rejected::retry_after` subtracts.

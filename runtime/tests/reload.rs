@@ -157,7 +157,7 @@ fn a_reloaded_breaker_is_an_override_not_a_conflict() {
         .try_get_or_create("reload.override", make)
         .unwrap();
     assert!(
-        again.same(&b),
+        again.ptr_eq(&b),
         "the file's config is an override: no conflict"
     );
 }

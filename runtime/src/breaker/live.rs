@@ -11,9 +11,9 @@ use crate::config::Config;
 use crate::event::Reason;
 use crate::explain::{Explanation, Parts};
 use crate::reload::ReconfigureError;
-use crate::state::{State, generation};
+use crate::state::State;
 use crate::sync::{Ordering, lock};
-use crate::timer::{TIMED, Timers};
+use crate::timer::Timers;
 
 /// Where an opening's timer is armed.
 pub(super) enum TimerSource {
@@ -42,17 +42,15 @@ impl Inner {
         }
     }
 
-    /// Arms a timer that moves the opening `generation` to half-open at `until`; returns the
-    /// flag to publish with the state ([`TIMED`] if armed). Under the transition lock: runs
-    /// no user code.
-    pub(super) fn arm(&self, timers: &TimerSource, until: u64, generation: u32) -> u64 {
+    /// Arms a timer that moves the opening `generation` to half-open at `until`; returns
+    /// whether it is armed. Under the transition lock: runs no user code.
+    pub(super) fn arm(&self, timers: &TimerSource, until: u64, generation: u32) -> bool {
         let weak = self.weak_handle();
-        let armed = match timers {
+        match timers {
             #[cfg(not(loom))]
             TimerSource::System => crate::timer::system::timers().arm(until, generation, weak),
             TimerSource::Custom(t) => t.arm(until, generation, weak).is_some(),
-        };
-        if armed { TIMED } else { 0 }
+        }
     }
 
     /// What `Breaker::explain` says now.
@@ -126,8 +124,8 @@ impl Breaker {
         let inner = self.inner();
         let _guard = lock(&inner.transition);
         let word = inner.state.load(Ordering::Acquire);
-        if generation(word) == expect && word & TIMED != 0 {
-            inner.state.store(word & !TIMED, Ordering::Release);
+        if word.generation() == expect && word.is_timed() {
+            inner.state.store(word.untimed(), Ordering::Release);
         }
     }
 
