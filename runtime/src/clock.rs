@@ -129,16 +129,38 @@ impl Clock for SystemClock {
 /// assert_eq!(breaker.state(), State::Closed);
 /// # Ok::<(), breakerbox_runtime::ConfigError>(())
 /// ```
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ManualClock {
     nanos: Arc<AtomicU64>,
     timers: Arc<Timers>,
+    /// Whether it offers its breakers timers (see [`Clock::timers`]).
+    timed: bool,
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        ManualClock {
+            nanos: Arc::default(),
+            timers: Arc::default(),
+            timed: true,
+        }
+    }
 }
 
 impl ManualClock {
     /// A clock standing at zero.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A clock standing at zero that offers no timers: an open breaker on it reads `Open`
+    /// until a call arrives after its open time (which then half-opens it), as on a user
+    /// [`Clock`] without [`timers`](Clock::timers). For tests of that path.
+    pub fn without_timers() -> Self {
+        ManualClock {
+            timed: false,
+            ..Self::default()
+        }
     }
 
     /// Moves the clock forward by `by` (saturating at `u64::MAX` nanoseconds), then fires the
@@ -176,7 +198,7 @@ impl Clock for ManualClock {
     }
 
     fn timers(&self) -> Option<Arc<Timers>> {
-        Some(self.timers.clone())
+        self.timed.then(|| self.timers.clone())
     }
 }
 

@@ -18,7 +18,10 @@ fn breaker(name: &str, config: ConfigBuilder, clock: &ManualClock) -> Breaker {
     Breaker::new(name, config.clock(clock.clone()).build().unwrap())
 }
 
-fn events(b: &Breaker) -> Arc<Mutex<Vec<(State, State, Reason, Duration)>>> {
+/// Events as (from, to, reason, at).
+type Seen = Arc<Mutex<Vec<(State, State, Reason, Duration)>>>;
+
+fn events(b: &Breaker) -> Seen {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
     b.on_state_change(move |e: &Event| log.lock().unwrap().push((e.from, e.to, e.reason, e.at)));

@@ -3,7 +3,6 @@
 use crate::support::{breaker, fail, ms, rate_config, rejected, secs, succeed, to_half_open};
 use breakerbox_runtime::{Config, State, Window};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::time::Duration;
 
 #[test]
 fn a_permit_dropped_while_panicking_is_a_failure() {
