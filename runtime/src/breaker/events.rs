@@ -83,7 +83,12 @@ impl Inner {
         let level_warn = event.to == State::Open || event.to == State::ForcedOpen;
         if event.to == State::Open {
             // With the short explanation: why it opened, and the failure that did it.
-            let why = self.short_why();
+            // Built only for a subscriber that wants it: it reads the breaker's counts.
+            let why = if tracing::enabled!(target: "breakerbox", tracing::Level::WARN) {
+                self.short_why()
+            } else {
+                String::new()
+            };
             tracing::warn!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, why = %why, "circuit breaker state changed");
         } else if level_warn {
             tracing::warn!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
