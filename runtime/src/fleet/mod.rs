@@ -44,9 +44,12 @@
 //!   then each instance asks `probe.lua` for a lease, and at most `half_open_calls` instances
 //!   hold one at once: they probe, the others keep rejecting (see `lease.rs`).
 //!
-//! Not built yet (designed in `docs/fleet.md`): trips from the fleet's summed counts, one probe
-//! call per lease (a lease holder admits its own `half_open_calls` probes), and fail-open /
-//! fail-closed store policies.
+//! - **Fleet counts.** A failure-rate breaker over a time window also sends its judged calls
+//!   and failures every 100 ms; a script sums the fleet's window and trips the record when the
+//!   fleet's rate reaches the limit (see `counts.rs`).
+//!
+//! Not built yet (designed in `docs/fleet.md`): one probe call per lease (a lease holder admits
+//! its own `half_open_calls` probes), and fail-open / fail-closed store policies.
 
 mod config;
 mod record;
