@@ -24,7 +24,7 @@ fn one_trip_opens_every_instance_and_a_reset_on_another_closes_them() {
     let key = "{trip:payments}";
     assert_eq!(redis.hget(key, "state"), "open");
     assert_eq!(redis.hget(key, "origin"), "node-0");
-    assert_eq!(redis.hget(key, "reason"), "1 consecutive failures");
+    assert_eq!(redis.hget(key, "reason"), "1 consecutive failure");
     assert_eq!(redis.hget(key, "last_failure"), "refused");
     // Open for what remains of the config's 60 s when the trip is written (the trip is
     // written within a second here), on the server's clock.
