@@ -1513,7 +1513,6 @@ fn call_async_panic_behind_a_catcher_counts_as_failure() {
 }
 
 #[test]
-#[ignore = "defect: keyed.rs:570 carries an open state over only if the evicted breaker is open right after removal; one opened later by a call admitted before it is lost, unlike keyed.rs:20-23"]
 fn keyed_a_call_admitted_before_eviction_that_opens_carries_over() {
     let clock = ManualClock::new();
     let hosts: BreakerMap<String> = BreakerMap::new(

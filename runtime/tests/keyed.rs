@@ -241,6 +241,57 @@ fn a_permit_across_an_eviction_is_counted_once() {
     permit.record(Outcome::Failure);
     let evicted = map.evicted();
     assert_eq!((evicted.keys, evicted.calls, evicted.failures), (1, 1, 1));
+    // The failure opened the evicted breaker, and that opening is carried to the key, which
+    // the family holds again: open, without the failure counted a second time.
+    let k = map.get("k").expect("the failing key is held again");
+    assert_eq!(k.state(), State::Open);
+    assert_eq!(k.metrics().calls, 0);
+    assert!(matches!(ok(&map, "k"), Err(Error::Rejected(_))));
+    assert_eq!(map.get("k").unwrap().metrics().rejected, 1);
+}
+
+#[test]
+fn a_failure_after_the_key_was_recreated_opens_the_new_breaker() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<String> = BreakerMap::new("carry-late", config(&clock, 100, 1));
+    let permit = map.try_acquire("k").unwrap();
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(map.sweep(), 1);
+    // The key comes back with a new, closed breaker before the old call fails.
+    assert_eq!(ok(&map, "k").unwrap(), 1);
+    let fresh = map.get("k").unwrap();
+    assert!(!fresh.same(permit.breaker()));
+    permit.failure_with(&"timed out");
+    assert_eq!(fresh.state(), State::Open);
+    let r = ok(&map, "k").unwrap_err();
+    assert_eq!(r.rejected().unwrap().reason(), RejectReason::Open);
+    // Counted once: the success in the new breaker, the failure in the evicted one.
+    assert_eq!(fresh.metrics().successes, 1);
+    assert_eq!(fresh.metrics().failures, 0);
+    assert_eq!(map.evicted().failures, 1);
+}
+
+#[test]
+fn an_evicted_breaker_forced_open_by_a_kept_handle_carries_over() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<String> = BreakerMap::new("carry-forced", config(&clock, 100, 1));
+    let handle = map.breaker("k");
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(map.sweep(), 1);
+    assert!(map.get("k").is_none());
+    handle.force_open();
+    assert_eq!(map.get("k").unwrap().state(), State::ForcedOpen);
+    // A listener on the evicted breaker holds the family weakly: dropping the family with
+    // the handle still alive frees every breaker but the handle's, which then carries nowhere.
+    let before = live_breakers();
+    drop(map);
+    assert_eq!(live_breakers(), before - 1);
+    handle.disable();
+    assert_eq!(handle.state(), State::Disabled);
+    drop(handle);
+    assert_eq!(live_breakers(), before - 2);
 }
 
 #[test]
@@ -376,6 +427,109 @@ fn eviction_racing_calls_loses_and_doubles_no_count() {
     assert_eq!(oks + ev.successes, ok_n.load(Ordering::Relaxed));
     assert_eq!(errs + ev.failures, err_n.load(Ordering::Relaxed));
     assert_eq!(rejs + ev.rejected, rej_n.load(Ordering::Relaxed));
+    drop(map);
+    assert_eq!(live_breakers(), before);
+}
+
+/// Threads hold permits while their own and each other's calls insert keys and evict others
+/// (pressure sweeps on a family far smaller than the key space), and fail some of them after
+/// the key was evicted. Each failure opens its breaker for good (the clock stands still), so
+/// right after it the family must hold the key, open: the opening reached the key's breaker
+/// whatever eviction did meanwhile. And every outcome is counted once.
+#[test]
+fn failures_across_racing_evictions_always_reach_the_key() {
+    let _s = serial();
+    let before = live_breakers();
+    let clock = ManualClock::new();
+    let map: BreakerMap<u64> = BreakerMap::new("race-carry", config(&clock, 64, 3_600));
+    const THREADS: u64 = 3;
+    const ROUNDS: u64 = 2_000;
+    let (ok_n, err_n, rej_n) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let (across, lost) = (AtomicU64::new(0), AtomicU64::new(0));
+    // At most this many failures, so the open keys (never evicted) leave room for the others.
+    let budget = AtomicU64::new(40);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (map, ok_n, err_n, rej_n) = (&map, &ok_n, &err_n, &rej_n);
+            let (across, lost, budget) = (&across, &lost, &budget);
+            s.spawn(move || {
+                let mut x = (t + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                let mut next = move || {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x
+                };
+                for _ in 0..ROUNDS {
+                    let key = next() % 400;
+                    let permit = match map.try_acquire(&key) {
+                        Ok(p) => p,
+                        Err(_) => {
+                            rej_n.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                    };
+                    // Other keys meanwhile: inserts that sweep and evict.
+                    for _ in 0..8 {
+                        let other = next() % 400;
+                        match map.call(&other, || Ok::<_, &str>(())) {
+                            Ok(()) => ok_n.fetch_add(1, Ordering::Relaxed),
+                            Err(_) => rej_n.fetch_add(1, Ordering::Relaxed),
+                        };
+                    }
+                    // A permit of the overflow breaker (the family full, a key not held) opens
+                    // that breaker, not the key's.
+                    let shared = map.overflow().is_some_and(|o| o.same(permit.breaker()));
+                    let moved = !shared && !map.get(&key).is_some_and(|b| b.same(permit.breaker()));
+                    // Fail permits whose key was evicted, and a few others, while the budget lasts.
+                    let fail = (moved || next() % 256 == 0)
+                        && budget
+                            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                                b.checked_sub(1)
+                            })
+                            .is_ok();
+                    if fail {
+                        across.fetch_add(u64::from(moved), Ordering::Relaxed);
+                        permit.failure();
+                        err_n.fetch_add(1, Ordering::Relaxed);
+                        if !shared && !map.get(&key).is_some_and(|b| b.state() == State::Open) {
+                            lost.fetch_add(1, Ordering::Relaxed);
+                        }
+                    } else {
+                        permit.success();
+                        ok_n.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    assert!(
+        across.load(Ordering::Relaxed) > 0,
+        "no failure came after its key's eviction"
+    );
+    assert_eq!(
+        lost.load(Ordering::Relaxed),
+        0,
+        "failing keys forgotten by eviction"
+    );
+    let (mut calls, mut oks, mut errs, mut rejs) = (0, 0, 0, 0);
+    let mut add = |m: breakerbox_runtime::Metrics| {
+        calls += m.calls;
+        oks += m.successes;
+        errs += m.failures;
+        rejs += m.rejected;
+    };
+    map.for_each(|_, b| add(b.metrics()));
+    if let Some(o) = map.overflow() {
+        add(o.metrics());
+    }
+    let ev = map.evicted();
+    assert!(ev.keys > 0, "no eviction ran");
+    let (ok_n, err_n, rej_n) = (ok_n.into_inner(), err_n.into_inner(), rej_n.into_inner());
+    assert_eq!(calls + ev.calls, ok_n + err_n + rej_n);
+    assert_eq!(oks + ev.successes, ok_n);
+    assert_eq!(errs + ev.failures, err_n);
+    assert_eq!(rejs + ev.rejected, rej_n);
     drop(map);
     assert_eq!(live_breakers(), before);
 }

@@ -3,7 +3,7 @@
 use core::borrow::Borrow;
 use core::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 use crate::breaker::{Breaker, Identity, State};
 use crate::config::Config;
@@ -34,6 +34,9 @@ pub(super) struct Family<K, S> {
     /// Configs for single keys (`[breakers.<family>.keys."<key>"]`), set once by
     /// [`Registry::family`] before the family is shared.
     pub(super) key_configs: OnceLock<KeyConfigs<K>>,
+    /// The family itself, for the listeners that carry an evicted breaker's opening to its
+    /// key (weak: a listener must not keep the family alive).
+    pub(super) me: Weak<Family<K, S>>,
 }
 
 /// The config of one key, if it has its own.
@@ -73,8 +76,8 @@ fn class(b: &Breaker) -> Class {
 
 impl<K, S> Family<K, S>
 where
-    K: Hash + Eq + Clone,
-    S: BuildHasher,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    S: BuildHasher + Send + Sync + 'static,
 {
     /// `key`'s breaker, created if it is new.
     #[inline]
@@ -182,7 +185,7 @@ where
         let mut evicted = 0;
         for key in idle {
             // Still idle: no call found it since this sweep began.
-            evicted += usize::from(self.evict(key, now, guard, |slot| {
+            evicted += usize::from(self.evict(key, guard, |slot| {
                 slot.touched.load(Ordering::Relaxed) < tick && class(&slot.breaker) != Class::Kept
             }));
         }
@@ -195,9 +198,9 @@ where
                 closed.truncate(excess);
             }
             for (_, key) in closed {
-                evicted += usize::from(self.evict(key, now, guard, |slot| {
-                    class(&slot.breaker) == Class::Closed
-                }));
+                evicted += usize::from(
+                    self.evict(key, guard, |slot| class(&slot.breaker) == Class::Closed),
+                );
             }
         }
         // Start reclaiming what was removed now rather than when this thread's batch fills.
@@ -216,15 +219,11 @@ where
         evicted
     }
 
-    /// Removes `key` if `still` holds for its slot. A breaker that a call admitted before the
-    /// removal opened since is not forgotten: its state goes to the key's new breaker.
-    fn evict(
-        &self,
-        key: &K,
-        now: u64,
-        guard: &impl papaya::Guard,
-        still: impl Fn(&Slot) -> bool,
-    ) -> bool {
+    /// Removes `key` if `still` holds for its slot. The removed breaker is not forgotten while
+    /// anything can still record into it (a call admitted before the removal, a permit, a
+    /// user's handle): its opening is carried to the key's breaker in the family (see
+    /// [`carry`](Family::carry)).
+    fn evict(&self, key: &K, guard: &impl papaya::Guard, still: impl Fn(&Slot) -> bool) -> bool {
         let Ok(Some((key, slot))) = self.map.remove_if(key, |_, slot| still(slot), guard) else {
             return false;
         };
@@ -233,17 +232,52 @@ where
             gone.evicted.keys += 1;
             gone.limbo.push(slot.breaker.clone());
         }
+        // First the listener, then a look at the state. A transition of the removed breaker
+        // publishes its state before it reads the listeners (under their lock), and this
+        // thread adds the listener (under that lock) before it reads the state: the one of
+        // the two that takes the lock second sees the other's write, so every opening is
+        // carried by the listener, by the look below, or by both (then the second finds the
+        // key's breaker no longer closed and does nothing).
+        let family = self.me.clone();
+        let owner = slot.breaker.downgrade();
+        let carried = key.clone();
+        slot.breaker.on_state_change(move |event| {
+            if !matches!(event.to, State::Open | State::ForcedOpen | State::Disabled) {
+                return;
+            }
+            // Nothing to do once the family is gone; the breaker is alive while it changes.
+            if let (Some(family), Some(evicted)) = (family.upgrade(), owner.upgrade()) {
+                family.carry(&carried, &evicted);
+            }
+        });
         // Checked before the removal; a call admitted before it (or a user's handle) may
         // have opened, forced or disabled the breaker since.
-        if class(&slot.breaker) == Class::Kept {
-            let shared = slot.breaker.export_state();
-            let fresh = self.slot(now, key);
-            let there = self.put(key.clone(), fresh, guard);
-            if there.state() == State::Closed {
-                there.import_state(&shared);
-            }
-        }
+        self.carry(key, &slot.breaker);
         true
+    }
+
+    /// Carries the state of `evicted`, a breaker evicted from `key`, to the key's breaker in
+    /// the family (created if the key has none), if `evicted` is open before its open time has
+    /// run, forced open or disabled, and the key's breaker is closed. The key is then held
+    /// again even above the family's bounds: at most one such key per evicted breaker still
+    /// in use. Counts are not carried: what `evicted` counted stays in
+    /// [`evicted`](super::BreakerMap::evicted).
+    fn carry(&self, key: &K, evicted: &Breaker) {
+        if class(evicted) != Class::Kept {
+            return;
+        }
+        let shared = evicted.export_state();
+        let guard = self.map.guard();
+        let there = match self.map.get(key, &guard) {
+            Some(slot) => &slot.breaker,
+            None => {
+                let now = self.config.clock.coarse();
+                self.put(key.clone(), self.slot(now, key), &guard)
+            }
+        };
+        if there.state() == State::Closed {
+            there.import_state(&shared);
+        }
     }
 }
 

@@ -22,11 +22,18 @@
 //!   `idle_for` has passed since the last one; or when [`BreakerMap::sweep`] is called.
 //! * Never evicted: a key open before its open time has run, forced open, or disabled. A key
 //!   half-open, or open with its time run, is evicted only once idle. Removal re-checks the
-//!   state (`remove_if`), and a breaker found open, forced open or disabled right after the
-//!   removal has its state carried over to the key's new breaker. Limit: a call admitted before
-//!   the removal that opens the removed breaker later (a permit held across a sweep) opens only
-//!   that breaker; the key's next breaker starts closed (`tests/adversarial.rs`,
-//!   `keyed_a_call_admitted_before_eviction_that_opens_carries_over`, ignored until fixed).
+//!   state (`remove_if`).
+//! * An eviction never forgets a failing key. A removed breaker may still change: a call
+//!   admitted before the removal (pinned, or through a permit) or a user's handle may open,
+//!   force or disable it later. So the removal adds a listener to it, holding the key and a
+//!   weak reference to the family, then looks at its state: whichever of the two sees the
+//!   breaker open (before its time has run), forced open or disabled carries that state to
+//!   the key's breaker in the family, creating it if the key has none, if that one is closed.
+//!   Counts are not carried: the late call is counted once, in the evicted totals. A closed
+//!   key's failure streak is not carried either (an eviction of a closed key forgets it);
+//!   only an opening is. `tests/keyed.rs` checks this with racing evictions
+//!   (`failures_across_racing_evictions_always_reach_the_key`); the listener costs an
+//!   eviction a few small allocations, freed with the breaker.
 //! * When open keys fill the map: it grows past `max_keys` with keys it may not forget, up to
 //!   twice `max_keys`; past that a new key shares one overflow breaker with the family's config
 //!   until sweeps make room.
@@ -60,13 +67,14 @@ use totals::Gone;
 /// opens its own breaker and no other.
 ///
 /// Keys are created on first use. Looking one up by a borrowed form (`&str` for a `String`
-/// key) does not allocate. The family is bounded by the config's
+/// key) does not allocate. Keys and the hasher are `Send + Sync + 'static`: an evicted
+/// breaker keeps a listener that holds its key and carries a late opening to it. The family is bounded by the config's
 /// [`max_keys`](crate::ConfigBuilder::max_keys) and [`idle_for`](crate::ConfigBuilder::idle_for):
 /// keys uncalled for `idle_for` are evicted, and above `max_keys` the least recently called
 /// closed keys are. A key whose breaker is open before its open time has run, forced open or
 /// disabled is never evicted, so an evicted and recreated key does not get a fresh closed
-/// breaker while its host is still failing (one limit: a permit taken before the key's eviction
-/// and failing after it opens only the evicted breaker; see the module doc). If such keys fill
+/// breaker while its host is still failing; and a call admitted before its key's eviction that
+/// opens the evicted breaker opens the key's breaker in the family too. If such keys fill
 /// the family, it grows with them up to
 /// twice `max_keys`; past that, new keys share one overflow breaker (see
 /// [`overflow`](BreakerMap::overflow)) until eviction makes room. The growth keeps every open
@@ -106,14 +114,30 @@ impl<K, S> Clone for BreakerMap<K, S> {
     }
 }
 
-impl<K: Hash + Eq + Clone> BreakerMap<K> {
+impl<K, S> BreakerMap<K, S> {
+    /// The family's name.
+    pub fn name(&self) -> &str {
+        &self.family.name
+    }
+
+    /// The config every key's breaker is made with.
+    pub fn config(&self) -> &Config {
+        &self.family.config
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync + 'static> BreakerMap<K> {
     /// An empty family named `name`, not in the registry (see [`Registry::family`]).
     pub fn new(name: impl Into<String>, config: Config) -> Self {
         BreakerMap::with_hasher(name, config, RandomState::new())
     }
 }
 
-impl<K: Hash + Eq + Clone, S: BuildHasher> BreakerMap<K, S> {
+impl<K, S> BreakerMap<K, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
     /// An empty family hashing its keys with `hasher`. The default, std's `RandomState`, is
     /// keyed per process, so keys taken from requests cannot be chosen to collide.
     pub fn with_hasher(name: impl Into<String>, config: Config, hasher: S) -> Self {
@@ -121,7 +145,7 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> BreakerMap<K, S> {
         let now = config.clock.coarse();
         let idle_for = nanos(config.idle_for).max(1);
         BreakerMap {
-            family: Arc::new(Family {
+            family: Arc::new_cyclic(|me| Family {
                 map: papaya::HashMap::builder()
                     .hasher(hasher)
                     .resize_mode(papaya::ResizeMode::Blocking)
@@ -139,18 +163,9 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> BreakerMap<K, S> {
                 idle_for,
                 config,
                 key_configs: OnceLock::new(),
+                me: me.clone(),
             }),
         }
-    }
-
-    /// The family's name.
-    pub fn name(&self) -> &str {
-        &self.family.name
-    }
-
-    /// The config every key's breaker is made with.
-    pub fn config(&self) -> &Config {
-        &self.family.config
     }
 
     /// Keys held now (not counting the overflow breaker).
