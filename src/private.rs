@@ -55,6 +55,19 @@ pub fn keyed_breaker(family: &BreakerMap<String>, key: &str) -> Breaker {
     family.breaker(key)
 }
 
+/// Asks `breaker`, the breaker of `key` in `family`, for a permit; a rejection names the key.
+#[inline]
+pub fn keyed_try_acquire<'b>(
+    family: &BreakerMap<String>,
+    breaker: &'b Breaker,
+    key: &str,
+) -> Result<Permit<'b>, Rejected> {
+    match breaker.try_acquire() {
+        Ok(permit) => Ok(permit),
+        Err(rejected) => Err(family.name_rejection(key, rejected)),
+    }
+}
+
 /// What `key = …` may evaluate to: anything that is `AsRef<str>`, looked up as a `&str`.
 #[diagnostic::on_unimplemented(
     message = "the `key` of `#[circuit_breaker]` must be string-like (`AsRef<str>`), but this expression is `{Self}`",

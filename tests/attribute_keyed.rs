@@ -107,10 +107,14 @@ fn two_keys_trip_independently() {
     assert_eq!(fetch(&up, true).unwrap(), "body of up.example");
     assert_eq!(fetch(&up, false), Err(ApiError::Down));
     assert_eq!(state("keyed_hosts", "up.example"), State::Closed);
-    // The open key rejects without running the body, and names the family.
+    // The open key rejects without running the body, and names the family and the key.
     let before = ran();
     match fetch(&down, true) {
-        Err(ApiError::Rejected(message)) => assert!(message.contains("keyed_hosts"), "{message}"),
+        Err(ApiError::Rejected(message)) => assert_eq!(
+            message,
+            "circuit breaker 'keyed_hosts' for key 'down.example' is open; retry in 10.0s \
+             (last failure: service down)"
+        ),
         other => panic!("expected a rejection, got {other:?}"),
     }
     assert_eq!(ran(), before);
@@ -166,7 +170,7 @@ fn read_shard(shard: &str) -> Result<String, ApiError> {
 
 fn with_reason(shard: &str, reason: FallbackReason) -> Result<String, ApiError> {
     let why = match reason {
-        FallbackReason::Rejected(r) => format!("rejected by {}", r.name()),
+        FallbackReason::Rejected(r) => format!("rejected by {} for {:?}", r.name(), r.key()),
         _ => "other".to_owned(),
     };
     Ok(format!("{shard}: {why}"))
@@ -176,7 +180,10 @@ fn with_reason(shard: &str, reason: FallbackReason) -> Result<String, ApiError> 
 fn fallback_with_reason_gets_the_rejection() {
     let _clock = manual_clock("keyed_reason");
     assert_eq!(read_shard("s1"), Err(ApiError::Down));
-    assert_eq!(read_shard("s1").unwrap(), "s1: rejected by keyed_reason");
+    assert_eq!(
+        read_shard("s1").unwrap(),
+        "s1: rejected by keyed_reason for Some(\"s1\")"
+    );
     assert_eq!(read_shard("s2"), Err(ApiError::Down));
 }
 

@@ -413,18 +413,25 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
                 #registration_static
                 static #family: #private::LazyLock<#private::BreakerMap<#private::String>> =
                     #private::LazyLock::new(|| #private::family(&#registration));
-                // A handle to the key's breaker, so the key's borrows of the arguments end
-                // here, before the body runs.
-                let #breaker = {
+                // A handle to the key's breaker, and the permit, so the key's borrows of the
+                // arguments end here, before the body runs. A rejection names the key.
+                let #breaker;
+                let #permit = {
                     let #key = &(#expr);
-                    #private::keyed_breaker(&#family, #key_str)
+                    let #key: &str = #key_str;
+                    #breaker = #private::keyed_breaker(&#family, #key);
+                    #private::keyed_try_acquire(&#family, &#breaker, #key)
                 };
             }
         }
     };
+    let acquire = match &args.key {
+        None => quote!(#private::Breaker::try_acquire(&#breaker)),
+        Some(_) => quote!(#permit),
+    };
     quote! {
         #lookup
-        let #permit = match #private::Breaker::try_acquire(&#breaker) {
+        let #permit = match #acquire {
             #private::Result::Ok(#permit) => #permit,
             #private::Result::Err(#reject_pattern) => {
                 return #on_reject;

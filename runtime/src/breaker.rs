@@ -867,6 +867,29 @@ impl Breaker {
     }
 }
 
+impl Breaker {
+    /// Names the key of a keyed family's breaker, once: `key` (user code, a key's `Display`)
+    /// runs under no lock, and its panic leaves a placeholder.
+    pub(crate) fn name_key(&self, key: impl FnOnce() -> String) {
+        let cold = self.inner().cold();
+        if cold.key.get().is_none() {
+            let text = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(key)) {
+                Ok(text) => text,
+                Err(payload) => {
+                    crate::event::discard(payload);
+                    DISPLAY_PANICKED.to_owned()
+                }
+            };
+            let _ = cold.key.set(text.into_boxed_str());
+        }
+    }
+
+    /// The key named by [`name_key`](Breaker::name_key), if any.
+    pub(crate) fn key(&self) -> Option<&str> {
+        self.inner().cold.get()?.key.get().map(|k| &**k)
+    }
+}
+
 /// How many breakers (registry, `Breaker::new` and keyed ones) are alive in the process. For
 /// tests of memory: it falls when a breaker's last handle is dropped.
 #[doc(hidden)]
@@ -892,6 +915,9 @@ struct Cold {
     /// calls), with its generation: a success that brings the window to `min_calls` may trip
     /// it, and its rejections name this failure. std, not loom: a plain slot.
     behind: std::sync::Mutex<Option<(u32, Arc<str>)>>,
+    /// A keyed family's breaker: its key as it displays, set by the family when it first
+    /// rejects a call of the key (see `keyed`), for [`Rejected::key`](crate::Rejected::key).
+    key: std::sync::OnceLock<Box<str>>,
 }
 
 #[derive(Default)]

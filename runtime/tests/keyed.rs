@@ -112,6 +112,51 @@ fn keys_have_their_own_breakers_and_last_failures() {
 }
 
 #[test]
+fn a_rejection_names_the_family_and_the_key() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<String> = BreakerMap::new("named", config(&clock, 2, 600));
+    let _ = map.call("down.example", || Err::<(), _>("connection refused"));
+    let r = ok(&map, "down.example").unwrap_err();
+    let r = r.rejected().unwrap();
+    assert_eq!((r.name(), r.key()), ("named", Some("down.example")));
+    assert_eq!(
+        r.to_string(),
+        "circuit breaker 'named' for key 'down.example' is open; retry in 60.0s \
+         (last failure: connection refused)"
+    );
+    // Every way in names it: permits, `call_with`, `call_async`, and then handles.
+    let r = map.try_acquire("down.example").unwrap_err();
+    assert_eq!(r.key(), Some("down.example"));
+    let r = map
+        .call_with("down.example", || (), |_| Outcome::Success)
+        .unwrap_err();
+    assert_eq!(r.key(), Some("down.example"));
+    let r = map.breaker("down.example").try_acquire().unwrap_err();
+    assert_eq!(r.key(), Some("down.example"));
+    let tenants: BreakerMap<u64> = BreakerMap::new("tenants", config(&clock, 2, 600));
+    let _ = tenants.try_acquire(&42).unwrap().failure();
+    let r = tenants.try_acquire(&42).unwrap_err();
+    assert_eq!(
+        r.to_string(),
+        "circuit breaker 'tenants' for key '42' is open; retry in 60.0s"
+    );
+    // The overflow breaker, shared by many keys, names none.
+    for i in 0..3 {
+        fail(&map, &format!("down{i}"));
+    }
+    assert!(map.overflow().is_none());
+    fail(&map, "new");
+    let r = map.try_acquire("newer").unwrap_err();
+    assert!(map.overflow().is_some());
+    assert_eq!((r.name(), r.key()), ("named", None));
+    // Unkeyed breakers name none.
+    let b = Breaker::new("plain", Config::builder().failures(1).build().unwrap());
+    let _ = b.call(|| Err::<(), _>("x"));
+    assert_eq!(b.try_acquire().unwrap_err().key(), None);
+}
+
+#[test]
 fn idle_keys_are_evicted_and_their_counts_kept() {
     let _s = serial();
     let clock = ManualClock::new();

@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use crate::breaker::{Breaker, Identity, State};
 use crate::config::Config;
+use crate::error::Rejected;
 
 use super::totals::Totals;
 
@@ -76,9 +77,30 @@ fn class(b: &Breaker) -> Class {
 
 impl<K, S> Family<K, S>
 where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
+    K: Hash + Eq + Clone + core::fmt::Display + Send + Sync + 'static,
     S: BuildHasher + Send + Sync + 'static,
 {
+    /// `rejected`, by `key`'s breaker, with the key named in it (once per breaker: the text
+    /// is kept by the breaker). Not for the overflow breaker, which many keys share.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn named<Q>(&self, key: &Q, rejected: Rejected) -> Rejected
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        if rejected.breaker.key().is_none() {
+            let guard = self.map.guard();
+            if let Some((k, slot)) = self.map.get_key_value(key, &guard) {
+                if slot.breaker.same(&rejected.breaker) {
+                    // The key's `Display` is user code: it runs under no lock of ours.
+                    slot.breaker.name_key(|| k.to_string());
+                }
+            }
+        }
+        rejected
+    }
+
     /// `key`'s breaker, created if it is new.
     #[inline]
     pub(super) fn find<'g, Q>(&'g self, key: &Q, guard: &'g impl papaya::Guard) -> &'g Breaker

@@ -67,7 +67,9 @@ use totals::Gone;
 /// opens its own breaker and no other.
 ///
 /// Keys are created on first use. Looking one up by a borrowed form (`&str` for a `String`
-/// key) does not allocate. Keys and the hasher are `Send + Sync + 'static`: an evicted
+/// key) does not allocate. Keys display (a rejection names its key, as
+/// [`Rejected::key`] and in its message; [`Registry::families`](crate::Registry::families)
+/// lists them as text), and keys and the hasher are `Send + Sync + 'static`: an evicted
 /// breaker keeps a listener that holds its key and carries a late opening to it. The family is bounded by the config's
 /// [`max_keys`](crate::ConfigBuilder::max_keys) and [`idle_for`](crate::ConfigBuilder::idle_for):
 /// keys uncalled for `idle_for` are evicted, and above `max_keys` the least recently called
@@ -126,7 +128,7 @@ impl<K, S> BreakerMap<K, S> {
     }
 }
 
-impl<K: Hash + Eq + Clone + Send + Sync + 'static> BreakerMap<K> {
+impl<K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static> BreakerMap<K> {
     /// An empty family named `name`, not in the registry (see [`Registry::family`]).
     pub fn new(name: impl Into<String>, config: Config) -> Self {
         BreakerMap::with_hasher(name, config, RandomState::new())
@@ -135,7 +137,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> BreakerMap<K> {
 
 impl<K, S> BreakerMap<K, S>
 where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
+    K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
     S: BuildHasher + Send + Sync + 'static,
 {
     /// An empty family hashing its keys with `hasher`. The default, std's `RandomState`, is
@@ -191,7 +193,10 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let guard = self.family.map.guard();
-        self.family.find(key, &guard).call(f)
+        match self.family.find(key, &guard).call(f) {
+            Err(Error::Rejected(r)) => Err(Error::Rejected(self.family.named(key, r))),
+            done => done,
+        }
     }
 
     /// Runs `f` through `key`'s breaker and lets `classify` judge it, as
@@ -208,7 +213,10 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let guard = self.family.map.guard();
-        self.family.find(key, &guard).call_with(f, classify)
+        self.family
+            .find(key, &guard)
+            .call_with(f, classify)
+            .map_err(|r| self.family.named(key, r))
     }
 
     /// Awaits `fut` through `key`'s breaker, as [`Breaker::call_async`] does. The future holds
@@ -226,7 +234,10 @@ where
             let guard = self.family.map.guard();
             self.family.find(key, &guard).clone()
         };
-        breaker.call_async(fut).await
+        match breaker.call_async(fut).await {
+            Err(Error::Rejected(r)) => Err(Error::Rejected(self.family.named(key, r))),
+            done => done,
+        }
     }
 
     /// Asks `key`'s breaker for leave to make one call, as [`Breaker::try_acquire_owned`]
@@ -239,7 +250,22 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let guard = self.family.map.guard();
-        self.family.find(key, &guard).try_acquire_owned()
+        self.family
+            .find(key, &guard)
+            .try_acquire_owned()
+            .map_err(|r| self.family.named(key, r))
+    }
+
+    /// Names `key` in `rejected`, a rejection by the breaker of `key` got from
+    /// [`breaker`](BreakerMap::breaker), as the family's own methods do. For the code
+    /// `#[circuit_breaker(key = …)]` generates.
+    #[doc(hidden)]
+    pub fn name_rejection<Q>(&self, key: &Q, rejected: Rejected) -> Rejected
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.family.named(key, rejected)
     }
 
     /// A handle to `key`'s breaker, if the key is held now. The handle keeps the breaker alive
