@@ -91,11 +91,11 @@ where
     {
         if rejected.breaker.key().is_none() {
             let guard = self.map.guard();
-            if let Some((k, slot)) = self.map.get_key_value(key, &guard) {
-                if slot.breaker.same(&rejected.breaker) {
-                    // The key's `Display` is user code: it runs under no lock of ours.
-                    slot.breaker.name_key(|| k.to_string());
-                }
+            if let Some((k, slot)) = self.map.get_key_value(key, &guard)
+                && slot.breaker.same(&rejected.breaker)
+            {
+                // The key's `Display` is user code: it runs under no lock of ours.
+                slot.breaker.name_key(|| k.to_string());
             }
         }
         rejected
