@@ -135,7 +135,7 @@ fn a_rejection_names_the_family_and_the_key() {
     let r = map.breaker("down.example").try_acquire().unwrap_err();
     assert_eq!(r.key(), Some("down.example"));
     let tenants: BreakerMap<u64> = BreakerMap::new("tenants", config(&clock, 2, 600));
-    let _ = tenants.try_acquire(&42).unwrap().failure();
+    tenants.try_acquire(&42).unwrap().failure();
     let r = tenants.try_acquire(&42).unwrap_err();
     assert_eq!(
         r.to_string(),
