@@ -43,7 +43,7 @@ pub fn breaker(registration: &'static Registration) -> Breaker {
 #[inline(never)]
 pub fn family(registration: &'static Registration) -> BreakerMap<String> {
     registry()
-        .family::<String>(registration.name(), || registration.config())
+        .registered_family(registration)
         .unwrap_or_else(|_| BreakerMap::new(registration.name(), registration.config()))
 }
 

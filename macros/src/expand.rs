@@ -390,6 +390,15 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
             ::core::column!(),
         );
     };
+    let keyed_registration_static = quote! {
+        static #registration: #private::Registration = #private::Registration::new(
+            #name,
+            |#config| #config #configure,
+            ::core::file!(),
+            ::core::line!(),
+            ::core::column!(),
+        ).keyed();
+    };
     let lookup = match &args.key {
         None => quote! {
             // Registered at link time, so the registry knows the breaker, its config and this
@@ -408,9 +417,10 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
             // Located at the expression: a key that is not `AsRef<str>` is reported there.
             let key_str = locate(quote!(#private::KeyStr::key_str(#key)), expr);
             quote! {
-                // Not registered as a breaker: the family is in the registry's `families()`
-                // once the function is first called.
-                #registration_static
+                // Registered at link time as a keyed family's (not a breaker's), so `check`
+                // knows its name and config before the first call; the family is in the
+                // registry's `families()` once the function is first called.
+                #private::register! { #keyed_registration_static }
                 static #family: #private::LazyLock<#private::BreakerMap<#private::String>> =
                     #private::LazyLock::new(|| #private::family(&#registration));
                 // A handle to the key's breaker, and the permit, so the key's borrows of the

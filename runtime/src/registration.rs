@@ -36,6 +36,8 @@ pub struct Registration {
     file: &'static str,
     line: u32,
     column: u32,
+    /// `#[circuit_breaker(key = …)]`: the name is a keyed family's, not a breaker's.
+    keyed: bool,
 }
 
 impl Registration {
@@ -53,7 +55,22 @@ impl Registration {
             file,
             line,
             column,
+            keyed: false,
         }
+    }
+
+    /// The same registration for a `#[circuit_breaker(key = …)]` function: its name is a keyed
+    /// family's.
+    pub const fn keyed(self) -> Registration {
+        Registration {
+            keyed: true,
+            ..self
+        }
+    }
+
+    /// Whether the function is keyed (`key = …`).
+    pub fn is_keyed(&self) -> bool {
+        self.keyed
     }
 
     /// The breaker's name.
@@ -72,10 +89,11 @@ impl Registration {
 
     /// Where the attribute is written.
     pub fn site(&self) -> Site {
-        Site::Attribute {
-            file: self.file,
-            line: self.line,
-            column: self.column,
+        let (file, line, column) = (self.file, self.line, self.column);
+        if self.keyed {
+            Site::KeyedAttribute { file, line, column }
+        } else {
+            Site::Attribute { file, line, column }
         }
     }
 }
@@ -148,6 +166,24 @@ pub enum Site {
         /// The column, from 1.
         column: u32,
     },
+    /// A `#[circuit_breaker(key = …)]` attribute: the name is a keyed family's.
+    KeyedAttribute {
+        /// The file, as the compiler names it (relative to the package's root).
+        file: &'static str,
+        /// The line, from 1.
+        line: u32,
+        /// The column, from 1.
+        column: u32,
+    },
+    /// A call to [`Registry::family`](crate::Registry::family): the caller's file and line.
+    Family {
+        /// The file, as the compiler names it.
+        file: &'static str,
+        /// The line, from 1.
+        line: u32,
+        /// The column, from 1.
+        column: u32,
+    },
 }
 
 impl Site {
@@ -162,15 +198,27 @@ impl Site {
     /// The file.
     pub fn file(&self) -> &'static str {
         match self {
-            Site::Attribute { file, .. } | Site::Call { file, .. } => file,
+            Site::Attribute { file, .. }
+            | Site::Call { file, .. }
+            | Site::KeyedAttribute { file, .. }
+            | Site::Family { file, .. } => file,
         }
     }
 
     /// The line, from 1.
     pub fn line(&self) -> u32 {
         match self {
-            Site::Attribute { line, .. } | Site::Call { line, .. } => *line,
+            Site::Attribute { line, .. }
+            | Site::Call { line, .. }
+            | Site::KeyedAttribute { line, .. }
+            | Site::Family { line, .. } => *line,
         }
+    }
+
+    /// Whether the site names a keyed family (`#[circuit_breaker(key = …)]`,
+    /// [`Registry::family`](crate::Registry::family)) rather than a single breaker.
+    pub fn is_keyed(&self) -> bool {
+        matches!(self, Site::KeyedAttribute { .. } | Site::Family { .. })
     }
 }
 
@@ -179,6 +227,8 @@ impl fmt::Display for Site {
         let what = match self {
             Site::Attribute { .. } => "#[circuit_breaker]",
             Site::Call { .. } => "get_or_create",
+            Site::KeyedAttribute { .. } => "#[circuit_breaker(key = …)]",
+            Site::Family { .. } => "Registry::family",
         };
         write!(f, "{what} at {}:{}", self.file(), self.line())
     }
@@ -435,6 +485,12 @@ impl Conflict {
         &self.sites
     }
 
+    /// Whether some sites make the name a keyed family and others a single breaker. Their
+    /// rejections, metrics and registry entries would share the name.
+    pub fn keyed_and_unkeyed(&self) -> bool {
+        mixed(&self.sites)
+    }
+
     /// The keys whose values differ among the sites, named as in the attribute.
     pub fn differences(&self) -> Vec<&'static str> {
         differing(self.sites.iter().map(|(_, config)| config))
@@ -444,13 +500,25 @@ impl Conflict {
 impl fmt::Display for Conflict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let keys = self.differences();
-        write!(
-            f,
-            "circuit breaker '{}' is given different configs:",
-            self.name
-        )?;
+        if self.keyed_and_unkeyed() {
+            write!(
+                f,
+                "circuit breaker '{}' is both a keyed family and a single breaker; give one of \
+                 them another name:",
+                self.name
+            )?;
+        } else {
+            write!(
+                f,
+                "circuit breaker '{}' is given different configs:",
+                self.name
+            )?;
+        }
         for (site, config) in &self.sites {
-            write!(f, "\n  {site}: {}", values(config, &keys))?;
+            write!(f, "\n  {site}")?;
+            if !keys.is_empty() {
+                write!(f, ": {}", values(config, &keys))?;
+            }
         }
         Ok(())
     }
@@ -489,13 +557,20 @@ impl fmt::Display for Conflicts {
 
 impl std::error::Error for Conflicts {}
 
-/// Groups `(site, config)` pairs into a conflict if their policies are not all the same.
+/// Whether `sites` name both a keyed family and a single breaker.
+fn mixed(sites: &[(Site, Config)]) -> bool {
+    sites.iter().any(|(s, _)| s.is_keyed()) && sites.iter().any(|(s, _)| !s.is_keyed())
+}
+
+/// Groups `(site, config)` pairs into a conflict if their policies are not all the same, or
+/// if some name a keyed family and others a single breaker.
 pub(crate) fn conflict(name: &str, mut sites: Vec<(Site, Config)>) -> Option<Conflict> {
     sites.sort_by_key(|(site, _)| *site);
     let mut seen = BTreeSet::new();
     sites.retain(|(site, _)| seen.insert(*site));
     let first = &sites.first()?.1;
-    if sites.iter().all(|(_, config)| same_policy(first, config)) {
+    let mixed = mixed(&sites);
+    if !mixed && sites.iter().all(|(_, config)| same_policy(first, config)) {
         return None;
     }
     Some(Conflict {

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use crate::breaker::State;
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::registration::{Registration, Site};
 use crate::registry::Registry;
 
 use super::family::KeyConfigs;
@@ -80,8 +81,8 @@ where
     }
 }
 
-/// The registry's families, by name. Apart from the named breakers: a family and a breaker may
-/// share a name.
+/// The registry's families, by name. Apart from the named breakers: a family and a breaker
+/// sharing a name both work, and [`Registry::check`] reports the name.
 static FAMILIES: Mutex<Vec<Named>> = Mutex::new(Vec::new());
 
 type Named = (Box<str>, Arc<dyn View>);
@@ -113,7 +114,10 @@ impl Registry {
     /// created is used instead of `config()` (which then does not run); a clock given by
     /// [`set_clock`](Registry::set_clock) before then replaces the config's, and a
     /// `[breakers.<name>.keys."<key>"]` table gives the key that displays as `<key>` its own
-    /// config (with the family's clock). These apply only to a family created after them. Fails if a family of that name holds keys of another type.
+    /// config (with the family's clock). These apply only to a family created after them. Fails
+    /// if a family of that name holds keys of another type. A name used by a family and by a
+    /// single breaker (or given different configs by `#[circuit_breaker(key = …)]` attributes
+    /// or the call that creates the family) is reported by [`check`](Registry::check).
     ///
     /// ```
     /// use breakerbox_runtime::{registry, Config};
@@ -126,10 +130,39 @@ impl Registry {
     /// assert!(registry().family::<String>("billing", Config::default).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[track_caller]
     pub fn family<K>(
         &self,
         name: &str,
         config: impl FnOnce() -> Config,
+    ) -> Result<BreakerMap<K>, KeyTypeMismatch>
+    where
+        K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
+    {
+        let caller = std::panic::Location::caller();
+        let site = Site::Family {
+            file: caller.file(),
+            line: caller.line(),
+            column: caller.column(),
+        };
+        self.family_at(name, config, Some(site))
+    }
+
+    /// The keyed family of a `#[circuit_breaker(key = …)]` function, as
+    /// [`family`](Registry::family) gives it; its site is the attribute's, known from the start.
+    #[doc(hidden)]
+    pub fn registered_family(
+        &self,
+        registration: &'static Registration,
+    ) -> Result<BreakerMap<String>, KeyTypeMismatch> {
+        self.family_at(registration.name(), || registration.config(), None)
+    }
+
+    fn family_at<K>(
+        &self,
+        name: &str,
+        config: impl FnOnce() -> Config,
+        site: Option<Site>,
     ) -> Result<BreakerMap<K>, KeyTypeMismatch>
     where
         K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
@@ -179,6 +212,11 @@ impl Registry {
             return known;
         }
         all.push((name.into(), Arc::new(map.clone())));
+        drop(all);
+        // The site that created the family, for `check`.
+        if let Some(site) = site {
+            self.record(name, site, map.config());
+        }
         Ok(map)
     }
 
