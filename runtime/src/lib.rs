@@ -88,7 +88,9 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigBuilder, ConfigError, Window};
 pub use error::{Error, RejectReason, Rejected, Timeout};
 pub use event::{Event, Reason};
-pub use keyed::{BreakerMap, Evicted, FamilyMetrics, KeyMetrics, KeyTypeMismatch};
+pub use keyed::{
+    BreakerMap, Evicted, FamilyMetrics, FamilySnapshot, FamilyTotals, KeyMetrics, KeyTypeMismatch,
+};
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub use load::LoadError;

@@ -4,17 +4,18 @@ use core::fmt;
 use core::hash::Hash;
 use std::sync::{Arc, Mutex};
 
-use crate::breaker::State;
+use crate::breaker::{Breaker, State};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::registration::{Registration, Site};
 use crate::registry::Registry;
 
 use super::family::KeyConfigs;
-use super::{BreakerMap, Evicted};
+use super::{BreakerMap, Evicted, FamilySnapshot};
 
-/// One key of a family in [`Registry::families`].
-#[derive(Clone, Debug)]
+/// One key of a family in [`Registry::families`] and [`FamilySnapshot::top_open`].
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct KeyMetrics {
     /// The key, as it displays.
@@ -23,8 +24,10 @@ pub struct KeyMetrics {
     pub metrics: Metrics,
 }
 
-/// A keyed family as [`Registry::families`] lists it.
-#[derive(Clone, Debug)]
+/// A keyed family as [`Registry::families`] lists it: every key (for a family of many keys,
+/// [`Registry::family_snapshots`] gives aggregates and the top open keys instead).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct FamilyMetrics {
     /// The family's name.
@@ -42,6 +45,9 @@ pub struct FamilyMetrics {
 /// A registered family as the registry sees it, whatever its key type.
 trait View: Send + Sync {
     fn metrics(&self) -> FamilyMetrics;
+    fn snapshot(&self, top: usize) -> FamilySnapshot;
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    fn each(&self, f: &mut dyn FnMut(String, &Breaker));
     fn as_any(&self) -> &dyn std::any::Any;
 }
 
@@ -74,6 +80,14 @@ where
             evicted: self.evicted(),
             overflow: self.overflow().map(|b| b.metrics()),
         }
+    }
+
+    fn snapshot(&self, top: usize) -> FamilySnapshot {
+        BreakerMap::snapshot(self, top)
+    }
+
+    fn each(&self, f: &mut dyn FnMut(String, &Breaker)) {
+        self.each_displayed(f)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -222,14 +236,45 @@ impl Registry {
 
     /// Every registered keyed family with its keys, their states and metrics, sorted by name.
     pub fn families(&self) -> Vec<FamilyMetrics> {
-        let views: Vec<Arc<dyn View>> = FAMILIES
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(_, v)| v.clone())
-            .collect();
+        let views: Vec<Arc<dyn View>> = views().into_iter().map(|(_, v)| v).collect();
         let mut all: Vec<FamilyMetrics> = views.iter().map(|v| v.metrics()).collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
+    }
+}
+
+/// The registered families, read outside the lock (their keys' `Display` is user code).
+fn views() -> Vec<(Box<str>, Arc<dyn View>)> {
+    FAMILIES.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+impl Registry {
+    /// Every registered keyed family as a [`FamilySnapshot`], sorted by name: aggregates, the
+    /// number of open keys and the `top` open keys with the most failures, without a line per
+    /// key. What the `metrics` export sends by default, and what an admin page can show.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{registry, Config};
+    ///
+    /// let shards = registry().family::<u32>("doc.snapshots", || Config::builder().failures(1).build().unwrap())?;
+    /// let _ = shards.call(&3, || Err::<(), _>("down"));
+    /// let all = registry().family_snapshots(5);
+    /// let s = all.iter().find(|s| s.name == "doc.snapshots").unwrap();
+    /// assert_eq!((s.keys, s.open_keys, s.top_open[0].key.as_str()), (1, 1, "3"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn family_snapshots(&self, top: usize) -> Vec<FamilySnapshot> {
+        let mut all: Vec<FamilySnapshot> = views().iter().map(|(_, v)| v.snapshot(top)).collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    /// Calls `f` with the name of every registered family, each key as it displays, and its
+    /// breaker: the per-key export, which the `metrics` export does only when asked.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn each_family_key(&self, mut f: impl FnMut(&str, String, &Breaker)) {
+        for (name, view) in views() {
+            view.each(&mut |key, b| f(&name, key, b));
+        }
     }
 }
