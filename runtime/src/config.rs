@@ -6,6 +6,9 @@ use std::sync::Arc;
 
 use crate::clock::{Clock, ClockRef};
 
+pub(crate) mod pool;
+pub(crate) use pool::intern;
+
 /// The calls a failure rate is computed over.
 ///
 /// ```

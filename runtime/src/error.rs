@@ -1,10 +1,11 @@
-//! The errors a protected call can give.
+//! The errors' vocabulary below the breaker: why a call was refused ([`RejectReason`], and
+//! the `Refusal` that admission returns), and the [`Timeout`] error. [`Rejected`](crate::Rejected)
+//! and [`Error`](crate::Error) hold a breaker handle, so they live with it, in
+//! `breaker/rejected.rs`.
 
 use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;
-
-use crate::breaker::Breaker;
 
 /// Why a call was not let through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -36,100 +37,16 @@ impl RejectReason {
     }
 }
 
-/// A call the breaker refused to run.
-///
-/// Its message names the breaker (and, for a keyed family's, the key), says why, and when to
-/// retry: `circuit breaker 'users' is open; retry in 1.2s (last failure: connection refused)`,
-/// `circuit breaker 'api' for key 'down.example' is open; retry in 1.2s`.
-/// Functions under `#[circuit_breaker]` without a fallback return it through their own error
-/// type, which must implement `From<Rejected>`.
-///
-/// Building one allocates nothing: it holds a handle to the breaker, whose name and last
-/// failure are read when the error is displayed, so `last_failure` is the newest one at that
-/// moment. The handle costs nothing for a registry breaker (what `#[circuit_breaker]` uses)
-/// and a reference-count increment for a [`Breaker::new`] or keyed one, which a `Rejected`
-/// keeps alive until it is dropped.
-#[derive(Clone)]
-pub struct Rejected {
-    pub(crate) breaker: Breaker,
-    /// The [`RejectReason`] as a full word: a one-byte field here sat, in
-    /// `Result<Permit, Rejected>`, over a permit's `u64`, and LLVM moved that word as a byte
-    /// and seven, stalling store forwarding on every admitted call.
-    pub(crate) reason: u64,
-    /// Nanoseconds; `NO_RETRY` for none.
-    pub(crate) retry_after_ns: u64,
-}
-
-impl Rejected {
-    /// The name of the breaker that refused the call.
-    pub fn name(&self) -> &str {
-        self.breaker.name()
-    }
-
-    /// For a breaker of a keyed family ([`BreakerMap`](crate::BreakerMap), `#[circuit_breaker(key
-    /// = …)]`), the key whose breaker refused the call, as it displays; [`name`](Rejected::name)
-    /// is the family's. `None` for other breakers.
-    pub fn key(&self) -> Option<&str> {
-        self.breaker.key()
-    }
-
-    /// Why the call was refused.
-    pub fn reason(&self) -> RejectReason {
-        RejectReason::from_code(self.reason)
-    }
-
-    /// How long until an open breaker lets a probe through; `None` where no time is known.
-    pub fn retry_after(&self) -> Option<Duration> {
-        (self.retry_after_ns != crate::breaker::NO_RETRY)
-            .then(|| Duration::from_nanos(self.retry_after_ns))
-    }
-
-    /// The message of the failure that last tripped the breaker, if it had one.
-    pub fn last_failure(&self) -> Option<Arc<str>> {
-        self.breaker.last_failure()
-    }
-}
-
-impl fmt::Display for Rejected {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "circuit breaker '{}' ", self.name())?;
-        if let Some(key) = self.key() {
-            write!(f, "for key '{key}' ")?;
-        }
-        match self.reason() {
-            RejectReason::Open => f.write_str("is open")?,
-            RejectReason::HalfOpenFull => {
-                f.write_str("is half-open and all its probe calls are taken")?
-            }
-            RejectReason::BulkheadFull => f.write_str("is at its limit of concurrent calls")?,
-            RejectReason::ForcedOpen => f.write_str("is forced open")?,
-        }
-        if let Some(after) = self.retry_after() {
-            write!(f, "; retry in {}", Secs(after))?;
-        }
-        if let Some(last) = self.last_failure() {
-            write!(f, " (last failure: {last})")?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Debug for Rejected {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Rejected")
-            .field("name", &self.name())
-            .field("key", &self.key())
-            .field("reason", &self.reason())
-            .field("retry_after", &self.retry_after())
-            .field("last_failure", &self.last_failure())
-            .finish()
-    }
-}
-
-impl std::error::Error for Rejected {}
+/// Why admission failed (a `RejectReason` code), and in how many nanoseconds to retry
+/// (`NO_RETRY`: unknown). PERF(`open_1t/bb_call`): two words, like a permit's fields (see
+/// `Ticket`); raw nanoseconds because building a `Duration` costs a division the rejection
+/// path can skip.
+pub(crate) type Refusal = (u64, u64);
+/// A [`Refusal`]'s retry time when none is known.
+pub(crate) const NO_RETRY: u64 = u64::MAX;
 
 /// A duration as a person reads it: `1.2s`, `250ms`.
-struct Secs(Duration);
+pub(crate) struct Secs(pub(crate) Duration);
 
 impl fmt::Display for Secs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -138,36 +55,6 @@ impl fmt::Display for Secs {
             write!(f, "{}ms", ms.max(1))
         } else {
             write!(f, "{:.1}s", self.0.as_secs_f64())
-        }
-    }
-}
-
-/// The error of [`Breaker::call`](crate::Breaker::call) and [`Breaker::call_async`](crate::Breaker::call_async): the breaker refused the call, or
-/// the call ran and failed.
-#[derive(Debug, thiserror::Error)]
-pub enum Error<E> {
-    /// The breaker did not run the call.
-    #[error(transparent)]
-    Rejected(#[from] Rejected),
-    /// The call ran and returned this error.
-    #[error(transparent)]
-    Inner(E),
-}
-
-impl<E> Error<E> {
-    /// The call's own error, if it ran.
-    pub fn into_inner(self) -> Option<E> {
-        match self {
-            Error::Inner(e) => Some(e),
-            Error::Rejected(_) => None,
-        }
-    }
-
-    /// The rejection, if the call did not run.
-    pub fn rejected(&self) -> Option<&Rejected> {
-        match self {
-            Error::Rejected(r) => Some(r),
-            Error::Inner(_) => None,
         }
     }
 }

@@ -1,15 +1,66 @@
-//! State changes, as told to listeners and to `tracing`.
+//! State changes, as told to listeners and to `tracing`: the [`Event`], its [`Reason`], and
+//! the lists of listeners (one per breaker, one for the whole registry) that are told it.
 
 use core::any::Any;
 use core::fmt;
 use core::time::Duration;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
-use crate::breaker::State;
+use crate::state::State;
 
 pub(crate) type Listener = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// A list of listeners: one breaker's, or the registry's (see [`registry_wide`]).
+///
+/// std's lock, not loom's: no protocol runs through it (a listener is added, or the list is
+/// copied and the lock let go before anyone is told), and the registry's list is a static.
+pub(crate) struct Listeners {
+    list: RwLock<Vec<Listener>>,
+    /// Names the listeners in the log when one panics: "listener", "registry listener".
+    whose: &'static str,
+}
+
+impl Default for Listeners {
+    /// A breaker's own list.
+    fn default() -> Listeners {
+        Listeners::new("listener")
+    }
+}
+
+impl Listeners {
+    /// An empty list, whose panicking listeners `whose` names in the log.
+    pub(crate) const fn new(whose: &'static str) -> Listeners {
+        Listeners {
+            list: RwLock::new(Vec::new()),
+            whose,
+        }
+    }
+
+    /// Adds a listener, told after those added before it.
+    pub(crate) fn add(&self, listener: Listener) {
+        self.list
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(listener);
+    }
+
+    /// Tells `event` to each listener in turn (see [`tell`]). The list is copied first, so no
+    /// lock is held while a listener runs, and a listener may add another.
+    pub(crate) fn notify(&self, event: &Event) {
+        let listeners: Vec<Listener> = self.list.read().unwrap_or_else(|e| e.into_inner()).clone();
+        tell(&listeners, event, self.whose);
+    }
+}
+
+/// The listeners of every registry breaker's changes
+/// ([`Registry::on_state_change`](crate::Registry::on_state_change)), told after each breaker's
+/// own. Here rather than in the registry, so that a breaker tells them without naming it.
+pub(crate) fn registry_wide() -> &'static Listeners {
+    static LISTENERS: Listeners = Listeners::new("registry listener");
+    &LISTENERS
+}
 
 /// Tells `event` to each of `listeners` in turn; `whose` names them in the log ("listener",
 /// "registry listener"). A listener's panic is caught here and logged
@@ -17,7 +68,7 @@ pub(crate) type Listener = Arc<dyn Fn(&Event) + Send + Sync>;
 /// reaches the thread that changed the state, which may be unwinding from a panic of its own
 /// (a permit dropped by a panicking call records a failure, which may trip the breaker), and
 /// where a second panic escaping would abort the process. Later listeners are still told.
-pub(crate) fn tell(listeners: &[Listener], event: &Event, whose: &'static str) {
+fn tell(listeners: &[Listener], event: &Event, whose: &'static str) {
     for listener in listeners {
         if let Err(payload) = catch_unwind(AssertUnwindSafe(|| listener(event))) {
             let message = panic_message(&*payload);

@@ -76,9 +76,10 @@ use std::sync::{Mutex, Once};
 
 use metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
 
-use crate::breaker::{Breaker, State};
+use crate::breaker::Breaker;
 use crate::keyed::{BreakerMap, FamilySnapshot};
 use crate::registry::registry;
+use crate::state::State;
 
 /// The value of `breakerbox_state` for `state`.
 ///

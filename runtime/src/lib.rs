@@ -16,17 +16,25 @@
 //!
 //! # Where things are
 //!
-//! The core, with no optional dependency:
+//! The core, with no optional dependency. Each module imports only from those below it in
+//! the import graph (no circle): `state`, `identity`, `error`, `event`, `config` … at the
+//! bottom, then `breaker`, then `registry` and `keyed`, then the edges.
 //!
-//! - `breaker` — [`Breaker`]: admission, recording and the state machine; permits, handles
-//!   ([`WeakBreaker`]) and the bulkhead.
-//! - `config` — [`Config`] and [`ConfigBuilder`]: what a breaker does, validated once.
+//! - `breaker` — [`Breaker`], the handle and its API; below it, one file per seam: `inner`
+//!   (the shared state's layout), `admit`, `record`, `transition`, `events`, `cause`,
+//!   `permit` ([`Permit`], [`OwnedPermit`]), `weak` ([`WeakBreaker`]), `rejected`
+//!   ([`Rejected`], [`Error`]).
+//! - `state` — [`State`], [`SharedState`], and the packed words the protocols run on.
+//! - `identity` — a breaker's name, shared by a keyed family's breakers.
+//! - `config` — [`Config`] and [`ConfigBuilder`]: what a breaker does, validated once;
+//!   `config/pool` shares one allocation between equal configs.
 //! - `window` — the sliding count and time windows behind `failure_rate` and `slow_rate`.
 //! - `counters` — per-thread striped call counters, exact without an atomic read-modify-write
 //!   on the call path.
 //! - `clock` — [`Clock`], [`SystemClock`], [`ManualClock`] (and `TokioClock`).
-//! - `event` — [`Event`] and [`Reason`]: state changes as told to listeners and `tracing`.
-//! - `error` — [`Error`], [`Rejected`], [`RejectReason`], [`Timeout`].
+//! - `event` — [`Event`] and [`Reason`]: state changes as told to listeners and `tracing`;
+//!   the listener lists, a breaker's and the registry's.
+//! - `error` — [`RejectReason`], [`Timeout`], and how admission encodes a refusal.
 //! - `metrics`, `outcome` — [`Metrics`] snapshots; [`Outcome`], a finished call's verdict.
 //! - `registry` — [`registry()`]: one breaker per name, listeners, families.
 //! - `registration` — the link-time list of `#[circuit_breaker]` functions, and the conflicts
@@ -60,6 +68,7 @@ pub mod export;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
+mod identity;
 mod keyed;
 #[doc(hidden)]
 pub mod keys;
@@ -71,6 +80,7 @@ mod registration;
 mod registry;
 #[cfg(feature = "serde")]
 mod serde_impl;
+mod state;
 mod suggest;
 mod sync;
 #[cfg(feature = "tower")]
@@ -78,16 +88,16 @@ mod sync;
 pub mod tower;
 mod window;
 
-#[doc(hidden)]
-pub use breaker::live_breakers;
-pub use breaker::{Breaker, OwnedPermit, Permit, SharedState, State, WeakBreaker};
+pub use breaker::{Breaker, Error, OwnedPermit, Permit, Rejected, WeakBreaker};
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use clock::TokioClock;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigBuilder, ConfigError, Window};
-pub use error::{Error, RejectReason, Rejected, Timeout};
+pub use error::{RejectReason, Timeout};
 pub use event::{Event, Reason};
+#[doc(hidden)]
+pub use identity::live_breakers;
 pub use keyed::{
     BreakerMap, Evicted, FamilyMetrics, FamilySnapshot, FamilyTotals, KeyMetrics, KeyTypeMismatch,
 };
@@ -98,6 +108,7 @@ pub use metrics::Metrics;
 pub use outcome::Outcome;
 pub use registration::{ConfigConflict, Conflict, Conflicts, Site};
 pub use registry::{Registry, registry};
+pub use state::{SharedState, State};
 
 /// Support for the code `#[circuit_breaker]` generates, re-exported by the facade's
 /// `__private`. Not public API.

@@ -10,6 +10,7 @@ use toml::de::{DeTable, DeValue};
 
 use crate::config::{Config, ConfigBuilder};
 use crate::duration::excerpt;
+use crate::keyed::family_exists;
 use crate::keys::KEYS;
 use crate::registry::Registry;
 use crate::serde_impl::{Dialect, Raw, apply, did_you_mean};
@@ -287,7 +288,8 @@ impl Registry {
             line,
             breaker: name.to_owned(),
         };
-        if let Some((name, line, _)) = configs.iter().find(|(n, _, _)| self.created(n)) {
+        let created = |name: &str| self.created(name) || family_exists(name);
+        if let Some((name, line, _)) = configs.iter().find(|(n, _, _)| created(n)) {
             return Err(already(name, *line));
         }
         let mut names = Vec::with_capacity(configs.len());
@@ -299,7 +301,7 @@ impl Registry {
             names.push(name);
         }
         for (name, key, line, config) in key_configs {
-            if !self.configure_key(&name, &key, config) {
+            if family_exists(&name) || !self.configure_key(&name, &key, config) {
                 return Err(already(&name, line));
             }
         }

@@ -2,7 +2,7 @@
 
 use core::time::Duration;
 
-use crate::breaker::State;
+use crate::state::State;
 
 /// A snapshot of one breaker, from [`Breaker::metrics`](crate::Breaker::metrics).
 ///

@@ -7,7 +7,7 @@ use std::sync::{Arc, LazyLock, Mutex, RwLock};
 use crate::breaker::Breaker;
 use crate::clock::{Clock, ClockRef};
 use crate::config::Config;
-use crate::event::{Event, Listener};
+use crate::event::Event;
 use crate::metrics::Metrics;
 use crate::registration::{
     ConfigConflict, Conflict, Conflicts, Registration, Site, conflict, registrations, same_policy,
@@ -61,7 +61,6 @@ use crate::registration::{
 pub struct Registry {
     breakers: RwLock<HashMap<Box<str>, Entry>>,
     presets: Mutex<Presets>,
-    listeners: RwLock<Vec<Listener>>,
     /// The `#[circuit_breaker]` functions of the program by name, each name's sorted by site.
     registered: HashMap<&'static str, Vec<&'static Registration>>,
     /// The `#[circuit_breaker(key = …)]` functions by name: keyed families, not breakers.
@@ -101,7 +100,6 @@ pub(crate) struct Preset {
 static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
     breakers: RwLock::default(),
     presets: Mutex::default(),
-    listeners: RwLock::default(),
     registered: registered(false),
     keyed: registered(true),
     sites: Mutex::default(),
@@ -313,10 +311,10 @@ impl Registry {
     }
 
     /// Whether the breaker `name` has been created (`load_toml` configures only those that
-    /// have not).
+    /// have not, nor a keyed family of that name).
     #[cfg(feature = "serde")]
     pub(crate) fn created(&self, name: &str) -> bool {
-        read(&self.breakers).contains_key(name) || crate::keyed::family_exists(name)
+        read(&self.breakers).contains_key(name)
     }
 
     /// The name of every breaker, created or annotated (a `#[circuit_breaker]` function not
@@ -403,12 +401,10 @@ impl Registry {
 
     /// Registers the config of the single key `key` of the keyed family `name`, for a family
     /// created after this call (`[breakers.<name>.keys."<key>"]` in `load_toml`). Returns
-    /// `false` (and changes nothing) if a breaker or family `name` already exists.
+    /// `false` (and changes nothing) if a breaker `name` already exists. The caller checks
+    /// for a family `name` first: the keyed layer sits above the registry.
     #[cfg(feature = "serde")]
     pub(crate) fn configure_key(&self, name: &str, key: &str, config: Config) -> bool {
-        if crate::keyed::family_exists(name) {
-            return false;
-        }
         self.preset(name, |p| p.keys.insert(key.to_owned(), config))
             .is_some()
     }
@@ -462,12 +458,7 @@ impl Registry {
     /// listeners and events are told as usual. A listener may use the registry and the
     /// breaker, and wait for threads that do.
     pub fn on_state_change(&self, listener: impl Fn(&Event) + Send + Sync + 'static) {
-        write(&self.listeners).push(Arc::new(listener));
-    }
-
-    pub(crate) fn notify(&self, event: &Event) {
-        let listeners: Vec<Listener> = read(&self.listeners).clone();
-        crate::event::tell(&listeners, event, "registry listener");
+        crate::event::registry_wide().add(Arc::new(listener));
     }
 }
 

@@ -9,10 +9,10 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
-use crate::breaker::{SharedState, State};
 use crate::config::{Config, ConfigBuilder, Window};
 use crate::duration::{self as text, DurationError};
 use crate::keys::{ATTRIBUTE_ONLY, KEYS};
+use crate::state::{SharedState, State};
 use crate::suggest::closest;
 
 /// `#[serde(with = …)]` for a `Duration` as a string like `"250ms"`: exact, any `Duration`

@@ -61,8 +61,8 @@ use core::hash::Hash;
 
 use crate::BreakerMap;
 use crate::breaker::{Breaker, OwnedPermit};
+use crate::breaker::{Error, Rejected};
 use crate::config::Config;
-use crate::error::{Error, Rejected};
 use crate::outcome::Outcome;
 use crate::registry::registry;
 

@@ -4,11 +4,12 @@ use core::fmt;
 use core::hash::Hash;
 use std::sync::{Arc, Mutex};
 
-use crate::breaker::{Breaker, State};
+use crate::breaker::Breaker;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::registration::{Registration, Site};
 use crate::registry::Registry;
+use crate::state::State;
 
 use super::family::KeyConfigs;
 use super::{BreakerMap, Evicted, FamilySnapshot};

@@ -5,9 +5,11 @@ use core::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
-use crate::breaker::{Breaker, Identity, State};
+use crate::breaker::Breaker;
+use crate::breaker::Rejected;
 use crate::config::Config;
-use crate::error::Rejected;
+use crate::identity::Identity;
+use crate::state::State;
 
 use super::totals::Totals;
 

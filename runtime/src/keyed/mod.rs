@@ -56,11 +56,11 @@ use std::collections::hash_map::RandomState;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, OnceLock};
 
-use crate::breaker::{Breaker, OwnedPermit, State};
+use crate::breaker::{Breaker, Error, OwnedPermit, Rejected};
 use crate::clock::nanos;
 use crate::config::Config;
-use crate::error::{Error, Rejected};
 use crate::outcome::Outcome;
+use crate::state::State;
 
 use family::Family;
 use totals::Gone;

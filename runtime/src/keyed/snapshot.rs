@@ -5,8 +5,9 @@
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 
-use crate::breaker::{Breaker, State};
+use crate::breaker::Breaker;
 use crate::metrics::Metrics;
+use crate::state::State;
 
 use super::{BreakerMap, Evicted, KeyMetrics};
 

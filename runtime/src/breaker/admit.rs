@@ -1,0 +1,186 @@
+//! Admission: whether a call may run, and its permit.
+
+use super::inner::{Inner, PROBE_BITS, PROBE_MASK};
+use super::permit::{Kind, Permit, Ticket};
+use crate::clock::nanos;
+use crate::counters::Count;
+use crate::error::{NO_RETRY, Refusal, RejectReason};
+use crate::event::Reason;
+use crate::state::{State, generation, pack};
+use crate::sync::Ordering;
+
+impl Inner {
+    #[inline]
+    pub(super) fn permit(&self, generation: u32, kind: Kind) -> Permit<'_> {
+        let started = match self.config.slow {
+            Some(_) if kind != Kind::Disabled => self.clock().precise(),
+            _ => 0,
+        };
+        Permit {
+            inner: self,
+            ticket: Ticket::new(generation, kind, started),
+        }
+    }
+
+    /// Admission. PERF(`closed_ok/bb_call`): the path that matters most — a closed breaker
+    /// with a plain config — is inlined into the caller (one load, two compares); everything
+    /// else is out of line.
+    #[inline(always)]
+    pub(super) fn acquire(&self) -> Result<Permit<'_>, Refusal> {
+        // Acquire pairs with the Release store of a transition: whoever sees a state also sees
+        // the data prepared for it (deadline, probe word, cleared window).
+        let word = self.state.load(Ordering::Acquire);
+        match State::from_word(word) {
+            // The state word is the ticket: a closed state's tag is 0, as is a closed kind's.
+            State::Closed if self.plain_acquire => Ok(Permit {
+                inner: self,
+                ticket: Ticket {
+                    tag: word,
+                    started: 0,
+                },
+            }),
+            _ => self.acquire_word(word),
+        }
+    }
+
+    /// Admission by the state in `word`, when it is not the plain closed one; re-entered after a
+    /// transition. PERF(`open_1t/bb_call`): an open breaker's rejection is answered here, in a
+    /// frame of its own: inlining the other states' paths makes every rejection pay for saving the
+    /// registers they use, and for a jump table (~2 ns of a ~10 ns rejection).
+    #[inline(never)]
+    pub(super) fn acquire_word(&self, word: u64) -> Result<Permit<'_>, Refusal> {
+        if State::from_word(word) == State::Open {
+            return self.acquire_open(generation(word));
+        }
+        self.acquire_other(word)
+    }
+
+    #[inline(never)]
+    pub(super) fn acquire_other(&self, word: u64) -> Result<Permit<'_>, Refusal> {
+        let generation = generation(word);
+        match State::from_word(word) {
+            State::Closed => {
+                if let Some(max) = self.config.max_concurrent {
+                    // Each admission is one compare-and-swap below the limit. Not an increment
+                    // undone on refusal: a refused call's passing increment would refuse
+                    // another call while a place is free.
+                    //
+                    // The count is of this generation's places. The first admission of a
+                    // generation finds an older one's count and starts it over: every place
+                    // taken before the last transition is free, even that of a permit that
+                    // will never record. Release/Acquire: a count is stamped with a generation
+                    // only by a thread that saw that generation's state word, so a thread that
+                    // sees the stamp and admits again by the state sees that state too.
+                    let mut cur = self.active.load(Ordering::Acquire);
+                    loop {
+                        let stamped = crate::state::generation(cur);
+                        let taken = if stamped == generation {
+                            cur as u32
+                        } else if (generation.wrapping_sub(stamped) as i32) > 0 {
+                            0 // an older generation's places: all free now
+                        } else {
+                            // A transition came between: admit by the state now.
+                            return self.acquire_word(self.state.load(Ordering::Acquire));
+                        };
+                        if taken >= max {
+                            return Err(self.reject(RejectReason::BulkheadFull, NO_RETRY));
+                        }
+                        match self.active.compare_exchange_weak(
+                            cur,
+                            pack(generation, u64::from(taken) + 1),
+                            Ordering::Release,
+                            Ordering::Acquire,
+                        ) {
+                            Ok(_) => break,
+                            Err(actual) => cur = actual,
+                        }
+                    }
+                }
+                Ok(self.permit(generation, Kind::Closed))
+            }
+            State::Disabled => Ok(self.permit(generation, Kind::Disabled)),
+            State::ForcedOpen => Err(self.reject(RejectReason::ForcedOpen, NO_RETRY)),
+            State::Open => self.acquire_open(generation),
+            State::HalfOpen => self.acquire_probe(generation, self.clock().coarse()),
+        }
+    }
+
+    #[inline]
+    pub(super) fn reject(&self, reason: RejectReason, retry_after_ns: u64) -> Refusal {
+        let reason = reason.code();
+        self.count(Count::Rejected);
+        (reason, retry_after_ns)
+    }
+
+    #[inline]
+    pub(super) fn acquire_open(&self, generation: u32) -> Result<Permit<'_>, Refusal> {
+        let now = self.clock().coarse();
+        let until = self.open_until.load(Ordering::Relaxed);
+        if now < until {
+            return Err(self.reject(RejectReason::Open, until - now));
+        }
+        self.open_elapsed(generation, now)
+    }
+
+    #[cold]
+    pub(super) fn open_elapsed(&self, generation: u32, now: u64) -> Result<Permit<'_>, Refusal> {
+        self.transition(
+            generation,
+            &[State::Open],
+            State::HalfOpen,
+            Reason::OpenElapsed,
+            None,
+            now,
+        );
+        // Whoever won the transition, the breaker is now past `Open` (or changed by hand):
+        // admit by what it is now.
+        let word = self.state.load(Ordering::Acquire);
+        match State::from_word(word) {
+            State::HalfOpen => self.acquire_probe(crate::state::generation(word), now),
+            _ => self.acquire_word(word),
+        }
+    }
+
+    pub(super) fn acquire_probe(&self, generation: u32, now: u64) -> Result<Permit<'_>, Refusal> {
+        let limit = u64::from(self.config.half_open_calls);
+        let mut cur = self.probe.load(Ordering::Acquire);
+        loop {
+            if crate::state::generation(cur) != generation {
+                // The round ended while we looked; admit by the state now.
+                return self.acquire_word(self.state.load(Ordering::Acquire));
+            }
+            let admitted = (cur >> PROBE_BITS) & PROBE_MASK;
+            if admitted >= limit {
+                // The round's time runs from entering half-open, not from the last admission:
+                // a second probe admitted late must not give a hung first one more time.
+                // Relaxed: the state word's Acquire load showed this generation, so this reads
+                // the time its transition stored, or a later one's (and then the transition
+                // below finds the generation gone).
+                let entered = self.state_since.load(Ordering::Relaxed);
+                if now.saturating_sub(entered) >= nanos(self.config.probe_timeout) {
+                    self.transition(
+                        generation,
+                        &[State::HalfOpen],
+                        State::Open,
+                        Reason::ProbeTimeout,
+                        None,
+                        now,
+                    );
+                    // The round is over, whoever ended it: answer as the breaker is now,
+                    // which for an open one says when to retry.
+                    return self.acquire_word(self.state.load(Ordering::Acquire));
+                }
+                return Err(self.reject(RejectReason::HalfOpenFull, NO_RETRY));
+            }
+            match self.probe.compare_exchange_weak(
+                cur,
+                cur + (1 << PROBE_BITS),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(self.permit(generation, Kind::Probe)),
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! The breaker's shared state, [`Inner`], and its layout in three cache lines.
+
+use core::time::Duration;
+use std::sync::Arc;
+
+use once_cell::race::OnceBox;
+
+use super::events::Cold;
+use crate::clock::ClockRef;
+use crate::config::{Config, intern};
+use crate::counters::{Count, Counts, Slot, Spill};
+use crate::identity::Identity;
+use crate::metrics::Metrics;
+use crate::state::{State, generation, pack};
+use crate::sync::{AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::window::RateWindow;
+
+/// Under `failures_within`, the streak word's low half: a tag in its top 8 bits (see
+/// `Inner::record_within_failure`) and the count below, which saturates at 16 777 215.
+pub(super) const WITHIN_TAG: u32 = 24;
+pub(super) const WITHIN_COUNT: u64 = (1 << WITHIN_TAG) - 1;
+
+pub(super) const PROBE_BITS: u32 = 16;
+pub(super) const PROBE_MASK: u64 = (1 << PROBE_BITS) - 1;
+
+/// The breaker's shared state. `Breaker` is a handle to it.
+///
+/// PERF(`closed_2t/bb_call`, `open_1t/bb_call`): three cache lines, laid out by hand (`repr(C)`;
+/// the offsets are checked below):
+/// - the first holds what every call reads and only transitions and streak changes write,
+///   including the open deadline, so a rejection reads this line and nothing else shared;
+/// - the second is the first thread's counter stripe, written by that thread alone on every
+///   call, with fields beside it that only transitions touch;
+/// - the third is written on the slower paths: probes, bulkhead, `failures_within`, handle
+///   clones.
+///
+/// 192 bytes in all (a test holds it there): per-key breakers are made by the thousand.
+#[repr(C, align(64))]
+pub(super) struct Inner {
+    // Line 0. Read on every call; written only on transitions and streak changes.
+    pub(super) state: AtomicU64,
+    pub(super) streak: AtomicU64,
+    /// Shared by every breaker with an equal config (see `intern`): per-key breakers made by
+    /// the thousand from one config pay for it once.
+    pub(super) config: Arc<Config>,
+    pub(super) window: Option<Box<RateWindow>>,
+    /// The name: one word, shared by the breakers of a keyed family. Freed with the breaker.
+    pub(super) identity: Identity,
+    /// Whether a closed-state admission is just a state load: no bulkhead, no clock.
+    pub(super) plain_acquire: bool,
+    /// Whether a closed-state success needs nothing but a count and a streak check: no slow
+    /// threshold to measure, no window to fill, no bulkhead to release.
+    pub(super) plain_success: bool,
+    /// Whether a closed-state success only fills the rate window: a failure-rate policy with
+    /// no slow threshold and no bulkhead. Taken inline, like `plain_success`.
+    pub(super) window_success: bool,
+    /// A registry breaker: leaked, lives for the process; its handles count no references.
+    pub(super) registered: bool,
+    /// The thread that owns `counts`: written once, read by every call.
+    pub(super) owner: AtomicU64,
+    /// While open: when it may probe. Written with the transition to `Open`.
+    pub(super) open_until: AtomicU64,
+
+    // Line 1. The first thread to record writes its counts here alone; see counters.rs.
+    pub(super) counts: Counts,
+    /// When the state last changed. Written on transitions, read by `metrics`.
+    pub(super) state_since: AtomicU64,
+    pub(super) times_opened: AtomicU64,
+    pub(super) transition: Mutex<()>,
+
+    // Line 2. Written on the slower paths.
+    pub(super) spill: Spill,
+    /// What few breakers use, allocated on first use.
+    pub(super) cold: OnceBox<Cold>,
+    /// When the current `failures_within` streak started; see `record_within_failure`.
+    pub(super) mark: AtomicU64,
+    pub(super) probe: AtomicU64,
+    /// Handles to a `Breaker::new` breaker; unused for a registry one.
+    pub(super) refs: AtomicUsize,
+    pub(super) reopens: AtomicU32,
+    /// Numbers `failures_within` streaks, to tag them (see `record_within_failure`).
+    pub(super) starts: AtomicU32,
+    /// Bulkhead places: the generation they were taken in (high 32 bits) and how many are
+    /// taken (low 32). The first admission of a generation starts the count over, so a place
+    /// whose permit never records (forgotten, or parked for ever) is freed by the next
+    /// transition; see `acquire_other`.
+    pub(super) active: AtomicU64,
+    /// Weak handles to a `Breaker::new` breaker, plus one for all its handles together (as in
+    /// `Arc`): the last handle drops the breaker's contents, the last of these frees its
+    /// memory. Unused for a registry one. 32 bits to keep the line: see `Breaker::downgrade`.
+    pub(super) weak: AtomicU32,
+}
+
+// PERF(`closed_2t/bb_call`, `open_1t/bb_call`): the layout the comments above describe. Not
+// under loom, whose atomics are larger.
+#[cfg(not(loom))]
+const _: () = {
+    assert!(core::mem::offset_of!(Inner, open_until) < 64);
+    assert!(core::mem::offset_of!(Inner, counts) == 64);
+    assert!(core::mem::offset_of!(Inner, spill) == 128);
+};
+
+impl Inner {
+    pub(super) fn new(identity: Identity, config: Config, registered: bool) -> Inner {
+        let now = config.clock.coarse();
+        let window = config
+            .uses_window()
+            .then(|| Box::new(RateWindow::new(config.window)));
+        Inner {
+            state: AtomicU64::new(pack(0, State::Closed.tag())),
+            streak: AtomicU64::new(pack(0, 0)),
+            window,
+            identity,
+            open_until: AtomicU64::new(0),
+            state_since: AtomicU64::new(now),
+            mark: AtomicU64::new(now),
+            probe: AtomicU64::new(0),
+            reopens: AtomicU32::new(0),
+            starts: AtomicU32::new(0),
+            active: AtomicU64::new(pack(0, 0)),
+            times_opened: AtomicU64::new(0),
+            transition: Mutex::new(()),
+            cold: OnceBox::new(),
+            refs: AtomicUsize::new(1),
+            weak: AtomicU32::new(1),
+            registered,
+            plain_acquire: config.slow.is_none() && config.max_concurrent.is_none(),
+            plain_success: config.slow.is_none()
+                && !config.uses_window()
+                && config.max_concurrent.is_none(),
+            window_success: config.slow.is_none()
+                && config.failure_rate.is_some()
+                && config.max_concurrent.is_none(),
+            owner: AtomicU64::new(0),
+            counts: Counts::default(),
+            spill: Spill::default(),
+            config: intern(config),
+        }
+    }
+
+    /// `SharedState::reopens`: the re-opens since the last close. `reopens` counts openings
+    /// (the first is not a re-open), and is the backoff level of the next one.
+    pub(super) fn reopens_since_close(&self) -> u32 {
+        self.reopens.load(Ordering::Relaxed).saturating_sub(1)
+    }
+
+    pub(super) fn clock(&self) -> &ClockRef {
+        &self.config.clock
+    }
+
+    /// Counts one `kind`; returns the calling thread's counter slot.
+    #[inline]
+    pub(super) fn count(&self, kind: Count) -> Slot {
+        self.counts.add(&self.owner, &self.spill, kind)
+    }
+
+    pub(super) fn cold(&self) -> &Cold {
+        self.cold.get_or_init(Box::default)
+    }
+
+    pub(super) fn metrics(&self) -> Metrics {
+        let word = self.state.load(Ordering::Acquire);
+        let state = State::from_word(word);
+        let now = self.clock().coarse();
+        let c = |kind| self.counts.total(&self.spill, kind);
+        let (successes, failures, ignored, rejected, slow) = (
+            c(Count::Success),
+            c(Count::Failure),
+            c(Count::Ignored),
+            c(Count::Rejected),
+            c(Count::Slow),
+        );
+        let streak = self.streak.load(Ordering::Relaxed);
+        let count = if self.config.failures_within.is_some() {
+            streak & WITHIN_COUNT
+        } else {
+            u64::from(streak as u32)
+        };
+        let consecutive_failures =
+            if state == State::Closed && generation(streak) == generation(word) {
+                count
+            } else {
+                0
+            };
+        let probe = self.probe.load(Ordering::Relaxed);
+        let consecutive_successes =
+            if state == State::HalfOpen && generation(probe) == generation(word) {
+                probe & PROBE_MASK
+            } else {
+                0
+            };
+        let tally = self.window.as_ref().map(|w| w.tally(now));
+        let rate = |n: u64, calls: u64| (calls > 0).then(|| n as f64 * 100.0 / calls as f64);
+        Metrics {
+            name: self.identity.name.to_string(),
+            state,
+            time_in_state: Duration::from_nanos(
+                now.saturating_sub(self.state_since.load(Ordering::Relaxed)),
+            ),
+            calls: successes + failures + ignored + rejected,
+            successes,
+            failures,
+            ignored,
+            rejected,
+            slow,
+            window_calls: tally.map_or(0, |t| t.calls),
+            failure_rate: tally.and_then(|t| rate(t.failures, t.calls)),
+            slow_rate: tally.and_then(|t| rate(t.slow, t.calls)),
+            consecutive_failures,
+            consecutive_successes,
+            times_opened: self.times_opened.load(Ordering::Relaxed),
+            retry_after: (state == State::Open).then(|| {
+                Duration::from_nanos(self.open_until.load(Ordering::Relaxed).saturating_sub(now))
+            }),
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! Permits: [`Permit`], [`OwnedPermit`], and the [`Ticket`] they carry.
+
+use core::fmt;
+
+use super::Breaker;
+use super::inner::Inner;
+use crate::outcome::Outcome;
+use crate::state::{generation, pack};
+
+/// What a permit was admitted as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Closed = 0,
+    Probe = 1,
+    Disabled = 2,
+}
+
+/// What a permit carries: its generation and kind in one word, and its start time.
+/// PERF(`closed_ok/bb_call`): two plain words, so that `Result<Permit, _>` moves through
+/// registers. A `u32` and two one-byte fields make the compiler repack the permit through the
+/// stack with mixed-width loads and stores, and the store-forwarding stall costs more than the
+/// rest of a closed call.
+#[derive(Clone, Copy)]
+pub(super) struct Ticket {
+    pub(super) tag: u64,
+    /// When the call started, if a `slow` threshold needs it measured.
+    pub(super) started: u64,
+}
+
+impl Ticket {
+    #[inline(always)]
+    pub(super) fn new(generation: u32, kind: Kind, started: u64) -> Ticket {
+        Ticket {
+            tag: pack(generation, kind as u64),
+            started,
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn generation(self) -> u32 {
+        generation(self.tag)
+    }
+
+    #[inline(always)]
+    pub(super) fn kind(self) -> Kind {
+        match self.tag as u8 {
+            0 => Kind::Closed,
+            1 => Kind::Probe,
+            _ => Kind::Disabled,
+        }
+    }
+}
+
+/// Leave to make one call; record its outcome with it.
+///
+/// From [`Breaker::try_acquire`]. A permit dropped without a verdict records what is right: a
+/// [`Failure`](Outcome::Failure) while the thread is panicking (the panic goes on), otherwise
+/// [`Ignored`](Outcome::Ignored) — a cancelled future says nothing about the service.
+///
+/// ```
+/// use breakerbox_runtime::{Breaker, Config, Outcome};
+///
+/// let breaker = Breaker::new("cache", Config::default());
+/// let permit = breaker.try_acquire()?;
+/// // ... make the call ...
+/// permit.record(Outcome::Success);
+/// assert_eq!(breaker.metrics().successes, 1);
+/// # Ok::<(), breakerbox_runtime::Rejected>(())
+/// ```
+#[must_use = "a permit records a cancelled call when dropped; record the outcome instead"]
+pub struct Permit<'a> {
+    pub(super) inner: &'a Inner,
+    pub(super) ticket: Ticket,
+}
+
+impl Permit<'_> {
+    /// Records the call's outcome.
+    #[inline]
+    pub fn record(self, outcome: Outcome) {
+        self.record_with(outcome, None);
+    }
+
+    /// Records the call's outcome with the failure's message, which is kept (and shown by
+    /// [`Rejected`](crate::Rejected)) if this failure trips the breaker. The message is formatted
+    /// only then, under a failure rate also while the window holds fewer than `min_calls` calls (a
+    /// success may trip it later; see [`Breaker::last_failure`]), and by a `debug` log if a
+    /// subscriber wants it. A `Display` that panics gives the message `<Display panicked>`: its
+    /// panic is caught and never reaches the caller, and the outcome is recorded in full.
+    #[inline]
+    pub fn record_with(self, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
+        // Recorded here, so the drop that records a cancelled call must not run.
+        // PERF(`closed_ok/bb_permit`): the words are read one by one (see `Inner::record`), and the
+        // permit is forgotten before recording, so that a panicking listener cannot make it record
+        // twice.
+        let (inner, tag, started) = (self.inner, self.ticket.tag, self.ticket.started);
+        core::mem::forget(self);
+        inner.record(Ticket { tag, started }, outcome, cause);
+    }
+
+    /// Records a success.
+    #[inline]
+    pub fn success(self) {
+        self.record(Outcome::Success);
+    }
+
+    /// Records a failure.
+    pub fn failure(self) {
+        self.record(Outcome::Failure);
+    }
+
+    /// Records a failure with its message.
+    pub fn failure_with(self, cause: &dyn fmt::Display) {
+        self.record_with(Outcome::Failure, Some(cause));
+    }
+
+    /// Records a call that says nothing about the service's health.
+    pub fn ignore(self) {
+        self.record(Outcome::Ignored);
+    }
+
+    /// Whether this call is a half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.ticket.kind() == Kind::Probe
+    }
+}
+
+/// Runs only for a permit dropped without a verdict: recording forgets the permit.
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            record_unwinding(self.inner, self.ticket);
+        } else {
+            self.inner.record(self.ticket, Outcome::Ignored, None);
+        }
+    }
+}
+
+/// Records the failure of a call whose thread is unwinding. Recording may run user code — the
+/// clock, read to time the call, date a streak or a window bucket, or end a probe round — and a
+/// second panic escaping a `Drop` during an unwind aborts the process: it is caught and logged
+/// at `error`, and the call's own panic goes on. The failure is then counted as far as the
+/// clock let it be (a probe whose failure could not be dated holds its slot until
+/// `probe_timeout`, as a hung one does).
+#[cold]
+fn record_unwinding(inner: &Inner, ticket: Ticket) {
+    let recorded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        inner.record(ticket, Outcome::Failure, None)
+    }));
+    if let Err(payload) = recorded {
+        tracing::error!(
+            target: "breakerbox",
+            name = %inner.identity.name,
+            panic = crate::event::panic_message(&*payload),
+            "recording the failure of a panicking call of circuit breaker '{}' panicked (caught)",
+            inner.identity.name
+        );
+        crate::event::discard(payload);
+    }
+}
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("breaker", &self.inner.identity.name)
+            .field("probe", &self.is_probe())
+            .finish()
+    }
+}
+
+/// A [`Permit`] that owns a handle to its breaker, from [`Breaker::try_acquire_owned`].
+///
+/// Records like a [`Permit`], including on drop: `Ignored` for a cancelled call, `Failure`
+/// while panicking.
+#[must_use = "a permit records a cancelled call when dropped; record the outcome instead"]
+pub struct OwnedPermit {
+    pub(super) breaker: Breaker,
+    pub(super) ticket: Ticket,
+    pub(super) done: bool,
+}
+
+impl OwnedPermit {
+    /// The borrowed permit this one stands for; from then on, that one records.
+    #[inline]
+    fn take(&mut self) -> Permit<'_> {
+        self.done = true;
+        Permit {
+            inner: self.breaker.inner(),
+            ticket: self.ticket,
+        }
+    }
+
+    /// Records the call's outcome.
+    #[inline]
+    pub fn record(mut self, outcome: Outcome) {
+        self.take().record(outcome);
+    }
+
+    /// Records the call's outcome with the failure's message; see [`Permit::record_with`].
+    #[inline]
+    pub fn record_with(mut self, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
+        self.take().record_with(outcome, cause);
+    }
+
+    /// Records a success.
+    #[inline]
+    pub fn success(self) {
+        self.record(Outcome::Success);
+    }
+
+    /// Records a failure.
+    pub fn failure(self) {
+        self.record(Outcome::Failure);
+    }
+
+    /// Records a failure with its message.
+    pub fn failure_with(self, cause: &dyn fmt::Display) {
+        self.record_with(Outcome::Failure, Some(cause));
+    }
+
+    /// Records a call that says nothing about the service's health.
+    pub fn ignore(self) {
+        self.record(Outcome::Ignored);
+    }
+
+    /// Whether this call is a half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.ticket.kind() == Kind::Probe
+    }
+
+    /// The breaker this permit is from.
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+}
+
+impl Drop for OwnedPermit {
+    fn drop(&mut self) {
+        if !self.done {
+            drop(self.take());
+        }
+    }
+}
+
+impl fmt::Debug for OwnedPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPermit")
+            .field("breaker", &self.breaker.name())
+            .field("probe", &self.is_probe())
+            .finish()
+    }
+}

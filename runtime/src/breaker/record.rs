@@ -1,0 +1,462 @@
+//! Recording: a finished call's outcome, judged by the policy of the state it was admitted in.
+
+use core::fmt;
+
+use super::cause::{Guarded, message};
+use super::inner::{Inner, PROBE_BITS, PROBE_MASK, WITHIN_COUNT, WITHIN_TAG};
+use super::permit::{Kind, Ticket};
+use crate::clock::nanos;
+use crate::counters::{Count, Slot};
+use crate::event::Reason;
+use crate::outcome::Outcome;
+use crate::state::{State, pack};
+use crate::sync::Ordering;
+use crate::window::RateWindow;
+
+impl Inner {
+    /// Records a finished call. The closed-state success is inlined into the caller: one
+    /// counter stripe write and one load of the streak, nothing shared written.
+    ///
+    /// PERF(`closed_ok/bb_call`): takes the ticket's words as two scalars, not the permit by
+    /// reference: a permit spilled
+    /// across the user's call as two 8-byte stores and read back as one 16-byte copy stalls
+    /// store forwarding (~7 ns, the bulk of a closed call before this).
+    #[inline(always)]
+    pub(super) fn record(
+        &self,
+        ticket: Ticket,
+        outcome: Outcome,
+        cause: Option<&dyn fmt::Display>,
+    ) {
+        // PERF(`closed_ok/bb_call`): only the plain closed success is forced inline; anything
+        // larger here goes past the inliner's budget and costs a call on every success
+        // (+1.5 ns).
+        if self.plain_success
+            && ticket.kind() == Kind::Closed
+            && matches!(outcome, Outcome::Success)
+        {
+            self.count(Count::Success);
+            let cur = self.streak.load(Ordering::Relaxed);
+            if cur as u32 != 0 {
+                self.break_streak(ticket.generation(), cur);
+            }
+            return;
+        }
+        self.record_other(ticket, outcome, cause);
+    }
+
+    /// Everything but the plain closed success. PERF(`rate_count_100/bb_call`,
+    /// `rate_time_10s/bb_call`): a window success is still taken without the generic path.
+    #[inline(never)]
+    pub(super) fn record_other(
+        &self,
+        ticket: Ticket,
+        outcome: Outcome,
+        cause: Option<&dyn fmt::Display>,
+    ) {
+        if self.window_success
+            && ticket.kind() == Kind::Closed
+            && matches!(outcome, Outcome::Success)
+            && let Some(window) = &self.window
+        {
+            let slot = self.count(Count::Success);
+            self.record_window_success(window, ticket.generation(), slot);
+            return;
+        }
+        self.record_any(ticket, outcome, cause);
+    }
+
+    /// A closed-state success into a rate window: what `record_closed` does for it, inline.
+    #[inline]
+    pub(super) fn record_window_success(&self, window: &RateWindow, generation: u32, slot: Slot) {
+        if generation != crate::state::generation(self.state.load(Ordering::Relaxed)) {
+            return; // stale
+        }
+        let now = if window.needs_clock() {
+            self.clock().coarse()
+        } else {
+            0
+        };
+        if window.record(false, false, now, self.config.min_calls, slot) {
+            self.judge_rates(window, generation, now, None);
+        }
+    }
+
+    /// Gives back the bulkhead place of a permit admitted in `generation`, if that generation's
+    /// places are still counted: a transition since has freed them all.
+    pub(super) fn release_place(&self, generation: u32) {
+        let mut cur = self.active.load(Ordering::Relaxed);
+        while crate::state::generation(cur) == generation && cur as u32 != 0 {
+            match self.active.compare_exchange_weak(
+                cur,
+                cur - 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    #[cold]
+    pub(super) fn break_streak(&self, generation: u32, mut cur: u64) {
+        // A failed CAS means a failure slipped in meanwhile: retry, so this success counts as
+        // after it. Giving up would keep a streak that includes failures from before this
+        // success, which no order of the calls gives (F, F ∥ S must leave 0 or 1, never 2).
+        while crate::state::generation(cur) == generation && cur as u32 != 0 {
+            match self.streak.compare_exchange_weak(
+                cur,
+                pack(generation, 0),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    pub(super) fn record_any(
+        &self,
+        ticket: Ticket,
+        outcome: Outcome,
+        cause: Option<&dyn fmt::Display>,
+    ) {
+        if ticket.kind() == Kind::Disabled {
+            // Counted in the totals, judged by nothing: a disabled breaker records no verdict.
+            self.count(match outcome {
+                Outcome::Success => Count::Success,
+                Outcome::Ignored => Count::Ignored,
+                Outcome::Failure | Outcome::TripFor(_) => Count::Failure,
+            });
+            return;
+        }
+        if ticket.kind() == Kind::Closed && self.config.max_concurrent.is_some() {
+            self.release_place(ticket.generation());
+        }
+        let slow = match self.config.slow {
+            Some(threshold) if outcome != Outcome::Ignored => {
+                let took = self.clock().precise().saturating_sub(ticket.started);
+                took >= nanos(threshold)
+            }
+            _ => false,
+        };
+        if slow {
+            self.count(Count::Slow);
+        }
+        let slot = match outcome {
+            Outcome::Success => self.count(Count::Success),
+            Outcome::Failure | Outcome::TripFor(_) => {
+                // Counted first: the log formats the user's `Display`, which may panic (caught
+                // by `Guarded`, but counting must not depend on that).
+                let slot = self.count(Count::Failure);
+                tracing::debug!(target: "breakerbox", name = %self.identity.name, cause = cause.map(|c| tracing::field::display(Guarded(c))), "call failed");
+                slot
+            }
+            Outcome::Ignored => self.count(Count::Ignored),
+        };
+        if let Outcome::TripFor(d) = outcome {
+            // The service said how long to stay away: honour it whatever the generation.
+            let now = self.clock().coarse();
+            let from = [State::Closed, State::Open, State::HalfOpen];
+            self.transition_any(&from, State::Open, Reason::TripFor(d), cause, now, Some(d));
+            return;
+        }
+        // A slow call counts as a failure unless slow calls trip by their own rate.
+        let failed = outcome == Outcome::Failure || (slow && self.config.slow_rate.is_none());
+        match ticket.kind() {
+            Kind::Closed => {
+                self.record_closed(ticket.generation(), outcome, failed, slow, cause, slot);
+            }
+            Kind::Probe => self.record_probe(ticket.generation(), outcome, failed || slow, cause),
+            Kind::Disabled => {}
+        }
+    }
+
+    pub(super) fn record_closed(
+        &self,
+        generation: u32,
+        outcome: Outcome,
+        failed: bool,
+        slow: bool,
+        cause: Option<&dyn fmt::Display>,
+        slot: Slot,
+    ) {
+        if outcome == Outcome::Ignored {
+            return;
+        }
+        if let Some(window) = &self.window {
+            let now = if window.needs_clock() {
+                self.clock().coarse()
+            } else {
+                0
+            };
+            // A failure or slow call goes through the window's gate, which a close cannot clear
+            // under it; a success is only checked (see `RateWindow::enter`).
+            let against = failed || slow;
+            if against {
+                if !window.enter(generation) {
+                    return; // stale: admitted before the last transition
+                }
+            } else if generation != crate::state::generation(self.state.load(Ordering::Relaxed)) {
+                return; // stale
+            }
+            let judge = window.record(failed, slow, now, self.config.min_calls, slot);
+            if against {
+                // Left before judging: a trip takes the transition lock, under which a seal
+                // waits for this record.
+                window.leave();
+            }
+            if judge {
+                self.judge_rates(window, generation, now, cause);
+            }
+            if self.config.failure_rate.is_some() {
+                return;
+            }
+        }
+        // Consecutive failures.
+        let cur = self.streak.load(Ordering::Relaxed);
+        if !failed {
+            // Reads and goes: no write unless a streak is to be broken.
+            if cur as u32 != 0 {
+                self.break_streak(generation, cur);
+            }
+            return;
+        }
+        self.record_streak_failure(generation, cur, cause);
+    }
+
+    #[cold]
+    pub(super) fn record_streak_failure(
+        &self,
+        generation: u32,
+        mut cur: u64,
+        cause: Option<&dyn fmt::Display>,
+    ) {
+        if let Some(within) = self.config.failures_within {
+            return self.record_within_failure(generation, nanos(within), cause);
+        }
+        loop {
+            if crate::state::generation(cur) != generation {
+                return; // stale
+            }
+            let n = (cur as u32).saturating_add(1);
+            match self.streak.compare_exchange_weak(
+                cur,
+                pack(generation, u64::from(n)),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    if n >= self.config.failures {
+                        self.trip_streak(generation, n, cause);
+                    }
+                    return;
+                }
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// A failure under `failures_within`: the streak counts only failures within `within` of
+    /// its first, so a streak and its start must be seen together.
+    ///
+    /// The streak word's low half is then a tag (`WITHIN_TAG`) and the count. A failure that
+    /// finds no streak stores the start in `mark` first (a compare-and-swap, so a failure that
+    /// looked before another started one does not overwrite its start), then publishes the
+    /// streak with a fresh tag (Release); a failure that sees the streak (Acquire) so sees its
+    /// start, or one stored a moment later by a failure whose start lost the race. An expired
+    /// streak is ended first, then started again as from none; the tag makes that end fail
+    /// against a streak started meanwhile (`(g, 1)` again, but not the same streak), which a
+    /// failure that read the old start would otherwise end.
+    ///
+    /// Storing the start after the streak would let a second failure at the same moment read
+    /// the previous streak's start, find it expired, and start over: two failures in a row
+    /// would not trip `failures = 2`.
+    #[cold]
+    pub(super) fn record_within_failure(
+        &self,
+        generation: u32,
+        within: u64,
+        cause: Option<&dyn fmt::Display>,
+    ) {
+        let now = self.clock().coarse();
+        let limit = self.config.failures.min(WITHIN_COUNT as u32);
+        let mut cur = self.streak.load(Ordering::Acquire);
+        loop {
+            if crate::state::generation(cur) != generation {
+                return; // stale
+            }
+            let n = cur & WITHIN_COUNT;
+            if n != 0 {
+                let start = self.mark.load(Ordering::Relaxed);
+                if now.saturating_sub(start) <= within {
+                    let next = if n == WITHIN_COUNT { cur } else { cur + 1 };
+                    match self.streak.compare_exchange(
+                        cur,
+                        next,
+                        Ordering::Relaxed,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => {
+                            let n = (next & WITHIN_COUNT) as u32;
+                            if n >= limit {
+                                self.trip_streak(generation, n, cause);
+                            }
+                            return;
+                        }
+                        Err(actual) => {
+                            cur = actual;
+                            continue;
+                        }
+                    }
+                }
+                // Too old: this failure starts a new streak, once the old one is ended.
+                let none = pack(generation, 0);
+                match self
+                    .streak
+                    .compare_exchange(cur, none, Ordering::Relaxed, Ordering::Acquire)
+                {
+                    Ok(_) => cur = none,
+                    Err(actual) => {
+                        cur = actual;
+                        continue;
+                    }
+                }
+            }
+            // No streak: its start first, then the streak.
+            let mark = self.mark.load(Ordering::Relaxed);
+            if self
+                .mark
+                .compare_exchange(mark, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+            {
+                // Another failure is starting one: count by what it made.
+                cur = self.streak.load(Ordering::Acquire);
+                continue;
+            }
+            let tag = u64::from(self.starts.fetch_add(1, Ordering::Relaxed) as u8) << WITHIN_TAG;
+            match self.streak.compare_exchange(
+                cur,
+                pack(generation, tag | 1),
+                Ordering::Release,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    if limit <= 1 {
+                        self.trip_streak(generation, 1, cause);
+                    }
+                    return;
+                }
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    pub(super) fn trip_streak(&self, generation: u32, n: u32, cause: Option<&dyn fmt::Display>) {
+        let now = self.clock().coarse();
+        self.transition(
+            generation,
+            &[State::Closed],
+            State::Open,
+            Reason::Failures(n),
+            cause,
+            now,
+        );
+    }
+
+    #[cold]
+    pub(super) fn judge_rates(
+        &self,
+        window: &RateWindow,
+        generation: u32,
+        now: u64,
+        cause: Option<&dyn fmt::Display>,
+    ) {
+        // A count window records without the time; a transition needs it.
+        let now = if window.needs_clock() {
+            now
+        } else {
+            self.clock().coarse()
+        };
+        let t = window.tally(now);
+        let short = t.calls < u64::from(self.config.min_calls);
+        window.judged(short);
+        if short || t.calls == 0 {
+            if let Some(cause) = cause {
+                // A success may trip the window later, when it reaches `min_calls`: keep what
+                // to name then. Formatted only while the window is short, so at most
+                // `min_calls` times per count window.
+                let text = message(cause);
+                *self.cold().behind.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((generation, text));
+            }
+            return;
+        }
+        // At most 100: a tally read while calls expire may hold a failure whose call it missed.
+        let pct = |n: u64| (n.min(t.calls) * 100 / t.calls) as u8;
+        let reason = match (self.config.failure_rate, self.config.slow_rate) {
+            (Some(limit), _) if pct(t.failures) >= limit => Reason::FailureRate(pct(t.failures)),
+            (_, Some(limit)) if pct(t.slow) >= limit => Reason::SlowRate(pct(t.slow)),
+            _ => return,
+        };
+        self.transition(
+            generation,
+            &[State::Closed],
+            State::Open,
+            reason,
+            cause,
+            now,
+        );
+    }
+
+    pub(super) fn record_probe(
+        &self,
+        generation: u32,
+        outcome: Outcome,
+        failed: bool,
+        cause: Option<&dyn fmt::Display>,
+    ) {
+        let now = self.clock().coarse();
+        if failed {
+            self.transition(
+                generation,
+                &[State::HalfOpen],
+                State::Open,
+                Reason::ProbeFailed,
+                cause,
+                now,
+            );
+            return;
+        }
+        let mut cur = self.probe.load(Ordering::Acquire);
+        loop {
+            if crate::state::generation(cur) != generation {
+                return; // the round is over
+            }
+            let next = match outcome {
+                Outcome::Ignored => cur - (1 << PROBE_BITS), // frees the slot
+                _ => cur + 1,
+            };
+            match self
+                .probe
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(actual) => cur = actual,
+            }
+        }
+        let successes = (cur & PROBE_MASK) + 1;
+        if outcome == Outcome::Success && successes >= u64::from(self.config.successes) {
+            self.transition(
+                generation,
+                &[State::HalfOpen],
+                State::Closed,
+                Reason::ProbesSucceeded,
+                None,
+                now,
+            );
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The state machine: every transition, made under the transition lock.
+
+use core::fmt;
+use core::time::Duration;
+
+use super::cause::message;
+use super::inner::Inner;
+use crate::clock::nanos;
+use crate::error::NO_RETRY;
+use crate::event::{Event, Reason};
+use crate::state::{State, generation, pack};
+use crate::sync::{Ordering, lock};
+
+/// One transition to make: from one of `from` (in generation `expect`, if given) to `to`.
+struct Change<'a> {
+    /// The generation the caller saw; `None` for a change by hand, from whatever generation.
+    expect: Option<u32>,
+    from: &'a [State],
+    to: State,
+    reason: Reason,
+    /// The failure that caused it, whose message is kept if it opens the breaker.
+    cause: Option<&'a dyn fmt::Display>,
+    /// When, on the breaker's clock.
+    now: u64,
+    /// How long to stay open; `None` for the policy's time (`next_open_for`).
+    open_for: Option<Duration>,
+}
+
+impl Inner {
+    pub(super) fn manual(&self, to: State, open_for: Option<Duration>) {
+        let now = self.clock().coarse();
+        let reason = match (to, open_for) {
+            (State::Open, Some(d)) => Reason::TripFor(d),
+            (State::ForcedOpen, _) => Reason::ForcedOpen,
+            (State::Disabled, _) => Reason::Disabled,
+            _ => Reason::Reset,
+        };
+        self.transition_any(&State::ALL, to, reason, None, now, open_for);
+    }
+
+    /// Moves from one of `from` in `generation` to `to`. Returns whether it did.
+    pub(super) fn transition(
+        &self,
+        generation: u32,
+        from: &[State],
+        to: State,
+        reason: Reason,
+        cause: Option<&dyn fmt::Display>,
+        now: u64,
+    ) -> bool {
+        self.change(Change {
+            expect: Some(generation),
+            from,
+            to,
+            reason,
+            cause,
+            now,
+            open_for: None,
+        })
+    }
+
+    pub(super) fn transition_any(
+        &self,
+        from: &[State],
+        to: State,
+        reason: Reason,
+        cause: Option<&dyn fmt::Display>,
+        now: u64,
+        open_for: Option<Duration>,
+    ) -> bool {
+        self.change(Change {
+            expect: None,
+            from,
+            to,
+            reason,
+            cause,
+            now,
+            open_for,
+        })
+    }
+
+    /// Makes `change` if the breaker is still where it expects. Returns whether it did.
+    #[cold]
+    fn change(&self, change: Change<'_>) -> bool {
+        let Change {
+            expect,
+            from,
+            to,
+            reason,
+            cause,
+            now,
+            open_for,
+        } = change;
+        // The user's `Display` runs here, before the lock and outside the protocol below: no
+        // user code may run between sealing the window and publishing the state, nor under
+        // the lock. A panic in it gives a placeholder message, not a half-made transition.
+        let message = match (to, cause) {
+            (State::Open, Some(cause)) => Some(message(cause)),
+            (State::Open, None) if matches!(reason, Reason::FailureRate(_)) => {
+                self.failure_behind(expect)
+            }
+            _ => None,
+        };
+        let guard = lock(&self.transition);
+        let word = self.state.load(Ordering::Acquire);
+        let was = State::from_word(word);
+        if expect.is_some_and(|g| g != generation(word)) || !from.contains(&was) {
+            return false;
+        }
+        let next = generation(word).wrapping_add(1);
+        if let Some(w) = &self.window {
+            // Records of the generation that ends here are finished, and later ones refused,
+            // before the window is cleared or the new state published.
+            w.seal(next);
+        }
+        // Prepare everything the new state reads before publishing it.
+        match to {
+            State::Open => {
+                let d = match open_for {
+                    Some(d) => d,
+                    None => self.next_open_for(),
+                };
+                // Below `NO_RETRY`, so that `until - now` never reads as "no retry time".
+                let until = now.saturating_add(nanos(d)).min(NO_RETRY - 1);
+                self.open_until.store(until, Ordering::Relaxed);
+                if was != State::Open {
+                    // A re-trip of an open breaker (a `TripFor` while open) moves its deadline
+                    // but opens nothing: like the event, it is not counted.
+                    self.times_opened.fetch_add(1, Ordering::Relaxed);
+                }
+                // The message of the failure that tripped it this time; none if it had none,
+                // rather than an earlier trip's (allocating the cold part only to store one).
+                self.set_last_failure(message);
+            }
+            State::HalfOpen => self.probe.store(pack(next, 0), Ordering::Relaxed),
+            State::Closed => {
+                self.streak.store(pack(next, 0), Ordering::Relaxed);
+                if let Some(w) = &self.window {
+                    w.clear();
+                }
+                self.reopens.store(0, Ordering::Relaxed);
+            }
+            State::ForcedOpen | State::Disabled => {}
+        }
+        if matches!(to, State::Closed | State::ForcedOpen | State::Disabled) {
+            // Whatever happened before a close or a manual state, the next trip starts over.
+            self.streak.store(pack(next, 0), Ordering::Relaxed);
+        }
+        self.state_since.store(now, Ordering::Relaxed);
+        self.state.store(pack(next, to.tag()), Ordering::Release);
+        // A reset of a closed breaker, say, clears counts but has no state change to tell.
+        let changed = was != to;
+        if changed {
+            lock(&self.cold().pending).events.push_back(Event {
+                name: self.identity.name.to_string(),
+                from: was,
+                to,
+                reason,
+                at: Duration::from_nanos(now),
+                wall: std::time::SystemTime::now(),
+            });
+        }
+        drop(guard);
+        if changed {
+            self.deliver();
+        }
+        true
+    }
+
+    /// For a failure-rate trip by a success: the last failure of generation `expect` kept by
+    /// The open time for this opening: `open_for × backoff^reopens`, capped, with jitter.
+    pub(super) fn next_open_for(&self) -> Duration {
+        let c = &self.config;
+        let level = self.reopens.fetch_add(1, Ordering::Relaxed);
+        let mut secs = c.open_for.as_secs_f64() * c.backoff.powi(level.min(1024) as i32);
+        secs = secs.min(c.max_open_for.as_secs_f64());
+        if c.jitter > 0.0 {
+            let r =
+                splitmix(self.times_opened.load(Ordering::Relaxed) ^ (self as *const Inner as u64));
+            let unit = (r >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
+            // Around the capped time, both ways: capping again would clip every lengthening
+            // to the cap, and a fleet that backed off to `max_open_for` (or runs with the
+            // default cap, `open_for`) would probe in step at exactly that time.
+            secs *= 1.0 + c.jitter * (2.0 * unit - 1.0);
+        }
+        Duration::try_from_secs_f64(secs)
+            .unwrap_or(c.max_open_for)
+            .max(Duration::from_nanos(1))
+    }
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
