@@ -43,6 +43,7 @@ mod family;
 mod snapshot;
 mod totals;
 
+#[cfg(feature = "serde")]
 pub(crate) use families::family_exists;
 pub use families::{FamilyMetrics, KeyMetrics, KeyTypeMismatch};
 pub use snapshot::{FamilySnapshot, FamilyTotals};
