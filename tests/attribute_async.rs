@@ -4,7 +4,6 @@
 //! from a `ManualClock` registered for that name, or from tokio's paused clock for
 //! `timeout`; nothing sleeps.
 
-use std::fmt;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
@@ -12,55 +11,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
-use breakerbox::{ManualClock, Outcome, Rejected, State, Timeout, circuit_breaker, registry};
+mod support;
 
-#[derive(Debug)]
-enum ApiError {
-    Down,
-    NotFound,
-    Rejected(Rejected),
-    Timeout(Timeout),
-}
-
-impl fmt::Display for ApiError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ApiError::Down => f.write_str("service down"),
-            ApiError::NotFound => f.write_str("not found"),
-            ApiError::Rejected(rejected) => rejected.fmt(f),
-            ApiError::Timeout(timeout) => timeout.fmt(f),
-        }
-    }
-}
-
-impl From<Rejected> for ApiError {
-    fn from(rejected: Rejected) -> Self {
-        ApiError::Rejected(rejected)
-    }
-}
-
-impl From<Timeout> for ApiError {
-    fn from(timeout: Timeout) -> Self {
-        ApiError::Timeout(timeout)
-    }
-}
-
-/// A clock for the breaker `name`, which must not have been used yet.
-fn manual_clock(name: &str) -> ManualClock {
-    let clock = ManualClock::new();
-    assert!(
-        registry().set_clock(name, clock.clone()),
-        "breaker {name} already exists"
-    );
-    clock
-}
-
-fn state(name: &str) -> State {
-    registry()
-        .get(name)
-        .expect("the breaker exists after the first call")
-        .state()
-}
+use breakerbox::{Outcome, State, circuit_breaker, registry};
+use support::{ApiError, manual_clock, state};
 
 /// Yields once, so that every call really is asynchronous.
 async fn yield_now() {

@@ -7,11 +7,14 @@ use std::cell::Cell;
 use std::fmt;
 use std::time::Duration;
 
-use breakerbox::{
-    BreakerMap, Config, FallbackReason, ManualClock, Outcome, Rejected, State, circuit_breaker,
-    registry,
-};
+mod support;
 
+use breakerbox::{
+    BreakerMap, Config, FallbackReason, Outcome, Rejected, State, circuit_breaker, registry,
+};
+use support::manual_clock;
+
+/// Unlike `support::ApiError`, comparable: a rejection is kept as its message.
 #[derive(Debug, PartialEq)]
 enum ApiError {
     Down,
@@ -45,13 +48,6 @@ fn ran() -> u32 {
 
 fn count_run() {
     RAN.with(|r| r.set(r.get() + 1));
-}
-
-/// A clock for the family `name`, which must not have been created yet.
-fn manual_clock(name: &str) -> ManualClock {
-    let clock = ManualClock::new();
-    assert!(registry().set_clock(name, clock.clone()), "{name} exists");
-    clock
 }
 
 fn family(name: &str) -> BreakerMap<String> {

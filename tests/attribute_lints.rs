@@ -8,10 +8,15 @@ use std::sync::Arc;
 
 use breakerbox::{Outcome, Rejected, Timeout, circuit_breaker};
 
+/// The user's error type. Documented, so that `missing_docs` (from `[workspace.lints]`)
+/// would flag a public item the expansion added without docs.
 #[derive(Debug)]
 pub enum Error {
+    /// The service is down.
     Down,
+    /// The breaker refused the call.
     Rejected(Rejected),
+    /// The call timed out.
     Timeout(Timeout),
 }
 
@@ -49,6 +54,7 @@ fn classify_unit((): &()) -> Outcome {
 
 const fn nothing() {}
 
+/// A unit function, classified and with a fallback.
 #[circuit_breaker(name = "lints-unit", classify = classify_unit, fallback = nothing)]
 pub fn unit() {}
 
@@ -72,6 +78,7 @@ pub fn borrow(items: &[String]) -> Result<&str, Error> {
     Ok(first)
 }
 
+/// A client with methods under the attribute.
 pub struct Client {
     hits: u32,
 }

@@ -4,35 +4,12 @@
 //! `ManualClock` registered for that name before the first call, so nothing sleeps.
 
 use std::cell::Cell;
-use std::fmt;
 use std::time::Duration;
 
-use breakerbox::{ManualClock, Outcome, Rejected, State, circuit_breaker, registry};
+mod support;
 
-#[derive(Debug)]
-enum ApiError {
-    Down,
-    NotFound,
-    Busy { retry_after: Duration },
-    Rejected(Rejected),
-}
-
-impl fmt::Display for ApiError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ApiError::Down => f.write_str("service down"),
-            ApiError::NotFound => f.write_str("not found"),
-            ApiError::Busy { retry_after } => write!(f, "busy, retry after {retry_after:?}"),
-            ApiError::Rejected(rejected) => rejected.fmt(f),
-        }
-    }
-}
-
-impl From<Rejected> for ApiError {
-    fn from(rejected: Rejected) -> Self {
-        ApiError::Rejected(rejected)
-    }
-}
+use breakerbox::{Outcome, State, circuit_breaker, registry};
+use support::{ApiError, manual_clock, state};
 
 thread_local! {
     static UP: Cell<bool> = const { Cell::new(true) };
@@ -45,23 +22,6 @@ fn set_up(up: bool) {
 
 fn ran() -> u32 {
     RAN.with(Cell::get)
-}
-
-/// A clock for the breaker `name`, which must not have been used yet.
-fn manual_clock(name: &str) -> ManualClock {
-    let clock = ManualClock::new();
-    assert!(
-        registry().set_clock(name, clock.clone()),
-        "breaker {name} already exists"
-    );
-    clock
-}
-
-fn state(name: &str) -> State {
-    registry()
-        .get(name)
-        .expect("the breaker exists after the first call")
-        .state()
 }
 
 #[circuit_breaker(name = "sync-trip", failures = 3, open_for = "10s")]

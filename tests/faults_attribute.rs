@@ -131,7 +131,7 @@ impl Arm {
                 Fault::ReEnter => {
                     let (state, m) = (b.state(), b.metrics());
                     assert_eq!(m.state, state);
-                    assert!(registry().get(self.name).unwrap().same(&b));
+                    assert!(registry().get(self.name).unwrap().ptr_eq(&b));
                     let made = registry().get_or_create("faults-attr-made", Config::default);
                     assert_eq!(made.name(), "faults-attr-made");
                     again();

@@ -295,12 +295,12 @@ fn get_or_create_with_the_same_config_is_ok() {
     let two = || Config::builder().failures(2).build().unwrap();
     let a = registry().try_get_or_create("reg-same", two).unwrap();
     let b = registry().try_get_or_create("reg-same", two).unwrap();
-    assert!(a.same(&b));
+    assert!(a.ptr_eq(&b));
     // Two calls by hand that disagree are a conflict too, named by their lines.
     let conflict = registry()
         .try_get_or_create("reg-same", Config::default)
         .unwrap_err();
-    assert!(conflict.breaker().same(&a));
+    assert!(conflict.breaker().ptr_eq(&a));
     assert_eq!(conflict.existing_site().unwrap().line(), line!() - 8);
 }
 

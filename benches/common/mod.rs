@@ -1,10 +1,13 @@
 //! What the bench binaries share: the protected function, its inputs, the contenders' configs,
-//! and the harnesses (a no-op-waker poll, a pair of long-lived threads behind a barrier).
+//! and the harnesses (a no-op-waker poll, a pair of long-lived threads behind a barrier, and
+//! in `harness` the measuring loops of `compare`).
 //!
 //! Every contender protects the same `#[inline(never)] fn(u64) -> Result<u64, CallError>` and is
 //! configured to the same policy where the peer has it, so the numbers differ only by what
 //! each breaker does around the call.
 #![allow(dead_code)] // each bench binary uses its own part of this module
+
+pub mod harness;
 
 use core::fmt;
 use std::future::Future;

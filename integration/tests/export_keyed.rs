@@ -35,7 +35,7 @@ fn take(snapshotter: &Snapshotter) -> Vec<Reading> {
 }
 
 /// The readings of `family`'s metrics (label `name` = `family`), without that label.
-fn of(readings: &[Reading], family: &str) -> Vec<(String, Vec<(String, String)>, f64)> {
+fn of(readings: &[Reading], family: &str) -> Vec<Reading> {
     readings
         .iter()
         .filter(|(_, labels, _)| labels.iter().any(|(k, v)| k == "name" && v == family))
@@ -57,7 +57,7 @@ fn l(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-fn r(metric: &str, labels: &[(&str, &str)], value: f64) -> (String, Vec<(String, String)>, f64) {
+fn r(metric: &str, labels: &[(&str, &str)], value: f64) -> Reading {
     (metric.to_owned(), l(labels), value)
 }
 

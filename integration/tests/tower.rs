@@ -73,7 +73,7 @@ async fn clones_and_layers_share_one_registry_breaker() {
     let calls = Arc::new(AtomicUsize::new(0));
     let a = layer.layer(counting(calls.clone()));
     let b = layer.clone().layer(counting(calls.clone()));
-    assert!(a.breaker().same(&registry().get("tower-shared").unwrap()));
+    assert!(a.breaker().ptr_eq(&registry().get("tower-shared").unwrap()));
 
     let _ = a.clone().oneshot(0).await;
     let _ = b.clone().oneshot(0).await;

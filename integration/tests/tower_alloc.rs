@@ -19,14 +19,18 @@ thread_local! {
 /// Counts the allocations of the current thread (other tests' threads do not disturb it).
 struct Counting;
 
+// SAFETY: forwards every call to the system allocator unchanged; the count around it is a
+// const-initialized thread-local, which never allocates, so the allocator is not re-entered.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-        // SAFETY: forwarded as is.
+        // SAFETY: the caller's contract for `alloc` (a non-zero-size `layout`), passed on to
+        // the system allocator unchanged.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded as is.
+        // SAFETY: the caller's contract for `dealloc` (`ptr` came from this allocator, which is
+        // the system's, with this `layout`), passed on unchanged.
         unsafe { System.dealloc(ptr, layout) }
     }
 }

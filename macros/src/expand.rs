@@ -10,86 +10,51 @@ use quote::{ToTokens, format_ident, quote};
 use syn::ext::IdentExt;
 use syn::{Expr, ItemFn, Stmt};
 
-use crate::args::{self, Args, Errors, Key, Name, Window};
-use crate::func;
+use crate::args::{Args, Errors, Key, Name, Window};
+use crate::{func, parse, valid};
 
 /// `#[circuit_breaker(attr)] item`, without `proc_macro` types so it can be unit-tested.
 pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
+    match try_expand(attr, &item) {
+        Ok(function) => function,
+        // The item is emitted unchanged beside the errors, so one mistake does not bury the
+        // user under follow-on errors and rust-analyzer keeps working (tokio #4154/#4162).
+        Err(errors) => with_errors(item, errors),
+    }
+}
+
+/// The stages, in one direction: parse the attribute, check its keys against each other,
+/// check the function against them, then write the code. Each stage reports into one
+/// `Errors`, so a user sees every mistake of the attribute and the function in one compile.
+fn try_expand(attr: TokenStream, item: &TokenStream) -> Result<TokenStream, Errors> {
     let mut errors = Errors::default();
-    let args = args::parse(attr).unwrap_or_else(|error| {
-        errors.push(error);
+    let args = parse::parse(attr, &mut errors);
+    valid::check(&args, &mut errors);
+    // With mistakes in the attribute, the function is checked against the defaults: its own
+    // shape (`const`, `extern`, a returned future, …) is still reported, and the checks that
+    // read keys wait for an attribute without mistakes.
+    let args = if errors.is_empty() {
+        args
+    } else {
         Args::default()
-    });
+    };
     let mut function = match syn::parse2::<ItemFn>(item.clone()) {
         Ok(function) => function,
         Err(parse_error) => {
-            errors.push(not_a_function(&item, parse_error));
-            return with_errors(item, errors);
+            errors.push(func::not_a_function(item, parse_error));
+            return Err(errors);
         }
     };
     func::check(&function, &args, &mut errors);
-    if let Err(error) = errors.finish() {
-        // The item is emitted unchanged beside the errors, so one mistake does not bury the
-        // user under follow-on errors and rust-analyzer keeps working (tokio #4154/#4162).
-        return with_errors(item, Errors::from(error));
-    }
+    errors.finish()?;
     let body = body(&function, &args);
     function.block.stmts = vec![Stmt::Expr(Expr::Verbatim(body), None)];
-    function.into_token_stream()
+    Ok(function.into_token_stream())
 }
 
 fn with_errors(item: TokenStream, errors: Errors) -> TokenStream {
     let errors = errors.finish().err().map(|error| error.to_compile_error());
     quote!(#errors #item)
-}
-
-/// The error for an item that is not a function with a body.
-fn not_a_function(item: &TokenStream, parse_error: syn::Error) -> syn::Error {
-    if let Ok(method) = syn::parse2::<syn::TraitItemFn>(item.clone())
-        && method.default.is_none()
-    {
-        return syn::Error::new(
-            method.sig.ident.span(),
-            "#[circuit_breaker] needs a function body to wrap: put it on the method in the \
-             `impl` block, or give this trait method a default body",
-        );
-    }
-    let Ok(parsed) = syn::parse2::<syn::Item>(item.clone()) else {
-        // Not an item syn can read, such as a function with a syntax error in its body: the
-        // parse error points at the problem, not at the attribute.
-        return parse_error;
-    };
-    let span = first_keyword_span(&parsed).unwrap_or_else(|| {
-        item.clone()
-            .into_iter()
-            .find(|token| !matches!(token, TokenTree::Punct(p) if p.as_char() == '#'))
-            .map_or_else(Span::call_site, |token| token.span())
-    });
-    let message = if matches!(parsed, syn::Item::Impl(_) | syn::Item::Trait(_)) {
-        "#[circuit_breaker] goes on a function, not on a whole `impl` block or trait: put it on \
-         each method that calls the service"
-    } else {
-        "#[circuit_breaker] goes on a function (`fn` or `async fn`), free or in an `impl` block"
-    };
-    syn::Error::new(span, message)
-}
-
-/// The span of the keyword that says what the item is (`struct`, `impl`, `mod`, …).
-fn first_keyword_span(item: &syn::Item) -> Option<Span> {
-    use syn::spanned::Spanned;
-    Some(match item {
-        syn::Item::Struct(item) => item.struct_token.span(),
-        syn::Item::Enum(item) => item.enum_token.span(),
-        syn::Item::Impl(item) => item.impl_token.span(),
-        syn::Item::Mod(item) => item.mod_token.span(),
-        syn::Item::Trait(item) => item.trait_token.span(),
-        syn::Item::Const(item) => item.const_token.span(),
-        syn::Item::Static(item) => item.static_token.span(),
-        syn::Item::Type(item) => item.type_token.span(),
-        syn::Item::Union(item) => item.union_token.span(),
-        syn::Item::Use(item) => item.use_token.span(),
-        _ => return None,
-    })
 }
 
 /// Moves generated `tokens` to where the user wrote `at`, keeping each token's hygiene, so
@@ -135,35 +100,31 @@ fn duration(private: &TokenStream, nanos: u64) -> TokenStream {
     quote!(#private::Duration::from_nanos(#nanos))
 }
 
+/// `.method(value)` for a whole-number key the user set, the value a suffixed literal
+/// (`3u32`, `50u8`) so the builder's parameter type is checked where it was parsed.
+fn number<T: ToTokens>(method: &str, key: Option<&Key<T>>) -> Option<TokenStream> {
+    key.map(|key| {
+        let method = format_ident!("{method}");
+        let value = &key.value;
+        quote!(.#method(#value))
+    })
+}
+
 /// The builder calls for every policy key the user set, in a fixed order.
 fn configure(args: &Args, private: &TokenStream) -> TokenStream {
-    let mut calls = Vec::new();
-    let mut count = |method: &str, value: Option<u32>| {
-        if let Some(value) = value {
-            let method = format_ident!("{method}");
-            calls.push(quote!(.#method(#value)));
-        }
-    };
-    count("failures", args.failures.as_ref().map(|k| k.value));
-    count("min_calls", args.min_calls.as_ref().map(|k| k.value));
-    count(
-        "half_open_calls",
-        args.half_open_calls.as_ref().map(|k| k.value),
-    );
-    count("successes", args.successes.as_ref().map(|k| k.value));
-    count(
-        "max_concurrent",
-        args.max_concurrent.as_ref().map(|k| k.value),
-    );
-    count("max_keys", args.max_keys.as_ref().map(|k| k.value));
-    let mut percent = |method: &str, value: Option<u8>| {
-        if let Some(value) = value {
-            let method = format_ident!("{method}");
-            calls.push(quote!(.#method(#value)));
-        }
-    };
-    percent("failure_rate", args.failure_rate.as_ref().map(|k| k.value));
-    percent("slow_rate", args.slow_rate.as_ref().map(|k| k.value));
+    let mut calls: Vec<TokenStream> = [
+        number("failures", args.failures.as_ref()),
+        number("min_calls", args.min_calls.as_ref()),
+        number("half_open_calls", args.half_open_calls.as_ref()),
+        number("successes", args.successes.as_ref()),
+        number("max_concurrent", args.max_concurrent.as_ref()),
+        number("max_keys", args.max_keys.as_ref()),
+        number("failure_rate", args.failure_rate.as_ref()),
+        number("slow_rate", args.slow_rate.as_ref()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     for (method, value) in [
         ("failures_within", &args.failures_within),
         ("slow", &args.slow),
@@ -198,474 +159,370 @@ fn configure(args: &Args, private: &TokenStream) -> TokenStream {
     quote!(#(#calls)*)
 }
 
-/// The statements that replace the body.
+/// The statements that replace the body, in the three parts the "Equivalent code" section of
+/// the attribute's docs shows: get a permit, run the body, record its outcome.
 fn body(function: &ItemFn, args: &Args) -> TokenStream {
-    let krate = args.krate.as_ref().map_or_else(
-        || quote!(::breakerbox),
-        |krate| krate.value.to_token_stream(),
-    );
-    let private = quote!(#krate::__private);
-
-    // Generated locals resolve at the macro's definition site, so they can neither shadow
-    // nor be shadowed by the user's names (cached #230); the `__breakerbox_` prefix keeps
-    // them readable in expanded code.
-    let mixed = Span::mixed_site();
-    // A static per function, or with `key` a local handle to the key's breaker.
-    let breaker = if args.key.is_some() {
-        syn::Ident::new("__breakerbox_breaker", mixed)
-    } else {
-        syn::Ident::new("__BREAKERBOX_BREAKER", mixed)
-    };
-    let registration = syn::Ident::new("__BREAKERBOX_REGISTRATION", mixed);
-    let permit = syn::Ident::new("__breakerbox_permit", mixed);
-    let rejected = syn::Ident::new("__breakerbox_rejected", mixed);
-    let result = syn::Ident::new("__breakerbox_result", mixed);
-    let outcome = syn::Ident::new("__breakerbox_outcome", mixed);
-    let once = syn::Ident::new("__breakerbox_once", mixed);
-    let config = syn::Ident::new("__breakerbox_config", mixed);
-    let elapsed = syn::Ident::new("__breakerbox_timeout", mixed);
-
-    let is_async = function.sig.asyncness.is_some();
-    let dot_await = is_async.then(|| quote!(.await));
-    let stmts = &function.block.stmts;
-
-    let name = match &args.name {
-        Some(Key {
-            value: Name::Literal(name),
-            ..
-        }) => name.to_token_stream(),
-        Some(Key {
-            value: Name::Expr(name),
-            ..
-        }) => quote!(#name),
-        None => {
-            // `r#type` is named `type`.
-            let ident = function.sig.ident.unraw().to_string();
-            quote!(::core::concat!(::core::module_path!(), "::", #ident))
-        }
-    };
-    let configure = configure(args, &private);
-
-    // What a rejected call returns: the fallback's answer, or the rejection converted into
-    // the function's error type.
-    let output = func::output_anchor(function);
-    // The fallback's answer, given why it answers (`fallback_with_reason`: a
-    // `FallbackReason` as its last argument). Located at the fallback path: a fallback whose
-    // arguments or return type do not match the function is reported at `fallback = …`.
-    let fallback_call = |reason: TokenStream| {
-        args.fallback.as_ref().map(|fallback| {
-            let path = &fallback.value;
-            let mut arguments = func::fallback_args(function, fallback.span);
-            if args.fallback_with_reason {
-                arguments.push(reason);
-            }
-            locate(quote!(#path(#(#arguments),*) #dot_await), path)
-        })
-    };
-    let reject_reason = quote!(#private::FallbackReason::Rejected(#rejected));
-    let (reject_pattern, on_reject) = match fallback_call(reject_reason) {
-        Some(call) if args.fallback_with_reason => (quote!(#rejected), call),
-        Some(call) => (quote!(_), call),
-        None => (
-            quote!(#rejected),
-            // Located at the return type, whose error type lacks `From<Rejected>`.
-            locate(quote!(#private::reject(#rejected)), &output),
-        ),
-    };
-
-    // The body, run once with the permit held. Its result type is the function's return type (with `impl Trait` erased to `_`,
-    // which a hint may use where a signature may not: tracing #1227, async-trait #281). Giving
-    // it up front keeps the coercions the body relies on (`&String` to `&str`, `Box<T>` to
-    // `Box<dyn Trait>`) and lets `?` pick its error type.
-    let hint = func::type_hint(&function.sig.output);
-    let closure_output = hint.as_ref().map(|ty| quote!(-> #ty));
-    // An async block has no return type annotation; a `return` of the right type that never
-    // runs fixes its output type before the body is checked (tracing-attributes does the same).
-    let fake_return = hint.as_ref().map(|ty| {
-        let fake = syn::Ident::new("__breakerbox_fake_return", mixed);
-        quote! {
-            #[allow(
-                unknown_lints,
-                unreachable_code,
-                clippy::diverging_sub_expression,
-                clippy::empty_loop,
-                clippy::let_with_type_underscore,
-                clippy::needless_return,
-            )]
-            if false {
-                let #fake: #ty = loop {};
-                return #fake;
-            }
-        }
-    });
-    let run = if is_async {
-        match &args.timeout {
-            None => quote!(async move { #fake_return #(#stmts)* }.await),
-            Some(timeout) => {
-                let after = duration(&private, timeout.value);
-                let key = syn::Ident::new("timeout", timeout.key);
-                let require = locate(quote!(#private::require_tokio!{}), &key);
-                // With a fallback the arguments must still be there after a timeout, so the
-                // body borrows what it does not move (plain `async`, not `async move`).
-                let capture = args.fallback.is_none().then(|| quote!(move));
-                let timeout_reason = quote!(#private::FallbackReason::TimedOut(#elapsed));
-                let on_timeout = fallback_call(timeout_reason)
-                    .unwrap_or_else(|| locate(quote!(#private::reject_timeout(#elapsed)), &output));
-                quote! {{
-                    #require
-                    match #private::timeout(#after, async #capture { #fake_return #(#stmts)* }).await {
-                        #private::Option::Some(#result) => #result,
-                        #private::Option::None => {
-                            let #elapsed = #private::Timeout::new(#private::Breaker::name(&#breaker), #after);
-                            #private::Permit::record_with(
-                                #permit,
-                                #private::Outcome::Failure,
-                                #private::Option::Some(&#elapsed),
-                            );
-                            return #on_timeout;
-                        }
-                    }
-                }}
-            }
-        }
-    } else {
-        // Forced to be `FnOnce` by moving a non-`Copy` marker into it, so a body that moves
-        // its arguments or returns borrows of them compiles as it did unwrapped
-        // (fn-error-context). The statements are spliced, not the block, so `unused_braces`
-        // never blames the user (tracing repro_1831).
-        quote! {
-            (move || #closure_output {
-                #private::ForceFnOnce::consume(#once);
-                #(#stmts)*
-            })()
-        }
-    };
-    let once_marker = (!is_async).then(|| quote!(let #once = #private::ForceFnOnce;));
-
-    let error = syn::Ident::new("__breakerbox_error", mixed);
-    let finish = match &args.classify {
-        Some(classify) => {
-            let path = &classify.value;
-            // Both the call and the expected `Outcome` point at `classify = …`.
-            let outcome_type = locate(quote!(#private::Outcome), path);
-            let classify = locate(quote!(#path(&#result)), path);
-            record_outcome(&private, &permit, &result, &outcome, outcome_type, classify)
-        }
-        // With a fallback any return type works: a `Result` is judged by `Ok`/`Err`, anything
-        // else succeeds unless it panics or times out (autoref specialization, resolved where
-        // the type is concrete).
-        None if args.fallback.is_some() => record_outcome(
-            &private,
-            &permit,
-            &result,
-            &outcome,
-            quote!(#private::Outcome),
-            quote!({
-                use #private::{ClassifyAny as _, ClassifyResult as _};
-                (&#private::Classify(&#result)).__breakerbox_outcome()
-            }),
-        ),
-        // The function returns a `Result` (else the error points at its return type): record it
-        // by value, keeping the error's `Display` text, if it has one, as the cause.
-        None => {
-            // The path and the result both sit on the return type: a function that does not
-            // return a `Result` is told so there.
-            let finish = locate(quote!(#private::finish), &output);
-            let located = locate(quote!(#result), &output);
-            quote! {
-                #finish(#located, #permit, |#error| {
-                    use #private::{ErrorCauseDisplay as _, ErrorCauseNone as _};
-                    (&#private::ErrorCause(#error)).__breakerbox_error_cause()
-                })
-            }
-        }
-    };
-
-    let registration_static = quote! {
-        static #registration: #private::Registration = #private::Registration::new(
-            #name,
-            |#config| #config #configure,
-            ::core::file!(),
-            ::core::line!(),
-            ::core::column!(),
-        );
-    };
-    let keyed_registration_static = quote! {
-        static #registration: #private::Registration = #private::Registration::new(
-            #name,
-            |#config| #config #configure,
-            ::core::file!(),
-            ::core::line!(),
-            ::core::column!(),
-        ).keyed();
-    };
-    let lookup = match &args.key {
-        None => quote! {
-            // Registered at link time, so the registry knows the breaker, its config and this
-            // line before the first call.
-            #private::register! { #registration_static }
-            // Resolved once per function, not looked up per call: the handle is not generic, so
-            // one static serves every instantiation of a generic function.
-            static #breaker: #private::LazyLock<#private::Breaker> = #private::LazyLock::new(|| {
-                #private::breaker(&#registration)
-            });
-        },
-        Some(key) => {
-            let family = syn::Ident::new("__BREAKERBOX_FAMILY", mixed);
-            let expr = &key.value;
-            let key = syn::Ident::new("__breakerbox_key", mixed);
-            // Located at the expression: a key that is not `AsRef<str>` is reported there.
-            let key_str = locate(quote!(#private::KeyStr::key_str(#key)), expr);
-            quote! {
-                // Registered at link time as a keyed family's (not a breaker's), so `check`
-                // knows its name and config before the first call; the family is in the
-                // registry's `families()` once the function is first called.
-                #private::register! { #keyed_registration_static }
-                static #family: #private::LazyLock<#private::BreakerMap<#private::String>> =
-                    #private::LazyLock::new(|| #private::family(&#registration));
-                // A handle to the key's breaker, and the permit, so the key's borrows of the
-                // arguments end here, before the body runs. A rejection names the key.
-                let #breaker;
-                let #permit = {
-                    let #key = &(#expr);
-                    let #key: &str = #key_str;
-                    #breaker = #private::keyed_breaker(&#family, #key);
-                    #private::keyed_try_acquire(&#family, &#breaker, #key)
-                };
-            }
-        }
-    };
-    let acquire = match &args.key {
-        None => quote!(#private::Breaker::try_acquire(&#breaker)),
-        Some(_) => quote!(#permit),
-    };
+    let cx = Ctx::new(function, args);
+    let admission = cx.admission();
+    let run = cx.run();
+    let finish = cx.finish();
     quote! {
-        #lookup
-        let #permit = match #acquire {
-            #private::Result::Ok(#permit) => #permit,
-            #private::Result::Err(#reject_pattern) => {
-                return #on_reject;
-            }
-        };
-        #once_marker
-        let #result = #run;
+        #admission
+        #run
         #finish
     }
 }
 
-/// Records `result` by its classified outcome, then evaluates to it. A success records
-/// without a cause, so nothing takes the result's address on the path every call takes.
-fn record_outcome(
-    private: &TokenStream,
-    permit: &syn::Ident,
-    result: &syn::Ident,
-    outcome: &syn::Ident,
-    outcome_type: TokenStream,
-    classify: TokenStream,
-) -> TokenStream {
-    quote! {
-        let #outcome: #outcome_type = #classify;
-        if let #private::Outcome::Success = #outcome {
-            #private::Permit::success(#permit);
-        } else {
-            use #private::{CauseDisplay as _, CauseNone as _};
-            #private::Permit::record_with(
-                #permit,
-                #outcome,
-                (&#private::Cause(&#result)).__breakerbox_cause(),
-            );
+/// What the three parts of the generated body share.
+struct Ctx<'a> {
+    function: &'a ItemFn,
+    args: &'a Args,
+    /// `::breakerbox::__private`, or the `crate = …` path's.
+    private: TokenStream,
+    /// Where an error about the function's return type points: the return type, or the
+    /// function's name when it returns `()`.
+    output: TokenStream,
+    /// `.await` in an `async fn`.
+    dot_await: Option<TokenStream>,
+    // Generated locals resolve at the macro's definition site, so they can neither shadow
+    // nor be shadowed by the user's names (cached #230); the `__breakerbox_` prefix keeps
+    // them readable in expanded code.
+    /// A static per function, or with `key` a local handle to the key's breaker.
+    breaker: syn::Ident,
+    registration: syn::Ident,
+    permit: syn::Ident,
+    rejected: syn::Ident,
+    result: syn::Ident,
+    outcome: syn::Ident,
+    once: syn::Ident,
+    config: syn::Ident,
+    elapsed: syn::Ident,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(function: &'a ItemFn, args: &'a Args) -> Self {
+        let krate = args.krate.as_ref().map_or_else(
+            || quote!(::breakerbox),
+            |krate| krate.value.to_token_stream(),
+        );
+        let mixed = |name: &str| syn::Ident::new(name, Span::mixed_site());
+        Ctx {
+            function,
+            args,
+            private: quote!(#krate::__private),
+            output: func::output_anchor(function),
+            dot_await: function.sig.asyncness.is_some().then(|| quote!(.await)),
+            breaker: if args.key.is_some() {
+                mixed("__breakerbox_breaker")
+            } else {
+                mixed("__BREAKERBOX_BREAKER")
+            },
+            registration: mixed("__BREAKERBOX_REGISTRATION"),
+            permit: mixed("__breakerbox_permit"),
+            rejected: mixed("__breakerbox_rejected"),
+            result: mixed("__breakerbox_result"),
+            outcome: mixed("__breakerbox_outcome"),
+            once: mixed("__breakerbox_once"),
+            config: mixed("__breakerbox_config"),
+            elapsed: mixed("__breakerbox_timeout"),
         }
-        #result
+    }
+
+    /// The fallback's answer, given why it answers (`fallback_with_reason`: a
+    /// `FallbackReason` as its last argument). Located at the fallback path: a fallback whose
+    /// arguments or return type do not match the function is reported at `fallback = …`.
+    fn fallback_call(&self, reason: TokenStream) -> Option<TokenStream> {
+        let dot_await = &self.dot_await;
+        self.args.fallback.as_ref().map(|fallback| {
+            let path = &fallback.value;
+            let mut arguments = func::fallback_args(self.function, fallback.span);
+            if self.args.fallback_with_reason {
+                arguments.push(reason);
+            }
+            locate(quote!(#path(#(#arguments),*) #dot_await), path)
+        })
+    }
+
+    /// The registration (the breaker's name, its config and this line, known to the registry
+    /// before the first call), and the breaker: a static per function, or with `key` a local
+    /// handle to the key's breaker.
+    fn lookup(&self) -> TokenStream {
+        let Ctx {
+            function,
+            args,
+            private,
+            breaker,
+            registration,
+            config,
+            permit,
+            ..
+        } = self;
+        let name = match &args.name {
+            Some(Key {
+                value: Name::Literal(name),
+                ..
+            }) => name.to_token_stream(),
+            Some(Key {
+                value: Name::Expr(name),
+                ..
+            }) => quote!(#name),
+            None => {
+                // `r#type` is named `type`.
+                let ident = function.sig.ident.unraw().to_string();
+                quote!(::core::concat!(::core::module_path!(), "::", #ident))
+            }
+        };
+        let configure = configure(args, private);
+        // A keyed function's registration says so: its name is a family's, not a breaker's.
+        let keyed = args.key.is_some().then(|| quote!(.keyed()));
+        let registration_static = quote! {
+            static #registration: #private::Registration = #private::Registration::new(
+                #name,
+                |#config| #config #configure,
+                ::core::file!(),
+                ::core::line!(),
+                ::core::column!(),
+            ) #keyed;
+        };
+        match &args.key {
+            None => quote! {
+                // Registered at link time, so the registry knows the breaker, its config and this
+                // line before the first call.
+                #private::register! { #registration_static }
+                // Resolved once per function, not looked up per call: the handle is not generic, so
+                // one static serves every instantiation of a generic function.
+                static #breaker: #private::LazyLock<#private::Breaker> = #private::LazyLock::new(|| {
+                    #private::breaker(&#registration)
+                });
+            },
+            Some(key) => {
+                let family = syn::Ident::new("__BREAKERBOX_FAMILY", Span::mixed_site());
+                let expr = &key.value;
+                let key = syn::Ident::new("__breakerbox_key", Span::mixed_site());
+                // Located at the expression: a key that is not `AsRef<str>` is reported there.
+                let key_str = locate(quote!(#private::KeyStr::key_str(#key)), expr);
+                quote! {
+                    // Registered at link time as a keyed family's name (not a breaker's), so
+                    // `check` knows its name and config before the first call; the family is in
+                    // the registry's `families()` once the function is first called.
+                    #private::register! { #registration_static }
+                    static #family: #private::LazyLock<#private::BreakerMap<#private::String>> =
+                        #private::LazyLock::new(|| #private::family(&#registration));
+                    // A handle to the key's breaker, and the permit, so the key's borrows of the
+                    // arguments end here, before the body runs. A rejection names the key.
+                    let #breaker;
+                    let #permit = {
+                        let #key = &(#expr);
+                        let #key: &str = #key_str;
+                        #breaker = #private::keyed_breaker(&#family, #key);
+                        #private::keyed_try_acquire(&#family, &#breaker, #key)
+                    };
+                }
+            }
+        }
+    }
+
+    /// The breaker, then the permit: a rejected call returns the fallback's answer, or the
+    /// rejection converted into the function's error type.
+    fn admission(&self) -> TokenStream {
+        let Ctx {
+            args,
+            private,
+            breaker,
+            permit,
+            rejected,
+            ..
+        } = self;
+        let lookup = self.lookup();
+        let reject_reason = quote!(#private::FallbackReason::Rejected(#rejected));
+        let (reject_pattern, on_reject) = match self.fallback_call(reject_reason) {
+            Some(call) if args.fallback_with_reason => (quote!(#rejected), call),
+            Some(call) => (quote!(_), call),
+            None => (
+                quote!(#rejected),
+                // Located at the return type, whose error type lacks `From<Rejected>`.
+                locate(quote!(#private::reject(#rejected)), &self.output),
+            ),
+        };
+        // With `key`, the lookup has already asked for the permit.
+        let acquire = match &args.key {
+            None => quote!(#private::Breaker::try_acquire(&#breaker)),
+            Some(_) => quote!(#permit),
+        };
+        quote! {
+            #lookup
+            let #permit = match #acquire {
+                #private::Result::Ok(#permit) => #permit,
+                #private::Result::Err(#reject_pattern) => {
+                    return #on_reject;
+                }
+            };
+        }
+    }
+
+    /// The body, run once with the permit held, into `result`: a closure called once for a
+    /// plain `fn`, `async move { … }.await` for an `async fn`, inside the tokio timeout with
+    /// `timeout`.
+    fn run(&self) -> TokenStream {
+        let Ctx {
+            function,
+            args,
+            private,
+            output,
+            breaker,
+            permit,
+            result,
+            once,
+            elapsed,
+            ..
+        } = self;
+        let stmts = &function.block.stmts;
+        // Its result type is the function's return type (with `impl Trait` erased to `_`,
+        // which a hint may use where a signature may not: tracing #1227, async-trait #281).
+        // Giving it up front keeps the coercions the body relies on (`&String` to `&str`,
+        // `Box<T>` to `Box<dyn Trait>`) and lets `?` pick its error type.
+        let hint = func::type_hint(&function.sig.output);
+        if function.sig.asyncness.is_none() {
+            let closure_output = hint.as_ref().map(|ty| quote!(-> #ty));
+            // Forced to be `FnOnce` by moving a non-`Copy` marker into it, so a body that moves
+            // its arguments or returns borrows of them compiles as it did unwrapped
+            // (fn-error-context). The statements are spliced, not the block, so
+            // `unused_braces` never blames the user (tracing repro_1831).
+            return quote! {
+                let #once = #private::ForceFnOnce;
+                let #result = (move || #closure_output {
+                    #private::ForceFnOnce::consume(#once);
+                    #(#stmts)*
+                })();
+            };
+        }
+        // An async block has no return type annotation; a `return` of the right type that
+        // never runs fixes its output type before the body is checked (tracing-attributes
+        // does the same).
+        let fake_return = hint.as_ref().map(|ty| {
+            let fake = syn::Ident::new("__breakerbox_fake_return", Span::mixed_site());
+            quote! {
+                #[allow(
+                    unknown_lints,
+                    unreachable_code,
+                    clippy::diverging_sub_expression,
+                    clippy::empty_loop,
+                    clippy::let_with_type_underscore,
+                    clippy::needless_return,
+                )]
+                if false {
+                    let #fake: #ty = loop {};
+                    return #fake;
+                }
+            }
+        });
+        let Some(timeout) = &args.timeout else {
+            return quote!(let #result = async move { #fake_return #(#stmts)* }.await;);
+        };
+        let after = duration(private, timeout.value);
+        let key = syn::Ident::new("timeout", timeout.key);
+        let require = locate(quote!(#private::require_tokio!{}), &key);
+        // With a fallback the arguments must still be there after a timeout, so the body
+        // borrows what it does not move (plain `async`, not `async move`).
+        let capture = args.fallback.is_none().then(|| quote!(move));
+        let timeout_reason = quote!(#private::FallbackReason::TimedOut(#elapsed));
+        let on_timeout = self
+            .fallback_call(timeout_reason)
+            .unwrap_or_else(|| locate(quote!(#private::reject_timeout(#elapsed)), output));
+        quote! {
+            let #result = {
+                #require
+                match #private::timeout(#after, async #capture { #fake_return #(#stmts)* }).await {
+                    #private::Option::Some(#result) => #result,
+                    #private::Option::None => {
+                        let #elapsed = #private::Timeout::new(#private::Breaker::name(&#breaker), #after);
+                        #private::Permit::record_with(
+                            #permit,
+                            #private::Outcome::Failure,
+                            #private::Option::Some(&#elapsed),
+                        );
+                        return #on_timeout;
+                    }
+                }
+            };
+        }
+    }
+
+    /// Records the outcome, then evaluates to the result: by `classify = path`, by autoref
+    /// classification with a fallback (any return type), or by `Ok`/`Err` through
+    /// `__private::finish`.
+    fn finish(&self) -> TokenStream {
+        let Ctx {
+            args,
+            private,
+            output,
+            permit,
+            result,
+            ..
+        } = self;
+        match &args.classify {
+            Some(classify) => {
+                let path = &classify.value;
+                // Both the call and the expected `Outcome` point at `classify = …`.
+                let outcome_type = locate(quote!(#private::Outcome), path);
+                let classify = locate(quote!(#path(&#result)), path);
+                self.record_outcome(outcome_type, classify)
+            }
+            // With a fallback any return type works: a `Result` is judged by `Ok`/`Err`,
+            // anything else succeeds unless it panics or times out (autoref specialization,
+            // resolved where the type is concrete).
+            None if args.fallback.is_some() => self.record_outcome(
+                quote!(#private::Outcome),
+                quote!({
+                    use #private::{ClassifyAny as _, ClassifyResult as _};
+                    (&#private::Classify(&#result)).__breakerbox_outcome()
+                }),
+            ),
+            // The function returns a `Result` (else the error points at its return type):
+            // record it by value, keeping the error's `Display` text, if it has one, as the
+            // cause.
+            None => {
+                let error = syn::Ident::new("__breakerbox_error", Span::mixed_site());
+                // The path and the result both sit on the return type: a function that does
+                // not return a `Result` is told so there.
+                let finish = locate(quote!(#private::finish), output);
+                let located = locate(quote!(#result), output);
+                quote! {
+                    #finish(#located, #permit, |#error| {
+                        use #private::{ErrorCauseDisplay as _, ErrorCauseNone as _};
+                        (&#private::ErrorCause(#error)).__breakerbox_error_cause()
+                    })
+                }
+            }
+        }
+    }
+
+    /// Records `result` by its classified outcome, then evaluates to it. A success records
+    /// without a cause, so nothing takes the result's address on the path every call takes.
+    fn record_outcome(&self, outcome_type: TokenStream, classify: TokenStream) -> TokenStream {
+        let Ctx {
+            private,
+            permit,
+            result,
+            outcome,
+            ..
+        } = self;
+        quote! {
+            let #outcome: #outcome_type = #classify;
+            if let #private::Outcome::Success = #outcome {
+                #private::Permit::success(#permit);
+            } else {
+                use #private::{CauseDisplay as _, CauseNone as _};
+                #private::Permit::record_with(
+                    #permit,
+                    #outcome,
+                    (&#private::Cause(&#result)).__breakerbox_cause(),
+                );
+            }
+            #result
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::expand;
-    use quote::quote;
-
-    fn expanded(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> String {
-        expand(attr, item).to_string()
-    }
-
-    #[test]
-    fn keeps_signature_and_attributes() {
-        let out = expanded(
-            quote!(),
-            quote! {
-                /// Docs.
-                #[inline]
-                pub(crate) unsafe fn get<'a, T: Clone>(x: &'a T) -> Result<&'a T, E> where T: Send {
-                    #![allow(unused)]
-                    Ok(x)
-                }
-            },
-        );
-        assert!(out.starts_with("# [doc = r\" Docs.\"] # [inline] pub (crate) unsafe fn get < 'a , T : Clone > (x : & 'a T) -> Result < & 'a T , E > where T : Send { # ! [allow (unused)]"), "{out}");
-        assert_eq!(
-            out.matches("Ok (x)").count(),
-            1,
-            "the body is quoted once: {out}"
-        );
-    }
-
-    #[test]
-    fn default_name_is_module_path_and_fn() {
-        let out = expanded(
-            quote!(),
-            quote!(
-                fn get() -> Result<(), E> {
-                    Ok(())
-                }
-            ),
-        );
-        assert!(
-            out.contains("concat ! (:: core :: module_path ! () , \"::\" , \"get\")"),
-            "{out}"
-        );
-    }
-
-    #[test]
-    fn emits_parsed_constants() {
-        let out = expanded(
-            quote!(
-                name = "users",
-                open_for = "2s",
-                window = "1m",
-                failure_rate = 50
-            ),
-            quote!(
-                fn get() -> Result<(), E> {
-                    Ok(())
-                }
-            ),
-        );
-        assert!(
-            out.contains(
-                ". open_for (:: breakerbox :: __private :: Duration :: from_nanos (2000000000u64))"
-            ),
-            "{out}"
-        );
-        assert!(out.contains("Window :: Time"), "{out}");
-        assert!(out.contains(". failure_rate (50u8)"), "{out}");
-    }
-
-    #[test]
-    fn async_body_is_awaited_in_place() {
-        let out = expanded(
-            quote!(fallback = cached),
-            quote!(
-                async fn get(&self, id: u32) -> Result<u32, E> {
-                    Ok(id)
-                }
-            ),
-        );
-        assert!(out.contains("Ok (id) } . await"), "{out}");
-        assert!(out.contains("cached (self , id) . await"), "{out}");
-    }
-
-    #[test]
-    fn fallback_with_reason_passes_the_reason_last() {
-        let out = expanded(
-            quote!(fallback_with_reason = cached, timeout = "1s"),
-            quote!(
-                async fn get(&self, id: u32) -> Result<u32, E> {
-                    Ok(id)
-                }
-            ),
-        );
-        let reason = ":: breakerbox :: __private :: FallbackReason ::";
-        assert!(
-            out.contains(&format!(
-                "Err (__breakerbox_rejected) => {{ return cached (self , id , {reason} Rejected (__breakerbox_rejected)) . await ; }}"
-            )),
-            "{out}"
-        );
-        assert!(
-            out.contains(&format!(
-                "return cached (self , id , {reason} TimedOut (__breakerbox_timeout)) . await ;"
-            )),
-            "{out}"
-        );
-    }
-
-    #[test]
-    fn raw_identifiers_are_named_without_r_hash() {
-        let out = expanded(
-            quote!(),
-            quote!(
-                fn r#type() -> Result<(), E> {
-                    Ok(())
-                }
-            ),
-        );
-        assert!(out.contains("\"::\" , \"type\")"), "{out}");
-    }
-
-    #[test]
-    fn renamed_crate() {
-        let out = expanded(
-            quote!(crate = "my::bb"),
-            quote!(
-                fn get() -> Result<(), E> {
-                    Ok(())
-                }
-            ),
-        );
-        assert!(out.contains("my :: bb :: __private :: LazyLock"), "{out}");
-        assert!(!out.contains(":: breakerbox ::"), "{out}");
-    }
-
-    #[test]
-    fn errors_keep_the_item() {
-        let out = expanded(
-            quote!(failures = 0),
-            quote!(
-                fn get() -> Result<(), E> {
-                    Ok(())
-                }
-            ),
-        );
-        assert!(out.contains("compile_error"), "{out}");
-        assert!(
-            out.contains("fn get () -> Result < () , E > { Ok (()) }"),
-            "{out}"
-        );
-    }
-
-    #[test]
-    fn rejects_non_functions() {
-        let out = expanded(
-            quote!(),
-            quote!(
-                struct S;
-            ),
-        );
-        assert!(out.contains("goes on a function"), "{out}");
-        let out = expanded(
-            quote!(),
-            quote!(
-                fn get(&self) -> Result<(), E>;
-            ),
-        );
-        assert!(out.contains("needs a function body"), "{out}");
-        let out = expanded(
-            quote!(),
-            quote!(
-                const fn get() -> Result<(), E> {
-                    Ok(())
-                }
-            ),
-        );
-        assert!(out.contains("const fn"), "{out}");
-        let out = expanded(
-            quote!(timeout = "1s"),
-            quote!(
-                fn get() -> Result<(), E> {
-                    Ok(())
-                }
-            ),
-        );
-        assert!(out.contains("needs an `async fn`"), "{out}");
-    }
-}
+mod tests;

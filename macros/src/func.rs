@@ -1,13 +1,63 @@
 //! The function model: which shapes `#[circuit_breaker]` accepts, and how the fallback is
 //! called with the function's arguments.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote};
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
 
 use crate::args::{Args, Errors};
+
+/// The error for an item that is not a function with a body: a trait method without one, an
+/// `impl` block, a struct, … (at the keyword that says what it is).
+pub(crate) fn not_a_function(item: &TokenStream, parse_error: syn::Error) -> syn::Error {
+    if let Ok(method) = syn::parse2::<syn::TraitItemFn>(item.clone())
+        && method.default.is_none()
+    {
+        return syn::Error::new(
+            method.sig.ident.span(),
+            "#[circuit_breaker] needs a function body to wrap: put it on the method in the \
+             `impl` block, or give this trait method a default body",
+        );
+    }
+    let Ok(parsed) = syn::parse2::<syn::Item>(item.clone()) else {
+        // Not an item syn can read, such as a function with a syntax error in its body: the
+        // parse error points at the problem, not at the attribute.
+        return parse_error;
+    };
+    let span = first_keyword_span(&parsed).unwrap_or_else(|| {
+        item.clone()
+            .into_iter()
+            .find(|token| !matches!(token, TokenTree::Punct(p) if p.as_char() == '#'))
+            .map_or_else(Span::call_site, |token| token.span())
+    });
+    let message = if matches!(parsed, syn::Item::Impl(_) | syn::Item::Trait(_)) {
+        "#[circuit_breaker] goes on a function, not on a whole `impl` block or trait: put it on \
+         each method that calls the service"
+    } else {
+        "#[circuit_breaker] goes on a function (`fn` or `async fn`), free or in an `impl` block"
+    };
+    syn::Error::new(span, message)
+}
+
+/// The span of the keyword that says what the item is (`struct`, `impl`, `mod`, …).
+fn first_keyword_span(item: &syn::Item) -> Option<Span> {
+    use syn::spanned::Spanned;
+    Some(match item {
+        syn::Item::Struct(item) => item.struct_token.span(),
+        syn::Item::Enum(item) => item.enum_token.span(),
+        syn::Item::Impl(item) => item.impl_token.span(),
+        syn::Item::Mod(item) => item.mod_token.span(),
+        syn::Item::Trait(item) => item.trait_token.span(),
+        syn::Item::Const(item) => item.const_token.span(),
+        syn::Item::Static(item) => item.static_token.span(),
+        syn::Item::Type(item) => item.type_token.span(),
+        syn::Item::Union(item) => item.union_token.span(),
+        syn::Item::Use(item) => item.use_token.span(),
+        _ => return None,
+    })
+}
 
 /// Checks that the function can be wrapped, reporting each problem at the offending token.
 pub(crate) fn check(item: &ItemFn, args: &Args, errors: &mut Errors) {

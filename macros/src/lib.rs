@@ -3,15 +3,17 @@
 //! Use it through the `breakerbox` crate, which re-exports it next to the runtime it
 //! expands to; all documentation is on [`macro@circuit_breaker`].
 //!
-//! The macro works in stages, one module each: `args` parses the attribute into a typed
-//! config that keeps every key's span, reading each value with `values` (durations with
-//! `duration`) and checking the keys against each other with `valid`; `func` checks the
-//! function's shape; `expand` edits the function in place.
+//! The macro works in stages, one module each, run in one direction by `expand::try_expand`:
+//! `parse` reads the attribute into `args::Args`, a typed config that keeps every key's span,
+//! reading each value with `values` (durations with `duration`); `valid` checks the keys
+//! against each other; `func` checks the function's shape; `expand` edits the function in
+//! place. Every stage reports into one `args::Errors`, so all mistakes come in one compile.
 
 mod args;
 mod duration;
 mod expand;
 mod func;
+mod parse;
 mod valid;
 mod values;
 

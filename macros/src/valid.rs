@@ -130,12 +130,79 @@ pub(crate) fn check(args: &Args, errors: &mut Errors) {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use crate::args::{Args, Errors};
+    use quote::quote;
+
+    /// The attribute read and checked as `expand` does: the errors of both stages, in order.
+    pub(super) fn checked(attr: proc_macro2::TokenStream) -> syn::Result<Args> {
+        let mut errors = Errors::default();
+        let args = crate::parse::parse(attr, &mut errors);
+        super::check(&args, &mut errors);
+        errors.finish().map(|()| args)
+    }
+
+    fn parse(attr: proc_macro2::TokenStream) -> syn::Result<Args> {
+        checked(attr)
+    }
+
+    fn error(attr: proc_macro2::TokenStream) -> String {
+        match checked(attr) {
+            Ok(_) => panic!("expected an error"),
+            Err(error) => error
+                .into_iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+
+    #[test]
+    fn combinations() {
+        assert!(error(quote!(failures = 3, failure_rate = 50)).contains("choose different"));
+        assert!(error(quote!(failure_rate = 50, failures_within = "1s")).contains("only applies"));
+        assert!(
+            error(quote!(failure_rate = 50, window = 10, min_calls = 11))
+                .contains("never be reached")
+        );
+        assert!(parse(quote!(failure_rate = 50, window = 5)).is_ok());
+        assert!(
+            error(quote!(slow = "1s", slow_rate = 5, min_calls = 101)).contains("window = 101")
+        );
+        assert!(error(quote!(window = 10)).contains("only matters to a rate policy"));
+        assert!(error(quote!(min_calls = 10)).contains("only matters to a rate policy"));
+        assert!(error(quote!(slow_rate = 10)).contains("add `slow"));
+        assert!(error(quote!(max_open_for = "10s")).contains("default `open_for`"));
+        assert!(error(quote!(open_for = "2s", max_open_for = "1s")).contains("at least \"2s\""));
+        assert!(error(quote!(successes = 2)).contains("half_open_calls = 2"));
+        assert!(error(quote!(half_open_calls = 2, successes = 3)).contains("half_open_calls = 3"));
+    }
+
+    #[test]
+    fn family_keys_need_a_key() {
+        assert!(error(quote!(max_keys = 5)).contains("`max_keys` only matters to a keyed breaker"));
+        assert!(error(quote!(idle_for = "1m")).contains("add `key = <expression>`"));
+    }
+
+    /// A bad value does not hide an impossible combination: both come in one compile.
+    #[test]
+    fn combinations_are_checked_beside_bad_values() {
+        let message = error(quote!(failures = 0, window = 10));
+        assert!(message.contains("`failures = 0`"), "{message}");
+        assert!(
+            message.contains("only matters to a rate policy"),
+            "{message}"
+        );
+    }
+}
+
 /// The macro's checks against the runtime's: for random combinations of keys, the attribute
 /// compiles exactly when `ConfigBuilder::build` accepts the same config. A config the macro
 /// let through but the runtime refused would silently run with the default config.
 #[cfg(test)]
 mod mirror {
-    use crate::args::parse;
+    use super::tests::checked;
     use breakerbox::{Config, ConfigBuilder, Window};
     use proc_macro2::TokenStream;
     use std::time::Duration;
@@ -258,7 +325,7 @@ mod mirror {
             }
             let attr = attr.join(", ");
             let tokens: TokenStream = attr.parse().unwrap();
-            let by_macro = parse(tokens).map(|_| ()).map_err(|e| e.to_string());
+            let by_macro = checked(tokens).map(|_| ()).map_err(|e| e.to_string());
             let by_runtime = builder.build().map(|_| ()).map_err(|e| e.to_string());
             assert_eq!(
                 by_macro.is_ok(),

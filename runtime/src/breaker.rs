@@ -2,26 +2,29 @@
 //!
 //! # The protocol
 //!
-//! * `state` packs the generation (high 32 bits) and the state tag (low bits). Every call reads
-//!   it once (Acquire). Every transition happens under `transition` (a mutex taken only on
+//! The words below are named types, each laid out in `state.rs` (`Word`, `Streak`, `Round`,
+//! `Places`) or `window.rs` (`Gate`), with the generation in their high 32 bits.
+//!
+//! * `state` (a `Word`) packs the generation and the state tag. Every call reads it once
+//!   (Acquire). Every transition happens under `transition` (a mutex taken only on
 //!   transitions, never on the call path), prepares the new state's data first, then publishes
 //!   the new word with a Release store, bumping the generation.
 //! * A permit remembers the generation it was admitted in. Its result is counted in the totals
 //!   but not fed to the policy if the generation moved on meanwhile (seed 004's generation).
-//! * Closed, consecutive policy: `streak` packs the generation and the failures in a row. A
-//!   success only reads it, and writes only if there was a streak to break; a failure bumps it
-//!   with a CAS that fails for a stale generation. The thread whose failure reaches the
-//!   threshold trips; the transition lock and generation check make it happen once. Under
+//! * Closed, consecutive policy: `streak` (a `Streak`) packs the generation and the failures in
+//!   a row. A success only reads it, and writes only if there was a streak to break; a failure
+//!   bumps it with a CAS that fails for a stale generation. The thread whose failure reaches
+//!   the threshold trips; the transition lock and generation check make it happen once. Under
 //!   `failures_within`, a streak's start is stored before the CAS that publishes the streak,
 //!   which carries a tag (`Inner::record_within_failure`).
-//! * Half-open: `probe` packs the generation, the probes admitted, and the successes. Admission
-//!   is a CAS that never exceeds `half_open_calls`.
+//! * Half-open: `probe` (a `Round`) packs the generation, the probes admitted, and the
+//!   successes. Admission is a CAS that never exceeds `half_open_calls`.
 //! * Closed, rate policies: a failure or slow call enters the window through a gate that packs
-//!   the generation with the records in flight (one CAS); every transition seals the gate and
-//!   waits for those inside before it clears the window or publishes, so a stale failure never
-//!   lands in a new window (`RateWindow::enter`).
+//!   the generation with the records in flight (a `Gate`; one CAS); every transition seals the
+//!   gate and waits for those inside before it clears the window or publishes, so a stale
+//!   failure never lands in a new window (`RateWindow::enter`).
 //! * Bulkhead: admission is a CAS below `max_concurrent`, never an increment undone on refusal.
-//!   The count is packed with the generation it counts for; the first admission of a
+//!   The count is packed with the generation it counts for (`Places`); the first admission of a
 //!   generation starts it over, and a permit of an older generation gives nothing back. So a
 //!   transition frees every place, even that of a permit that never records.
 //!
@@ -221,7 +224,7 @@ impl Breaker {
     /// Its state now. An open breaker whose `open_for` has passed reads `Open` until a call
     /// arrives to probe.
     pub fn state(&self) -> State {
-        State::from_word(self.inner().state.load(Ordering::Acquire))
+        self.inner().state.load(Ordering::Acquire).state()
     }
 
     /// Like [`try_acquire`](Breaker::try_acquire), but the permit holds a handle to the
@@ -445,8 +448,8 @@ impl Breaker {
         inner.reopens.store(openings, Ordering::Relaxed);
     }
 
-    /// Whether two handles are the same breaker.
-    pub fn same(&self, other: &Breaker) -> bool {
+    /// Whether two handles are the same breaker (as [`Arc::ptr_eq`] says of two `Arc`s).
+    pub fn ptr_eq(&self, other: &Breaker) -> bool {
         core::ptr::eq(self.inner(), other.inner())
     }
 }

@@ -153,6 +153,19 @@ impl Clock for ManualClock {
     }
 }
 
+/// A shared clock: `Arc<ManualClock>`, or an `Arc<dyn Clock>` shared by several configs.
+/// [`ConfigBuilder::clock`](crate::ConfigBuilder::clock) keeps an `Arc<dyn Clock>` as it is
+/// (configs given the same one share it, and compare equal), rather than boxing it again.
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now(&self) -> Duration {
+        (**self).now()
+    }
+
+    fn now_coarse(&self) -> Duration {
+        (**self).now_coarse()
+    }
+}
+
 /// tokio's clock, which follows `tokio::time::pause` and `advance` in tests.
 ///
 /// Must be read inside a tokio runtime.
@@ -175,6 +188,15 @@ pub(crate) enum ClockRef {
     #[default]
     System,
     Custom(Arc<dyn Clock>),
+}
+
+/// `clock` as a shared `dyn Clock`: an `Arc<dyn Clock>` as it is, anything else in a new `Arc`.
+pub(crate) fn shared(clock: impl Clock) -> Arc<dyn Clock> {
+    let mut clock = Some(clock);
+    match (&mut clock as &mut dyn core::any::Any).downcast_mut::<Option<Arc<dyn Clock>>>() {
+        Some(arc) => arc.take().expect("just put there"),
+        None => Arc::new(clock.take().expect("just put there")),
+    }
 }
 
 impl ClockRef {
@@ -220,4 +242,46 @@ impl fmt::Debug for ClockRef {
 #[inline]
 pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{Breaker, Config, State};
+
+    /// One clock method takes a clock by value or shared: a breaker on an `Arc<ManualClock>`
+    /// follows the test's handle to it, and configs given one `Arc<dyn Clock>` share it (and
+    /// so compare equal), as configs given one clock do.
+    #[test]
+    fn a_shared_clock_is_a_clock() {
+        let manual = Arc::new(ManualClock::new());
+        let config = Config::builder().failures(1).clock(manual.clone()).build();
+        let breaker = Breaker::new("arc-clock", config.unwrap());
+        breaker.call(|| Err::<(), _>("down")).unwrap_err();
+        assert_eq!(breaker.state(), State::Open);
+        manual.advance(Duration::from_secs(60));
+        breaker.call(|| Ok::<(), &str>(())).unwrap();
+        assert_eq!(
+            breaker.state(),
+            State::Closed,
+            "probed after the shared clock moved"
+        );
+
+        let shared: Arc<dyn Clock> = Arc::new(ManualClock::new());
+        let a = Config::builder().clock(shared.clone()).build().unwrap();
+        let b = Config::builder().clock(shared.clone()).build().unwrap();
+        assert_eq!(a, b, "one shared clock");
+        let ClockRef::Custom(inner) = &a.clock else {
+            panic!("a custom clock")
+        };
+        assert!(
+            Arc::ptr_eq(inner, &shared),
+            "kept as it is, not boxed again"
+        );
+        let c = Config::builder()
+            .clock(Arc::clone(&manual))
+            .build()
+            .unwrap();
+        assert_ne!(a, c, "another clock");
+    }
 }

@@ -2,7 +2,6 @@
 
 use core::fmt;
 use core::time::Duration;
-use std::sync::Arc;
 
 use crate::clock::{Clock, ClockRef};
 
@@ -264,15 +263,11 @@ impl ConfigBuilder {
         idle_for: Duration => |c, v| c.idle_for = v;
     }
 
-    /// Reads time from `clock` instead of the system clock.
+    /// Reads time from `clock` instead of the system clock: a clock by value, an
+    /// `Arc<ManualClock>`, or an `Arc<dyn Clock>` shared with other configs (kept as it is, so
+    /// configs given the same one compare equal).
     pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.config.clock = ClockRef::Custom(Arc::new(clock));
-        self
-    }
-
-    /// Reads time from a shared clock.
-    pub fn clock_arc(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.config.clock = ClockRef::Custom(clock);
+        self.config.clock = ClockRef::Custom(crate::clock::shared(clock));
         self
     }
 

@@ -121,7 +121,7 @@ pub struct Event {
     pub reason: Reason,
     /// When, on the breaker's clock: comparable with the breaker's other times (a
     /// [`ManualClock`](crate::ManualClock)'s in tests), not with `Instant` or a wall time.
-    #[cfg_attr(feature = "serde", serde(with = "crate::serde_impl::duration"))]
+    #[cfg_attr(feature = "serde", serde(with = "crate::edge::serde_impl::duration"))]
     pub at: Duration,
     /// When, on the system's wall clock ([`SystemTime::now`] as the change was made), for logs
     /// and alerts. It is read even for a breaker on a [`ManualClock`](crate::ManualClock), and
@@ -146,7 +146,9 @@ pub enum Reason {
     /// The window's slow-call rate reached the limit (percent).
     SlowRate(u8),
     /// A call's outcome, or [`Breaker::trip_for`](crate::Breaker::trip_for), opened it for this long.
-    TripFor(#[cfg_attr(feature = "serde", serde(with = "crate::serde_impl::duration"))] Duration),
+    TripFor(
+        #[cfg_attr(feature = "serde", serde(with = "crate::edge::serde_impl::duration"))] Duration,
+    ),
     /// `open_for` passed: probing.
     OpenElapsed,
     /// A probe failed.
@@ -168,6 +170,7 @@ pub enum Reason {
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Reason::Failures(1) => f.write_str("1 consecutive failure"),
             Reason::Failures(n) => write!(f, "{n} consecutive failures"),
             Reason::FailureRate(p) => write!(f, "failure rate {p}%"),
             Reason::SlowRate(p) => write!(f, "slow-call rate {p}%"),
@@ -217,6 +220,13 @@ mod tests {
             // from the manual clock's hour after its zero.
             assert!(event.wall > UNIX_EPOCH + Duration::from_secs(365 * 24 * 3600));
         }
+    }
+
+    /// A trip's reason reads as English: one failure, two failures.
+    #[test]
+    fn a_single_failure_is_singular() {
+        assert_eq!(Reason::Failures(1).to_string(), "1 consecutive failure");
+        assert_eq!(Reason::Failures(2).to_string(), "2 consecutive failures");
     }
 
     #[cfg(feature = "serde")]

@@ -45,7 +45,7 @@
 //! - `keys` — the config's keys as text, for the TOML loader and the attribute's key list.
 //! - `sync` — std's atomics and locks, or loom's under `cfg(loom)` for the model checks.
 //!
-//! The edges, each behind a cargo feature:
+//! The edges, each behind a cargo feature, in `edge/` (their public paths are at the root):
 //!
 //! - `tower` (feature `tower`) — `tower::CircuitBreakerLayer` around any `Service`.
 //! - `http` (feature `http`) — `http::HttpClassifier` and `http::parse_retry_after`.
@@ -53,40 +53,37 @@
 //! - `load` (feature `serde`) — `Registry::load_toml` and its `LoadError`.
 //! - `serde_impl` (feature `serde`) — `Serialize`/`Deserialize` for configs, metrics, states, events.
 #![cfg_attr(docsrs, feature(doc_cfg))]
-#![warn(missing_docs)]
 
 mod breaker;
 mod clock;
 mod config;
 mod counters;
 mod duration;
+mod edge;
 mod error;
 mod event;
-#[cfg(feature = "metrics")]
-#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub mod export;
-#[cfg(feature = "http")]
-#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
-pub mod http;
 mod identity;
 mod keyed;
 #[doc(hidden)]
 pub mod keys;
-#[cfg(feature = "serde")]
-mod load;
 mod metrics;
 mod outcome;
 mod registration;
 mod registry;
-#[cfg(feature = "serde")]
-mod serde_impl;
 mod state;
 mod suggest;
 mod sync;
+mod window;
+
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use edge::export;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub use edge::http;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub mod tower;
-mod window;
+pub use edge::tower;
 
 pub use breaker::{Breaker, Error, OwnedPermit, Permit, Rejected, WeakBreaker};
 #[cfg(feature = "tokio")]
@@ -94,6 +91,9 @@ pub use breaker::{Breaker, Error, OwnedPermit, Permit, Rejected, WeakBreaker};
 pub use clock::TokioClock;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigBuilder, ConfigError, Window};
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use edge::load::LoadError;
 pub use error::{RejectReason, Timeout};
 pub use event::{Event, Reason};
 #[doc(hidden)]
@@ -101,9 +101,6 @@ pub use identity::live_breakers;
 pub use keyed::{
     BreakerMap, Evicted, FamilyMetrics, FamilySnapshot, FamilyTotals, KeyMetrics, KeyTypeMismatch,
 };
-#[cfg(feature = "serde")]
-#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
-pub use load::LoadError;
 pub use metrics::Metrics;
 pub use outcome::Outcome;
 pub use registration::{ConfigConflict, Conflict, Conflicts, Site};

@@ -38,6 +38,9 @@ pub struct Registration {
     column: u32,
     /// `#[circuit_breaker(key = …)]`: the name is a keyed family's, not a breaker's.
     keyed: bool,
+    /// Whether `config` has logged that the runtime rejected the attribute's config. std's,
+    /// not loom's: a flag, no protocol.
+    reported: std::sync::atomic::AtomicBool,
 }
 
 impl Registration {
@@ -56,6 +59,7 @@ impl Registration {
             line,
             column,
             keyed: false,
+            reported: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -80,11 +84,32 @@ impl Registration {
 
     /// The attribute's config. It was validated when the attribute expanded, so `build` does
     /// not fail; should the runtime's rules ever be stricter than the macro's, the default
-    /// config is used rather than panicking in a user's call path.
+    /// config is used rather than panicking in a user's call path, and the mismatch — a bug
+    /// in breakerbox — is logged at `error` (target `breakerbox`) the first time.
     pub fn config(&self) -> Config {
-        (self.configure)(Config::builder())
-            .build()
-            .unwrap_or_default()
+        match (self.configure)(Config::builder()).build() {
+            Ok(config) => config,
+            Err(error) => {
+                let first = !self
+                    .reported
+                    .swap(true, std::sync::atomic::Ordering::Relaxed);
+                if first {
+                    tracing::error!(
+                        target: "breakerbox",
+                        name = self.name,
+                        error = %error,
+                        "#[circuit_breaker] at {}:{}:{} was accepted when it expanded, but the \
+                         runtime rejects its config ({error}); breaker '{}' runs with the \
+                         default config instead. This is a bug in breakerbox: please report it.",
+                        self.file,
+                        self.line,
+                        self.column,
+                        self.name
+                    );
+                }
+                Config::default()
+            }
+        }
     }
 
     /// Where the attribute is written.
@@ -577,4 +602,70 @@ pub(crate) fn conflict(name: &str, mut sites: Vec<(Site, Config)>) -> Option<Con
         name: name.to_owned(),
         sites,
     })
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Level, Metadata, Subscriber};
+
+    /// Counts the `error` events of target `breakerbox` and keeps their messages.
+    #[derive(Default)]
+    struct Errors {
+        count: AtomicUsize,
+        last: std::sync::Mutex<String>,
+    }
+
+    struct Message<'a>(&'a mut String);
+
+    impl tracing::field::Visit for Message<'_> {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
+            if field.name() == "message" {
+                *self.0 = format!("{value:?}");
+            }
+        }
+    }
+
+    impl Subscriber for &'static Errors {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let meta = event.metadata();
+            if *meta.level() == Level::ERROR && meta.target() == "breakerbox" {
+                self.count.fetch_add(1, Ordering::Relaxed);
+                event.record(&mut Message(&mut self.last.lock().unwrap()));
+            }
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    /// The attribute and the runtime validate configs apart (`macros/src/valid.rs`, whose
+    /// `mirror` test holds them together). Should the runtime ever reject a config the
+    /// attribute accepted, the breaker runs with the default config, and the mismatch is
+    /// logged at `error`, once, naming the attribute's site.
+    #[test]
+    fn a_config_the_runtime_rejects_is_logged_once_and_the_default_used() {
+        static REJECTED: Registration =
+            Registration::new("mirror-bug", |b| b.failures(0), "src/lib.rs", 7, 1);
+        static ERRORS: std::sync::LazyLock<Errors> = std::sync::LazyLock::new(Errors::default);
+        let errors: &'static Errors = &ERRORS;
+        tracing::subscriber::with_default(errors, || {
+            assert_eq!(REJECTED.config(), Config::default());
+            assert_eq!(REJECTED.config(), Config::default());
+        });
+        assert_eq!(errors.count.load(Ordering::Relaxed), 1, "logged once");
+        let message = errors.last.lock().unwrap().clone();
+        assert!(message.contains("src/lib.rs:7:1"), "{message}");
+        assert!(message.contains("breaker 'mirror-bug'"), "{message}");
+        assert!(message.contains("`failures`"), "{message}");
+    }
 }

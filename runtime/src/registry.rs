@@ -54,7 +54,7 @@ use crate::registration::{
 /// registry().configure("inventory", Config::builder().failures(3).build()?);
 /// let a = registry().get_or_create("inventory", Config::default);
 /// let b = registry().get("inventory").unwrap();
-/// assert!(a.same(&b));
+/// assert!(a.ptr_eq(&b));
 /// assert_eq!(a.config().failures(), Some(3));
 /// # Ok::<(), breakerbox_runtime::ConfigError>(())
 /// ```
@@ -175,7 +175,7 @@ impl Registry {
     /// let a = registry().try_get_or_create("doc-try", three).unwrap();
     /// let conflict = registry().try_get_or_create("doc-try", Config::default).unwrap_err();
     /// assert_eq!(conflict.differences(), ["failures"]);
-    /// assert!(conflict.breaker().same(&a));
+    /// assert!(conflict.breaker().ptr_eq(&a));
     /// assert!(conflict.to_string().contains("failures = 3"), "{conflict}");
     /// ```
     #[track_caller]
@@ -384,7 +384,7 @@ impl Registry {
     /// [`family`](Registry::family)). Returns `false` if the breaker already exists. Tests use it with a
     /// [`ManualClock`](crate::ManualClock).
     pub fn set_clock(&self, name: &str, clock: impl Clock) -> bool {
-        self.preset(name, |p| p.clock.replace(Arc::new(clock)))
+        self.preset(name, |p| p.clock.replace(crate::clock::shared(clock)))
             .is_some()
     }
 

@@ -81,3 +81,67 @@ impl<T: Default> Default for LazyBox<T> {
         LazyBox(Box::default())
     }
 }
+
+/// A word of packed fields (see the layouts in `state.rs`), kept in an [`Atomic`].
+pub(crate) trait Packed: Copy {
+    /// The word whose bits these are.
+    fn from_bits(bits: u64) -> Self;
+    /// The word's bits.
+    fn bits(self) -> u64;
+}
+
+/// An `AtomicU64` that holds a packed word `W`: the atomic's operations, in `W`s. As cheap as
+/// the `AtomicU64` (`#[repr(transparent)]`, every method `#[inline(always)]`).
+#[repr(transparent)]
+pub(crate) struct Atomic<W>(AtomicU64, core::marker::PhantomData<W>);
+
+impl<W: Packed> Atomic<W> {
+    pub(crate) fn new(word: W) -> Atomic<W> {
+        Atomic(AtomicU64::new(word.bits()), core::marker::PhantomData)
+    }
+
+    #[inline(always)]
+    pub(crate) fn load(&self, order: Ordering) -> W {
+        W::from_bits(self.0.load(order))
+    }
+
+    #[inline(always)]
+    pub(crate) fn store(&self, word: W, order: Ordering) {
+        self.0.store(word.bits(), order);
+    }
+
+    #[inline(always)]
+    pub(crate) fn compare_exchange(
+        &self,
+        current: W,
+        new: W,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<W, W> {
+        self.0
+            .compare_exchange(current.bits(), new.bits(), success, failure)
+            .map(W::from_bits)
+            .map_err(W::from_bits)
+    }
+
+    #[inline(always)]
+    pub(crate) fn compare_exchange_weak(
+        &self,
+        current: W,
+        new: W,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<W, W> {
+        self.0
+            .compare_exchange_weak(current.bits(), new.bits(), success, failure)
+            .map(W::from_bits)
+            .map_err(W::from_bits)
+    }
+
+    /// Subtracts `n` from the word's bits (a count in its low bits, which must be at least
+    /// `n`), returning the word before.
+    #[inline(always)]
+    pub(crate) fn fetch_sub(&self, n: u64, order: Ordering) -> W {
+        W::from_bits(self.0.fetch_sub(n, order))
+    }
+}

@@ -2,7 +2,8 @@
 
 use crate::config::{TIME_BUCKETS, Window};
 use crate::counters::{MORE, Slot};
-use crate::sync::{AtomicBool, AtomicU64, LazyBox, Ordering, yield_now};
+use crate::state::{low_of, packed_word, stamp};
+use crate::sync::{Atomic, AtomicBool, AtomicU64, LazyBox, Ordering, yield_now};
 
 /// Calls, failures and slow calls in a window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -10,6 +11,43 @@ pub(crate) struct Tally {
     pub calls: u64,
     pub failures: u64,
     pub slow: u64,
+}
+
+packed_word!(
+    /// The window's gate (its layout is with the others, in `state.rs`): the generation the
+    /// window records for, and the failure records inside it now. A failure enters by one
+    /// compare-and-swap that also checks the generation; a transition moves the gate on and
+    /// waits for those inside (see `RateWindow::enter`).
+    Gate
+);
+
+impl Gate {
+    /// One record, as `leave` takes it off the count.
+    const ONE: u64 = 1;
+
+    /// No record inside, in `generation`.
+    #[inline(always)]
+    const fn new(generation: u32) -> Gate {
+        Gate(stamp(generation, 0))
+    }
+
+    /// Records inside.
+    #[inline(always)]
+    const fn inside(self) -> u32 {
+        low_of(self.0)
+    }
+
+    /// One more record inside.
+    #[inline(always)]
+    const fn entered(self) -> Gate {
+        Gate(self.0 + Self::ONE)
+    }
+
+    /// The gate moved to `generation`, with the records inside kept.
+    #[inline(always)]
+    const fn moved_to(self, generation: u32) -> Gate {
+        Gate(stamp(generation, self.inside() as u64))
+    }
 }
 
 pub(crate) enum RateWindow {
@@ -77,7 +115,7 @@ impl RateWindow {
         }
     }
 
-    fn gate(&self) -> &AtomicU64 {
+    fn gate(&self) -> &Atomic<Gate> {
         match self {
             RateWindow::Calls(w) => &w.gate,
             RateWindow::Time(w) => &w.gate,
@@ -98,11 +136,16 @@ impl RateWindow {
         let gate = self.gate();
         let mut cur = gate.load(Ordering::Relaxed);
         loop {
-            if (cur >> GATE_BITS) as u32 != generation {
+            if cur.generation() != generation {
                 return false;
             }
             // Acquire/Release with `seal`: a seal that sees this entry waits for its `leave`.
-            match gate.compare_exchange_weak(cur, cur + 1, Ordering::Acquire, Ordering::Relaxed) {
+            match gate.compare_exchange_weak(
+                cur,
+                cur.entered(),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => return true,
                 Err(actual) => cur = actual,
             }
@@ -112,7 +155,7 @@ impl RateWindow {
     #[inline]
     pub(crate) fn leave(&self) {
         // Release: the records made inside happen before a seal that sees the count drop.
-        self.gate().fetch_sub(1, Ordering::Release);
+        self.gate().fetch_sub(Gate::ONE, Ordering::Release);
     }
 
     /// Moves the window to `generation` and waits for every record of an earlier one still
@@ -123,13 +166,13 @@ impl RateWindow {
         let gate = self.gate();
         let mut cur = gate.load(Ordering::Relaxed);
         loop {
-            let next = (u64::from(generation) << GATE_BITS) | (cur & GATE_MASK);
+            let next = cur.moved_to(generation);
             match gate.compare_exchange_weak(cur, next, Ordering::Acquire, Ordering::Relaxed) {
                 Ok(_) => break,
                 Err(actual) => cur = actual,
             }
         }
-        while gate.load(Ordering::Acquire) & GATE_MASK != 0 {
+        while gate.load(Ordering::Acquire).inside() != 0 {
             yield_now();
         }
     }
@@ -154,9 +197,8 @@ impl RateWindow {
 /// another worker) leaves holes, and later blocks lap the ring over calls still inside the
 /// window, so a failure could vanish from it.
 pub(crate) struct CallWindow {
-    /// The generation it records for (high 32 bits) and the records inside (low 32); see
-    /// `RateWindow::enter`.
-    gate: AtomicU64,
+    /// See [`Gate`].
+    gate: Atomic<Gate>,
     size: u64,
     /// The next position, on a line of its own: every call reads the fields around it, and
     /// one thread's increment must not evict them from the other's cache.
@@ -177,7 +219,7 @@ impl CallWindow {
         let words = (n as usize).div_ceil(64);
         let ring = || (0..words).map(|_| AtomicU64::new(0)).collect();
         CallWindow {
-            gate: AtomicU64::new(0),
+            gate: Atomic::new(Gate::new(0)),
             size: u64::from(n),
             seq: Alone::default(),
             failed_bits: ring(),
@@ -273,8 +315,8 @@ impl CallWindow {
 /// expired from then on. A zeroing store could be overwritten by an owner's store of a count
 /// it had just read, bringing back the calls of the window it cleared.
 pub(crate) struct TimeWindow {
-    /// As `CallWindow::gate`.
-    gate: AtomicU64,
+    /// See [`Gate`].
+    gate: Atomic<Gate>,
     /// `2^64 / width`, rounded up: `now * per_width >> 64` numbers the buckets without a
     /// division (a 64-bit `div` costs more than the rest of the record). Boundaries drift from
     /// exact multiples of `width` by under a nanosecond per 2^64 / width nanoseconds; what
@@ -301,9 +343,6 @@ const BUCKETS: usize = TIME_BUCKETS as usize;
 #[derive(Default)]
 struct Calls([AtomicU64; BUCKETS]);
 
-const GATE_BITS: u32 = 32;
-const GATE_MASK: u64 = (1 << GATE_BITS) - 1;
-
 const COUNT_BITS: u32 = 32;
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 
@@ -311,7 +350,7 @@ impl TimeWindow {
     fn new(span: core::time::Duration) -> Self {
         let width = (crate::clock::nanos(span) / u64::from(TIME_BUCKETS)).max(1);
         TimeWindow {
-            gate: AtomicU64::new(0),
+            gate: Atomic::new(Gate::new(0)),
             per_width: (1u128 << 64).div_ceil(u128::from(width)),
             offset: AtomicU64::new(0),
             against: Default::default(),

@@ -318,7 +318,7 @@ fn a_family_full_of_open_keys_grows_to_twice_then_shares_an_overflow_breaker() {
     // The ninth key gets the overflow breaker; no key is forgotten.
     assert_eq!(ok(&map, "new1").unwrap(), 1);
     let overflow = map.overflow().expect("an overflow breaker");
-    assert!(map.breaker("new2").same(&overflow));
+    assert!(map.breaker("new2").ptr_eq(&overflow));
     assert_eq!(map.len(), 8);
     for i in 0..8 {
         assert_eq!(map.get(&format!("down{i}")).unwrap().state(), State::Open);
@@ -332,7 +332,7 @@ fn a_family_full_of_open_keys_grows_to_twice_then_shares_an_overflow_breaker() {
     map.sweep();
     clock.advance(Duration::from_secs(2));
     assert_eq!(ok(&map, "fresh").unwrap(), 1);
-    assert!(!map.breaker("fresh").same(&overflow));
+    assert!(!map.breaker("fresh").ptr_eq(&overflow));
     assert_eq!(map.get("fresh").unwrap().state(), State::Closed);
 }
 
@@ -385,7 +385,7 @@ fn a_failure_after_the_key_was_recreated_opens_the_new_breaker() {
     // The key comes back with a new, closed breaker before the old call fails.
     assert_eq!(ok(&map, "k").unwrap(), 1);
     let fresh = map.get("k").unwrap();
-    assert!(!fresh.same(permit.breaker()));
+    assert!(!fresh.ptr_eq(permit.breaker()));
     permit.failure_with(&"timed out");
     assert_eq!(fresh.state(), State::Open);
     let r = ok(&map, "k").unwrap_err();

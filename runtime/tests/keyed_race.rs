@@ -159,8 +159,9 @@ fn failures_across_racing_evictions_always_reach_the_key() {
                     }
                     // A permit of the overflow breaker (the family full, a key not held) opens
                     // that breaker, not the key's.
-                    let shared = map.overflow().is_some_and(|o| o.same(permit.breaker()));
-                    let moved = !shared && !map.get(&key).is_some_and(|b| b.same(permit.breaker()));
+                    let shared = map.overflow().is_some_and(|o| o.ptr_eq(permit.breaker()));
+                    let moved =
+                        !shared && !map.get(&key).is_some_and(|b| b.ptr_eq(permit.breaker()));
                     // Fail permits whose key was evicted, and a few others, while the budget lasts.
                     let fail = (moved || next() % 256 == 0)
                         && budget

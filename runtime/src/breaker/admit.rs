@@ -1,12 +1,12 @@
 //! Admission: whether a call may run, and its permit.
 
-use super::inner::{Inner, PROBE_BITS, PROBE_MASK};
+use super::inner::Inner;
 use super::permit::{Kind, Permit, Ticket};
 use crate::clock::nanos;
 use crate::counters::Count;
 use crate::error::{NO_RETRY, Refusal, RejectReason};
 use crate::event::Reason;
-use crate::state::{State, generation, pack};
+use crate::state::{Places, State, Word};
 use crate::sync::Ordering;
 
 impl Inner {
@@ -30,14 +30,10 @@ impl Inner {
         // Acquire pairs with the Release store of a transition: whoever sees a state also sees
         // the data prepared for it (deadline, probe word, cleared window).
         let word = self.state.load(Ordering::Acquire);
-        match State::from_word(word) {
-            // The state word is the ticket: a closed state's tag is 0, as is a closed kind's.
+        match word.state() {
             State::Closed if self.plain_acquire => Ok(Permit {
                 inner: self,
-                ticket: Ticket {
-                    tag: word,
-                    started: 0,
-                },
+                ticket: Ticket::closed(word),
             }),
             _ => self.acquire_word(word),
         }
@@ -48,17 +44,17 @@ impl Inner {
     /// frame of its own: inlining the other states' paths makes every rejection pay for saving the
     /// registers they use, and for a jump table (~2 ns of a ~10 ns rejection).
     #[inline(never)]
-    pub(super) fn acquire_word(&self, word: u64) -> Result<Permit<'_>, Refusal> {
-        if State::from_word(word) == State::Open {
-            return self.acquire_open(generation(word));
+    pub(super) fn acquire_word(&self, word: Word) -> Result<Permit<'_>, Refusal> {
+        if word.state() == State::Open {
+            return self.acquire_open(word.generation());
         }
         self.acquire_other(word)
     }
 
     #[inline(never)]
-    pub(super) fn acquire_other(&self, word: u64) -> Result<Permit<'_>, Refusal> {
-        let generation = generation(word);
-        match State::from_word(word) {
+    pub(super) fn acquire_other(&self, word: Word) -> Result<Permit<'_>, Refusal> {
+        let generation = word.generation();
+        match word.state() {
             State::Closed => {
                 if let Some(max) = self.config.max_concurrent {
                     // Each admission is one compare-and-swap below the limit. Not an increment
@@ -73,9 +69,9 @@ impl Inner {
                     // sees the stamp and admits again by the state sees that state too.
                     let mut cur = self.active.load(Ordering::Acquire);
                     loop {
-                        let stamped = crate::state::generation(cur);
+                        let stamped = cur.generation();
                         let taken = if stamped == generation {
-                            cur as u32
+                            cur.taken()
                         } else if (generation.wrapping_sub(stamped) as i32) > 0 {
                             0 // an older generation's places: all free now
                         } else {
@@ -87,7 +83,7 @@ impl Inner {
                         }
                         match self.active.compare_exchange_weak(
                             cur,
-                            pack(generation, u64::from(taken) + 1),
+                            Places::new(generation, taken + 1),
                             Ordering::Release,
                             Ordering::Acquire,
                         ) {
@@ -135,22 +131,21 @@ impl Inner {
         // Whoever won the transition, the breaker is now past `Open` (or changed by hand):
         // admit by what it is now.
         let word = self.state.load(Ordering::Acquire);
-        match State::from_word(word) {
-            State::HalfOpen => self.acquire_probe(crate::state::generation(word), now),
+        match word.state() {
+            State::HalfOpen => self.acquire_probe(word.generation(), now),
             _ => self.acquire_word(word),
         }
     }
 
     pub(super) fn acquire_probe(&self, generation: u32, now: u64) -> Result<Permit<'_>, Refusal> {
-        let limit = u64::from(self.config.half_open_calls);
+        let limit = self.config.half_open_calls;
         let mut cur = self.probe.load(Ordering::Acquire);
         loop {
-            if crate::state::generation(cur) != generation {
+            if cur.generation() != generation {
                 // The round ended while we looked; admit by the state now.
                 return self.acquire_word(self.state.load(Ordering::Acquire));
             }
-            let admitted = (cur >> PROBE_BITS) & PROBE_MASK;
-            if admitted >= limit {
+            if cur.admitted() >= limit {
                 // The round's time runs from entering half-open, not from the last admission:
                 // a second probe admitted late must not give a hung first one more time.
                 // Relaxed: the state word's Acquire load showed this generation, so this reads
@@ -174,7 +169,7 @@ impl Inner {
             }
             match self.probe.compare_exchange_weak(
                 cur,
-                cur + (1 << PROBE_BITS),
+                cur.admit(),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {

@@ -11,17 +11,9 @@ use crate::config::{Config, intern};
 use crate::counters::{Count, Counts, Slot, Spill};
 use crate::identity::Identity;
 use crate::metrics::Metrics;
-use crate::state::{State, generation, pack};
-use crate::sync::{AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::state::{Places, Round, State, Streak, Word};
+use crate::sync::{Atomic, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::window::RateWindow;
-
-/// Under `failures_within`, the streak word's low half: a tag in its top 8 bits (see
-/// `Inner::record_within_failure`) and the count below, which saturates at 16 777 215.
-pub(super) const WITHIN_TAG: u32 = 24;
-pub(super) const WITHIN_COUNT: u64 = (1 << WITHIN_TAG) - 1;
-
-pub(super) const PROBE_BITS: u32 = 16;
-pub(super) const PROBE_MASK: u64 = (1 << PROBE_BITS) - 1;
 
 /// The breaker's shared state. `Breaker` is a handle to it.
 ///
@@ -38,8 +30,8 @@ pub(super) const PROBE_MASK: u64 = (1 << PROBE_BITS) - 1;
 #[repr(C, align(64))]
 pub(super) struct Inner {
     // Line 0. Read on every call; written only on transitions and streak changes.
-    pub(super) state: AtomicU64,
-    pub(super) streak: AtomicU64,
+    pub(super) state: Atomic<Word>,
+    pub(super) streak: Atomic<Streak>,
     /// Shared by every breaker with an equal config (see `intern`): per-key breakers made by
     /// the thousand from one config pay for it once.
     pub(super) config: Arc<Config>,
@@ -74,7 +66,7 @@ pub(super) struct Inner {
     pub(super) cold: OnceBox<Cold>,
     /// When the current `failures_within` streak started; see `record_within_failure`.
     pub(super) mark: AtomicU64,
-    pub(super) probe: AtomicU64,
+    pub(super) probe: Atomic<Round>,
     /// Handles to a `Breaker::new` breaker; unused for a registry one.
     pub(super) refs: AtomicUsize,
     pub(super) reopens: AtomicU32,
@@ -84,7 +76,7 @@ pub(super) struct Inner {
     /// taken (low 32). The first admission of a generation starts the count over, so a place
     /// whose permit never records (forgotten, or parked for ever) is freed by the next
     /// transition; see `acquire_other`.
-    pub(super) active: AtomicU64,
+    pub(super) active: Atomic<Places>,
     /// Weak handles to a `Breaker::new` breaker, plus one for all its handles together (as in
     /// `Arc`): the last handle drops the breaker's contents, the last of these frees its
     /// memory. Unused for a registry one. 32 bits to keep the line: see `Breaker::downgrade`.
@@ -107,17 +99,17 @@ impl Inner {
             .uses_window()
             .then(|| Box::new(RateWindow::new(config.window)));
         Inner {
-            state: AtomicU64::new(pack(0, State::Closed.tag())),
-            streak: AtomicU64::new(pack(0, 0)),
+            state: Atomic::new(Word::new(0, State::Closed)),
+            streak: Atomic::new(Streak::new(0)),
             window,
             identity,
             open_until: AtomicU64::new(0),
             state_since: AtomicU64::new(now),
             mark: AtomicU64::new(now),
-            probe: AtomicU64::new(0),
+            probe: Atomic::new(Round::new(0)),
             reopens: AtomicU32::new(0),
             starts: AtomicU32::new(0),
-            active: AtomicU64::new(pack(0, 0)),
+            active: Atomic::new(Places::new(0, 0)),
             times_opened: AtomicU64::new(0),
             transition: Mutex::new(()),
             cold: OnceBox::new(),
@@ -160,7 +152,7 @@ impl Inner {
 
     pub(super) fn metrics(&self) -> Metrics {
         let word = self.state.load(Ordering::Acquire);
-        let state = State::from_word(word);
+        let state = word.state();
         let now = self.clock().coarse();
         let c = |kind| self.counts.total(&self.spill, kind);
         let (successes, failures, ignored, rejected, slow) = (
@@ -172,20 +164,20 @@ impl Inner {
         );
         let streak = self.streak.load(Ordering::Relaxed);
         let count = if self.config.failures_within.is_some() {
-            streak & WITHIN_COUNT
+            streak.within_failures()
         } else {
-            u64::from(streak as u32)
+            streak.failures()
         };
         let consecutive_failures =
-            if state == State::Closed && generation(streak) == generation(word) {
-                count
+            if state == State::Closed && streak.generation() == word.generation() {
+                u64::from(count)
             } else {
                 0
             };
         let probe = self.probe.load(Ordering::Relaxed);
         let consecutive_successes =
-            if state == State::HalfOpen && generation(probe) == generation(word) {
-                probe & PROBE_MASK
+            if state == State::HalfOpen && probe.generation() == word.generation() {
+                u64::from(probe.successes())
             } else {
                 0
             };

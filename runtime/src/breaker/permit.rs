@@ -5,7 +5,7 @@ use core::fmt;
 use super::Breaker;
 use super::inner::Inner;
 use crate::outcome::Outcome;
-use crate::state::{generation, pack};
+use crate::state::{State, Word, generation_of, stamp};
 
 /// What a permit was admitted as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,7 +15,8 @@ pub(super) enum Kind {
     Disabled = 2,
 }
 
-/// What a permit carries: its generation and kind in one word, and its start time.
+/// What a permit carries: its generation and kind in one word (laid out in `state.rs`), and
+/// its start time.
 /// PERF(`closed_ok/bb_call`): two plain words, so that `Result<Permit, _>` moves through
 /// registers. A `u32` and two one-byte fields make the compiler repack the permit through the
 /// stack with mixed-width loads and stores, and the store-forwarding stall costs more than the
@@ -31,19 +32,32 @@ impl Ticket {
     #[inline(always)]
     pub(super) fn new(generation: u32, kind: Kind, started: u64) -> Ticket {
         Ticket {
-            tag: pack(generation, kind as u64),
+            tag: stamp(generation, kind as u64),
             started,
+        }
+    }
+
+    /// A closed permit's ticket, from the closed state word it was admitted by: the state
+    /// word is the ticket, since a closed state's tag is 0, as is a closed kind's, and an
+    /// untimed call's start is 0. So the plain closed admission builds its permit from the word
+    /// it loaded, with no arithmetic (PERF(`closed_ok/bb_call`)).
+    #[inline(always)]
+    pub(super) fn closed(word: Word) -> Ticket {
+        const { assert!(State::Closed as u64 == Kind::Closed as u64) };
+        Ticket {
+            tag: word.bits(),
+            started: 0,
         }
     }
 
     #[inline(always)]
     pub(super) fn generation(self) -> u32 {
-        generation(self.tag)
+        generation_of(self.tag)
     }
 
     #[inline(always)]
     pub(super) fn kind(self) -> Kind {
-        match self.tag as u8 {
+        match self.tag & 0xff {
             0 => Kind::Closed,
             1 => Kind::Probe,
             _ => Kind::Disabled,
@@ -51,7 +65,7 @@ impl Ticket {
     }
 }
 
-/// Leave to make one call; record its outcome with it.
+/// Permission to make one call; record the call's outcome with it.
 ///
 /// From [`Breaker::try_acquire`]. A permit dropped without a verdict records what is right: a
 /// [`Failure`](Outcome::Failure) while the thread is panicking (the panic goes on), otherwise

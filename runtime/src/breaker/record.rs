@@ -3,13 +3,13 @@
 use core::fmt;
 
 use super::cause::{Guarded, message};
-use super::inner::{Inner, PROBE_BITS, PROBE_MASK, WITHIN_COUNT, WITHIN_TAG};
+use super::inner::Inner;
 use super::permit::{Kind, Ticket};
 use crate::clock::nanos;
 use crate::counters::{Count, Slot};
 use crate::event::Reason;
 use crate::outcome::Outcome;
-use crate::state::{State, pack};
+use crate::state::{State, Streak};
 use crate::sync::Ordering;
 use crate::window::RateWindow;
 
@@ -37,7 +37,7 @@ impl Inner {
         {
             self.count(Count::Success);
             let cur = self.streak.load(Ordering::Relaxed);
-            if cur as u32 != 0 {
+            if !cur.is_empty() {
                 self.break_streak(ticket.generation(), cur);
             }
             return;
@@ -69,7 +69,7 @@ impl Inner {
     /// A closed-state success into a rate window: what `record_closed` does for it, inline.
     #[inline]
     pub(super) fn record_window_success(&self, window: &RateWindow, generation: u32, slot: Slot) {
-        if generation != crate::state::generation(self.state.load(Ordering::Relaxed)) {
+        if generation != self.state.load(Ordering::Relaxed).generation() {
             return; // stale
         }
         let now = if window.needs_clock() {
@@ -86,10 +86,10 @@ impl Inner {
     /// places are still counted: a transition since has freed them all.
     pub(super) fn release_place(&self, generation: u32) {
         let mut cur = self.active.load(Ordering::Relaxed);
-        while crate::state::generation(cur) == generation && cur as u32 != 0 {
+        while cur.generation() == generation && cur.taken() != 0 {
             match self.active.compare_exchange_weak(
                 cur,
-                cur - 1,
+                cur.released(),
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
@@ -100,14 +100,14 @@ impl Inner {
     }
 
     #[cold]
-    pub(super) fn break_streak(&self, generation: u32, mut cur: u64) {
+    pub(super) fn break_streak(&self, generation: u32, mut cur: Streak) {
         // A failed CAS means a failure slipped in meanwhile: retry, so this success counts as
         // after it. Giving up would keep a streak that includes failures from before this
         // success, which no order of the calls gives (F, F ∥ S must leave 0 or 1, never 2).
-        while crate::state::generation(cur) == generation && cur as u32 != 0 {
+        while cur.generation() == generation && !cur.is_empty() {
             match self.streak.compare_exchange_weak(
                 cur,
-                pack(generation, 0),
+                Streak::new(generation),
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
@@ -199,7 +199,7 @@ impl Inner {
                 if !window.enter(generation) {
                     return; // stale: admitted before the last transition
                 }
-            } else if generation != crate::state::generation(self.state.load(Ordering::Relaxed)) {
+            } else if generation != self.state.load(Ordering::Relaxed).generation() {
                 return; // stale
             }
             let judge = window.record(failed, slow, now, self.config.min_calls, slot);
@@ -219,7 +219,7 @@ impl Inner {
         let cur = self.streak.load(Ordering::Relaxed);
         if !failed {
             // Reads and goes: no write unless a streak is to be broken.
-            if cur as u32 != 0 {
+            if !cur.is_empty() {
                 self.break_streak(generation, cur);
             }
             return;
@@ -231,20 +231,20 @@ impl Inner {
     pub(super) fn record_streak_failure(
         &self,
         generation: u32,
-        mut cur: u64,
+        mut cur: Streak,
         cause: Option<&dyn fmt::Display>,
     ) {
         if let Some(within) = self.config.failures_within {
             return self.record_within_failure(generation, nanos(within), cause);
         }
         loop {
-            if crate::state::generation(cur) != generation {
+            if cur.generation() != generation {
                 return; // stale
             }
-            let n = (cur as u32).saturating_add(1);
+            let n = cur.failures().saturating_add(1);
             match self.streak.compare_exchange_weak(
                 cur,
-                pack(generation, u64::from(n)),
+                cur.with_failures(n),
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
@@ -262,7 +262,7 @@ impl Inner {
     /// A failure under `failures_within`: the streak counts only failures within `within` of
     /// its first, so a streak and its start must be seen together.
     ///
-    /// The streak word's low half is then a tag (`WITHIN_TAG`) and the count. A failure that
+    /// The streak word's low half is then a tag and the count (see [`Streak`]). A failure that
     /// finds no streak stores the start in `mark` first (a compare-and-swap, so a failure that
     /// looked before another started one does not overwrite its start), then publishes the
     /// streak with a fresh tag (Release); a failure that sees the streak (Acquire) so sees its
@@ -282,17 +282,16 @@ impl Inner {
         cause: Option<&dyn fmt::Display>,
     ) {
         let now = self.clock().coarse();
-        let limit = self.config.failures.min(WITHIN_COUNT as u32);
+        let limit = self.config.failures.min(Streak::MAX_WITHIN);
         let mut cur = self.streak.load(Ordering::Acquire);
         loop {
-            if crate::state::generation(cur) != generation {
+            if cur.generation() != generation {
                 return; // stale
             }
-            let n = cur & WITHIN_COUNT;
-            if n != 0 {
+            if cur.within_failures() != 0 {
                 let start = self.mark.load(Ordering::Relaxed);
                 if now.saturating_sub(start) <= within {
-                    let next = if n == WITHIN_COUNT { cur } else { cur + 1 };
+                    let next = cur.within_bumped();
                     match self.streak.compare_exchange(
                         cur,
                         next,
@@ -300,7 +299,7 @@ impl Inner {
                         Ordering::Acquire,
                     ) {
                         Ok(_) => {
-                            let n = (next & WITHIN_COUNT) as u32;
+                            let n = next.within_failures();
                             if n >= limit {
                                 self.trip_streak(generation, n, cause);
                             }
@@ -313,7 +312,7 @@ impl Inner {
                     }
                 }
                 // Too old: this failure starts a new streak, once the old one is ended.
-                let none = pack(generation, 0);
+                let none = Streak::new(generation);
                 match self
                     .streak
                     .compare_exchange(cur, none, Ordering::Relaxed, Ordering::Acquire)
@@ -336,10 +335,10 @@ impl Inner {
                 cur = self.streak.load(Ordering::Acquire);
                 continue;
             }
-            let tag = u64::from(self.starts.fetch_add(1, Ordering::Relaxed) as u8) << WITHIN_TAG;
+            let number = self.starts.fetch_add(1, Ordering::Relaxed);
             match self.streak.compare_exchange(
                 cur,
-                pack(generation, tag | 1),
+                Streak::within_started(generation, number),
                 Ordering::Release,
                 Ordering::Acquire,
             ) {
@@ -432,12 +431,12 @@ impl Inner {
         }
         let mut cur = self.probe.load(Ordering::Acquire);
         loop {
-            if crate::state::generation(cur) != generation {
+            if cur.generation() != generation {
                 return; // the round is over
             }
             let next = match outcome {
-                Outcome::Ignored => cur - (1 << PROBE_BITS), // frees the slot
-                _ => cur + 1,
+                Outcome::Ignored => cur.free(), // frees the slot
+                _ => cur.succeed(),
             };
             match self
                 .probe
@@ -447,8 +446,8 @@ impl Inner {
                 Err(actual) => cur = actual,
             }
         }
-        let successes = (cur & PROBE_MASK) + 1;
-        if outcome == Outcome::Success && successes >= u64::from(self.config.successes) {
+        let successes = cur.successes() + 1;
+        if outcome == Outcome::Success && successes >= self.config.successes {
             self.transition(
                 generation,
                 &[State::HalfOpen],

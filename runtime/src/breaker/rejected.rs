@@ -113,8 +113,9 @@ pub enum Error<E> {
 }
 
 impl<E> Error<E> {
-    /// The call's own error, if it ran.
-    pub fn into_inner(self) -> Option<E> {
+    /// The call's own error, if it ran; `None` for a rejection (so not an `into_inner`, which
+    /// by std's convention cannot fail).
+    pub fn into_call_error(self) -> Option<E> {
         match self {
             Error::Inner(e) => Some(e),
             Error::Rejected(_) => None,

@@ -88,7 +88,7 @@ fn a_listener_acting_on_its_own_breaker_does_not_keep_it_alive() {
     assert_eq!(b.state(), State::Closed);
     let outside = b.downgrade();
     let other = outside.clone();
-    assert!(outside.upgrade().unwrap().same(&b));
+    assert!(outside.upgrade().unwrap().ptr_eq(&b));
     assert_eq!(Arc::strong_count(&alive), 2);
     drop(b);
     assert_eq!(

@@ -8,7 +8,7 @@ use super::inner::Inner;
 use crate::clock::nanos;
 use crate::error::NO_RETRY;
 use crate::event::{Event, Reason};
-use crate::state::{State, generation, pack};
+use crate::state::{Round, State, Streak, Word};
 use crate::sync::{Ordering, lock};
 
 /// One transition to make: from one of `from` (in generation `expect`, if given) to `to`.
@@ -103,11 +103,11 @@ impl Inner {
         };
         let guard = lock(&self.transition);
         let word = self.state.load(Ordering::Acquire);
-        let was = State::from_word(word);
-        if expect.is_some_and(|g| g != generation(word)) || !from.contains(&was) {
+        let was = word.state();
+        if expect.is_some_and(|g| g != word.generation()) || !from.contains(&was) {
             return false;
         }
-        let next = generation(word).wrapping_add(1);
+        let next = word.generation().wrapping_add(1);
         if let Some(w) = &self.window {
             // Records of the generation that ends here are finished, and later ones refused,
             // before the window is cleared or the new state published.
@@ -132,9 +132,9 @@ impl Inner {
                 // rather than an earlier trip's (allocating the cold part only to store one).
                 self.set_last_failure(message);
             }
-            State::HalfOpen => self.probe.store(pack(next, 0), Ordering::Relaxed),
+            State::HalfOpen => self.probe.store(Round::new(next), Ordering::Relaxed),
             State::Closed => {
-                self.streak.store(pack(next, 0), Ordering::Relaxed);
+                self.streak.store(Streak::new(next), Ordering::Relaxed);
                 if let Some(w) = &self.window {
                     w.clear();
                 }
@@ -144,10 +144,10 @@ impl Inner {
         }
         if matches!(to, State::Closed | State::ForcedOpen | State::Disabled) {
             // Whatever happened before a close or a manual state, the next trip starts over.
-            self.streak.store(pack(next, 0), Ordering::Relaxed);
+            self.streak.store(Streak::new(next), Ordering::Relaxed);
         }
         self.state_since.store(now, Ordering::Relaxed);
-        self.state.store(pack(next, to.tag()), Ordering::Release);
+        self.state.store(Word::new(next, to), Ordering::Release);
         // A reset of a closed breaker, say, clears counts but has no state change to tell.
         let changed = was != to;
         if changed {

@@ -122,7 +122,9 @@ impl WeakBreaker {
     }
 
     fn registered(&self) -> bool {
-        // SAFETY: as in `upgrade`.
+        // SAFETY: this weak handle keeps the memory allocated, and `registered` is a plain
+        // `bool` set at creation and never dropped with the contents: it is read through a
+        // pointer to the field alone, never a reference to the whole `Inner`.
         unsafe { *core::ptr::addr_of!((*self.0.as_ptr()).registered) }
     }
 }
@@ -131,7 +133,8 @@ impl Clone for WeakBreaker {
     /// Another weak handle to the same breaker.
     fn clone(&self) -> WeakBreaker {
         if !self.registered() {
-            // SAFETY: as in `upgrade`; `weak` is an atomic that outlives the contents.
+            // SAFETY: this weak handle keeps the memory allocated, and `weak` is an atomic that
+            // is never dropped with the contents, so a reference to the field alone is valid.
             add_weak(unsafe { &*core::ptr::addr_of!((*self.0.as_ptr()).weak) });
         }
         WeakBreaker(self.0)
@@ -141,7 +144,8 @@ impl Clone for WeakBreaker {
 impl Drop for WeakBreaker {
     fn drop(&mut self) {
         if !self.registered() {
-            // SAFETY: a `Breaker::new` breaker, and this handle's share of `weak`.
+            // SAFETY: `release_weak`'s contract: not registered, so a `Breaker::new` breaker,
+            // and this handle owns one share of `weak`, given up here, once (in `drop`).
             unsafe { release_weak(self.0) };
         }
     }

@@ -94,7 +94,7 @@ where
         if rejected.breaker.key().is_none() {
             let guard = self.map.guard();
             if let Some((k, slot)) = self.map.get_key_value(key, &guard)
-                && slot.breaker.same(&rejected.breaker)
+                && slot.breaker.ptr_eq(&rejected.breaker)
             {
                 // The key's `Display` is user code: it runs under no lock of ours.
                 slot.breaker.name_key(|| k.to_string());

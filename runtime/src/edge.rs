@@ -1,0 +1,14 @@
+//! The integrations, each behind a cargo feature: the core (`breaker`, `registry`, …) never
+//! imports from here. Their public paths stay at the crate root (`breakerbox_runtime::tower`,
+//! `::http`, `::export`, `LoadError`), re-exported by `lib.rs`.
+
+#[cfg(feature = "metrics")]
+pub mod export;
+#[cfg(feature = "http")]
+pub mod http;
+#[cfg(feature = "serde")]
+pub(crate) mod load;
+#[cfg(feature = "serde")]
+pub(crate) mod serde_impl;
+#[cfg(feature = "tower")]
+pub mod tower;

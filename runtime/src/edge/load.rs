@@ -1,0 +1,405 @@
+//! Breaker configs from a TOML file, overridden by environment variables.
+
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::serde_impl::{Dialect, Raw, apply};
+use crate::config::{Config, ConfigBuilder};
+use crate::duration::excerpt;
+use crate::keyed::family_exists;
+use crate::registry::Registry;
+use crate::suggest::closest;
+
+mod env;
+mod parse;
+#[cfg(test)]
+mod tests;
+
+use env::overlay_env;
+use parse::parse;
+
+/// The prefix of environment overrides: `BREAKERBOX__<NAME>__<KEY>=value`.
+const ENV_PREFIX: &str = "BREAKERBOX__";
+
+/// The key of a `[breakers.<name>]` table that says the breaker is created at run time, so the
+/// loader does not look for it among the known breakers.
+const DYNAMIC: &str = "dynamic";
+
+/// A name, key or variable in a message, cut short if it is long.
+struct Cut<'a>(&'a str);
+
+impl fmt::Display for Cut<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&excerpt(self.0))
+    }
+}
+
+/// Why [`Registry::load_toml`] configured nothing. The message names the file, the line and the
+/// key (or the environment variable), and says what is wrong. The names, keys and values our
+/// messages quote are cut to their first 32 characters (with `…` and their length); the fields
+/// keep them whole. A TOML syntax error's message is the parser's.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read circuit breaker config {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, or `breakers` is not a table of tables.
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+        /// The column, from 1.
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A key of a `[breakers.<name>]` table is unknown, or its value is wrong, or the table's
+    /// keys do not go together.
+    #[error("{}:{line}: [breakers.{}] `{}` {message}", path.display(), Cut(breaker), Cut(key))]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The line of the key, from 1.
+        line: usize,
+        /// The breaker's name.
+        breaker: String,
+        /// The key.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A `[breakers.<name>]` table names no breaker the registry knows, and does not say
+    /// `dynamic = true`.
+    #[error(
+        "{}:{line}: no breaker named `{}`{} A breaker that is only created at run time (`get_or_create`) needs `dynamic = true` in its table.",
+        path.display(),
+        Cut(breaker),
+        suggestion.as_deref().map_or_else(|| ".".to_owned(), |s| format!("; did you mean `{}`?", Cut(s)))
+    )]
+    UnknownBreaker {
+        /// The file.
+        path: PathBuf,
+        /// The line of its table, from 1.
+        line: usize,
+        /// The name in the file.
+        breaker: String,
+        /// The known breaker it most likely means, if one is close.
+        suggestion: Option<String>,
+    },
+    /// An environment override is malformed or its value is wrong.
+    #[error("environment variable {}: {message}", Cut(var))]
+    Env {
+        /// The variable's name.
+        var: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A breaker in the file already exists: configs apply only before a breaker's first use.
+    #[error(
+        "{}:{line}: circuit breaker '{}' already exists, so its config cannot change; load the file at startup, before the breaker's first call", path.display(), Cut(breaker)
+    )]
+    AlreadyCreated {
+        /// The file.
+        path: PathBuf,
+        /// The line of its table, from 1.
+        line: usize,
+        /// The breaker's name.
+        breaker: String,
+    },
+}
+
+impl LoadError {
+    /// The line the error is about, if it is about a line of the file.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            LoadError::Syntax { line, .. }
+            | LoadError::Invalid { line, .. }
+            | LoadError::UnknownBreaker { line, .. }
+            | LoadError::AlreadyCreated { line, .. } => Some(*line),
+            LoadError::Read { .. } | LoadError::Env { .. } => None,
+        }
+    }
+
+    /// The config key the error is about, if one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            LoadError::Invalid { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+}
+
+/// Where a key's value came from, for the error.
+#[derive(Clone)]
+enum Origin {
+    File { line: usize },
+    Env { var: String },
+}
+
+/// One `[breakers.<name>]` table, with its keys in order: the file's, then the environment's.
+struct Table {
+    line: usize,
+    dynamic: bool,
+    keys: Vec<(String, Raw, Origin)>,
+    /// `[breakers.<name>.keys."<key>"]`: single keys of a keyed family, each a table whose
+    /// keys apply over this one's.
+    per_key: Vec<(String, Table)>,
+}
+
+/// The key of a `[breakers.<name>]` table that holds the tables of single keys of a family.
+const KEYS_TABLE: &str = "keys";
+
+/// How a single key's table is named in messages: `api.keys."slow-host.example"`.
+fn key_table_name(name: &str, key: &str) -> String {
+    format!("{name}.{KEYS_TABLE}.{key:?}")
+}
+
+impl Registry {
+    /// Configures the breakers of a TOML file's `[breakers.<name>]` tables, then applies the
+    /// environment overrides `BREAKERBOX__<NAME>__<KEY>=value`; returns the names configured.
+    ///
+    /// Keys are the attribute's (`failures`, `failure_rate`, `window` as a count or `"10s"`,
+    /// `min_calls`, `slow`, `slow_rate`, `open_for`, `max_open_for`, `backoff`, `jitter`,
+    /// `half_open_calls`, `successes`, `probe_timeout`, `max_concurrent`, and for a keyed
+    /// family `max_keys` and `idle_for`), and durations read
+    /// as in the attribute, with the same messages; keys not given keep the defaults of
+    /// [`Config::default`], and a config from the file replaces the call site's whole (as
+    /// [`configure`](Registry::configure) does). Other top-level tables are ignored, so the file
+    /// can be the application's own config.
+    ///
+    /// ```toml
+    /// [breakers.users]
+    /// failures = 5
+    /// open_for = "30s"
+    ///
+    /// [breakers.payments]
+    /// failure_rate = 50
+    /// window = "10s"
+    /// min_calls = 20
+    ///
+    /// # Created at run time with `registry().get_or_create("tenant-a", …)`.
+    /// [breakers.tenant-a]
+    /// dynamic = true
+    /// failures = 3
+    /// ```
+    ///
+    /// **Names are checked.** A table must name a breaker the registry knows (see
+    /// [`breakers`](Registry::breakers)), so a misspelt `[breakers.inventroy]` fails with
+    /// "no breaker named `inventroy`; did you mean `inventory`?" rather than leaving
+    /// `inventory` to its call site. A breaker that only exists once the program creates it
+    /// (`get_or_create`, [`Breaker::new`](crate::Breaker::new)) opts out with `dynamic = true`
+    /// in its table.
+    ///
+    /// **Keyed families.** A `[breakers.<name>]` table also configures the keyed family
+    /// `name` ([`family`](Registry::family), or `#[circuit_breaker(key = …)]`): every key's
+    /// breaker gets its config, and `max_keys` and `idle_for` bound the family. A
+    /// `[breakers.<name>.keys."<key>"]` table gives one key (as it displays) its own config:
+    /// its keys apply over the family table's, and are checked the same way (the environment
+    /// does not reach them). The file must be loaded before the family is created (for an
+    /// attribute, before the function's first call); a family that exists already is reported
+    /// as [`LoadError::AlreadyCreated`]. A family's name is known to the registry only once it
+    /// is created, so its table needs `dynamic = true`.
+    ///
+    /// ```toml
+    /// [breakers.api]
+    /// dynamic = true
+    /// failures = 5
+    /// max_keys = 1000
+    ///
+    /// [breakers.api.keys."slow-host.example"]
+    /// open_for = "5m"
+    /// ```
+    ///
+    /// **Environment.** `BREAKERBOX__PAYMENTS__OPEN_FOR=5s` overrides one key of `payments`.
+    /// `<NAME>` is the breaker's name with every ASCII letter in capitals and every character
+    /// other than an ASCII letter or digit written `_`: `users-api` → `USERS_API`, the
+    /// attribute's default name `my_app::client::fetch_user` → `MY_APP__CLIENT__FETCH_USER`
+    /// (so `BREAKERBOX__MY_APP__CLIENT__FETCH_USER__FAILURES=3`). The key is what follows the
+    /// last `__` (no key contains `__`), in any case. A value reads as a number if it is one,
+    /// else as a string. A variable whose `<NAME>` is not a table of this file is left for
+    /// the file that names it; one that is malformed or has an unknown key is an error for
+    /// every file, and so is a value that is not UTF-8. Two tables with the same `<NAME>` are
+    /// an error only when a variable addresses them.
+    ///
+    /// Call it at startup, before the breakers' first calls. Errors come in order: the file's
+    /// syntax, its keys and values, its breaker names, then the environment, then the
+    /// combinations of keys; so an override never hides a mistake in the file. All or nothing:
+    /// on any error, no breaker is configured and the error names the file, line and key (or
+    /// the variable). The one exception is a race: a breaker another thread creates while the
+    /// file loads is reported as [`LoadError::AlreadyCreated`], and the tables before it (in
+    /// name order) stay configured.
+    pub fn load_toml(&self, path: impl AsRef<Path>) -> Result<Vec<String>, LoadError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        self.load_toml_str(path, &text)
+    }
+
+    /// [`load_toml`](Registry::load_toml) from a string, such as a config service's answer;
+    /// `origin` names it in errors. Environment overrides apply too.
+    pub fn load_toml_str(
+        &self,
+        origin: impl AsRef<Path>,
+        text: &str,
+    ) -> Result<Vec<String>, LoadError> {
+        self.load_with_env(origin.as_ref(), text, std::env::vars_os())
+    }
+
+    pub(crate) fn load_with_env(
+        &self,
+        path: &Path,
+        text: &str,
+        env: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> Result<Vec<String>, LoadError> {
+        let mut tables = parse(path, text)?;
+        for (name, table) in &tables {
+            check_file_keys(path, name, table)?;
+        }
+        self.check_names(path, &tables)?;
+        overlay_env(path, &mut tables, env)?;
+        let mut configs = Vec::with_capacity(tables.len());
+        let mut key_configs = Vec::new();
+        for (name, table) in tables {
+            let config = build(path, &name, &table)?;
+            for (key, own) in &table.per_key {
+                // The family's keys, then the key's own.
+                let mut both = Table {
+                    line: own.line,
+                    dynamic: false,
+                    keys: table.keys.clone(),
+                    per_key: Vec::new(),
+                };
+                both.keys.extend(own.keys.iter().cloned());
+                let config = build(path, &key_table_name(&name, key), &both)?;
+                key_configs.push((name.clone(), key.clone(), own.line, config));
+            }
+            configs.push((name, table.line, config));
+        }
+        let already = |name: &str, line: usize| LoadError::AlreadyCreated {
+            path: path.to_owned(),
+            line,
+            breaker: name.to_owned(),
+        };
+        let created = |name: &str| self.created(name) || family_exists(name);
+        if let Some((name, line, _)) = configs.iter().find(|(n, _, _)| created(n)) {
+            return Err(already(name, *line));
+        }
+        let mut names = Vec::with_capacity(configs.len());
+        for (name, line, config) in configs {
+            // `configure` refuses a breaker created since the check above: say so.
+            if !self.configure(&name, config) {
+                return Err(already(&name, line));
+            }
+            names.push(name);
+        }
+        for (name, key, line, config) in key_configs {
+            if family_exists(&name) || !self.configure_key(&name, &key, config) {
+                return Err(already(&name, line));
+            }
+        }
+        Ok(names)
+    }
+
+    /// The names a table may give without `dynamic = true`: every breaker the registry knows,
+    /// created or annotated. `names`, not `breakers`: listing must create nothing, or every
+    /// annotated breaker would exist before the file could configure it.
+    fn known_names(&self) -> HashSet<String> {
+        self.names().into_iter().collect()
+    }
+
+    fn check_names(&self, path: &Path, tables: &BTreeMap<String, Table>) -> Result<(), LoadError> {
+        if tables.values().all(|t| t.dynamic) {
+            return Ok(());
+        }
+        let known = self.known_names();
+        let Some((name, table)) = tables
+            .iter()
+            .find(|(name, table)| !table.dynamic && !known.contains(*name))
+        else {
+            return Ok(());
+        };
+        Err(LoadError::UnknownBreaker {
+            path: path.to_owned(),
+            line: table.line,
+            breaker: name.clone(),
+            suggestion: closest(name, known.iter().map(String::as_str)).map(str::to_owned),
+        })
+    }
+}
+
+/// The error for `key` of breaker `name`, blamed where it was set.
+fn error(
+    path: &Path,
+    name: &str,
+    table: &Table,
+    key: &str,
+    origin: Option<&Origin>,
+    message: String,
+) -> LoadError {
+    match origin {
+        Some(Origin::Env { var }) => LoadError::Env {
+            var: var.clone(),
+            message: format!("`{}` {message}", Cut(key)),
+        },
+        Some(Origin::File { line }) => LoadError::Invalid {
+            path: path.to_owned(),
+            line: *line,
+            breaker: name.to_owned(),
+            key: key.to_owned(),
+            message,
+        },
+        None => LoadError::Invalid {
+            path: path.to_owned(),
+            line: table.line,
+            breaker: name.to_owned(),
+            key: key.to_owned(),
+            message,
+        },
+    }
+}
+
+/// Each key and value of the file, on its own: the file's mistakes come before any of the
+/// environment's.
+fn check_file_keys(path: &Path, name: &str, table: &Table) -> Result<(), LoadError> {
+    let mut b: ConfigBuilder = Config::builder();
+    for (key, value, origin) in &table.keys {
+        b = apply(b, key, value, Dialect::Text)
+            .map_err(|m| error(path, name, table, key, Some(origin), m))?;
+    }
+    for (key, own) in &table.per_key {
+        check_file_keys(path, &key_table_name(name, key), own)?;
+    }
+    Ok(())
+}
+
+fn build(path: &Path, name: &str, table: &Table) -> Result<Config, LoadError> {
+    let mut b: ConfigBuilder = Config::builder();
+    for (key, value, origin) in &table.keys {
+        b = apply(b, key, value, Dialect::Text)
+            .map_err(|m| error(path, name, table, key, Some(origin), m))?;
+    }
+    b.build().map_err(|e| {
+        let key = e.field();
+        // Blame where the key was set last: the environment wins over the file.
+        let origin = table.keys.iter().rev().find(|(k, _, _)| k == key);
+        let message = e.to_string();
+        // The message starts with the key already; say the rest.
+        let message = message
+            .strip_prefix(&format!("`{key}` "))
+            .unwrap_or(&message)
+            .to_owned();
+        error(path, name, table, key, origin.map(|(_, _, o)| o), message)
+    })
+}

@@ -1,0 +1,351 @@
+//! The loader's tests: the file's tables here; the environment, names and scale in `tests/`.
+
+use super::parse::Lines;
+use super::*;
+use crate::registry::registry;
+use core::time::Duration;
+
+fn env_of(env: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+    env.iter().map(|(k, v)| (k.into(), v.into())).collect()
+}
+
+fn load(text: &str, env: &[(&str, &str)]) -> Result<Vec<String>, LoadError> {
+    registry().load_with_env(Path::new("breakers.toml"), text, env_of(env))
+}
+
+fn err(text: &str, env: &[(&str, &str)]) -> String {
+    load(text, env).unwrap_err().to_string()
+}
+
+mod env;
+mod names;
+mod scale;
+
+#[test]
+fn loads_tables_and_env_overrides_before_first_use() {
+    let text = r#"
+[server]
+port = 8080
+
+[breakers.load-users]
+dynamic = true
+failures = 3
+open_for = "30s"
+
+[breakers.load-payments]
+dynamic = true
+failure_rate = 50
+window = "10s"
+min_calls = 20
+backoff = 2
+"#;
+    let names = load(
+        text,
+        &[
+            ("BREAKERBOX__LOAD_USERS__OPEN_FOR", "5s"),
+            ("BREAKERBOX__load_payments__window", "100"),
+            ("UNRELATED", "x"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(names, ["load-payments", "load-users"]);
+    let users = registry().get_or_create("load-users", Config::default);
+    assert_eq!(users.config().failures(), Some(3));
+    assert_eq!(users.config().open_for(), Duration::from_secs(5));
+    let payments = registry().get_or_create("load-payments", Config::default);
+    assert_eq!(payments.config().failure_rate(), Some(50));
+    assert_eq!(payments.config().window(), crate::Window::Calls(100));
+    assert_eq!(payments.config().min_calls(), 20);
+    assert_eq!(payments.config().backoff(), 2.0);
+}
+
+#[test]
+fn a_table_configures_every_key_of_a_family_created_after_it() {
+    let text = r#"
+[breakers.load-family]
+dynamic = true
+failures = 2
+open_for = "30s"
+max_keys = 7
+idle_for = "1m"
+"#;
+    assert_eq!(load(text, &[]).unwrap(), ["load-family"]);
+    let family = registry()
+        .family::<String>("load-family", || {
+            Config::builder().failures(9).build().unwrap()
+        })
+        .unwrap();
+    assert_eq!(family.config().failures(), Some(2));
+    assert_eq!(family.config().max_keys(), 7);
+    assert_eq!(family.config().idle_for(), Duration::from_secs(60));
+    for _ in 0..2 {
+        let _ = family.call("down", || Err::<(), _>("refused"));
+    }
+    assert_eq!(family.get("down").unwrap().state(), crate::State::Open);
+    assert_eq!(family.breaker("up").state(), crate::State::Closed);
+    assert_eq!(family.get("up").unwrap().config().failures(), Some(2));
+    // Once the family exists, its config cannot change.
+    let e = err(text, &[]);
+    assert!(e.contains("'load-family' already exists"), "{e}");
+    // A family's keys are validated as any table's.
+    let e = err(
+        "[breakers.load-family-bad]
+dynamic = true
+max_key = 3
+",
+        &[],
+    );
+    assert!(
+        e.contains("`max_key` unknown key; did you mean `max_keys`?"),
+        "{e}"
+    );
+    let e = err(
+        "[breakers.load-family-bad]
+dynamic = true
+idle_for = 5
+",
+        &[],
+    );
+    assert!(e.contains("`idle_for`"), "{e}");
+}
+
+#[test]
+fn a_key_table_configures_one_key_over_its_family() {
+    let text = r#"
+[breakers.load-keyed]
+dynamic = true
+failures = 2
+open_for = "30s"
+
+[breakers.load-keyed.keys."slow-host.example"]
+failures = 1
+open_for = "5m"
+"#;
+    assert_eq!(load(text, &[]).unwrap(), ["load-keyed"]);
+    let family = registry()
+        .family::<String>("load-keyed", Config::default)
+        .unwrap();
+    let slow = family.breaker("slow-host.example").config().clone();
+    assert_eq!(slow.failures(), Some(1));
+    assert_eq!(slow.open_for(), Duration::from_secs(300));
+    let other = family.breaker("other.example").config().clone();
+    assert_eq!(other.failures(), Some(2));
+    assert_eq!(other.open_for(), Duration::from_secs(30));
+    // One failure opens the slow host's breaker, not another's.
+    let _ = family.call("slow-host.example", || Err::<(), _>("refused"));
+    let _ = family.call("other.example", || Err::<(), _>("refused"));
+    assert_eq!(
+        family.get("slow-host.example").unwrap().state(),
+        crate::State::Open
+    );
+    assert_eq!(
+        family.get("other.example").unwrap().state(),
+        crate::State::Closed
+    );
+}
+
+#[test]
+fn key_tables_are_validated_like_any_table() {
+    let e = err(
+        "[breakers.load-keyed-bad]\ndynamic = true\n\n[breakers.load-keyed-bad.keys.\"h\"]\nfailure = 1\n",
+        &[],
+    );
+    assert_eq!(
+        e,
+        "breakers.toml:5: [breakers.load-keyed-bad.keys.\"h\"] `failure` unknown key; did you mean `failures`? valid keys: failures, failures_within, failure_rate, window, min_calls, slow, slow_rate, open_for, max_open_for, backoff, jitter, half_open_calls, successes, probe_timeout, max_concurrent, max_keys, idle_for"
+    );
+    // Combinations are checked with the family's keys under the key's.
+    let e = err(
+        "[breakers.load-keyed-bad]\ndynamic = true\nfailures = 3\n[breakers.load-keyed-bad.keys.h]\nfailure_rate = 50\n",
+        &[],
+    );
+    assert!(e.starts_with("breakers.toml:"), "{e}");
+    assert!(e.contains("[breakers.load-keyed-bad.keys.\"h\"]"), "{e}");
+    assert!(e.contains("cannot be combined"), "{e}");
+    let e = err("[breakers.load-keyed-bad]\ndynamic = true\nkeys = 5\n", &[]);
+    assert!(
+        e.contains("`breakers.load-keyed-bad.keys` must be a table of single keys' tables"),
+        "{e}"
+    );
+    let e = err("[breakers.load-keyed-bad.keys]\nh = 5\n", &[]);
+    assert!(e.contains("must be a table of single keys' tables"), "{e}");
+}
+
+#[test]
+fn no_breakers_table_configures_nothing() {
+    assert_eq!(
+        load("[server]\nport = 1\n", &[]).unwrap(),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn syntax_error_names_file_line_and_column() {
+    let e = load("[breakers.x]\nfailures = = 3\n", &[]).unwrap_err();
+    assert!(matches!(e, LoadError::Syntax { line: 2, .. }), "{e}");
+    assert!(e.to_string().starts_with("breakers.toml:2:"), "{e}");
+    let e = load("[breakers.x]\nµ = é = 3\n", &[]).unwrap_err();
+    assert!(matches!(e, LoadError::Syntax { line: 2, .. }), "{e}");
+}
+
+#[test]
+fn positions_never_slice_inside_a_character_or_past_the_end() {
+    let text = "é\nµµ\n";
+    let lines = Lines::new(text);
+    for offset in 0..text.len() + 10 {
+        let (line, column) = lines.position(offset);
+        assert!((1..=3).contains(&line) && column >= 1, "{offset}");
+    }
+    assert_eq!(lines.position(1), (1, 1)); // inside `é`
+    assert_eq!(lines.position(3), (2, 1));
+    assert_eq!(lines.position(5), (2, 2));
+    assert_eq!(lines.position(99), (3, 1));
+    assert_eq!(Lines::new("").position(5), (1, 1));
+}
+
+#[test]
+fn breakers_must_be_tables() {
+    assert_eq!(
+        err("breakers = 5\n", &[]),
+        "breakers.toml:1:1: `breakers` must be a table of breaker tables, like `[breakers.users]`"
+    );
+    assert!(
+        err("[breakers]\nusers = 5\n", &[])
+            .starts_with("breakers.toml:2:1: `breakers.users` must be a table")
+    );
+}
+
+#[test]
+fn unknown_key_names_line_suggests_and_lists_keys() {
+    let e = load("[breakers.bad-key]\nfailures = 3\nfailure = 3\n", &[]).unwrap_err();
+    assert_eq!(e.line(), Some(3));
+    assert_eq!(e.key(), Some("failure"));
+    assert!(e.to_string().starts_with(
+        "breakers.toml:3: [breakers.bad-key] `failure` unknown key; did you mean `failures`? valid keys: failures, failures_within,"
+    ), "{e}");
+    assert!(
+        err("[breakers.bad-key]\ncooldown = \"1s\"\n", &[])
+            .contains("`cooldown` unknown key; did you mean `open_for`?")
+    );
+    assert!(
+        err("[breakers.bad-key]\ncolour = 1\n", &[])
+            .contains("`colour` unknown key; valid keys: failures,")
+    );
+}
+
+#[test]
+fn attribute_only_keys_are_explained_once() {
+    let e = err("[breakers.t]\ntimeout = \"1s\"\n", &[]);
+    assert!(
+        e.starts_with("breakers.toml:2: [breakers.t] `timeout` belongs to the function's `#[circuit_breaker(...)]` attribute, not to the breaker's config; valid keys here: failures,"),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_kinds_of_value() {
+    for (line, says) in [
+        (
+            "failures = \"3\"",
+            "`failures` must be a whole number, got a string",
+        ),
+        (
+            "failures = -1",
+            "`failures` must be a whole number from 1 to 4294967295, got -1",
+        ),
+        (
+            "failure_rate = 300",
+            "`failure_rate` must be a percentage from 1 to 100, got 300",
+        ),
+        (
+            "open_for = 30",
+            "`open_for` must be a duration with a unit, like \"30s\" or \"30ms\", got the bare number 30",
+        ),
+        (
+            "open_for = 99999999999999999999999",
+            "`open_for` must be a duration with a unit, like \"250ms\" or \"2s\", got the bare number 99999999999999999999999",
+        ),
+        (
+            "window = true",
+            "`window` must be a number of calls (`window = 100`) or a duration (`window = \"10s\"`), got a boolean",
+        ),
+        (
+            "backoff = \"2\"",
+            "`backoff` must be a number, got a string",
+        ),
+    ] {
+        let e = err(&format!("[breakers.kinds]\n\n{line}\n"), &[]);
+        assert!(
+            e.starts_with(&format!("breakers.toml:3: [breakers.kinds] {says}")),
+            "{e}"
+        );
+    }
+}
+
+/// A config file takes the attribute's durations, with the attribute's messages (the
+/// parser is one file, `duration.rs`, compiled into both crates).
+#[test]
+fn durations_read_as_in_the_attribute() {
+    for (value, says) in [
+        (
+            "30 s",
+            "unexpected space in duration \"30 s\": write it without spaces, like \"30s\"",
+        ),
+        (
+            "2 sec",
+            "unexpected space in duration \"2 sec\": write it without spaces, like \"2s\"",
+        ),
+        (
+            "0s",
+            "duration \"0s\" is zero: use a length of time greater than zero, like \"1ms\"",
+        ),
+        (
+            "-1s",
+            "negative duration \"-1s\": a duration is a length of time, write \"1s\"",
+        ),
+        (
+            "1m30s",
+            "duration \"1m30s\" mixes units: write a single number and unit, like \"90s\"",
+        ),
+        (
+            "6000000h",
+            "duration \"6000000h\" is too long: durations are limited to u64::MAX nanoseconds (about 584 years)",
+        ),
+    ] {
+        let e = err(&format!("[breakers.d]\nopen_for = \"{value}\"\n"), &[]);
+        assert_eq!(
+            e,
+            format!("breakers.toml:2: [breakers.d] `open_for` {says}")
+        );
+        let e = err(
+            "[breakers.load-env-d]\ndynamic = true\n",
+            &[("BREAKERBOX__LOAD_ENV_D__OPEN_FOR", value)],
+        );
+        assert_eq!(
+            e,
+            format!("environment variable BREAKERBOX__LOAD_ENV_D__OPEN_FOR: `open_for` {says}")
+        );
+    }
+}
+
+#[test]
+fn invalid_values_and_combinations_blame_the_key() {
+    assert_eq!(
+        err("[breakers.zero]\ndynamic = true\nfailures = 0\n", &[]),
+        "breakers.toml:3: [breakers.zero] `failures` must be at least 1, got 0"
+    );
+    let e = err(
+        "[breakers.combo]\nfailures = 3\nfailure_rate = 50\ndynamic = true\n",
+        &[],
+    );
+    assert_eq!(
+        e,
+        "breakers.toml:2: [breakers.combo] `failures` cannot be combined with `failure_rate`: trip either on consecutive failures or on a failure rate"
+    );
+    // The key that needs another one.
+    let e = err("\n[breakers.needs]\nslow_rate = 50\ndynamic = true\n", &[]);
+    assert_eq!(
+        e,
+        "breakers.toml:3: [breakers.needs] `slow_rate` requires `slow`, the duration from which a call is slow"
+    );
+}

@@ -1,0 +1,89 @@
+//! The loader reads its text once, in time linear in its size.
+
+use super::*;
+use crate::edge::load::parse::SCANNED;
+
+fn tables(n: usize) -> String {
+    let mut text = String::with_capacity(n * 64);
+    for i in 0..n {
+        text.push_str(&format!(
+            "[breakers.load-scale-{n}-{i}]\ndynamic = true\nfailures = 3\nopen_for = \"1.5s\"\n\n"
+        ));
+    }
+    text
+}
+
+/// D05: the loader reads the text once to number its lines, however many tables and keys
+/// it has (it used to rescan the text from the start for every table and key).
+#[test]
+fn the_loader_reads_the_text_once() {
+    for n in [10, 100, 3_000] {
+        let text = tables(n);
+        SCANNED.with(|s| s.set(0));
+        assert_eq!(load(&text, &[]).unwrap().len(), n);
+        assert_eq!(SCANNED.with(|s| s.get()), text.len(), "{n} tables");
+    }
+    // An error costs one more pass over its own line at most.
+    let text = format!("{}[breakers.x]\nfailures = = 1\n", tables(1_000));
+    SCANNED.with(|s| s.set(0));
+    assert!(matches!(load(&text, &[]), Err(LoadError::Syntax { .. })));
+    assert!(SCANNED.with(|s| s.get()) <= text.len() + 20);
+}
+
+/// `load_toml` of a file of `n` tables, reading it once.
+fn load_file(n: usize) -> usize {
+    let text = tables(n);
+    let path =
+        std::env::temp_dir().join(format!("breakerbox-load-{}-{n}.toml", std::process::id()));
+    std::fs::write(&path, &text).unwrap();
+    SCANNED.with(|s| s.set(0));
+    let names = registry().load_toml(&path);
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(names.unwrap().len(), n);
+    assert_eq!(SCANNED.with(|s| s.get()), text.len());
+    text.len()
+}
+
+/// Tables of `bytes` in all.
+fn load_size(bytes: usize) {
+    let per = tables(1).len();
+    assert!(load_file(bytes / per + 1) >= bytes);
+}
+
+#[test]
+fn scale_1_mb() {
+    load_size(1 << 20);
+}
+
+// The larger ones take seconds in debug, where the TOML parser alone is slow; run them
+// with `cargo test -p breakerbox-runtime --features serde --release --lib scale_`.
+
+#[test]
+#[cfg_attr(debug_assertions, ignore = "run with --release")]
+fn scale_4_mb() {
+    load_size(4 << 20);
+}
+
+#[test]
+#[cfg_attr(debug_assertions, ignore = "run with --release")]
+fn scale_16_mb() {
+    load_size(16 << 20);
+}
+
+#[test]
+#[cfg_attr(debug_assertions, ignore = "run with --release")]
+fn scale_100_000_tables() {
+    load_file(100_000);
+}
+
+#[test]
+fn unreadable_file_names_the_path() {
+    let e = registry()
+        .load_toml("/nonexistent/breakers.toml")
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("cannot read circuit breaker config /nonexistent/breakers.toml: "),
+        "{e}"
+    );
+}
