@@ -99,7 +99,7 @@ where
     ///
     /// let hosts: BreakerMap<String> = BreakerMap::new("api", Config::builder().failures(1).build()?);
     /// let _ = hosts.call("a.example", || Err::<(), _>("refused"));
-    /// hosts.call("b.example", || Ok::<_, &str>(()))?;
+    /// hosts.call("b.example", || Ok::<_, std::io::Error>(()))?;
     /// let s = hosts.snapshot(10);
     /// assert_eq!((s.keys, s.open_keys, s.totals.calls, s.totals.failures), (2, 1, 2, 1));
     /// assert_eq!(s.top_open[0].key, "a.example");
