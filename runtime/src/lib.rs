@@ -108,7 +108,9 @@ pub use error::{RejectReason, Timeout};
 pub use event::{Event, Reason};
 #[doc(hidden)]
 pub use identity::live_breakers;
-pub use keyed::{BreakerMap, Evicted, FamilyMetrics, KeyMetrics, KeyTypeMismatch};
+pub use keyed::{
+    BreakerMap, Evicted, FamilyMetrics, FamilySnapshot, FamilyTotals, KeyMetrics, KeyTypeMismatch,
+};
 pub use metrics::Metrics;
 pub use outcome::Outcome;
 pub use registration::{ConfigConflict, Conflict, Conflicts, Site};

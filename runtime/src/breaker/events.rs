@@ -27,6 +27,9 @@ pub(super) struct Cold {
     /// calls), with its generation: a success that brings the window to `min_calls` may trip
     /// it, and its rejections name this failure. std, not loom: a plain slot.
     pub(super) behind: std::sync::Mutex<Option<(u32, Arc<str>)>>,
+    /// A keyed family's breaker: its key as it displays, set by the family when it first
+    /// rejects a call of the key (see `keyed`), for [`Rejected::key`](crate::Rejected::key).
+    pub(super) key: std::sync::OnceLock<Box<str>>,
 }
 
 #[derive(Default)]
