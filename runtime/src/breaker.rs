@@ -471,6 +471,27 @@ impl Breaker {
         self.inner().refs.load(Ordering::Acquire)
     }
 
+    /// Names the key of a keyed family's breaker, once: `key` (user code, a key's `Display`)
+    /// runs under no lock, and its panic leaves a placeholder.
+    pub(crate) fn name_key(&self, key: impl FnOnce() -> String) {
+        let cold = self.inner().cold();
+        if cold.key.get().is_none() {
+            let text = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(key)) {
+                Ok(text) => text,
+                Err(payload) => {
+                    crate::event::discard(payload);
+                    cause::DISPLAY_PANICKED.to_owned()
+                }
+            };
+            let _ = cold.key.set(text.into_boxed_str());
+        }
+    }
+
+    /// The key named by [`name_key`](Breaker::name_key), if any.
+    pub(crate) fn key(&self) -> Option<&str> {
+        self.inner().cold.get()?.key.get().map(|k| &**k)
+    }
+
     /// Successes, failures, ignored, rejected and slow calls, without reading the clock.
     pub(crate) fn counts(&self) -> [u64; 5] {
         let inner = self.inner();

@@ -112,7 +112,9 @@ pub use event::{Event, Reason};
 pub use explain::{Cause, Explanation, Progress};
 #[doc(hidden)]
 pub use identity::live_breakers;
-pub use keyed::{BreakerMap, Evicted, FamilyMetrics, KeyMetrics, KeyTypeMismatch};
+pub use keyed::{
+    BreakerMap, Evicted, FamilyMetrics, FamilySnapshot, FamilyTotals, KeyMetrics, KeyTypeMismatch,
+};
 pub use metrics::Metrics;
 pub use outcome::Outcome;
 pub use registration::{ConfigConflict, Conflict, Conflicts, Site};

@@ -10,8 +10,9 @@ use crate::error::{NO_RETRY, RejectReason, Secs};
 
 /// A call the breaker refused to run.
 ///
-/// Its message names the breaker, says why, and when to retry:
-/// `circuit breaker 'users' is open; retry in 1.2s (last failure: connection refused)`.
+/// Its message names the breaker (and, for a keyed family's, the key), says why, and when to
+/// retry: `circuit breaker 'users' is open; retry in 1.2s (last failure: connection refused)`,
+/// `circuit breaker 'api' for key 'down.example' is open; retry in 1.2s`.
 /// Functions under `#[circuit_breaker]` without a fallback return it through their own error
 /// type, which must implement `From<Rejected>`.
 ///
@@ -35,6 +36,13 @@ impl Rejected {
     /// The name of the breaker that refused the call.
     pub fn name(&self) -> &str {
         self.breaker.name()
+    }
+
+    /// For a breaker of a keyed family ([`BreakerMap`](crate::BreakerMap), `#[circuit_breaker(key
+    /// = …)]`), the key whose breaker refused the call, as it displays; [`name`](Rejected::name)
+    /// is the family's. `None` for other breakers.
+    pub fn key(&self) -> Option<&str> {
+        self.breaker.key()
     }
 
     /// Why the call was refused.
@@ -76,6 +84,9 @@ impl Rejected {
 impl fmt::Display for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "circuit breaker '{}' ", self.name())?;
+        if let Some(key) = self.key() {
+            write!(f, "for key '{key}' ")?;
+        }
         match self.reason() {
             RejectReason::Open => f.write_str("is open")?,
             RejectReason::HalfOpenFull => {
@@ -98,6 +109,7 @@ impl fmt::Debug for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rejected")
             .field("name", &self.name())
+            .field("key", &self.key())
             .field("reason", &self.reason())
             .field("retry_after", &self.retry_after())
             .field("last_failure", &self.last_failure())
