@@ -192,10 +192,10 @@ impl RateWindow {
 ///
 /// The one shared sequence is what makes the window exactly the last `n` calls, whichever
 /// threads made them, and it is also what two threads on one breaker contend on (one atomic
-/// read-modify-write per call). Handing positions out to threads a block at a time was tried
-/// and undone: a block left part-filled by a thread that goes idle (or a task that moves to
-/// another worker) leaves holes, and later blocks lap the ring over calls still inside the
-/// window, so a failure could vanish from it.
+/// read-modify-write per call). Handing positions out to threads a block at a time would
+/// contend less, but is wrong: a block left part-filled by a thread that goes idle (or a task
+/// that moves to another worker) leaves holes, and later blocks lap the ring over calls still
+/// inside the window, so a failure could vanish from it.
 pub(crate) struct CallWindow {
     /// See [`Gate`].
     gate: Atomic<Gate>,
@@ -540,8 +540,8 @@ mod tests {
     /// D01: clears racing records, successes and failures alike (a breaker's clears only
     /// race successes, its failures being sealed out; this is the stronger claim). Once the
     /// threads of a round are done, each total is exactly the bits it counts. A clear that
-    /// stored 0 in the totals left them short whenever it fell between a success's clearing of
-    /// its bit and its decrement. The recorders go on past the last clear of a round: a clear
+    /// stores 0 in the totals leaves them short whenever it falls between a success's clearing
+    /// of its bit and its decrement. The recorders go on past the last clear of a round: a clear
     /// after the last record would empty everything and hide a total gone wrong.
     /// A bucket word's count stays in its low half, saturates, and reads as live for its epoch
     /// and the nine after it, across the point where the 32-bit epoch wraps.
