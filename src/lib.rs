@@ -50,6 +50,9 @@
 //! - `serde`: `Serialize`/`Deserialize` for [`Config`] (the attribute's keys, durations as
 //!   `"250ms"`), [`Metrics`], [`State`], [`Event`]; `registry().load_toml(path)` reads
 //!   `[breakers.<name>]` tables, overridden by `BREAKERBOX__<NAME>__<KEY>` variables.
+//! - `admin` (implies `serde`): `breakerbox::admin::router()`, an axum `Router` to mount in
+//!   your server: breakers as JSON, their controls behind a bearer token, a server-sent event
+//!   stream and a dashboard page (`docs/admin.md`).
 //!
 //! # Alerting on open and close
 //!
@@ -86,9 +89,15 @@ pub use breakerbox_runtime::LoadError;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use breakerbox_runtime::TokioClock;
+#[cfg(feature = "admin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
+pub use breakerbox_runtime::admin;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use breakerbox_runtime::export;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use breakerbox_runtime::fleet;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use breakerbox_runtime::http;

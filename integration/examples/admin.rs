@@ -1,21 +1,16 @@
-//! An admin endpoint for breakers: Prometheus metrics and a JSON API to list, force open,
-//! disable and reset them, exercised by a client in the same program.
+//! The admin router (`breakerbox::admin`, feature `admin`) mounted in an application's axum
+//! server, and a client in the same program that reads and drives it.
 //!
 //! Runs by itself on 127.0.0.1 and exits:
 //! `cargo run -p breakerbox-integration --example admin`.
 //!
-//! - `GET /metrics`: Prometheus text (`breakerbox_calls_total`, `breakerbox_state`, …).
-//! - `GET /breakers`: every breaker's metrics, as JSON.
-//! - `GET /breakers/{name}`: one breaker's metrics and config.
-//! - `POST /breakers/{name}` with `{"action": "force_open" | "disable" | "reset"}`.
+//! Open `http://127.0.0.1:<port>/admin` in a browser for the dashboard (the example exits at
+//! once; mount the router the same way in a server that keeps running). `docs/admin.md` lists
+//! every endpoint.
 
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::routing::get;
-use axum::{Json, Router};
-use breakerbox::{Breaker, Config, export, registry};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use serde::Deserialize;
+use breakerbox::admin::Admin;
+use breakerbox::{Config, State, export, registry};
+use metrics_exporter_prometheus::PrometheusBuilder;
 use serde_json::{Value, json};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -42,20 +37,21 @@ async fn main() -> Result<(), BoxError> {
     let prometheus = PrometheusBuilder::new().install_recorder()?;
     export::install();
 
-    let app = Router::new()
-        .route("/metrics", get(metrics))
-        .route("/breakers", get(list))
-        .route("/breakers/{name}", get(show).post(act))
-        .with_state(prometheus);
+    // The token would come from the environment or a secret store; without one the router is
+    // read-only. Bind to loopback, or put the router behind the application's own auth.
+    let token = std::env::var("ADMIN_TOKEN").unwrap_or_else(|_| "example-token".to_owned());
+    let admin = Admin::new()
+        .token(token.clone())
+        .prometheus(move || prometheus.render())
+        .router();
+    let app = axum::Router::new().nest("/admin", admin);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let base = format!("http://{}", listener.local_addr()?);
+    let base = format!("http://{}/admin", listener.local_addr()?);
     tokio::spawn(async move { axum::serve(listener, app).await });
 
     // Some traffic: two failures on `users`, a few searches.
     let users = registry().get_or_create("users", Config::default);
     let search = registry().get_or_create("search", Config::default);
-    // At startup: two attributes (or an attribute and a `get_or_create`) that give one name
-    // different configs are reported here, each with its file and line.
     registry().check()?;
     for ok in [true, false, false] {
         let _ = users.call(|| if ok { Ok(()) } else { Err("db timeout") });
@@ -64,128 +60,93 @@ async fn main() -> Result<(), BoxError> {
         let _ = search.call(|| Ok::<_, &str>(()));
     }
 
-    // The client.
-    // Local only: ignore any HTTP_PROXY of the environment.
+    // The client. Local only: ignore any HTTP_PROXY of the environment.
     let http = reqwest::Client::builder().no_proxy().build()?;
-    let get = |path: &str| {
-        let req = http.get(format!("{base}{path}"));
-        async move { req.send().await?.error_for_status()?.text().await }
-    };
-    let post = |path: &str, action: &str| {
-        let req = http
-            .post(format!("{base}{path}"))
-            .header("content-type", "application/json")
-            .body(json!({ "action": action }).to_string());
-        async move { req.send().await }
-    };
 
-    let all: Value = serde_json::from_str(&get("/breakers").await?)?;
-    println!("GET /breakers");
-    for b in all.as_array().ok_or("a list")? {
+    let list = read(http.get(format!("{base}/breakers")).send().await?).await?;
+    println!("GET /admin/breakers (controls on: {})", list["control"]);
+    for b in list["breakers"].as_array().ok_or("a list")? {
+        let m = &b["metrics"];
         println!(
             "  {:<8} {:<8} calls {} failures {} rejected {}",
             b["name"].as_str().unwrap_or(""),
             b["state"].as_str().unwrap_or(""),
-            b["calls"],
-            b["failures"],
-            b["rejected"]
+            m["calls"],
+            m["failures"],
+            m["rejected"]
         );
     }
 
-    let resp = post("/breakers/users", "force_open").await?;
-    println!("POST /breakers/users force_open -> {}", resp.status());
-    let rejected = users.call(|| Ok::<_, &str>(())).unwrap_err();
-    println!("  a call now: {rejected}");
-    assert_eq!(users.state(), breakerbox::State::ForcedOpen);
+    // A control without the token is refused, and changes nothing.
+    let refused = http
+        .post(format!("{base}/breakers/users/force-open"))
+        .send()
+        .await?;
+    let status = refused.status();
+    let body = read(refused).await?;
+    println!(
+        "POST force-open without a token -> {status}: {}",
+        body["error"]
+    );
+    assert_eq!(status, reqwest::StatusCode::UNAUTHORIZED);
+    assert_eq!(users.state(), State::Closed);
 
-    println!("GET /metrics (breakerbox_ lines for `users`)");
-    let text = get("/metrics").await?;
-    for line in text
-        .lines()
-        .filter(|l| l.starts_with("breakerbox_") && l.contains("\"users\""))
-    {
+    // With it: open `users` for 45 s.
+    let tripped = http
+        .post(format!("{base}/breakers/users/trip-for"))
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .body(json!({ "duration": "45s" }).to_string())
+        .send()
+        .await?
+        .error_for_status()?;
+    let tripped = read(tripped).await?;
+    println!(
+        "POST trip-for 45s -> {}, {} left open",
+        tripped["state"], tripped["open_remaining"]
+    );
+    assert_eq!(users.state(), State::Open);
+
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    println!("GET /admin/metrics (breakerbox_state lines)");
+    for line in text.lines().filter(|l| l.starts_with("breakerbox_state{")) {
         println!("  {line}");
     }
-    assert!(text.contains(r#"breakerbox_state{name="users"} 3"#));
-    assert!(text.contains(r#"breakerbox_calls_total{name="users",outcome="rejected"} 1"#));
+    assert!(text.contains(r#"breakerbox_state{name="users"} 1"#));
 
-    for action in ["disable", "reset"] {
-        let resp = post("/breakers/users", action).await?;
-        println!("POST /breakers/users {action} -> {}", resp.status());
-    }
-    let one: Value = serde_json::from_str(&get("/breakers/users").await?)?;
+    // The event stream: its first event is every breaker's metrics, sent at once.
+    let mut events = http
+        .get(format!("{base}/events"))
+        .send()
+        .await?
+        .error_for_status()?;
+    let first = events.chunk().await?.ok_or("an event")?;
+    let first = String::from_utf8_lossy(&first);
     println!(
-        "GET /breakers/users -> state {}, config {}",
-        one["metrics"]["state"], one["config"]
+        "GET /admin/events -> {}",
+        first.lines().next().unwrap_or_default()
     );
-    assert_eq!(one["metrics"]["state"], "closed");
+    assert!(first.starts_with("event: metrics\n"));
+    drop(events);
 
-    let bad = post("/breakers/users", "explode").await?;
-    println!(
-        "POST /breakers/users explode -> {}: {}",
-        bad.status(),
-        bad.text().await?
-    );
-    let missing = post("/breakers/nobody", "reset").await?;
-    println!("POST /breakers/nobody reset -> {}", missing.status());
-    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let reset = http
+        .post(format!("{base}/breakers/users/reset"))
+        .bearer_auth(&token)
+        .send()
+        .await?
+        .error_for_status()?;
+    let reset = read(reset).await?;
+    println!("POST reset -> {}", reset["state"]);
+    assert_eq!(users.state(), State::Closed);
     Ok(())
 }
 
-/// Prometheus text. Exporting here, at scrape time, keeps the call path free of metrics work.
-async fn metrics(State(prometheus): State<PrometheusHandle>) -> String {
-    export::record_all();
-    prometheus.render()
-}
-
-async fn list() -> Json<Vec<breakerbox::Metrics>> {
-    Json(registry().snapshot())
-}
-
-fn find(name: &str) -> Result<Breaker, (StatusCode, String)> {
-    registry().get(name).ok_or_else(|| {
-        (
-            StatusCode::NOT_FOUND,
-            format!("no circuit breaker named '{name}'"),
-        )
-    })
-}
-
-async fn show(Path(name): Path<String>) -> Result<Json<Value>, (StatusCode, String)> {
-    let breaker = find(&name)?;
-    Ok(Json(
-        json!({ "metrics": breaker.metrics(), "config": breaker.config() }),
-    ))
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum Action {
-    ForceOpen,
-    Disable,
-    Reset,
-}
-
-#[derive(Deserialize)]
-struct Command {
-    action: Action,
-}
-
-async fn act(
-    Path(name): Path<String>,
-    body: Result<Json<Command>, axum::extract::rejection::JsonRejection>,
-) -> Result<Json<breakerbox::Metrics>, (StatusCode, String)> {
-    let breaker = find(&name)?;
-    let Json(Command { action }) = body.map_err(|e| {
-        (
-            StatusCode::BAD_REQUEST,
-            format!("{e}; send {{\"action\": \"force_open\" | \"disable\" | \"reset\"}}"),
-        )
-    })?;
-    match action {
-        Action::ForceOpen => breaker.force_open(),
-        Action::Disable => breaker.disable(),
-        Action::Reset => breaker.reset(),
-    }
-    Ok(Json(breaker.metrics()))
+/// A response's body as JSON.
+async fn read(response: reqwest::Response) -> Result<Value, BoxError> {
+    Ok(serde_json::from_str(&response.text().await?)?)
 }

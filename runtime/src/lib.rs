@@ -52,8 +52,15 @@
 //! - `export` (feature `metrics`) — snapshots through the `metrics` crate.
 //! - `load` (feature `serde`) — `Registry::load_toml` and its `LoadError`.
 //! - `serde_impl` (feature `serde`) — `Serialize`/`Deserialize` for configs, metrics, states, events.
+//! - `admin` (feature `admin`; in `admin/`, not `edge/`, being a tree of its own with its
+//!   page) — `admin::router()`: an axum router with JSON views, controls, an event stream and a
+//!   dashboard.
+//! - `fleet` (feature `redis`) — `fleet::Fleet`: breakers shared across processes through Redis.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "admin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
+pub mod admin;
 mod breaker;
 mod clock;
 mod config;
@@ -62,6 +69,9 @@ mod duration;
 mod edge;
 mod error;
 mod event;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod fleet;
 mod identity;
 mod keyed;
 #[doc(hidden)]

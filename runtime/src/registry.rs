@@ -307,6 +307,14 @@ impl Registry {
         Some(self.registered_breaker(first))
     }
 
+    /// The breaker `name` if it has been created; unlike [`get`](Registry::get), creates no
+    /// annotated one (the fleet shares breakers as they are created, and must not create them
+    /// before `load_toml` configures them).
+    #[cfg(feature = "redis")]
+    pub(crate) fn existing(&self, name: &str) -> Option<Breaker> {
+        read(&self.breakers).get(name).map(|e| e.breaker.clone())
+    }
+
     /// Whether the breaker `name` has been created (`load_toml` configures only those that
     /// have not, nor a keyed family of that name).
     #[cfg(feature = "serde")]

@@ -1,0 +1,64 @@
+//! The admin event stream's lag: a binary of its own, so that no other test's breakers put
+//! events on the process-wide channel and the counts are exact.
+
+use axum::body::Body;
+use axum::http::Request;
+use breakerbox::{Config, registry};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+/// Events a client may fall behind by (`admin`'s channel).
+const CAPACITY: usize = 1024;
+
+async fn next_event(
+    body: &mut (impl futures_util::Stream<Item = Result<axum::body::Bytes, axum::Error>> + Unpin),
+) -> (String, Value) {
+    let frame = body.next().await.expect("the stream goes on").unwrap();
+    let text = std::str::from_utf8(&frame).unwrap();
+    let field = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in {text:?}"))
+            .to_owned()
+    };
+    (
+        field("event: "),
+        serde_json::from_str(&field("data: ")).unwrap(),
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_lags_loses_the_oldest_changes_and_is_told_how_many() {
+    let breaker = registry().get_or_create("lagging", Config::default);
+    let res = breakerbox::admin::router()
+        .oneshot(Request::get("/events").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let mut body = res.into_body().into_data_stream();
+
+    // 1034 changes while the client reads nothing: the listener never waits for it.
+    let changes = CAPACITY + 10;
+    for i in 0..changes {
+        if i % 2 == 0 {
+            breaker.force_open();
+        } else {
+            breaker.reset();
+        }
+    }
+
+    // First the loss, then the 1024 changes kept (the last ones), in order, then metrics.
+    assert_eq!(
+        next_event(&mut body).await,
+        ("dropped".to_owned(), json!({ "dropped": 10 }))
+    );
+    for i in 10..changes {
+        let (name, change) = next_event(&mut body).await;
+        assert_eq!(name, "state");
+        let to = if i % 2 == 0 { "forced-open" } else { "closed" };
+        assert_eq!(change["to"], to, "change {i}");
+    }
+    let (name, tick) = next_event(&mut body).await;
+    assert_eq!(name, "metrics");
+    assert_eq!(tick["dropped"], 10);
+}

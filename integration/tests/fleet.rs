@@ -1,0 +1,247 @@
+//! Fleet mode end to end: a real `redis-server` and `fleet_node` processes (issue 13).
+//!
+//! Each test starts its own server on a free loopback port (persistence off) and its nodes,
+//! and polls with deadlines: no test sleeps for an outcome.
+
+mod fleet_support;
+
+use std::time::{Duration, Instant};
+
+use fleet_support::{
+    Node, Redis, all_reach, config, nodes, nodes_with, redis_server, shared_redis, tempdir,
+};
+
+fn soon() -> Instant {
+    Instant::now() + Duration::from_secs(5)
+}
+
+#[test]
+fn one_trip_opens_every_instance_and_a_reset_on_another_closes_them() {
+    let Some(redis) = shared_redis() else { return };
+    let mut nodes = nodes(&redis.url(), "trip", 3);
+    assert_eq!(nodes[0].cmd("fail"), "ok open");
+    all_reach(&mut nodes, "open", soon()).unwrap();
+    let key = "{trip:payments}";
+    assert_eq!(redis.hget(key, "state"), "open");
+    assert_eq!(redis.hget(key, "origin"), "node-0");
+    assert_eq!(redis.hget(key, "reason"), "1 consecutive failures");
+    assert_eq!(redis.hget(key, "last_failure"), "refused");
+    // Open for what remains of the config's 60 s when the trip is written (the trip is
+    // written within a second here), on the server's clock.
+    let open_until: u64 = redis.hget(key, "open_until").parse().unwrap();
+    let changed_at: u64 = redis.hget(key, "changed_at").parse().unwrap();
+    let open_for = open_until - changed_at;
+    assert!((59_000..=60_000).contains(&open_for), "{open_for} ms");
+    // The others were told, as an imported change; nobody else wrote.
+    for node in &nodes[1..] {
+        let events = node.events();
+        let last = events.last().unwrap();
+        assert_eq!(
+            (last.to.as_str(), last.reason.as_str()),
+            ("open", "imported")
+        );
+    }
+
+    assert_eq!(nodes[1].cmd("reset"), "ok");
+    all_reach(&mut nodes, "closed", soon()).unwrap();
+    assert_eq!(redis.hget(key, "origin"), "node-1");
+    assert_eq!(redis.hget(key, "reason"), "reset");
+    let pushed: Vec<u64> = nodes.iter_mut().map(|n| n.status().1).collect();
+    assert_eq!(pushed, [1, 1, 0], "one write per change, no echo");
+}
+
+#[test]
+fn force_open_and_disable_on_one_instance_reach_every_instance() {
+    let Some(redis) = shared_redis() else { return };
+    let mut nodes = nodes(&redis.url(), "manual", 3);
+    assert_eq!(nodes[2].cmd("force_open"), "ok");
+    all_reach(&mut nodes, "forced-open", soon()).unwrap();
+    // Forced open: a call is rejected on another instance.
+    assert_eq!(nodes[0].cmd("succeed"), "rejected forced-open");
+    assert_eq!(nodes[1].cmd("disable"), "ok");
+    all_reach(&mut nodes, "disabled", soon()).unwrap();
+    // Disabled: failures run and trip nothing anywhere.
+    assert_eq!(nodes[0].cmd("fail"), "ok disabled");
+    assert_eq!(nodes[0].cmd("reset"), "ok");
+    all_reach(&mut nodes, "closed", soon()).unwrap();
+    assert_eq!(redis.hget("{manual:payments}", "state"), "closed");
+}
+
+#[test]
+fn a_redis_cli_override_reaches_every_instance() {
+    let Some(redis) = shared_redis() else { return };
+    let mut nodes = nodes(&redis.url(), "ops", 3);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../runtime/src/fleet/record.lua"
+    );
+    // The documented override (docs/fleet.md): the script itself, mode `force`.
+    let set = |state: &str| {
+        redis.cli(&[
+            "--eval",
+            script,
+            "{ops:payments}",
+            ",",
+            "force",
+            "",
+            state,
+            "0",
+            "0",
+            "operator override",
+            "",
+            "redis-cli",
+            "ops:changes",
+            "payments",
+        ])
+    };
+    let out = set("forced_open");
+    assert!(out.starts_with('1'), "{out}");
+    all_reach(&mut nodes, "forced-open", soon()).unwrap();
+    set("closed");
+    all_reach(&mut nodes, "closed", soon()).unwrap();
+    // And the instances go on: a trip after the override opens them all.
+    assert_eq!(nodes[1].cmd("fail"), "ok open");
+    all_reach(&mut nodes, "open", soon()).unwrap();
+}
+
+#[test]
+fn simultaneous_trips_make_one_record_and_every_instance_takes_it() {
+    let Some(redis) = shared_redis() else { return };
+    let mut nodes = nodes(&redis.url(), "race", 4);
+    for round in 0..5 {
+        // Four trips at once: each instance's write compares the epoch it last saw.
+        for node in nodes.iter_mut() {
+            node.send("fail");
+        }
+        for node in nodes.iter_mut() {
+            // Tripped here, or already opened by another's trip.
+            let answer = node.answer();
+            assert!(
+                answer == "ok open" || answer == "rejected open",
+                "round {round}: {answer}"
+            );
+        }
+        all_reach(&mut nodes, "open", soon()).unwrap();
+        // Every instance ends on the record's epoch: a resync changes nothing more.
+        for node in nodes.iter_mut() {
+            assert_eq!(node.cmd("resync"), "resync true");
+        }
+        let origin = redis.hget("{race:payments}", "origin");
+        assert!(origin.starts_with("node-"), "{origin}");
+        let pushed: u64 = nodes.iter_mut().map(|n| n.status().1).sum();
+        assert_eq!(
+            pushed,
+            2 * round + 1,
+            "round {round}: exactly one trip written"
+        );
+        assert_eq!(nodes[0].cmd("reset"), "ok");
+        all_reach(&mut nodes, "closed", soon()).unwrap();
+        // A resync runs after every write the node's task had to make: the counts are final.
+        for node in nodes.iter_mut() {
+            assert_eq!(node.cmd("resync"), "resync true");
+        }
+        let pushed: u64 = nodes.iter_mut().map(|n| n.status().1).sum();
+        assert_eq!(pushed, 2 * round + 2);
+    }
+}
+
+#[test]
+fn a_misspelt_fleet_key_stops_the_node_with_did_you_mean() {
+    let dir = tempdir();
+    let path = dir.join("misspelt.toml");
+    std::fs::write(
+        &path,
+        "[fleet]\nurl = \"redis://127.0.0.1:1/\"\nshares = [\"pay*\"]\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fleet_node"))
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(":3: [fleet] unknown key `shares`; did you mean `share`?"),
+        "{err}"
+    );
+}
+
+#[test]
+fn instances_started_before_the_store_decide_alone_then_converge_when_it_starts() {
+    let Some(bin) = redis_server() else { return };
+    let mut redis = Redis::start(&bin, &[]);
+    let url = redis.url();
+    redis.kill();
+    let dir = tempdir();
+    let mut nodes: Vec<Node> = (0..3)
+        .map(|i| {
+            let name = format!("node-{i}");
+            Node::start(&config(&dir, &url, "late", &name), &name)
+        })
+        .collect();
+    assert_eq!(
+        nodes[0].cmd("fail"),
+        "ok open",
+        "local breaking without a store"
+    );
+    assert_eq!(nodes[1].state(), "closed");
+    redis.restart();
+    let back = Instant::now();
+    all_reach(&mut nodes, "open", back + Duration::from_secs(1))
+        .unwrap_or_else(|e| panic!("not converged 1 s after the store started: {e}"));
+    assert_eq!(redis.hget("{late:payments}", "origin"), "node-0");
+}
+
+#[test]
+fn after_the_open_time_only_half_open_calls_instances_probe_and_the_others_stay_open() {
+    let Some(redis) = shared_redis() else { return };
+    // Two probe slots (so two leases fleet-wide), two successes to close, and leases that
+    // outlive the test.
+    let keys = "failures = 1\nopen_for = \"300ms\"\nhalf_open_calls = 2\nsuccesses = 2\nprobe_timeout = \"60s\"\n";
+    let mut nodes = nodes_with(&redis.url(), "lease", 4, keys);
+    assert_eq!(nodes[0].cmd("fail"), "ok open");
+    all_reach(&mut nodes, "open", soon()).unwrap();
+    // Once the fleet's open time has run out, two instances hold a lease each.
+    let leases = "{lease:payments}:probes";
+    let deadline = soon();
+    while redis.cli(&["ZCARD", leases]) != "2" {
+        assert!(Instant::now() < deadline, "no two leases");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let holders = redis.cli(&["ZRANGE", leases, "0", "-1"]);
+    let holders: Vec<&str> = holders.lines().collect();
+    // The others reject every call: they do not probe.
+    for node in nodes
+        .iter_mut()
+        .filter(|n| !holders.contains(&n.name.as_str()))
+    {
+        for _ in 0..3 {
+            assert_eq!(node.cmd("succeed"), "rejected open", "{} probed", node.name);
+        }
+    }
+    // Each holder probes: one success of two, half-open.
+    for node in nodes
+        .iter_mut()
+        .filter(|n| holders.contains(&n.name.as_str()))
+    {
+        let deadline = soon();
+        loop {
+            let answer = node.cmd("succeed");
+            if answer == "ok half-open" {
+                break;
+            }
+            assert_eq!(answer, "rejected open", "{}", node.name);
+            assert!(Instant::now() < deadline, "{} never probed", node.name);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    // A holder's second success closes it, and so the fleet, and drops the leases.
+    let first = nodes.iter().position(|n| n.name == holders[0]).unwrap();
+    assert_eq!(nodes[first].cmd("succeed"), "ok closed");
+    all_reach(&mut nodes, "closed", soon()).unwrap();
+    assert_eq!(
+        redis.cli(&["EXISTS", leases]),
+        "0",
+        "the close drops the leases"
+    );
+}

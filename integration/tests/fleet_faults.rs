@@ -1,0 +1,286 @@
+//! Fleet mode under store faults (issue 13): Redis killed and restarted, stopped and
+//! continued, partitioned behind a proxy (latency, stalled and cut connections), flushed, and a
+//! subscriber that stops reading.
+//!
+//! Each test, with three `fleet_node` processes making background calls:
+//! - no call waits for the store: the p99 call latency during the fault stays within a generous
+//!   multiple of the run's own no-fault p99 (a call that waited for the store would take the
+//!   store timeout, 250 ms);
+//! - no node panics (each answers every command, and exits cleanly at the end);
+//! - local breaking goes on: a failure during the fault opens that node's breaker at once;
+//! - every node converges to the fleet's state within 1 s of the store coming back (polled
+//!   with a deadline).
+
+mod fleet_support;
+
+use std::time::{Duration, Instant};
+
+use fleet_support::{Node, Proxy, Redis, all_reach, nodes, redis_server};
+
+/// One fault at a time: each test runs four processes that time their calls, on a machine of
+/// two cores.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn soon() -> Instant {
+    Instant::now() + Duration::from_secs(5)
+}
+
+/// The worst p99 of the nodes' background calls since the last reading, in ns.
+fn p99(nodes: &mut [Node]) -> u64 {
+    nodes
+        .iter_mut()
+        .map(|n| {
+            let (_, p99, _, calls) = n.lat();
+            assert!(calls > 0, "{}: no background call measured", n.name);
+            p99
+        })
+        .max()
+        .unwrap()
+}
+
+/// Waits (polling, with a deadline) until `node` has re-read every record `n` more times:
+/// a measuring window of about `n` resync periods.
+fn resyncs(node: &mut Node, n: u64) {
+    let start = node.status().4;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while node.status().4 < start + n {
+        assert!(Instant::now() < deadline, "{}: no resync", node.name);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Waits until `node` has seen `n` more failed store operations.
+fn more_errors(node: &mut Node, n: u64) {
+    let start = node.status().3;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while node.status().3 < start + n {
+        assert!(
+            Instant::now() < deadline,
+            "{}: no more store errors",
+            node.name
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Waits until `node` has seen the store fail.
+fn sees_failure(node: &mut Node) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (connected, _, _, errors, _) = node.status();
+        if !connected && errors > 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: never saw the store fail",
+            node.name
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The bound on the fault's p99: 20× the no-fault p99 plus 5 ms of scheduling noise on a
+/// loaded machine, far below the 250 ms a call waiting for the store would take.
+fn assert_no_wait(base: u64, fault: u64, what: &str) {
+    let bound = base * 20 + 5_000_000;
+    assert!(
+        fault <= bound,
+        "{what}: p99 call latency {fault} ns during the fault, over {bound} ns (no-fault p99 {base} ns)"
+    );
+    eprintln!("{what}: p99 call {base} ns without the fault, {fault} ns during it");
+}
+
+/// A fault that cuts the nodes off the store: node-0 trips alone meanwhile, the others stay
+/// closed; once `restore` returns (the store answers), every node is open within 1 s.
+fn cut_off(
+    what: &str,
+    redis: &mut Redis,
+    proxy: Option<&Proxy>,
+    url: &str,
+    fault: impl FnOnce(&mut Redis, Option<&Proxy>),
+    restore: impl FnOnce(&mut Redis, Option<&Proxy>),
+) {
+    let mut nodes = nodes(url, what, 3);
+    for n in nodes.iter_mut() {
+        assert_eq!(n.cmd("traffic on"), "ok");
+    }
+    // The fleet works before the fault.
+    assert_eq!(nodes[1].cmd("fail"), "ok open");
+    all_reach(&mut nodes, "open", soon()).unwrap();
+    assert_eq!(nodes[2].cmd("reset"), "ok");
+    all_reach(&mut nodes, "closed", soon()).unwrap();
+    resyncs(&mut nodes[0], 1);
+    let base = p99(&mut nodes);
+
+    fault(redis, proxy);
+    for n in nodes.iter_mut() {
+        sees_failure(n);
+    }
+    assert_eq!(nodes[0].cmd("fail"), "ok open", "local breaking goes on");
+    assert_eq!(
+        nodes[1].state(),
+        "closed",
+        "cut off: nothing reached node-1"
+    );
+    more_errors(&mut nodes[1], 3); // the failing store's retries, while calls go on
+    assert_eq!(nodes[1].state(), "closed");
+    let during = p99(&mut nodes);
+
+    restore(redis, proxy);
+    let back = Instant::now();
+    all_reach(&mut nodes, "open", back + Duration::from_secs(1))
+        .unwrap_or_else(|e| panic!("{what}: not converged within 1 s of the store's return: {e}"));
+    assert_no_wait(base, during, what);
+    // And the fleet goes on.
+    assert_eq!(nodes[2].cmd("reset"), "ok");
+    all_reach(&mut nodes, "closed", soon()).unwrap();
+    for n in nodes.iter_mut() {
+        assert_eq!(n.cmd("traffic off"), "ok");
+    }
+}
+
+#[test]
+fn redis_killed_and_restarted_mid_traffic() {
+    let Some(bin) = redis_server() else { return };
+    let _one = serial();
+    let mut redis = Redis::start(&bin, &[]);
+    let url = redis.url();
+    cut_off(
+        "kill",
+        &mut redis,
+        None,
+        &url,
+        |r, _| r.kill(),
+        |r, _| r.restart(),
+    );
+}
+
+#[test]
+fn redis_stopped_then_continued() {
+    let Some(bin) = redis_server() else { return };
+    let _one = serial();
+    let mut redis = Redis::start(&bin, &[]);
+    let url = redis.url();
+    cut_off(
+        "stop",
+        &mut redis,
+        None,
+        &url,
+        |r, _| r.signal("-STOP"),
+        |r, _| r.signal("-CONT"),
+    );
+}
+
+#[test]
+fn a_partition_behind_a_proxy_with_latency_and_cut_connections() {
+    let Some(bin) = redis_server() else { return };
+    let _one = serial();
+    let mut redis = Redis::start(&bin, &[]);
+    let proxy = Proxy::start(redis.port);
+    let url = proxy.url();
+    cut_off(
+        "partition",
+        &mut redis,
+        Some(&proxy),
+        &url,
+        |_, p| {
+            let p = p.unwrap();
+            p.delay(400); // beyond the 250 ms timeout: every operation times out
+            p.cut(); // and every connection drops; new ones get the same latency
+        },
+        |_, p| {
+            let p = p.unwrap();
+            p.delay(0);
+            p.cut(); // the slow connections go; the nodes reconnect
+        },
+    );
+    // While the partition stalls (no byte through, connections held open), the same holds.
+    drop(proxy);
+    let proxy = Proxy::start(redis.port);
+    let url = proxy.url();
+    cut_off(
+        "stall",
+        &mut redis,
+        Some(&proxy),
+        &url,
+        |_, p| p.unwrap().stall(true),
+        |_, p| p.unwrap().stall(false),
+    );
+}
+
+#[test]
+fn flushall_loses_the_records_and_the_open_fleet_writes_them_again() {
+    let Some(bin) = redis_server() else { return };
+    let _one = serial();
+    let redis = Redis::start(&bin, &[]);
+    let mut nodes = nodes(&redis.url(), "flush", 3);
+    for n in nodes.iter_mut() {
+        assert_eq!(n.cmd("traffic on"), "ok");
+    }
+    resyncs(&mut nodes[0], 1);
+    let base = p99(&mut nodes);
+    assert_eq!(nodes[0].cmd("force_open"), "ok");
+    all_reach(&mut nodes, "forced-open", soon()).unwrap();
+    assert_eq!(redis.cli(&["FLUSHALL"]), "OK");
+    let flushed = Instant::now();
+    assert_eq!(nodes[1].cmd("fail"), "rejected forced-open");
+    // Within one resync period (1 s) and the 1 s bound, a node writes the record again.
+    let deadline = flushed + Duration::from_secs(2);
+    while redis.hget("{flush:payments}", "state") != "forced_open" {
+        assert!(
+            Instant::now() < deadline,
+            "the record was not written again"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    all_reach(&mut nodes, "forced-open", soon()).unwrap();
+    resyncs(&mut nodes[0], 1);
+    let during = p99(&mut nodes);
+    assert_no_wait(base, during, "flushall");
+    assert_eq!(nodes[2].cmd("reset"), "ok");
+    all_reach(&mut nodes, "closed", soon()).unwrap();
+}
+
+#[test]
+fn a_subscriber_that_stops_reading_catches_up_within_a_second() {
+    let Some(bin) = redis_server() else { return };
+    let _one = serial();
+    let redis = Redis::start(&bin, &[]);
+    let mut nodes = nodes(&redis.url(), "slow", 3);
+    for n in nodes.iter_mut() {
+        assert_eq!(n.cmd("traffic on"), "ok");
+    }
+    resyncs(&mut nodes[0], 1);
+    let base = p99(&mut nodes[..2]);
+    // node-2 stops reading anything (its process is stopped) while the fleet changes 40 times.
+    nodes[2].signal("-STOP");
+    for i in 0..20 {
+        assert_eq!(nodes[i % 2].cmd("force_open"), "ok");
+        nodes[..2]
+            .iter_mut()
+            .try_for_each(|n| n.wait_state("forced-open", soon()))
+            .unwrap();
+        assert_eq!(nodes[(i + 1) % 2].cmd("reset"), "ok");
+        nodes[..2]
+            .iter_mut()
+            .try_for_each(|n| n.wait_state("closed", soon()))
+            .unwrap();
+    }
+    assert_eq!(nodes[0].cmd("disable"), "ok");
+    nodes[..2]
+        .iter_mut()
+        .try_for_each(|n| n.wait_state("disabled", soon()))
+        .unwrap();
+    let during = p99(&mut nodes[..2]);
+    nodes[2].signal("-CONT");
+    let back = Instant::now();
+    nodes[2]
+        .wait_state("disabled", back + Duration::from_secs(1))
+        .unwrap_or_else(|e| panic!("the slow subscriber did not catch up within 1 s: {e}"));
+    assert_no_wait(base, during, "slow subscriber");
+}

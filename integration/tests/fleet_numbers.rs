@@ -1,0 +1,116 @@
+//! Fleet mode's numbers for BENCHMARKS.md (issue 13): trip propagation across processes, and
+//! the Redis commands each instance sends in a steady closed state. A measurement, not a test:
+//! ignored by default, it asserts nothing about time and prints what it measured.
+//!
+//!   FLEET_NODES=3 cargo test -p breakerbox-integration --release --test fleet_numbers -- --ignored --nocapture
+//!   FLEET_NODES=8 cargo test -p breakerbox-integration --release --test fleet_numbers -- --ignored --nocapture
+
+mod fleet_support;
+
+use std::time::{Duration, Instant};
+
+use fleet_support::{Node, Redis, all_reach, nodes, percentile, redis_server};
+
+/// Polls until every node but the first has printed `count` events, returns their last ones'
+/// wall times.
+fn last_events(nodes: &[Node], count: usize, to: &str) -> Vec<u128> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    nodes[1..]
+        .iter()
+        .map(|n| {
+            loop {
+                let events = n.events();
+                if events.len() >= count {
+                    let e = &events[count - 1];
+                    assert_eq!(e.to, to, "{}: {e:?}", n.name);
+                    return e.wall_ns;
+                }
+                assert!(Instant::now() < deadline, "{}: no event {count}", n.name);
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "a measurement: run it with --ignored --nocapture"]
+fn propagation_and_steady_state_commands() {
+    let Some(bin) = redis_server() else { return };
+    let n: usize = std::env::var("FLEET_NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let trips: usize = std::env::var("FLEET_TRIPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let redis = Redis::start(&bin, &[]);
+    let mut nodes = nodes(&redis.url(), "numbers", n);
+
+    // Trip propagation: node-0's trip (its event's wall time) to each other node's imported
+    // open event, the moment from which it rejects. Same host, same clock.
+    let mut delays = Vec::with_capacity(trips * (n - 1));
+    for i in 0..trips {
+        assert_eq!(nodes[0].cmd("fail"), "ok open");
+        let tripped = nodes[0].events()[2 * i].wall_ns;
+        for at in last_events(&nodes, 2 * i + 1, "open") {
+            delays.push(at.saturating_sub(tripped));
+        }
+        assert_eq!(nodes[0].cmd("reset"), "ok");
+        last_events(&nodes, 2 * i + 2, "closed");
+    }
+    let p50 = percentile(&mut delays, 0.5);
+    let p99 = percentile(&mut delays, 0.99);
+    let max = *delays.iter().max().unwrap();
+    println!(
+        "fleet of {n}: trip propagation over {trips} trips ({} samples): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        delays.len(),
+        p50 as f64 / 1e6,
+        p99 as f64 / 1e6,
+        max as f64 / 1e6
+    );
+
+    // Steady closed state, with every node making background calls: the commands Redis counts
+    // over 10 s, per instance and second.
+    all_reach(
+        &mut nodes,
+        "closed",
+        Instant::now() + Duration::from_secs(5),
+    )
+    .unwrap();
+    for node in nodes.iter_mut() {
+        assert_eq!(node.cmd("traffic on"), "ok");
+    }
+    assert_eq!(redis.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_secs(10));
+    let stats = redis.cli(&["INFO", "commandstats"]);
+    let secs = start.elapsed().as_secs_f64();
+    let mut total = 0u64;
+    let mut lines = Vec::new();
+    for line in stats.lines().filter(|l| l.starts_with("cmdstat_")) {
+        let name = line.split(':').next().unwrap();
+        let calls: u64 = line
+            .split("calls=")
+            .nth(1)
+            .and_then(|r| r.split(',').next())
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        if name == "cmdstat_info" || name == "cmdstat_config|resetstat" {
+            continue; // ours
+        }
+        total += calls;
+        lines.push(format!("{name}={calls}"));
+    }
+    let mut calls = 0;
+    for node in nodes.iter_mut() {
+        calls += node.lat().3;
+        assert_eq!(node.cmd("traffic off"), "ok");
+    }
+    println!(
+        "fleet of {n}, steady closed state: {:.2} Redis commands per instance per second with one shared breaker ({}; {:.0} background calls per second per instance)",
+        total as f64 / n as f64 / secs,
+        lines.join(" "),
+        calls as f64 / n as f64 / secs
+    );
+}

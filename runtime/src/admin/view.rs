@@ -1,0 +1,225 @@
+//! The JSON views: `GET /breakers` and `GET /breakers/{name}`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use super::{Problem, Shared, json};
+use crate::breaker::Breaker;
+use crate::config::Config;
+use crate::duration::{display_duration, excerpt};
+use crate::keyed::{Evicted, FamilyMetrics};
+use crate::metrics::Metrics;
+use crate::registry::registry;
+use crate::state::State as BreakerState;
+
+/// How many open keys of a family the views list.
+pub(crate) const OPEN_KEYS_SHOWN: usize = 20;
+
+/// One breaker, as `GET /breakers` lists it and `GET /breakers/{name}` shows it.
+#[derive(Serialize)]
+pub(crate) struct BreakerView {
+    kind: &'static str,
+    pub(crate) name: String,
+    pub(crate) state: BreakerState,
+    /// While open: the time left before it probes, as duration text.
+    pub(crate) open_remaining: Option<String>,
+    pub(crate) last_failure: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    config: Option<Config>,
+    pub(crate) metrics: Metrics,
+}
+
+impl BreakerView {
+    /// The breaker's view now; with its config unless `summary`.
+    pub(crate) fn of(breaker: &Breaker, summary: bool) -> BreakerView {
+        let metrics = breaker.metrics();
+        BreakerView {
+            kind: "breaker",
+            name: breaker.name().to_owned(),
+            state: metrics.state,
+            open_remaining: open_remaining(&metrics),
+            last_failure: breaker.last_failure().map(|s| s.to_string()),
+            config: (!summary).then(|| breaker.config().clone()),
+            metrics,
+        }
+    }
+}
+
+/// The time left open, from a snapshot: `Some` in the `open` state only, rounded up to the
+/// millisecond (`"56.932s"`, not `"56.931999867s"`; never `"0s"` while time is left).
+fn open_remaining(metrics: &Metrics) -> Option<String> {
+    match metrics.state {
+        BreakerState::Open => metrics.retry_after.map(|left| {
+            let millis = left.as_nanos().div_ceil(1_000_000);
+            display_duration(Duration::from_millis(
+                u64::try_from(millis).unwrap_or(u64::MAX),
+            ))
+        }),
+        _ => None,
+    }
+}
+
+/// A keyed family: its size and its open keys.
+#[derive(Serialize)]
+pub(crate) struct FamilyView {
+    kind: &'static str,
+    pub(crate) name: String,
+    /// Keys held now.
+    pub(crate) keys: usize,
+    /// Keys open, half-open or forced open.
+    pub(crate) open_keys: usize,
+    /// The first [`OPEN_KEYS_SHOWN`] of them, by key.
+    pub(crate) open: Vec<OpenKey>,
+    evicted: EvictedView,
+    overflow: Option<Metrics>,
+}
+
+/// One open key of a family.
+#[derive(Serialize)]
+pub(crate) struct OpenKey {
+    key: String,
+    state: BreakerState,
+    open_remaining: Option<String>,
+    failures: u64,
+    rejected: u64,
+}
+
+/// [`Evicted`], which has no `Serialize` of its own.
+#[derive(Serialize)]
+struct EvictedView {
+    keys: u64,
+    calls: u64,
+    successes: u64,
+    failures: u64,
+    ignored: u64,
+    rejected: u64,
+    slow: u64,
+}
+
+impl From<Evicted> for EvictedView {
+    fn from(e: Evicted) -> EvictedView {
+        EvictedView {
+            keys: e.keys,
+            calls: e.calls,
+            successes: e.successes,
+            failures: e.failures,
+            ignored: e.ignored,
+            rejected: e.rejected,
+            slow: e.slow,
+        }
+    }
+}
+
+impl FamilyView {
+    pub(crate) fn of(family: FamilyMetrics) -> FamilyView {
+        let open: Vec<OpenKey> = family
+            .keys
+            .iter()
+            .filter(|k| {
+                matches!(
+                    k.metrics.state,
+                    BreakerState::Open | BreakerState::HalfOpen | BreakerState::ForcedOpen
+                )
+            })
+            .take(OPEN_KEYS_SHOWN)
+            .map(|k| OpenKey {
+                key: k.key.clone(),
+                state: k.metrics.state,
+                open_remaining: open_remaining(&k.metrics),
+                failures: k.metrics.failures,
+                rejected: k.metrics.rejected,
+            })
+            .collect();
+        FamilyView {
+            kind: "family",
+            name: family.name,
+            keys: family.keys.len(),
+            open_keys: family.open_keys,
+            open,
+            evicted: family.evicted.into(),
+            overflow: family.overflow,
+        }
+    }
+}
+
+/// Every registry breaker, sorted by name, with its config or without (`summary`).
+pub(crate) fn breakers(summary: bool) -> Vec<BreakerView> {
+    let mut all: Vec<BreakerView> = registry()
+        .breakers()
+        .iter()
+        .map(|b| BreakerView::of(b, summary))
+        .collect();
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    all
+}
+
+/// Every keyed family, sorted by name.
+pub(crate) fn families() -> Vec<FamilyView> {
+    registry()
+        .families()
+        .into_iter()
+        .map(FamilyView::of)
+        .collect()
+}
+
+#[derive(Serialize)]
+struct List {
+    breakers: Vec<BreakerView>,
+    families: Vec<FamilyView>,
+    control: bool,
+}
+
+/// `GET /breakers`.
+pub(crate) async fn list(State(shared): State<Arc<Shared>>) -> Response {
+    json(&List {
+        breakers: breakers(false),
+        families: families(),
+        control: shared.token.is_some(),
+    })
+}
+
+/// `GET /breakers/{name}`: the breaker `name`, else the keyed family `name`.
+pub(crate) async fn detail(name: Result<Path<String>, PathRejection>) -> Response {
+    let name = match name {
+        Ok(Path(name)) => name,
+        Err(e) => return bad_path(e).into_response(),
+    };
+    if let Some(breaker) = registry().get(&name) {
+        return json(&BreakerView::of(&breaker, false));
+    }
+    match registry().families().into_iter().find(|f| f.name == name) {
+        Some(family) => json(&FamilyView::of(family)),
+        None => unknown(&name).into_response(),
+    }
+}
+
+/// The breaker `name` of the registry, or a `404` that says which names exist.
+pub(crate) fn find(name: &str) -> Result<Breaker, Problem> {
+    registry().get(name).ok_or_else(|| unknown(name))
+}
+
+fn unknown(name: &str) -> Problem {
+    let names = registry().names();
+    let hint = match crate::suggest::closest(name, names.iter().map(String::as_str)) {
+        Some(near) => format!("; did you mean '{near}'?"),
+        None => String::new(),
+    };
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no circuit breaker named '{}'{hint} (GET /breakers lists them)",
+            excerpt(name)
+        ),
+    )
+}
+
+/// A path that does not decode (bad percent-encoding, not UTF-8).
+pub(crate) fn bad_path(e: PathRejection) -> Problem {
+    Problem::new(StatusCode::BAD_REQUEST, format!("bad path: {e}"))
+}

@@ -1,0 +1,120 @@
+//! Fleet-wide half-open: probe leases (`probe.lua`).
+//!
+//! Every instance holds an open record one `probe_timeout` past its open time. When the
+//! record's open time runs out, each instance's task asks for a lease: an instance granted one
+//! takes the record on with no open time left, so its next call probes (its own
+//! `half_open_calls` of them); the others stay open and ask again when the earliest lease
+//! expires. At most `half_open_calls` instances hold a lease at once. A probe's outcome is
+//! written as any change (a re-open or a close), and that write drops the leases. While the
+//! store fails, an instance's hold runs out and it probes on its own.
+
+use core::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Task;
+use crate::{Breaker, SharedState, State};
+
+/// `state` as this instance takes it on: an open record held one `probe_timeout` longer.
+pub(super) fn held(breaker: &Breaker, mut state: SharedState) -> SharedState {
+    if state.state == State::Open {
+        let hold = breaker.config().probe_timeout();
+        state.open_remaining = Some(state.open_remaining.unwrap_or_default() + hold);
+    }
+    state
+}
+
+/// The probe script: see its header.
+const PROBE: &str = include_str!("probe.lua");
+
+impl Task {
+    /// The earliest moment a tracked breaker asks for a lease.
+    pub(super) fn next_probe(&self) -> Option<Instant> {
+        self.tracked.values().filter_map(|t| t.probe_at).min()
+    }
+
+    /// Asks for a lease for every breaker whose moment has come.
+    pub(super) async fn probe_due(&mut self) {
+        let now = Instant::now();
+        let due: Vec<String> = self
+            .tracked
+            .iter()
+            .filter(|(_, t)| t.probe_at.is_some_and(|at| at <= now))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in due {
+            self.probe(&name).await;
+        }
+    }
+
+    async fn probe(&mut self, name: &str) {
+        let Some(breaker) = self.breaker(name) else {
+            return;
+        };
+        let Some(epoch) = self.tracked.get(name).map(|t| t.applied) else {
+            return;
+        };
+        let config = breaker.config();
+        let limit = config.half_open_calls().max(1).to_string();
+        let ttl = config.probe_timeout();
+        let ttl_ms = ttl.as_millis().max(1).to_string();
+        let script = redis::Script::new(PROBE);
+        let mut invocation = script.prepare_invoke();
+        invocation
+            .key(self.key(name))
+            .key(self.probes_key(name))
+            .arg(epoch.to_string())
+            .arg(limit)
+            .arg(ttl_ms)
+            .arg(self.shared.instance.as_str());
+        let limit = self.shared.config.timeout * 2;
+        let reply =
+            tokio::time::timeout(limit, invocation.invoke_async::<(i64, i64)>(&mut self.con)).await;
+        let retry = |task: &mut Task, after: Duration| {
+            if let Some(t) = task.tracked.get_mut(name) {
+                t.probe_at = Some(Instant::now() + after);
+            }
+        };
+        match reply {
+            Ok(Ok((1, _))) => {
+                if let Some(t) = self.tracked.get_mut(name) {
+                    t.probe_at = None;
+                }
+                if breaker.state() == State::Open {
+                    // No open time left: the next call probes.
+                    breaker.import_state(&SharedState::new(
+                        State::Open,
+                        Some(Duration::ZERO),
+                        breaker.export_state().reopens,
+                    ));
+                }
+            }
+            Ok(Ok((_, wait))) if wait >= 0 => {
+                let wait = Duration::from_millis(wait as u64);
+                retry(self, wait);
+                if breaker.state() == State::Open {
+                    // Still not this instance's turn: held until it may ask again.
+                    breaker.import_state(&held(
+                        &breaker,
+                        SharedState::new(State::Open, Some(wait), breaker.export_state().reopens),
+                    ));
+                }
+            }
+            Ok(Ok(_)) => {
+                // The record moved on: the next resync takes it on.
+                if let Some(t) = self.tracked.get_mut(name) {
+                    t.probe_at = None;
+                }
+                self.owed = true;
+            }
+            Ok(Err(e)) => {
+                self.failed(&e.to_string());
+                retry(self, Duration::from_millis(100));
+            }
+            Err(_) => {
+                self.failed("timed out");
+                retry(self, Duration::from_millis(100));
+            }
+        }
+    }
+}

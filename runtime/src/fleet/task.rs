@@ -1,0 +1,532 @@
+//! The fleet's background task: the only code that talks to Redis.
+//!
+//! One loop, so every decision about a breaker is made in order: local changes from the
+//! listeners (a channel), remote changes (push messages), and a timer that retries what is
+//! pending and re-reads every record.
+
+use core::time::Duration;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{PushInfo, PushKind, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+#[path = "lease.rs"]
+mod lease;
+
+use super::Shared;
+use super::record::{Record, SCRIPT, parse_payload, state_name};
+use crate::event::Reason;
+use crate::registry::registry;
+use crate::{Breaker, State, WeakBreaker};
+
+/// What the handle and the listeners send to the task.
+pub(crate) enum Message {
+    /// A shared breaker changed state here.
+    Changed {
+        name: String,
+        to: State,
+        reason: Reason,
+        breaker: Option<WeakBreaker>,
+    },
+    /// A remote record was taken on here: local changes told before it are outdated.
+    Imported { name: String },
+    /// `Fleet::share`.
+    Track { name: String, breaker: WeakBreaker },
+    /// `Fleet::resync`: answer whether every store operation succeeded.
+    Resync(oneshot::Sender<bool>),
+}
+
+/// A local change still to be written.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Intent {
+    /// The breaker opened by itself (a trip, a failed probe, `trip_for`): written only over
+    /// the record this instance last saw.
+    Trip,
+    /// Its probes closed it: likewise.
+    Close,
+    /// `force_open`, `disable`, `reset`: written over whatever the record holds.
+    Manual(State),
+    /// A forced-open or disabled breaker whose record vanished: written over no record.
+    Again(State),
+}
+
+struct Tracked {
+    breaker: WeakBreaker,
+    /// The epoch of the record this breaker last matched (0: none).
+    applied: u64,
+    /// That record's state, and while open, until when (here).
+    seen: State,
+    open_until: Option<Instant>,
+    /// While that record is open: when to ask for a probe lease (see lease.rs).
+    probe_at: Option<Instant>,
+}
+
+impl Tracked {
+    fn new(breaker: WeakBreaker) -> Tracked {
+        Tracked {
+            breaker,
+            applied: 0,
+            seen: State::Closed,
+            open_until: None,
+            probe_at: None,
+        }
+    }
+
+    fn saw(&mut self, record: &Record) {
+        self.applied = record.epoch;
+        self.seen = record.state;
+        self.open_until = record.open_remaining().map(|d| Instant::now() + d);
+        self.probe_at = self.open_until;
+    }
+
+    /// Whether the fleet's record already says what `intent` would write, so writing it would
+    /// only restart the fleet's open time (a trip made here just before another instance's
+    /// record arrived).
+    fn holds(&self, intent: Intent) -> bool {
+        match intent {
+            Intent::Trip => {
+                self.seen == State::Open && self.open_until.is_some_and(|t| Instant::now() < t)
+            }
+            Intent::Close => self.seen == State::Closed && self.applied != 0,
+            _ => false,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Pending {
+    manual: Option<(State, Reason)>,
+    auto: Option<(Intent, Reason)>,
+}
+
+pub(crate) struct Task {
+    con: ConnectionManager,
+    script: redis::Script,
+    shared: Arc<Shared>,
+    rx: mpsc::UnboundedReceiver<Message>,
+    pushes: mpsc::UnboundedReceiver<PushInfo>,
+    channel: String,
+    tracked: HashMap<String, Tracked>,
+    pending: HashMap<String, Pending>,
+    subscribed: bool,
+    /// A full re-read is owed: at start, after a disconnection or a failed operation.
+    owed: bool,
+}
+
+type Reply = Vec<String>;
+
+impl Task {
+    pub(crate) fn new(
+        client: redis::Client,
+        shared: Arc<Shared>,
+        rx: mpsc::UnboundedReceiver<Message>,
+    ) -> Task {
+        let (push_tx, pushes) = mpsc::unbounded_channel();
+        let timeout = shared.config.timeout;
+        let config = ConnectionManagerConfig::new()
+            .set_push_sender(push_tx)
+            .set_automatic_resubscription()
+            .set_response_timeout(Some(timeout))
+            .set_connection_timeout(Some(timeout))
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(200))
+            .set_number_of_retries(4);
+        let con = ConnectionManager::new_lazy_with_config(client, config)
+            .expect("a push sender is set, so resubscription is allowed");
+        let channel = format!("{}:changes", shared.config.prefix);
+        Task {
+            con,
+            script: redis::Script::new(SCRIPT),
+            shared,
+            rx,
+            pushes,
+            channel,
+            tracked: HashMap::new(),
+            pending: HashMap::new(),
+            subscribed: false,
+            owed: true,
+        }
+    }
+
+    fn key(&self, name: &str) -> String {
+        format!("{{{}:{name}}}", self.shared.config.prefix)
+    }
+
+    fn probes_key(&self, name: &str) -> String {
+        format!("{{{}:{name}}}:probes", self.shared.config.prefix)
+    }
+
+    pub(crate) async fn run(mut self) {
+        let mut next = Instant::now();
+        loop {
+            let probe_at = self.next_probe();
+            tokio::select! {
+                biased;
+                push = self.pushes.recv() => match push {
+                    Some(push) => self.on_push(push),
+                    None => return,
+                },
+                message = self.rx.recv() => match message {
+                    Some(Message::Changed { name, to, reason, breaker }) => {
+                        self.on_change(name, to, reason, breaker);
+                        // Everything queued goes in one flush.
+                        while let Ok(more) = self.rx.try_recv() {
+                            self.on_message(more).await;
+                        }
+                        self.flush().await;
+                    }
+                    Some(other) => self.on_message(other).await,
+                    None => return,
+                },
+                _ = tokio::time::sleep_until(probe_at.unwrap_or(next)), if probe_at.is_some() => {
+                    self.probe_due().await;
+                }
+                _ = tokio::time::sleep_until(next) => {
+                    self.tick().await;
+                    next = Instant::now() + self.period();
+                }
+            }
+        }
+    }
+
+    /// While the store fails or a re-read is owed: a quarter of `resync_every`, at most 100 ms.
+    fn period(&self) -> Duration {
+        let every = self.shared.config.resync_every;
+        if self.owed || !self.pending.is_empty() {
+            (every / 4).min(Duration::from_millis(100))
+        } else {
+            every
+        }
+    }
+
+    async fn on_message(&mut self, message: Message) {
+        match message {
+            Message::Changed {
+                name,
+                to,
+                reason,
+                breaker,
+            } => self.on_change(name, to, reason, breaker),
+            Message::Imported { name } => {
+                if let Some(pending) = self.pending.get_mut(&name) {
+                    pending.auto = None;
+                }
+            }
+            Message::Track { name, breaker } => {
+                self.track(&name, breaker);
+                self.owed = true;
+            }
+            Message::Resync(done) => {
+                let ok = self.tick().await;
+                let _ = done.send(ok);
+            }
+        }
+    }
+
+    fn track(&mut self, name: &str, breaker: WeakBreaker) {
+        self.tracked
+            .entry(name.to_owned())
+            .or_insert_with(|| Tracked::new(breaker));
+    }
+
+    fn on_change(&mut self, name: String, to: State, reason: Reason, breaker: Option<WeakBreaker>) {
+        if let Some(breaker) = breaker {
+            self.track(&name, breaker);
+        } else if !self.tracked.contains_key(&name) {
+            match registry().existing(&name) {
+                Some(b) => self.track(&name, b.downgrade()),
+                None => return,
+            }
+        }
+        let pending = self.pending.entry(name).or_default();
+        match (to, reason) {
+            (State::ForcedOpen | State::Disabled, _) | (State::Closed, Reason::Reset) => {
+                // A manual change supersedes the automatic one before it.
+                pending.manual = Some((to, reason));
+                pending.auto = None;
+            }
+            (State::Open, _) => pending.auto = Some((Intent::Trip, reason)),
+            (State::Closed, _) => pending.auto = Some((Intent::Close, reason)),
+            _ => {}
+        }
+    }
+
+    /// A push message: a published record, or the connection's loss.
+    fn on_push(&mut self, push: PushInfo) {
+        match push.kind {
+            PushKind::Disconnection => {
+                self.owed = true;
+                self.shared.connected.store(false, Ordering::Relaxed);
+            }
+            PushKind::Message => {
+                let Some(Value::BulkString(payload)) = push.data.get(1) else {
+                    return;
+                };
+                let Some((name, record)) = parse_payload(payload) else {
+                    return;
+                };
+                if record.epoch > self.tracked.get(&name).map_or(0, |t| t.applied) {
+                    self.apply(&name, &record);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The local breaker `name`: tracked, or a registry breaker the config shares.
+    fn breaker(&mut self, name: &str) -> Option<Breaker> {
+        if let Some(b) = self.tracked.get(name).and_then(|t| t.breaker.upgrade()) {
+            return Some(b);
+        }
+        if !self.shared.config.shares(name) {
+            return None;
+        }
+        let b = registry().existing(name)?;
+        self.tracked
+            .insert(name.to_owned(), Tracked::new(b.downgrade()));
+        Some(b)
+    }
+
+    /// Takes on the record `record` as the breaker's state, unless it holds it already.
+    fn apply(&mut self, name: &str, record: &Record) {
+        if record.epoch == 0 {
+            return; // no record is no state to take on
+        }
+        if self.pending.get(name).is_some_and(|p| p.manual.is_some()) {
+            // A manual change made here is about to be written over this record (`force`):
+            // the breaker keeps it.
+            return;
+        }
+        let Some(breaker) = self.breaker(name) else {
+            return;
+        };
+        if let Some(t) = self.tracked.get_mut(name) {
+            t.saw(record);
+        }
+        if let Some(pending) = self.pending.get_mut(name) {
+            pending.auto = None;
+        }
+        let local = breaker.state();
+        if local == record.state && record.state != State::Open {
+            return;
+        }
+        // A local change of this breaker not yet written loses to the record: the record is
+        // newer than what that change was made from. An open record is held here one
+        // `probe_timeout` longer, for the fleet's probe leases (lease.rs).
+        breaker.import_state(&lease::held(&breaker, record.shared_state()));
+        self.shared.applied.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Runs the script; errors and timeouts count, and owe a full re-read.
+    async fn invoke(&mut self, name: &str, args: &[&str]) -> Option<Record> {
+        let mut invocation = self.script.prepare_invoke();
+        invocation.key(self.key(name)).key(self.probes_key(name));
+        for a in args {
+            invocation.arg(*a);
+        }
+        let limit = self.shared.config.timeout * 2;
+        let result =
+            tokio::time::timeout(limit, invocation.invoke_async::<Reply>(&mut self.con)).await;
+        match result {
+            Ok(Ok(reply)) => {
+                self.shared.connected.store(true, Ordering::Relaxed);
+                Record::from_reply(&reply)
+            }
+            Ok(Err(e)) => {
+                self.failed(&e.to_string());
+                None
+            }
+            Err(_) => {
+                self.failed("timed out");
+                None
+            }
+        }
+    }
+
+    fn failed(&mut self, why: &str) {
+        if self.shared.connected.swap(false, Ordering::Relaxed) {
+            tracing::warn!(target: "breakerbox", "fleet: the store failed ({why}); breakers decide locally until it answers");
+        }
+        self.shared.store_errors.fetch_add(1, Ordering::Relaxed);
+        self.owed = true;
+    }
+
+    /// Writes the pending local changes, manual ones first; stops at the first failure and
+    /// keeps what is left for the next tick.
+    async fn flush(&mut self) -> bool {
+        let names: Vec<String> = self.pending.keys().cloned().collect();
+        for name in names {
+            let Some(mut pending) = self.pending.remove(&name) else {
+                continue;
+            };
+            if let Some((state, reason)) = pending.manual {
+                if !self
+                    .push(&name, Intent::Manual(state), reason.to_string())
+                    .await
+                {
+                    self.pending.insert(name, pending);
+                    return false;
+                }
+                pending.manual = None;
+            }
+            if let Some((intent, reason)) = pending.auto
+                && !self.push(&name, intent, reason.to_string()).await
+            {
+                self.pending.insert(name, pending);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Writes one change if the breaker still holds it; `false` if the store failed.
+    async fn push(&mut self, name: &str, intent: Intent, reason: String) -> bool {
+        let Some(breaker) = self.breaker(name) else {
+            return true;
+        };
+        if self.tracked.get(name).is_some_and(|t| t.holds(intent)) {
+            return true;
+        }
+        let now = breaker.export_state();
+        let (mode, state, open_for) = match intent {
+            Intent::Trip if now.state == State::Open => {
+                ("cas", State::Open, now.open_remaining.unwrap_or_default())
+            }
+            Intent::Close if now.state == State::Closed => ("cas", State::Closed, Duration::ZERO),
+            Intent::Manual(state) => ("force", state, Duration::ZERO),
+            Intent::Again(state) if now.state == state => ("cas", state, Duration::ZERO),
+            // The breaker has moved on (the trip's open time ran out, a remote change came in):
+            // nothing of it to write.
+            _ => return true,
+        };
+        let expected = self.tracked.get(name).map_or(0, |t| t.applied).to_string();
+        let open_ms = open_for.as_millis().max(1).to_string();
+        let reopens = now.reopens.to_string();
+        let last_failure = match state {
+            State::Open => breaker
+                .last_failure()
+                .map(|f| f.to_string())
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        let instance = self.shared.instance.clone();
+        let channel = self.channel.clone();
+        let args = [
+            mode,
+            &expected,
+            state_name(state),
+            &open_ms,
+            &reopens,
+            &reason,
+            &last_failure,
+            &instance,
+            &channel,
+            name,
+        ];
+        let Some(mut record) = self.invoke(name, &args).await else {
+            return false;
+        };
+        if !record.changed && record.epoch == 0 && expected != "0" {
+            // The record vanished (FLUSHALL, a restart): write over "no record" instead.
+            let mut args = args;
+            args[1] = "0";
+            let Some(again) = self.invoke(name, &args).await else {
+                return false;
+            };
+            record = again;
+        }
+        if record.changed {
+            if let Some(t) = self.tracked.get_mut(name) {
+                t.saw(&record);
+            }
+            if record.state == State::Open && breaker.state() == State::Open {
+                // Tripped here: held open like the others until a lease says probe.
+                breaker.import_state(&lease::held(&breaker, record.shared_state()));
+            }
+            self.shared.pushed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            // Another instance changed it first: its record wins here too.
+            self.apply(name, &record);
+        }
+        true
+    }
+
+    /// Subscribes if not yet, finds newly created shared registry breakers, writes what is
+    /// pending, and re-reads every record. `true` if every store operation succeeded.
+    async fn tick(&mut self) -> bool {
+        if !self.subscribed {
+            let channel = self.channel.clone();
+            let limit = self.shared.config.timeout * 2;
+            match tokio::time::timeout(limit, self.con.subscribe(&channel)).await {
+                Ok(Ok(())) => self.subscribed = true,
+                Ok(Err(e)) => self.failed(&e.to_string()),
+                Err(_) => self.failed("timed out"),
+            }
+            if !self.subscribed {
+                return false;
+            }
+        }
+        if !self.shared.config.share.is_empty() {
+            for name in registry().names() {
+                if !self.tracked.contains_key(&name)
+                    && self.shared.config.shares(&name)
+                    && let Some(b) = registry().existing(&name)
+                {
+                    self.track(&name, b.downgrade());
+                }
+            }
+        }
+        if !self.flush().await {
+            return false;
+        }
+        let names: Vec<String> = self.tracked.keys().cloned().collect();
+        for name in names {
+            if !self.resync_one(&name).await {
+                return false;
+            }
+        }
+        self.tracked.retain(|_, t| t.breaker.upgrade().is_some());
+        self.owed = false;
+        self.shared.resyncs.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    async fn resync_one(&mut self, name: &str) -> bool {
+        let read = ["read"];
+        let Some(record) = self.invoke(name, &read).await else {
+            return false;
+        };
+        let applied = self.tracked.get(name).map_or(0, |t| t.applied);
+        if record.epoch == 0 {
+            // No record: never written, or flushed. If there was one, a breaker that is not
+            // closed here says so again, as a `cas` over "no record", so that of several
+            // instances doing it at once one wins and the others take its record on.
+            if let Some(t) = self.tracked.get_mut(name) {
+                *t = Tracked::new(t.breaker.clone());
+            }
+            if applied == 0 {
+                // Never seen one: a change made here is written by its own pending write.
+                return true;
+            }
+            let Some(breaker) = self.breaker(name) else {
+                return true;
+            };
+            const AGAIN: &str = "written again: the record had vanished";
+            return match breaker.state() {
+                State::Open => self.push(name, Intent::Trip, AGAIN.to_owned()).await,
+                s @ (State::ForcedOpen | State::Disabled) => {
+                    self.push(name, Intent::Again(s), AGAIN.to_owned()).await
+                }
+                _ => true,
+            };
+        }
+        if record.epoch != applied {
+            self.apply(name, &record);
+        }
+        true
+    }
+}
