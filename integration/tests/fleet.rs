@@ -24,7 +24,7 @@ fn one_trip_opens_every_instance_and_a_reset_on_another_closes_them() {
     let key = "{trip:payments}";
     assert_eq!(redis.hget(key, "state"), "open");
     assert_eq!(redis.hget(key, "origin"), "node-0");
-    assert_eq!(redis.hget(key, "reason"), "1 consecutive failures");
+    assert_eq!(redis.hget(key, "reason"), "1 consecutive failure");
     assert_eq!(redis.hget(key, "last_failure"), "refused");
     // Open for what remains of the config's 60 s when the trip is written (the trip is
     // written within a second here), on the server's clock.
@@ -244,4 +244,35 @@ fn after_the_open_time_only_half_open_calls_instances_probe_and_the_others_stay_
         "0",
         "the close drops the leases"
     );
+}
+
+#[test]
+fn the_fleets_summed_failures_trip_it_when_no_instance_alone_sees_min_calls() {
+    let Some(redis) = shared_redis() else { return };
+    // 50% over 10 s from 10 calls: each of three instances sees 4 failures, under min_calls.
+    let keys = "failure_rate = 50\nwindow = \"10s\"\nmin_calls = 10\nopen_for = \"60s\"\n";
+    let mut nodes = nodes_with(&redis.url(), "counts", 3, keys);
+    // Counts are the fleet's from the moment a node shares the breaker: once it has read the
+    // record (its first resync, which finds the registry's breaker first).
+    for node in nodes.iter_mut() {
+        let deadline = soon();
+        while node.status().4 == 0 {
+            assert!(Instant::now() < deadline, "{}: no resync", node.name);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    for node in nodes.iter_mut() {
+        for _ in 0..4 {
+            assert_eq!(
+                node.cmd("fail"),
+                "ok closed",
+                "{}: under min_calls here",
+                node.name
+            );
+        }
+    }
+    // Within a batch or two (100 ms each), the fleet's 12 failures trip every instance.
+    all_reach(&mut nodes, "open", soon()).unwrap();
+    let reason = redis.hget("{counts:payments}", "reason");
+    assert_eq!(reason, "fleet failure rate 100%");
 }

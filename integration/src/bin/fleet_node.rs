@@ -44,7 +44,7 @@ fn main() {
 
 /// The node: reads its config from `path`, then commands from stdin until `quit` or its end.
 pub fn run(path: &str) {
-    let text = std::fs::read_to_string(&path).expect("read the config");
+    let text = std::fs::read_to_string(path).expect("read the config");
     if let Err(e) = registry().load_toml_str(path, &text) {
         eprintln!("{e}");
         std::process::exit(2);

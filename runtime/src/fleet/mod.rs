@@ -40,8 +40,16 @@
 //!   pub/sub loses messages. A record that vanished (`FLUSHALL`, a restart without persistence)
 //!   is written again by the instances whose breaker is open, forced open or disabled.
 //!
-//! Not built yet (designed in `docs/fleet.md`): fleet-wide half-open probe leases, trips from
-//! the fleet's summed counts, and fail-open / fail-closed store policies.
+//! - **Fleet-wide half-open.** An open record is held one `probe_timeout` past its open time;
+//!   then each instance asks `probe.lua` for a lease, and at most `half_open_calls` instances
+//!   hold one at once: they probe, the others keep rejecting (see `lease.rs`).
+//!
+//! - **Fleet counts.** A failure-rate breaker over a time window also sends its judged calls
+//!   and failures every 100 ms; a script sums the fleet's window and trips the record when the
+//!   fleet's rate reaches the limit (see `counts.rs`).
+//!
+//! Not built yet (designed in `docs/fleet.md`): one probe call per lease (a lease holder admits
+//! its own `half_open_calls` probes), and fail-open / fail-closed store policies.
 
 mod config;
 mod record;

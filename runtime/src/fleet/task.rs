@@ -14,6 +14,8 @@ use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+#[path = "counts.rs"]
+mod counts;
 #[path = "lease.rs"]
 mod lease;
 
@@ -63,16 +65,24 @@ struct Tracked {
     open_until: Option<Instant>,
     /// While that record is open: when to ask for a probe lease (see lease.rs).
     probe_at: Option<Instant>,
+    /// The judged calls and failures counted up to the last batch (see counts.rs).
+    counted: Option<(u64, u64)>,
 }
 
 impl Tracked {
     fn new(breaker: WeakBreaker) -> Tracked {
+        // Counts are the fleet's from the moment the breaker is shared (counts.rs).
+        let counted = breaker.upgrade().map(|b| {
+            let m = b.metrics();
+            (m.successes + m.failures, m.failures)
+        });
         Tracked {
             breaker,
             applied: 0,
             seen: State::Closed,
             open_until: None,
             probe_at: None,
+            counted,
         }
     }
 
@@ -162,6 +172,8 @@ impl Task {
 
     pub(crate) async fn run(mut self) {
         let mut next = Instant::now();
+        let mut batch = tokio::time::interval(counts::BATCH);
+        batch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let probe_at = self.next_probe();
             tokio::select! {
@@ -185,6 +197,7 @@ impl Task {
                 _ = tokio::time::sleep_until(probe_at.unwrap_or(next)), if probe_at.is_some() => {
                     self.probe_due().await;
                 }
+                _ = batch.tick() => self.send_counts().await,
                 _ = tokio::time::sleep_until(next) => {
                     self.tick().await;
                     next = Instant::now() + self.period();

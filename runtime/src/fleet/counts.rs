@@ -1,0 +1,84 @@
+//! Fleet-count trips (`count.lua`): a failure-rate breaker over a time window also trips when
+//! the fleet's summed counts reach its rate, for services where no instance alone sees
+//! `min_calls`.
+//!
+//! Every 100 ms the task reads each such shared breaker's `metrics()` totals and sends what was
+//! judged since its last batch (successes and failures while closed) to the script, which adds
+//! them to the current bucket of the fleet's window, sums the window, and trips the record (only
+//! over a closed one) when the fleet's rate reaches the limit with at least `min_calls`. A
+//! batch the store fails to take is dropped. Nothing is sent while nothing was called: the
+//! cost is at most 10 commands a second per shared breaker and instance, whatever the call rate.
+
+use core::time::Duration;
+
+use super::Task;
+use crate::{State, Window};
+
+/// How often counts are sent.
+pub(super) const BATCH: Duration = Duration::from_millis(100);
+
+/// The count script: see its header.
+const COUNT: &str = include_str!("count.lua");
+
+impl Task {
+    /// Sends every failure-rate breaker's counts since its last batch.
+    pub(super) async fn send_counts(&mut self) {
+        let names: Vec<String> = self.tracked.keys().cloned().collect();
+        for name in names {
+            let Some(breaker) = self.tracked.get(&name).and_then(|t| t.breaker.upgrade()) else {
+                continue;
+            };
+            let config = breaker.config();
+            let (Some(rate), Window::Time(window)) = (config.failure_rate(), config.window())
+            else {
+                continue;
+            };
+            let m = breaker.metrics();
+            let totals = (m.successes + m.failures, m.failures);
+            let Some(t) = self.tracked.get_mut(&name) else {
+                continue;
+            };
+            let last = t.counted.replace(totals);
+            let Some((calls, failures)) = last else {
+                continue;
+            };
+            let delta = (totals.0 - calls, totals.1 - failures);
+            if delta.0 == 0 || m.state != State::Closed {
+                continue;
+            }
+            let window_ms = window.as_millis().max(1) as u64;
+            let bucket_ms = (window_ms / 10).max(BATCH.as_millis() as u64);
+            let script = redis::Script::new(COUNT);
+            let mut invocation = script.prepare_invoke();
+            invocation
+                .key(self.key(&name))
+                .key(format!("{}:counts", self.key(&name)))
+                .arg(delta.0)
+                .arg(delta.1)
+                .arg(window_ms)
+                .arg(bucket_ms)
+                .arg(config.min_calls())
+                .arg(rate)
+                .arg(config.open_for().as_millis().max(1) as u64)
+                .arg(self.shared.instance.as_str())
+                .arg(self.channel.as_str())
+                .arg(name.as_str());
+            let limit = self.shared.config.timeout * 2;
+            let reply = tokio::time::timeout(
+                limit,
+                invocation.invoke_async::<(i64, i64, i64)>(&mut self.con),
+            )
+            .await;
+            match reply {
+                Ok(Ok((1, _, _))) => {
+                    self.shared
+                        .pushed
+                        .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => self.failed(&e.to_string()),
+                Err(_) => self.failed("timed out"),
+            }
+        }
+    }
+}
