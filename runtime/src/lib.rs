@@ -41,6 +41,8 @@
 //!   [`Registry::check`] reports ([`Conflicts`], [`Conflict`], [`Site`], [`ConfigConflict`]).
 //! - `keyed` — [`BreakerMap`]: a breaker per key, bounded by `max_keys` and `idle_for`.
 //! - `duration` — the one duration parser and printer (`"250ms"`), shared with the attribute.
+//! - `serde_duration` (feature `serde`) — durations as that text in the `serde` derives of
+//!   [`Metrics`] and [`Event`], here so that the core never names an edge.
 //! - `suggest` — "did you mean …?" for misspelt keys and names, shared with the attribute.
 //! - `keys` — the config's keys as text, for the TOML loader and the attribute's key list.
 //! - `sync` — std's atomics and locks, or loom's under `cfg(loom)` for the model checks.
@@ -82,6 +84,8 @@ mod outcome;
 mod registration;
 mod registry;
 mod reload;
+#[cfg(feature = "serde")]
+mod serde_duration;
 mod state;
 mod suggest;
 mod sync;
