@@ -48,6 +48,7 @@
 
 mod admit;
 mod cause;
+mod cold;
 mod events;
 mod inner;
 mod live;

@@ -106,6 +106,9 @@ pub use breaker::{Breaker, Error, OwnedPermit, Permit, Rejected, WeakBreaker};
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use clock::TokioClock;
+#[doc(hidden)]
+#[cfg(not(loom))]
+pub use clock::system::stop as __stop_system_timer;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigBuilder, ConfigError, Window};
 #[cfg(feature = "serde")]
@@ -126,9 +129,6 @@ pub use registry::{Registry, registry};
 pub use reload::ReconfigureError;
 pub use state::{SharedState, State};
 pub use timer::Timers;
-#[doc(hidden)]
-#[cfg(not(loom))]
-pub use timer::system::stop as __stop_system_timer;
 
 /// Support for the code `#[circuit_breaker]` generates, re-exported by the facade's
 /// `__private`. Not public API.

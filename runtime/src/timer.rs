@@ -22,8 +22,6 @@ use core::cmp::Reverse;
 use core::time::Duration;
 use std::collections::BinaryHeap;
 
-use crate::breaker::WeakBreaker;
-use crate::clock::nanos;
 use crate::state::Word;
 use crate::sync::Packed;
 // std's lock, not loom's, even under loom: no atomic protocol runs through the heap (each
@@ -60,6 +58,20 @@ impl Word {
 /// In a rejection's reason word: the retry word is the open deadline on the breaker's clock,
 /// not the time left (a timed rejection reads no clock); `Rejected::retry_after` subtracts.
 pub(crate) const RETRY_AT: u64 = 1 << 8;
+
+/// What an armed wake-up moves on: a breaker, held weakly so that a timer never keeps it
+/// alive. The breaker implements it (`breaker/live.rs`), so that the timers, which sit below
+/// the clock (`Clock::timers` returns them), need not name the breaker.
+pub(crate) trait Target: Send + Sync {
+    /// The wake-up armed at `at` for the opening `generation` is due: moves the breaker from
+    /// open to half-open if it is still in that opening. Its listeners are told on this
+    /// thread, or, if `defer` (the system timer thread), on the notifier thread.
+    fn wake(self: Box<Self>, generation: u32, at: u64, defer: bool);
+
+    /// The wake-up armed for the opening `generation` will not fire (shut down): if still in
+    /// it, the breaker reads its clock on each rejection again.
+    fn disarm(self: Box<Self>, generation: u32, defer: bool);
+}
 
 /// The wake-ups a clock owes its open breakers, by deadline.
 ///
@@ -102,7 +114,7 @@ struct Entry {
     at: u64,
     seq: u64,
     generation: u32,
-    target: WeakBreaker,
+    target: Box<dyn Target>,
 }
 
 impl PartialEq for Entry {
@@ -131,7 +143,7 @@ impl Timers {
     /// Arms a wake-up at `at` (nanoseconds on the clock) for the opening `generation` of
     /// `target`. Returns whether it is armed (and whether it became the earliest one), or
     /// `None` once shut down. Runs under the breaker's transition lock: no user code here.
-    pub(crate) fn arm(&self, at: u64, generation: u32, target: WeakBreaker) -> Option<bool> {
+    pub(crate) fn arm(&self, at: u64, generation: u32, target: Box<dyn Target>) -> Option<bool> {
         let mut heap = lock(&self.heap);
         if heap.dead {
             return None;
@@ -165,7 +177,8 @@ impl Timers {
     /// (as for any transition), and so is a `tracing` subscriber's: the other wake-ups due
     /// still fire.
     pub fn fire_due(&self, now: Duration) {
-        self.fire(nanos(now));
+        // Saturating, as the clock's nanoseconds are.
+        self.fire(u64::try_from(now.as_nanos()).unwrap_or(u64::MAX));
     }
 
     pub(crate) fn fire(&self, now: u64) {
@@ -185,36 +198,7 @@ impl Timers {
     }
 
     fn wake(&self, entry: Entry) {
-        let Some(breaker) = entry.target.upgrade() else {
-            return;
-        };
-        drop(entry.target);
-        if self.defer {
-            // The system timer thread: the transition only. Its events, and the handle (whose
-            // drop may be the last, running the listeners' own drops), go to the notifier.
-            let _deferring = Deferring::enter();
-            let fired = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                breaker.wake(entry.generation, entry.at)
-            }));
-            if let Err(payload) = fired {
-                crate::event::discard(payload);
-            }
-            drop(_deferring);
-            notify(breaker);
-        } else {
-            let fired = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                breaker.wake(entry.generation, entry.at);
-                drop(breaker);
-            }));
-            if let Err(payload) = fired {
-                tracing::error!(
-                    target: "breakerbox",
-                    panic = crate::event::panic_message(&*payload),
-                    "telling a timed state change panicked (caught)"
-                );
-                crate::event::discard(payload);
-            }
-        }
+        entry.target.wake(entry.generation, entry.at, self.defer);
     }
 
     /// Takes every armed wake-up out and refuses new ones; each breaker still in the opening
@@ -227,13 +211,45 @@ impl Timers {
             core::mem::take(&mut heap.entries)
         };
         for Reverse(entry) in entries {
-            if let Some(breaker) = entry.target.upgrade() {
-                breaker.disarm(entry.generation);
-                if self.defer {
-                    notify(breaker);
-                }
-            }
+            entry.target.disarm(entry.generation, self.defer);
         }
+    }
+}
+
+/// For the system clock's timer thread (`clock::system`), which owns a deferring `Timers`.
+#[cfg(not(loom))]
+impl Timers {
+    /// Timers whose breakers' listeners are told on the notifier thread.
+    pub(crate) fn deferred() -> Timers {
+        Timers {
+            heap: Mutex::default(),
+            defer: true,
+        }
+    }
+
+    /// Refuses every wake-up from now on (the timer thread could not start).
+    pub(crate) fn kill(&self) {
+        lock(&self.heap).dead = true;
+    }
+
+    /// Waits on `wake` until the earliest wake-up is due on `now`'s clock (an hour if none is
+    /// armed; at least a millisecond); returns `false` at once if shut down.
+    pub(crate) fn wait(&self, wake: &std::sync::Condvar, now: impl Fn() -> u64) -> bool {
+        let heap = lock(&self.heap);
+        if heap.dead {
+            return false;
+        }
+        // Read under the lock an arm takes: an earlier deadline armed after this read
+        // notifies after this wait began, and is not missed.
+        let now = now();
+        let wait = match heap.entries.peek() {
+            Some(Reverse(e)) if e.at <= now => return true,
+            // At least a millisecond: the coarse clock may lag the condvar's by that much.
+            Some(Reverse(e)) => Duration::from_nanos(e.at - now).max(Duration::from_millis(1)),
+            None => Duration::from_secs(3600),
+        };
+        let _ = wake.wait_timeout(heap, wait);
+        true
     }
 }
 
@@ -250,10 +266,10 @@ std::thread_local! {
 }
 
 /// While alive, transitions on this thread queue their events without telling them.
-struct Deferring;
+pub(crate) struct Deferring;
 
 impl Deferring {
-    fn enter() -> Deferring {
+    pub(crate) fn enter() -> Deferring {
         DEFERRING.with(|d| d.set(true));
         Deferring
     }
@@ -268,147 +284,6 @@ impl Drop for Deferring {
 /// Whether this thread leaves telling events to the notifier (the system timer thread).
 pub(crate) fn deferring() -> bool {
     DEFERRING.with(|d| d.get())
-}
-
-/// Hands a breaker to the notifier thread, which tells its queued events and drops the
-/// handle. Without a notifier (it could not start) the events stay queued, and the next
-/// transition of that breaker tells them.
-#[cfg(not(loom))]
-fn notify(breaker: crate::Breaker) {
-    use std::sync::mpsc::{Sender, channel};
-    static NOTIFIER: std::sync::OnceLock<Option<std::sync::Mutex<Sender<crate::Breaker>>>> =
-        std::sync::OnceLock::new();
-    let sender = NOTIFIER.get_or_init(|| {
-        let (tx, rx) = channel::<crate::Breaker>();
-        std::thread::Builder::new()
-            .name("breakerbox-notify".into())
-            .spawn(move || {
-                for breaker in rx {
-                    let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        breaker.tell_pending();
-                        drop(breaker);
-                    }));
-                    if let Err(payload) = told {
-                        crate::event::discard(payload);
-                    }
-                }
-            })
-            .ok()
-            .map(|_| std::sync::Mutex::new(tx))
-    });
-    match sender {
-        Some(tx) => {
-            let tx = tx.lock().unwrap_or_else(|e| e.into_inner());
-            if let Err(back) = tx.send(breaker) {
-                // The notifier is gone (it cannot be, short of the process ending): keep the
-                // handle from being dropped here, on the timer thread.
-                core::mem::forget(back.0);
-            }
-        }
-        None => core::mem::forget(breaker),
-    }
-}
-
-#[cfg(loom)]
-fn notify(breaker: crate::Breaker) {
-    breaker.tell_pending();
-}
-
-/// The system clock's timers: one process-wide thread, `breakerbox-timer`, started by the
-/// first opening of a breaker on the system clock. It sleeps until the earliest deadline,
-/// moves the breakers due from open to half-open, and hands their events to a second thread,
-/// `breakerbox-notify`, which tells listeners and `tracing`: so a listener that blocks delays
-/// other breakers' events, never their state changes.
-#[cfg(not(loom))]
-pub(crate) mod system {
-    use super::*;
-    use crate::clock::SystemClock;
-    use std::sync::{Condvar, OnceLock};
-
-    pub(crate) struct SystemTimers {
-        pub(crate) timers: Timers,
-        wake: Condvar,
-    }
-
-    static SYSTEM: OnceLock<SystemTimers> = OnceLock::new();
-
-    /// The system timers, their thread started on first use; a thread that cannot start
-    /// leaves them shut down, so breakers read the clock as without timers.
-    pub(crate) fn timers() -> &'static SystemTimers {
-        let mut start = false;
-        let system = SYSTEM.get_or_init(|| {
-            start = true;
-            SystemTimers {
-                timers: Timers {
-                    heap: Mutex::default(),
-                    defer: true,
-                },
-                wake: Condvar::new(),
-            }
-        });
-        if start {
-            let spawned = std::thread::Builder::new()
-                .name("breakerbox-timer".into())
-                .spawn(move || run(system));
-            if spawned.is_err() {
-                lock(&system.timers.heap).dead = true;
-            }
-        }
-        system
-    }
-
-    impl SystemTimers {
-        /// Arms a wake-up, waking the thread if it is the earliest. Under the transition lock.
-        pub(crate) fn arm(&self, at: u64, generation: u32, target: WeakBreaker) -> bool {
-            match self.timers.arm(at, generation, target) {
-                Some(earliest) => {
-                    if earliest {
-                        self.wake.notify_one();
-                    }
-                    true
-                }
-                None => false,
-            }
-        }
-    }
-
-    /// Shuts the timers down if the thread ever stops, so that no breaker waits on it.
-    struct Stopped(&'static SystemTimers);
-
-    impl Drop for Stopped {
-        fn drop(&mut self) {
-            self.0.timers.shutdown();
-        }
-    }
-
-    fn run(system: &'static SystemTimers) {
-        let _stopped = Stopped(system);
-        loop {
-            system.timers.fire(SystemClock.coarse_nanos());
-            let heap = lock(&system.timers.heap);
-            if heap.dead {
-                return;
-            }
-            // Read under the lock an arm takes: an earlier deadline armed after this read
-            // notifies after this wait began, and is not missed.
-            let now = SystemClock.coarse_nanos();
-            let wait = match heap.entries.peek() {
-                Some(Reverse(e)) if e.at <= now => continue,
-                // At least a millisecond: the coarse clock may lag the condvar's by that much.
-                Some(Reverse(e)) => Duration::from_nanos(e.at - now).max(Duration::from_millis(1)),
-                None => Duration::from_secs(3600),
-            };
-            let _ = system.wake.wait_timeout(heap, wait);
-        }
-    }
-
-    /// Stops the thread as if it had died, for the test that no breaker is left open then.
-    #[doc(hidden)]
-    pub fn stop() {
-        let system = timers();
-        system.timers.shutdown();
-        system.wake.notify_one();
-    }
 }
 
 #[cfg(all(test, not(loom)))]

@@ -4,7 +4,7 @@ use core::time::Duration;
 
 use once_cell::race::OnceBox;
 
-use super::events::Cold;
+use super::cold::Cold;
 use crate::clock::ClockRef;
 use crate::config::{Config, intern};
 use crate::counters::{Count, Counts, Slot, Spill};

@@ -4,8 +4,8 @@
 use core::time::Duration;
 use std::sync::Arc;
 
-use super::Breaker;
 use super::inner::Inner;
+use super::{Breaker, WeakBreaker};
 use crate::clock::ClockRef;
 use crate::config::Config;
 use crate::event::Reason;
@@ -13,7 +13,7 @@ use crate::explain::{Explanation, Parts};
 use crate::reload::ReconfigureError;
 use crate::state::State;
 use crate::sync::{Ordering, lock};
-use crate::timer::Timers;
+use crate::timer::{Target, Timers};
 
 /// Where an opening's timer is armed.
 pub(super) enum TimerSource {
@@ -45,10 +45,10 @@ impl Inner {
     /// Arms a timer that moves the opening `generation` to half-open at `until`; returns
     /// whether it is armed. Under the transition lock: runs no user code.
     pub(super) fn arm(&self, timers: &TimerSource, until: u64, generation: u32) -> bool {
-        let weak = self.weak_handle();
+        let weak: Box<dyn Target> = Box::new(self.weak_handle());
         match timers {
             #[cfg(not(loom))]
-            TimerSource::System => crate::timer::system::timers().arm(until, generation, weak),
+            TimerSource::System => crate::clock::system::timers().arm(until, generation, weak),
             TimerSource::Custom(t) => t.arm(until, generation, weak).is_some(),
         }
     }
@@ -93,6 +93,94 @@ impl Inner {
             String::new()
         })
     }
+}
+
+impl Target for WeakBreaker {
+    fn wake(self: Box<Self>, generation: u32, at: u64, defer: bool) {
+        let Some(breaker) = self.upgrade() else {
+            return;
+        };
+        drop(self);
+        if defer {
+            // The system timer thread: the transition only. Its events, and the handle (whose
+            // drop may be the last, running the listeners' own drops), go to the notifier.
+            let _deferring = crate::timer::Deferring::enter();
+            let fired = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                breaker.wake(generation, at)
+            }));
+            if let Err(payload) = fired {
+                crate::event::discard(payload);
+            }
+            drop(_deferring);
+            notify(breaker);
+        } else {
+            let fired = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                breaker.wake(generation, at);
+                drop(breaker);
+            }));
+            if let Err(payload) = fired {
+                tracing::error!(
+                    target: "breakerbox",
+                    panic = crate::event::panic_message(&*payload),
+                    "telling a timed state change panicked (caught)"
+                );
+                crate::event::discard(payload);
+            }
+        }
+    }
+
+    fn disarm(self: Box<Self>, generation: u32, defer: bool) {
+        if let Some(breaker) = self.upgrade() {
+            breaker.disarm(generation);
+            if defer {
+                notify(breaker);
+            }
+        }
+    }
+}
+
+/// Hands a breaker to the notifier thread, which tells its queued events and drops the
+/// handle. Without a notifier (it could not start) the events stay queued, and the next
+/// transition of that breaker tells them.
+#[cfg(not(loom))]
+fn notify(breaker: crate::Breaker) {
+    use std::sync::mpsc::{Sender, channel};
+    static NOTIFIER: std::sync::OnceLock<Option<std::sync::Mutex<Sender<crate::Breaker>>>> =
+        std::sync::OnceLock::new();
+    let sender = NOTIFIER.get_or_init(|| {
+        let (tx, rx) = channel::<crate::Breaker>();
+        std::thread::Builder::new()
+            .name("breakerbox-notify".into())
+            .spawn(move || {
+                for breaker in rx {
+                    let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        breaker.tell_pending();
+                        drop(breaker);
+                    }));
+                    if let Err(payload) = told {
+                        crate::event::discard(payload);
+                    }
+                }
+            })
+            .ok()
+            .map(|_| std::sync::Mutex::new(tx))
+    });
+    match sender {
+        Some(tx) => {
+            let tx = tx.lock().unwrap_or_else(|e| e.into_inner());
+            if let Err(back) = tx.send(breaker) {
+                // The notifier is gone (it cannot be, short of the process ending): keep the
+                // handle from being dropped here, on the timer thread.
+                core::mem::forget(back.0);
+            }
+        }
+        None => core::mem::forget(breaker),
+    }
+}
+
+#[cfg(loom)]
+fn notify(breaker: crate::Breaker) {
+    breaker.tell_pending();
 }
 
 impl Breaker {
