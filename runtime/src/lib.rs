@@ -21,9 +21,10 @@
 //! bottom, then `breaker`, then `registry` and `keyed`, then the edges.
 //!
 //! - `breaker` — [`Breaker`], the handle and its API; below it, one file per seam: `inner`
-//!   (the shared state's layout), `admit`, `record`, `transition`, `events`, `cause`,
-//!   `permit` ([`Permit`], [`OwnedPermit`]), `weak` ([`WeakBreaker`]), `rejected`
-//!   ([`Rejected`], [`Error`]).
+//!   (the shared state's layout), `cold` (the parts few breakers use), `admit`, `record`,
+//!   `transition`, `events`, `cause`, `permit` ([`Permit`], [`OwnedPermit`]), `weak`
+//!   ([`WeakBreaker`]), `rejected` ([`Rejected`], [`Error`]), `live` (the open timer,
+//!   `explain`, `reconfigure`).
 //! - `state` — [`State`], [`SharedState`], and the packed words the protocols run on.
 //! - `identity` — a breaker's name, shared by a keyed family's breakers.
 //! - `config` — [`Config`] and [`ConfigBuilder`]: what a breaker does, validated once;
@@ -31,7 +32,13 @@
 //! - `window` — the sliding count and time windows behind `failure_rate` and `slow_rate`.
 //! - `counters` — per-thread striped call counters, exact without an atomic read-modify-write
 //!   on the call path.
-//! - `clock` — [`Clock`], [`SystemClock`], [`ManualClock`] (and `TokioClock`).
+//! - `clock` — [`Clock`], [`SystemClock`], [`ManualClock`] (and `TokioClock`); the system
+//!   clock's timer thread.
+//! - `timer` — [`Timers`]: the wake-ups that half-open an open breaker without a call. Below
+//!   `clock`; it names the breaker only through its `Target` trait.
+//! - `explain` — [`Explanation`], [`Cause`], [`Progress`]: `Breaker::explain`'s data, and in
+//!   `explain/text` its sentences.
+//! - `reload` — [`ReconfigureError`] and the live config a reload swaps.
 //! - `event` — [`Event`] and [`Reason`]: state changes as told to listeners and `tracing`;
 //!   the listener lists, a breaker's and the registry's.
 //! - `error` — [`RejectReason`], [`Timeout`], and how admission encodes a refusal.

@@ -314,6 +314,7 @@ impl Drop for Sweeping<'_> {
     }
 }
 
-// The cost of a key's slot beside its breaker (the breaker is 192 bytes; see breaker.rs).
+// The cost of a key's slot beside its breaker (the breaker is 192 bytes: its layout is in
+// `breaker/inner.rs`, and `breaker/tests.rs` holds the size).
 #[cfg(not(loom))]
 const _: () = assert!(core::mem::size_of::<Slot>() == 24);
