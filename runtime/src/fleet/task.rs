@@ -255,6 +255,13 @@ impl Task {
                 None => return,
             }
         }
+        if to != State::HalfOpen
+            && let Some(breaker) = self.breaker(&name)
+        {
+            // The round the leases were for is over (lease.rs): the breaker decides alone
+            // again until it holds leases anew.
+            breaker.set_probe_budget(None);
+        }
         let pending = self.pending.entry(name).or_default();
         match (to, reason) {
             (State::ForcedOpen | State::Disabled, _) | (State::Closed, Reason::Reset) => {
@@ -317,6 +324,8 @@ impl Task {
         let Some(breaker) = self.breaker(name) else {
             return;
         };
+        // The fleet moved on: whatever leases this instance held are dropped (lease.rs).
+        breaker.set_probe_budget(None);
         if let Some(t) = self.tracked.get_mut(name) {
             t.saw(record);
         }
