@@ -64,7 +64,7 @@ use crate::Breaker;
 use crate::event::{Event, Reason};
 use crate::registry::registry;
 
-pub use config::{FleetConfig, FleetConfigError};
+pub use config::{FleetConfig, FleetConfigError, OnStoreError};
 
 /// A running fleet: a background task on the tokio runtime that pushes the shared breakers'
 /// local changes to Redis and applies the others'. Dropping it stops the task; the breakers
