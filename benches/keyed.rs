@@ -8,6 +8,8 @@
 //! - `papaya`, `scc_hashindex`, `dashmap`: the map crates with a `Breaker` per key, the call
 //!   made through a borrowed value;
 //! - `quick_cache`: its `get` clones the value out (a handle: a reference-count increment);
+//! - `moka`: `moka::sync::Cache`, whose `get` also clones the value out, and records the read
+//!   for its eviction policy;
 //! - `rwlock_hashmap`: std `HashMap` behind `RwLock`, the call under the read lock;
 //! - `mutex_hashmap`: behind `Mutex`, the handle cloned out so the call runs unlocked.
 //!
@@ -16,7 +18,8 @@
 //! key), `keyed_2t_distinct` (two threads, each uniform over its own half of the keys). `direct` is the bare call;
 //! `single_breaker` one `Breaker::new` breaker with no lookup.
 //!
-//! Smoke run: `cargo bench --bench keyed -- --test`.
+//! `scripts/bench` runs it with the other benches and writes its table, its targets and the
+//! map comparison into BENCHMARKS.md. Smoke run: `cargo bench --bench keyed -- --test`.
 
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -149,6 +152,18 @@ impl Lookup for Quick {
     }
 }
 
+struct Moka(moka::sync::Cache<String, Breaker>);
+impl Lookup for Moka {
+    #[inline(always)]
+    fn call(&self, key: &str, x: u64) -> u64 {
+        self.0
+            .get(key)
+            .expect("key")
+            .call(|| protected(x))
+            .unwrap_or(1)
+    }
+}
+
 struct Rw(RwLock<HashMap<String, Breaker>>);
 impl Lookup for Rw {
     #[inline(always)]
@@ -183,6 +198,7 @@ fn contenders(keys: &[String]) -> Vec<(&'static str, Arc<dyn Lookup>)> {
     let sc = scc::HashIndex::new();
     let da = dashmap::DashMap::new();
     let qc = quick_cache::sync::Cache::new(2 * KEYS);
+    let mo = moka::sync::Cache::new(2 * KEYS as u64);
     let mut rw = HashMap::new();
     let mut mx = HashMap::new();
     for k in keys {
@@ -194,6 +210,7 @@ fn contenders(keys: &[String]) -> Vec<(&'static str, Arc<dyn Lookup>)> {
         let _ = sc.insert_sync(k.clone(), breaker(k));
         da.insert(k.clone(), breaker(k));
         qc.insert(k.clone(), breaker(k));
+        mo.insert(k.clone(), breaker(k));
         rw.insert(k.clone(), breaker(k));
         mx.insert(k.clone(), breaker(k));
     }
@@ -210,6 +227,7 @@ fn contenders(keys: &[String]) -> Vec<(&'static str, Arc<dyn Lookup>)> {
         ("scc_hashindex", Arc::new(Scc(sc))),
         ("dashmap", Arc::new(Dash(da))),
         ("quick_cache", Arc::new(Quick(qc))),
+        ("moka", Arc::new(Moka(mo))),
         ("rwlock_hashmap", Arc::new(Rw(RwLock::new(rw)))),
         ("mutex_hashmap", Arc::new(Mx(Mutex::new(mx)))),
     ]
@@ -288,5 +306,18 @@ where
     g.bench_function(id, |b| b.iter_custom(|n| pair.run(n)));
 }
 
-criterion_group!(benches, keyed);
+/// As benches/compare.rs: 30 samples, 2 s of measurement, 0.5 s of warm-up per case.
+fn criterion() -> Criterion {
+    Criterion::default()
+        .warm_up_time(std::time::Duration::from_millis(500))
+        .measurement_time(std::time::Duration::from_secs(2))
+        .sample_size(30)
+        .without_plots()
+}
+
+criterion_group! {
+    name = benches;
+    config = criterion();
+    targets = keyed
+}
 criterion_main!(benches);

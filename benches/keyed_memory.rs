@@ -53,7 +53,11 @@ fn rss() -> i64 {
 const MIB: f64 = (1 << 20) as f64;
 
 /// Heap bytes per key of a family holding `n` keys made by `key`, minus the key's own heap.
-fn per_key<K: std::hash::Hash + Eq + Clone>(n: u64, key: impl Fn(u64) -> K, key_heap: i64) -> i64 {
+fn per_key<K: std::hash::Hash + Eq + Clone + std::fmt::Display + Send + Sync + 'static>(
+    n: u64,
+    key: impl Fn(u64) -> K,
+    key_heap: i64,
+) -> i64 {
     let config = Config::builder()
         .failures(5)
         .max_keys(2 * n as u32)

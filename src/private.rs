@@ -43,7 +43,7 @@ pub fn breaker(registration: &'static Registration) -> Breaker {
 #[inline(never)]
 pub fn family(registration: &'static Registration) -> BreakerMap<String> {
     registry()
-        .family::<String>(registration.name(), || registration.config())
+        .registered_family(registration)
         .unwrap_or_else(|_| BreakerMap::new(registration.name(), registration.config()))
 }
 
@@ -53,6 +53,19 @@ pub fn family(registration: &'static Registration) -> BreakerMap<String> {
 #[inline]
 pub fn keyed_breaker(family: &BreakerMap<String>, key: &str) -> Breaker {
     family.breaker(key)
+}
+
+/// Asks `breaker`, the breaker of `key` in `family`, for a permit; a rejection names the key.
+#[inline]
+pub fn keyed_try_acquire<'b>(
+    family: &BreakerMap<String>,
+    breaker: &'b Breaker,
+    key: &str,
+) -> Result<Permit<'b>, Rejected> {
+    match breaker.try_acquire() {
+        Ok(permit) => Ok(permit),
+        Err(rejected) => Err(family.name_rejection(key, rejected)),
+    }
 }
 
 /// What `key = …` may evaluate to: anything that is `AsRef<str>`, looked up as a `&str`.

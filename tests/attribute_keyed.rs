@@ -103,10 +103,14 @@ fn two_keys_trip_independently() {
     assert_eq!(fetch(&up, true).unwrap(), "body of up.example");
     assert_eq!(fetch(&up, false), Err(ApiError::Down));
     assert_eq!(state("keyed_hosts", "up.example"), State::Closed);
-    // The open key rejects without running the body, and names the family.
+    // The open key rejects without running the body, and names the family and the key.
     let before = ran();
     match fetch(&down, true) {
-        Err(ApiError::Rejected(message)) => assert!(message.contains("keyed_hosts"), "{message}"),
+        Err(ApiError::Rejected(message)) => assert_eq!(
+            message,
+            "circuit breaker 'keyed_hosts' for key 'down.example' is open; retry in 10.0s \
+             (last failure: service down)"
+        ),
         other => panic!("expected a rejection, got {other:?}"),
     }
     assert_eq!(ran(), before);
@@ -162,7 +166,7 @@ fn read_shard(shard: &str) -> Result<String, ApiError> {
 
 fn with_reason(shard: &str, reason: FallbackReason) -> Result<String, ApiError> {
     let why = match reason {
-        FallbackReason::Rejected(r) => format!("rejected by {}", r.name()),
+        FallbackReason::Rejected(r) => format!("rejected by {} for {:?}", r.name(), r.key()),
         _ => "other".to_owned(),
     };
     Ok(format!("{shard}: {why}"))
@@ -172,7 +176,10 @@ fn with_reason(shard: &str, reason: FallbackReason) -> Result<String, ApiError> 
 fn fallback_with_reason_gets_the_rejection() {
     let _clock = manual_clock("keyed_reason");
     assert_eq!(read_shard("s1"), Err(ApiError::Down));
-    assert_eq!(read_shard("s1").unwrap(), "s1: rejected by keyed_reason");
+    assert_eq!(
+        read_shard("s1").unwrap(),
+        "s1: rejected by keyed_reason for Some(\"s1\")"
+    );
     assert_eq!(read_shard("s2"), Err(ApiError::Down));
 }
 
@@ -250,4 +257,124 @@ async fn async_keys_trip_independently() {
     assert_eq!(state("keyed_async", "eu/2"), State::Closed);
     clock.advance(Duration::from_secs(5));
     assert_eq!(client.bill(1, true).await, Ok(1));
+}
+
+// --- Conflicts: `registry().check()` knows keyed attributes from the start.
+
+/// This file, to find the line of each attribute.
+const SOURCE: &str = include_str!("attribute_keyed.rs");
+
+/// `#[circuit_breaker(key = …)] at <this file>:<line>` for the only line that is `text`.
+fn keyed_attribute_at(text: &str) -> String {
+    let lines: Vec<usize> = SOURCE
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| line.trim() == text)
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert_eq!(lines.len(), 1, "{text:?} is on lines {lines:?}");
+    format!("#[circuit_breaker(key = …)] at {}:{}", file!(), lines[0])
+}
+
+#[circuit_breaker(name = "keyed_twice", key = host, failures = 2)]
+fn keyed_twice_a(host: &str) -> Result<(), ApiError> {
+    let _ = host;
+    Ok(())
+}
+
+#[circuit_breaker(name = "keyed_twice", key = host, failures = 5)]
+fn keyed_twice_b(host: &str) -> Result<(), ApiError> {
+    let _ = host;
+    Ok(())
+}
+
+#[circuit_breaker(name = "keyed_and_plain", key = host)]
+fn keyed_and_plain_keyed(host: &str) -> Result<(), ApiError> {
+    let _ = host;
+    Ok(())
+}
+
+#[circuit_breaker(name = "keyed_and_plain")]
+fn keyed_and_plain_single() -> Result<(), ApiError> {
+    Ok(())
+}
+
+#[test]
+fn two_keyed_attributes_with_different_configs_are_reported() {
+    let conflicts = registry().check().unwrap_err();
+    let twice = conflicts
+        .conflicts()
+        .iter()
+        .find(|c| c.name() == "keyed_twice")
+        .expect("keyed_twice reported");
+    assert!(!twice.keyed_and_unkeyed());
+    assert_eq!(twice.differences(), ["failures"]);
+    let a =
+        keyed_attribute_at(r#"#[circuit_breaker(name = "keyed_twice", key = host, failures = 2)]"#);
+    let b =
+        keyed_attribute_at(r#"#[circuit_breaker(name = "keyed_twice", key = host, failures = 5)]"#);
+    assert_eq!(
+        twice.to_string(),
+        format!(
+            "circuit breaker 'keyed_twice' is given different configs:\n  {a}: failures = 2\n  {b}: failures = 5"
+        )
+    );
+    // Reported before either is called; calling them changes nothing.
+    keyed_twice_a("x").unwrap();
+    keyed_twice_b("x").unwrap();
+}
+
+#[test]
+fn a_keyed_and_an_unkeyed_breaker_sharing_a_name_are_reported() {
+    let conflicts = registry().check().unwrap_err();
+    let mixed = conflicts
+        .conflicts()
+        .iter()
+        .find(|c| c.name() == "keyed_and_plain")
+        .expect("keyed_and_plain reported");
+    assert!(mixed.keyed_and_unkeyed());
+    assert!(mixed.differences().is_empty());
+    let keyed = keyed_attribute_at(r#"#[circuit_breaker(name = "keyed_and_plain", key = host)]"#);
+    let single_line = SOURCE
+        .lines()
+        .position(|l| l.trim() == r#"#[circuit_breaker(name = "keyed_and_plain")]"#)
+        .unwrap()
+        + 1;
+    let single = format!("#[circuit_breaker] at {}:{single_line}", file!());
+    // Sorted by site: attributes before keyed attributes.
+    assert_eq!(
+        mixed.to_string(),
+        format!(
+            "circuit breaker 'keyed_and_plain' is both a keyed family and a single breaker; give \
+             one of them another name:\n  {single}\n  {keyed}"
+        )
+    );
+    keyed_and_plain_keyed("x").unwrap();
+    keyed_and_plain_single().unwrap();
+}
+
+#[test]
+fn a_family_and_a_breaker_made_at_run_time_under_one_name_are_reported() {
+    let family_line = line!() + 1;
+    let tenants = registry().family::<u64>("keyed_runtime_clash", Config::default);
+    tenants.unwrap().call(&7, || Ok::<_, ApiError>(())).unwrap();
+    let breaker_line = line!() + 1;
+    let single = registry().get_or_create("keyed_runtime_clash", Config::default);
+    single.call(|| Ok::<_, ApiError>(())).unwrap();
+    let conflicts = registry().check().unwrap_err();
+    let clash = conflicts
+        .conflicts()
+        .iter()
+        .find(|c| c.name() == "keyed_runtime_clash")
+        .expect("keyed_runtime_clash reported");
+    assert!(clash.keyed_and_unkeyed());
+    assert_eq!(
+        clash.to_string(),
+        format!(
+            "circuit breaker 'keyed_runtime_clash' is both a keyed family and a single breaker; \
+             give one of them another name:\n  get_or_create at {f}:{breaker_line}\n  \
+             Registry::family at {f}:{family_line}",
+            f = file!()
+        )
+    );
 }

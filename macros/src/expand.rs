@@ -254,6 +254,7 @@ impl<'a> Ctx<'a> {
             breaker,
             registration,
             config,
+            permit,
             ..
         } = self;
         let name = match &args.name {
@@ -272,6 +273,8 @@ impl<'a> Ctx<'a> {
             }
         };
         let configure = configure(args, private);
+        // A keyed function's registration says so: its name is a family's, not a breaker's.
+        let keyed = args.key.is_some().then(|| quote!(.keyed()));
         let registration_static = quote! {
             static #registration: #private::Registration = #private::Registration::new(
                 #name,
@@ -279,7 +282,7 @@ impl<'a> Ctx<'a> {
                 ::core::file!(),
                 ::core::line!(),
                 ::core::column!(),
-            );
+            ) #keyed;
         };
         match &args.key {
             None => quote! {
@@ -299,16 +302,20 @@ impl<'a> Ctx<'a> {
                 // Located at the expression: a key that is not `AsRef<str>` is reported there.
                 let key_str = locate(quote!(#private::KeyStr::key_str(#key)), expr);
                 quote! {
-                    // Not registered as a breaker: the family is in the registry's `families()`
-                    // once the function is first called.
-                    #registration_static
+                    // Registered at link time as a keyed family's name (not a breaker's), so
+                    // `check` knows its name and config before the first call; the family is in
+                    // the registry's `families()` once the function is first called.
+                    #private::register! { #registration_static }
                     static #family: #private::LazyLock<#private::BreakerMap<#private::String>> =
                         #private::LazyLock::new(|| #private::family(&#registration));
-                    // A handle to the key's breaker, so the key's borrows of the arguments end
-                    // here, before the body runs.
-                    let #breaker = {
+                    // A handle to the key's breaker, and the permit, so the key's borrows of the
+                    // arguments end here, before the body runs. A rejection names the key.
+                    let #breaker;
+                    let #permit = {
                         let #key = &(#expr);
-                        #private::keyed_breaker(&#family, #key_str)
+                        let #key: &str = #key_str;
+                        #breaker = #private::keyed_breaker(&#family, #key);
+                        #private::keyed_try_acquire(&#family, &#breaker, #key)
                     };
                 }
             }
@@ -337,9 +344,14 @@ impl<'a> Ctx<'a> {
                 locate(quote!(#private::reject(#rejected)), &self.output),
             ),
         };
+        // With `key`, the lookup has already asked for the permit.
+        let acquire = match &args.key {
+            None => quote!(#private::Breaker::try_acquire(&#breaker)),
+            Some(_) => quote!(#permit),
+        };
         quote! {
             #lookup
-            let #permit = match #private::Breaker::try_acquire(&#breaker) {
+            let #permit = match #acquire {
                 #private::Result::Ok(#permit) => #permit,
                 #private::Result::Err(#reject_pattern) => {
                     return #on_reject;

@@ -28,7 +28,7 @@
 //!   generation starts it over, and a permit of an older generation gives nothing back. So a
 //!   transition frees every place, even that of a permit that never records.
 //!
-//! `tests/loom.rs` model-checks each of these; `tests/model.rs` checks the whole state machine
+//! `tests/loom.rs` model-checks each of these; `tests/model/` checks the whole state machine
 //! against a plain reference model.
 //!
 //! # Where each part is
@@ -50,6 +50,7 @@ mod admit;
 mod cause;
 mod events;
 mod inner;
+mod live;
 mod permit;
 mod record;
 mod rejected;
@@ -221,7 +222,15 @@ impl Breaker {
         &self.inner().config
     }
 
-    /// Its state now. An open breaker whose `open_for` has passed reads `Open` until a call
+    /// Its state now.
+    ///
+    /// An open breaker turns half-open when its open time ends, whether or not a call arrives
+    /// (with its event), when its clock has timers: the system clock (a process-wide thread,
+    /// started at the first opening; see [`Timers`](crate::Timers)) and
+    /// [`ManualClock`](crate::ManualClock) (as [`advance`](crate::ManualClock::advance) moves
+    /// time past it). On a user [`Clock`](crate::Clock) without
+    /// [`timers`](crate::Clock::timers), an open breaker whose `open_for` has passed reads
+    /// `Open` until a call
     /// arrives to probe.
     pub fn state(&self) -> State {
         self.inner().state.load(Ordering::Acquire).state()
@@ -495,6 +504,27 @@ impl Breaker {
     /// is left, when nothing can record into it any more.
     pub(crate) fn handles(&self) -> usize {
         self.inner().refs.load(Ordering::Acquire)
+    }
+
+    /// Names the key of a keyed family's breaker, once: `key` (user code, a key's `Display`)
+    /// runs under no lock, and its panic leaves a placeholder.
+    pub(crate) fn name_key(&self, key: impl FnOnce() -> String) {
+        let cold = self.inner().cold();
+        if cold.key.get().is_none() {
+            let text = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(key)) {
+                Ok(text) => text,
+                Err(payload) => {
+                    crate::event::discard(payload);
+                    cause::DISPLAY_PANICKED.to_owned()
+                }
+            };
+            let _ = cold.key.set(text.into_boxed_str());
+        }
+    }
+
+    /// The key named by [`name_key`](Breaker::name_key), if any.
+    pub(crate) fn key(&self) -> Option<&str> {
+        self.inner().cold.get()?.key.get().map(|k| &**k)
     }
 
     /// Successes, failures, ignored, rejected and slow calls, without reading the clock.

@@ -26,6 +26,9 @@ use std::collections::BTreeSet;
 use crate::breaker::Breaker;
 use crate::config::{Config, ConfigBuilder, Window};
 
+mod site;
+pub use site::Site;
+
 /// One `#[circuit_breaker]` function, as the attribute registers it at link time. Not public
 /// API: built only by the code the attribute generates.
 #[doc(hidden)]
@@ -36,6 +39,8 @@ pub struct Registration {
     file: &'static str,
     line: u32,
     column: u32,
+    /// `#[circuit_breaker(key = …)]`: the name is a keyed family's, not a breaker's.
+    keyed: bool,
     /// Whether `config` has logged that the runtime rejected the attribute's config. std's,
     /// not loom's: a flag, no protocol.
     reported: std::sync::atomic::AtomicBool,
@@ -56,8 +61,23 @@ impl Registration {
             file,
             line,
             column,
+            keyed: false,
             reported: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// The same registration for a `#[circuit_breaker(key = …)]` function: its name is a keyed
+    /// family's.
+    pub const fn keyed(self) -> Registration {
+        Registration {
+            keyed: true,
+            ..self
+        }
+    }
+
+    /// Whether the function is keyed (`key = …`).
+    pub fn is_keyed(&self) -> bool {
+        self.keyed
     }
 
     /// The breaker's name.
@@ -97,10 +117,11 @@ impl Registration {
 
     /// Where the attribute is written.
     pub fn site(&self) -> Site {
-        Site::Attribute {
-            file: self.file,
-            line: self.line,
-            column: self.column,
+        let (file, line, column) = (self.file, self.line, self.column);
+        if self.keyed {
+            Site::KeyedAttribute { file, line, column }
+        } else {
+            Site::Attribute { file, line, column }
         }
     }
 }
@@ -145,68 +166,6 @@ macro_rules! __breakerbox_register {
     ($item:item) => {
         $item
     };
-}
-
-/// Where a breaker's config was given: a `#[circuit_breaker]` attribute, or a call to
-/// [`Registry::get_or_create`](crate::Registry::get_or_create) or
-/// [`Registry::try_get_or_create`](crate::Registry::try_get_or_create).
-///
-/// Displays as `#[circuit_breaker] at src/api.rs:12` or `get_or_create at src/main.rs:40`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum Site {
-    /// A `#[circuit_breaker]` attribute: the file and the line of the attribute.
-    Attribute {
-        /// The file, as the compiler names it (relative to the package's root).
-        file: &'static str,
-        /// The line, from 1.
-        line: u32,
-        /// The column, from 1.
-        column: u32,
-    },
-    /// A call to `get_or_create` or `try_get_or_create`: the caller's file and line.
-    Call {
-        /// The file, as the compiler names it.
-        file: &'static str,
-        /// The line, from 1.
-        line: u32,
-        /// The column, from 1.
-        column: u32,
-    },
-}
-
-impl Site {
-    pub(crate) fn caller(location: &'static std::panic::Location<'static>) -> Site {
-        Site::Call {
-            file: location.file(),
-            line: location.line(),
-            column: location.column(),
-        }
-    }
-
-    /// The file.
-    pub fn file(&self) -> &'static str {
-        match self {
-            Site::Attribute { file, .. } | Site::Call { file, .. } => file,
-        }
-    }
-
-    /// The line, from 1.
-    pub fn line(&self) -> u32 {
-        match self {
-            Site::Attribute { line, .. } | Site::Call { line, .. } => *line,
-        }
-    }
-}
-
-impl fmt::Display for Site {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match self {
-            Site::Attribute { .. } => "#[circuit_breaker]",
-            Site::Call { .. } => "get_or_create",
-        };
-        write!(f, "{what} at {}:{}", self.file(), self.line())
-    }
 }
 
 /// A config's policy keys, named as in the attribute and the TOML file, with their values.
@@ -460,6 +419,12 @@ impl Conflict {
         &self.sites
     }
 
+    /// Whether some sites make the name a keyed family and others a single breaker. Their
+    /// rejections, metrics and registry entries would share the name.
+    pub fn keyed_and_unkeyed(&self) -> bool {
+        mixed(&self.sites)
+    }
+
     /// The keys whose values differ among the sites, named as in the attribute.
     pub fn differences(&self) -> Vec<&'static str> {
         differing(self.sites.iter().map(|(_, config)| config))
@@ -469,13 +434,25 @@ impl Conflict {
 impl fmt::Display for Conflict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let keys = self.differences();
-        write!(
-            f,
-            "circuit breaker '{}' is given different configs:",
-            self.name
-        )?;
+        if self.keyed_and_unkeyed() {
+            write!(
+                f,
+                "circuit breaker '{}' is both a keyed family and a single breaker; give one of \
+                 them another name:",
+                self.name
+            )?;
+        } else {
+            write!(
+                f,
+                "circuit breaker '{}' is given different configs:",
+                self.name
+            )?;
+        }
         for (site, config) in &self.sites {
-            write!(f, "\n  {site}: {}", values(config, &keys))?;
+            write!(f, "\n  {site}")?;
+            if !keys.is_empty() {
+                write!(f, ": {}", values(config, &keys))?;
+            }
         }
         Ok(())
     }
@@ -514,13 +491,20 @@ impl fmt::Display for Conflicts {
 
 impl std::error::Error for Conflicts {}
 
-/// Groups `(site, config)` pairs into a conflict if their policies are not all the same.
+/// Whether `sites` name both a keyed family and a single breaker.
+fn mixed(sites: &[(Site, Config)]) -> bool {
+    sites.iter().any(|(s, _)| s.is_keyed()) && sites.iter().any(|(s, _)| !s.is_keyed())
+}
+
+/// Groups `(site, config)` pairs into a conflict if their policies are not all the same, or
+/// if some name a keyed family and others a single breaker.
 pub(crate) fn conflict(name: &str, mut sites: Vec<(Site, Config)>) -> Option<Conflict> {
     sites.sort_by_key(|(site, _)| *site);
     let mut seen = BTreeSet::new();
     sites.retain(|(site, _)| seen.insert(*site));
     let first = &sites.first()?.1;
-    if sites.iter().all(|(_, config)| same_policy(first, config)) {
+    let mixed = mixed(&sites);
+    if !mixed && sites.iter().all(|(_, config)| same_policy(first, config)) {
         return None;
     }
     Some(Conflict {

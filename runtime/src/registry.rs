@@ -63,6 +63,8 @@ pub struct Registry {
     presets: Mutex<Presets>,
     /// The `#[circuit_breaker]` functions of the program by name, each name's sorted by site.
     registered: HashMap<&'static str, Vec<&'static Registration>>,
+    /// The `#[circuit_breaker(key = …)]` functions by name: keyed families, not breakers.
+    keyed: HashMap<&'static str, Vec<&'static Registration>>,
     /// The sites that gave each name a config at run time: the one that created it and each
     /// one that asked for another, with the config it gave.
     sites: Mutex<HashMap<Box<str>, Sites>>,
@@ -98,14 +100,15 @@ pub(crate) struct Preset {
 static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
     breakers: RwLock::default(),
     presets: Mutex::default(),
-    registered: registered(),
+    registered: registered(false),
+    keyed: registered(true),
     sites: Mutex::default(),
 });
 
-/// The registrations the linker gathered, by name.
-fn registered() -> HashMap<&'static str, Vec<&'static Registration>> {
+/// The registrations the linker gathered, keyed or not, by name.
+fn registered(keyed: bool) -> HashMap<&'static str, Vec<&'static Registration>> {
     let mut by_name: HashMap<&'static str, Vec<&'static Registration>> = HashMap::new();
-    for registration in registrations() {
+    for registration in registrations().iter().filter(|r| r.is_keyed() == keyed) {
         by_name
             .entry(registration.name())
             .or_default()
@@ -286,7 +289,7 @@ impl Registry {
     }
 
     /// Notes that `site` gave `name` the config `config`; `false` if it already had.
-    fn record(&self, name: &str, site: Site, config: &Config) -> bool {
+    pub(crate) fn record(&self, name: &str, site: Site, config: &Config) -> bool {
         let mut sites = lock(&self.sites);
         let list = sites.entry(name.into()).or_default();
         if list.iter().any(|(s, _)| *s == site) {
@@ -309,8 +312,8 @@ impl Registry {
 
     /// The breaker `name` if it has been created; unlike [`get`](Registry::get), creates no
     /// annotated one (the fleet shares breakers as they are created, and must not create them
-    /// before `load_toml` configures them).
-    #[cfg(feature = "redis")]
+    /// before `load_toml` configures them; `reload_toml` reconfigures only those).
+    #[cfg(any(feature = "redis", feature = "serde"))]
     pub(crate) fn existing(&self, name: &str) -> Option<Breaker> {
         read(&self.breakers).get(name).map(|e| e.breaker.clone())
     }
@@ -320,6 +323,16 @@ impl Registry {
     #[cfg(feature = "serde")]
     pub(crate) fn created(&self, name: &str) -> bool {
         read(&self.breakers).contains_key(name)
+    }
+
+    /// Marks the config of the breaker `name` as set by a file, like a preset: call sites
+    /// asking for another config meet an override, not a conflict (`reload_toml`).
+    #[cfg(feature = "serde")]
+    pub(crate) fn mark_preset(&self, name: &str) {
+        if let Some(entry) = write(&self.breakers).get_mut(name) {
+            entry.preset = true;
+            entry.site = None;
+        }
     }
 
     /// The name of every breaker, created or annotated (a `#[circuit_breaker]` function not
@@ -332,9 +345,11 @@ impl Registry {
     }
 
     /// Reports every name that two or more sites give different configs: `#[circuit_breaker]`
-    /// attributes (all known from the start) and the calls to
-    /// [`get_or_create`](Registry::get_or_create) made so far, each with its file and line
-    /// and the values of the keys that differ. A config set with
+    /// attributes, keyed (`key = …`) or not (all known from the start), and the calls to
+    /// [`get_or_create`](Registry::get_or_create) and [`family`](Registry::family) made so
+    /// far, each with its file and line and the values of the keys that differ; and every
+    /// name that some of them make a keyed family and others a single breaker (see
+    /// [`Conflict::keyed_and_unkeyed`]). A config set with
     /// [`configure`](Registry::configure) or `load_toml` overrides call sites' and is not
     /// compared with them.
     ///
@@ -348,7 +363,7 @@ impl Registry {
     /// ```
     pub fn check(&self) -> Result<(), Conflicts> {
         let mut by_name: BTreeMap<&str, Sites> = BTreeMap::new();
-        for (name, list) in &self.registered {
+        for (name, list) in self.registered.iter().chain(&self.keyed) {
             let sites = by_name.entry(name).or_default();
             sites.extend(list.iter().map(|r| (r.site(), r.config())));
         }

@@ -2,7 +2,6 @@
 //! evicted, the overflow breaker, exact counts under racing eviction.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use breakerbox_runtime::{
@@ -109,6 +108,131 @@ fn keys_have_their_own_breakers_and_last_failures() {
         map.get("down.example").unwrap().config(),
         map.get("up.example").unwrap().config()
     ));
+}
+
+#[test]
+fn a_rejection_names_the_family_and_the_key() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<String> = BreakerMap::new("named", config(&clock, 2, 600));
+    let _ = map.call("down.example", || Err::<(), _>("connection refused"));
+    let r = ok(&map, "down.example").unwrap_err();
+    let r = r.rejected().unwrap();
+    assert_eq!((r.name(), r.key()), ("named", Some("down.example")));
+    assert_eq!(
+        r.to_string(),
+        "circuit breaker 'named' for key 'down.example' is open; retry in 60.0s \
+         (last failure: connection refused)"
+    );
+    // Every way in names it: permits, `call_with`, `call_async`, and then handles.
+    let r = map.try_acquire("down.example").unwrap_err();
+    assert_eq!(r.key(), Some("down.example"));
+    let r = map
+        .call_with("down.example", || (), |_| Outcome::Success)
+        .unwrap_err();
+    assert_eq!(r.key(), Some("down.example"));
+    let r = map.breaker("down.example").try_acquire().unwrap_err();
+    assert_eq!(r.key(), Some("down.example"));
+    let tenants: BreakerMap<u64> = BreakerMap::new("tenants", config(&clock, 2, 600));
+    tenants.try_acquire(&42).unwrap().failure();
+    let r = tenants.try_acquire(&42).unwrap_err();
+    assert_eq!(
+        r.to_string(),
+        "circuit breaker 'tenants' for key '42' is open; retry in 60.0s"
+    );
+    // The overflow breaker, shared by many keys, names none.
+    for i in 0..3 {
+        fail(&map, &format!("down{i}"));
+    }
+    assert!(map.overflow().is_none());
+    fail(&map, "new");
+    let r = map.try_acquire("newer").unwrap_err();
+    assert!(map.overflow().is_some());
+    assert_eq!((r.name(), r.key()), ("named", None));
+    // Unkeyed breakers name none.
+    let b = Breaker::new("plain", Config::builder().failures(1).build().unwrap());
+    let _ = b.call(|| Err::<(), _>("x"));
+    assert_eq!(b.try_acquire().unwrap_err().key(), None);
+}
+
+/// The family snapshot the default export and an admin page read: aggregates over live and
+/// evicted keys, the number of open keys, and the top open keys by failures, ties by key.
+#[test]
+fn a_family_snapshot_has_aggregates_open_keys_and_the_top_open_keys() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<String> = BreakerMap::new(
+        "snap",
+        Config::builder()
+            .failures(2)
+            .open_for(Duration::from_secs(60))
+            .idle_for(Duration::from_secs(10))
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    let (up, down) = (|| Ok::<_, &str>(()), || Err::<(), _>("down"));
+    let run = |key: &str, calls: &[bool]| {
+        for &good in calls {
+            let _ = if good {
+                map.call(key, up)
+            } else {
+                map.call(key, down)
+            };
+        }
+    };
+    run("x", &[false, false]); // open, 2 failures
+    run("y", &[true, false, false]); // open, 2 failures
+    run("z", &[false, true, false, false]); // open, 3 failures
+    map.breaker("w").force_open(); // forced open, no failure
+    run("c", &[true]); // closed
+    run("d", &[false]); // closed, 1 failure
+    run("x", &[true]); // rejected
+    let s = map.snapshot(3);
+    assert_eq!((s.name.as_str(), s.keys, s.open_keys), ("snap", 6, 4));
+    let t = s.totals;
+    assert_eq!(
+        (
+            t.calls,
+            t.successes,
+            t.failures,
+            t.ignored,
+            t.rejected,
+            t.slow
+        ),
+        (12, 3, 8, 0, 1, 0)
+    );
+    let top: Vec<(&str, State, u64)> = s
+        .top_open
+        .iter()
+        .map(|k| (k.key.as_str(), k.metrics.state, k.metrics.failures))
+        .collect();
+    assert_eq!(
+        top,
+        [
+            ("z", State::Open, 3),
+            ("x", State::Open, 2),
+            ("y", State::Open, 2)
+        ]
+    );
+    assert_eq!(map.snapshot(10).top_open.len(), 4);
+    assert_eq!(
+        map.snapshot(10).top_open[3].metrics.state,
+        State::ForcedOpen
+    );
+    assert!(map.snapshot(0).top_open.is_empty());
+    let handles: Vec<String> = map.open_keys_top(2).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(handles, ["z", "x"]);
+    // The idle closed keys go; their counts stay in the totals.
+    clock.advance(Duration::from_secs(11));
+    assert_eq!(map.sweep(), 2);
+    let s = map.snapshot(3);
+    assert_eq!((s.keys, s.open_keys, s.evicted.keys), (4, 4, 2));
+    assert_eq!((s.totals.calls, s.totals.failures), (12, 8));
+    assert_eq!(
+        (s.evicted.calls, s.evicted.successes, s.evicted.failures),
+        (2, 1, 1)
+    );
 }
 
 #[test]
@@ -241,6 +365,57 @@ fn a_permit_across_an_eviction_is_counted_once() {
     permit.record(Outcome::Failure);
     let evicted = map.evicted();
     assert_eq!((evicted.keys, evicted.calls, evicted.failures), (1, 1, 1));
+    // The failure opened the evicted breaker, and that opening is carried to the key, which
+    // the family holds again: open, without the failure counted a second time.
+    let k = map.get("k").expect("the failing key is held again");
+    assert_eq!(k.state(), State::Open);
+    assert_eq!(k.metrics().calls, 0);
+    assert!(matches!(ok(&map, "k"), Err(Error::Rejected(_))));
+    assert_eq!(map.get("k").unwrap().metrics().rejected, 1);
+}
+
+#[test]
+fn a_failure_after_the_key_was_recreated_opens_the_new_breaker() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<String> = BreakerMap::new("carry-late", config(&clock, 100, 1));
+    let permit = map.try_acquire("k").unwrap();
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(map.sweep(), 1);
+    // The key comes back with a new, closed breaker before the old call fails.
+    assert_eq!(ok(&map, "k").unwrap(), 1);
+    let fresh = map.get("k").unwrap();
+    assert!(!fresh.ptr_eq(permit.breaker()));
+    permit.failure_with(&"timed out");
+    assert_eq!(fresh.state(), State::Open);
+    let r = ok(&map, "k").unwrap_err();
+    assert_eq!(r.rejected().unwrap().reason(), RejectReason::Open);
+    // Counted once: the success in the new breaker, the failure in the evicted one.
+    assert_eq!(fresh.metrics().successes, 1);
+    assert_eq!(fresh.metrics().failures, 0);
+    assert_eq!(map.evicted().failures, 1);
+}
+
+#[test]
+fn an_evicted_breaker_forced_open_by_a_kept_handle_carries_over() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<String> = BreakerMap::new("carry-forced", config(&clock, 100, 1));
+    let handle = map.breaker("k");
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(map.sweep(), 1);
+    assert!(map.get("k").is_none());
+    handle.force_open();
+    assert_eq!(map.get("k").unwrap().state(), State::ForcedOpen);
+    // A listener on the evicted breaker holds the family weakly: dropping the family with
+    // the handle still alive frees every breaker but the handle's, which then carries nowhere.
+    let before = live_breakers();
+    drop(map);
+    assert_eq!(live_breakers(), before - 1);
+    handle.disable();
+    assert_eq!(handle.state(), State::Disabled);
+    drop(handle);
+    assert_eq!(live_breakers(), before - 2);
 }
 
 #[test]
@@ -292,90 +467,4 @@ fn bad_bounds_are_refused() {
         (c.max_keys(), c.idle_for()),
         (10_000, Duration::from_secs(600))
     );
-}
-
-/// Threads call random keys of a space far larger than `max_keys` while eviction runs (on
-/// their inserts and from a sweeping thread). Every call's outcome must be counted once: in a
-/// live breaker, the overflow breaker, or the evicted totals.
-#[test]
-fn eviction_racing_calls_loses_and_doubles_no_count() {
-    let _s = serial();
-    let before = live_breakers();
-    let config = Config::builder()
-        .failures(3)
-        .open_for(Duration::from_millis(1))
-        .max_keys(16)
-        .build()
-        .unwrap();
-    let map: BreakerMap<u64> = BreakerMap::new("race", config);
-    const THREADS: u64 = 3;
-    const CALLS: u64 = 20_000;
-    let done = AtomicBool::new(false);
-    let (ok_n, err_n, rej_n) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            while !done.load(Ordering::Relaxed) {
-                map.sweep();
-                std::thread::yield_now();
-            }
-        });
-        let workers: Vec<_> = (0..THREADS)
-            .map(|t| {
-                let (map, ok_n, err_n, rej_n) = (&map, &ok_n, &err_n, &rej_n);
-                s.spawn(move || {
-                    let mut x = t.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-                    for i in 0..CALLS {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        let key = x % 200;
-                        let r = if i % 4 == 0 {
-                            // Through a permit, the path that holds an owned pin.
-                            match map.try_acquire(&key) {
-                                Ok(p) => {
-                                    p.record(if i % 8 == 0 {
-                                        Outcome::Failure
-                                    } else {
-                                        Outcome::Success
-                                    });
-                                    if i % 8 == 0 { 1 } else { 0 }
-                                }
-                                Err(_) => 2,
-                            }
-                        } else {
-                            match map.call(&key, || if x % 5 == 0 { Err("e") } else { Ok(()) }) {
-                                Ok(()) => 0,
-                                Err(Error::Inner(_)) => 1,
-                                Err(Error::Rejected(_)) => 2,
-                            }
-                        };
-                        [ok_n, err_n, rej_n][r].fetch_add(1, Ordering::Relaxed);
-                    }
-                })
-            })
-            .collect();
-        for w in workers {
-            w.join().unwrap();
-        }
-        done.store(true, Ordering::Relaxed);
-    });
-    let (mut calls, mut oks, mut errs, mut rejs) = (0, 0, 0, 0);
-    let mut add = |m: breakerbox_runtime::Metrics| {
-        calls += m.calls;
-        oks += m.successes;
-        errs += m.failures;
-        rejs += m.rejected;
-    };
-    map.for_each(|_, b| add(b.metrics()));
-    if let Some(o) = map.overflow() {
-        add(o.metrics());
-    }
-    let ev = map.evicted();
-    assert!(ev.keys > 0, "no eviction ran");
-    assert_eq!(calls + ev.calls, THREADS * CALLS);
-    assert_eq!(oks + ev.successes, ok_n.load(Ordering::Relaxed));
-    assert_eq!(errs + ev.failures, err_n.load(Ordering::Relaxed));
-    assert_eq!(rejs + ev.rejected, rej_n.load(Ordering::Relaxed));
-    drop(map);
-    assert_eq!(live_breakers(), before);
 }

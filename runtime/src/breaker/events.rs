@@ -31,6 +31,18 @@ pub(super) struct Cold {
     /// plus one; 0 (the default) for none. std, not loom: a setting read on the half-open
     /// slow path, no protocol runs through it.
     pub(super) probe_budget: std::sync::atomic::AtomicU32,
+    /// Why the breaker is in its state, for `explain`: written with each transition, under
+    /// the transition lock. std, not loom: a plain slot.
+    pub(super) why: std::sync::Mutex<crate::explain::Why>,
+    /// A rate trip's tally (generation, bad calls, calls), left by `judge_rates` for the
+    /// transition it asks for.
+    pub(super) tally: std::sync::Mutex<Option<(u32, u64, u64)>>,
+    /// The configs a reload replaced: kept while the breaker lives, since a call may still
+    /// read one (see `LiveConfig`).
+    pub(super) retired: std::sync::Mutex<Vec<Arc<crate::config::Config>>>,
+    /// A keyed family's breaker: its key as it displays, set by the family when it first
+    /// rejects a call of the key (see `keyed`), for [`Rejected::key`](crate::Rejected::key).
+    pub(super) key: std::sync::OnceLock<Box<str>>,
 }
 
 #[derive(Default)]
@@ -76,7 +88,16 @@ impl Inner {
 
     pub(super) fn emit(&self, event: &Event) {
         let level_warn = event.to == State::Open || event.to == State::ForcedOpen;
-        if level_warn {
+        if event.to == State::Open {
+            // With the short explanation: why it opened, and the failure that did it.
+            // Built only for a subscriber that wants it: it reads the breaker's counts.
+            let why = if tracing::enabled!(target: "breakerbox", tracing::Level::WARN) {
+                self.short_why()
+            } else {
+                String::new()
+            };
+            tracing::warn!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, why = %why, "circuit breaker state changed");
+        } else if level_warn {
             tracing::warn!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
         } else {
             tracing::info!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");

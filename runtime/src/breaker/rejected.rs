@@ -10,8 +10,9 @@ use crate::error::{NO_RETRY, RejectReason, Secs};
 
 /// A call the breaker refused to run.
 ///
-/// Its message names the breaker, says why, and when to retry:
-/// `circuit breaker 'users' is open; retry in 1.2s (last failure: connection refused)`.
+/// Its message names the breaker (and, for a keyed family's, the key), says why, and when to
+/// retry: `circuit breaker 'users' is open; retry in 1.2s (last failure: connection refused)`,
+/// `circuit breaker 'api' for key 'down.example' is open; retry in 1.2s`.
 /// Functions under `#[circuit_breaker]` without a fallback return it through their own error
 /// type, which must implement `From<Rejected>`.
 ///
@@ -37,14 +38,41 @@ impl Rejected {
         self.breaker.name()
     }
 
+    /// For a breaker of a keyed family ([`BreakerMap`](crate::BreakerMap), `#[circuit_breaker(key
+    /// = …)]`), the key whose breaker refused the call, as it displays; [`name`](Rejected::name)
+    /// is the family's. `None` for other breakers.
+    pub fn key(&self) -> Option<&str> {
+        self.breaker.key()
+    }
+
     /// Why the call was refused.
     pub fn reason(&self) -> RejectReason {
-        RejectReason::from_code(self.reason)
+        RejectReason::from_code(self.reason & 0xff)
     }
 
     /// How long until an open breaker lets a probe through; `None` where no time is known.
+    ///
+    /// For a breaker whose timer moves it on (see [`Breaker::state`]), the rejection read no
+    /// clock: this reads the breaker's clock now and gives the time left until the deadline
+    /// the breaker had when it refused the call (`None` if that clock panics).
     pub fn retry_after(&self) -> Option<Duration> {
-        (self.retry_after_ns != NO_RETRY).then(|| Duration::from_nanos(self.retry_after_ns))
+        if self.retry_after_ns == NO_RETRY {
+            return None;
+        }
+        if self.reason & crate::timer::RETRY_AT == 0 {
+            return Some(Duration::from_nanos(self.retry_after_ns));
+        }
+        let now =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.breaker.coarse_now()));
+        match now {
+            Ok(now) => Some(Duration::from_nanos(
+                self.retry_after_ns.saturating_sub(now),
+            )),
+            Err(payload) => {
+                crate::event::discard(payload);
+                None
+            }
+        }
     }
 
     /// The message of the failure that last tripped the breaker, if it had one.
@@ -56,6 +84,9 @@ impl Rejected {
 impl fmt::Display for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "circuit breaker '{}' ", self.name())?;
+        if let Some(key) = self.key() {
+            write!(f, "for key '{key}' ")?;
+        }
         match self.reason() {
             RejectReason::Open => f.write_str("is open")?,
             RejectReason::HalfOpenFull => {
@@ -78,6 +109,7 @@ impl fmt::Debug for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rejected")
             .field("name", &self.name())
+            .field("key", &self.key())
             .field("reason", &self.reason())
             .field("retry_after", &self.retry_after())
             .field("last_failure", &self.last_failure())

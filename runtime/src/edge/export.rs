@@ -34,6 +34,33 @@
 //! is empty. Counters are set to the breaker's totals (`Counter::absolute`), so exporting twice
 //! never counts twice.
 //!
+//! # Keyed families
+//!
+//! A [`BreakerMap`](crate::BreakerMap) may hold thousands of keys, and a series per key would
+//! flood the metrics backend, so by default a family exports aggregates, its number of open
+//! keys, and its top open keys only (label `name`: the family's name):
+//!
+//! | metric | kind | labels | value |
+//! | --- | --- | --- | --- |
+//! | `breakerbox_family_calls_total` | counter | `name`, `outcome` | calls by outcome over every breaker the family had: its keys, evicted keys, the overflow breaker ([`FamilyTotals`](crate::FamilyTotals)) |
+//! | `breakerbox_family_keys` | gauge | `name` | keys held |
+//! | `breakerbox_family_open_keys` | gauge | `name` | keys open, half-open or forced open |
+//! | `breakerbox_family_evicted_total` | counter | `name` | keys evicted |
+//! | `breakerbox_key_state` | gauge | `name`, `key` | for the top N open keys (most failures first; N is 10 unless [`set_top_open`] says otherwise): their state, as `breakerbox_state`; 0 for a key that was among them at the previous export and no longer is (closed, evicted or outranked) |
+//!
+//! The family counters never go down: a snapshot taken while a sweep evicts may see a key's
+//! counts twice or not at all for that moment (see [`FamilyTotals`](crate::FamilyTotals)), and
+//! the export keeps the highest value seen. A series for a key stays in the recorder once
+//! made (the `metrics` crate has no removal; exporters drop idle series after their idle
+//! timeout), hence the 0.
+//!
+//! [`set_per_key`] turns on a series per key for every key of every family: the top N's
+//! `breakerbox_key_state` for all keys, plus `breakerbox_key_calls_total` (labels `name`,
+//! `key`, `outcome`) and `breakerbox_key_opened_total` (labels `name`, `key`). Mind the
+//! cardinality: a family holds up to twice `max_keys` keys.
+//!
+//! [`record_all`] exports the registry's families; [`record_family`] one outside it.
+//!
 //! # Alerting
 //!
 //! `breakerbox_state >= 1 and breakerbox_state <= 3` is "not letting calls through";
@@ -41,11 +68,16 @@
 //! between two scrapes. To be told at once instead, see
 //! [`Registry::on_state_change`](crate::Registry::on_state_change).
 
-use std::sync::Once;
+use core::fmt;
+use core::hash::{BuildHasher, Hash};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, Once};
 
 use metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
 
 use crate::breaker::Breaker;
+use crate::keyed::{BreakerMap, FamilySnapshot};
 use crate::registry::registry;
 use crate::state::State;
 
@@ -91,6 +123,25 @@ fn describe() {
         Unit::Count,
         "Times the circuit breaker opened."
     );
+    describe_counter!(
+        "breakerbox_family_calls_total",
+        Unit::Count,
+        "Calls through a keyed family's breakers by outcome, evicted keys included."
+    );
+    describe_gauge!("breakerbox_family_keys", "Keys a keyed family holds.");
+    describe_gauge!(
+        "breakerbox_family_open_keys",
+        "Keys of a keyed family that are open, half-open or forced open."
+    );
+    describe_counter!(
+        "breakerbox_family_evicted_total",
+        Unit::Count,
+        "Keys a keyed family evicted."
+    );
+    describe_gauge!(
+        "breakerbox_key_state",
+        "State of a keyed family's key among its top open keys (0: no longer among them)."
+    );
 }
 
 /// Keeps `breakerbox_state` current for every [`registry`] breaker: adds a registry listener
@@ -129,6 +180,125 @@ pub fn record_all() {
     for breaker in registry().breakers() {
         record(&breaker);
     }
+    for family in registry().family_snapshots(TOP_OPEN.load(Ordering::Relaxed)) {
+        record_snapshot(&family);
+    }
+    if PER_KEY.load(Ordering::Relaxed) {
+        registry().each_family_key(record_key);
+    }
+}
+
+/// How many open keys per family [`record_all`] and [`record_family`] export one by one
+/// (`breakerbox_key_state`): 10 unless set.
+static TOP_OPEN: AtomicUsize = AtomicUsize::new(10);
+
+/// Whether every key of every family is exported.
+static PER_KEY: AtomicBool = AtomicBool::new(false);
+
+/// Sets how many open keys of each keyed family are exported one by one, those with the most
+/// failures (default 10; 0 for none). Applies from the next export.
+pub fn set_top_open(n: usize) {
+    TOP_OPEN.store(n, Ordering::Relaxed);
+}
+
+/// Turns on (or off) a series per key for every key of every keyed family, from the next
+/// export (see the [module docs](self#keyed-families) for the metrics and the cardinality).
+pub fn set_per_key(on: bool) {
+    PER_KEY.store(on, Ordering::Relaxed);
+}
+
+/// Exports a keyed family outside the registry (from [`BreakerMap::new`]) as [`record_all`]
+/// exports the registry's.
+pub fn record_family<K, S>(family: &BreakerMap<K, S>)
+where
+    K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    record_snapshot(&family.snapshot(TOP_OPEN.load(Ordering::Relaxed)));
+    if PER_KEY.load(Ordering::Relaxed) {
+        let name = family.name().to_owned();
+        family.each_displayed(|key, b| record_key(&name, key, b));
+    }
+}
+
+/// What the last export of each family sent: its counters (sent as the highest value seen)
+/// and its top open keys (set to 0 once they leave the top).
+static LAST: Mutex<Option<HashMap<String, Last>>> = Mutex::new(None);
+
+#[derive(Default)]
+struct Last {
+    counts: [u64; 6],
+    top: Vec<String>,
+}
+
+/// Exports one family's snapshot: aggregates, open keys, the top open keys.
+fn record_snapshot(s: &FamilySnapshot) {
+    let t = &s.totals;
+    let now = [
+        t.successes,
+        t.failures,
+        t.ignored,
+        t.rejected,
+        t.slow,
+        s.evicted.keys,
+    ];
+    let top: Vec<String> = s.top_open.iter().map(|k| k.key.clone()).collect();
+    // Under the lock only our own bookkeeping; the recorder (user code) is called after.
+    let (counts, left) = {
+        let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+        let last = last
+            .get_or_insert_with(HashMap::new)
+            .entry(s.name.clone())
+            .or_default();
+        for (kept, now) in last.counts.iter_mut().zip(now) {
+            *kept = (*kept).max(now);
+        }
+        let left: Vec<String> = last
+            .top
+            .iter()
+            .filter(|k| !top.contains(k))
+            .cloned()
+            .collect();
+        last.top = top;
+        (last.counts, left)
+    };
+    let name = &s.name;
+    for (outcome, value) in ["success", "failure", "ignored", "rejected", "slow"]
+        .into_iter()
+        .zip(counts)
+    {
+        counter!("breakerbox_family_calls_total", "name" => name.clone(), "outcome" => outcome)
+            .absolute(value);
+    }
+    counter!("breakerbox_family_evicted_total", "name" => name.clone()).absolute(counts[5]);
+    gauge!("breakerbox_family_keys", "name" => name.clone()).set(s.keys as f64);
+    gauge!("breakerbox_family_open_keys", "name" => name.clone()).set(s.open_keys as f64);
+    for key in left {
+        gauge!("breakerbox_key_state", "name" => name.clone(), "key" => key).set(0.0);
+    }
+    for k in &s.top_open {
+        gauge!("breakerbox_key_state", "name" => name.clone(), "key" => k.key.clone())
+            .set(state_code(k.metrics.state));
+    }
+}
+
+/// Exports one key of a family (per-key export).
+fn record_key(name: &str, key: String, breaker: &Breaker) {
+    let m = breaker.metrics();
+    for (outcome, value) in [
+        ("success", m.successes),
+        ("failure", m.failures),
+        ("ignored", m.ignored),
+        ("rejected", m.rejected),
+        ("slow", m.slow),
+    ] {
+        counter!("breakerbox_key_calls_total", "name" => name.to_owned(), "key" => key.clone(), "outcome" => outcome)
+            .absolute(value);
+    }
+    counter!("breakerbox_key_opened_total", "name" => name.to_owned(), "key" => key.clone())
+        .absolute(m.times_opened);
+    gauge!("breakerbox_key_state", "name" => name.to_owned(), "key" => key)
+        .set(state_code(m.state));
 }
 
 /// Exports one breaker's metrics (any breaker, in the registry or not).

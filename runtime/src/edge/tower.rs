@@ -365,7 +365,7 @@ impl<S, K, X, C, Req> Service<Req> for KeyedCircuitBreaker<S, K, X, C>
 where
     S: Service<Req>,
     S::Error: fmt::Display,
-    K: Hash + Eq + Clone,
+    K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
     X: Fn(&Req) -> K,
     C: Classify<S::Response, S::Error> + Clone,
 {

@@ -108,7 +108,6 @@ fn keyed_panicking_call_counts_and_listener_panics_are_contained() {
 }
 
 #[test]
-#[ignore = "defect: keyed.rs:570 carries an open state over only if the evicted breaker is open right after removal; one opened later by a call admitted before it is lost, unlike keyed.rs:20-23"]
 fn keyed_a_call_admitted_before_eviction_that_opens_carries_over() {
     let clock = ManualClock::new();
     let hosts: BreakerMap<String> = BreakerMap::new(

@@ -1,0 +1,281 @@
+//! Keyed families in the registry: [`Registry::family`] and [`Registry::families`].
+
+use core::fmt;
+use core::hash::Hash;
+use std::sync::{Arc, Mutex};
+
+use crate::breaker::Breaker;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::registration::{Registration, Site};
+use crate::registry::Registry;
+use crate::state::State;
+
+use super::family::KeyConfigs;
+use super::{BreakerMap, Evicted, FamilySnapshot};
+
+/// One key of a family in [`Registry::families`] and [`FamilySnapshot::top_open`].
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct KeyMetrics {
+    /// The key, as it displays.
+    pub key: String,
+    /// Its breaker's metrics.
+    pub metrics: Metrics,
+}
+
+/// A keyed family as [`Registry::families`] lists it: every key (for a family of many keys,
+/// [`Registry::family_snapshots`] gives aggregates and the top open keys instead).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct FamilyMetrics {
+    /// The family's name.
+    pub name: String,
+    /// Every key held, sorted by key.
+    pub keys: Vec<KeyMetrics>,
+    /// Keys whose breaker is open, half-open or forced open.
+    pub open_keys: usize,
+    /// What evicted keys counted.
+    pub evicted: Evicted,
+    /// The overflow breaker, if it has been needed.
+    pub overflow: Option<Metrics>,
+}
+
+/// A registered family as the registry sees it, whatever its key type.
+trait View: Send + Sync {
+    fn metrics(&self) -> FamilyMetrics;
+    fn snapshot(&self, top: usize) -> FamilySnapshot;
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    fn each(&self, f: &mut dyn FnMut(String, &Breaker));
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+impl<K> View for BreakerMap<K>
+where
+    K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
+{
+    fn metrics(&self) -> FamilyMetrics {
+        let mut keys = Vec::new();
+        self.for_each(|k, b| {
+            keys.push(KeyMetrics {
+                key: k.to_string(),
+                metrics: b.metrics(),
+            })
+        });
+        keys.sort_by(|a, b| a.key.cmp(&b.key));
+        let open_keys = keys
+            .iter()
+            .filter(|k| {
+                matches!(
+                    k.metrics.state,
+                    State::Open | State::HalfOpen | State::ForcedOpen
+                )
+            })
+            .count();
+        FamilyMetrics {
+            name: self.name().to_owned(),
+            keys,
+            open_keys,
+            evicted: self.evicted(),
+            overflow: self.overflow().map(|b| b.metrics()),
+        }
+    }
+
+    fn snapshot(&self, top: usize) -> FamilySnapshot {
+        BreakerMap::snapshot(self, top)
+    }
+
+    fn each(&self, f: &mut dyn FnMut(String, &Breaker)) {
+        self.each_displayed(f)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The registry's families, by name. Apart from the named breakers: a family and a breaker
+/// sharing a name both work, and [`Registry::check`] reports the name.
+static FAMILIES: Mutex<Vec<Named>> = Mutex::new(Vec::new());
+
+type Named = (Box<str>, Arc<dyn View>);
+
+/// [`Registry::family`] found a family of that name with another key type.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the keyed family '{name}' already exists with keys of another type than {wanted}")]
+pub struct KeyTypeMismatch {
+    name: String,
+    wanted: &'static str,
+}
+
+/// Whether a keyed family named `name` exists (`load_toml` configures only those that do
+/// not).
+#[cfg_attr(not(feature = "serde"), allow(dead_code))]
+pub(crate) fn family_exists(name: &str) -> bool {
+    FAMILIES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|(n, _)| **n == *name)
+}
+
+impl Registry {
+    /// The keyed family named `name`, created with `config()` if it does not exist yet. Its
+    /// keys must display (for [`families`](Registry::families)); it lives as long as the
+    /// process. A config given to `name` by [`configure`](Registry::configure) or
+    /// `load_toml` (a `[breakers.<name>]` table) before the family is
+    /// created is used instead of `config()` (which then does not run); a clock given by
+    /// [`set_clock`](Registry::set_clock) before then replaces the config's, and a
+    /// `[breakers.<name>.keys."<key>"]` table gives the key that displays as `<key>` its own
+    /// config (with the family's clock). These apply only to a family created after them. Fails
+    /// if a family of that name holds keys of another type. A name used by a family and by a
+    /// single breaker (or given different configs by `#[circuit_breaker(key = …)]` attributes
+    /// or the call that creates the family) is reported by [`check`](Registry::check).
+    ///
+    /// ```
+    /// use breakerbox_runtime::{registry, Config};
+    ///
+    /// let tenants = registry().family::<u64>("billing", Config::default)?;
+    /// tenants.call(&42, || Ok::<_, std::io::Error>(()))?;
+    /// let listed = registry().families();
+    /// let billing = listed.iter().find(|f| f.name == "billing").unwrap();
+    /// assert_eq!(billing.keys[0].key, "42");
+    /// assert!(registry().family::<String>("billing", Config::default).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn family<K>(
+        &self,
+        name: &str,
+        config: impl FnOnce() -> Config,
+    ) -> Result<BreakerMap<K>, KeyTypeMismatch>
+    where
+        K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
+    {
+        let caller = std::panic::Location::caller();
+        let site = Site::Family {
+            file: caller.file(),
+            line: caller.line(),
+            column: caller.column(),
+        };
+        self.family_at(name, config, Some(site))
+    }
+
+    /// The keyed family of a `#[circuit_breaker(key = …)]` function, as
+    /// [`family`](Registry::family) gives it; its site is the attribute's, known from the start.
+    #[doc(hidden)]
+    pub fn registered_family(
+        &self,
+        registration: &'static Registration,
+    ) -> Result<BreakerMap<String>, KeyTypeMismatch> {
+        self.family_at(registration.name(), || registration.config(), None)
+    }
+
+    fn family_at<K>(
+        &self,
+        name: &str,
+        config: impl FnOnce() -> Config,
+        site: Option<Site>,
+    ) -> Result<BreakerMap<K>, KeyTypeMismatch>
+    where
+        K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
+    {
+        let mismatch = || KeyTypeMismatch {
+            name: name.to_owned(),
+            wanted: std::any::type_name::<K>(),
+        };
+        let found = |families: &[Named]| {
+            families
+                .iter()
+                .find(|(n, _)| **n == *name)
+                .map(|(_, view)| {
+                    view.as_any()
+                        .downcast_ref::<BreakerMap<K>>()
+                        .cloned()
+                        .ok_or_else(mismatch)
+                })
+        };
+        let families = || FAMILIES.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(known) = found(&families()) {
+            return known;
+        }
+        // The config closure is user code: it runs outside the lock (and may create families).
+        let crate::registry::Preset {
+            config: preset,
+            clock,
+            keys,
+        } = self.family_preset(name);
+        let mut config = preset.unwrap_or_else(config);
+        if let Some(clock) = clock {
+            config.clock = crate::clock::ClockRef::Custom(clock);
+        }
+        // Made outside the lock too: a new family reads its clock, which is user code.
+        let map = BreakerMap::<K>::new(name, config);
+        if !keys.is_empty() {
+            // A key's own config is looked up as the key displays, when its breaker is made.
+            let own: KeyConfigs<K> = Box::new(move |k: &K| keys.get(&k.to_string()).cloned());
+            let _ = map.family.key_configs.set(own);
+        }
+        let mut all = families();
+        if let Some(known) = found(&all) {
+            drop(all);
+            // Another thread's family stands; ours (and the user's clock in it) is dropped
+            // outside the lock.
+            drop(map);
+            return known;
+        }
+        all.push((name.into(), Arc::new(map.clone())));
+        drop(all);
+        // The site that created the family, for `check`.
+        if let Some(site) = site {
+            self.record(name, site, map.config());
+        }
+        Ok(map)
+    }
+
+    /// Every registered keyed family with its keys, their states and metrics, sorted by name.
+    pub fn families(&self) -> Vec<FamilyMetrics> {
+        let views: Vec<Arc<dyn View>> = views().into_iter().map(|(_, v)| v).collect();
+        let mut all: Vec<FamilyMetrics> = views.iter().map(|v| v.metrics()).collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+}
+
+/// The registered families, read outside the lock (their keys' `Display` is user code).
+fn views() -> Vec<(Box<str>, Arc<dyn View>)> {
+    FAMILIES.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+impl Registry {
+    /// Every registered keyed family as a [`FamilySnapshot`], sorted by name: aggregates, the
+    /// number of open keys and the `top` open keys with the most failures, without a line per
+    /// key. What the `metrics` export sends by default, and what an admin page can show.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{registry, Config};
+    ///
+    /// let shards = registry().family::<u32>("doc.snapshots", || Config::builder().failures(1).build().unwrap())?;
+    /// let _ = shards.call(&3, || Err::<(), _>("down"));
+    /// let all = registry().family_snapshots(5);
+    /// let s = all.iter().find(|s| s.name == "doc.snapshots").unwrap();
+    /// assert_eq!((s.keys, s.open_keys, s.top_open[0].key.as_str()), (1, 1, "3"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn family_snapshots(&self, top: usize) -> Vec<FamilySnapshot> {
+        let mut all: Vec<FamilySnapshot> = views().iter().map(|(_, v)| v.snapshot(top)).collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    /// Calls `f` with the name of every registered family, each key as it displays, and its
+    /// breaker: the per-key export, which the `metrics` export does only when asked.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn each_family_key(&self, mut f: impl FnMut(&str, String, &Breaker)) {
+        for (name, view) in views() {
+            view.each(&mut |key, b| f(&name, key, b));
+        }
+    }
+}

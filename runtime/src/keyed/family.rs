@@ -1,0 +1,319 @@
+//! A family's keys: lookup, insertion, and eviction (the sweep).
+
+use core::borrow::Borrow;
+use core::hash::{BuildHasher, Hash};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+
+use crate::breaker::Breaker;
+use crate::breaker::Rejected;
+use crate::config::Config;
+use crate::identity::Identity;
+use crate::state::State;
+
+use super::totals::Totals;
+
+pub(super) struct Family<K, S> {
+    pub(super) map: papaya::HashMap<K, Slot, S>,
+    pub(super) name: Arc<Box<str>>,
+    pub(super) config: Config,
+    /// The number of the current sweep period: what a call writes into the slot it finds.
+    /// Starts at 2: a slot's 0 means "not called since it was created".
+    pub(super) tick: AtomicU64,
+    /// When the current period began: the last sweep, or the family's creation.
+    pub(super) swept_at: AtomicU64,
+    pub(super) totals: Arc<Totals>,
+    /// Set while a thread sweeps. A flag, not a lock: nobody waits for a sweep, and the
+    /// user code a sweep runs (the clock, listeners of a state carried over) may panic.
+    pub(super) sweeping: AtomicBool,
+    /// No recency or pressure sweep is due before this time, or before the map holds
+    /// `sweep_len` keys.
+    pub(super) sweep_at: AtomicU64,
+    pub(super) sweep_len: AtomicUsize,
+    pub(super) overflow: OnceLock<Breaker>,
+    pub(super) max_keys: usize,
+    pub(super) hard_cap: usize,
+    pub(super) idle_for: u64,
+    /// Configs for single keys (`[breakers.<family>.keys."<key>"]`), set once by
+    /// [`Registry::family`] before the family is shared.
+    pub(super) key_configs: OnceLock<KeyConfigs<K>>,
+    /// The family itself, for the listeners that carry an evicted breaker's opening to its
+    /// key (weak: a listener must not keep the family alive).
+    pub(super) me: Weak<Family<K, S>>,
+}
+
+/// The config of one key, if it has its own.
+pub(super) type KeyConfigs<K> = Box<dyn Fn(&K) -> Option<Config> + Send + Sync>;
+
+/// A key's breaker and when it was last called.
+pub(super) struct Slot {
+    pub(super) breaker: Breaker,
+    /// The `tick` in which a call last found the key; 0 if none has since its creation.
+    pub(super) touched: AtomicU64,
+    /// A time no earlier than the last call, as of the last sweep.
+    pub(super) seen: AtomicU64,
+}
+
+/// How a key's breaker stands towards eviction.
+#[derive(PartialEq, Eq)]
+enum Class {
+    /// Closed: evictable when idle or when the family is over `max_keys`.
+    Closed,
+    /// Half-open, or open with its open time run: evictable when idle.
+    Spent,
+    /// Open before its open time has run, forced open, disabled: never evicted.
+    Kept,
+}
+
+fn class(b: &Breaker) -> Class {
+    match b.state() {
+        State::Closed => Class::Closed,
+        State::HalfOpen => Class::Spent,
+        State::Open => match b.export_state().open_remaining {
+            Some(left) if left.is_zero() => Class::Spent,
+            _ => Class::Kept,
+        },
+        _ => Class::Kept,
+    }
+}
+
+impl<K, S> Family<K, S>
+where
+    K: Hash + Eq + Clone + core::fmt::Display + Send + Sync + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    /// `rejected`, by `key`'s breaker, with the key named in it (once per breaker: the text
+    /// is kept by the breaker). Not for the overflow breaker, which many keys share.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn named<Q>(&self, key: &Q, rejected: Rejected) -> Rejected
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        if rejected.breaker.key().is_none() {
+            let guard = self.map.guard();
+            if let Some((k, slot)) = self.map.get_key_value(key, &guard)
+                && slot.breaker.ptr_eq(&rejected.breaker)
+            {
+                // The key's `Display` is user code: it runs under no lock of ours.
+                slot.breaker.name_key(|| k.to_string());
+            }
+        }
+        rejected
+    }
+
+    /// `key`'s breaker, created if it is new.
+    #[inline]
+    pub(super) fn find<'g, Q>(&'g self, key: &Q, guard: &'g impl papaya::Guard) -> &'g Breaker
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        match self.map.get(key, guard) {
+            Some(slot) => {
+                // Recency: a store only in the first call of a sweep period, so that threads
+                // calling one key do not pass its line back and forth.
+                let tick = self.tick.load(Ordering::Relaxed);
+                if slot.touched.load(Ordering::Relaxed) != tick {
+                    slot.touched.store(tick, Ordering::Relaxed);
+                }
+                &slot.breaker
+            }
+            None => self.insert(key, guard),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn insert<'g, Q>(&'g self, key: &Q, guard: &'g impl papaya::Guard) -> &'g Breaker
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let now = self.config.clock.coarse();
+        let len = self.map.len();
+        if now >= self.sweep_at.load(Ordering::Relaxed)
+            || len >= self.sweep_len.load(Ordering::Relaxed)
+        {
+            self.sweep(now, guard);
+        }
+        if self.map.len() >= self.hard_cap {
+            return self.overflow.get_or_init(|| {
+                Breaker::named(Identity::shared(self.name.clone()), self.config.clone())
+            });
+        }
+        let key = key.to_owned();
+        let slot = self.slot(now, &key);
+        self.put(key, slot, guard)
+    }
+
+    pub(super) fn slot(&self, now: u64, key: &K) -> Slot {
+        let config = match self.key_configs.get().and_then(|own| own(key)) {
+            Some(mut own) => {
+                own.clock = self.config.clock.clone();
+                own
+            }
+            None => self.config.clone(),
+        };
+        Slot {
+            breaker: Breaker::named(Identity::shared(self.name.clone()), config),
+            touched: AtomicU64::new(0),
+            seen: AtomicU64::new(now),
+        }
+    }
+
+    /// Inserts `slot` under `key` unless another thread was first; returns the breaker there.
+    pub(super) fn put<'g>(
+        &'g self,
+        key: K,
+        slot: Slot,
+        guard: &'g impl papaya::Guard,
+    ) -> &'g Breaker {
+        match self.map.try_insert(key, slot, guard) {
+            Ok(slot) => &slot.breaker,
+            // The loser's breaker saw no call.
+            Err(e) => &e.current.breaker,
+        }
+    }
+
+    pub(super) fn sweep(&self, now: u64, guard: &impl papaya::Guard) -> usize {
+        if self.sweeping.swap(true, Ordering::Acquire) {
+            return 0;
+        }
+        let _sweeping = Sweeping(&self.sweeping);
+        let tick = self.tick.load(Ordering::Relaxed);
+        let began = self.swept_at.load(Ordering::Relaxed);
+        let mut idle = Vec::new();
+        let mut closed = Vec::new();
+        for (key, slot) in self.map.iter(guard) {
+            // A call in this period was before now. One that read the tick of the last period
+            // but stored it after the last sweep looked was before that sweep.
+            let touched = slot.touched.load(Ordering::Relaxed);
+            let mut seen = slot.seen.load(Ordering::Relaxed);
+            if touched == tick {
+                seen = now;
+            } else if touched + 1 == tick && seen < began {
+                seen = began;
+            }
+            slot.seen.store(seen, Ordering::Relaxed);
+            let is_idle = now.saturating_sub(seen) >= self.idle_for;
+            match class(&slot.breaker) {
+                Class::Closed | Class::Spent if is_idle => idle.push(key),
+                Class::Closed => closed.push((seen, key)),
+                _ => {}
+            }
+        }
+        self.swept_at.store(now, Ordering::Relaxed);
+        self.tick.store(tick + 1, Ordering::Relaxed);
+        let mut evicted = 0;
+        for key in idle {
+            // Still idle: no call found it since this sweep began.
+            evicted += usize::from(self.evict(key, guard, |slot| {
+                slot.touched.load(Ordering::Relaxed) < tick && class(&slot.breaker) != Class::Kept
+            }));
+        }
+        let len = self.map.len();
+        if len >= self.max_keys {
+            let low = self.max_keys - self.max_keys / 8;
+            let excess = len - low;
+            if excess < closed.len() {
+                closed.select_nth_unstable_by_key(excess, |&(seen, _)| seen);
+                closed.truncate(excess);
+            }
+            for (_, key) in closed {
+                evicted += usize::from(
+                    self.evict(key, guard, |slot| class(&slot.breaker) == Class::Closed),
+                );
+            }
+        }
+        // Start reclaiming what was removed now rather than when this thread's batch fills.
+        guard.flush();
+        self.totals.prune();
+        let len = self.map.len();
+        self.sweep_at.store(
+            now.saturating_add((self.idle_for / 8).max(1)),
+            Ordering::Relaxed,
+        );
+        self.sweep_len.store(
+            self.max_keys
+                .max(len.saturating_add((self.max_keys / 8).max(1))),
+            Ordering::Relaxed,
+        );
+        evicted
+    }
+
+    /// Removes `key` if `still` holds for its slot. The removed breaker is not forgotten while
+    /// anything can still record into it (a call admitted before the removal, a permit, a
+    /// user's handle): its opening is carried to the key's breaker in the family (see
+    /// [`carry`](Family::carry)).
+    fn evict(&self, key: &K, guard: &impl papaya::Guard, still: impl Fn(&Slot) -> bool) -> bool {
+        let Ok(Some((key, slot))) = self.map.remove_if(key, |_, slot| still(slot), guard) else {
+            return false;
+        };
+        {
+            let mut gone = self.totals.lock();
+            gone.evicted.keys += 1;
+            gone.limbo.push(slot.breaker.clone());
+        }
+        // First the listener, then a look at the state. A transition of the removed breaker
+        // publishes its state before it reads the listeners (under their lock), and this
+        // thread adds the listener (under that lock) before it reads the state: the one of
+        // the two that takes the lock second sees the other's write, so every opening is
+        // carried by the listener, by the look below, or by both (then the second finds the
+        // key's breaker no longer closed and does nothing).
+        let family = self.me.clone();
+        let owner = slot.breaker.downgrade();
+        let carried = key.clone();
+        slot.breaker.on_state_change(move |event| {
+            if !matches!(event.to, State::Open | State::ForcedOpen | State::Disabled) {
+                return;
+            }
+            // Nothing to do once the family is gone; the breaker is alive while it changes.
+            if let (Some(family), Some(evicted)) = (family.upgrade(), owner.upgrade()) {
+                family.carry(&carried, &evicted);
+            }
+        });
+        // Checked before the removal; a call admitted before it (or a user's handle) may
+        // have opened, forced or disabled the breaker since.
+        self.carry(key, &slot.breaker);
+        true
+    }
+
+    /// Carries the state of `evicted`, a breaker evicted from `key`, to the key's breaker in
+    /// the family (created if the key has none), if `evicted` is open before its open time has
+    /// run, forced open or disabled, and the key's breaker is closed. The key is then held
+    /// again even above the family's bounds: at most one such key per evicted breaker still
+    /// in use. Counts are not carried: what `evicted` counted stays in
+    /// [`evicted`](super::BreakerMap::evicted).
+    fn carry(&self, key: &K, evicted: &Breaker) {
+        if class(evicted) != Class::Kept {
+            return;
+        }
+        let shared = evicted.export_state();
+        let guard = self.map.guard();
+        let there = match self.map.get(key, &guard) {
+            Some(slot) => &slot.breaker,
+            None => {
+                let now = self.config.clock.coarse();
+                self.put(key.clone(), self.slot(now, key), &guard)
+            }
+        };
+        if there.state() == State::Closed {
+            there.import_state(&shared);
+        }
+    }
+}
+
+/// Clears the sweeping flag, also if the sweep panics.
+struct Sweeping<'a>(&'a AtomicBool);
+
+impl Drop for Sweeping<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+// The cost of a key's slot beside its breaker (the breaker is 192 bytes; see breaker.rs).
+#[cfg(not(loom))]
+const _: () = assert!(core::mem::size_of::<Slot>() == 24);

@@ -1,0 +1,365 @@
+//! Keyed families: a breaker per host, tenant or shard, from one config, in bounded memory.
+//!
+//! # The protocol
+//!
+//! * The keys live in a `papaya::HashMap` (lock-free reads; memory reclaimed by `seize` once no
+//!   reader can still see it). [`BreakerMap::call`] pins the map, finds its key's breaker and
+//!   runs through it while pinned: no reference count. A permit from
+//!   [`BreakerMap::try_acquire`] and [`BreakerMap::call_async`] hold a handle instead.
+//! * An evicted breaker waits in `limbo`, where [`BreakerMap::evicted`] counts it as it reads,
+//!   until its handle there is the last one: its slot freed (after the last pinned call) and
+//!   every permit recorded. Then a sweep or `evicted` folds its counts into the totals and
+//!   drops it, in the same critical section. So every call's outcome is counted once, in a
+//!   live breaker or in the evicted totals (`tests/keyed_race.rs` checks this under racing
+//!   eviction).
+//! * Recency costs a call two plain loads and, once per sweep, a store: each slot keeps the
+//!   sweep `tick` in which a call last found it, and each sweep turns "touched since the last
+//!   sweep" into a time (`seen`, an upper bound on the last call's time).
+//! * One sweep runs at a time (a flag; a thread that finds one running goes on).
+//!   It evicts keys idle for `idle_for`, then, above `max_keys`, the least recently seen closed
+//!   keys down to 7/8 of `max_keys`. It runs when a new key arrives and either the map holds
+//!   `max_keys` (and has grown by an eighth of it since the last sweep) or an eighth of
+//!   `idle_for` has passed since the last one; or when [`BreakerMap::sweep`] is called.
+//! * Never evicted: a key open before its open time has run, forced open, or disabled. A key
+//!   half-open, or open with its time run, is evicted only once idle. Removal re-checks the
+//!   state (`remove_if`).
+//! * An eviction never forgets a failing key. A removed breaker may still change: a call
+//!   admitted before the removal (pinned, or through a permit) or a user's handle may open,
+//!   force or disable it later. So the removal adds a listener to it, holding the key and a
+//!   weak reference to the family, then looks at its state: whichever of the two sees the
+//!   breaker open (before its time has run), forced open or disabled carries that state to
+//!   the key's breaker in the family, creating it if the key has none, if that one is closed.
+//!   Counts are not carried: the late call is counted once, in the evicted totals. A closed
+//!   key's failure streak is not carried either (an eviction of a closed key forgets it);
+//!   only an opening is. `tests/keyed_race.rs` checks this with racing evictions
+//!   (`failures_across_racing_evictions_always_reach_the_key`); the listener costs an
+//!   eviction a few small allocations, freed with the breaker.
+//! * When open keys fill the map: it grows past `max_keys` with keys it may not forget, up to
+//!   twice `max_keys`; past that a new key shares one overflow breaker with the family's config
+//!   until sweeps make room.
+
+mod families;
+mod family;
+mod snapshot;
+mod totals;
+
+#[cfg(feature = "serde")]
+pub(crate) use families::family_exists;
+pub use families::{FamilyMetrics, KeyMetrics, KeyTypeMismatch};
+pub use snapshot::{FamilySnapshot, FamilyTotals};
+pub use totals::Evicted;
+
+use core::borrow::Borrow;
+use core::fmt;
+use core::future::Future;
+use core::hash::{BuildHasher, Hash};
+use std::collections::hash_map::RandomState;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::{Arc, OnceLock};
+
+use crate::breaker::{Breaker, Error, OwnedPermit, Rejected};
+use crate::clock::nanos;
+use crate::config::Config;
+use crate::outcome::Outcome;
+use crate::state::State;
+
+use family::Family;
+use totals::Gone;
+
+/// A family of breakers, one per key, made from one config: one failing host, tenant or shard
+/// opens its own breaker and no other.
+///
+/// Keys are created on first use. Looking one up by a borrowed form (`&str` for a `String`
+/// key) does not allocate. Keys display (a rejection names its key, as
+/// [`Rejected::key`] and in its message; [`Registry::families`](crate::Registry::families)
+/// lists them as text), and keys and the hasher are `Send + Sync + 'static`: an evicted
+/// breaker keeps a listener that holds its key and carries a late opening to it. The family is bounded by the config's
+/// [`max_keys`](crate::ConfigBuilder::max_keys) and [`idle_for`](crate::ConfigBuilder::idle_for):
+/// keys uncalled for `idle_for` are evicted, and above `max_keys` the least recently called
+/// closed keys are. A key whose breaker is open before its open time has run, forced open or
+/// disabled is never evicted, so an evicted and recreated key does not get a fresh closed
+/// breaker while its host is still failing; and a call admitted before its key's eviction that
+/// opens the evicted breaker opens the key's breaker in the family too. If such keys fill
+/// the family, it grows with them up to
+/// twice `max_keys`; past that, new keys share one overflow breaker (see
+/// [`overflow`](BreakerMap::overflow)) until eviction makes room. The growth keeps every open
+/// key's protection during a wide outage, at a bounded cost (about 250 bytes and the key per
+/// key); the overflow breaker keeps new keys protected rather than unprotected, and memory
+/// bounded, when even that is full.
+///
+/// Every breaker of a family shares its config (one allocation), except keys given their own
+/// in a `[breakers.<name>.keys."<key>"]` table of `load_toml` before a registry family is
+/// created, and its name: a rejection
+/// names the family, and [`Metrics::name`](crate::Metrics::name) is the family's name.
+///
+/// ```
+/// use breakerbox_runtime::{BreakerMap, Config, Error, State};
+///
+/// let hosts: BreakerMap<String> = BreakerMap::new("api", Config::builder().failures(2).build()?);
+/// for _ in 0..2 {
+///     let _ = hosts.call("down.example", || Err::<(), _>("connection refused"));
+/// }
+/// assert_eq!(hosts.get("down.example").unwrap().state(), State::Open);
+/// // Another host is not affected.
+/// assert_eq!(hosts.call("up.example", || Ok::<_, &str>(1)).unwrap(), 1);
+/// let r = hosts.call("down.example", || Ok::<_, &str>(1));
+/// assert!(matches!(r, Err(Error::Rejected(_))));
+/// # Ok::<(), breakerbox_runtime::ConfigError>(())
+/// ```
+pub struct BreakerMap<K, S = RandomState> {
+    family: Arc<Family<K, S>>,
+}
+
+impl<K, S> Clone for BreakerMap<K, S> {
+    /// Another handle to the same family.
+    fn clone(&self) -> Self {
+        BreakerMap {
+            family: self.family.clone(),
+        }
+    }
+}
+
+impl<K, S> BreakerMap<K, S> {
+    /// The family's name.
+    pub fn name(&self) -> &str {
+        &self.family.name
+    }
+
+    /// The config every key's breaker is made with.
+    pub fn config(&self) -> &Config {
+        &self.family.config
+    }
+}
+
+impl<K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static> BreakerMap<K> {
+    /// An empty family named `name`, not in the registry (see [`Registry::family`](crate::Registry::family)).
+    pub fn new(name: impl Into<String>, config: Config) -> Self {
+        BreakerMap::with_hasher(name, config, RandomState::new())
+    }
+}
+
+impl<K, S> BreakerMap<K, S>
+where
+    K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    /// An empty family hashing its keys with `hasher`. The default, std's `RandomState`, is
+    /// keyed per process, so keys taken from requests cannot be chosen to collide.
+    pub fn with_hasher(name: impl Into<String>, config: Config, hasher: S) -> Self {
+        let max_keys = config.max_keys as usize;
+        let now = config.clock.coarse();
+        let idle_for = nanos(config.idle_for).max(1);
+        BreakerMap {
+            family: Arc::new_cyclic(|me| Family {
+                map: papaya::HashMap::builder()
+                    .hasher(hasher)
+                    .resize_mode(papaya::ResizeMode::Blocking)
+                    .build(),
+                name: Arc::new(name.into().into_boxed_str()),
+                tick: AtomicU64::new(2),
+                swept_at: AtomicU64::new(now),
+                totals: Arc::default(),
+                sweeping: AtomicBool::new(false),
+                sweep_at: AtomicU64::new(now.saturating_add(idle_for / 8)),
+                sweep_len: AtomicUsize::new(max_keys),
+                overflow: OnceLock::new(),
+                max_keys,
+                hard_cap: max_keys.saturating_mul(2),
+                idle_for,
+                config,
+                key_configs: OnceLock::new(),
+                me: me.clone(),
+            }),
+        }
+    }
+
+    /// Keys held now (not counting the overflow breaker).
+    pub fn len(&self) -> usize {
+        self.family.map.len()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Runs `f` through `key`'s breaker, as [`Breaker::call`] does, creating the breaker if
+    /// the key is new.
+    #[inline]
+    pub fn call<Q, T, E: fmt::Display>(
+        &self,
+        key: &Q,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, Error<E>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let guard = self.family.map.guard();
+        match self.family.find(key, &guard).call(f) {
+            Err(Error::Rejected(r)) => Err(Error::Rejected(self.family.named(key, r))),
+            done => done,
+        }
+    }
+
+    /// Runs `f` through `key`'s breaker and lets `classify` judge it, as
+    /// [`Breaker::call_with`] does.
+    #[inline]
+    pub fn call_with<Q, R>(
+        &self,
+        key: &Q,
+        f: impl FnOnce() -> R,
+        classify: impl FnOnce(&R) -> Outcome,
+    ) -> Result<R, Rejected>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let guard = self.family.map.guard();
+        self.family
+            .find(key, &guard)
+            .call_with(f, classify)
+            .map_err(|r| self.family.named(key, r))
+    }
+
+    /// Awaits `fut` through `key`'s breaker, as [`Breaker::call_async`] does. The future holds
+    /// a handle to the breaker (a reference-count increment), not a pin of the map.
+    pub async fn call_async<Q, T, E: fmt::Display>(
+        &self,
+        key: &Q,
+        fut: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, Error<E>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let breaker = {
+            let guard = self.family.map.guard();
+            self.family.find(key, &guard).clone()
+        };
+        match breaker.call_async(fut).await {
+            Err(Error::Rejected(r)) => Err(Error::Rejected(self.family.named(key, r))),
+            done => done,
+        }
+    }
+
+    /// Asks `key`'s breaker for leave to make one call, as [`Breaker::try_acquire_owned`]
+    /// does: the permit holds a handle to the breaker (a reference-count increment), so it
+    /// can be sent and kept across an eviction, and what it records is still counted.
+    #[inline]
+    pub fn try_acquire<Q>(&self, key: &Q) -> Result<OwnedPermit, Rejected>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let guard = self.family.map.guard();
+        self.family
+            .find(key, &guard)
+            .try_acquire_owned()
+            .map_err(|r| self.family.named(key, r))
+    }
+
+    /// Names `key` in `rejected`, a rejection by the breaker of `key` got from
+    /// [`breaker`](BreakerMap::breaker), as the family's own methods do. For the code
+    /// `#[circuit_breaker(key = …)]` generates.
+    #[doc(hidden)]
+    pub fn name_rejection<Q>(&self, key: &Q, rejected: Rejected) -> Rejected
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.family.named(key, rejected)
+    }
+
+    /// A handle to `key`'s breaker, if the key is held now. The handle keeps the breaker alive
+    /// after an eviction; calls through it still count in [`evicted`](BreakerMap::evicted),
+    /// and the breaker is freed once the handle is dropped.
+    pub fn get<Q>(&self, key: &Q) -> Option<Breaker>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let guard = self.family.map.guard();
+        self.family.map.get(key, &guard).map(|s| s.breaker.clone())
+    }
+
+    /// A handle to `key`'s breaker, created if the key is new (or the overflow breaker, when
+    /// the family is full of keys it may not evict). See [`get`](BreakerMap::get).
+    pub fn breaker<Q>(&self, key: &Q) -> Breaker
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let guard = self.family.map.guard();
+        self.family.find(key, &guard).clone()
+    }
+
+    /// The breaker new keys share while the family is full of keys it may not evict, if it
+    /// has been needed. Its name is the family's.
+    pub fn overflow(&self) -> Option<Breaker> {
+        self.family.overflow.get().cloned()
+    }
+
+    /// What the breakers no longer in the family counted, including calls still recording
+    /// into a breaker evicted while they ran, and calls through handles from
+    /// [`get`](BreakerMap::get) or [`breaker`](BreakerMap::breaker) kept after the eviction.
+    pub fn evicted(&self) -> Evicted {
+        self.family.totals.prune();
+        // The totals and the breakers not folded in yet, in one critical section.
+        let gone = self.family.totals.lock();
+        let mut sum = Gone {
+            evicted: gone.evicted,
+            limbo: Vec::new(),
+        };
+        for b in &gone.limbo {
+            sum.add(b.counts());
+        }
+        sum.evicted
+    }
+
+    /// Evicts now what a sweep would (keys idle for `idle_for`, then the least recently
+    /// called closed keys above `max_keys`) and returns how many keys it evicted. Sweeps also
+    /// run on their own when new keys arrive; call this to free idle keys of a family that
+    /// sees no new ones. Returns 0 without waiting if another thread is sweeping.
+    pub fn sweep(&self) -> usize {
+        let guard = self.family.map.guard();
+        let now = self.family.config.clock.coarse();
+        self.family.sweep(now, &guard)
+    }
+
+    /// Calls `f` with every key held now and its breaker, in no particular order. Keys added
+    /// or evicted meanwhile may or may not be seen.
+    pub fn for_each(&self, mut f: impl FnMut(&K, &Breaker)) {
+        let guard = self.family.map.guard();
+        for (k, slot) in self.family.map.iter(&guard) {
+            f(k, &slot.breaker);
+        }
+    }
+
+    /// The number of keys whose breaker is open, half-open or forced open now.
+    pub fn open_keys(&self) -> usize {
+        let mut n = 0;
+        self.for_each(|_, b| {
+            n += usize::from(matches!(
+                b.state(),
+                State::Open | State::HalfOpen | State::ForcedOpen
+            ))
+        });
+        n
+    }
+}
+
+impl<K: Hash + Eq, S: BuildHasher> fmt::Debug for BreakerMap<K, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerMap")
+            .field("name", &self.family.name)
+            .field("keys", &self.family.map.len())
+            .finish()
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn both<T: Send + Sync>() {}
+    both::<BreakerMap<String>>();
+}
