@@ -28,7 +28,7 @@
 //!   generation starts it over, and a permit of an older generation gives nothing back. So a
 //!   transition frees every place, even that of a permit that never records.
 //!
-//! `tests/loom.rs` model-checks each of these; `tests/model.rs` checks the whole state machine
+//! `tests/loom.rs` model-checks each of these; `tests/model/` checks the whole state machine
 //! against a plain reference model.
 //!
 //! # Where each part is
@@ -50,6 +50,7 @@ mod admit;
 mod cause;
 mod events;
 mod inner;
+mod live;
 mod permit;
 mod record;
 mod rejected;
@@ -221,7 +222,15 @@ impl Breaker {
         &self.inner().config
     }
 
-    /// Its state now. An open breaker whose `open_for` has passed reads `Open` until a call
+    /// Its state now.
+    ///
+    /// An open breaker turns half-open when its open time ends, whether or not a call arrives
+    /// (with its event), when its clock has timers: the system clock (a process-wide thread,
+    /// started at the first opening; see [`Timers`](crate::Timers)) and
+    /// [`ManualClock`](crate::ManualClock) (as [`advance`](crate::ManualClock::advance) moves
+    /// time past it). On a user [`Clock`](crate::Clock) without
+    /// [`timers`](crate::Clock::timers), an open breaker whose `open_for` has passed reads
+    /// `Open` until a call
     /// arrives to probe.
     pub fn state(&self) -> State {
         self.inner().state.load(Ordering::Acquire).state()

@@ -5,6 +5,7 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use crate::sync::{AtomicU64, Ordering};
+use crate::timer::Timers;
 
 /// A monotonic time source.
 ///
@@ -28,6 +29,16 @@ pub trait Clock: Send + Sync + 'static {
     /// deadlines and window buckets, never for measuring call durations. Defaults to `now`.
     fn now_coarse(&self) -> Duration {
         self.now()
+    }
+
+    /// The timers this clock drives, if it can: then an open breaker on it turns half-open
+    /// when its open time ends, without waiting for a call, and its rejections read no clock.
+    /// A clock that returns them calls [`Timers::fire_due`] whenever its time moves.
+    /// Defaults to `None`: breakers read the clock on each rejection, and half-open at the
+    /// first call after their open time. Asked at each opening, under no lock; a panic here
+    /// counts as `None`.
+    fn timers(&self) -> Option<Arc<Timers>> {
+        None
     }
 }
 
@@ -63,6 +74,12 @@ impl SystemClock {
         return read_clock(libc::CLOCK_MONOTONIC);
         #[cfg(not(target_os = "linux"))]
         return nanos(since_origin());
+    }
+
+    #[inline]
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn coarse_nanos(self) -> u64 {
+        self.nanos_coarse()
     }
 
     #[inline]
@@ -112,9 +129,22 @@ impl Clock for SystemClock {
 /// assert_eq!(breaker.state(), State::Closed);
 /// # Ok::<(), breakerbox_runtime::ConfigError>(())
 /// ```
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ManualClock {
     nanos: Arc<AtomicU64>,
+    timers: Arc<Timers>,
+    /// Whether it offers its breakers timers (see [`Clock::timers`]).
+    timed: bool,
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        ManualClock {
+            nanos: Arc::default(),
+            timers: Arc::default(),
+            timed: true,
+        }
+    }
 }
 
 impl ManualClock {
@@ -123,7 +153,19 @@ impl ManualClock {
         Self::default()
     }
 
-    /// Moves the clock forward by `by` (saturating at `u64::MAX` nanoseconds).
+    /// A clock standing at zero that offers no timers: an open breaker on it reads `Open`
+    /// until a call arrives after its open time (which then half-opens it), as on a user
+    /// [`Clock`] without [`timers`](Clock::timers). For tests of that path.
+    pub fn without_timers() -> Self {
+        ManualClock {
+            timed: false,
+            ..Self::default()
+        }
+    }
+
+    /// Moves the clock forward by `by` (saturating at `u64::MAX` nanoseconds), then fires the
+    /// timers now due: each breaker on this clock whose open time has ended turns half-open,
+    /// and its listeners are told, on this thread, before `advance` returns.
     pub fn advance(&self, by: Duration) {
         let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
         // Relaxed: the clock is a single value; callers order their own operations around it.
@@ -132,12 +174,15 @@ impl ManualClock {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                 Some(n.saturating_add(by))
             });
+        self.timers.fire(self.nanos.load(Ordering::Relaxed));
     }
 
     /// Sets the clock to `to`; a value earlier than now is ignored, so time never runs back.
+    /// Fires the timers then due, as [`advance`](ManualClock::advance) does.
     pub fn set(&self, to: Duration) {
         let to = u64::try_from(to.as_nanos()).unwrap_or(u64::MAX);
         self.nanos.fetch_max(to, Ordering::Relaxed);
+        self.timers.fire(self.nanos.load(Ordering::Relaxed));
     }
 }
 
@@ -150,6 +195,10 @@ impl fmt::Debug for ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> Duration {
         Duration::from_nanos(self.nanos.load(Ordering::Relaxed))
+    }
+
+    fn timers(&self) -> Option<Arc<Timers>> {
+        self.timed.then(|| self.timers.clone())
     }
 }
 

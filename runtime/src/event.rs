@@ -121,7 +121,7 @@ pub struct Event {
     pub reason: Reason,
     /// When, on the breaker's clock: comparable with the breaker's other times (a
     /// [`ManualClock`](crate::ManualClock)'s in tests), not with `Instant` or a wall time.
-    #[cfg_attr(feature = "serde", serde(with = "crate::edge::serde_impl::duration"))]
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::duration"))]
     pub at: Duration,
     /// When, on the system's wall clock ([`SystemTime::now`] as the change was made), for logs
     /// and alerts. It is read even for a breaker on a [`ManualClock`](crate::ManualClock), and
@@ -147,7 +147,7 @@ pub enum Reason {
     SlowRate(u8),
     /// A call's outcome, or [`Breaker::trip_for`](crate::Breaker::trip_for), opened it for this long.
     TripFor(
-        #[cfg_attr(feature = "serde", serde(with = "crate::edge::serde_impl::duration"))] Duration,
+        #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::duration"))] Duration,
     ),
     /// `open_for` passed: probing.
     OpenElapsed,

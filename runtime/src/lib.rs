@@ -41,6 +41,8 @@
 //!   [`Registry::check`] reports ([`Conflicts`], [`Conflict`], [`Site`], [`ConfigConflict`]).
 //! - `keyed` — [`BreakerMap`]: a breaker per key, bounded by `max_keys` and `idle_for`.
 //! - `duration` — the one duration parser and printer (`"250ms"`), shared with the attribute.
+//! - `serde_duration` (feature `serde`) — durations as that text in the `serde` derives of
+//!   [`Metrics`] and [`Event`], here so that the core never names an edge.
 //! - `suggest` — "did you mean …?" for misspelt keys and names, shared with the attribute.
 //! - `keys` — the config's keys as text, for the TOML loader and the attribute's key list.
 //! - `sync` — std's atomics and locks, or loom's under `cfg(loom)` for the model checks.
@@ -69,6 +71,7 @@ mod duration;
 mod edge;
 mod error;
 mod event;
+mod explain;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod fleet;
@@ -80,9 +83,13 @@ mod metrics;
 mod outcome;
 mod registration;
 mod registry;
+mod reload;
+#[cfg(feature = "serde")]
+mod serde_duration;
 mod state;
 mod suggest;
 mod sync;
+mod timer;
 mod window;
 
 #[cfg(feature = "metrics")]
@@ -106,6 +113,7 @@ pub use config::{Config, ConfigBuilder, ConfigError, Window};
 pub use edge::load::LoadError;
 pub use error::{RejectReason, Timeout};
 pub use event::{Event, Reason};
+pub use explain::{Cause, Explanation, Progress};
 #[doc(hidden)]
 pub use identity::live_breakers;
 pub use keyed::{
@@ -115,7 +123,12 @@ pub use metrics::Metrics;
 pub use outcome::Outcome;
 pub use registration::{ConfigConflict, Conflict, Conflicts, Site};
 pub use registry::{Registry, registry};
+pub use reload::ReconfigureError;
 pub use state::{SharedState, State};
+pub use timer::Timers;
+#[doc(hidden)]
+#[cfg(not(loom))]
+pub use timer::system::stop as __stop_system_timer;
 
 /// Support for the code `#[circuit_breaker]` generates, re-exported by the facade's
 /// `__private`. Not public API.

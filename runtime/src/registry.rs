@@ -312,8 +312,8 @@ impl Registry {
 
     /// The breaker `name` if it has been created; unlike [`get`](Registry::get), creates no
     /// annotated one (the fleet shares breakers as they are created, and must not create them
-    /// before `load_toml` configures them).
-    #[cfg(feature = "redis")]
+    /// before `load_toml` configures them; `reload_toml` reconfigures only those).
+    #[cfg(any(feature = "redis", feature = "serde"))]
     pub(crate) fn existing(&self, name: &str) -> Option<Breaker> {
         read(&self.breakers).get(name).map(|e| e.breaker.clone())
     }
@@ -323,6 +323,16 @@ impl Registry {
     #[cfg(feature = "serde")]
     pub(crate) fn created(&self, name: &str) -> bool {
         read(&self.breakers).contains_key(name)
+    }
+
+    /// Marks the config of the breaker `name` as set by a file, like a preset: call sites
+    /// asking for another config meet an override, not a conflict (`reload_toml`).
+    #[cfg(feature = "serde")]
+    pub(crate) fn mark_preset(&self, name: &str) {
+        if let Some(entry) = write(&self.breakers).get_mut(name) {
+            entry.preset = true;
+            entry.site = None;
+        }
     }
 
     /// The name of every breaker, created or annotated (a `#[circuit_breaker]` function not

@@ -61,6 +61,7 @@ impl fmt::Display for State {
 //   Round   (`Inner::probe`)   generation:32 | probes admitted:16 | probe successes:16
 //   Places  (`Inner::active`)  generation:32 | bulkhead places taken:32
 //   Gate    (`window.rs`)      generation:32 | failure records inside the window:32
+//   Bucket  (`window.rs`)      time bucket's epoch:32 | count in that bucket:32 (saturating)
 //   Ticket  (`permit.rs`)      generation:32 | 0:24 | permit kind:8 (a closed one is 0, as is
 //                              `State::Closed`: a closed state word is a closed ticket)
 //

@@ -95,6 +95,12 @@ pub(crate) trait Packed: Copy {
 #[repr(transparent)]
 pub(crate) struct Atomic<W>(AtomicU64, core::marker::PhantomData<W>);
 
+impl<W: Packed + Default> Default for Atomic<W> {
+    fn default() -> Atomic<W> {
+        Atomic::new(W::default())
+    }
+}
+
 impl<W: Packed> Atomic<W> {
     pub(crate) fn new(word: W) -> Atomic<W> {
         Atomic(AtomicU64::new(word.bits()), core::marker::PhantomData)

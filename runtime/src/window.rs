@@ -2,7 +2,7 @@
 
 use crate::config::{TIME_BUCKETS, Window};
 use crate::counters::{MORE, Slot};
-use crate::state::{low_of, packed_word, stamp};
+use crate::state::{generation_of, low_of, packed_word, stamp};
 use crate::sync::{Atomic, AtomicBool, AtomicU64, LazyBox, Ordering, yield_now};
 
 /// Calls, failures and slow calls in a window.
@@ -192,10 +192,10 @@ impl RateWindow {
 ///
 /// The one shared sequence is what makes the window exactly the last `n` calls, whichever
 /// threads made them, and it is also what two threads on one breaker contend on (one atomic
-/// read-modify-write per call). Handing positions out to threads a block at a time was tried
-/// and undone: a block left part-filled by a thread that goes idle (or a task that moves to
-/// another worker) leaves holes, and later blocks lap the ring over calls still inside the
-/// window, so a failure could vanish from it.
+/// read-modify-write per call). Handing positions out to threads a block at a time would
+/// contend less, but is wrong: a block left part-filled by a thread that goes idle (or a task
+/// that moves to another worker) leaves holes, and later blocks lap the ring over calls still
+/// inside the window, so a failure could vanish from it.
 pub(crate) struct CallWindow {
     /// See [`Gate`].
     gate: Atomic<Gate>,
@@ -301,9 +301,9 @@ impl CallWindow {
     }
 }
 
-/// The calls of the last `span`, in buckets one tenth of it wide. Each counter word holds the
-/// bucket's epoch (its slot number) in the high 32 bits and the count in the low 32, so a
-/// bucket is reused by restarting its count: no lock, no lost count.
+/// The calls of the last `span`, in buckets one tenth of it wide. Each counter word is a
+/// [`Bucket`]: the bucket's epoch (its slot number) and its count, so a bucket is reused by
+/// restarting its count: no lock, no lost count.
 ///
 /// Failures and slow calls are counted in shared words, with a compare-and-swap. Calls are
 /// counted per thread: a thread with a counter stripe of its own (see counters.rs) writes its
@@ -325,9 +325,9 @@ pub(crate) struct TimeWindow {
     /// Added to every epoch; see `clear`.
     offset: AtomicU64,
     /// Failures and slow calls per bucket.
-    against: [[AtomicU64; 2]; BUCKETS],
+    against: [[Atomic<Bucket>; 2]; BUCKETS],
     /// Calls per bucket of the threads without a stripe.
-    calls: [AtomicU64; BUCKETS],
+    calls: [Atomic<Bucket>; BUCKETS],
     /// Whether the last judgment had fewer than `min_calls` calls; see `RateWindow::judged`.
     short: AtomicBool,
     /// Calls per bucket of the threads with a spill stripe, allocated when one first records.
@@ -341,10 +341,68 @@ const BUCKETS: usize = TIME_BUCKETS as usize;
 /// One thread's calls per bucket, alone on their cache lines.
 #[repr(align(64))]
 #[derive(Default)]
-struct Calls([AtomicU64; BUCKETS]);
+struct Calls([Atomic<Bucket>; BUCKETS]);
 
-const COUNT_BITS: u32 = 32;
-const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+/// A time bucket's counter word (its layout is with the others, in `state.rs`): the epoch it
+/// counts for in the high 32 bits, where the other words keep a generation, and its count,
+/// which saturates, in the low 32.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(transparent)]
+struct Bucket(u64);
+
+impl Bucket {
+    /// A bucket of `epoch` with its first count.
+    #[inline(always)]
+    const fn first(epoch: u32) -> Bucket {
+        Bucket(stamp(epoch, 1))
+    }
+
+    /// The epoch it counts for.
+    #[inline(always)]
+    const fn epoch(self) -> u32 {
+        generation_of(self.0)
+    }
+
+    /// Its count.
+    #[inline(always)]
+    const fn count(self) -> u32 {
+        low_of(self.0)
+    }
+
+    /// Whether the count can go no higher: four billion calls in one bucket.
+    #[inline(always)]
+    const fn is_full(self) -> bool {
+        self.count() == u32::MAX
+    }
+
+    /// One more; the bucket is not full.
+    #[inline(always)]
+    const fn bumped(self) -> Bucket {
+        Bucket(self.0 + 1)
+    }
+
+    /// Its count if it is live at `epoch` (that epoch or one of the nine before), else 0.
+    #[inline(always)]
+    const fn live_count(self, epoch: u32) -> u32 {
+        if epoch.wrapping_sub(self.epoch()) < TIME_BUCKETS {
+            self.count()
+        } else {
+            0
+        }
+    }
+}
+
+impl crate::sync::Packed for Bucket {
+    #[inline(always)]
+    fn from_bits(bits: u64) -> Self {
+        Bucket(bits)
+    }
+
+    #[inline(always)]
+    fn bits(self) -> u64 {
+        self.0
+    }
+}
 
 impl TimeWindow {
     fn new(span: core::time::Duration) -> Self {
@@ -362,28 +420,28 @@ impl TimeWindow {
     }
 
     /// The bucket `now` falls in: its slot in the ring, and the epoch its words are stamped
-    /// with (32 bits). The slot comes from the whole 64-bit bucket number: taken from the
+    /// with. The slot comes from the whole 64-bit bucket number: taken from the
     /// 32-bit stamp, it would jump where the stamp wraps (2^32 is not a multiple of 10) and
     /// write over buckets still in the window.
-    fn epoch(&self, now: u64) -> (usize, u64) {
+    fn epoch(&self, now: u64) -> (usize, u32) {
         // Epoch 0 is what a fresh word holds; counting from 1 keeps them apart.
         let raw = ((u128::from(now) * self.per_width) >> 64) as u64 + 1;
         let full = raw.wrapping_add(self.offset.load(Ordering::Relaxed));
-        ((full % u64::from(TIME_BUCKETS)) as usize, full & COUNT_MASK)
+        ((full % u64::from(TIME_BUCKETS)) as usize, full as u32)
     }
 
     /// Adds one to a shared `word` for `epoch`; returns whether the word held an older epoch.
     #[inline]
-    fn bump(word: &AtomicU64, epoch: u64) -> bool {
+    fn bump(word: &Atomic<Bucket>, epoch: u32) -> bool {
         let mut cur = word.load(Ordering::Relaxed);
         loop {
-            let rotated = cur >> COUNT_BITS != epoch;
+            let rotated = cur.epoch() != epoch;
             let next = if rotated {
-                epoch << COUNT_BITS | 1
-            } else if cur & COUNT_MASK == COUNT_MASK {
-                return false; // saturated: four billion calls in one bucket
+                Bucket::first(epoch)
+            } else if cur.is_full() {
+                return false; // saturated
             } else {
-                cur + 1
+                cur.bumped()
             };
             // Release: a failure's count is published after its call's; see `tally`.
             match word.compare_exchange_weak(cur, next, Ordering::Release, Ordering::Relaxed) {
@@ -395,13 +453,13 @@ impl TimeWindow {
 
     /// `bump` for a word only this thread writes: a load and a store.
     #[inline]
-    fn bump_own(word: &AtomicU64, epoch: u64) -> bool {
+    fn bump_own(word: &Atomic<Bucket>, epoch: u32) -> bool {
         let cur = word.load(Ordering::Relaxed);
-        let rotated = cur >> COUNT_BITS != epoch;
+        let rotated = cur.epoch() != epoch;
         if rotated {
-            word.store(epoch << COUNT_BITS | 1, Ordering::Relaxed);
-        } else if cur & COUNT_MASK != COUNT_MASK {
-            word.store(cur + 1, Ordering::Relaxed);
+            word.store(Bucket::first(epoch), Ordering::Relaxed);
+        } else if !cur.is_full() {
+            word.store(cur.bumped(), Ordering::Relaxed);
         }
         rotated
     }
@@ -434,15 +492,7 @@ impl TimeWindow {
 
     fn tally(&self, now: u64) -> Tally {
         let (_, epoch) = self.epoch(now);
-        let count = |w: &AtomicU64, order| {
-            let v = w.load(order);
-            // Live buckets are the current epoch and the nine before it.
-            if epoch.wrapping_sub(v >> COUNT_BITS) & COUNT_MASK < u64::from(TIME_BUCKETS) {
-                v & COUNT_MASK
-            } else {
-                0
-            }
-        };
+        let count = |w: &Atomic<Bucket>, order| u64::from(w.load(order).live_count(epoch));
         // Failures and slow calls first, with Acquire: as in `CallWindow::tally`, the calls
         // read after them include the call of every failure read.
         let mut t = Tally::default();
@@ -450,7 +500,7 @@ impl TimeWindow {
             t.failures += count(failures, Ordering::Acquire);
             t.slow += count(slow, Ordering::Acquire);
         }
-        let sum = |words: &[AtomicU64]| {
+        let sum = |words: &[Atomic<Bucket>]| {
             words
                 .iter()
                 .map(|w| count(w, Ordering::Relaxed))
@@ -478,71 +528,4 @@ impl TimeWindow {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-
-    fn popcount(bits: &[AtomicU64]) -> u64 {
-        bits.iter()
-            .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
-            .sum()
-    }
-
-    /// D01: clears racing records, successes and failures alike (a breaker's clears only
-    /// race successes, its failures being sealed out; this is the stronger claim). Once the
-    /// threads of a round are done, each total is exactly the bits it counts. A clear that
-    /// stored 0 in the totals left them short whenever it fell between a success's clearing of
-    /// its bit and its decrement. The recorders go on past the last clear of a round: a clear
-    /// after the last record would empty everything and hide a total gone wrong.
-    #[test]
-    fn totals_equal_the_bits_after_clears_race_records() {
-        const ROUNDS: u64 = 20;
-        const RECORDS: u64 = 200_000;
-        let w = CallWindow::new(64);
-        for round in 0..ROUNDS {
-            let (cleared, recorded) = (AtomicBool::new(false), AtomicU64::new(0));
-            std::thread::scope(|s| {
-                for t in 0..2u64 {
-                    let (w, cleared, recorded) = (&w, &cleared, &recorded);
-                    s.spawn(move || {
-                        let mut i = 0u64;
-                        // Until the clears are over, and a window's length after.
-                        let mut after = 64;
-                        while after > 0 {
-                            w.record((i + t).is_multiple_of(2), i.is_multiple_of(3), 1);
-                            i += 1;
-                            if i == RECORDS {
-                                recorded.fetch_add(1, Ordering::Relaxed);
-                            }
-                            if cleared.load(Ordering::Relaxed) {
-                                after -= 1;
-                            }
-                        }
-                    });
-                }
-                s.spawn(|| {
-                    // For as long as both recorders record.
-                    while recorded.load(Ordering::Relaxed) < 2 {
-                        w.clear();
-                    }
-                    cleared.store(true, Ordering::Relaxed);
-                });
-            });
-            let totals = (
-                w.failures.load(Ordering::Relaxed),
-                w.slow.load(Ordering::Relaxed),
-            );
-            let bits = (popcount(&w.failed_bits), popcount(&w.slow_bits));
-            assert_eq!(
-                totals, bits,
-                "round {round}: (failures, slow) totals vs bits"
-            );
-        }
-        // And a full window of failures reads as all failures.
-        w.clear();
-        for _ in 0..64 {
-            w.record(true, false, 1);
-        }
-        let t = w.tally();
-        assert_eq!((t.calls, t.failures), (64, 64));
-    }
-}
+mod tests;

@@ -27,6 +27,15 @@ pub(super) struct Cold {
     /// calls), with its generation: a success that brings the window to `min_calls` may trip
     /// it, and its rejections name this failure. std, not loom: a plain slot.
     pub(super) behind: std::sync::Mutex<Option<(u32, Arc<str>)>>,
+    /// Why the breaker is in its state, for `explain`: written with each transition, under
+    /// the transition lock. std, not loom: a plain slot.
+    pub(super) why: std::sync::Mutex<crate::explain::Why>,
+    /// A rate trip's tally (generation, bad calls, calls), left by `judge_rates` for the
+    /// transition it asks for.
+    pub(super) tally: std::sync::Mutex<Option<(u32, u64, u64)>>,
+    /// The configs a reload replaced: kept while the breaker lives, since a call may still
+    /// read one (see `LiveConfig`).
+    pub(super) retired: std::sync::Mutex<Vec<Arc<crate::config::Config>>>,
     /// A keyed family's breaker: its key as it displays, set by the family when it first
     /// rejects a call of the key (see `keyed`), for [`Rejected::key`](crate::Rejected::key).
     pub(super) key: std::sync::OnceLock<Box<str>>,
@@ -75,7 +84,16 @@ impl Inner {
 
     pub(super) fn emit(&self, event: &Event) {
         let level_warn = event.to == State::Open || event.to == State::ForcedOpen;
-        if level_warn {
+        if event.to == State::Open {
+            // With the short explanation: why it opened, and the failure that did it.
+            // Built only for a subscriber that wants it: it reads the breaker's counts.
+            let why = if tracing::enabled!(target: "breakerbox", tracing::Level::WARN) {
+                self.short_why()
+            } else {
+                String::new()
+            };
+            tracing::warn!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, why = %why, "circuit breaker state changed");
+        } else if level_warn {
             tracing::warn!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
         } else {
             tracing::info!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");

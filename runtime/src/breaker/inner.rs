@@ -1,7 +1,6 @@
 //! The breaker's shared state, [`Inner`], and its layout in three cache lines.
 
 use core::time::Duration;
-use std::sync::Arc;
 
 use once_cell::race::OnceBox;
 
@@ -34,7 +33,9 @@ pub(super) struct Inner {
     pub(super) streak: Atomic<Streak>,
     /// Shared by every breaker with an equal config (see `intern`): per-key breakers made by
     /// the thousand from one config pay for it once.
-    pub(super) config: Arc<Config>,
+    /// Replaceable by a reload (`Breaker::reconfigure`): the configs it replaced are kept in
+    /// `Cold::retired` while the breaker lives.
+    pub(super) config: crate::reload::LiveConfig,
     pub(super) window: Option<Box<RateWindow>>,
     /// The name: one word, shared by the breakers of a keyed family. Freed with the breaker.
     pub(super) identity: Identity,
@@ -126,7 +127,7 @@ impl Inner {
             owner: AtomicU64::new(0),
             counts: Counts::default(),
             spill: Spill::default(),
-            config: intern(config),
+            config: crate::reload::LiveConfig::new(intern(config)),
         }
     }
 

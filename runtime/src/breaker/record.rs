@@ -400,6 +400,12 @@ impl Inner {
             (_, Some(limit)) if pct(t.slow) >= limit => Reason::SlowRate(pct(t.slow)),
             _ => return,
         };
+        let bad = match reason {
+            Reason::FailureRate(_) => t.failures,
+            _ => t.slow,
+        };
+        *self.cold().tally.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((generation, bad.min(t.calls), t.calls));
         self.transition(
             generation,
             &[State::Closed],

@@ -47,12 +47,32 @@ impl Rejected {
 
     /// Why the call was refused.
     pub fn reason(&self) -> RejectReason {
-        RejectReason::from_code(self.reason)
+        RejectReason::from_code(self.reason & 0xff)
     }
 
     /// How long until an open breaker lets a probe through; `None` where no time is known.
+    ///
+    /// For a breaker whose timer moves it on (see [`Breaker::state`]), the rejection read no
+    /// clock: this reads the breaker's clock now and gives the time left until the deadline
+    /// the breaker had when it refused the call (`None` if that clock panics).
     pub fn retry_after(&self) -> Option<Duration> {
-        (self.retry_after_ns != NO_RETRY).then(|| Duration::from_nanos(self.retry_after_ns))
+        if self.retry_after_ns == NO_RETRY {
+            return None;
+        }
+        if self.reason & crate::timer::RETRY_AT == 0 {
+            return Some(Duration::from_nanos(self.retry_after_ns));
+        }
+        let now =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.breaker.coarse_now()));
+        match now {
+            Ok(now) => Some(Duration::from_nanos(
+                self.retry_after_ns.saturating_sub(now),
+            )),
+            Err(payload) => {
+                crate::event::discard(payload);
+                None
+            }
+        }
     }
 
     /// The message of the failure that last tripped the breaker, if it had one.

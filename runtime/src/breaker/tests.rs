@@ -172,18 +172,18 @@ fn creation_is_constant_work_at_any_number_of_live_breakers() {
     assert!(spent <= 4 * N, "{spent} pool steps for {N} creations");
     // Equal configs still share one allocation, found by hash.
     let again = Breaker::new("per-key", distinct[7].config().clone());
-    assert!(Arc::ptr_eq(
-        &again.inner().config,
-        &distinct[7].inner().config
+    assert!(core::ptr::eq(
+        &*again.inner().config,
+        &*distinct[7].inner().config
     ));
     let twin = Breaker::new("per-key", own_clocks[9].config().clone());
-    assert!(Arc::ptr_eq(
-        &twin.inner().config,
-        &own_clocks[9].inner().config
+    assert!(core::ptr::eq(
+        &*twin.inner().config,
+        &*own_clocks[9].inner().config
     ));
-    assert!(!Arc::ptr_eq(
-        &own_clocks[0].inner().config,
-        &own_clocks[1].inner().config
+    assert!(!core::ptr::eq(
+        &*own_clocks[0].inner().config,
+        &*own_clocks[1].inner().config
     ));
 }
 
@@ -191,7 +191,7 @@ fn creation_is_constant_work_at_any_number_of_live_breakers() {
 fn equal_configs_share_one_allocation() {
     let a = Breaker::new("a", Config::default());
     let b = Breaker::new("b", Config::default());
-    assert!(Arc::ptr_eq(&a.inner().config, &b.inner().config));
+    assert!(core::ptr::eq(&*a.inner().config, &*b.inner().config));
     let c = Breaker::new("c", Config::builder().failures(9).build().unwrap());
-    assert!(!Arc::ptr_eq(&a.inner().config, &c.inner().config));
+    assert!(!core::ptr::eq(&*a.inner().config, &*c.inner().config));
 }

@@ -101,6 +101,13 @@ impl Inner {
             }
             _ => None,
         };
+        // Where a timer can be armed for an opening: asked here, outside the lock (a user
+        // clock's `timers` is user code).
+        let timers = if to == State::Open {
+            self.timer_source()
+        } else {
+            None
+        };
         let guard = lock(&self.transition);
         let word = self.state.load(Ordering::Acquire);
         let was = word.state();
@@ -113,6 +120,12 @@ impl Inner {
             // before the window is cleared or the new state published.
             w.seal(next);
         }
+        let mut timed = false;
+        let mut why = crate::explain::Why {
+            reason: Some(reason),
+            wall: Some(std::time::SystemTime::now()),
+            ..Default::default()
+        };
         // Prepare everything the new state reads before publishing it.
         match to {
             State::Open => {
@@ -123,6 +136,17 @@ impl Inner {
                 // Below `NO_RETRY`, so that `until - now` never reads as "no retry time".
                 let until = now.saturating_add(nanos(d)).min(NO_RETRY - 1);
                 self.open_until.store(until, Ordering::Relaxed);
+                if let Some(timers) = &timers {
+                    timed = self.arm(timers, until, next);
+                }
+                why.open_for = Some(d);
+                if matches!(reason, Reason::FailureRate(_) | Reason::SlowRate(_)) {
+                    let mut tally = self.cold().tally.lock().unwrap_or_else(|e| e.into_inner());
+                    why.tally = tally
+                        .take()
+                        .filter(|(g, _, _)| Some(*g) == expect)
+                        .map(|(_, bad, calls)| (bad, calls));
+                }
                 if was != State::Open {
                     // A re-trip of an open breaker (a `TripFor` while open) moves its deadline
                     // but opens nothing: like the event, it is not counted.
@@ -147,7 +171,12 @@ impl Inner {
             self.streak.store(Streak::new(next), Ordering::Relaxed);
         }
         self.state_since.store(now, Ordering::Relaxed);
-        self.state.store(Word::new(next, to), Ordering::Release);
+        let wall = why.wall.unwrap_or_else(std::time::SystemTime::now);
+        *self.cold().why.lock().unwrap_or_else(|e| e.into_inner()) = why;
+        let word = Word::new(next, to);
+        // An armed timer lets rejections skip the clock (see `crate::timer`).
+        let word = if timed { word.timed() } else { word };
+        self.state.store(word, Ordering::Release);
         // A reset of a closed breaker, say, clears counts but has no state change to tell.
         let changed = was != to;
         if changed {
@@ -157,11 +186,13 @@ impl Inner {
                 to,
                 reason,
                 at: Duration::from_nanos(now),
-                wall: std::time::SystemTime::now(),
+                wall,
             });
         }
         drop(guard);
-        if changed {
+        drop(timers);
+        // The system timer thread leaves telling to its notifier: it never waits on user code.
+        if changed && !crate::timer::deferring() {
             self.deliver();
         }
         true

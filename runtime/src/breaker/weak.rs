@@ -78,6 +78,17 @@ impl Breaker {
     }
 }
 
+impl Inner {
+    /// A weak handle made from the breaker itself, while a handle keeps it alive: what an
+    /// armed timer holds.
+    pub(super) fn weak_handle(&self) -> WeakBreaker {
+        if !self.registered {
+            add_weak(&self.weak);
+        }
+        WeakBreaker(NonNull::from(self))
+    }
+}
+
 fn add_weak(weak: &AtomicU32) {
     // Relaxed, as for `refs` in `Breaker::clone`: made from a live handle or weak handle.
     if weak.fetch_add(1, Ordering::Relaxed) > i32::MAX as u32 {

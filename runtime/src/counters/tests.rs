@@ -5,8 +5,8 @@ use super::*;
 /// D16: a stripe is not its first thread's for life. Round after round, two new threads
 /// count on one set of stripes; each finds a stripe of its own (its owner of the round
 /// before has exited), so no thread takes the shared path, and no count is lost in the
-/// hand-over. Stripes used to be claimed for good: from the second round on, every thread
-/// counted on the shared path.
+/// hand-over. Were stripes claimed for good, every thread from the second round on would
+/// count on the shared path.
 #[test]
 fn new_threads_take_over_the_stripes_of_exited_ones() {
     const ROUNDS: u64 = 50;

@@ -10,6 +10,7 @@ use crate::config::{Config, ConfigBuilder};
 use crate::duration::excerpt;
 use crate::keyed::family_exists;
 use crate::registry::Registry;
+use crate::reload::ReconfigureError;
 use crate::suggest::closest;
 
 mod env;
@@ -104,6 +105,21 @@ pub enum LoadError {
         /// What is wrong.
         message: String,
     },
+    /// [`Registry::reload_toml`]: a breaker in the file exists and cannot take the change live
+    /// (see [`ReconfigureError`]), or is a keyed family that exists.
+    #[error("{}:{line}: [breakers.{}] {message}", path.display(), Cut(breaker))]
+    NotReloadable {
+        /// The file.
+        path: PathBuf,
+        /// The line of its table, from 1.
+        line: usize,
+        /// The breaker's name.
+        breaker: String,
+        /// The key that cannot change, if one.
+        key: Option<String>,
+        /// What is wrong.
+        message: String,
+    },
     /// A breaker in the file already exists: configs apply only before a breaker's first use.
     #[error(
         "{}:{line}: circuit breaker '{}' already exists, so its config cannot change; load the file at startup, before the breaker's first call", path.display(), Cut(breaker)
@@ -125,7 +141,8 @@ impl LoadError {
             LoadError::Syntax { line, .. }
             | LoadError::Invalid { line, .. }
             | LoadError::UnknownBreaker { line, .. }
-            | LoadError::AlreadyCreated { line, .. } => Some(*line),
+            | LoadError::AlreadyCreated { line, .. }
+            | LoadError::NotReloadable { line, .. } => Some(*line),
             LoadError::Read { .. } | LoadError::Env { .. } => None,
         }
     }
@@ -134,6 +151,7 @@ impl LoadError {
     pub fn key(&self) -> Option<&str> {
         match self {
             LoadError::Invalid { key, .. } => Some(key),
+            LoadError::NotReloadable { key, .. } => key.as_deref(),
             _ => None,
         }
     }
@@ -263,6 +281,152 @@ impl Registry {
         text: &str,
         env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<Vec<String>, LoadError> {
+        let (configs, key_configs) = self.prepare(path, text, env)?;
+        let already = |name: &str, line: usize| LoadError::AlreadyCreated {
+            path: path.to_owned(),
+            line,
+            breaker: name.to_owned(),
+        };
+        let created = |name: &str| self.created(name) || family_exists(name);
+        if let Some((name, line, _)) = configs.iter().find(|(n, _, _)| created(n)) {
+            return Err(already(name, *line));
+        }
+        let mut names = Vec::with_capacity(configs.len());
+        for (name, line, config) in configs {
+            // `configure` refuses a breaker created since the check above: say so.
+            if !self.configure(&name, config) {
+                return Err(already(&name, line));
+            }
+            names.push(name);
+        }
+        for (name, key, line, config) in key_configs {
+            if family_exists(&name) || !self.configure_key(&name, &key, config) {
+                return Err(already(&name, line));
+            }
+        }
+        Ok(names)
+    }
+
+    /// Like [`load_toml`](Registry::load_toml), and also for breakers that exist: each one's
+    /// config is replaced live, keeping its state, counts, window and open time (see
+    /// [`Breaker::reconfigure`](crate::Breaker::reconfigure) for what a new value changes
+    /// when). Breakers not created yet are configured as `load_toml` does. Returns the names
+    /// in the file.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{registry, Config, State};
+    ///
+    /// let b = registry().get_or_create("doc-reload", || Config::builder().failures(3).build().unwrap());
+    /// let _ = b.call(|| Err::<(), _>("down"));
+    /// let _ = b.call(|| Err::<(), _>("down"));
+    /// registry().reload_toml_str("live.toml", "[breakers.doc-reload]\nfailures = 2\n").unwrap();
+    /// assert_eq!(b.config().failures(), Some(2));
+    /// let _ = b.call(|| Err::<(), _>("down")); // the third of the streak: over the new 2
+    /// assert_eq!(b.state(), State::Open);
+    /// ```
+    ///
+    /// **All or nothing.** The whole file (and the environment) is read and checked, every
+    /// config built, and every live breaker's change checked, before anything is applied: a
+    /// file with any error changes no breaker and returns the error. A change a live breaker
+    /// cannot take is one: [`LoadError::NotReloadable`] names the key, for the window's kind
+    /// or size and for adding or removing `failure_rate`, `slow_rate`, `slow`,
+    /// `max_concurrent` or `failures_within` (these shape the window or the call path: they
+    /// must reset the window, so they apply to breakers created after the change, that is
+    /// after a restart). A keyed family that exists is not reloaded yet (also
+    /// `NotReloadable`). A breaker created by another thread while the file is applied is
+    /// configured live if it can be, else reported, with the tables before it applied.
+    pub fn reload_toml(&self, path: impl AsRef<Path>) -> Result<Vec<String>, LoadError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        self.reload_toml_str(path, &text)
+    }
+
+    /// [`reload_toml`](Registry::reload_toml) from a string; `origin` names it in errors.
+    pub fn reload_toml_str(
+        &self,
+        origin: impl AsRef<Path>,
+        text: &str,
+    ) -> Result<Vec<String>, LoadError> {
+        self.reload_with_env(origin.as_ref(), text, std::env::vars_os())
+    }
+
+    pub(crate) fn reload_with_env(
+        &self,
+        path: &Path,
+        text: &str,
+        env: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> Result<Vec<String>, LoadError> {
+        let (configs, key_configs) = self.prepare(path, text, env)?;
+        let refused = |name: &str, line: usize, e: ReconfigureError| LoadError::NotReloadable {
+            path: path.to_owned(),
+            line,
+            breaker: name.to_owned(),
+            key: Some(e.field.to_owned()),
+            message: e.to_string(),
+        };
+        let family = |name: &str, line: usize| LoadError::NotReloadable {
+            path: path.to_owned(),
+            line,
+            breaker: name.to_owned(),
+            key: None,
+            message: "a keyed family that exists is not reloaded (its keys keep their \
+                      config; restart to apply it)"
+                .to_owned(),
+        };
+        // Every check first.
+        for (name, line, config) in &configs {
+            if family_exists(name) {
+                return Err(family(name, *line));
+            }
+            if let Some(b) = self.existing(name) {
+                b.can_reconfigure(config)
+                    .map_err(|e| refused(name, *line, e))?;
+            }
+        }
+        if let Some((name, _, line, _)) = key_configs.iter().find(|k| family_exists(&k.0)) {
+            return Err(family(name, *line));
+        }
+        // Then every change.
+        let mut names = Vec::with_capacity(configs.len());
+        for (name, line, config) in configs {
+            let live = match self.existing(&name) {
+                Some(b) => Some(b),
+                // Not created: configured for its creation, unless created meanwhile.
+                None if self.configure(&name, config.clone()) => None,
+                None => self.existing(&name),
+            };
+            if let Some(b) = live {
+                b.reconfigure(config).map_err(|e| refused(&name, line, e))?;
+                self.mark_preset(&name);
+            }
+            names.push(name);
+        }
+        for (name, key, line, config) in key_configs {
+            if family_exists(&name) || !self.configure_key(&name, &key, config) {
+                return Err(family(&name, line));
+            }
+        }
+        Ok(names)
+    }
+
+    /// Reads, checks and builds every config of a file, with the environment's overrides:
+    /// the breakers' configs by name (with the line of the table) and the single keys'.
+    #[allow(clippy::type_complexity)]
+    fn prepare(
+        &self,
+        path: &Path,
+        text: &str,
+        env: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> Result<
+        (
+            Vec<(String, usize, Config)>,
+            Vec<(String, String, usize, Config)>,
+        ),
+        LoadError,
+    > {
         let mut tables = parse(path, text)?;
         for (name, table) in &tables {
             check_file_keys(path, name, table)?;
@@ -287,29 +451,7 @@ impl Registry {
             }
             configs.push((name, table.line, config));
         }
-        let already = |name: &str, line: usize| LoadError::AlreadyCreated {
-            path: path.to_owned(),
-            line,
-            breaker: name.to_owned(),
-        };
-        let created = |name: &str| self.created(name) || family_exists(name);
-        if let Some((name, line, _)) = configs.iter().find(|(n, _, _)| created(n)) {
-            return Err(already(name, *line));
-        }
-        let mut names = Vec::with_capacity(configs.len());
-        for (name, line, config) in configs {
-            // `configure` refuses a breaker created since the check above: say so.
-            if !self.configure(&name, config) {
-                return Err(already(&name, line));
-            }
-            names.push(name);
-        }
-        for (name, key, line, config) in key_configs {
-            if family_exists(&name) || !self.configure_key(&name, &key, config) {
-                return Err(already(&name, line));
-            }
-        }
-        Ok(names)
+        Ok((configs, key_configs))
     }
 
     /// The names a table may give without `dynamic = true`: every breaker the registry knows,

@@ -90,7 +90,7 @@ use totals::Gone;
 /// Every breaker of a family shares its config (one allocation), except keys given their own
 /// in a `[breakers.<name>.keys."<key>"]` table of `load_toml` before a registry family is
 /// created, and its name: a rejection
-/// names the family, and [`Metrics::name`] is the family's name.
+/// names the family, and [`Metrics::name`](crate::Metrics::name) is the family's name.
 ///
 /// ```
 /// use breakerbox_runtime::{BreakerMap, Config, Error, State};
@@ -132,7 +132,7 @@ impl<K, S> BreakerMap<K, S> {
 }
 
 impl<K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static> BreakerMap<K> {
-    /// An empty family named `name`, not in the registry (see [`Registry::family`]).
+    /// An empty family named `name`, not in the registry (see [`Registry::family`](crate::Registry::family)).
     pub fn new(name: impl Into<String>, config: Config) -> Self {
         BreakerMap::with_hasher(name, config, RandomState::new())
     }

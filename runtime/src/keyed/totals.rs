@@ -49,7 +49,7 @@ impl Gone {
 }
 
 /// The counts of a family's evicted breakers, including calls that record into them after
-/// the eviction (a permit taken before it, a handle from [`BreakerMap::get`]).
+/// the eviction (a permit taken before it, a handle from [`BreakerMap::get`](crate::BreakerMap::get)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]

@@ -154,3 +154,23 @@ fn every_transition_is_a_tracing_event() {
     assert_eq!(failed[0].level, tracing::Level::DEBUG);
     assert_eq!(failed[0].fields["cause"], "connection refused");
 }
+
+/// The `tracing` event of an opening carries the short explanation in its `why` field.
+#[test]
+fn the_opening_event_says_why() {
+    let (b, _) = breaker(Config::builder().failures(2));
+    fail(&b);
+    let logged = capture::run(|| {
+        b.call(|| Err::<(), _>("server answered 500")).unwrap_err();
+    });
+    let open: Vec<_> = logged
+        .iter()
+        .filter(|e| e.fields.get("to").map(String::as_str) == Some("open"))
+        .collect();
+    assert_eq!(open.len(), 1, "{logged:#?}");
+    assert_eq!(open[0].level, tracing::Level::WARN);
+    assert_eq!(
+        open[0].fields["why"],
+        "2 calls failed in a row (threshold 2); last failure: 'server answered 500'"
+    );
+}

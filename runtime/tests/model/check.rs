@@ -26,6 +26,11 @@ fn quiet_panics() {
 fn advance(clock: &ManualClock, model: &mut Model, to: Duration) {
     if to > model.now {
         clock.advance(to - model.now);
+        // The clock's timer moves an open breaker to half-open at its deadline, without a call.
+        if model.state == State::Open && to >= model.open_until {
+            model.now = model.open_until;
+            model.go(State::HalfOpen, None);
+        }
         model.now = to;
     }
 }

@@ -71,8 +71,8 @@ fn an_error_leaves_every_breaker_to_its_call_site() {
 
 /// A breaker created while the file loads either gets the file's config or the load
 /// says it could not: never `Ok` with a breaker that silently kept its call site's. (A
-/// stress check: the window between the check and `configure` is narrow, and the fix is
-/// that `configure`'s refusal is now an error rather than ignored.)
+/// stress check: the window between the check and `configure` is narrow; what closes it is
+/// that the load turns `configure`'s refusal into an error rather than ignoring it.)
 #[test]
 fn a_breaker_created_during_the_load_is_never_silently_missed() {
     for round in 0..20 {

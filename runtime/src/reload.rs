@@ -1,0 +1,120 @@
+//! Hot reload that keeps state: a live breaker's config replaced without losing its state,
+//! counts, window or open time.
+
+use core::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use crate::config::Config;
+
+/// A breaker's config, replaceable while calls read it: a pointer to a shared config, read
+/// with one load (as the `Arc` it replaces was). A config replaced by
+/// [`swap`](LiveConfig::swap) must outlive every reference handed out before: the breaker
+/// keeps each old one until it is dropped.
+pub(crate) struct LiveConfig(AtomicPtr<Config>);
+
+impl LiveConfig {
+    pub(crate) fn new(config: Arc<Config>) -> LiveConfig {
+        LiveConfig(AtomicPtr::new(Arc::into_raw(config).cast_mut()))
+    }
+
+    /// Puts `config` in place and returns the one it replaces.
+    ///
+    /// # Safety
+    ///
+    /// The caller keeps the returned config alive as long as this `LiveConfig`: references
+    /// read from it before the swap may still be in use.
+    pub(crate) unsafe fn swap(&self, config: Arc<Config>) -> Arc<Config> {
+        let old = self
+            .0
+            .swap(Arc::into_raw(config).cast_mut(), Ordering::AcqRel);
+        // SAFETY: every pointer stored here came from `Arc::into_raw`, and this one is taken
+        // out of the slot by the swap, so its count is handed back once.
+        unsafe { Arc::from_raw(old) }
+    }
+}
+
+impl core::ops::Deref for LiveConfig {
+    type Target = Config;
+
+    #[inline]
+    fn deref(&self) -> &Config {
+        // SAFETY: the pointer is a live `Arc`'s (held by the slot), and a replaced one is kept
+        // alive by the breaker for as long as this `LiveConfig` (see `swap`).
+        unsafe { &*self.0.load(Ordering::Acquire) }
+    }
+}
+
+impl Drop for LiveConfig {
+    fn drop(&mut self) {
+        // SAFETY: the slot's own reference, given back once.
+        unsafe { drop(Arc::from_raw(*self.0.get_mut())) };
+    }
+}
+
+/// Why [`Breaker::reconfigure`](crate::Breaker::reconfigure) (or
+/// `Registry::reload_toml`) refused a config for a live breaker: it changes a key that
+/// shapes the breaker's window or call path, which only a new breaker can take.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReconfigureError {
+    /// The key that cannot change.
+    pub field: &'static str,
+    /// Why.
+    pub why: &'static str,
+}
+
+impl fmt::Display for ReconfigureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "`{}` cannot change on a live breaker: {}; it applies to breakers created after \
+             the change (restart to apply it to this one)",
+            self.field, self.why
+        )
+    }
+}
+
+impl std::error::Error for ReconfigureError {}
+
+/// The keys a live breaker cannot take a new value of, or only within a kind: `Err` names the
+/// first that differs.
+pub(crate) fn compatible(old: &Config, new: &Config) -> Result<(), ReconfigureError> {
+    let refuse = |field, why| Err(ReconfigureError { field, why });
+    if old.failure_rate.is_some() != new.failure_rate.is_some() {
+        return refuse(
+            "failure_rate",
+            "switching between consecutive failures and a failure rate changes the policy",
+        );
+    }
+    if old.slow_rate.is_some() != new.slow_rate.is_some() {
+        return refuse(
+            "slow_rate",
+            "adding or removing a slow-call rate adds or removes the window",
+        );
+    }
+    if old.uses_window() && old.window != new.window {
+        return refuse(
+            "window",
+            "the window's kind and size are fixed when it is made",
+        );
+    }
+    if old.slow.is_some() != new.slow.is_some() {
+        return refuse(
+            "slow",
+            "adding or removing `slow` changes whether calls are timed",
+        );
+    }
+    if old.max_concurrent.is_some() != new.max_concurrent.is_some() {
+        return refuse(
+            "max_concurrent",
+            "adding or removing the bulkhead changes the call path",
+        );
+    }
+    if old.failures_within.is_some() != new.failures_within.is_some() {
+        return refuse(
+            "failures_within",
+            "adding or removing it changes how the streak is counted",
+        );
+    }
+    Ok(())
+}

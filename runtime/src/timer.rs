@@ -1,0 +1,476 @@
+//! True state without traffic: timers that move an open breaker to half-open when its open
+//! time ends, whether or not a call arrives.
+//!
+//! # The protocol
+//!
+//! * A transition to `Open` arms a timer on the breaker's clock, under the transition lock,
+//!   before it publishes the state. If the timer is armed, the published state word carries
+//!   [`TIMED`]; a rejection that sees it answers without reading the clock (a load and a
+//!   compare). If no timer can be armed (a user clock without [`Clock::timers`], a timer thread
+//!   that could not start or has stopped), the word has no `TIMED` and a rejection reads the
+//!   clock as before, moving the breaker on itself when the time is up.
+//! * A timer that fires takes the transition lock and moves the breaker from `Open` to
+//!   `HalfOpen` only if it is still in the opening the timer was armed for (its generation):
+//!   a reset, a re-trip or a call that got there first leaves nothing for it to do.
+//! * [`Timers::shutdown`] (also run if the system timer thread ever stops) takes every armed
+//!   timer out and clears `TIMED` from each breaker still in that opening, so those fall back
+//!   to reading the clock: no breaker is left open for good.
+//!
+//! [`Clock::timers`]: crate::Clock::timers
+
+use core::cmp::Reverse;
+use core::time::Duration;
+use std::collections::BinaryHeap;
+
+use crate::breaker::WeakBreaker;
+use crate::clock::nanos;
+use crate::state::Word;
+use crate::sync::Packed;
+// std's lock, not loom's, even under loom: no atomic protocol runs through the heap (each
+// critical section is a push or a pop with no atomic inside), and loom's would multiply the
+// interleavings of every model in which a breaker opens.
+use std::sync::Mutex;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The state word's flag (above the state tag's byte) saying that a timer will move this open
+/// breaker on: its rejections need not read the clock.
+pub(crate) const TIMED: u64 = 1 << 8;
+
+impl Word {
+    /// Whether a timer will move this (open) breaker on.
+    #[inline(always)]
+    pub(crate) fn is_timed(self) -> bool {
+        self.bits() & TIMED != 0
+    }
+
+    /// The word with [`TIMED`].
+    pub(crate) fn timed(self) -> Word {
+        <Word as Packed>::from_bits(self.bits() | TIMED)
+    }
+
+    /// The word without [`TIMED`].
+    pub(crate) fn untimed(self) -> Word {
+        <Word as Packed>::from_bits(self.bits() & !TIMED)
+    }
+}
+
+/// In a rejection's reason word: the retry word is the open deadline on the breaker's clock,
+/// not the time left (a timed rejection reads no clock); `Rejected::retry_after` subtracts.
+pub(crate) const RETRY_AT: u64 = 1 << 8;
+
+/// The wake-ups a clock owes its open breakers, by deadline.
+///
+/// A [`Clock`](crate::Clock) that can drive timers returns one from
+/// [`Clock::timers`](crate::Clock::timers) and calls [`fire_due`](Timers::fire_due) whenever
+/// its time moves; [`ManualClock`](crate::ManualClock) does so in
+/// [`advance`](crate::ManualClock::advance) and [`set`](crate::ManualClock::set), so that an
+/// open breaker turns half-open (and tells its listeners, on the advancing thread) as the
+/// test moves time past its open time.
+///
+/// ```
+/// use breakerbox_runtime::{Breaker, Clock, Config, ManualClock, State};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let breaker = Breaker::new("db", Config::builder().clock(clock.clone()).build()?);
+/// breaker.trip_for(Duration::from_secs(5));
+/// clock.advance(Duration::from_secs(5)); // no call needed
+/// assert_eq!(breaker.state(), State::HalfOpen);
+/// assert!(clock.timers().unwrap().next_due().is_none());
+/// # Ok::<(), breakerbox_runtime::ConfigError>(())
+/// ```
+#[derive(Default)]
+pub struct Timers {
+    heap: Mutex<Heap>,
+    /// Whether the breakers' listeners are told later, on the notifier thread, rather than
+    /// by the thread that fires: the system timer's, which must never wait on user code.
+    defer: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct Heap {
+    entries: BinaryHeap<Reverse<Entry>>,
+    seq: u64,
+    /// Shut down: nothing arms any more.
+    dead: bool,
+}
+
+struct Entry {
+    at: u64,
+    seq: u64,
+    generation: u32,
+    target: WeakBreaker,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+impl Timers {
+    /// No wake-ups owed.
+    pub fn new() -> Timers {
+        Timers::default()
+    }
+
+    /// Arms a wake-up at `at` (nanoseconds on the clock) for the opening `generation` of
+    /// `target`. Returns whether it is armed (and whether it became the earliest one), or
+    /// `None` once shut down. Runs under the breaker's transition lock: no user code here.
+    pub(crate) fn arm(&self, at: u64, generation: u32, target: WeakBreaker) -> Option<bool> {
+        let mut heap = lock(&self.heap);
+        if heap.dead {
+            return None;
+        }
+        let earliest = heap.entries.peek().is_none_or(|Reverse(e)| at < e.at);
+        heap.seq += 1;
+        let seq = heap.seq;
+        heap.entries.push(Reverse(Entry {
+            at,
+            seq,
+            generation,
+            target,
+        }));
+        Some(earliest)
+    }
+
+    /// When the earliest wake-up is due, on the clock; `None` if none is armed.
+    pub fn next_due(&self) -> Option<Duration> {
+        self.next_nanos().map(Duration::from_nanos)
+    }
+
+    fn next_nanos(&self) -> Option<u64> {
+        lock(&self.heap).entries.peek().map(|Reverse(e)| e.at)
+    }
+
+    /// Fires every wake-up due at `now` (the clock's time), in deadline order: each moves its
+    /// breaker from open to half-open if it is still in the opening it was armed for, and
+    /// tells its listeners on this thread. Call it whenever the clock's time moves.
+    ///
+    /// No lock of ours is held while a breaker's listeners run. A listener's panic is caught
+    /// (as for any transition), and so is a `tracing` subscriber's: the other wake-ups due
+    /// still fire.
+    pub fn fire_due(&self, now: Duration) {
+        self.fire(nanos(now));
+    }
+
+    pub(crate) fn fire(&self, now: u64) {
+        loop {
+            // One at a time, so a listener that arms another timer (re-opening its breaker, say)
+            // or that advances the clock again finds the heap as it should.
+            let entry = {
+                let mut heap = lock(&self.heap);
+                match heap.entries.peek() {
+                    Some(Reverse(e)) if e.at <= now => heap.entries.pop().map(|Reverse(e)| e),
+                    _ => None,
+                }
+            };
+            let Some(entry) = entry else { return };
+            self.wake(entry);
+        }
+    }
+
+    fn wake(&self, entry: Entry) {
+        let Some(breaker) = entry.target.upgrade() else {
+            return;
+        };
+        drop(entry.target);
+        if self.defer {
+            // The system timer thread: the transition only. Its events, and the handle (whose
+            // drop may be the last, running the listeners' own drops), go to the notifier.
+            let _deferring = Deferring::enter();
+            let fired = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                breaker.wake(entry.generation, entry.at)
+            }));
+            if let Err(payload) = fired {
+                crate::event::discard(payload);
+            }
+            drop(_deferring);
+            notify(breaker);
+        } else {
+            let fired = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                breaker.wake(entry.generation, entry.at);
+                drop(breaker);
+            }));
+            if let Err(payload) = fired {
+                tracing::error!(
+                    target: "breakerbox",
+                    panic = crate::event::panic_message(&*payload),
+                    "telling a timed state change panicked (caught)"
+                );
+                crate::event::discard(payload);
+            }
+        }
+    }
+
+    /// Takes every armed wake-up out and refuses new ones; each breaker still in the opening
+    /// a wake-up was armed for goes back to reading its clock on every rejection, so it
+    /// half-opens at the first call after its open time, as without a timer.
+    pub fn shutdown(&self) {
+        let entries = {
+            let mut heap = lock(&self.heap);
+            heap.dead = true;
+            core::mem::take(&mut heap.entries)
+        };
+        for Reverse(entry) in entries {
+            if let Some(breaker) = entry.target.upgrade() {
+                breaker.disarm(entry.generation);
+                if self.defer {
+                    notify(breaker);
+                }
+            }
+        }
+    }
+}
+
+impl core::fmt::Debug for Timers {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Timers")
+            .field("armed", &lock(&self.heap).entries.len())
+            .finish()
+    }
+}
+
+std::thread_local! {
+    static DEFERRING: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// While alive, transitions on this thread queue their events without telling them.
+struct Deferring;
+
+impl Deferring {
+    fn enter() -> Deferring {
+        DEFERRING.with(|d| d.set(true));
+        Deferring
+    }
+}
+
+impl Drop for Deferring {
+    fn drop(&mut self) {
+        DEFERRING.with(|d| d.set(false));
+    }
+}
+
+/// Whether this thread leaves telling events to the notifier (the system timer thread).
+pub(crate) fn deferring() -> bool {
+    DEFERRING.with(|d| d.get())
+}
+
+/// Hands a breaker to the notifier thread, which tells its queued events and drops the
+/// handle. Without a notifier (it could not start) the events stay queued, and the next
+/// transition of that breaker tells them.
+#[cfg(not(loom))]
+fn notify(breaker: crate::Breaker) {
+    use std::sync::mpsc::{Sender, channel};
+    static NOTIFIER: std::sync::OnceLock<Option<std::sync::Mutex<Sender<crate::Breaker>>>> =
+        std::sync::OnceLock::new();
+    let sender = NOTIFIER.get_or_init(|| {
+        let (tx, rx) = channel::<crate::Breaker>();
+        std::thread::Builder::new()
+            .name("breakerbox-notify".into())
+            .spawn(move || {
+                for breaker in rx {
+                    let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        breaker.tell_pending();
+                        drop(breaker);
+                    }));
+                    if let Err(payload) = told {
+                        crate::event::discard(payload);
+                    }
+                }
+            })
+            .ok()
+            .map(|_| std::sync::Mutex::new(tx))
+    });
+    match sender {
+        Some(tx) => {
+            let tx = tx.lock().unwrap_or_else(|e| e.into_inner());
+            if let Err(back) = tx.send(breaker) {
+                // The notifier is gone (it cannot be, short of the process ending): keep the
+                // handle from being dropped here, on the timer thread.
+                core::mem::forget(back.0);
+            }
+        }
+        None => core::mem::forget(breaker),
+    }
+}
+
+#[cfg(loom)]
+fn notify(breaker: crate::Breaker) {
+    breaker.tell_pending();
+}
+
+/// The system clock's timers: one process-wide thread, `breakerbox-timer`, started by the
+/// first opening of a breaker on the system clock. It sleeps until the earliest deadline,
+/// moves the breakers due from open to half-open, and hands their events to a second thread,
+/// `breakerbox-notify`, which tells listeners and `tracing`: so a listener that blocks delays
+/// other breakers' events, never their state changes.
+#[cfg(not(loom))]
+pub(crate) mod system {
+    use super::*;
+    use crate::clock::SystemClock;
+    use std::sync::{Condvar, OnceLock};
+
+    pub(crate) struct SystemTimers {
+        pub(crate) timers: Timers,
+        wake: Condvar,
+    }
+
+    static SYSTEM: OnceLock<SystemTimers> = OnceLock::new();
+
+    /// The system timers, their thread started on first use; a thread that cannot start
+    /// leaves them shut down, so breakers read the clock as without timers.
+    pub(crate) fn timers() -> &'static SystemTimers {
+        let mut start = false;
+        let system = SYSTEM.get_or_init(|| {
+            start = true;
+            SystemTimers {
+                timers: Timers {
+                    heap: Mutex::default(),
+                    defer: true,
+                },
+                wake: Condvar::new(),
+            }
+        });
+        if start {
+            let spawned = std::thread::Builder::new()
+                .name("breakerbox-timer".into())
+                .spawn(move || run(system));
+            if spawned.is_err() {
+                lock(&system.timers.heap).dead = true;
+            }
+        }
+        system
+    }
+
+    impl SystemTimers {
+        /// Arms a wake-up, waking the thread if it is the earliest. Under the transition lock.
+        pub(crate) fn arm(&self, at: u64, generation: u32, target: WeakBreaker) -> bool {
+            match self.timers.arm(at, generation, target) {
+                Some(earliest) => {
+                    if earliest {
+                        self.wake.notify_one();
+                    }
+                    true
+                }
+                None => false,
+            }
+        }
+    }
+
+    /// Shuts the timers down if the thread ever stops, so that no breaker waits on it.
+    struct Stopped(&'static SystemTimers);
+
+    impl Drop for Stopped {
+        fn drop(&mut self) {
+            self.0.timers.shutdown();
+        }
+    }
+
+    fn run(system: &'static SystemTimers) {
+        let _stopped = Stopped(system);
+        loop {
+            system.timers.fire(SystemClock.coarse_nanos());
+            let heap = lock(&system.timers.heap);
+            if heap.dead {
+                return;
+            }
+            // Read under the lock an arm takes: an earlier deadline armed after this read
+            // notifies after this wait began, and is not missed.
+            let now = SystemClock.coarse_nanos();
+            let wait = match heap.entries.peek() {
+                Some(Reverse(e)) if e.at <= now => continue,
+                // At least a millisecond: the coarse clock may lag the condvar's by that much.
+                Some(Reverse(e)) => Duration::from_nanos(e.at - now).max(Duration::from_millis(1)),
+                None => Duration::from_secs(3600),
+            };
+            let _ = system.wake.wait_timeout(heap, wait);
+        }
+    }
+
+    /// Stops the thread as if it had died, for the test that no breaker is left open then.
+    #[doc(hidden)]
+    pub fn stop() {
+        let system = timers();
+        system.timers.shutdown();
+        system.wake.notify_one();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{Breaker, Clock, Config, ManualClock, State};
+    use std::sync::{Arc, mpsc};
+
+    /// A clock whose timers defer telling, as the system timer thread's do; the test fires
+    /// them on its own thread.
+    struct Deferred(ManualClock, Arc<Timers>);
+
+    impl Clock for Deferred {
+        fn now(&self) -> Duration {
+            self.0.now()
+        }
+        fn timers(&self) -> Option<Arc<Timers>> {
+            Some(self.1.clone())
+        }
+    }
+
+    /// The thread that fires timers never runs a listener: one that blocks (on the notifier
+    /// thread) holds up neither its own breaker's state nor another breaker's timer.
+    #[test]
+    fn a_blocking_listener_stalls_no_timer() {
+        let manual = ManualClock::new();
+        let timers = Arc::new(Timers {
+            heap: Mutex::default(),
+            defer: true,
+        });
+        let breaker = |name: &str, open_ms: u64| {
+            let config = Config::builder()
+                .failures(1)
+                .open_for(Duration::from_millis(open_ms))
+                .clock(Deferred(manual.clone(), timers.clone()));
+            Breaker::new(name, config.build().unwrap())
+        };
+        let a = breaker("blocks", 1000);
+        let b = breaker("other", 2000);
+        let (release, wait) = mpsc::channel::<()>();
+        let wait = std::sync::Mutex::new(wait);
+        let (entered, blocked) = mpsc::channel::<()>();
+        let entered = std::sync::Mutex::new(entered);
+        a.on_state_change(move |e| {
+            if e.to == State::HalfOpen {
+                entered.lock().unwrap().send(()).unwrap();
+                wait.lock().unwrap().recv().unwrap();
+            }
+        });
+        let (told, b_told) = mpsc::channel::<State>();
+        let told = std::sync::Mutex::new(told);
+        b.on_state_change(move |e| told.lock().unwrap().send(e.to).unwrap());
+        a.call(|| Err::<(), _>("down")).unwrap_err();
+        b.call(|| Err::<(), _>("down")).unwrap_err();
+        assert_eq!(b_told.recv().unwrap(), State::Open);
+        manual.advance(Duration::from_secs(3));
+        timers.fire_due(Duration::from_secs(3));
+        // Both moved on, on this thread, before `fire_due` returned.
+        assert_eq!((a.state(), b.state()), (State::HalfOpen, State::HalfOpen));
+        // The notifier is stuck in a's listener; b's event waits behind it.
+        blocked.recv().unwrap();
+        release.send(()).unwrap();
+        assert_eq!(b_told.recv().unwrap(), State::HalfOpen);
+    }
+}
