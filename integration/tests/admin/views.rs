@@ -29,6 +29,21 @@ async fn the_list_shows_state_config_metrics_last_failure_and_time_left_open() {
     assert_eq!(b["metrics"]["failures"], 2);
     assert_eq!(b["metrics"]["calls"], 2);
     assert_eq!(b["metrics"]["time_in_state"], "1.500000001s");
+    // Breaker::explain, as data and as its sentence.
+    let why = &b["explain"];
+    assert_eq!(why["cause"], "2 calls failed in a row (threshold 2)");
+    assert_eq!(why["elapsed"], "1.500000001s");
+    assert_eq!(why["next_probe_in"], "28.499999999s");
+    assert_eq!(why["open_for"], "30s");
+    assert_eq!(why["reopens"], 0);
+    let text = why["text"].as_str().unwrap();
+    assert!(
+        text.ends_with(
+            "(1.5 s ago) because 2 calls failed in a row (threshold 2); \
+             last failure: 'server answered 500'; next probe in 28.5 s"
+        ),
+        "{text}"
+    );
 }
 
 #[tokio::test]

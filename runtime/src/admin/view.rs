@@ -1,7 +1,7 @@
 //! The JSON views: `GET /breakers` and `GET /breakers/{name}`.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
@@ -13,6 +13,7 @@ use super::{Problem, Shared, json};
 use crate::breaker::Breaker;
 use crate::config::Config;
 use crate::duration::{display_duration, excerpt};
+use crate::explain::Explanation;
 use crate::keyed::FamilySnapshot;
 use crate::metrics::Metrics;
 use crate::registry::registry;
@@ -30,9 +31,42 @@ pub(crate) struct BreakerView {
     /// While open: the time left before it probes, as duration text.
     pub(crate) open_remaining: Option<String>,
     pub(crate) last_failure: Option<String>,
+    /// [`Breaker::explain`]: why it is in its state, as a sentence and as data.
+    explain: ExplainView,
     #[serde(skip_serializing_if = "Option::is_none")]
     config: Option<Config>,
     pub(crate) metrics: Metrics,
+}
+
+/// [`Explanation`] as JSON: its sentence, its short form, and its numbers.
+#[derive(Serialize)]
+struct ExplainView {
+    text: String,
+    short: String,
+    cause: String,
+    /// serde's form of `SystemTime`; `null` if the breaker never changed state.
+    since_wall: Option<SystemTime>,
+    elapsed: String,
+    next_probe_in: Option<String>,
+    open_for: Option<String>,
+    backoff: Option<f64>,
+    reopens: u32,
+}
+
+impl From<Explanation> for ExplainView {
+    fn from(e: Explanation) -> ExplainView {
+        ExplainView {
+            text: e.to_string(),
+            short: e.short().to_string(),
+            cause: e.cause.to_string(),
+            since_wall: e.since_wall,
+            elapsed: display_duration(e.elapsed),
+            next_probe_in: e.next_probe_in.map(display_duration),
+            open_for: e.open_for.map(display_duration),
+            backoff: e.backoff,
+            reopens: e.reopens,
+        }
+    }
 }
 
 impl BreakerView {
@@ -45,6 +79,7 @@ impl BreakerView {
             state: metrics.state,
             open_remaining: open_remaining(&metrics),
             last_failure: breaker.last_failure().map(|s| s.to_string()),
+            explain: breaker.explain().into(),
             config: (!summary).then(|| breaker.config().clone()),
             metrics,
         }
