@@ -205,7 +205,7 @@ async fn the_dashboard_shows_a_trip_live_and_resets_with_the_token() {
             "binary": chromium,
             "args": [
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,760", "--no-proxy-server",
+                "--window-size=1280,880", "--no-proxy-server",
             ],
         }),
     );
@@ -241,6 +241,15 @@ async fn the_dashboard_shows_a_trip_live_and_resets_with_the_token() {
         .await
         .unwrap();
     assert!(last.contains("open"), "{last}");
+    // Breaker::explain's sentence on the tile, once the refresh brought it.
+    browser
+        .wait()
+        .at_most(DEADLINE)
+        .for_element(Locator::XPath(
+            r#"//section[@data-name="checkout"]/div[@class="why" and contains(., "because 2 calls failed in a row (threshold 2); last failure: 'payment gateway answered 502'")]"#,
+        ))
+        .await
+        .expect("the explanation on the tile");
 
     let shot = browser.screenshot().await.unwrap();
     let path = target_dir().join("dashboard.png");

@@ -193,51 +193,60 @@ fn instances_started_before_the_store_decide_alone_then_converge_when_it_starts(
 }
 
 #[test]
-fn after_the_open_time_only_half_open_calls_instances_probe_and_the_others_stay_open() {
+fn after_the_open_time_exactly_half_open_calls_probes_run_fleet_wide() {
     let Some(redis) = shared_redis() else { return };
-    // Two probe slots (so two leases fleet-wide), two successes to close, and leases that
-    // outlive the test.
-    let keys = "failures = 1\nopen_for = \"300ms\"\nhalf_open_calls = 2\nsuccesses = 2\nprobe_timeout = \"60s\"\n";
+    // Two probe slots (so two leases fleet-wide, one probe each), one success to close, and
+    // leases that outlive the test.
+    let keys = "failures = 1\nopen_for = \"300ms\"\nhalf_open_calls = 2\nsuccesses = 1\nprobe_timeout = \"60s\"\n";
     let mut nodes = nodes_with(&redis.url(), "lease", 4, keys);
     assert_eq!(nodes[0].cmd("fail"), "ok open");
     all_reach(&mut nodes, "open", soon()).unwrap();
-    // Once the fleet's open time has run out, two instances hold a lease each.
+    // Once the fleet's open time has run out, the two leases are taken: every free one goes
+    // to the first instance to ask.
     let leases = "{lease:payments}:probes";
     let deadline = soon();
     while redis.cli(&["ZCARD", leases]) != "2" {
         assert!(Instant::now() < deadline, "no two leases");
         std::thread::sleep(Duration::from_millis(5));
     }
-    let holders = redis.cli(&["ZRANGE", leases, "0", "-1"]);
-    let holders: Vec<&str> = holders.lines().collect();
-    // The others reject every call: they do not probe.
-    for node in nodes
-        .iter_mut()
-        .filter(|n| !holders.contains(&n.name.as_str()))
-    {
+    let members = redis.cli(&["ZRANGE", leases, "0", "-1"]);
+    let holder = members.lines().next().unwrap().split('#').next().unwrap();
+    let holder = holder.to_owned();
+    assert_eq!(
+        members,
+        format!("{holder}#1\n{holder}#2"),
+        "both leases to one instance"
+    );
+    // Every instance tries to start three calls and keeps them in flight: the others reject
+    // every one, the holder admits one probe per lease. Two probes fleet-wide, exactly.
+    let mut probes = 0;
+    for node in nodes.iter_mut().filter(|n| n.name != holder) {
         for _ in 0..3 {
-            assert_eq!(node.cmd("succeed"), "rejected open", "{} probed", node.name);
+            assert_eq!(node.cmd("hold"), "rejected open", "{} probed", node.name);
         }
     }
-    // Each holder probes: one success of two, half-open.
-    for node in nodes
-        .iter_mut()
-        .filter(|n| holders.contains(&n.name.as_str()))
-    {
-        let deadline = soon();
-        loop {
-            let answer = node.cmd("succeed");
-            if answer == "ok half-open" {
-                break;
-            }
-            assert_eq!(answer, "rejected open", "{}", node.name);
-            assert!(Instant::now() < deadline, "{} never probed", node.name);
-            std::thread::sleep(Duration::from_millis(5));
+    let at = nodes.iter().position(|n| n.name == holder).unwrap();
+    let deadline = soon();
+    loop {
+        // The lease is granted before the holder takes it on: poll for its first probe.
+        let answer = nodes[at].cmd("hold");
+        if answer == "ok half-open" {
+            probes += 1;
+            break;
+        }
+        assert_eq!(answer, "rejected open");
+        assert!(Instant::now() < deadline, "the holder never probed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for _ in 0..3 {
+        match nodes[at].cmd("hold").as_str() {
+            "ok half-open" => probes += 1,
+            answer => assert_eq!(answer, "rejected half-open"),
         }
     }
-    // A holder's second success closes it, and so the fleet, and drops the leases.
-    let first = nodes.iter().position(|n| n.name == holders[0]).unwrap();
-    assert_eq!(nodes[first].cmd("succeed"), "ok closed");
+    assert_eq!(probes, 2, "one probe per lease, fleet-wide");
+    // The probes succeed: the holder closes, and so the fleet, and the leases are dropped.
+    assert_eq!(nodes[at].cmd("release"), "ok closed");
     all_reach(&mut nodes, "closed", soon()).unwrap();
     assert_eq!(
         redis.cli(&["EXISTS", leases]),

@@ -15,7 +15,7 @@ mod fleet_support;
 
 use std::time::{Duration, Instant};
 
-use fleet_support::{Node, Proxy, Redis, all_reach, nodes, redis_server};
+use fleet_support::{Node, Proxy, Redis, all_reach, nodes, nodes_fleet, redis_server};
 
 /// One fault at a time: each test runs four processes that time their calls, on a machine of
 /// two cores.
@@ -142,6 +142,69 @@ fn cut_off(
     for n in nodes.iter_mut() {
         assert_eq!(n.cmd("traffic off"), "ok");
     }
+}
+
+/// `on_store_error = policy`: the fleet is open; Redis is killed; within 2 s every node is
+/// held `held` (a failure answers `failed`, and calls never wait); Redis restarts; within 1 s
+/// every node is open again (its own state given back), and the fleet goes on.
+fn held_while_the_store_is_down(policy: &str, held: &str, failed: &str) {
+    let Some(bin) = redis_server() else { return };
+    let _one = serial();
+    let mut redis = Redis::start(&bin, &[]);
+    let prefix = format!("hold-{policy}");
+    let fleet_keys = format!("on_store_error = \"{policy}\"\n");
+    let mut nodes = nodes_fleet(&redis.url(), &prefix, 3, &fleet_keys);
+    for n in nodes.iter_mut() {
+        assert_eq!(n.cmd("traffic on"), "ok");
+    }
+    assert_eq!(nodes[1].cmd("fail"), "ok open");
+    all_reach(&mut nodes, "open", soon()).unwrap();
+    resyncs(&mut nodes[0], 1);
+    let base = p99(&mut nodes);
+
+    redis.kill();
+    all_reach(&mut nodes, held, Instant::now() + Duration::from_secs(2))
+        .unwrap_or_else(|e| panic!("{policy}: not held {held} within 2 s of the kill: {e}"));
+    for n in nodes.iter_mut() {
+        assert_eq!(n.cmd("fail"), failed, "{}", n.name);
+    }
+    more_errors(&mut nodes[1], 3); // the failing store's retries: still held
+    assert_eq!(nodes[1].state(), held);
+    let during = p99(&mut nodes);
+
+    redis.restart();
+    let back = Instant::now();
+    all_reach(&mut nodes, "open", back + Duration::from_secs(1)).unwrap_or_else(|e| {
+        panic!("{policy}: not given back within 1 s of the store's return: {e}")
+    });
+    assert_no_wait(base, during, policy);
+    // Nothing held was written: the store never heard of forced-open or disabled. The
+    // record vanished with the restart (no persistence) and is written again as open.
+    let key = format!("{{{prefix}:payments}}");
+    let deadline = soon();
+    while redis.hget(&key, "state") != "open" {
+        assert!(
+            Instant::now() < deadline,
+            "{policy}: the record not written again"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // And the fleet goes on.
+    assert_eq!(nodes[2].cmd("reset"), "ok");
+    all_reach(&mut nodes, "closed", soon()).unwrap();
+    for n in nodes.iter_mut() {
+        assert_eq!(n.cmd("traffic off"), "ok");
+    }
+}
+
+#[test]
+fn on_store_error_open_rejects_every_call_until_the_store_returns() {
+    held_while_the_store_is_down("open", "forced-open", "rejected forced-open");
+}
+
+#[test]
+fn on_store_error_closed_admits_every_call_until_the_store_returns() {
+    held_while_the_store_is_down("closed", "disabled", "ok disabled");
 }
 
 #[test]

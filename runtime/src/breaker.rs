@@ -428,6 +428,41 @@ impl Breaker {
         }
     }
 
+    /// Limits the probes of this breaker's half-open rounds to `budget` (or
+    /// `half_open_calls`, if that is fewer), until set again; `None`, the default, lifts the
+    /// limit. Fleet mode sets it to the probe leases an instance holds, so that exactly
+    /// `half_open_calls` probes run fleet-wide; a store of your own can do the same.
+    ///
+    /// - A budget of 0 keeps an open breaker open once its open time has run out: calls are
+    ///   rejected ([`RejectReason::Open`](crate::RejectReason::Open), no retry time) and it
+    ///   does not go half-open. A breaker already half-open admits no more probes.
+    /// - A round closes after `successes` successful probes, as always: a budget below
+    ///   `successes` leaves a round that cannot close, ended (re-opened) by `probe_timeout`
+    ///   like a round whose probes hang.
+    /// - It changes no state and tells no listener; the closed path does not read it.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{Breaker, Config, State};
+    /// use std::time::Duration;
+    ///
+    /// let config = Config::builder().half_open_calls(3).build()?;
+    /// let breaker = Breaker::new("users", config);
+    /// breaker.set_probe_budget(Some(1));
+    /// breaker.trip_for(Duration::ZERO);
+    /// let probe = breaker.try_acquire()?; // the one probe of the round
+    /// assert_eq!(breaker.state(), State::HalfOpen);
+    /// assert!(breaker.try_acquire().is_err()); // half_open_calls is 3, the budget 1
+    /// # drop(probe);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_probe_budget(&self, budget: Option<u32>) {
+        let stored = budget.map_or(0, |b| b.min(u32::MAX - 1) + 1);
+        self.inner()
+            .cold()
+            .probe_budget
+            .store(stored, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Takes on a state exported by [`export_state`](Breaker::export_state), typically by
     /// another process. Counts are local and start over.
     pub fn import_state(&self, shared: &SharedState) {

@@ -9,6 +9,9 @@
 //! Commands (one per line; each answers one line):
 //!
 //! - `fail`, `succeed` — one call through `payments`; answers `ok <state>` or `rejected <state>`
+//! - `hold` — asks for a permit and keeps it (a call in flight); answers `ok <state>` or
+//!   `rejected <state>`
+//! - `release` — records a success for every held permit; `ok <state>`
 //! - `state` — `state <state>`
 //! - `force_open`, `disable`, `reset`, `trip <ms>` — manual control; `ok`
 //! - `traffic on|off` — a thread making an ignored call every 200 µs, timing each
@@ -81,6 +84,7 @@ pub fn run(path: &str) {
         Fleet::start(config).expect("start the fleet")
     };
     let traffic = Traffic::default();
+    let mut held = Vec::new();
     say(&format!("ready {}", fleet.instance()));
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
@@ -88,6 +92,19 @@ pub fn run(path: &str) {
         let answer = match (words.next(), words.next()) {
             (Some("fail"), _) => call(&breaker, Err("refused")),
             (Some("succeed"), _) => call(&breaker, Ok(())),
+            (Some("hold"), _) => match breaker.try_acquire_owned() {
+                Ok(permit) => {
+                    held.push(permit);
+                    format!("ok {}", breaker.state())
+                }
+                Err(_) => format!("rejected {}", breaker.state()),
+            },
+            (Some("release"), _) => {
+                for permit in held.drain(..) {
+                    permit.record(Outcome::Success);
+                }
+                format!("ok {}", breaker.state())
+            }
             (Some("state"), _) => format!("state {}", breaker.state()),
             (Some("force_open"), _) => ok(|| breaker.force_open()),
             (Some("disable"), _) => ok(|| breaker.disable()),

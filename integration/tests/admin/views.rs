@@ -29,6 +29,21 @@ async fn the_list_shows_state_config_metrics_last_failure_and_time_left_open() {
     assert_eq!(b["metrics"]["failures"], 2);
     assert_eq!(b["metrics"]["calls"], 2);
     assert_eq!(b["metrics"]["time_in_state"], "1.500000001s");
+    // Breaker::explain, as data and as its sentence.
+    let why = &b["explain"];
+    assert_eq!(why["cause"], "2 calls failed in a row (threshold 2)");
+    assert_eq!(why["elapsed"], "1.500000001s");
+    assert_eq!(why["next_probe_in"], "28.499999999s");
+    assert_eq!(why["open_for"], "30s");
+    assert_eq!(why["reopens"], 0);
+    let text = why["text"].as_str().unwrap();
+    assert!(
+        text.ends_with(
+            "(1.5 s ago) because 2 calls failed in a row (threshold 2); \
+             last failure: 'server answered 500'; next probe in 28.5 s"
+        ),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -58,14 +73,21 @@ async fn the_detail_shows_one_breaker_and_an_unknown_name_is_a_404_with_a_sugges
 }
 
 #[tokio::test]
-async fn a_keyed_family_is_listed_with_its_open_keys() {
+async fn a_keyed_family_is_listed_with_its_open_keys_most_failures_first() {
     let tenants = registry()
         .family::<u32>("adm-tenants", || {
-            Config::builder().failures(1).build().unwrap()
+            Config::builder().failures(2).build().unwrap()
         })
         .unwrap();
-    for key in [1, 2, 3] {
-        let _ = tenants.call(&key, || if key == 1 { Ok(()) } else { Err("down") });
+    let outcomes: [(u32, &[bool]); 3] = [
+        (1, &[true]),
+        (2, &[false, false]),
+        (3, &[false, true, false, false]),
+    ];
+    for (key, calls) in outcomes {
+        for &ok in calls {
+            let _ = tenants.call(&key, || if ok { Ok(()) } else { Err("down") });
+        }
     }
     let (status, _, body) = send(&admin::router(), get("/breakers")).await;
     assert_eq!(status, StatusCode::OK);
@@ -73,17 +95,26 @@ async fn a_keyed_family_is_listed_with_its_open_keys() {
     assert_eq!(f["kind"], "family");
     assert_eq!(f["keys"], 3);
     assert_eq!(f["open_keys"], 2);
-    let open: Vec<&Value> = f["open"]
+    assert_eq!(f["totals"]["calls"], 7);
+    assert_eq!(f["totals"]["failures"], 5);
+    let open: Vec<(&Value, &Value, &Value)> = f["top_open"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|k| &k["key"])
+        .map(|k| (&k["key"], &k["metrics"]["state"], &k["metrics"]["failures"]))
         .collect();
-    assert_eq!(open, [&json!("2"), &json!("3")]);
+    assert_eq!(
+        open,
+        [
+            (&json!("3"), &json!("open"), &json!(3)),
+            (&json!("2"), &json!("open"), &json!(2))
+        ]
+    );
 
     let (status, _, one) = send(&admin::router(), get("/breakers/adm-tenants")).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(one["open_keys"], 2);
+    assert_eq!(one["kind"], "family");
+    assert_eq!(one["top_open"][0]["key"], "3");
 }
 
 #[tokio::test]

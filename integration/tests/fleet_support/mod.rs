@@ -180,10 +180,23 @@ pub fn config(dir: &Path, url: &str, prefix: &str, instance: &str) -> PathBuf {
 
 /// A node's config with `keys` in its `[breakers.payments]` table.
 pub fn config_with(dir: &Path, url: &str, prefix: &str, instance: &str, keys: &str) -> PathBuf {
+    config_fleet(dir, url, prefix, instance, keys, "")
+}
+
+/// A node's config with `keys` in its `[breakers.payments]` table and `fleet_keys` in its
+/// `[fleet]` table.
+pub fn config_fleet(
+    dir: &Path,
+    url: &str,
+    prefix: &str,
+    instance: &str,
+    keys: &str,
+    fleet_keys: &str,
+) -> PathBuf {
     let path = dir.join(format!("{prefix}-{instance}.toml"));
     let text = format!(
         "[breakers.payments]\ndynamic = true\n{keys}\n\
-         [fleet]\nurl = \"{url}\"\nprefix = \"{prefix}\"\nshare = [\"pay*\"]\ninstance = \"{instance}\"\n"
+         [fleet]\nurl = \"{url}\"\nprefix = \"{prefix}\"\nshare = [\"pay*\"]\ninstance = \"{instance}\"\n{fleet_keys}"
     );
     std::fs::write(&path, text).unwrap();
     path
@@ -343,6 +356,21 @@ pub fn nodes_with(url: &str, prefix: &str, n: usize, keys: &str) -> Vec<Node> {
         .map(|i| {
             let name = format!("node-{i}");
             Node::start(&config_with(&dir, url, prefix, &name, keys), &name)
+        })
+        .collect()
+}
+
+/// `n` nodes whose `[fleet]` table has the keys `fleet_keys` too.
+pub fn nodes_fleet(url: &str, prefix: &str, n: usize, fleet_keys: &str) -> Vec<Node> {
+    let dir = tempdir();
+    let keys = "failures = 1\nopen_for = \"60s\"\n";
+    (0..n)
+        .map(|i| {
+            let name = format!("node-{i}");
+            Node::start(
+                &config_fleet(&dir, url, prefix, &name, keys, fleet_keys),
+                &name,
+            )
         })
         .collect()
 }

@@ -1,7 +1,7 @@
 //! The JSON views: `GET /breakers` and `GET /breakers/{name}`.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
@@ -13,7 +13,8 @@ use super::{Problem, Shared, json};
 use crate::breaker::Breaker;
 use crate::config::Config;
 use crate::duration::{display_duration, excerpt};
-use crate::keyed::{Evicted, FamilyMetrics};
+use crate::explain::Explanation;
+use crate::keyed::FamilySnapshot;
 use crate::metrics::Metrics;
 use crate::registry::registry;
 use crate::state::State as BreakerState;
@@ -30,9 +31,42 @@ pub(crate) struct BreakerView {
     /// While open: the time left before it probes, as duration text.
     pub(crate) open_remaining: Option<String>,
     pub(crate) last_failure: Option<String>,
+    /// [`Breaker::explain`]: why it is in its state, as a sentence and as data.
+    explain: ExplainView,
     #[serde(skip_serializing_if = "Option::is_none")]
     config: Option<Config>,
     pub(crate) metrics: Metrics,
+}
+
+/// [`Explanation`] as JSON: its sentence, its short form, and its numbers.
+#[derive(Serialize)]
+struct ExplainView {
+    text: String,
+    short: String,
+    cause: String,
+    /// serde's form of `SystemTime`; `null` if the breaker never changed state.
+    since_wall: Option<SystemTime>,
+    elapsed: String,
+    next_probe_in: Option<String>,
+    open_for: Option<String>,
+    backoff: Option<f64>,
+    reopens: u32,
+}
+
+impl From<Explanation> for ExplainView {
+    fn from(e: Explanation) -> ExplainView {
+        ExplainView {
+            text: e.to_string(),
+            short: e.short().to_string(),
+            cause: e.cause.to_string(),
+            since_wall: e.since_wall,
+            elapsed: display_duration(e.elapsed),
+            next_probe_in: e.next_probe_in.map(display_duration),
+            open_for: e.open_for.map(display_duration),
+            backoff: e.backoff,
+            reopens: e.reopens,
+        }
+    }
 }
 
 impl BreakerView {
@@ -45,6 +79,7 @@ impl BreakerView {
             state: metrics.state,
             open_remaining: open_remaining(&metrics),
             last_failure: breaker.last_failure().map(|s| s.to_string()),
+            explain: breaker.explain().into(),
             config: (!summary).then(|| breaker.config().clone()),
             metrics,
         }
@@ -65,85 +100,20 @@ fn open_remaining(metrics: &Metrics) -> Option<String> {
     }
 }
 
-/// A keyed family: its size and its open keys.
+/// A keyed family: [`FamilySnapshot`] (aggregates, the number of open keys, the
+/// [`OPEN_KEYS_SHOWN`] open keys with the most failures), tagged as a family.
 #[derive(Serialize)]
 pub(crate) struct FamilyView {
     kind: &'static str,
-    pub(crate) name: String,
-    /// Keys held now.
-    pub(crate) keys: usize,
-    /// Keys open, half-open or forced open.
-    pub(crate) open_keys: usize,
-    /// The first [`OPEN_KEYS_SHOWN`] of them, by key.
-    pub(crate) open: Vec<OpenKey>,
-    evicted: EvictedView,
-    overflow: Option<Metrics>,
-}
-
-/// One open key of a family.
-#[derive(Serialize)]
-pub(crate) struct OpenKey {
-    key: String,
-    state: BreakerState,
-    open_remaining: Option<String>,
-    failures: u64,
-    rejected: u64,
-}
-
-/// [`Evicted`], which has no `Serialize` of its own.
-#[derive(Serialize)]
-struct EvictedView {
-    keys: u64,
-    calls: u64,
-    successes: u64,
-    failures: u64,
-    ignored: u64,
-    rejected: u64,
-    slow: u64,
-}
-
-impl From<Evicted> for EvictedView {
-    fn from(e: Evicted) -> EvictedView {
-        EvictedView {
-            keys: e.keys,
-            calls: e.calls,
-            successes: e.successes,
-            failures: e.failures,
-            ignored: e.ignored,
-            rejected: e.rejected,
-            slow: e.slow,
-        }
-    }
+    #[serde(flatten)]
+    pub(crate) snapshot: FamilySnapshot,
 }
 
 impl FamilyView {
-    pub(crate) fn of(family: FamilyMetrics) -> FamilyView {
-        let open: Vec<OpenKey> = family
-            .keys
-            .iter()
-            .filter(|k| {
-                matches!(
-                    k.metrics.state,
-                    BreakerState::Open | BreakerState::HalfOpen | BreakerState::ForcedOpen
-                )
-            })
-            .take(OPEN_KEYS_SHOWN)
-            .map(|k| OpenKey {
-                key: k.key.clone(),
-                state: k.metrics.state,
-                open_remaining: open_remaining(&k.metrics),
-                failures: k.metrics.failures,
-                rejected: k.metrics.rejected,
-            })
-            .collect();
+    pub(crate) fn of(snapshot: FamilySnapshot) -> FamilyView {
         FamilyView {
             kind: "family",
-            name: family.name,
-            keys: family.keys.len(),
-            open_keys: family.open_keys,
-            open,
-            evicted: family.evicted.into(),
-            overflow: family.overflow,
+            snapshot,
         }
     }
 }
@@ -162,7 +132,7 @@ pub(crate) fn breakers(summary: bool) -> Vec<BreakerView> {
 /// Every keyed family, sorted by name.
 pub(crate) fn families() -> Vec<FamilyView> {
     registry()
-        .families()
+        .family_snapshots(OPEN_KEYS_SHOWN)
         .into_iter()
         .map(FamilyView::of)
         .collect()
@@ -193,7 +163,8 @@ pub(crate) async fn detail(name: Result<Path<String>, PathRejection>) -> Respons
     if let Some(breaker) = registry().get(&name) {
         return json(&BreakerView::of(&breaker, false));
     }
-    match registry().families().into_iter().find(|f| f.name == name) {
+    let snapshots = registry().family_snapshots(OPEN_KEYS_SHOWN);
+    match snapshots.into_iter().find(|f| f.name == name) {
         Some(family) => json(&FamilyView::of(family)),
         None => unknown(&name).into_response(),
     }

@@ -128,6 +128,10 @@ impl Inner {
 
     #[cold]
     pub(super) fn open_elapsed(&self, generation: u32, now: u64) -> Result<Permit<'_>, Refusal> {
+        if self.probe_limit() == 0 {
+            // A budget of no probes: the breaker stays open, with no time to retry after.
+            return Err(self.reject(RejectReason::Open, NO_RETRY));
+        }
         self.transition(
             generation,
             &[State::Open],
@@ -145,8 +149,20 @@ impl Inner {
         }
     }
 
-    pub(super) fn acquire_probe(&self, generation: u32, now: u64) -> Result<Permit<'_>, Refusal> {
+    /// How many probes a half-open round admits: `half_open_calls`, or fewer under a probe
+    /// budget (`Breaker::set_probe_budget`). Read on the half-open slow path only.
+    pub(super) fn probe_limit(&self) -> u32 {
         let limit = self.config.half_open_calls;
+        match self.cold.get().map_or(0, |c| {
+            c.probe_budget.load(std::sync::atomic::Ordering::Relaxed)
+        }) {
+            0 => limit,
+            budget => limit.min(budget - 1),
+        }
+    }
+
+    pub(super) fn acquire_probe(&self, generation: u32, now: u64) -> Result<Permit<'_>, Refusal> {
+        let limit = self.probe_limit();
         let mut cur = self.probe.load(Ordering::Acquire);
         loop {
             if cur.generation() != generation {

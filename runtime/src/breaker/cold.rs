@@ -26,6 +26,10 @@ pub(super) struct Cold {
     /// calls), with its generation: a success that brings the window to `min_calls` may trip
     /// it, and its rejections name this failure. std, not loom: a plain slot.
     pub(super) behind: std::sync::Mutex<Option<(u32, Arc<str>)>>,
+    /// The probe budget set by [`Breaker::set_probe_budget`](crate::Breaker::set_probe_budget),
+    /// plus one; 0 (the default) for none. std, not loom: a setting read on the half-open
+    /// slow path, no protocol runs through it.
+    pub(super) probe_budget: std::sync::atomic::AtomicU32,
     /// Why the breaker is in its state, for `explain`: written with each transition, under
     /// the transition lock. std, not loom: a plain slot.
     pub(super) why: std::sync::Mutex<crate::explain::Why>,

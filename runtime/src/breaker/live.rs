@@ -196,6 +196,12 @@ impl Breaker {
 
     /// A timer armed for the opening `generation` fired at `at`: to half-open, if still in it.
     pub(crate) fn wake(&self, generation: u32, at: u64) -> bool {
+        if self.inner().probe_limit() == 0 {
+            // A probe budget of none (`set_probe_budget`): it stays open, and its rejections
+            // read the clock again, so the first call after the budget is lifted half-opens it.
+            self.disarm(generation);
+            return false;
+        }
         self.inner().transition(
             generation,
             &[State::Open],

@@ -195,3 +195,66 @@ fn equal_configs_share_one_allocation() {
     let c = Breaker::new("c", Config::builder().failures(9).build().unwrap());
     assert!(!core::ptr::eq(&*a.inner().config, &*c.inner().config));
 }
+
+/// A probe budget (fleet mode's leases) admits that many probes a round, not
+/// `half_open_calls`; a budget of 0 keeps the breaker open past its open time; `None`
+/// gives the config's limit back; a closed breaker never reads it.
+#[test]
+fn a_probe_budget_limits_the_probes_of_a_round() {
+    use crate::error::RejectReason;
+    let clock = crate::ManualClock::new();
+    let config = Config::builder()
+        .failures(1)
+        .half_open_calls(3)
+        .successes(2)
+        .open_for(Duration::from_secs(1))
+        .probe_timeout(Duration::from_secs(10))
+        .clock(clock.clone());
+    let b = Breaker::new("budget", config.build().unwrap());
+    let trip = |b: &Breaker| {
+        b.call(|| Err::<(), _>("down")).unwrap_err();
+        assert_eq!(b.state(), State::Open);
+        clock.advance(Duration::from_secs(1));
+    };
+
+    // Closed: a budget of 0 changes nothing.
+    b.set_probe_budget(Some(0));
+    assert!(b.call(|| Ok::<_, &str>(())).is_ok());
+    trip(&b);
+    // Budget 0: past its open time, still open, every call rejected, with no retry time.
+    for _ in 0..3 {
+        let e = b.try_acquire().unwrap_err();
+        assert_eq!(e.reason(), RejectReason::Open);
+        assert_eq!(e.retry_after(), None);
+    }
+    assert_eq!(b.state(), State::Open);
+
+    // Budget 2 of half_open_calls 3: two probes, the third refused.
+    b.set_probe_budget(Some(2));
+    let first = b.try_acquire().unwrap();
+    assert!(first.is_probe());
+    let second = b.try_acquire().unwrap();
+    let e = b.try_acquire().unwrap_err();
+    assert_eq!(e.reason(), RejectReason::HalfOpenFull);
+    first.record(Outcome::Success);
+    second.record(Outcome::Success);
+    assert_eq!(b.state(), State::Closed, "two successes close it");
+
+    // Budget 5: the config's 3 still bound the round.
+    b.set_probe_budget(Some(5));
+    trip(&b);
+    let held: Vec<_> = (0..3).map(|_| b.try_acquire().unwrap()).collect();
+    assert_eq!(
+        b.try_acquire().unwrap_err().reason(),
+        RejectReason::HalfOpenFull
+    );
+    drop(held);
+
+    // None: the limit is lifted, the config's 3 again.
+    b.set_probe_budget(None);
+    b.reset();
+    trip(&b);
+    let held: Vec<_> = (0..3).map(|_| b.try_acquire().unwrap()).collect();
+    assert!(b.try_acquire().is_err());
+    drop(held);
+}

@@ -137,7 +137,10 @@ impl Inner {
                 let until = now.saturating_add(nanos(d)).min(NO_RETRY - 1);
                 self.open_until.store(until, Ordering::Relaxed);
                 if let Some(timers) = &timers {
-                    timed = self.arm(timers, until, next);
+                    // An opening already due (`trip_for(Duration::ZERO)`, say) is armed but not
+                    // marked timed: its rejections read the clock, so the next call half-opens
+                    // it at once rather than waiting for the timer thread to be scheduled.
+                    timed = self.arm(timers, until, next) && until > now;
                 }
                 why.open_for = Some(d);
                 if matches!(reason, Reason::FailureRate(_) | Reason::SlowRate(_)) {

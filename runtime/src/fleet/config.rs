@@ -29,7 +29,47 @@ pub struct FleetConfig {
     pub(crate) instance: Option<String>,
     pub(crate) resync_every: Duration,
     pub(crate) timeout: Duration,
+    pub(crate) on_store_error: OnStoreError,
 }
+
+/// What the shared breakers do while the store is unreachable: from the first store operation
+/// that fails or times out (or the connection's loss) until one succeeds again. Set with
+/// [`FleetConfig::on_store_error`] or `[fleet] on_store_error = "local" | "open" | "closed"`.
+///
+/// "Open" and "closed" are the breaker's states, not the traffic's: `Open` rejects every
+/// call (in availability terms, it fails closed), `Closed` admits every call (fails open).
+/// `docs/fleet.md` has the table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnStoreError {
+    /// Each instance decides alone with its local breaker, which trips and probes as without
+    /// fleet mode; its changes are written when the store answers again. The default.
+    #[default]
+    Local,
+    /// Every shared breaker is held forced open (reason `imported`: not written to the
+    /// store): every call is rejected, as
+    /// [`RejectReason::ForcedOpen`](crate::RejectReason::ForcedOpen). For a dependency that
+    /// must not be hit by a fleet that cannot coordinate.
+    Open,
+    /// Every shared breaker is held disabled (reason `imported`): every call is admitted and
+    /// none is judged, so nothing trips. For a dependency whose calls matter more than its
+    /// protection.
+    Closed,
+}
+
+impl OnStoreError {
+    /// Its name in TOML: `local`, `open`, `closed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnStoreError::Local => "local",
+            OnStoreError::Open => "open",
+            OnStoreError::Closed => "closed",
+        }
+    }
+}
+
+/// The values of `on_store_error`.
+const ON_STORE_ERROR: [&str; 3] = ["local", "open", "closed"];
 
 impl FleetConfig {
     /// A fleet on the Redis server at `url` (`redis://host:port/db`), with prefix `breakerbox`,
@@ -43,6 +83,7 @@ impl FleetConfig {
             instance: None,
             resync_every: Duration::from_secs(1),
             timeout: Duration::from_millis(250),
+            on_store_error: OnStoreError::Local,
         }
     }
 
@@ -82,6 +123,16 @@ impl FleetConfig {
         self
     }
 
+    /// What the shared breakers do while the store is unreachable ([`OnStoreError`]): decide
+    /// locally (the default), reject every call, or admit every call. When the store answers
+    /// again, each breaker held so gets back the state it had (its open time counted on),
+    /// then takes on any newer record of the fleet's. A call never waits on the store either
+    /// way.
+    pub fn on_store_error(mut self, policy: OnStoreError) -> FleetConfig {
+        self.on_store_error = policy;
+        self
+    }
+
     /// Whether the registry's breaker `name` is shared.
     pub fn shares(&self, name: &str) -> bool {
         self.share.iter().any(|p| glob(p, name))
@@ -98,6 +149,7 @@ impl FleetConfig {
     /// instance = "web-3"         # optional
     /// resync_every = "1s"        # optional
     /// timeout = "250ms"          # optional
+    /// on_store_error = "local"   # optional: "local", "open" or "closed" (OnStoreError)
     /// ```
     pub fn from_toml(path: impl AsRef<Path>) -> Result<Option<FleetConfig>, FleetConfigError> {
         let path = path.as_ref();
@@ -151,6 +203,26 @@ impl FleetConfig {
                 "instance" => config.instance = Some(string("a string, like \"web-3\"")?),
                 "resync_every" => config.resync_every = duration("a duration, like \"1s\"")?,
                 "timeout" => config.timeout = duration("a duration, like \"250ms\"")?,
+                "on_store_error" => {
+                    let value = string("one of \"local\", \"open\", \"closed\"")?;
+                    config.on_store_error = match value.as_str() {
+                        "local" => OnStoreError::Local,
+                        "open" => OnStoreError::Open,
+                        "closed" => OnStoreError::Closed,
+                        other => {
+                            let hint = closest(other, ON_STORE_ERROR.iter().copied())
+                                .map_or_else(String::new, |s| format!("; did you mean `{s}`?"));
+                            return Err(err(
+                                Some(v.span().start),
+                                format!(
+                                    "[fleet] `on_store_error` cannot be `{}`{hint} (one of: {})",
+                                    crate::duration::excerpt(other),
+                                    ON_STORE_ERROR.join(", ")
+                                ),
+                            ));
+                        }
+                    };
+                }
                 "share" => {
                     let DeValue::Array(items) = v.get_ref() else {
                         return Err(err(
@@ -193,13 +265,14 @@ impl FleetConfig {
 }
 
 /// The keys of a `[fleet]` table.
-const KEYS: [&str; 6] = [
+const KEYS: [&str; 7] = [
     "url",
     "prefix",
     "share",
     "instance",
     "resync_every",
     "timeout",
+    "on_store_error",
 ];
 
 /// Why a `[fleet]` table could not be read: the file, the line and what is wrong.
@@ -268,7 +341,7 @@ mod tests {
 
     #[test]
     fn a_fleet_table_reads_every_key() {
-        let text = "[breakers.payments]\nfailures = 3\n\n[fleet]\nurl = \"redis://127.0.0.1:7000/\"\nprefix = \"shop\"\nshare = [\"payments*\", \"inventory\"]\ninstance = \"web-3\"\nresync_every = \"2s\"\ntimeout = \"100ms\"\n";
+        let text = "[breakers.payments]\nfailures = 3\n\n[fleet]\nurl = \"redis://127.0.0.1:7000/\"\nprefix = \"shop\"\nshare = [\"payments*\", \"inventory\"]\ninstance = \"web-3\"\nresync_every = \"2s\"\ntimeout = \"100ms\"\non_store_error = \"open\"\n";
         let config = FleetConfig::from_toml_str("app.toml", text)
             .unwrap()
             .unwrap();
@@ -278,6 +351,7 @@ mod tests {
         assert_eq!(config.instance.as_deref(), Some("web-3"));
         assert_eq!(config.resync_every, Duration::from_secs(2));
         assert_eq!(config.timeout, Duration::from_millis(100));
+        assert_eq!(config.on_store_error, OnStoreError::Open);
         assert!(config.shares("payments-eu") && config.shares("inventory"));
     }
 
@@ -295,6 +369,55 @@ mod tests {
         assert!(
             e.to_string()
                 .starts_with("app.toml:3: [fleet] unknown key `shares`; did you mean `share`?"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn on_store_error_reads_its_three_values_and_names_a_wrong_one() {
+        let read = |v: &str| {
+            FleetConfig::from_toml_str(
+                "f.toml",
+                &format!("[fleet]\nurl = \"r\"\non_store_error = {v}\n"),
+            )
+        };
+        assert_eq!(
+            FleetConfig::new("r").on_store_error,
+            OnStoreError::Local,
+            "the default"
+        );
+        for policy in [
+            OnStoreError::Local,
+            OnStoreError::Open,
+            OnStoreError::Closed,
+        ] {
+            let got = read(&format!("\"{}\"", policy.as_str())).unwrap().unwrap();
+            assert_eq!(got.on_store_error, policy);
+        }
+        let e = read("\"closd\"").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f.toml:3: [fleet] `on_store_error` cannot be `closd`; did you mean `closed`? (one of: local, open, closed)"
+        );
+        let e = read("\"fail-open\"").unwrap_err();
+        assert!(
+            e.to_string().ends_with("(one of: local, open, closed)"),
+            "{e}"
+        );
+        let e = read("true").unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "[fleet] `on_store_error` must be one of \"local\", \"open\", \"closed\""
+            ),
+            "{e}"
+        );
+        let e = FleetConfig::from_toml_str(
+            "f.toml",
+            "[fleet]\nurl = \"r\"\non_store_eror = \"open\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("did you mean `on_store_error`?"),
             "{e}"
         );
     }

@@ -1,12 +1,16 @@
-//! Fleet-wide half-open: probe leases (`probe.lua`).
+//! Fleet-wide half-open: probe leases (`probe.lua`). One lease is one probe.
 //!
 //! Every instance holds an open record one `probe_timeout` past its open time. When the
-//! record's open time runs out, each instance's task asks for a lease: an instance granted one
-//! takes the record on with no open time left, so its next call probes (its own
-//! `half_open_calls` of them); the others stay open and ask again when the earliest lease
-//! expires. At most `half_open_calls` instances hold a lease at once. A probe's outcome is
-//! written as any change (a re-open or a close), and that write drops the leases. While the
-//! store fails, an instance's hold runs out and it probes on its own.
+//! record's open time runs out, each instance's task asks for leases: at most
+//! `half_open_calls` leases exist at once, fleet-wide, and an instance is granted every free
+//! one, provided they are at least `successes` (fewer probes could not close its round). An
+//! instance granted `n` sets its breaker's probe budget to `n`
+//! ([`Breaker::set_probe_budget`]) and takes the record on with no open time left, so its
+//! next calls probe, `n` of them at most; the others stay open and ask again when the
+//! earliest lease expires. A probe's outcome is written as any change (a re-open or a close),
+//! and that write drops the leases. Any change, local or remote, lifts the budget: while the
+//! store fails, an instance's hold runs out and it probes on its own, `half_open_calls` of
+//! them.
 
 use core::time::Duration;
 
@@ -56,6 +60,7 @@ impl Task {
         };
         let config = breaker.config();
         let limit = config.half_open_calls().max(1).to_string();
+        let fewest = config.successes().max(1).to_string();
         let ttl = config.probe_timeout();
         let ttl_ms = ttl.as_millis().max(1).to_string();
         let script = redis::Script::new(PROBE);
@@ -66,7 +71,8 @@ impl Task {
             .arg(epoch.to_string())
             .arg(limit)
             .arg(ttl_ms)
-            .arg(self.shared.instance.as_str());
+            .arg(self.shared.instance.as_str())
+            .arg(fewest);
         let limit = self.shared.config.timeout * 2;
         let reply =
             tokio::time::timeout(limit, invocation.invoke_async::<(i64, i64)>(&mut self.con)).await;
@@ -76,11 +82,13 @@ impl Task {
             }
         };
         match reply {
-            Ok(Ok((1, _))) => {
+            Ok(Ok((leases, _))) if leases > 0 => {
                 if let Some(t) = self.tracked.get_mut(name) {
                     t.probe_at = None;
                 }
                 if breaker.state() == State::Open {
+                    // One probe per lease, set before the breaker may go half-open.
+                    breaker.set_probe_budget(Some(u32::try_from(leases).unwrap_or(u32::MAX)));
                     // No open time left: the next call probes.
                     breaker.import_state(&SharedState::new(
                         State::Open,

@@ -33,23 +33,27 @@
 //!   matter. Imported changes are never pushed back: no echo.
 //! - **A failing store.** A store operation only ever delays the fleet's own task, by at most
 //!   the [`timeout`](FleetConfig::timeout). While the store is unreachable, hung or
-//!   partitioned, every instance keeps deciding alone with its local breaker; changes it makes
-//!   meanwhile are kept (the latest per breaker) and pushed when the store answers again, if
-//!   they still hold. The connection is retried with backoff; every shared record is read
+//!   partitioned, every instance keeps deciding alone with its local breaker (by default: see
+//!   **Store policy** below); changes it makes meanwhile are kept (the latest per breaker) and
+//!   pushed when the store answers again, if they still hold. The connection is retried with backoff; every shared record is read
 //!   again after a reconnect and every [`resync_every`](FleetConfig::resync_every), because
 //!   pub/sub loses messages. A record that vanished (`FLUSHALL`, a restart without persistence)
 //!   is written again by the instances whose breaker is open, forced open or disabled.
 //!
 //! - **Fleet-wide half-open.** An open record is held one `probe_timeout` past its open time;
-//!   then each instance asks `probe.lua` for a lease, and at most `half_open_calls` instances
-//!   hold one at once: they probe, the others keep rejecting (see `lease.rs`).
+//!   then each instance asks `probe.lua` for leases: at most `half_open_calls` exist at once,
+//!   one lease is one probe call ([`Breaker::set_probe_budget`](crate::Breaker::set_probe_budget)),
+//!   and the instances without one keep rejecting (see `lease.rs`).
+//!
+//! - **Store policy.** [`FleetConfig::on_store_error`]: while the store is unreachable, shared
+//!   breakers decide locally (the default), or are held forced open, or disabled, and get
+//!   their own state back when it answers ([`OnStoreError`]).
 //!
 //! - **Fleet counts.** A failure-rate breaker over a time window also sends its judged calls
 //!   and failures every 100 ms; a script sums the fleet's window and trips the record when the
 //!   fleet's rate reaches the limit (see `counts.rs`).
 //!
-//! Not built yet (designed in `docs/fleet.md`): one probe call per lease (a lease holder admits
-//! its own `half_open_calls` probes), and fail-open / fail-closed store policies.
+//! Not supported: Redis Cluster and Sentinel (the keys are cluster-ready).
 
 mod config;
 mod record;
@@ -64,7 +68,7 @@ use crate::Breaker;
 use crate::event::{Event, Reason};
 use crate::registry::registry;
 
-pub use config::{FleetConfig, FleetConfigError};
+pub use config::{FleetConfig, FleetConfigError, OnStoreError};
 
 /// A running fleet: a background task on the tokio runtime that pushes the shared breakers'
 /// local changes to Redis and applies the others'. Dropping it stops the task; the breakers

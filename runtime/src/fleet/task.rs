@@ -19,11 +19,12 @@ mod counts;
 #[path = "lease.rs"]
 mod lease;
 
+use super::OnStoreError;
 use super::Shared;
 use super::record::{Record, SCRIPT, parse_payload, state_name};
 use crate::event::Reason;
 use crate::registry::registry;
-use crate::{Breaker, State, WeakBreaker};
+use crate::{Breaker, SharedState, State, WeakBreaker};
 
 /// What the handle and the listeners send to the task.
 pub(crate) enum Message {
@@ -125,6 +126,12 @@ pub(crate) struct Task {
     subscribed: bool,
     /// A full re-read is owed: at start, after a disconnection or a failed operation.
     owed: bool,
+    /// While the store is unreachable under `on_store_error = "open" | "closed"`: the state
+    /// each shared breaker had before it was held forced open or disabled, and when.
+    held: Option<HashMap<String, (SharedState, Instant)>>,
+    /// Changes of state this task imported itself (to hold or give back a breaker): their
+    /// `Imported` messages are not a remote record's, and drop no pending local change.
+    own_imports: HashMap<String, u32>,
 }
 
 type Reply = Vec<String>;
@@ -159,6 +166,8 @@ impl Task {
             pending: HashMap::new(),
             subscribed: false,
             owed: true,
+            held: None,
+            own_imports: HashMap::new(),
         }
     }
 
@@ -225,6 +234,12 @@ impl Task {
                 breaker,
             } => self.on_change(name, to, reason, breaker),
             Message::Imported { name } => {
+                if let Some(n) = self.own_imports.get_mut(&name)
+                    && *n > 0
+                {
+                    *n -= 1;
+                    return;
+                }
                 if let Some(pending) = self.pending.get_mut(&name) {
                     pending.auto = None;
                 }
@@ -255,6 +270,17 @@ impl Task {
                 None => return,
             }
         }
+        if to != State::HalfOpen
+            && let Some(breaker) = self.breaker(&name)
+        {
+            // The round the leases were for is over (lease.rs): the breaker decides alone
+            // again until it holds leases anew.
+            breaker.set_probe_budget(None);
+        }
+        if let Some(held) = &mut self.held {
+            // Changed here by hand while held: that change stands, nothing is given back.
+            held.remove(&name);
+        }
         let pending = self.pending.entry(name).or_default();
         match (to, reason) {
             (State::ForcedOpen | State::Disabled, _) | (State::Closed, Reason::Reset) => {
@@ -274,6 +300,7 @@ impl Task {
             PushKind::Disconnection => {
                 self.owed = true;
                 self.shared.connected.store(false, Ordering::Relaxed);
+                self.hold();
             }
             PushKind::Message => {
                 let Some(Value::BulkString(payload)) = push.data.get(1) else {
@@ -317,6 +344,8 @@ impl Task {
         let Some(breaker) = self.breaker(name) else {
             return;
         };
+        // The fleet moved on: whatever leases this instance held are dropped (lease.rs).
+        breaker.set_probe_budget(None);
         if let Some(t) = self.tracked.get_mut(name) {
             t.saw(record);
         }
@@ -366,6 +395,62 @@ impl Task {
         }
         self.shared.store_errors.fetch_add(1, Ordering::Relaxed);
         self.owed = true;
+        self.hold();
+    }
+
+    /// Imports `state` into `breaker` as this task's own change (see `own_imports`).
+    fn import_own(&mut self, name: &str, breaker: &Breaker, state: &SharedState) {
+        if breaker.state() != state.state {
+            *self.own_imports.entry(name.to_owned()).or_default() += 1;
+        }
+        breaker.import_state(state);
+    }
+
+    /// The store is unreachable: under `on_store_error = "open" | "closed"`, holds every
+    /// shared breaker forced open or disabled, keeping the state it had. Once per outage.
+    fn hold(&mut self) {
+        let to = match self.shared.config.on_store_error {
+            OnStoreError::Local => return,
+            OnStoreError::Open => State::ForcedOpen,
+            OnStoreError::Closed => State::Disabled,
+        };
+        if self.held.is_some() {
+            return;
+        }
+        self.track_registry();
+        let mut held = HashMap::new();
+        let names: Vec<String> = self.tracked.keys().cloned().collect();
+        for name in names {
+            let Some(breaker) = self.breaker(&name) else {
+                continue;
+            };
+            let was = breaker.export_state();
+            if matches!(was.state, State::ForcedOpen | State::Disabled) {
+                continue; // set by hand: it stays as it is
+            }
+            held.insert(name.clone(), (was, Instant::now()));
+            self.import_own(&name, &breaker, &SharedState::new(to, None, was.reopens));
+        }
+        tracing::warn!(target: "breakerbox", policy = self.shared.config.on_store_error.as_str(), breakers = held.len(), "fleet: the store is unreachable; shared breakers held {to} until it answers");
+        self.held = Some(held);
+    }
+
+    /// The store answers again: every held breaker gets back the state it had, its open time
+    /// counted on; the re-read that follows takes on the fleet's newer records.
+    fn give_back(&mut self) {
+        let Some(held) = self.held.take() else {
+            return;
+        };
+        for (name, (mut was, since)) in held {
+            let Some(breaker) = self.breaker(&name) else {
+                continue;
+            };
+            if let Some(left) = &mut was.open_remaining {
+                *left = left.saturating_sub(since.elapsed());
+            }
+            self.import_own(&name, &breaker, &was);
+        }
+        tracing::info!(target: "breakerbox", "fleet: the store answers again; shared breakers decide as before");
     }
 
     /// Writes the pending local changes, manual ones first; stops at the first failure and
@@ -468,9 +553,44 @@ impl Task {
         true
     }
 
+    /// Tracks the registry's breakers the config shares that are not tracked yet.
+    fn track_registry(&mut self) {
+        if self.shared.config.share.is_empty() {
+            return;
+        }
+        for name in registry().names() {
+            if !self.tracked.contains_key(&name)
+                && self.shared.config.shares(&name)
+                && let Some(b) = registry().existing(&name)
+            {
+                self.track(&name, b.downgrade());
+            }
+        }
+    }
+
     /// Subscribes if not yet, finds newly created shared registry breakers, writes what is
     /// pending, and re-reads every record. `true` if every store operation succeeded.
     async fn tick(&mut self) -> bool {
+        if self.held.is_some() {
+            // Held while the store was unreachable: given back once it answers, before the
+            // pending changes are written and the records read.
+            let limit = self.shared.config.timeout * 2;
+            let ping = redis::cmd("PING");
+            match tokio::time::timeout(limit, ping.query_async::<String>(&mut self.con)).await {
+                Ok(Ok(_)) => {
+                    self.shared.connected.store(true, Ordering::Relaxed);
+                    self.give_back();
+                }
+                Ok(Err(e)) => {
+                    self.failed(&e.to_string());
+                    return false;
+                }
+                Err(_) => {
+                    self.failed("timed out");
+                    return false;
+                }
+            }
+        }
         if !self.subscribed {
             let channel = self.channel.clone();
             let limit = self.shared.config.timeout * 2;
@@ -483,16 +603,7 @@ impl Task {
                 return false;
             }
         }
-        if !self.shared.config.share.is_empty() {
-            for name in registry().names() {
-                if !self.tracked.contains_key(&name)
-                    && self.shared.config.shares(&name)
-                    && let Some(b) = registry().existing(&name)
-                {
-                    self.track(&name, b.downgrade());
-                }
-            }
-        }
+        self.track_registry();
         if !self.flush().await {
             return false;
         }
