@@ -67,6 +67,11 @@ pub(crate) struct Parts {
 /// while it is taken, its parts may straddle the change (the state from before, the reason
 /// from after, say). Taken again, it is consistent.
 ///
+/// With the `serde` feature it is `Serialize` (the data, not the sentence): durations as text
+/// (`"7.9s"`), `since_wall` as `Event::wall` is, and [`Cause`] and [`Progress`] as
+/// `{"kind": "failures", "detail": {"failures": 2, "threshold": 2, "within": null}}` or, with
+/// no numbers, `{"kind": "reset"}`; `kind` is the variant's name in snake case.
+///
 /// ```
 /// use breakerbox_runtime::{Breaker, Cause, Config, ManualClock, State};
 /// use std::time::Duration;
@@ -90,6 +95,7 @@ pub(crate) struct Parts {
 /// # Ok::<(), breakerbox_runtime::ConfigError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Explanation {
     /// The breaker's name.
@@ -98,8 +104,10 @@ pub struct Explanation {
     pub state: State,
     /// When it entered the state, on the breaker's clock (comparable with
     /// [`Event::at`](crate::Event::at)).
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::duration"))]
     pub since: Duration,
     /// How long it has been in the state, on the breaker's clock.
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::duration"))]
     pub elapsed: Duration,
     /// When it entered the state on the system's wall clock; `None` if it never changed state.
     pub since_wall: Option<SystemTime>,
@@ -107,11 +115,20 @@ pub struct Explanation {
     pub cause: Cause,
     /// The message of the failure that last tripped it (see
     /// [`Breaker::last_failure`](crate::Breaker::last_failure)); shown while not closed.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "serde_text"))]
     pub last_failure: Option<Arc<str>>,
     /// While open: how long until it half-opens.
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "crate::serde_duration::option_duration")
+    )]
     pub next_probe_in: Option<Duration>,
     /// While open: how long this opening lasts, from `since` (backoff, cap and jitter
     /// applied).
+    #[cfg_attr(
+        feature = "serde",
+        serde(with = "crate::serde_duration::option_duration")
+    )]
     pub open_for: Option<Duration>,
     /// While open after a re-open under `backoff` (a factor above 1): that factor. This
     /// opening's time is `open_for × backoff^reopens`, capped at `max_open_for`.
@@ -125,6 +142,11 @@ pub struct Explanation {
 /// What put a breaker in its state: the [`Reason`] of its last change, with the numbers
 /// behind it.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(tag = "kind", content = "detail", rename_all = "snake_case")
+)]
 #[non_exhaustive]
 pub enum Cause {
     /// It never changed state.
@@ -136,6 +158,10 @@ pub enum Cause {
         /// `failures`.
         threshold: u32,
         /// `failures_within`, if set.
+        #[cfg_attr(
+            feature = "serde",
+            serde(with = "crate::serde_duration::option_duration")
+        )]
         within: Option<Duration>,
     },
     /// The window's failure rate reached the limit.
@@ -164,6 +190,7 @@ pub enum Cause {
         /// `slow_rate`.
         threshold: u8,
         /// `slow`: from this long, a call is slow.
+        #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::duration"))]
         slow: Duration,
         /// `window`.
         window: Window,
@@ -172,13 +199,17 @@ pub enum Cause {
     },
     /// A call's outcome ([`Outcome::TripFor`](crate::Outcome::TripFor)) or
     /// [`Breaker::trip_for`](crate::Breaker::trip_for) opened it for this long.
-    TripFor(Duration),
+    TripFor(
+        #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::duration"))] Duration,
+    ),
     /// Its open time ended: probing.
     OpenElapsed,
     /// A probe failed.
     ProbeFailed,
     /// No probe finished within `probe_timeout` (given).
-    ProbeTimeout(Duration),
+    ProbeTimeout(
+        #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::duration"))] Duration,
+    ),
     /// Enough probes (given) succeeded.
     ProbesSucceeded(u32),
     /// [`Breaker::force_open`](crate::Breaker::force_open).
@@ -193,6 +224,11 @@ pub enum Cause {
 
 /// Where a breaker stands against its policy now.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(tag = "kind", content = "detail", rename_all = "snake_case")
+)]
 #[non_exhaustive]
 pub enum Progress {
     /// Nothing to report: open, forced open or disabled.
@@ -220,6 +256,12 @@ pub enum Progress {
         /// `successes`.
         needed: u32,
     },
+}
+
+/// `last_failure` as a plain string (serde's `Arc` support needs its `rc` feature).
+#[cfg(feature = "serde")]
+fn serde_text<S: serde::Serializer>(text: &Option<Arc<str>>, s: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&text.as_deref(), s)
 }
 
 impl Explanation {

@@ -361,3 +361,46 @@ fn time_of_day_and_ordinals_and_factors() {
     assert_eq!(Factor(1.5).to_string(), "1.5");
     assert_eq!(Factor(2.25).to_string(), "2.25");
 }
+
+/// The JSON shape an admin endpoint or a log pipeline gets: durations as text, `cause` and
+/// `progress` tagged by `kind` with their numbers in `detail`.
+#[cfg(feature = "serde")]
+#[test]
+fn serializes_to_a_stable_json_shape() {
+    let (b, clock) = breaker(Config::builder().failures(2).open_for(ms(10_000)));
+    clock.advance(ms(1000));
+    fail(&b, "connection refused");
+    fail(&b, "connection refused");
+    clock.advance(ms(2100));
+    let mut json = serde_json::to_value(b.explain()).unwrap();
+    let wall = json.as_object_mut().unwrap().remove("since_wall").unwrap();
+    assert!(wall["secs_since_epoch"].as_u64().unwrap() > 0, "{wall}");
+    assert_eq!(
+        json,
+        serde_json::json!({
+            "name": "explained",
+            "state": "open",
+            "since": "1s",
+            "elapsed": "2.1s",
+            "cause": {"kind": "failures", "detail": {"failures": 2, "threshold": 2, "within": null}},
+            "last_failure": "connection refused",
+            "next_probe_in": "7.9s",
+            "open_for": "10s",
+            "backoff": null,
+            "reopens": 0,
+            "progress": {"kind": "none"},
+        })
+    );
+
+    b.reset();
+    ok(&b);
+    fail(&b, "timeout");
+    let json = serde_json::to_value(b.explain()).unwrap();
+    assert_eq!(json["cause"], serde_json::json!({"kind": "reset"}));
+    assert_eq!(
+        json["progress"],
+        serde_json::json!({"kind": "failures", "detail": {"failures": 1, "threshold": 2}})
+    );
+    // The failure that last tripped it, as `Breaker::last_failure`, even while closed.
+    assert_eq!(json["last_failure"], "connection refused");
+}
