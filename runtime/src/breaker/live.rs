@@ -287,7 +287,9 @@ impl Breaker {
         Ok(true)
     }
 
-    /// Whether `config` can be applied by [`reconfigure`](Breaker::reconfigure).
+    /// Whether `config` can be applied by [`reconfigure`](Breaker::reconfigure). For the
+    /// TOML loader's all-or-nothing reload.
+    #[cfg(feature = "serde")]
     pub(crate) fn can_reconfigure(&self, config: &Config) -> Result<(), ReconfigureError> {
         crate::reload::compatible(&self.inner().config, config)
     }
