@@ -213,6 +213,10 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
     fn now_coarse(&self) -> Duration {
         (**self).now_coarse()
     }
+
+    fn timers(&self) -> Option<Arc<Timers>> {
+        (**self).timers()
+    }
 }
 
 /// tokio's clock, which follows `tokio::time::pause` and `advance` in tests.

@@ -252,3 +252,18 @@ fn the_system_timer_half_opens_without_a_call() {
     assert_eq!(thread.as_deref(), Some("breakerbox-notify"));
     assert_eq!(b.state(), State::HalfOpen);
 }
+
+#[test]
+fn a_clock_shared_in_an_arc_keeps_its_timers() {
+    let clock = Arc::new(ManualClock::new());
+    let config = Config::builder()
+        .failures(1)
+        .open_for(secs(30))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let b = Breaker::new("arc", config);
+    b.call(|| Err::<(), _>("down")).unwrap_err();
+    clock.advance(secs(30));
+    assert_eq!(b.state(), State::HalfOpen, "moved on without a call");
+}
