@@ -4,12 +4,16 @@
 //!
 //!   FLEET_NODES=3 cargo test -p breakerbox-integration --release --test fleet_numbers -- --ignored --nocapture
 //!   FLEET_NODES=8 cargo test -p breakerbox-integration --release --test fleet_numbers -- --ignored --nocapture
+//!
+//! `FLEET_TRAFFIC=fast` makes the steady-state traffic about 1 M successful calls a second per
+//! instance (default: one ignored call every 200 µs), and `FLEET_RATE=1` gives `payments` a
+//! failure rate over a 10 s time window, whose counts the fleet batches to Redis.
 
 mod fleet_support;
 
 use std::time::{Duration, Instant};
 
-use fleet_support::{Node, Redis, all_reach, nodes, percentile, redis_server};
+use fleet_support::{Node, Redis, all_reach, nodes, nodes_with, percentile, redis_server};
 
 /// Polls until every node but the first has printed `count` events, returns their last ones'
 /// wall times.
@@ -44,8 +48,16 @@ fn propagation_and_steady_state_commands() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
+    let fast = std::env::var("FLEET_TRAFFIC").is_ok_and(|v| v == "fast");
+    let rate = std::env::var("FLEET_RATE").is_ok_and(|v| v == "1");
     let redis = Redis::start(&bin, &[]);
-    let mut nodes = nodes(&redis.url(), "numbers", n);
+    let mut nodes = if rate {
+        // Trips on its first failure too (min_calls 1, 50 %), so the propagation loop is the same.
+        let keys = "failure_rate = 50\nwindow = \"10s\"\nmin_calls = 1\nopen_for = \"60s\"\n";
+        nodes_with(&redis.url(), "numbers", n, keys)
+    } else {
+        nodes(&redis.url(), "numbers", n)
+    };
 
     // Trip propagation: node-0's trip (its event's wall time) to each other node's imported
     // open event, the moment from which it rejects. Same host, same clock.
@@ -79,7 +91,8 @@ fn propagation_and_steady_state_commands() {
     )
     .unwrap();
     for node in nodes.iter_mut() {
-        assert_eq!(node.cmd("traffic on"), "ok");
+        let on = if fast { "traffic fast" } else { "traffic on" };
+        assert_eq!(node.cmd(on), "ok");
     }
     assert_eq!(redis.cli(&["CONFIG", "RESETSTAT"]), "OK");
     let start = Instant::now();
@@ -108,8 +121,13 @@ fn propagation_and_steady_state_commands() {
         assert_eq!(node.cmd("traffic off"), "ok");
     }
     println!(
-        "fleet of {n}, steady closed state: {:.2} Redis commands per instance per second with one shared breaker ({}; {:.0} background calls per second per instance)",
+        "fleet of {n}, steady closed state: {:.2} Redis commands per instance per second with one shared {} breaker ({}; {:.0} background calls per second per instance)",
         total as f64 / n as f64 / secs,
+        if rate {
+            "failure-rate"
+        } else {
+            "consecutive-failure"
+        },
         lines.join(" "),
         calls as f64 / n as f64 / secs
     );

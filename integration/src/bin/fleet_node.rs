@@ -15,6 +15,8 @@
 //! - `state` — `state <state>`
 //! - `force_open`, `disable`, `reset`, `trip <ms>` — manual control; `ok`
 //! - `traffic on|off` — a thread making an ignored call every 200 µs, timing each
+//! - `traffic fast` — a thread making successful calls at about 1 M a second (1 000 each
+//!   millisecond), untimed: the load at which the fleet's per-instance commands are measured
 //! - `lat` — `lat <p50 ns> <p99 ns> <max ns> <calls>` of that traffic since the last `lat`
 //! - `resync` — `resync true|false`: re-read every record now
 //! - `status` — `status <connected> <pushed> <applied> <store errors> <resyncs>`
@@ -113,6 +115,10 @@ pub fn run(path: &str) {
                 Ok(ms) => ok(|| breaker.trip_for(Duration::from_millis(ms))),
                 Err(_) => "error: trip <ms>".to_owned(),
             },
+            (Some("traffic"), Some("fast")) => {
+                traffic.fast(&breaker);
+                "ok".to_owned()
+            }
             (Some("traffic"), Some(on)) => {
                 traffic.set(&breaker, on == "on");
                 "ok".to_owned()
@@ -152,6 +158,8 @@ fn ok(f: impl FnOnce()) -> String {
 struct Traffic {
     running: Arc<AtomicBool>,
     samples: Arc<Mutex<Vec<u64>>>,
+    /// Calls made by `traffic fast` (untimed).
+    fast: Arc<std::sync::atomic::AtomicU64>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -184,10 +192,37 @@ impl Traffic {
         }
     }
 
+    /// Successful calls at about 1 M a second until `traffic off`: 1 000 calls, then a wait for
+    /// the next millisecond.
+    fn fast(&self, breaker: &Breaker) {
+        let mut thread = self.thread.lock().unwrap();
+        if thread.is_some() {
+            return;
+        }
+        self.running.store(true, Ordering::SeqCst);
+        let (running, fast, breaker) = (self.running.clone(), self.fast.clone(), breaker.clone());
+        *thread = Some(std::thread::spawn(move || {
+            let start = Instant::now();
+            let mut ms = 0u64;
+            while running.load(Ordering::Relaxed) {
+                for _ in 0..1_000 {
+                    let _ = breaker.call(|| Ok::<(), &str>(()));
+                }
+                fast.fetch_add(1_000, Ordering::Relaxed);
+                ms += 1;
+                let next = start + Duration::from_millis(ms);
+                if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+            }
+        }));
+    }
+
     fn report(&self) -> String {
         let mut samples = std::mem::take(&mut *self.samples.lock().unwrap());
+        let fast = self.fast.swap(0, Ordering::Relaxed);
         if samples.is_empty() {
-            return "lat 0 0 0 0".to_owned();
+            return format!("lat 0 0 0 {fast}");
         }
         samples.sort_unstable();
         let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
@@ -196,7 +231,7 @@ impl Traffic {
             at(0.5),
             at(0.99),
             samples[samples.len() - 1],
-            samples.len()
+            samples.len() as u64 + fast
         )
     }
 }
