@@ -10,9 +10,16 @@
 -- ARGV[5]  min_calls                                ARGV[6]  failure_rate (percent)
 -- ARGV[7]  open time in ms, if it trips             ARGV[8]  the instance
 -- ARGV[9]  the channel                              ARGV[10] the breaker's name
+-- ARGV[11] the epoch of the record the caller had taken on when it judged these calls
 --
--- Returns { tripped (1 or 0), calls, failures } of the window. A trip is written as
--- record.lua writes one (only over a closed record), published the same way.
+-- The counts belong to one record: the hash keeps that record's epoch (field `epoch`), and a
+-- record written since (a trip, a close, a reset, any write, from any instance or redis-cli)
+-- starts the window empty. A batch judged under another record than the current one is
+-- dropped: calls made before a reset never count after it.
+--
+-- Returns { tripped (1 or 0), calls, failures } of the window ({ 0, 0, 0 } for a dropped
+-- batch). A trip is written as record.lua writes one (only over a closed record), published
+-- the same way.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local len = tonumber(ARGV[4])
@@ -21,7 +28,16 @@ local first = bucket - math.floor(tonumber(ARGV[3]) / len) + 1
 local function num(x)
   return string.format('%.0f', x)
 end
+local r = redis.call('HMGET', KEYS[1], 'epoch', 'state')
+local epoch_now = r[1] or '0'
+if redis.call('HGET', KEYS[2], 'epoch') ~= epoch_now then
+  redis.call('DEL', KEYS[2])
+end
+if ARGV[11] ~= epoch_now then
+  return { 0, 0, 0 }
+end
 if tonumber(ARGV[1]) > 0 then
+  redis.call('HSET', KEYS[2], 'epoch', epoch_now)
   redis.call('HINCRBY', KEYS[2], num(bucket) .. ':c', ARGV[1])
   redis.call('HINCRBY', KEYS[2], num(bucket) .. ':f', ARGV[2])
   redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]) + len)
@@ -42,7 +58,6 @@ end
 if calls < tonumber(ARGV[5]) or failures * 100 < tonumber(ARGV[6]) * calls then
   return { 0, calls, failures }
 end
-local r = redis.call('HMGET', KEYS[1], 'epoch', 'state')
 if r[2] and r[2] ~= 'closed' then
   return { 0, calls, failures }
 end

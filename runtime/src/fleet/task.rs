@@ -92,6 +92,18 @@ impl Tracked {
         self.seen = record.state;
         self.open_until = record.open_remaining().map(|d| Instant::now() + d);
         self.probe_at = self.open_until;
+        self.recount();
+    }
+
+    /// The breaker's state changed (here, or to a record taken on): the calls judged before
+    /// belong to the record that ended, so the next batch counts from now (counts.rs).
+    fn recount(&mut self) {
+        if self.counted.is_some()
+            && let Some(b) = self.breaker.upgrade()
+        {
+            let m = b.metrics();
+            self.counted = Some((m.successes + m.failures, m.failures));
+        }
     }
 
     /// Whether the fleet's record already says what `intent` would write, so writing it would
@@ -280,6 +292,9 @@ impl Task {
         if let Some(held) = &mut self.held {
             // Changed here by hand while held: that change stands, nothing is given back.
             held.remove(&name);
+        }
+        if let Some(t) = self.tracked.get_mut(&name) {
+            t.recount();
         }
         let pending = self.pending.entry(name).or_default();
         match (to, reason) {
