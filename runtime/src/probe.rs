@@ -456,18 +456,17 @@ impl Episode {
             if flight.stopped {
                 return;
             }
-            if let Some(attempt) = &mut flight.attempt {
-                if !attempt.timed_out {
-                    attempt.timed_out = true;
-                    Stats::add(&self.stats.timed_out);
-                    Stats::add(&self.stats.failed);
-                }
-                #[cfg(feature = "tokio")]
-                if let Some(abort) = attempt.abort.take() {
-                    // Dropped: an async probe is not waited for.
-                    abort.abort();
-                    flight.attempt = None;
-                }
+            // The probe started at the last tick has outlived its time.
+            if let Some(attempt) = flight.attempt.as_mut().filter(|a| !a.timed_out) {
+                attempt.timed_out = true;
+                Stats::add(&self.stats.timed_out);
+                Stats::add(&self.stats.failed);
+            }
+            #[cfg(feature = "tokio")]
+            if let Some(abort) = flight.attempt.as_mut().and_then(|a| a.abort.take()) {
+                // Dropped: an async probe is not waited for.
+                abort.abort();
+                flight.attempt = None;
             }
             let seq = flight.attempt.is_none().then(|| {
                 flight.seq += 1;
