@@ -161,7 +161,8 @@ mod sealed {
 #[diagnostic::on_unimplemented(
     message = "a health probe must return `bool` or a `Result`, not `{Self}`",
     label = "returns `{Self}`",
-    note = "`true` or `Ok(_)` means the service is healthy"
+    note = "`true` or `Ok(_)` means the service is healthy",
+    note = "an `async fn` probe (one returning a future) needs breakerbox's `tokio` feature"
 )]
 pub trait ProbeOutcome: sealed::Sealed + Send + 'static {
     /// Whether it says the service is healthy.
