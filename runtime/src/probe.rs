@@ -359,6 +359,16 @@ impl ProbeSlot {
     }
 }
 
+/// The breaker's contents are dropped (its last handle went): its ticks start nothing more,
+/// and stop re-arming at the next one.
+impl Drop for ProbeSlot {
+    fn drop(&mut self) {
+        if let Some(episode) = self.stop() {
+            drop(episode);
+        }
+    }
+}
+
 /// What [`ProbeSlot::start`] needs from the breaker.
 pub(crate) struct Start {
     pub(crate) breaker: WeakBreaker,

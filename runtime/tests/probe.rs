@@ -373,6 +373,9 @@ fn a_dropped_breaker_is_not_probed() {
     drop(breaker);
     clock.advance(secs(5));
     assert_eq!(calls.load(Ordering::SeqCst), 0);
+    // Its first tick did not arm another: only the open timer is left.
+    let timers = breakerbox_runtime::Clock::timers(&clock).unwrap();
+    assert_eq!(timers.next_due(), Some(secs(60)));
 }
 
 #[test]
@@ -399,4 +402,57 @@ fn config_probe_keys() {
     assert_ne!(a, c);
     assert_eq!(c.clone(), c, "a clone is the same probe");
     assert_ne!(a, Config::default());
+}
+
+/// A new config without a probe (a reload from a file, say) keeps the breaker's probe and
+/// takes its `probe_every`.
+#[test]
+fn a_reconfigure_without_a_probe_keeps_the_probe() {
+    let breaker = Breaker::new(
+        "probe-reconfigure",
+        Config::builder().probe(healthy).build().unwrap(),
+    );
+    let changed = breaker
+        .reconfigure(Config::builder().probe_every(secs(2)).build().unwrap())
+        .unwrap();
+    assert!(changed);
+    let config = breaker.config();
+    assert!(
+        config
+            .probe()
+            .is_some_and(|p| p.name().ends_with("healthy"))
+    );
+    assert_eq!(config.probe_every(), secs(2));
+}
+
+/// `probe_every` is a config file's key like any other: parsed, checked, suggested; `probe`
+/// belongs to the code.
+#[cfg(feature = "serde")]
+#[test]
+fn probe_every_in_a_config_file() {
+    use breakerbox_runtime::registry;
+    let names = registry()
+        .load_toml_str(
+            "p.toml",
+            "[breakers.probe-toml]\ndynamic = true\nprobe_every = \"250ms\"\n",
+        )
+        .unwrap();
+    assert_eq!(names, ["probe-toml"]);
+    let breaker = registry().get_or_create("probe-toml", Config::default);
+    assert_eq!(breaker.config().probe_every(), Duration::from_millis(250));
+    let err = |text: &str| {
+        registry()
+            .load_toml_str("bad.toml", text)
+            .unwrap_err()
+            .to_string()
+    };
+    let zero = err("[breakers.probe-toml-0]\ndynamic = true\nprobe_every = \"0s\"\n");
+    assert!(
+        zero.contains("`probe_every`") && zero.contains("zero"),
+        "{zero}"
+    );
+    let typo = err("[breakers.probe-toml-1]\ndynamic = true\nprobe_evry = \"1s\"\n");
+    assert!(typo.contains("did you mean `probe_every`?"), "{typo}");
+    let code = err("[breakers.probe-toml-2]\ndynamic = true\nprobe = \"ping\"\n");
+    assert!(code.contains("`probe` belongs to the function's"), "{code}");
 }
