@@ -234,10 +234,20 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TokioClock;
 
+/// `TokioClock`'s origin: a day before the first reading of the real clock. Not tokio's own
+/// time: a paused runtime's clock starts at the real time it was built and may be far ahead of
+/// another's, and every runtime's time must fall after the origin (a reading before it would
+/// saturate to zero, and a deadline armed then would come late on that runtime).
 #[cfg(feature = "tokio")]
 fn tokio_origin() -> tokio::time::Instant {
     static ORIGIN: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
-    *ORIGIN.get_or_init(tokio::time::Instant::now)
+    *ORIGIN.get_or_init(|| {
+        let now = std::time::Instant::now();
+        let origin = now
+            .checked_sub(Duration::from_secs(24 * 3600))
+            .unwrap_or(now);
+        tokio::time::Instant::from_std(origin)
+    })
 }
 
 #[cfg(feature = "tokio")]

@@ -307,19 +307,20 @@ impl ProbeSlot {
         }
     }
 
-    /// Stops probing the opening being probed, if any. Under the transition lock; returns the
-    /// episode for the caller to drop after it (it holds the user's function).
-    pub(crate) fn stop(&self) -> Option<Arc<Episode>> {
-        let episode = lock(&self.episode).take()?;
-        episode.stop();
-        Some(episode)
+    /// Stops probing the opening being probed, if any. Under the transition lock; the episode
+    /// goes to `retired`, for the caller to drop after the lock (it holds the user's function).
+    pub(crate) fn stop(&self, retired: &mut Retired) {
+        if let Some(episode) = lock(&self.episode).take() {
+            episode.stop();
+            retired.keep(episode);
+        }
     }
 
     /// Starts probing the opening `generation`, which began at `now`: arms its first tick at
-    /// `now + every`. Under the transition lock: runs no user code. Returns the episode it
-    /// replaces, if any, stopped.
-    pub(crate) fn start(&self, start: Start) -> Option<Arc<Episode>> {
-        let old = self.stop();
+    /// `now + every`. Under the transition lock: runs no user code (what it has to log waits
+    /// in `retired`). The episode it replaces, stopped, goes to `retired`.
+    pub(crate) fn start(&self, start: Start, retired: &mut Retired) {
+        self.stop(retired);
         let Start {
             breaker,
             generation,
@@ -333,13 +334,8 @@ impl ProbeSlot {
         let handle = tokio::runtime::Handle::try_current().ok();
         #[cfg(feature = "tokio")]
         if probe.is_async() && handle.is_none() {
-            tracing::warn!(
-                target: "breakerbox",
-                probe = probe.name(),
-                "an async health probe needs a tokio runtime, and the breaker opened outside \
-                 one: no probe runs this opening (it half-opens when its open time ends)"
-            );
-            return old;
+            retired.no_runtime = Some(probe.name());
+            return;
         }
         let episode = Arc::new(Episode {
             breaker,
@@ -354,8 +350,42 @@ impl ProbeSlot {
         });
         if episode.arm(now.saturating_add(every)) {
             *lock(&self.episode) = Some(episode);
+        } else {
+            retired.keep(episode);
         }
-        old
+    }
+}
+
+/// What a transition's probing hook leaves to do after the transition lock: drop the stopped
+/// episodes (they hold the user's function) and log (a `tracing` subscriber is user code).
+#[derive(Default)]
+pub(crate) struct Retired {
+    episodes: [Option<Arc<Episode>>; 2],
+    /// An async probe that cannot run this opening (no tokio runtime): its name.
+    no_runtime: Option<&'static str>,
+}
+
+impl Retired {
+    fn keep(&mut self, episode: Arc<Episode>) {
+        // At most one per change (stop, then a start that finds none); two slots so that
+        // nothing is ever dropped under the lock.
+        match self.episodes.iter_mut().find(|e| e.is_none()) {
+            Some(slot) => *slot = Some(episode),
+            None => core::mem::forget(episode),
+        }
+    }
+}
+
+impl Drop for Retired {
+    fn drop(&mut self) {
+        if let Some(probe) = self.no_runtime {
+            tracing::warn!(
+                target: "breakerbox",
+                probe,
+                "an async health probe needs a tokio runtime, and the breaker opened outside \
+                 one: no probe runs this opening (it half-opens when its open time ends)"
+            );
+        }
     }
 }
 
@@ -363,9 +393,7 @@ impl ProbeSlot {
 /// and stop re-arming at the next one.
 impl Drop for ProbeSlot {
     fn drop(&mut self) {
-        if let Some(episode) = self.stop() {
-            drop(episode);
-        }
+        self.stop(&mut Retired::default());
     }
 }
 

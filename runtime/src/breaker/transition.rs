@@ -110,7 +110,7 @@ impl Inner {
         };
         // A stopped or replaced health-probe episode, dropped after the lock (it holds the
         // user's probe function).
-        let mut probing = None;
+        let mut probing = crate::probe::Retired::default();
         let guard = lock(&self.transition);
         let word = self.state.load(Ordering::Acquire);
         let was = word.state();
@@ -127,7 +127,7 @@ impl Inner {
             && let Some(cold) = self.cold.get()
         {
             // Leaving this opening, by any path: its health probes stop.
-            probing = cold.probing.stop();
+            cold.probing.stop(&mut probing);
         }
         let mut timed = false;
         let mut why = crate::explain::Why {
@@ -151,7 +151,7 @@ impl Inner {
                     // it at once rather than waiting for the timer thread to be scheduled.
                     timed = self.arm(timers, until, next) && until > now;
                     if let Some(probe) = &self.config.probe {
-                        probing = self.start_probing(probe, timers, next, now).or(probing);
+                        self.start_probing(probe, timers, next, now, &mut probing);
                     }
                 }
                 why.open_for = Some(d);
@@ -247,14 +247,15 @@ fn splitmix(mut x: u64) -> u64 {
 // successful one asks for.
 impl Inner {
     /// Starts probing the opening `generation` on the clock's timers. Under the transition
-    /// lock: runs no user code. Returns the episode it replaces.
+    /// lock: runs no user code; what to drop or log after it goes to `retired`.
     fn start_probing(
         &self,
         probe: &crate::probe::Probe,
         timers: &super::live::TimerSource,
         generation: u32,
         now: u64,
-    ) -> Option<std::sync::Arc<crate::probe::Episode>> {
+        retired: &mut crate::probe::Retired,
+    ) {
         use super::live::TimerSource;
         use crate::probe::Wheel;
         let wheel = match timers {
@@ -262,14 +263,17 @@ impl Inner {
             TimerSource::System => Wheel::System,
             TimerSource::Custom(t) => Wheel::Custom(t.clone()),
         };
-        self.cold().probing.start(crate::probe::Start {
-            breaker: self.weak_handle(),
-            generation,
-            probe: probe.clone(),
-            every: self.config.probe_every,
-            now,
-            wheel,
-        })
+        self.cold().probing.start(
+            crate::probe::Start {
+                breaker: self.weak_handle(),
+                generation,
+                probe: probe.clone(),
+                every: self.config.probe_every,
+                now,
+                wheel,
+            },
+            retired,
+        )
     }
 }
 
