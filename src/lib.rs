@@ -89,6 +89,9 @@ pub use breakerbox_runtime::LoadError;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use breakerbox_runtime::TokioClock;
+#[cfg(feature = "watch")]
+#[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
+pub use breakerbox_runtime::TomlWatcher;
 #[cfg(feature = "admin")]
 #[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
 pub use breakerbox_runtime::admin;

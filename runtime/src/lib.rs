@@ -121,6 +121,9 @@ pub use config::{Config, ConfigBuilder, ConfigError, Window};
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub use edge::load::LoadError;
+#[cfg(feature = "watch")]
+#[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
+pub use edge::load::TomlWatcher;
 pub use error::{RejectReason, Timeout};
 pub use event::{Event, Reason};
 pub use explain::{Cause, Explanation, Progress};

@@ -18,6 +18,11 @@ mod env;
 mod parse;
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "watch")]
+mod watch;
+
+#[cfg(feature = "watch")]
+pub use watch::TomlWatcher;
 
 use env::overlay_env;
 use parse::parse;
@@ -98,6 +103,15 @@ pub enum LoadError {
         /// The known breaker it most likely means, if one is close.
         suggestion: Option<String>,
     },
+    /// `Registry::watch_toml` (feature `watch`) cannot watch the file (it names no file, its directory cannot
+    /// be watched, or the thread cannot start), or the watch reported an error.
+    #[error("cannot watch circuit breaker config {}: {source}", path.display())]
+    Watch {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// An environment override is malformed or its value is wrong.
     #[error("environment variable {}: {message}", Cut(var))]
     Env {
@@ -146,7 +160,7 @@ impl LoadError {
             | LoadError::UnknownBreaker { line, .. }
             | LoadError::AlreadyCreated { line, .. }
             | LoadError::NotReloadable { line, .. } => Some(*line),
-            LoadError::Read { .. } | LoadError::Env { .. } => None,
+            LoadError::Read { .. } | LoadError::Env { .. } | LoadError::Watch { .. } => None,
         }
     }
 

@@ -1,0 +1,219 @@
+//! `Registry::watch_toml`: a file reloaded when it changes. Each test waits on the results the
+//! callback sends; the timeouts only bound a failure (nothing waits for time to pass).
+#![cfg(feature = "watch")]
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use breakerbox_runtime::{Breaker, Config, LoadError, State, TomlWatcher, registry};
+
+/// A bound on a failure, never reached when the watch works.
+const BOUND: Duration = Duration::from_secs(60);
+
+/// A result as the callback saw it: the names, or the error's message.
+type Seen = Result<Vec<String>, String>;
+
+fn seen(r: &Result<Vec<String>, LoadError>) -> Seen {
+    match r {
+        Ok(names) => Ok(names.clone()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// An empty directory of this test's own, in cargo's temporary directory for tests.
+fn dir(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("watch-{test}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes `text` to `path` as editors do: another file, renamed over it.
+fn save(path: &Path, text: &str) {
+    let tmp = path.with_extension("toml.tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// Watches `path`, sending each result down the channel.
+fn watch(path: &Path) -> (TomlWatcher, Receiver<Seen>) {
+    let (tx, rx) = mpsc::channel();
+    let watcher = registry()
+        .watch_toml(path, move |r: &Result<Vec<String>, LoadError>| {
+            let _ = tx.send(seen(r));
+        })
+        .unwrap();
+    (watcher, rx)
+}
+
+/// The first result that `done` accepts; earlier ones (an editor's save may be read twice)
+/// are skipped.
+fn until(rx: &Receiver<Seen>, done: impl Fn(&Seen) -> bool) -> Seen {
+    let end = Instant::now() + BOUND;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        let seen = rx.recv_timeout(left).expect("no reload reported in time");
+        if done(&seen) {
+            return seen;
+        }
+    }
+}
+
+fn fail(b: &Breaker) {
+    b.call(|| Err::<(), _>("down")).unwrap_err();
+}
+
+#[test]
+fn a_saved_change_is_applied_live_and_reported() {
+    let dir = dir("applied");
+    let path = dir.join("breakers.toml");
+    std::fs::write(&path, "[breakers.\"watch.applied\"]\nfailures = 3\n").unwrap();
+    let b = registry().get_or_create("watch.applied", || {
+        Config::builder().failures(3).build().unwrap()
+    });
+    fail(&b);
+    fail(&b);
+    let (watcher, rx) = watch(&path);
+    assert_eq!(
+        watcher.path(),
+        std::fs::canonicalize(&dir).unwrap().join("breakers.toml")
+    );
+    save(&path, "[breakers.\"watch.applied\"]\nfailures = 2\n");
+    let seen = until(&rx, |s| s.is_ok());
+    assert_eq!(seen, Ok(vec!["watch.applied".to_owned()]));
+    assert_eq!(b.config().failures(), Some(2));
+    assert_eq!(
+        (b.state(), b.metrics().consecutive_failures),
+        (State::Closed, 2),
+        "state and counts kept"
+    );
+    // A write in place is followed too.
+    std::fs::write(&path, "[breakers.\"watch.applied\"]\nfailures = 4\n").unwrap();
+    assert!(until(&rx, |_| b.config().failures() == Some(4)).is_ok());
+    drop(watcher);
+}
+
+#[test]
+fn a_bad_file_leaves_every_breaker_as_it_was_and_is_reported() {
+    let dir = dir("bad");
+    let path = dir.join("breakers.toml");
+    let b = registry().get_or_create("watch.bad", || {
+        Config::builder().failures(3).build().unwrap()
+    });
+    fail(&b);
+    let (_watcher, rx) = watch(&path);
+    save(
+        &path,
+        "[breakers.\"watch.bad\"]\nfailures = 2\nopen_for = \"ten seconds\"\n",
+    );
+    let Err(message) = until(&rx, |s| s.is_err()) else {
+        unreachable!()
+    };
+    assert!(
+        message.contains("breakers.toml:3: [breakers.watch.bad] `open_for`"),
+        "{message}"
+    );
+    assert_eq!(b.config().failures(), Some(3));
+    assert_eq!(b.metrics().consecutive_failures, 1);
+    // Deleted: reported, nothing changes, and the next file under the name is read.
+    std::fs::remove_file(&path).unwrap();
+    let Err(message) = until(&rx, |s| {
+        s.as_ref().is_err_and(|m| m.contains("cannot read"))
+    }) else {
+        unreachable!()
+    };
+    assert!(message.contains("breakers.toml"), "{message}");
+    assert_eq!(b.config().failures(), Some(3));
+    save(&path, "[breakers.\"watch.bad\"]\nfailures = 2\n");
+    assert_eq!(until(&rx, |s| s.is_ok()), Ok(vec!["watch.bad".to_owned()]));
+    assert_eq!(b.config().failures(), Some(2));
+    assert_eq!(b.metrics().consecutive_failures, 1);
+}
+
+#[test]
+fn a_panicking_callback_is_caught_and_the_watch_goes_on() {
+    let dir = dir("panic");
+    let path = dir.join("breakers.toml");
+    let b = registry().get_or_create("watch.panic", || {
+        Config::builder().failures(5).build().unwrap()
+    });
+    let (tx, rx) = mpsc::channel::<Seen>();
+    let mut calls = 0;
+    let _watcher = registry()
+        .watch_toml(&path, move |r| {
+            calls += 1;
+            let _ = tx.send(seen(r));
+            if calls == 1 {
+                panic!("the user's callback panics");
+            }
+        })
+        .unwrap();
+    save(&path, "[breakers.\"watch.panic\"]\nfailures = 4\n");
+    assert_eq!(
+        until(&rx, |s| s.is_ok()),
+        Ok(vec!["watch.panic".to_owned()])
+    );
+    // The first call panicked after it sent: the thread goes on to the next change.
+    save(&path, "[breakers.\"watch.panic\"]\nfailures = 3\n");
+    assert!(until(&rx, |_| b.config().failures() == Some(3)).is_ok());
+}
+
+#[test]
+fn the_callback_may_call_the_registry_and_drop_its_own_watcher() {
+    let dir = dir("reenter");
+    let path = dir.join("breakers.toml");
+    let b = registry().get_or_create("watch.reenter", || {
+        Config::builder().failures(5).build().unwrap()
+    });
+    let (tx, rx) = mpsc::channel::<Seen>();
+    let slot: Arc<Mutex<Option<TomlWatcher>>> = Arc::default();
+    let own = slot.clone();
+    let watcher = registry()
+        .watch_toml(&path, move |r| {
+            // Re-entering the registry: no lock of ours is held.
+            let again = registry()
+                .reload_toml_str("again.toml", "[breakers.\"watch.reenter\"]\nfailures = 2\n");
+            assert!(again.is_ok());
+            // Dropping its own watcher, on the watcher's thread.
+            let mine = own.lock().unwrap().take();
+            drop(mine);
+            let _ = tx.send(seen(r));
+        })
+        .unwrap();
+    *slot.lock().unwrap() = Some(watcher);
+    save(&path, "[breakers.\"watch.reenter\"]\nfailures = 4\n");
+    assert_eq!(
+        rx.recv_timeout(BOUND).unwrap(),
+        Ok(vec!["watch.reenter".to_owned()])
+    );
+    assert_eq!(b.config().failures(), Some(2));
+    // The thread ended once the callback returned: it dropped the callback, and its sender.
+    assert_eq!(rx.recv_timeout(BOUND), Err(RecvTimeoutError::Disconnected));
+}
+
+#[test]
+fn dropping_the_watcher_ends_its_thread() {
+    let dir = dir("drop");
+    let (watcher, rx) = watch(&dir.join("breakers.toml"));
+    drop(watcher);
+    // Joined: the callback (and its sender) is gone by the time `drop` returns.
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
+}
+
+#[test]
+fn a_directory_that_cannot_be_watched_is_an_error() {
+    let dir = dir("missing").join("not-there");
+    let err = registry()
+        .watch_toml(dir.join("breakers.toml"), |_| {})
+        .unwrap_err();
+    assert!(matches!(err, LoadError::Watch { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("cannot watch circuit breaker config "),
+        "{err}"
+    );
+    let err = registry().watch_toml("/", |_| {}).unwrap_err();
+    assert!(err.to_string().ends_with("the path names no file"), "{err}");
+}
