@@ -390,6 +390,47 @@ fn a_key_made_from_the_old_config_during_a_reload_ends_with_the_new() {
 }
 
 #[test]
+fn keys_made_while_reloads_run_end_with_the_last_config_and_every_count() {
+    let f: BreakerMap<u64> = registry()
+        .family("reload.stress", || {
+            Config::builder().failures(1000).build().unwrap()
+        })
+        .unwrap();
+    let file = |n: u32| format!("[breakers.\"reload.stress\"]\ndynamic = true\nfailures = {n}\n");
+    let (threads, keys) = (3u64, 1000u64);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let f = &f;
+            s.spawn(move || {
+                for i in 0..keys {
+                    let key = t * 1_000_000 + i;
+                    f.call(&key, || Ok::<_, &str>(())).unwrap();
+                    f.call(&key, || Err::<(), _>("down")).unwrap_err();
+                }
+            });
+        }
+        s.spawn(|| {
+            for n in 520..550 {
+                registry().reload_toml_str("live.toml", &file(n)).unwrap();
+            }
+        });
+    });
+    let (mut held, mut calls, mut failures) = (0, 0, 0);
+    f.for_each(|key, b| {
+        assert_eq!(b.config().failures(), Some(549), "key {key}");
+        let m = b.metrics();
+        held += 1;
+        calls += m.calls;
+        failures += m.failures;
+    });
+    assert_eq!(f.evicted().keys, 0);
+    assert_eq!(
+        (held, calls, failures),
+        (threads * keys, 2 * threads * keys, threads * keys)
+    );
+}
+
+#[test]
 fn reconfigure_refuses_what_shapes_the_window_or_the_call_path() {
     let b = Breaker::new(
         "reconfigure",
