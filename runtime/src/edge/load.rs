@@ -286,7 +286,7 @@ impl Registry {
     /// does not reach them). The file must be loaded before the family is created (for an
     /// attribute, before the function's first call); a family that exists already is reported
     /// as [`LoadError::AlreadyCreated`]. A family's name is known to the registry only once it
-    /// is created, so its table needs `dynamic = true`.
+    /// is created, so the table of a family created later needs `dynamic = true`.
     ///
     /// ```toml
     /// [breakers.api]
@@ -541,10 +541,13 @@ impl Registry {
     }
 
     /// The names a table may give without `dynamic = true`: every breaker the registry knows,
-    /// created or annotated. `names`, not `breakers`: listing must create nothing, or every
-    /// annotated breaker would exist before the file could configure it.
+    /// created or annotated, and every keyed family created. `names`, not `breakers`: listing
+    /// must create nothing, or every annotated breaker would exist before the file could
+    /// configure it.
     fn known_names(&self) -> HashSet<String> {
-        self.names().into_iter().collect()
+        let mut known: HashSet<String> = self.names().into_iter().collect();
+        known.extend(reload::family_names());
+        known
     }
 
     fn check_names(&self, path: &Path, tables: &BTreeMap<String, Table>) -> Result<(), LoadError> {

@@ -280,3 +280,11 @@ pub(crate) fn family(name: &str) -> Option<Arc<dyn Reload>> {
         .find(|(n, _)| **n == *name)
         .map(|(_, v)| -> Arc<dyn Reload> { v })
 }
+
+/// The names of the registered families.
+#[cfg(feature = "serde")]
+pub(crate) fn family_names() -> impl Iterator<Item = String> {
+    super::families::views()
+        .into_iter()
+        .map(|(name, _)| name.into_string())
+}
