@@ -136,6 +136,7 @@ fn a_bad_file_leaves_every_breaker_as_it_was_and_is_reported() {
 fn a_panicking_callback_is_caught_and_the_watch_goes_on() {
     let dir = dir("panic");
     let path = dir.join("breakers.toml");
+    let events = events();
     let b = registry().get_or_create("watch.panic", || {
         Config::builder().failures(5).build().unwrap()
     });
@@ -158,6 +159,14 @@ fn a_panicking_callback_is_caught_and_the_watch_goes_on() {
     // The first call panicked after it sent: the thread goes on to the next change.
     save(&path, "[breakers.\"watch.panic\"]\nfailures = 3\n");
     assert!(until(&rx, |_| b.config().failures() == Some(3)).is_ok());
+    // Reported, before the thread went on.
+    let file = std::fs::canonicalize(&dir).unwrap().join("breakers.toml");
+    let reported = events.0.lock().unwrap().iter().any(|(level, text)| {
+        *level == tracing::Level::ERROR
+            && text.contains("the watch callback panicked; the watch goes on")
+            && text.contains(&file.display().to_string())
+    });
+    assert!(reported);
 }
 
 #[test]
@@ -216,4 +225,117 @@ fn a_directory_that_cannot_be_watched_is_an_error() {
     );
     let err = registry().watch_toml("/", |_| {}).unwrap_err();
     assert!(err.to_string().ends_with("the path names no file"), "{err}");
+}
+
+/// The `breakerbox` events of every thread: their level and fields, as text.
+struct Events(Mutex<Vec<(tracing::Level, String)>>);
+
+struct Fields<'a>(&'a mut String);
+
+impl tracing::field::Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write;
+        let _ = write!(self.0, "{}={value:?} ", field.name());
+    }
+}
+
+impl tracing::Subscriber for Events {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        if event.metadata().target() == "breakerbox" {
+            let mut text = String::new();
+            event.record(&mut Fields(&mut text));
+            let level = *event.metadata().level();
+            self.0.lock().unwrap().push((level, text));
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// The events of every thread since the first call.
+fn events() -> &'static Events {
+    static EVENTS: std::sync::OnceLock<&'static Events> = std::sync::OnceLock::new();
+    EVENTS.get_or_init(|| {
+        let events: &'static Events = Box::leak(Box::new(Events(Mutex::default())));
+        // The watcher's thread is not this one: a global subscriber hears it.
+        tracing::subscriber::set_global_default(Forward(events)).unwrap();
+        events
+    })
+}
+
+#[test]
+fn each_result_is_a_tracing_event() {
+    let events = events();
+    let dir = dir("tracing");
+    let path = dir.join("breakers.toml");
+    let _b = registry().get_or_create("watch.tracing", || {
+        Config::builder().failures(3).build().unwrap()
+    });
+    let (watcher, rx) = watch(&path);
+    let file = watcher.path().display().to_string();
+    // The event is sent before the callback runs: once the callback reports, it is there.
+    let mine = |level: tracing::Level| {
+        events
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(l, text)| *l == level && text.contains(&file))
+            .map(|(_, text)| text.clone())
+            .collect::<Vec<_>>()
+    };
+    save(&path, "[breakers.\"watch.tracing\"]\nfailures = 2\n");
+    assert_eq!(
+        until(&rx, |s| s.is_ok()),
+        Ok(vec!["watch.tracing".to_owned()])
+    );
+    let info = mine(tracing::Level::INFO);
+    assert!(
+        info[0].contains("applied=[\"watch.tracing\"]")
+            && info[0].contains("circuit breaker config reloaded"),
+        "{info:?}"
+    );
+    save(&path, "[breakers.\"watch.tracing\"]\nfailures = 0\n");
+    assert!(until(&rx, |s| s.is_err()).is_err());
+    let error = mine(tracing::Level::ERROR);
+    assert!(
+        error[0].contains("not reloaded, every breaker keeps its config")
+            && error[0].contains("breakers.toml:2: [breakers.watch.tracing] `failures`"),
+        "{error:?}"
+    );
+}
+
+/// A subscriber by value for `set_global_default`, forwarding to the leaked one.
+struct Forward(&'static Events);
+
+impl tracing::Subscriber for Forward {
+    fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
+        self.0.enabled(m)
+    }
+    fn new_span(&self, a: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        self.0.new_span(a)
+    }
+    fn record(&self, i: &tracing::span::Id, r: &tracing::span::Record<'_>) {
+        self.0.record(i, r)
+    }
+    fn record_follows_from(&self, a: &tracing::span::Id, b: &tracing::span::Id) {
+        self.0.record_follows_from(a, b)
+    }
+    fn event(&self, e: &tracing::Event<'_>) {
+        self.0.event(e)
+    }
+    fn enter(&self, i: &tracing::span::Id) {
+        self.0.enter(i)
+    }
+    fn exit(&self, i: &tracing::span::Id) {
+        self.0.exit(i)
+    }
 }
