@@ -203,6 +203,44 @@ fn the_callback_may_call_the_registry_and_drop_its_own_watcher() {
 }
 
 #[test]
+fn a_blocking_callback_holds_no_lock_of_the_registry() {
+    let dir = dir("block");
+    let path = dir.join("breakers.toml");
+    let b = registry().get_or_create("watch.block", || {
+        Config::builder().failures(5).build().unwrap()
+    });
+    let (entered, on_entered) = mpsc::channel();
+    let (go, on_go) = mpsc::channel::<()>();
+    let (tx, rx) = mpsc::channel::<Seen>();
+    let _watcher = registry()
+        .watch_toml(&path, move |r| {
+            let _ = entered.send(());
+            // Blocks until the test says go (the bound only ends a failed test).
+            let _ = on_go.recv_timeout(BOUND);
+            let _ = tx.send(seen(r));
+        })
+        .unwrap();
+    save(&path, "[breakers.\"watch.block\"]\nfailures = 4\n");
+    on_entered.recv_timeout(BOUND).unwrap();
+    // While the callback blocks: the file is applied, and the registry answers.
+    assert_eq!(b.config().failures(), Some(4));
+    registry()
+        .reload_toml_str("other.toml", "[breakers.\"watch.block\"]\nfailures = 3\n")
+        .unwrap();
+    assert_eq!(b.config().failures(), Some(3));
+    assert!(registry().names().contains(&"watch.block".to_owned()));
+    let other = registry()
+        .watch_toml(dir.join("other.toml"), |_| {})
+        .unwrap();
+    drop(other);
+    go.send(()).unwrap();
+    assert_eq!(
+        rx.recv_timeout(BOUND).unwrap(),
+        Ok(vec!["watch.block".to_owned()])
+    );
+}
+
+#[test]
 fn dropping_the_watcher_ends_its_thread() {
     let dir = dir("drop");
     let (watcher, rx) = watch(&dir.join("breakers.toml"));
