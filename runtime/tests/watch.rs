@@ -212,7 +212,7 @@ fn a_blocking_callback_holds_no_lock_of_the_registry() {
     let (entered, on_entered) = mpsc::channel();
     let (go, on_go) = mpsc::channel::<()>();
     let (tx, rx) = mpsc::channel::<Seen>();
-    let _watcher = registry()
+    let watcher = registry()
         .watch_toml(&path, move |r| {
             let _ = entered.send(());
             // Blocks until the test says go (the bound only ends a failed test).
@@ -238,6 +238,9 @@ fn a_blocking_callback_holds_no_lock_of_the_registry() {
         rx.recv_timeout(BOUND).unwrap(),
         Ok(vec!["watch.block".to_owned()])
     );
+    // A second read of the same save would block on `go`: gone first, it does not.
+    drop(go);
+    drop(watcher);
 }
 
 #[test]
