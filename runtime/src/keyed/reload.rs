@@ -191,10 +191,14 @@ where
         let mut refused = Ok(());
         let guard = self.map.guard();
         for (k, slot) in self.map.iter(&guard) {
-            let shown = k.to_string();
-            let will = keys.get(&shown).unwrap_or(config);
+            // A key's `Display` (user code) runs only when the file has key tables.
+            let will = if keys.is_empty() {
+                config
+            } else {
+                keys.get(&k.to_string()).unwrap_or(config)
+            };
             if let Err(e) = crate::reload::compatible(slot.breaker.config(), will) {
-                refused = Err(key(&shown, e));
+                refused = Err(key(&k.to_string(), e));
                 break;
             }
         }
