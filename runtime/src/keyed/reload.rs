@@ -7,9 +7,12 @@
 //! brings every key it finds to its new config ([`Family::settle`]). A key created meanwhile
 //! may be made from the old config and missed by that walk, so whoever makes a key reads
 //! `generation` before, and settles the key if it moved by the time the key is in the map:
-//! either the walk finds the key, or its maker sees the bump. `settle` itself reads the
-//! config after reading `generation` and repeats until `generation` holds still, so of two
-//! racing reloads the later one's config is what every key ends with.
+//! either the walk finds the key, or its maker sees the bump (a `SeqCst` fence between the
+//! insertion and the look, and between the bump and the walk, make this the store-buffering
+//! pattern that such fences forbid). `settle` itself reads the config after reading
+//! `generation` and repeats until `generation` holds still, so of two racing reloads the
+//! later one's config is what every key ends with: a `reconfigure` takes the breaker's
+//! transition lock, so one made after a reload's (of the same key) sees that reload's bump.
 //!
 //! No lock of ours is held while user code runs (a key's `Display`, a clock dropped with a
 //! config): `keys` and `retired` are locked only to read or swap a pointer.
@@ -20,7 +23,7 @@ use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::breaker::Breaker;
@@ -100,6 +103,9 @@ where
         let owned = key.to_owned();
         let slot = self.slot(now, &owned);
         let breaker = self.put(owned, slot, guard);
+        // Our insertion, then our look at `generation`; a reload's bump, then its walk: with
+        // a fence on each side, one of the two sees the other.
+        fence(Ordering::SeqCst);
         if self.live.generation() != seen
             && let Some((k, _)) = self.map.get_key_value(key, guard)
         {
@@ -115,6 +121,7 @@ where
         let breaker = self.overflow.get_or_init(|| {
             Breaker::named(Identity::shared(self.name.clone()), (*self.config).clone())
         });
+        fence(Ordering::SeqCst);
         if self.live.generation() != seen {
             self.settle_with(breaker, |_| None);
         }
@@ -223,6 +230,8 @@ where
             self.live.generation.fetch_add(1, Ordering::SeqCst);
             old_keys
         };
+        // The bump, then the walk (see `fresh`).
+        fence(Ordering::SeqCst);
         // Dropped after the locks: a config may hold the last reference to a user's clock.
         drop(old);
         let guard = self.map.guard();
