@@ -432,6 +432,23 @@ fn keys_made_while_reloads_run_end_with_the_last_config_and_every_count() {
 }
 
 #[test]
+fn keys_of_a_single_breaker_are_refused_before_anything_changes() {
+    let (b, _) = live("reload.single", Config::builder().failures(3));
+    let (other, _) = live("reload.single.other", Config::builder().failures(3));
+    let text = "[breakers.\"reload.single\"]\nfailures = 2\n\n[breakers.\"reload.single\".keys.h]\nfailures = 1\n\n[breakers.\"reload.single.other\"]\nfailures = 2\n";
+    let err = registry().reload_toml_str("live.toml", text).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "live.toml:4: [breakers.reload.single.keys.\"h\"] 'reload.single' is a single breaker, \
+         not a keyed family: only a family has keys"
+    );
+    assert_eq!(
+        (b.config().failures(), other.config().failures()),
+        (Some(3), Some(3))
+    );
+}
+
+#[test]
 fn reconfigure_refuses_what_shapes_the_window_or_the_call_path() {
     let b = Breaker::new(
         "reconfigure",

@@ -1,15 +1,16 @@
 //! Breaker configs from a TOML file, overridden by environment variables.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::serde_impl::{Dialect, Raw, apply};
 use crate::config::{Config, ConfigBuilder};
 use crate::duration::excerpt;
 use crate::keyed::family_exists;
-use crate::keyed::reload::{self, KeyTable};
+use crate::keyed::reload::{self, KeyTable, Reload};
 use crate::registry::Registry;
 use crate::reload::ReconfigureError;
 use crate::suggest::closest;
@@ -103,8 +104,9 @@ pub enum LoadError {
         /// The known breaker it most likely means, if one is close.
         suggestion: Option<String>,
     },
-    /// `Registry::watch_toml` (feature `watch`) cannot watch the file (it names no file, its directory cannot
-    /// be watched, or the thread cannot start), or the watch reported an error.
+    /// `Registry::watch_toml` (feature `watch`) cannot watch the file (it names no file, its
+    /// directory cannot be watched, or the thread cannot start), or the watch reported an
+    /// error.
     #[error("cannot watch circuit breaker config {}: {source}", path.display())]
     Watch {
         /// The file.
@@ -435,20 +437,35 @@ impl Registry {
         // The live families in the file (by their index in `configs`), each with its single
         // keys' tables (all of them: a key whose table is gone goes back to the family's
         // config).
-        let mut families = Vec::new();
+        let live = reload::families();
+        let mut tables: HashMap<&str, KeyTable> = HashMap::new();
+        for (name, key, line, config) in &key_configs {
+            if live.contains_key(name) {
+                let table = tables.entry(name).or_default();
+                table.insert(key.clone(), config.clone());
+            } else if self.existing(name).is_some() {
+                return Err(LoadError::NotReloadable {
+                    path: path.to_owned(),
+                    line: *line,
+                    breaker: key_table_name(name, key),
+                    key: None,
+                    message: format!(
+                        "'{}' is a single breaker, not a keyed family: only a family has keys",
+                        Cut(name)
+                    ),
+                });
+            }
+        }
+        let mut families: Vec<(usize, &Arc<dyn Reload>, KeyTable)> = Vec::new();
         for (i, (name, _, _)) in configs.iter().enumerate() {
-            if let Some(family) = reload::family(name) {
-                let keys: KeyTable = key_configs
-                    .iter()
-                    .filter(|k| k.0 == *name)
-                    .map(|(_, key, _, config)| (key.clone(), config.clone()))
-                    .collect();
-                families.push((i, family, keys));
+            if let Some(family) = live.get(name) {
+                families.push((i, family, tables.remove(name.as_str()).unwrap_or_default()));
             }
         }
         // Every check first.
+        let mut next = families.iter().peekable();
         for (i, (name, line, config)) in configs.iter().enumerate() {
-            if let Some((_, family, keys)) = families.iter().find(|f| f.0 == i) {
+            if let Some((_, family, keys)) = next.next_if(|f| f.0 == i) {
                 family
                     .check(config, keys)
                     .map_err(|r| family_refused(path, name, *line, &key_configs, r))?;
@@ -479,19 +496,15 @@ impl Registry {
             names.push(name);
         }
         for (name, key, line, config) in key_configs {
-            if reload::family(&name).is_some() {
+            if live.contains_key(&name) {
                 continue;
             }
+            // A breaker created since the check: say so.
             if !self.configure_key(&name, &key, config) {
-                return Err(LoadError::NotReloadable {
+                return Err(LoadError::AlreadyCreated {
                     path: path.to_owned(),
                     line,
-                    breaker: key_table_name(&name, &key),
-                    key: None,
-                    message: format!(
-                        "a single breaker named '{}' exists: only a keyed family has keys",
-                        Cut(&name)
-                    ),
+                    breaker: name,
                 });
             }
         }
@@ -546,7 +559,7 @@ impl Registry {
     /// configure it.
     fn known_names(&self) -> HashSet<String> {
         let mut known: HashSet<String> = self.names().into_iter().collect();
-        known.extend(reload::family_names());
+        known.extend(reload::families().into_keys());
         known
     }
 

@@ -285,19 +285,11 @@ where
     }
 }
 
-/// The registered family `name`, to reload.
+/// The registered families by name, to reload.
 #[cfg(feature = "serde")]
-pub(crate) fn family(name: &str) -> Option<Arc<dyn Reload>> {
+pub(crate) fn families() -> HashMap<String, Arc<dyn Reload>> {
     super::families::views()
         .into_iter()
-        .find(|(n, _)| **n == *name)
-        .map(|(_, v)| -> Arc<dyn Reload> { v })
-}
-
-/// The names of the registered families.
-#[cfg(feature = "serde")]
-pub(crate) fn family_names() -> impl Iterator<Item = String> {
-    super::families::views()
-        .into_iter()
-        .map(|(name, _)| name.into_string())
+        .map(|(name, v)| -> (String, Arc<dyn Reload>) { (name.into_string(), v) })
+        .collect()
 }
