@@ -166,21 +166,11 @@ where
     /// (or config, for keys not held now) cannot, `None` for the family's own config.
     fn check(&self, config: &Config, keys: &KeyTable) -> Result<(), Refused> {
         let family = |error| Refused { key: None, error };
-        for (field, old, new) in [
-            (
-                "max_keys",
-                u64::from(self.config.max_keys),
-                u64::from(config.max_keys),
-            ),
-            (
-                "idle_for",
-                nanos(self.config.idle_for),
-                nanos(config.idle_for),
-            ),
-        ] {
-            if old != new {
-                return Err(family(Why::Bounds(field)));
-            }
+        if self.config.max_keys != config.max_keys {
+            return Err(family(Why::Bounds("max_keys")));
+        }
+        if self.config.idle_for != config.idle_for {
+            return Err(family(Why::Bounds("idle_for")));
         }
         crate::reload::compatible(&self.config, config).map_err(|e| family(Why::Shape(e)))?;
         let key = |k: &str, e| Refused {
@@ -242,10 +232,6 @@ where
             self.settle_with(b, |_| None);
         }
     }
-}
-
-fn nanos(d: core::time::Duration) -> u64 {
-    crate::clock::nanos(d)
 }
 
 /// Why a family cannot take a reload.
