@@ -23,6 +23,7 @@ use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -226,7 +227,12 @@ where
         drop(old);
         let guard = self.map.guard();
         for (k, slot) in self.map.iter(&guard) {
-            self.settle(k, &slot.breaker);
+            // A key's `Display` is user code: if it panics, that key keeps its config, and the
+            // walk goes on to the others.
+            let settled = catch_unwind(AssertUnwindSafe(|| self.settle(k, &slot.breaker)));
+            if settled.is_err() {
+                tracing::error!(target: "breakerbox", family = %self.name, "a key's `Display` panicked during a reload: that key keeps its config");
+            }
         }
         if let Some(b) = self.overflow.get() {
             self.settle_with(b, |_| None);

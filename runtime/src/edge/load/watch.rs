@@ -100,7 +100,7 @@ impl Registry {
     /// under no lock of ours: the callback may block (delaying the next reload only), call
     /// the registry, and drop the watcher. A panic in it is caught and reported (`error`
     /// event), and the watch goes on; so does a reload that panics in the user code it runs
-    /// (a family key's `Display`; see `docs/live.md` for what it leaves applied). Dropping the [`TomlWatcher`] stops it (see there).
+    /// (a family key's `Display` while the file is checked leaves every breaker as it was). Dropping the [`TomlWatcher`] stops it (see there).
     ///
     /// Fails, watching nothing, if `path` names no file, its directory cannot be watched or
     /// the thread cannot start ([`LoadError::Watch`]).
