@@ -36,6 +36,8 @@
 //!   clock's timer thread.
 //! - `timer` — [`Timers`]: the wake-ups that half-open an open breaker without a call. Below
 //!   `clock`; it names the breaker only through its `Target` trait.
+//! - `probe` — [`Probe`], [`IntoProbe`], [`HealthProbes`]: health probes run while a breaker
+//!   is open, ticked by the clock's timers.
 //! - `explain` — [`Explanation`], [`Cause`], [`Progress`]: `Breaker::explain`'s data, and in
 //!   `explain/text` its sentences.
 //! - `reload` — [`ReconfigureError`] and the live config a reload swaps.
@@ -90,6 +92,7 @@ mod keyed;
 pub mod keys;
 mod metrics;
 mod outcome;
+mod probe;
 mod registration;
 mod registry;
 mod reload;
@@ -136,6 +139,7 @@ pub use keyed::{
 };
 pub use metrics::Metrics;
 pub use outcome::Outcome;
+pub use probe::{HealthProbes, IntoProbe, Probe, ProbeOutcome};
 pub use registration::{ConfigConflict, Conflict, Conflicts, Site};
 pub use registry::{Registry, registry};
 pub use reload::ReconfigureError;
