@@ -498,6 +498,35 @@ fn a_key_whose_display_panics_while_a_reload_applies_keeps_its_config_alone() {
 }
 
 #[test]
+fn a_family_keeps_the_probe_of_its_code() {
+    fn healthy() -> bool {
+        true
+    }
+    let f: BreakerMap<String> = registry()
+        .family("reload.probe", || {
+            Config::builder()
+                .failures(3)
+                .probe(healthy)
+                .build()
+                .unwrap()
+        })
+        .unwrap();
+    f.call("held", || Ok::<_, &str>(())).unwrap();
+    let text = "[breakers.\"reload.probe\"]\nfailures = 2\n\n[breakers.\"reload.probe\".keys.own]\nfailures = 4\n";
+    registry().reload_toml_str("live.toml", text).unwrap();
+    assert!(f.config().probe().is_some(), "the family's");
+    for key in ["held", "new", "own"] {
+        let config = f.breaker(key).config().clone();
+        assert!(config.probe().is_some(), "{key}");
+        assert_eq!(
+            config.failures(),
+            Some(if key == "own" { 4 } else { 2 }),
+            "{key}"
+        );
+    }
+}
+
+#[test]
 fn reconfigure_refuses_what_shapes_the_window_or_the_call_path() {
     let b = Breaker::new(
         "reconfigure",

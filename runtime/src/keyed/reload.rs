@@ -129,12 +129,15 @@ where
         breaker
     }
 
-    /// The config `key`'s breaker is made with now: its own (with the family's clock), or the
-    /// family's.
+    /// The config `key`'s breaker is made with now: its own (with the family's clock, and its
+    /// probe unless it names one), or the family's.
     pub(super) fn config_of(&self, key: &K) -> Config {
         match self.live.own(key) {
             Some(mut own) => {
                 own.clock = self.config.clock.clone();
+                if own.probe.is_none() {
+                    own.probe = self.config.probe.clone();
+                }
                 own
             }
             None => (*self.config).clone(),
@@ -210,6 +213,10 @@ where
     /// Replaces the family's config and its single keys', then brings every key to them.
     fn apply(&self, mut config: Config, keys: KeyTable) {
         config.clock = self.config.clock.clone();
+        // A config from a file names no probe function: the code's stays.
+        if config.probe.is_none() {
+            config.probe = self.config.probe.clone();
+        }
         let old = {
             let mut retired = lock(&self.live.retired);
             let has = !keys.is_empty();
