@@ -398,11 +398,12 @@ impl Registry {
     /// breaker), each keeping its state, counts, window and open time; a
     /// `[breakers.<name>.keys."<key>"]` table does the same for one key (its keys over the
     /// family table's). The file's key tables replace the family's: a key whose table is
-    /// gone takes the family's config. The family keeps its clock. The same rule refuses a
-    /// change that must reset a window, checked against every key held now, the family's
-    /// config and each key table, old or new (so whether a reload is taken does not depend on
-    /// which keys happen to be held); `max_keys` and `idle_for` cannot change on a live
-    /// family. A key created while the file is applied ends with the new config.
+    /// gone takes the family's config. The family keeps its clock and its probe (a file names
+    /// no probe function). The same rule refuses a change that must reset a window, checked
+    /// against every key held now, the family's config and each key table, old or new (so
+    /// whether a reload is taken does not depend on which keys happen to be held);
+    /// `max_keys` and `idle_for` cannot change on a live family. A key created while the
+    /// file is applied ends with the new config.
     ///
     /// A breaker created by another thread while the file is applied is configured live if
     /// it can be, else reported, with the tables before it applied.
