@@ -27,12 +27,14 @@ pub(crate) const KEYS: &[&str] = &[
     "successes",
     "probe_timeout",
     "max_concurrent",
+    "probe_every",
     "max_keys",
     "idle_for",
     "timeout",
     "fallback",
     "fallback_with_reason",
     "classify",
+    "probe",
     "crate",
 ];
 
@@ -92,6 +94,9 @@ pub(crate) struct Args {
     pub(crate) successes: Option<Key<u32>>,
     pub(crate) probe_timeout: Option<Key<u64>>,
     pub(crate) max_concurrent: Option<Key<u32>>,
+    /// `probe = path`: the health check run while the breaker is open.
+    pub(crate) probe: Option<Key<ExprPath>>,
+    pub(crate) probe_every: Option<Key<u64>>,
     pub(crate) max_keys: Option<Key<u32>>,
     pub(crate) idle_for: Option<Key<u64>>,
     pub(crate) timeout: Option<Key<u64>>,

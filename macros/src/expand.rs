@@ -131,6 +131,7 @@ fn configure(args: &Args, private: &TokenStream) -> TokenStream {
         ("open_for", &args.open_for),
         ("max_open_for", &args.max_open_for),
         ("probe_timeout", &args.probe_timeout),
+        ("probe_every", &args.probe_every),
         ("idle_for", &args.idle_for),
     ] {
         if let Some(value) = value {
@@ -145,6 +146,13 @@ fn configure(args: &Args, private: &TokenStream) -> TokenStream {
             let value = proc_macro2::Literal::f64_suffixed(value.value);
             calls.push(quote!(.#method(#value)));
         }
+    }
+    if let Some(probe) = &args.probe {
+        // Located at the path: a function that cannot be a probe is reported at `probe = …`.
+        let path = &probe.value;
+        let method = locate(quote!(.probe), path);
+        let call = locate(quote!((#path)), path);
+        calls.push(quote!(#method #call));
     }
     if let Some(window) = &args.window {
         let window = match window.value {

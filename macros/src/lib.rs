@@ -87,6 +87,8 @@ use proc_macro::TokenStream;
 /// | `successes` | successful probes that close the breaker (1 to `half_open_calls`) | `1` | `successes = 2` |
 /// | `probe_timeout` | a half-open round whose probes have not finished after this re-opens | `"60s"` | `probe_timeout = "10s"` |
 /// | `max_concurrent` | at most this many calls at once while closed; more are rejected (a bulkhead). A call whose future is leaked (`mem::forget`) or parked for ever holds its place until the next state change or reset, which frees every place | unlimited | `max_concurrent = 100` |
+/// | `probe` | a health check called while the breaker is open: a function of no arguments returning `bool` or a `Result` (run on a thread of its own), or an `async fn` returning one (run on tokio; feature `tokio`). Its first success half-opens the breaker before `open_for` ends; not with `key`, not `Self::…` (name the type). See `docs/probes.md` | — | `probe = ping_users` |
+/// | `probe_every` | with `probe`: how often it runs while open, and how long each may take (a probe still running then counts as failed) | `"5s"` | `probe_every = "2s"` |
 /// | `max_keys` | with `key`: keep about this many keys (≥ 1); see `BreakerMap` for what is never evicted | `10000` | `max_keys = 1000` |
 /// | `idle_for` | with `key`: a key uncalled this long may be evicted | `"10m"` | `idle_for = "1h"` |
 /// | `timeout` | `async fn` only, needs the `tokio` feature: a call still running after this is dropped and counts as a failure | — | `timeout = "500ms"` |

@@ -55,6 +55,8 @@ struct Raw {
     successes: Slot<u32>,
     probe_timeout: Slot<u64>,
     max_concurrent: Slot<u32>,
+    probe: Slot<ExprPath>,
+    probe_every: Slot<u64>,
     max_keys: Slot<u32>,
     idle_for: Slot<u64>,
     timeout: Slot<u64>,
@@ -169,6 +171,8 @@ pub(crate) fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
                 u64::from(u32::MAX),
                 "how many calls may run at once"
             )),
+            "probe" => key!(probe, |e: &Expr| fn_path(e, "probe")),
+            "probe_every" => key!(probe_every, |e: &Expr| duration_value(e, "probe_every")),
             "max_keys" => key!(max_keys, |e: &Expr| count(
                 e,
                 "max_keys",
@@ -255,6 +259,8 @@ impl Raw {
             successes: self.successes.value,
             probe_timeout: self.probe_timeout.value,
             max_concurrent: self.max_concurrent.value,
+            probe: self.probe.value,
+            probe_every: self.probe_every.value,
             max_keys: self.max_keys.value,
             idle_for: self.idle_for.value,
             timeout: self.timeout.value,

@@ -29,6 +29,7 @@ pub(crate) fn check(args: &Args, errors: &mut Errors) {
             }
         }
     }
+    probe(args, errors);
     if let (Some(_), Some(rate)) = (&args.failures, &args.failure_rate) {
         errors.push(syn::Error::new(
             rate.key,
@@ -130,6 +131,38 @@ pub(crate) fn check(args: &Args, errors: &mut Errors) {
     }
 }
 
+/// `probe` and `probe_every`: a probe is called with no arguments from the registration's
+/// static, so it cannot name `Self` (a static cannot) nor check one key's service.
+fn probe(args: &Args, errors: &mut Errors) {
+    if let (Some(every), None) = (&args.probe_every, &args.probe) {
+        errors.push(syn::Error::new(
+            every.key,
+            "`probe_every` needs `probe = path`, the health check it runs while the breaker \
+             is open: add `probe = my_health_check` (a function of no arguments returning \
+             `bool` or a `Result`), or remove `probe_every`",
+        ));
+    }
+    let Some(probe) = &args.probe else { return };
+    if let Some(first) = probe.value.path.segments.first()
+        && probe.value.qself.is_none()
+        && first.ident == "Self"
+    {
+        errors.push(syn::Error::new_spanned(
+            &first.ident,
+            "`probe` cannot name `Self`: the probe is stored in a static, where `Self` is \
+             unknown; write the type's name instead (`probe = MyClient::health`)",
+        ));
+    }
+    if args.key.is_some() {
+        errors.push(syn::Error::new(
+            probe.key,
+            "`probe` cannot be combined with `key`: a probe takes no arguments, so it cannot \
+             check one key's service; probe a keyed family's breakers from your own task \
+             (`BreakerMap::get`), or remove `probe`",
+        ));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::args::{Args, Errors};
@@ -180,6 +213,20 @@ mod tests {
     }
 
     #[test]
+    fn probe_keys() {
+        assert!(parse(quote!(probe = health, probe_every = "2s")).is_ok());
+        assert!(parse(quote!(probe = Client::health)).is_ok());
+        assert!(error(quote!(probe_every = "2s")).contains("`probe_every` needs `probe = path`"));
+        assert!(error(quote!(probe = Self::health)).contains("cannot name `Self`"));
+        assert!(error(quote!(key = a, probe = health)).contains("cannot be combined with `key`"));
+        assert!(error(quote!(probe = "health")).contains("without quotes"));
+        assert!(error(quote!(probe = || true)).contains("not a closure"));
+        assert!(error(quote!(probe = h, probe_every = 5)).contains("\"5s\""));
+        assert!(error(quote!(probe = h, probe_every = "0s")).contains("is zero"));
+        assert!(error(quote!(probe_evry = "1s")).contains("did you mean `probe_every`?"));
+    }
+
+    #[test]
     fn family_keys_need_a_key() {
         assert!(error(quote!(max_keys = 5)).contains("`max_keys` only matters to a keyed breaker"));
         assert!(error(quote!(idle_for = "1m")).contains("add `key = <expression>`"));
@@ -209,6 +256,10 @@ mod mirror {
 
     /// One key's possible values: its attribute text and its builder call.
     type Choice = (&'static str, fn(ConfigBuilder) -> ConfigBuilder);
+
+    fn ready() -> bool {
+        true
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -296,6 +347,15 @@ mod mirror {
             ("probe_timeout = \"5s\"", |b| b.probe_timeout(ms(5000))),
         ],
         &[
+            ("probe = ready, probe_every = \"0s\"", |b| {
+                b.probe(ready).probe_every(ms(0))
+            }),
+            ("probe = ready, probe_every = \"1s\"", |b| {
+                b.probe(ready).probe_every(ms(1000))
+            }),
+            ("probe = ready", |b| b.probe(ready)),
+        ],
+        &[
             ("max_concurrent = 0", |b| b.max_concurrent(0)),
             ("max_concurrent = 1", |b| b.max_concurrent(1)),
         ],
@@ -352,6 +412,7 @@ mod mirror {
             "fallback",
             "fallback_with_reason",
             "classify",
+            "probe",
             "crate",
         ];
         let config_keys: Vec<&str> = crate::args::KEYS

@@ -32,6 +32,8 @@ pub(crate) fn example(key: &str) -> &'static str {
         "successes" => "successes = 2",
         "probe_timeout" => "probe_timeout = \"10s\"",
         "max_concurrent" => "max_concurrent = 100",
+        "probe" => "probe = my_health_check",
+        "probe_every" => "probe_every = \"5s\"",
         "key" => "key = url.host_str().unwrap_or(\"\")",
         "max_keys" => "max_keys = 10000",
         "idle_for" => "idle_for = \"10m\"",

@@ -4,6 +4,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::clock::{Clock, ClockRef};
+use crate::probe::{IntoProbe, Probe};
 
 pub(crate) mod pool;
 pub(crate) use pool::intern;
@@ -83,6 +84,9 @@ pub struct Config {
     pub(crate) successes: u32,
     pub(crate) probe_timeout: Duration,
     pub(crate) max_concurrent: Option<u32>,
+    /// The health probe run while open (see `crate::probe`), and how often.
+    pub(crate) probe: Option<Probe>,
+    pub(crate) probe_every: Duration,
     pub(crate) clock: ClockRef,
     /// Keyed families ([`BreakerMap`](crate::BreakerMap)): the keys kept before the idle and
     /// least recently used closed ones are evicted.
@@ -109,6 +113,8 @@ impl Default for Config {
             successes: 1,
             probe_timeout: Duration::from_secs(60),
             max_concurrent: None,
+            probe: None,
+            probe_every: crate::probe::DEFAULT_EVERY,
             clock: ClockRef::System,
             max_keys: 10_000,
             idle_for: Duration::from_secs(600),
@@ -186,6 +192,17 @@ impl Config {
         self.max_concurrent
     }
 
+    /// The health probe called while the breaker is open, if any; see
+    /// [`ConfigBuilder::probe`].
+    pub fn probe(&self) -> Option<&Probe> {
+        self.probe.as_ref()
+    }
+
+    /// How often the health probe runs while open, and how long each may take (default 5 s).
+    pub fn probe_every(&self) -> Duration {
+        self.probe_every
+    }
+
     /// For a keyed family ([`BreakerMap`](crate::BreakerMap)): the keys it keeps before it
     /// evicts (default 10 000). Ignored by a single breaker.
     pub fn max_keys(&self) -> u32 {
@@ -255,12 +272,61 @@ impl ConfigBuilder {
         /// reset or other state change, which frees every place: calls admitted before it
         /// and still running no longer count against the limit.
         max_concurrent: u32 => |c, v| c.max_concurrent = Some(v);
+        /// While open, run the health probe this often (longer than zero, default 5 s). It is
+        /// also each probe's time: one still running at the next tick counts as failed.
+        /// Without a [`probe`](ConfigBuilder::probe) it does nothing (a config file may set it
+        /// for a breaker whose probe the code gives).
+        probe_every: Duration => |c, v| c.probe_every = v;
         /// For a keyed family ([`BreakerMap`](crate::BreakerMap)): keep at most about this many
         /// keys (1 or more, default 10 000); see the family for what is never evicted.
         max_keys: u32 => |c, v| c.max_keys = v;
         /// For a keyed family: a key uncalled this long may be evicted (longer than zero,
         /// default 10 minutes).
         idle_for: Duration => |c, v| c.idle_for = v;
+    }
+
+    /// While the breaker is open, call `probe` every [`probe_every`](ConfigBuilder::probe_every)
+    /// (default 5 s); its first success moves the breaker to half-open before `open_for`
+    /// ends (`Reason::HealthProbe`), where real calls confirm the recovery. See
+    /// [`IntoProbe`] for what a probe may be, and `docs/probes.md` for where it runs.
+    ///
+    /// A probe takes no arguments and returns `bool` or a `Result`: a blocking one runs on a
+    /// thread of its own (`breakerbox-probe`); an `async fn` (feature `tokio`) runs as a task
+    /// on the tokio runtime current when the breaker opens — opened outside one, it does not
+    /// run that opening. At most one probe runs at a time per breaker; one that outlives
+    /// `probe_every` counts as failed (an async one is dropped; a blocking one cannot be, and
+    /// no other starts until it returns). A panic counts as a failure; a failure keeps the
+    /// breaker open and is not counted as a call. Probes run only on a clock with timers
+    /// (the system clock, [`ManualClock`](crate::ManualClock),
+    /// [`TokioClock`](crate::TokioClock) inside a runtime).
+    ///
+    /// ```
+    /// use breakerbox_runtime::{Breaker, Config, ManualClock, State};
+    /// use std::time::Duration;
+    ///
+    /// fn healthy() -> bool {
+    ///     true
+    /// }
+    /// let clock = ManualClock::new();
+    /// let config = Config::builder()
+    ///     .failures(1)
+    ///     .open_for(Duration::from_secs(60))
+    ///     .probe(healthy)
+    ///     .probe_every(Duration::from_secs(1))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// let breaker = Breaker::new("db", config);
+    /// let _ = breaker.call(|| Err::<(), _>("down"));
+    /// clock.advance(Duration::from_secs(1)); // the probe starts, on its own thread
+    /// while breaker.health_probes().running > 0 || breaker.health_probes().started == 0 {
+    ///     std::thread::yield_now();
+    /// }
+    /// assert_eq!(breaker.state(), State::HalfOpen);
+    /// # Ok::<(), breakerbox_runtime::ConfigError>(())
+    /// ```
+    pub fn probe<M>(mut self, probe: impl IntoProbe<M>) -> Self {
+        self.config.probe = Some(probe.into_probe());
+        self
     }
 
     /// Reads time from `clock` instead of the system clock: a clock by value, an
@@ -407,6 +473,9 @@ impl ConfigBuilder {
         }
         if c.max_concurrent == Some(0) {
             return Err(range("max_concurrent", "at least 1", &0));
+        }
+        if c.probe_every.is_zero() {
+            return Err(range("probe_every", "longer than zero", &c.probe_every));
         }
         if c.max_keys == 0 {
             return Err(range("max_keys", "at least 1", &c.max_keys));

@@ -157,6 +157,9 @@ pub enum Reason {
     ProbeTimeout,
     /// Enough probes succeeded.
     ProbesSucceeded,
+    /// A health probe ([`ConfigBuilder::probe`](crate::ConfigBuilder::probe)) said the
+    /// service is healthy before the open time ended: half-open, to let real calls confirm.
+    HealthProbe,
     /// [`Breaker::force_open`](crate::Breaker::force_open).
     ForcedOpen,
     /// [`Breaker::disable`](crate::Breaker::disable).
@@ -181,6 +184,7 @@ impl fmt::Display for Reason {
             Reason::ProbeFailed => f.write_str("probe failed"),
             Reason::ProbeTimeout => f.write_str("no probe finished within probe_timeout"),
             Reason::ProbesSucceeded => f.write_str("probes succeeded"),
+            Reason::HealthProbe => f.write_str("health probe succeeded"),
             Reason::ForcedOpen => f.write_str("forced open"),
             Reason::Disabled => f.write_str("disabled"),
             Reason::Reset => f.write_str("reset"),

@@ -21,6 +21,7 @@ pub const KEYS: &[&str] = &[
     "successes",
     "probe_timeout",
     "max_concurrent",
+    "probe_every",
     "max_keys",
     "idle_for",
 ];
@@ -34,5 +35,6 @@ pub(crate) const ATTRIBUTE_ONLY: &[&str] = &[
     "fallback",
     "fallback_with_reason",
     "classify",
+    "probe",
     "crate",
 ];

@@ -36,6 +36,8 @@
 //!   clock's timer thread.
 //! - `timer` — [`Timers`]: the wake-ups that half-open an open breaker without a call. Below
 //!   `clock`; it names the breaker only through its `Target` trait.
+//! - `probe` — [`Probe`], [`IntoProbe`], [`HealthProbes`]: health probes run while a breaker
+//!   is open, ticked by the clock's timers.
 //! - `explain` — [`Explanation`], [`Cause`], [`Progress`]: `Breaker::explain`'s data, and in
 //!   `explain/text` its sentences.
 //! - `reload` — [`ReconfigureError`] and the live config a reload swaps.
@@ -46,7 +48,8 @@
 //! - `registry` — [`registry()`]: one breaker per name, listeners, families.
 //! - `registration` — the link-time list of `#[circuit_breaker]` functions, and the conflicts
 //!   [`Registry::check`] reports ([`Conflicts`], [`Conflict`], [`Site`], [`ConfigConflict`]).
-//! - `keyed` — [`BreakerMap`]: a breaker per key, bounded by `max_keys` and `idle_for`.
+//! - `keyed` — [`BreakerMap`]: a breaker per key, bounded by `max_keys` and `idle_for`;
+//!   `keyed/reload` a registry family's config replaced live.
 //! - `duration` — the one duration parser and printer (`"250ms"`), shared with the attribute.
 //! - `serde_duration` (feature `serde`) — durations as that text in the `serde` derives of
 //!   [`Metrics`] and [`Event`], here so that the core never names an edge.
@@ -59,7 +62,8 @@
 //! - `tower` (feature `tower`) — `tower::CircuitBreakerLayer` around any `Service`.
 //! - `http` (feature `http`) — `http::HttpClassifier` and `http::parse_retry_after`.
 //! - `export` (feature `metrics`) — snapshots through the `metrics` crate.
-//! - `load` (feature `serde`) — `Registry::load_toml` and its `LoadError`.
+//! - `load` (feature `serde`) — `Registry::load_toml`, `reload_toml` and their `LoadError`;
+//!   `load/watch` (feature `watch`) — `Registry::watch_toml` and its `TomlWatcher`.
 //! - `serde_impl` (feature `serde`) — `Serialize`/`Deserialize` for configs, metrics, states, events.
 //! - `admin` (feature `admin`; in `admin/`, not `edge/`, being a tree of its own with its
 //!   page) — `admin::router()`: an axum router with JSON views, controls, an event stream and a
@@ -88,6 +92,7 @@ mod keyed;
 pub mod keys;
 mod metrics;
 mod outcome;
+mod probe;
 mod registration;
 mod registry;
 mod reload;
@@ -121,6 +126,9 @@ pub use config::{Config, ConfigBuilder, ConfigError, Window};
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub use edge::load::LoadError;
+#[cfg(feature = "watch")]
+#[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
+pub use edge::load::TomlWatcher;
 pub use error::{RejectReason, Timeout};
 pub use event::{Event, Reason};
 pub use explain::{Cause, Explanation, Progress};
@@ -131,6 +139,7 @@ pub use keyed::{
 };
 pub use metrics::Metrics;
 pub use outcome::Outcome;
+pub use probe::{HealthProbes, IntoProbe, Probe, ProbeOutcome};
 pub use registration::{ConfigConflict, Conflict, Conflicts, Site};
 pub use registry::{Registry, registry};
 pub use reload::ReconfigureError;

@@ -169,7 +169,7 @@ macro_rules! __breakerbox_register {
 }
 
 /// A config's policy keys, named as in the attribute and the TOML file, with their values.
-fn keys(config: &Config) -> [(&'static str, String); 17] {
+fn keys(config: &Config) -> [(&'static str, String); 19] {
     fn count(v: Option<u32>) -> String {
         v.map_or_else(|| "unset".to_owned(), |v| v.to_string())
     }
@@ -193,6 +193,8 @@ fn keys(config: &Config) -> [(&'static str, String); 17] {
         successes,
         probe_timeout,
         max_concurrent,
+        probe,
+        probe_every,
         max_keys,
         idle_for,
         clock: _,
@@ -217,6 +219,11 @@ fn keys(config: &Config) -> [(&'static str, String); 17] {
         ("successes", successes.to_string()),
         ("probe_timeout", format!("{probe_timeout:?}")),
         ("max_concurrent", count(*max_concurrent)),
+        (
+            "probe",
+            probe.as_ref().map_or("unset", |p| p.name()).to_owned(),
+        ),
+        ("probe_every", format!("{probe_every:?}")),
         ("max_keys", max_keys.to_string()),
         ("idle_for", format!("{idle_for:?}")),
     ]
@@ -243,6 +250,8 @@ pub(crate) fn same_policy(a: &Config, b: &Config) -> bool {
         successes,
         probe_timeout,
         max_concurrent,
+        probe,
+        probe_every,
         max_keys,
         idle_for,
         clock: _,
@@ -262,13 +271,15 @@ pub(crate) fn same_policy(a: &Config, b: &Config) -> bool {
         && *successes == b.successes
         && *probe_timeout == b.probe_timeout
         && *max_concurrent == b.max_concurrent
+        && *probe == b.probe
+        && *probe_every == b.probe_every
         && *max_keys == b.max_keys
         && *idle_for == b.idle_for
 }
 
 /// The keys whose values differ among `configs`, in the attribute's order.
 fn differing<'a>(configs: impl IntoIterator<Item = &'a Config>) -> Vec<&'static str> {
-    let all: Vec<[(&'static str, String); 17]> = configs.into_iter().map(keys).collect();
+    let all: Vec<[(&'static str, String); 19]> = configs.into_iter().map(keys).collect();
     let Some(first) = all.first() else {
         return Vec::new();
     };

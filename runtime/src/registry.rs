@@ -244,7 +244,14 @@ impl Registry {
             };
             let from_preset = preset.config.is_some();
             let (mut config, from) = match (preset.config, registered.clone()) {
-                (Some(config), _) => (config, None),
+                (Some(mut config), registered) => {
+                    // A config from a file or `configure` names no probe function: the
+                    // attribute's probe stays.
+                    if config.probe.is_none() {
+                        config.probe = registered.and_then(|(c, _)| c.probe);
+                    }
+                    (config, None)
+                }
                 (None, Some((config, first))) => (config, Some(first)),
                 (None, None) => (wanted.clone(), Some(site)),
             };

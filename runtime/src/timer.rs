@@ -108,6 +108,9 @@ pub(crate) struct Heap {
     seq: u64,
     /// Shut down: nothing arms any more.
     dead: bool,
+    /// The task that drives these timers (`TokioClock`'s), woken when an earlier deadline is
+    /// armed.
+    waker: Option<core::task::Waker>,
 }
 
 struct Entry {
@@ -157,6 +160,12 @@ impl Timers {
             generation,
             target,
         }));
+        let waker = if earliest { heap.waker.take() } else { None };
+        drop(heap);
+        if let Some(waker) = waker {
+            // A tokio task's waker: it schedules the task, and runs no user code.
+            waker.wake();
+        }
         Some(earliest)
     }
 
@@ -167,6 +176,19 @@ impl Timers {
 
     fn next_nanos(&self) -> Option<u64> {
         lock(&self.heap).entries.peek().map(|Reverse(e)| e.at)
+    }
+
+    /// Registers the task that drives these timers, to be woken when an earlier deadline is
+    /// armed; returns the earliest deadline, read under the same lock (so an arm after it
+    /// wakes `waker`). `None` once shut down or with nothing armed.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn register(&self, waker: &core::task::Waker) -> Option<u64> {
+        let mut heap = lock(&self.heap);
+        if heap.dead {
+            return None;
+        }
+        heap.waker = Some(waker.clone());
+        heap.entries.peek().map(|Reverse(e)| e.at)
     }
 
     /// Fires every wake-up due at `now` (the clock's time), in deadline order: each moves its

@@ -42,6 +42,8 @@ pub(super) struct Cold {
     /// A keyed family's breaker: its key as it displays, set by the family when it first
     /// rejects a call of the key (see `keyed`), for [`Rejected::key`](crate::Rejected::key).
     pub(super) key: std::sync::OnceLock<Box<str>>,
+    /// Health probes (`crate::probe`): the opening being probed, and the counts.
+    pub(super) probing: crate::probe::ProbeSlot,
 }
 
 #[derive(Default)]

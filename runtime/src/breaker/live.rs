@@ -241,7 +241,8 @@ impl Breaker {
     /// time: the new thresholds judge the calls already in the window from the next call on,
     /// a new `open_for` (or backoff, jitter, cap) applies from the next opening (an open
     /// breaker keeps its deadline), and a new `half_open_calls` or `successes` applies to
-    /// the round under way. The breaker's clock stays its own (`config`'s is not used).
+    /// the round under way. The breaker's clock stays its own (`config`'s is not used), and so does
+    /// its health probe if `config` has none (a new `probe_every` applies from the next opening).
     ///
     /// Refused, with nothing changed, for a config that changes what shapes the breaker's
     /// window or call path: the window's kind or size, adding or removing `failure_rate`,
@@ -268,6 +269,10 @@ impl Breaker {
         crate::reload::compatible(&inner.config, &config)?;
         let mut config = config;
         config.clock = inner.config.clock.clone();
+        if config.probe.is_none() {
+            // A config from a file has no probe: the code's stays.
+            config.probe = inner.config.probe.clone();
+        }
         if *inner.config == config {
             return Ok(false);
         }

@@ -108,6 +108,9 @@ impl Inner {
         } else {
             None
         };
+        // A stopped or replaced health-probe episode, dropped after the lock (it holds the
+        // user's probe function).
+        let mut probing = crate::probe::Retired::default();
         let guard = lock(&self.transition);
         let word = self.state.load(Ordering::Acquire);
         let was = word.state();
@@ -119,6 +122,12 @@ impl Inner {
             // Records of the generation that ends here are finished, and later ones refused,
             // before the window is cleared or the new state published.
             w.seal(next);
+        }
+        if was == State::Open
+            && let Some(cold) = self.cold.get()
+        {
+            // Leaving this opening, by any path: its health probes stop.
+            cold.probing.stop(&mut probing);
         }
         let mut timed = false;
         let mut why = crate::explain::Why {
@@ -141,6 +150,9 @@ impl Inner {
                     // marked timed: its rejections read the clock, so the next call half-opens
                     // it at once rather than waiting for the timer thread to be scheduled.
                     timed = self.arm(timers, until, next) && until > now;
+                    if let Some(probe) = &self.config.probe {
+                        self.start_probing(probe, timers, next, now, &mut probing);
+                    }
                 }
                 why.open_for = Some(d);
                 if matches!(reason, Reason::FailureRate(_) | Reason::SlowRate(_)) {
@@ -194,6 +206,7 @@ impl Inner {
         }
         drop(guard);
         drop(timers);
+        drop(probing);
         // The system timer thread leaves telling to its notifier: it never waits on user code.
         if changed && !crate::timer::deferring() {
             self.deliver();
@@ -228,4 +241,74 @@ fn splitmix(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^ (x >> 31)
+}
+
+// Health probes (`crate::probe`): the hook that starts them with an opening, and the move a
+// successful one asks for.
+impl Inner {
+    /// Starts probing the opening `generation` on the clock's timers. Under the transition
+    /// lock: runs no user code; what to drop or log after it goes to `retired`.
+    fn start_probing(
+        &self,
+        probe: &crate::probe::Probe,
+        timers: &super::live::TimerSource,
+        generation: u32,
+        now: u64,
+        retired: &mut crate::probe::Retired,
+    ) {
+        use super::live::TimerSource;
+        use crate::probe::Wheel;
+        let wheel = match timers {
+            #[cfg(not(loom))]
+            TimerSource::System => Wheel::System,
+            TimerSource::Custom(t) => Wheel::Custom(t.clone()),
+        };
+        self.cold().probing.start(
+            crate::probe::Start {
+                breaker: self.weak_handle(),
+                generation,
+                probe: probe.clone(),
+                every: self.config.probe_every,
+                now,
+                wheel,
+            },
+            retired,
+        )
+    }
+}
+
+impl super::Breaker {
+    /// A health probe of the opening `generation` succeeded: to half-open, if still in it (and
+    /// a probe budget of none, `set_probe_budget(0)`, does not hold it open).
+    pub(crate) fn health_probe_passed(&self, generation: u32) -> bool {
+        let inner = self.inner();
+        if inner.probe_limit() == 0 {
+            return false;
+        }
+        let now = inner.clock().coarse();
+        inner.transition(
+            generation,
+            &[State::Open],
+            State::HalfOpen,
+            Reason::HealthProbe,
+            None,
+            now,
+        )
+    }
+
+    /// The health probes run so far, over every opening (all zero without a
+    /// [`probe`](crate::ConfigBuilder::probe)).
+    ///
+    /// ```
+    /// use breakerbox_runtime::{Breaker, Config};
+    ///
+    /// let breaker = Breaker::new("db", Config::default());
+    /// assert_eq!(breaker.health_probes().started, 0);
+    /// ```
+    pub fn health_probes(&self) -> crate::probe::HealthProbes {
+        match self.inner().cold.get() {
+            Some(cold) => cold.probing.snapshot(),
+            None => Default::default(),
+        }
+    }
 }

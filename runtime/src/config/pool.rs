@@ -111,6 +111,8 @@ fn config_hash(config: &Config) -> u64 {
         successes,
         probe_timeout,
         max_concurrent,
+        probe,
+        probe_every,
         max_keys,
         idle_for,
         clock,
@@ -119,7 +121,10 @@ fn config_hash(config: &Config) -> u64 {
     (failures, failures_within, failure_rate, window, min_calls).hash(&mut h);
     (slow, slow_rate, open_for, max_open_for).hash(&mut h);
     (half_open_calls, successes, probe_timeout, max_concurrent).hash(&mut h);
-    (max_keys, idle_for).hash(&mut h);
+    (max_keys, idle_for, probe_every).hash(&mut h);
+    if let Some(probe) = probe {
+        probe.hash_into(&mut h);
+    }
     // `+ 0.0` makes -0.0 (equal to 0.0) hash as 0.0.
     ((backoff + 0.0).to_bits(), (jitter + 0.0).to_bits()).hash(&mut h);
     match clock {

@@ -187,6 +187,7 @@ pub(crate) fn apply(
         "successes" => b.successes(count()?),
         "probe_timeout" => b.probe_timeout(duration()?),
         "max_concurrent" => b.max_concurrent(count()?),
+        "probe_every" => b.probe_every(duration()?),
         "max_keys" => b.max_keys(count()?),
         "idle_for" => b.idle_for(duration()?),
         _ if ATTRIBUTE_ONLY.contains(&key) => {
@@ -236,6 +237,7 @@ impl Serialize for Config {
         if let Some(n) = self.max_concurrent {
             m.serialize_entry("max_concurrent", &n)?;
         }
+        m.serialize_entry("probe_every", &d(self.probe_every))?;
         m.serialize_entry("max_keys", &self.max_keys)?;
         m.serialize_entry("idle_for", &d(self.idle_for))?;
         m.end()

@@ -212,6 +212,8 @@ pub enum Cause {
     ),
     /// Enough probes (given) succeeded.
     ProbesSucceeded(u32),
+    /// A health probe succeeded before the open time ended.
+    HealthProbe,
     /// [`Breaker::force_open`](crate::Breaker::force_open).
     ForcedOpen,
     /// [`Breaker::disable`](crate::Breaker::disable).
@@ -349,6 +351,7 @@ fn cause(reason: Reason, why: &Why, c: &crate::Config) -> Cause {
         Reason::ProbeFailed => Cause::ProbeFailed,
         Reason::ProbeTimeout => Cause::ProbeTimeout(c.probe_timeout),
         Reason::ProbesSucceeded => Cause::ProbesSucceeded(c.successes),
+        Reason::HealthProbe => Cause::HealthProbe,
         Reason::ForcedOpen => Cause::ForcedOpen,
         Reason::Disabled => Cause::Disabled,
         Reason::Reset => Cause::Reset,

@@ -149,6 +149,7 @@ impl fmt::Display for Cause {
                 let probes = plural(u64::from(*n), "probe", "probes");
                 write!(f, "{n} {probes} succeeded")
             }
+            Cause::HealthProbe => f.write_str("a health probe succeeded"),
             Cause::ForcedOpen => f.write_str("it was forced open by hand"),
             Cause::Disabled => f.write_str("it was disabled by hand"),
             Cause::Reset => f.write_str("it was reset by hand"),

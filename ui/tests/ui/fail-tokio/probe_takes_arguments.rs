@@ -1,0 +1,23 @@
+//! A health probe takes no arguments: the error points at the probe path and says what a
+//! probe may be.
+use breakerbox::{Rejected, circuit_breaker};
+
+#[derive(Debug)]
+pub struct Error;
+
+impl From<Rejected> for Error {
+    fn from(_: Rejected) -> Self {
+        Error
+    }
+}
+
+fn health(url: &str) -> bool {
+    !url.is_empty()
+}
+
+#[circuit_breaker(probe = health)]
+fn call() -> Result<u32, Error> {
+    Ok(1)
+}
+
+fn main() {}
