@@ -56,10 +56,11 @@ impl Inner {
         (RejectReason::Open.code() | RETRY_AT, until)
     }
 
-    /// Admission by the state in `word`, when it is not the plain closed one; re-entered after a
-    /// transition. PERF(`open_1t/bb_call`): an open breaker's rejection is answered here, in a
-    /// frame of its own: inlining the other states' paths makes every rejection pay for saving the
-    /// registers they use, and for a jump table (~2 ns of a ~10 ns rejection).
+    /// Admission by the state in `word`, when it is neither the plain closed one nor a timed open
+    /// one (both answered inline by `acquire`); re-entered after a transition. The rejection of
+    /// an open breaker on a clock without timers is answered here, in a frame of its own:
+    /// inlining the other states' paths makes every such rejection pay for saving the registers
+    /// they use, and for a jump table.
     #[inline(never)]
     pub(super) fn acquire_word(&self, word: Word) -> Result<Permit<'_>, Refusal> {
         if word.state() == State::Open {
