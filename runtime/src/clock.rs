@@ -7,6 +7,9 @@ use std::sync::Arc;
 use crate::sync::{AtomicU64, Ordering};
 use crate::timer::Timers;
 
+#[cfg(not(loom))]
+pub(crate) mod recent;
+
 /// A monotonic time source.
 ///
 /// A breaker reads time only where its policy needs it: to know when an open breaker may probe
@@ -375,6 +378,32 @@ impl ClockRef {
         }
     }
 
+    /// Nanoseconds for dating a time window's success, which may come early: on the system
+    /// clock, the time [`recent`] keeps, which lags [`coarse`](ClockRef::coarse) by at most
+    /// [`recent::TICK`] plus its ticker's scheduling delay (and never leads it); on any other
+    /// clock, `coarse` itself. Only while the caller holds a [`recent_user`](Self::recent_user)
+    /// of this clock.
+    #[inline(always)]
+    pub(crate) fn recent(&self) -> u64 {
+        match self {
+            #[cfg(not(loom))]
+            ClockRef::System => recent::now(),
+            #[cfg(loom)]
+            ClockRef::System => SystemClock.nanos_coarse(),
+            ClockRef::Custom(c) => nanos(c.now_coarse()),
+        }
+    }
+
+    /// What a time window on this clock holds while it lives, so that
+    /// [`recent`](Self::recent) stays fresh: a user of the system clock's ticker.
+    pub(crate) fn recent_user(&self) -> Option<RecentUser> {
+        match self {
+            #[cfg(not(loom))]
+            ClockRef::System => Some(recent::register()),
+            _ => None,
+        }
+    }
+
     /// Nanoseconds for measuring call durations.
     #[inline]
     pub(crate) fn precise(&self) -> u64 {
@@ -403,6 +432,12 @@ impl fmt::Debug for ClockRef {
         }
     }
 }
+
+/// A user of the system clock's recent time (see [`ClockRef::recent_user`]).
+#[cfg(not(loom))]
+pub(crate) type RecentUser = recent::User;
+#[cfg(loom)]
+pub(crate) type RecentUser = ();
 
 /// A duration as saturating nanoseconds: 584 years fit, so saturation never happens in practice.
 #[inline]

@@ -1,5 +1,6 @@
 //! Sliding windows for failure and slow-call rates, lock-free.
 
+use crate::clock::{ClockRef, RecentUser};
 use crate::config::{TIME_BUCKETS, Window};
 use crate::counters::{MORE, Slot};
 use crate::state::{generation_of, low_of, packed_word, stamp};
@@ -57,10 +58,16 @@ pub(crate) enum RateWindow {
 }
 
 impl RateWindow {
-    pub(crate) fn new(window: Window) -> Self {
+    /// A window for breakers on `clock`: a time window on the system clock keeps that
+    /// clock's recent time fresh while it lives (see [`ClockRef::recent`]).
+    pub(crate) fn new(window: Window, clock: &ClockRef) -> Self {
         match window {
             Window::Calls(n) => RateWindow::Calls(CallWindow::new(n)),
-            Window::Time(span) => RateWindow::Time(Box::new(TimeWindow::new(span))),
+            Window::Time(span) => {
+                let mut w = Box::new(TimeWindow::new(span));
+                w.recent = clock.recent_user();
+                RateWindow::Time(w)
+            }
         }
     }
 
@@ -97,13 +104,18 @@ impl RateWindow {
     }
 
     /// Records one closed-state success: [`record`](RateWindow::record) with nothing against
-    /// it. PERF(`rate_time_10s/bb_call`): a time window's success by the thread that owns the
-    /// breaker's first counter stripe is inlined into the recording path: the bucket's number,
-    /// a load and a store of that thread's own word, and the `short` flag.
+    /// it, dated in a time window by [`ClockRef::recent`] (see `TimeWindow::record_success`).
+    /// PERF(`rate_time_10s/bb_call`): a time window's success by the thread that owns the
+    /// breaker's first counter stripe is inlined into the recording path: a load of the
+    /// recent time, the bucket's number, a load and a store of that thread's own word, and
+    /// the `short` flag. No clock read: that alone cost ~12 ns, most of the success.
     #[inline(always)]
-    pub(crate) fn record_success(&self, now: u64, min_calls: u32, slot: Slot) -> bool {
+    pub(crate) fn record_success(&self, clock: &ClockRef, min_calls: u32, slot: Slot) -> bool {
         match self {
-            RateWindow::Time(w) => w.record_success(now, slot) || w.short.load(Ordering::Relaxed),
+            RateWindow::Time(w) => {
+                w.record_success(clock.recent(), slot, || clock.coarse())
+                    || w.short.load(Ordering::Relaxed)
+            }
             RateWindow::Calls(w) => w.record(false, false, min_calls),
         }
     }
@@ -346,6 +358,8 @@ pub(crate) struct TimeWindow {
     more: LazyBox<[Calls; MORE]>,
     /// Calls per bucket of the thread that owns the breaker's first counter stripe.
     first: Calls,
+    /// On the system clock, keeps [`ClockRef::recent`] fresh while the window lives.
+    recent: Option<RecentUser>,
 }
 
 const BUCKETS: usize = TIME_BUCKETS as usize;
@@ -428,6 +442,7 @@ impl TimeWindow {
             short: AtomicBool::new(false),
             more: LazyBox::default(),
             first: Calls::default(),
+            recent: None,
         }
     }
 
@@ -487,21 +502,77 @@ impl TimeWindow {
         }
     }
 
-    /// A success's call count: `record` with nothing against it. Returns whether the bucket
-    /// rotated.
+    /// A success's call count: `record` with nothing against it, dated by `recent`, a time
+    /// that may lag the clock (see [`ClockRef::recent`]). Returns whether the bucket rotated.
+    ///
+    /// The success is counted in `recent`'s bucket only if the word there already counts for
+    /// that bucket's epoch: it then lands at most one lag early, in a bucket this thread
+    /// already wrote, and only dilutes the rate. Otherwise it reads `exact()` (the coarse
+    /// clock) and is recorded as before this cell existed, so a lagging time never stamps a
+    /// word: a word holding a newer epoch (counts of calls, failed ones included, made after
+    /// `recent`) is never reset to an older one, which would raise the failure rate. That
+    /// costs one clock read per bucket per thread.
+    ///
+    /// Bound: a success lands at most [`TICK`](crate::clock::recent::TICK) plus the ticker's
+    /// scheduling delay early; one delayed past the whole window falls out of it.
     #[inline(always)]
-    fn record_success(&self, now: u64, slot: Slot) -> bool {
-        let (i, epoch) = self.epoch(now);
+    fn record_success(&self, recent: u64, slot: Slot, exact: impl FnOnce() -> u64) -> bool {
+        let (i, epoch) = self.epoch(recent);
         if slot == 0 {
-            Self::bump_own(&self.first.0[i], epoch)
-        } else {
-            self.bump_calls(i, epoch, slot)
+            let word = &self.first.0[i];
+            let cur = word.load(Ordering::Relaxed);
+            if cur.epoch() == epoch {
+                if !cur.is_full() {
+                    word.store(cur.bumped(), Ordering::Relaxed);
+                }
+                return false;
+            }
+        } else if self.bump_current(i, epoch, slot) {
+            return false;
+        }
+        self.success_exact(exact(), slot)
+    }
+
+    /// A success by a thread other than the first stripe's owner, if its word at `i` already
+    /// counts for `epoch`; returns whether it counted it (else nothing was written).
+    #[inline(never)]
+    fn bump_current(&self, i: usize, epoch: u32, slot: Slot) -> bool {
+        let word = match self.own(slot) {
+            Some(own) => {
+                let word = &own.0[i];
+                let cur = word.load(Ordering::Relaxed);
+                if cur.epoch() == epoch && !cur.is_full() {
+                    word.store(cur.bumped(), Ordering::Relaxed);
+                }
+                return cur.epoch() == epoch;
+            }
+            None => &self.calls[i],
+        };
+        let mut cur = word.load(Ordering::Relaxed);
+        loop {
+            if cur.epoch() != epoch {
+                return false;
+            }
+            if cur.is_full() {
+                return true;
+            }
+            match word.compare_exchange_weak(
+                cur,
+                cur.bumped(),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => cur = actual,
+            }
         }
     }
 
-    /// The call count of a thread other than the first stripe's owner.
+    /// A success dated by the clock: the bucket's first of this thread, as a time window
+    /// recorded every success before the recent time.
     #[inline(never)]
-    fn bump_calls(&self, i: usize, epoch: u32, slot: Slot) -> bool {
+    fn success_exact(&self, now: u64, slot: Slot) -> bool {
+        let (i, epoch) = self.epoch(now);
         match self.own(slot) {
             Some(own) => Self::bump_own(&own.0[i], epoch),
             None => Self::bump(&self.calls[i], epoch),

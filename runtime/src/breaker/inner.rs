@@ -98,7 +98,7 @@ impl Inner {
         let now = config.clock.coarse();
         let window = config
             .uses_window()
-            .then(|| Box::new(RateWindow::new(config.window)));
+            .then(|| Box::new(RateWindow::new(config.window, &config.clock)));
         Inner {
             state: Atomic::new(Word::new(0, State::Closed)),
             streak: Atomic::new(Streak::new(0)),

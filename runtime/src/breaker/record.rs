@@ -66,18 +66,20 @@ impl Inner {
         self.record_any(ticket, outcome, cause);
     }
 
-    /// A closed-state success into a rate window: what `record_closed` does for it, inline.
+    /// A closed-state success into a rate window: what `record_closed` does for it, inline,
+    /// but for the time a time window dates it by (see `RateWindow::record_success`).
     #[inline]
     pub(super) fn record_window_success(&self, window: &RateWindow, generation: u32, slot: Slot) {
         if generation != self.state.load(Ordering::Relaxed).generation() {
             return; // stale
         }
-        let now = if window.needs_clock() {
-            self.clock().coarse()
-        } else {
-            0
-        };
-        if window.record_success(now, self.config.min_calls, slot) {
+        // A time window dates a success by the recent time, a judgment by the clock.
+        if window.record_success(self.clock(), self.config.min_calls, slot) {
+            let now = if window.needs_clock() {
+                self.clock().coarse()
+            } else {
+                0 // read by `judge_rates`
+            };
             self.judge_rates(window, generation, now, None);
         }
     }
