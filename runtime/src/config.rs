@@ -33,6 +33,14 @@ pub enum Window {
     Calls(u32),
     /// The calls of the last span of time (at least 10 ms), kept in 10 buckets that slide one
     /// tenth of the span at a time.
+    ///
+    /// On the [`SystemClock`](crate::SystemClock), a success is dated without a clock read,
+    /// by a process-wide recent time that one thread, `breakerbox-tick`, refreshes every 2 ms
+    /// while a time window on that clock exists (it waits, with no wake-ups, while none does).
+    /// A success may so land in an earlier bucket by at most those 2 ms plus that thread's
+    /// scheduling delay (and one delayed past the whole span falls out of the window): it only
+    /// dilutes the rate for a moment. Failures and slow calls, and every other clock, are
+    /// dated exactly.
     Time(Duration),
 }
 
