@@ -459,11 +459,24 @@ struct Tick(Arc<Episode>);
 impl Target for Tick {
     fn wake(self: Box<Self>, _generation: u32, at: u64, _defer: bool) {
         self.0.tick(at);
+        release(self);
     }
 
     fn disarm(self: Box<Self>, _generation: u32, _defer: bool) {
         // The timers shut down: nothing will tick this opening again.
         self.0.stop();
+        release(self);
+    }
+}
+
+/// Drops a fired tick. Once its breaker is gone it may hold the last handle to the user's
+/// probe function, whose captures' `Drop` is user code: its panic is caught, so that it never
+/// ends the thread that fires the timers (the system timer thread) nor reaches the caller of
+/// `ManualClock::advance`, and the other wake-ups due still fire.
+fn release(tick: Box<Tick>) {
+    if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(tick)))
+    {
+        crate::event::discard(payload);
     }
 }
 
@@ -507,7 +520,11 @@ impl Episode {
                 abort.abort();
                 flight.attempt = None;
             }
-            let seq = flight.attempt.is_none().then(|| {
+            // A blocking probe of an earlier opening of this breaker may still run (it cannot
+            // be stopped): no second one starts until it returns, as within one opening.
+            let busy = matches!(self.run, Run::Blocking(_))
+                && self.stats.running.load(Ordering::Relaxed) > 0;
+            let seq = (flight.attempt.is_none() && !busy).then(|| {
                 flight.seq += 1;
                 let seq = flight.seq;
                 flight.attempt = Some(Attempt {
