@@ -453,6 +453,31 @@ enum Done {
     Aborted,
 }
 
+/// Reports an async probe's end when dropped: after its task, or unrun if the runtime shuts
+/// down first (then as aborted).
+#[cfg(feature = "tokio")]
+struct Watch {
+    episode: Arc<Episode>,
+    seq: u64,
+    done: Option<Done>,
+}
+
+#[cfg(feature = "tokio")]
+impl Watch {
+    fn set(&mut self, done: Done) {
+        self.done = Some(done);
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let done = self.done.take().unwrap_or(Done::Aborted);
+        self.episode.finish(self.seq, done);
+        self.episode.stats.running.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// A tick armed on the timers.
 struct Tick(Arc<Episode>);
 
@@ -569,9 +594,14 @@ impl Episode {
                 // the timers runs no user code).
                 let task = handle.spawn(async move { f().await });
                 let abort = task.abort_handle();
-                let me = self.clone();
+                let mut watch = Watch {
+                    episode: self.clone(),
+                    seq,
+                    done: None,
+                };
+                // Dropped unrun (the runtime shut down) or run: either way `Watch` reports.
                 handle.spawn(async move {
-                    let done = match task.await {
+                    watch.set(match task.await {
                         Ok(true) => Done::Healthy,
                         Ok(false) => Done::Unhealthy,
                         Err(e) if e.is_panic() => {
@@ -579,9 +609,7 @@ impl Episode {
                             Done::Panicked
                         }
                         Err(_) => Done::Aborted,
-                    };
-                    me.finish(seq, done);
-                    me.stats.running.fetch_sub(1, Ordering::Relaxed);
+                    });
                 });
                 let mut flight = lock(&self.flight);
                 let stopped = flight.stopped;
