@@ -50,6 +50,9 @@
 //! - `serde`: `Serialize`/`Deserialize` for [`Config`] (the attribute's keys, durations as
 //!   `"250ms"`), [`Metrics`], [`State`], [`Event`]; `registry().load_toml(path)` reads
 //!   `[breakers.<name>]` tables, overridden by `BREAKERBOX__<NAME>__<KEY>` variables.
+//! - `watch` (implies `serde`): `registry().watch_toml(path, callback)` reloads the file
+//!   into the live breakers and keyed families, keeping their state, each time it changes,
+//!   and reports each result; a bad file changes nothing (`docs/live.md`).
 //! - `admin` (implies `serde`): `breakerbox::admin::router()`, an axum `Router` to mount in
 //!   your server: breakers as JSON, their controls behind a bearer token, a server-sent event
 //!   stream and a dashboard page (`docs/admin.md`).
@@ -89,6 +92,9 @@ pub use breakerbox_runtime::LoadError;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use breakerbox_runtime::TokioClock;
+#[cfg(feature = "watch")]
+#[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
+pub use breakerbox_runtime::TomlWatcher;
 #[cfg(feature = "admin")]
 #[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
 pub use breakerbox_runtime::admin;

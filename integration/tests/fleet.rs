@@ -285,3 +285,78 @@ fn the_fleets_summed_failures_trip_it_when_no_instance_alone_sees_min_calls() {
     let reason = redis.hget("{counts:payments}", "reason");
     assert_eq!(reason, "fleet failure rate 100%");
 }
+
+/// The fleet's summed counts of `prefix`'s `payments`: `(calls, epoch the counts belong to)`.
+fn fleet_counts(redis: &Redis, prefix: &str) -> (u64, String) {
+    let all = redis.cli(&["HGETALL", &format!("{{{prefix}:payments}}:counts")]);
+    let lines: Vec<&str> = all.lines().collect();
+    let mut calls = 0;
+    let mut epoch = String::new();
+    for pair in lines.chunks(2) {
+        match pair {
+            [field, value] if *field == "epoch" => epoch = value.to_string(),
+            [field, value] if field.ends_with(":c") => calls += value.parse::<u64>().unwrap(),
+            _ => {}
+        }
+    }
+    (calls, epoch)
+}
+
+#[test]
+fn a_reset_clears_the_fleets_counts_so_failures_from_before_it_do_not_trip_it_again() {
+    let Some(redis) = shared_redis() else { return };
+    // 50% over 10 s from 3 calls.
+    let keys = "failure_rate = 50\nwindow = \"10s\"\nmin_calls = 3\nopen_for = \"60s\"\n";
+    let mut nodes = nodes_with(&redis.url(), "countreset", 2, keys);
+    for node in nodes.iter_mut() {
+        let deadline = soon();
+        while node.status().4 == 0 {
+            assert!(Instant::now() < deadline, "{}: no resync", node.name);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    // Two calls, one failed, reach the fleet's counts; the third (a failure) trips node-0.
+    assert_eq!(nodes[0].cmd("succeed"), "ok closed");
+    assert_eq!(nodes[0].cmd("fail"), "ok closed");
+    let deadline = soon();
+    while fleet_counts(&redis, "countreset").0 < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the batch never reached the store"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(nodes[0].cmd("fail"), "ok open");
+    all_reach(&mut nodes, "open", soon()).unwrap();
+    // A reset from the other instance closes the fleet...
+    assert_eq!(nodes[1].cmd("reset"), "ok");
+    all_reach(&mut nodes, "closed", soon()).unwrap();
+    let reset = redis.hget("{countreset:payments}", "epoch");
+    assert_eq!(redis.hget("{countreset:payments}", "reason"), "reset");
+    // ...and one failure after it is one call of three needed: no trip. Counted with the
+    // failures from before the reset (2 of 3, or 3 of 4, calls failed), it would trip.
+    assert_eq!(nodes[1].cmd("fail"), "ok closed");
+    let deadline = soon();
+    loop {
+        let state = redis.hget("{countreset:payments}", "state");
+        let (calls, epoch) = fleet_counts(&redis, "countreset");
+        if state != "closed" || (epoch == reset && calls >= 1) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node-1's batch never reached the store"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        redis.hget("{countreset:payments}", "state"),
+        "closed",
+        "re-tripped by counts from before the reset: {}",
+        redis.hget("{countreset:payments}", "reason")
+    );
+    assert_eq!(fleet_counts(&redis, "countreset"), (1, reset));
+    for node in nodes.iter_mut() {
+        assert_eq!(node.state(), "closed", "{}", node.name);
+    }
+}

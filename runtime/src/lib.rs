@@ -48,7 +48,8 @@
 //! - `registry` — [`registry()`]: one breaker per name, listeners, families.
 //! - `registration` — the link-time list of `#[circuit_breaker]` functions, and the conflicts
 //!   [`Registry::check`] reports ([`Conflicts`], [`Conflict`], [`Site`], [`ConfigConflict`]).
-//! - `keyed` — [`BreakerMap`]: a breaker per key, bounded by `max_keys` and `idle_for`.
+//! - `keyed` — [`BreakerMap`]: a breaker per key, bounded by `max_keys` and `idle_for`;
+//!   `keyed/reload` a registry family's config replaced live.
 //! - `duration` — the one duration parser and printer (`"250ms"`), shared with the attribute.
 //! - `serde_duration` (feature `serde`) — durations as that text in the `serde` derives of
 //!   [`Metrics`] and [`Event`], here so that the core never names an edge.
@@ -61,7 +62,8 @@
 //! - `tower` (feature `tower`) — `tower::CircuitBreakerLayer` around any `Service`.
 //! - `http` (feature `http`) — `http::HttpClassifier` and `http::parse_retry_after`.
 //! - `export` (feature `metrics`) — snapshots through the `metrics` crate.
-//! - `load` (feature `serde`) — `Registry::load_toml` and its `LoadError`.
+//! - `load` (feature `serde`) — `Registry::load_toml`, `reload_toml` and their `LoadError`;
+//!   `load/watch` (feature `watch`) — `Registry::watch_toml` and its `TomlWatcher`.
 //! - `serde_impl` (feature `serde`) — `Serialize`/`Deserialize` for configs, metrics, states, events.
 //! - `admin` (feature `admin`; in `admin/`, not `edge/`, being a tree of its own with its
 //!   page) — `admin::router()`: an axum router with JSON views, controls, an event stream and a
@@ -124,6 +126,9 @@ pub use config::{Config, ConfigBuilder, ConfigError, Window};
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub use edge::load::LoadError;
+#[cfg(feature = "watch")]
+#[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
+pub use edge::load::TomlWatcher;
 pub use error::{RejectReason, Timeout};
 pub use event::{Event, Reason};
 pub use explain::{Cause, Explanation, Progress};

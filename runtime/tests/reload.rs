@@ -1,6 +1,8 @@
 //! Hot reload that keeps state: `Registry::reload_toml` and `Breaker::reconfigure`.
 #![cfg(feature = "serde")]
 
+use std::fmt;
+use std::sync::{Mutex, mpsc};
 use std::time::Duration;
 
 use breakerbox_runtime::{
@@ -162,18 +164,287 @@ fn a_reloaded_breaker_is_an_override_not_a_conflict() {
     );
 }
 
+/// A registry family on a manual clock, failing `key` `n` times.
+fn family(name: &str, config: ConfigBuilder) -> (BreakerMap<String>, ManualClock) {
+    let clock = ManualClock::new();
+    let config = config.clock(clock.clone()).build().unwrap();
+    (registry().family(name, || config).unwrap(), clock)
+}
+
+fn fail_key(f: &BreakerMap<String>, key: &str, n: usize) {
+    for _ in 0..n {
+        let _ = f.call(key, || Err::<(), _>("down"));
+    }
+}
+
 #[test]
-fn an_existing_keyed_family_is_not_reloaded() {
-    let _family: BreakerMap<String> = registry().family("reload.family", Config::default).unwrap();
-    let err = registry()
-        .reload_toml_str(
-            "live.toml",
-            "[breakers.\"reload.family\"]\ndynamic = true\nfailures = 2\n",
+fn a_family_table_reaches_every_live_key_keeping_its_state() {
+    let (f, clock) = family(
+        "reload.keyed",
+        Config::builder().failures(3).open_for(secs(10)),
+    );
+    fail_key(&f, "closed", 2);
+    fail_key(&f, "open", 3);
+    clock.advance(secs(4));
+    let text = "[breakers.\"reload.keyed\"]\ndynamic = true\nfailures = 2\nopen_for = \"1s\"\n";
+    let names = registry().reload_toml_str("live.toml", text).unwrap();
+    assert_eq!(names, ["reload.keyed"]);
+    // The family's config, for keys made from now on, on the family's clock.
+    assert_eq!(f.config().failures(), Some(2));
+    // Every live key's breaker.
+    for key in ["closed", "open"] {
+        assert_eq!(f.get(key).unwrap().config().failures(), Some(2), "{key}");
+    }
+    // State, counts and open time kept.
+    let closed = f.get("closed").unwrap();
+    assert_eq!(
+        (closed.state(), closed.metrics().consecutive_failures),
+        (State::Closed, 2)
+    );
+    let open = f.get("open").unwrap();
+    assert_eq!(open.state(), State::Open);
+    assert_eq!(
+        open.metrics().retry_after,
+        Some(secs(6)),
+        "the deadline is kept"
+    );
+    assert_eq!(open.metrics().times_opened, 1);
+    // The streak of 2 is judged by the new 2 at the next failure.
+    fail_key(&f, "closed", 1);
+    assert_eq!(f.get("closed").unwrap().state(), State::Open);
+    assert_eq!(
+        f.get("closed").unwrap().metrics().retry_after,
+        Some(secs(1)),
+        "the new open time, on the family's manual clock"
+    );
+    clock.advance(secs(6));
+    assert_eq!(open.state(), State::HalfOpen, "its timer still fires");
+}
+
+#[test]
+fn a_family_table_reaches_the_overflow_breaker() {
+    let (f, _clock) = family("reload.overflow", Config::builder().failures(1).max_keys(1));
+    // Two open keys fill `max_keys = 1` twice over: a third shares the overflow breaker.
+    fail_key(&f, "a", 1);
+    fail_key(&f, "b", 1);
+    f.call("c", || Ok::<_, &str>(())).unwrap();
+    assert_eq!(f.len(), 2);
+    let text = "[breakers.\"reload.overflow\"]\ndynamic = true\nmax_keys = 1\nfailures = 2\n";
+    registry().reload_toml_str("live.toml", text).unwrap();
+    assert_eq!(f.overflow().unwrap().config().failures(), Some(2));
+}
+
+#[test]
+fn a_key_table_reaches_its_live_key_and_leaves_with_it() {
+    let (f, _clock) = family("reload.key", Config::builder().failures(3));
+    fail_key(&f, "slow-host", 2);
+    fail_key(&f, "other", 1);
+    let with = "[breakers.\"reload.key\"]\ndynamic = true\nfailures = 3\n\n[breakers.\"reload.key\".keys.\"slow-host\"]\nfailures = 5\nopen_for = \"5m\"\n";
+    registry().reload_toml_str("live.toml", with).unwrap();
+    let slow = f.get("slow-host").unwrap();
+    assert_eq!(
+        (slow.config().failures(), slow.config().open_for()),
+        (Some(5), secs(300))
+    );
+    assert_eq!(slow.metrics().consecutive_failures, 2, "counts kept");
+    assert_eq!(f.get("other").unwrap().config().failures(), Some(3));
+    assert_eq!(f.config().failures(), Some(3));
+    fail_key(&f, "slow-host", 2);
+    assert_eq!(slow.state(), State::Closed, "4 < 5");
+    // A key made after the reload gets its table too.
+    f.sweep();
+    assert_eq!(f.breaker("new").config().failures(), Some(3));
+    // Without the table, the key goes back to the family's config. A family that exists is
+    // a name the registry knows: its table needs no `dynamic = true`.
+    let without = "[breakers.\"reload.key\"]\nfailures = 4\n";
+    registry().reload_toml_str("live.toml", without).unwrap();
+    assert_eq!(
+        (slow.config().failures(), slow.config().open_for()),
+        (Some(4), Config::default().open_for())
+    );
+    fail_key(&f, "slow-host", 1);
+    assert_eq!(
+        slow.state(),
+        State::Open,
+        "a streak of 5 over the family's 4"
+    );
+}
+
+#[test]
+fn a_bad_file_leaves_every_key_as_it_was() {
+    let (f, _clock) = family(
+        "reload.keyed.bad",
+        Config::builder()
+            .failure_rate(50)
+            .window(Window::Calls(10))
+            .min_calls(5),
+    );
+    fail_key(&f, "h", 2);
+    let before = (f.config().clone(), f.get("h").unwrap().config().clone());
+    let head = "[breakers.\"reload.keyed.bad\"]\ndynamic = true\n";
+    let reload = |rest: &str| {
+        registry()
+            .reload_toml_str("live.toml", &format!("{head}{rest}"))
+            .unwrap_err()
+    };
+    // The family's window.
+    let err = reload("failure_rate = 60\nwindow = 20\n");
+    assert_eq!(
+        err.to_string(),
+        "live.toml:1: [breakers.reload.keyed.bad] `window` cannot change on a live keyed \
+         family's breakers: the window's kind and size are fixed when it is made; restart to \
+         apply it"
+    );
+    assert_eq!(err.key(), Some("window"));
+    // A key's window: blamed on its table.
+    let err = reload(
+        "failure_rate = 60\nwindow = 10\n\n[breakers.\"reload.keyed.bad\".keys.\"h\"]\nwindow = 30\n",
+    );
+    assert_eq!(
+        err.to_string(),
+        "live.toml:6: [breakers.reload.keyed.bad.keys.\"h\"] `window` cannot change on a live \
+         keyed family's breakers: the window's kind and size are fixed when it is made; \
+         restart to apply it"
+    );
+    // A slow-call rate added for a key not held: refused as for a held one.
+    let err = reload(
+        "failure_rate = 60\nwindow = 10\n\n[breakers.\"reload.keyed.bad\".keys.\"not-held\"]\nslow = \"1s\"\nslow_rate = 50\n",
+    );
+    assert_eq!(
+        err.to_string(),
+        "live.toml:6: [breakers.reload.keyed.bad.keys.\"not-held\"] `slow_rate` cannot change \
+         on a live keyed family's breakers: adding or removing a slow-call rate adds or \
+         removes the window; restart to apply it"
+    );
+    // The family's bounds.
+    let err = reload("failure_rate = 60\nwindow = 10\nmax_keys = 5\n");
+    assert_eq!(
+        err.to_string(),
+        "live.toml:1: [breakers.reload.keyed.bad] `max_keys` cannot change on a live keyed \
+         family: its bounds are fixed when it is made; restart to apply it"
+    );
+    // A valid change to the family with a bad table after it.
+    let err = reload(
+        "failure_rate = 60\nwindow = 10\n\n[breakers.\"reload.keyed.other\"]\ndynamic = true\nfailures = 0\n",
+    );
+    assert_eq!(err.line(), Some(8), "{err}");
+    assert_eq!(
+        (f.config().clone(), f.get("h").unwrap().config().clone()),
+        before
+    );
+    let m = f.get("h").unwrap().metrics();
+    assert_eq!((m.window_calls, m.failures), (2, 2), "counts kept");
+}
+
+/// A key whose `Display` (user code the family runs when it makes the key's breaker, to look up
+/// the key's own table) stops once, when [`GATE`] is armed, until told to go on.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Gated(&'static str);
+
+type Gate = (mpsc::Sender<()>, mpsc::Receiver<()>);
+
+static GATE: Mutex<Option<Gate>> = Mutex::new(None);
+
+impl fmt::Display for Gated {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let gate = GATE.lock().unwrap().take();
+        if let Some((entered, go)) = gate {
+            entered.send(()).unwrap();
+            // A bound on a failure, not a wait for time: the test says go at once.
+            go.recv_timeout(secs(60)).unwrap();
+        }
+        f.write_str(self.0)
+    }
+}
+
+#[test]
+fn a_key_made_from_the_old_config_during_a_reload_ends_with_the_new() {
+    let f: BreakerMap<Gated> = registry()
+        .family("reload.race", || {
+            Config::builder().failures(3).build().unwrap()
+        })
+        .unwrap();
+    let file = |n: u32| {
+        format!(
+            "[breakers.\"reload.race\"]\ndynamic = true\nfailures = 3\n\n[breakers.\"reload.race\".keys.late]\nfailures = {n}\n"
         )
-        .unwrap_err();
-    assert!(
-        matches!(err, LoadError::NotReloadable { key: None, .. }),
-        "{err}"
+    };
+    registry().reload_toml_str("live.toml", &file(5)).unwrap();
+    let (entered, on_entered) = mpsc::channel();
+    let (go, on_go) = mpsc::channel();
+    *GATE.lock().unwrap() = Some((entered, on_go));
+    let maker = {
+        let f = f.clone();
+        std::thread::spawn(move || f.breaker(&Gated("late")).config().failures())
+    };
+    // The maker has read the key's table (failures = 5) and is in the key's `Display`: its
+    // breaker is not in the family yet, so the reload's walk cannot find it.
+    on_entered.recv_timeout(secs(60)).unwrap();
+    registry().reload_toml_str("live.toml", &file(4)).unwrap();
+    go.send(()).unwrap();
+    assert_eq!(maker.join().unwrap(), Some(4), "the maker's handle");
+    assert_eq!(
+        f.get(&Gated("late")).unwrap().config().failures(),
+        Some(4),
+        "the key's breaker in the family"
+    );
+}
+
+#[test]
+fn keys_made_while_reloads_run_end_with_the_last_config_and_every_count() {
+    let f: BreakerMap<u64> = registry()
+        .family("reload.stress", || {
+            Config::builder().failures(1000).build().unwrap()
+        })
+        .unwrap();
+    let file = |n: u32| format!("[breakers.\"reload.stress\"]\ndynamic = true\nfailures = {n}\n");
+    let (threads, keys) = (3u64, 1000u64);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let f = &f;
+            s.spawn(move || {
+                for i in 0..keys {
+                    let key = t * 1_000_000 + i;
+                    f.call(&key, || Ok::<_, &str>(())).unwrap();
+                    f.call(&key, || Err::<(), _>("down")).unwrap_err();
+                }
+            });
+        }
+        s.spawn(|| {
+            for n in 520..550 {
+                registry().reload_toml_str("live.toml", &file(n)).unwrap();
+            }
+        });
+    });
+    let (mut held, mut calls, mut failures) = (0, 0, 0);
+    f.for_each(|key, b| {
+        assert_eq!(b.config().failures(), Some(549), "key {key}");
+        let m = b.metrics();
+        held += 1;
+        calls += m.calls;
+        failures += m.failures;
+    });
+    assert_eq!(f.evicted().keys, 0);
+    assert_eq!(
+        (held, calls, failures),
+        (threads * keys, 2 * threads * keys, threads * keys)
+    );
+}
+
+#[test]
+fn keys_of_a_single_breaker_are_refused_before_anything_changes() {
+    let (b, _) = live("reload.single", Config::builder().failures(3));
+    let (other, _) = live("reload.single.other", Config::builder().failures(3));
+    let text = "[breakers.\"reload.single\"]\nfailures = 2\n\n[breakers.\"reload.single\".keys.h]\nfailures = 1\n\n[breakers.\"reload.single.other\"]\nfailures = 2\n";
+    let err = registry().reload_toml_str("live.toml", text).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "live.toml:4: [breakers.reload.single.keys.\"h\"] 'reload.single' is a single breaker, \
+         not a keyed family: only a family has keys"
+    );
+    assert_eq!(
+        (b.config().failures(), other.config().failures()),
+        (Some(3), Some(3))
     );
 }
 

@@ -1,14 +1,16 @@
 //! Breaker configs from a TOML file, overridden by environment variables.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::serde_impl::{Dialect, Raw, apply};
 use crate::config::{Config, ConfigBuilder};
 use crate::duration::excerpt;
 use crate::keyed::family_exists;
+use crate::keyed::reload::{self, KeyTable, Reload};
 use crate::registry::Registry;
 use crate::reload::ReconfigureError;
 use crate::suggest::closest;
@@ -17,6 +19,11 @@ mod env;
 mod parse;
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "watch")]
+mod watch;
+
+#[cfg(feature = "watch")]
+pub use watch::TomlWatcher;
 
 use env::overlay_env;
 use parse::parse;
@@ -97,6 +104,16 @@ pub enum LoadError {
         /// The known breaker it most likely means, if one is close.
         suggestion: Option<String>,
     },
+    /// `Registry::watch_toml` (feature `watch`) cannot watch the file (it names no file, its
+    /// directory cannot be watched, or the thread cannot start), or the watch reported an
+    /// error.
+    #[error("cannot watch circuit breaker config {}: {source}", path.display())]
+    Watch {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// An environment override is malformed or its value is wrong.
     #[error("environment variable {}: {message}", Cut(var))]
     Env {
@@ -106,7 +123,9 @@ pub enum LoadError {
         message: String,
     },
     /// [`Registry::reload_toml`]: a breaker in the file exists and cannot take the change live
-    /// (see [`ReconfigureError`]), or is a keyed family that exists.
+    /// (see [`ReconfigureError`]); or a keyed family that exists cannot (its bounds, or a
+    /// change a key's breaker cannot take: `breaker` is then `<family>.keys."<key>"`); or a
+    /// `keys` table names a single breaker's keys.
     #[error("{}:{line}: [breakers.{}] {message}", path.display(), Cut(breaker))]
     NotReloadable {
         /// The file.
@@ -143,7 +162,7 @@ impl LoadError {
             | LoadError::UnknownBreaker { line, .. }
             | LoadError::AlreadyCreated { line, .. }
             | LoadError::NotReloadable { line, .. } => Some(*line),
-            LoadError::Read { .. } | LoadError::Env { .. } => None,
+            LoadError::Read { .. } | LoadError::Env { .. } | LoadError::Watch { .. } => None,
         }
     }
 
@@ -176,6 +195,49 @@ struct Table {
 
 /// The key of a `[breakers.<name>]` table that holds the tables of single keys of a family.
 const KEYS_TABLE: &str = "keys";
+
+/// A live family's refusal of a reload, as an error: blamed on the key's table if it has one
+/// in the file, else on the family's.
+fn family_refused(
+    path: &Path,
+    name: &str,
+    line: usize,
+    keys: &[(String, String, usize, Config)],
+    refused: reload::Refused,
+) -> LoadError {
+    let (field, message) = match refused.error {
+        reload::Why::Shape(e) => (
+            e.field,
+            format!(
+                "`{}` cannot change on a live keyed family's breakers: {}; restart to apply it",
+                e.field, e.why
+            ),
+        ),
+        reload::Why::Bounds(field) => (
+            field,
+            format!(
+                "`{field}` cannot change on a live keyed family: its bounds are fixed when it \
+                 is made; restart to apply it"
+            ),
+        ),
+    };
+    let (breaker, line) = match &refused.key {
+        None => (name.to_owned(), line),
+        Some(key) => (
+            key_table_name(name, key),
+            keys.iter()
+                .find(|k| k.0 == name && k.1 == *key)
+                .map_or(line, |k| k.2),
+        ),
+    };
+    LoadError::NotReloadable {
+        path: path.to_owned(),
+        line,
+        breaker,
+        key: Some(field.to_owned()),
+        message,
+    }
+}
 
 /// How a single key's table is named in messages: `api.keys."slow-host.example"`.
 fn key_table_name(name: &str, key: &str) -> String {
@@ -226,7 +288,7 @@ impl Registry {
     /// does not reach them). The file must be loaded before the family is created (for an
     /// attribute, before the function's first call); a family that exists already is reported
     /// as [`LoadError::AlreadyCreated`]. A family's name is known to the registry only once it
-    /// is created, so its table needs `dynamic = true`.
+    /// is created, so the table of a family created later needs `dynamic = true`.
     ///
     /// ```toml
     /// [breakers.api]
@@ -258,11 +320,7 @@ impl Registry {
     /// name order) stay configured.
     pub fn load_toml(&self, path: impl AsRef<Path>) -> Result<Vec<String>, LoadError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        self.load_toml_str(path, &text)
+        self.load_toml_str(path, &read(path)?)
     }
 
     /// [`load_toml`](Registry::load_toml) from a string, such as a config service's answer;
@@ -332,16 +390,25 @@ impl Registry {
     /// or size and for adding or removing `failure_rate`, `slow_rate`, `slow`,
     /// `max_concurrent` or `failures_within` (these shape the window or the call path: they
     /// must reset the window, so they apply to breakers created after the change, that is
-    /// after a restart). A keyed family that exists is not reloaded yet (also
-    /// `NotReloadable`). A breaker created by another thread while the file is applied is
-    /// configured live if it can be, else reported, with the tables before it applied.
+    /// after a restart).
+    ///
+    /// **Keyed families.** For a family that exists ([`family`](Registry::family), or
+    /// `#[circuit_breaker(key = …)]`), its `[breakers.<name>]` table replaces the config its
+    /// new keys get and, live as above, every key's breaker held now (and its overflow
+    /// breaker), each keeping its state, counts, window and open time; a
+    /// `[breakers.<name>.keys."<key>"]` table does the same for one key (its keys over the
+    /// family table's). The file's key tables replace the family's: a key whose table is
+    /// gone takes the family's config. The family keeps its clock. The same rule refuses a
+    /// change that must reset a window, checked against every key held now, the family's
+    /// config and each key table, old or new (so whether a reload is taken does not depend on
+    /// which keys happen to be held); `max_keys` and `idle_for` cannot change on a live
+    /// family. A key created while the file is applied ends with the new config.
+    ///
+    /// A breaker created by another thread while the file is applied is configured live if
+    /// it can be, else reported, with the tables before it applied.
     pub fn reload_toml(&self, path: impl AsRef<Path>) -> Result<Vec<String>, LoadError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        self.reload_toml_str(path, &text)
+        self.reload_toml_str(path, &read(path)?)
     }
 
     /// [`reload_toml`](Registry::reload_toml) from a string; `origin` names it in errors.
@@ -367,31 +434,55 @@ impl Registry {
             key: Some(e.field.to_owned()),
             message: e.to_string(),
         };
-        let family = |name: &str, line: usize| LoadError::NotReloadable {
-            path: path.to_owned(),
-            line,
-            breaker: name.to_owned(),
-            key: None,
-            message: "a keyed family that exists is not reloaded (its keys keep their \
-                      config; restart to apply it)"
-                .to_owned(),
-        };
-        // Every check first.
-        for (name, line, config) in &configs {
-            if family_exists(name) {
-                return Err(family(name, *line));
+        // The live families in the file (by their index in `configs`), each with its single
+        // keys' tables (all of them: a key whose table is gone goes back to the family's
+        // config).
+        let live = reload::families();
+        let mut tables: HashMap<&str, KeyTable> = HashMap::new();
+        for (name, key, line, config) in &key_configs {
+            if live.contains_key(name) {
+                let table = tables.entry(name).or_default();
+                table.insert(key.clone(), config.clone());
+            } else if self.existing(name).is_some() {
+                return Err(LoadError::NotReloadable {
+                    path: path.to_owned(),
+                    line: *line,
+                    breaker: key_table_name(name, key),
+                    key: None,
+                    message: format!(
+                        "'{}' is a single breaker, not a keyed family: only a family has keys",
+                        Cut(name)
+                    ),
+                });
             }
-            if let Some(b) = self.existing(name) {
+        }
+        let mut families: Vec<(usize, &Arc<dyn Reload>, KeyTable)> = Vec::new();
+        for (i, (name, _, _)) in configs.iter().enumerate() {
+            if let Some(family) = live.get(name) {
+                families.push((i, family, tables.remove(name.as_str()).unwrap_or_default()));
+            }
+        }
+        // Every check first.
+        let mut next = families.iter().peekable();
+        for (i, (name, line, config)) in configs.iter().enumerate() {
+            if let Some((_, family, keys)) = next.next_if(|f| f.0 == i) {
+                family
+                    .check(config, keys)
+                    .map_err(|r| family_refused(path, name, *line, &key_configs, r))?;
+            } else if let Some(b) = self.existing(name) {
                 b.can_reconfigure(config)
                     .map_err(|e| refused(name, *line, e))?;
             }
         }
-        if let Some((name, _, line, _)) = key_configs.iter().find(|k| family_exists(&k.0)) {
-            return Err(family(name, *line));
-        }
         // Then every change.
         let mut names = Vec::with_capacity(configs.len());
-        for (name, line, config) in configs {
+        let mut families = families.into_iter().peekable();
+        for (i, (name, line, config)) in configs.into_iter().enumerate() {
+            if let Some((_, family, keys)) = families.next_if(|f| f.0 == i) {
+                family.apply(config, keys);
+                names.push(name);
+                continue;
+            }
             let live = match self.existing(&name) {
                 Some(b) => Some(b),
                 // Not created: configured for its creation, unless created meanwhile.
@@ -405,8 +496,16 @@ impl Registry {
             names.push(name);
         }
         for (name, key, line, config) in key_configs {
-            if family_exists(&name) || !self.configure_key(&name, &key, config) {
-                return Err(family(&name, line));
+            if live.contains_key(&name) {
+                continue;
+            }
+            // A breaker created since the check: say so.
+            if !self.configure_key(&name, &key, config) {
+                return Err(LoadError::AlreadyCreated {
+                    path: path.to_owned(),
+                    line,
+                    breaker: name,
+                });
             }
         }
         Ok(names)
@@ -455,10 +554,13 @@ impl Registry {
     }
 
     /// The names a table may give without `dynamic = true`: every breaker the registry knows,
-    /// created or annotated. `names`, not `breakers`: listing must create nothing, or every
-    /// annotated breaker would exist before the file could configure it.
+    /// created or annotated, and every keyed family created. `names`, not `breakers`: listing
+    /// must create nothing, or every annotated breaker would exist before the file could
+    /// configure it.
     fn known_names(&self) -> HashSet<String> {
-        self.names().into_iter().collect()
+        let mut known: HashSet<String> = self.names().into_iter().collect();
+        known.extend(reload::families().into_keys());
+        known
     }
 
     fn check_names(&self, path: &Path, tables: &BTreeMap<String, Table>) -> Result<(), LoadError> {
@@ -479,6 +581,14 @@ impl Registry {
             suggestion: closest(name, known.iter().map(String::as_str)).map(str::to_owned),
         })
     }
+}
+
+/// The text of the file at `path`, for `load_toml` and `reload_toml`.
+fn read(path: &Path) -> Result<String, LoadError> {
+    std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// The error for `key` of breaker `name`, blamed where it was set.

@@ -8,6 +8,14 @@
 //! over a closed one) when the fleet's rate reaches the limit with at least `min_calls`. A
 //! batch the store fails to take is dropped. Nothing is sent while nothing was called: the
 //! cost is at most 10 commands a second per shared breaker and instance, whatever the call rate.
+//!
+//! **Counts belong to one record.** Each batch carries the epoch of the record the instance
+//! had taken on; the script drops a batch judged under another record than the current one,
+//! and starts the window empty whenever the record has changed since the window's counts were
+//! added. Here, every change of the breaker's state, made here or taken on, starts the next
+//! batch from the totals of that moment (`Tracked::recount`). So a
+//! reset (on any instance, or from `redis-cli`) clears the fleet's counts: the failures that
+//! tripped the breaker before it never re-trip it after.
 
 use core::time::Duration;
 
@@ -39,6 +47,9 @@ impl Task {
                 continue;
             };
             let last = t.counted.replace(totals);
+            // The record these calls were judged under: the script drops the batch if the
+            // fleet has written another since (a reset, a trip, a close).
+            let epoch = t.applied;
             let Some((calls, failures)) = last else {
                 continue;
             };
@@ -62,7 +73,8 @@ impl Task {
                 .arg(config.open_for().as_millis().max(1) as u64)
                 .arg(self.shared.instance.as_str())
                 .arg(self.channel.as_str())
-                .arg(name.as_str());
+                .arg(name.as_str())
+                .arg(epoch);
             let limit = self.shared.config.timeout * 2;
             let reply = tokio::time::timeout(
                 limit,

@@ -51,7 +51,13 @@
 //!
 //! - **Fleet counts.** A failure-rate breaker over a time window also sends its judged calls
 //!   and failures every 100 ms; a script sums the fleet's window and trips the record when the
-//!   fleet's rate reaches the limit (see `counts.rs`).
+//!   fleet's rate reaches the limit (see `counts.rs`). The counts are those of the current
+//!   record: any write of it, a reset on any instance too, starts the window empty.
+//!
+//! - **Order.** The task reads the local changes queued for it before published records, so a
+//!   record written before a local change is not taken on over it; a manual change a record
+//!   was taken on over all the same (in the moment before its message) is written, and then
+//!   taken on here too.
 //!
 //! Not supported: Redis Cluster and Sentinel (the keys are cluster-ready).
 

@@ -18,10 +18,14 @@ use tokio::time::Instant;
 mod counts;
 #[path = "lease.rs"]
 mod lease;
+#[path = "push.rs"]
+mod push;
+#[path = "resync.rs"]
+mod resync;
 
 use super::OnStoreError;
 use super::Shared;
-use super::record::{Record, SCRIPT, parse_payload, state_name};
+use super::record::{Record, SCRIPT, parse_payload};
 use crate::event::Reason;
 use crate::registry::registry;
 use crate::{Breaker, SharedState, State, WeakBreaker};
@@ -92,6 +96,18 @@ impl Tracked {
         self.seen = record.state;
         self.open_until = record.open_remaining().map(|d| Instant::now() + d);
         self.probe_at = self.open_until;
+        self.recount();
+    }
+
+    /// The breaker's state changed (here, or to a record taken on): the calls judged before
+    /// belong to the record that ended, so the next batch counts from now (counts.rs).
+    fn recount(&mut self) {
+        if self.counted.is_some()
+            && let Some(b) = self.breaker.upgrade()
+        {
+            let m = b.metrics();
+            self.counted = Some((m.successes + m.failures, m.failures));
+        }
     }
 
     /// Whether the fleet's record already says what `intent` would write, so writing it would
@@ -112,6 +128,10 @@ impl Tracked {
 struct Pending {
     manual: Option<(State, Reason)>,
     auto: Option<(Intent, Reason)>,
+    /// The breaker took a record on after `manual` was made (the task applied one in the
+    /// moment between the change and its message): once `manual` is written, the breaker
+    /// takes the written record on, so that it holds what the fleet does.
+    reimport: bool,
 }
 
 pub(crate) struct Task {
@@ -135,6 +155,12 @@ pub(crate) struct Task {
 }
 
 type Reply = Vec<String>;
+
+/// The loop's timers: the next re-read, and the count batches.
+struct Timers {
+    next: Instant,
+    batch: tokio::time::Interval,
+}
 
 impl Task {
     pub(crate) fn new(
@@ -180,39 +206,53 @@ impl Task {
     }
 
     pub(crate) async fn run(mut self) {
-        let mut next = Instant::now();
-        let mut batch = tokio::time::interval(counts::BATCH);
-        batch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            let probe_at = self.next_probe();
-            tokio::select! {
-                biased;
-                push = self.pushes.recv() => match push {
-                    Some(push) => self.on_push(push),
-                    None => return,
-                },
-                message = self.rx.recv() => match message {
-                    Some(Message::Changed { name, to, reason, breaker }) => {
-                        self.on_change(name, to, reason, breaker);
-                        // Everything queued goes in one flush.
-                        while let Ok(more) = self.rx.try_recv() {
-                            self.on_message(more).await;
-                        }
-                        self.flush().await;
+        let mut timers = Timers {
+            next: Instant::now(),
+            batch: tokio::time::interval(counts::BATCH),
+        };
+        timers
+            .batch
+            .set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        while self.step(&mut timers).await {}
+    }
+
+    /// One turn of the loop; `false` once the fleet is gone.
+    ///
+    /// Local changes come before published records: a change this instance made before the
+    /// task looks at a record is written (or kept pending, if the store fails) first, so a
+    /// record written before that change (by another instance, or by this one's count batch)
+    /// is never taken on over it; `apply` then finds it older than the write, or a manual
+    /// change pending.
+    async fn step(&mut self, timers: &mut Timers) -> bool {
+        let probe_at = self.next_probe();
+        tokio::select! {
+            biased;
+            message = self.rx.recv() => match message {
+                Some(Message::Changed { name, to, reason, breaker }) => {
+                    self.on_change(name, to, reason, breaker);
+                    // Everything queued goes in one flush.
+                    while let Ok(more) = self.rx.try_recv() {
+                        self.on_message(more).await;
                     }
-                    Some(other) => self.on_message(other).await,
-                    None => return,
-                },
-                _ = tokio::time::sleep_until(probe_at.unwrap_or(next)), if probe_at.is_some() => {
-                    self.probe_due().await;
+                    self.flush().await;
                 }
-                _ = batch.tick() => self.send_counts().await,
-                _ = tokio::time::sleep_until(next) => {
-                    self.tick().await;
-                    next = Instant::now() + self.period();
-                }
+                Some(other) => self.on_message(other).await,
+                None => return false,
+            },
+            push = self.pushes.recv() => match push {
+                Some(push) => self.on_push(push),
+                None => return false,
+            },
+            _ = tokio::time::sleep_until(probe_at.unwrap_or(timers.next)), if probe_at.is_some() => {
+                self.probe_due().await;
+            }
+            _ = timers.batch.tick() => self.send_counts().await,
+            _ = tokio::time::sleep_until(timers.next) => {
+                self.tick().await;
+                timers.next = Instant::now() + self.period();
             }
         }
+        true
     }
 
     /// While the store fails or a re-read is owed: a quarter of `resync_every`, at most 100 ms.
@@ -242,6 +282,7 @@ impl Task {
                 }
                 if let Some(pending) = self.pending.get_mut(&name) {
                     pending.auto = None;
+                    pending.reimport |= pending.manual.is_some();
                 }
             }
             Message::Track { name, breaker } => {
@@ -281,7 +322,12 @@ impl Task {
             // Changed here by hand while held: that change stands, nothing is given back.
             held.remove(&name);
         }
+        if let Some(t) = self.tracked.get_mut(&name) {
+            t.recount();
+        }
         let pending = self.pending.entry(name).or_default();
+        // The breaker's latest state is this local change: it stands (written below).
+        pending.reimport = false;
         match (to, reason) {
             (State::ForcedOpen | State::Disabled, _) | (State::Closed, Reason::Reset) => {
                 // A manual change supersedes the automatic one before it.
@@ -452,205 +498,8 @@ impl Task {
         }
         tracing::info!(target: "breakerbox", "fleet: the store answers again; shared breakers decide as before");
     }
-
-    /// Writes the pending local changes, manual ones first; stops at the first failure and
-    /// keeps what is left for the next tick.
-    async fn flush(&mut self) -> bool {
-        let names: Vec<String> = self.pending.keys().cloned().collect();
-        for name in names {
-            let Some(mut pending) = self.pending.remove(&name) else {
-                continue;
-            };
-            if let Some((state, reason)) = pending.manual {
-                if !self
-                    .push(&name, Intent::Manual(state), reason.to_string())
-                    .await
-                {
-                    self.pending.insert(name, pending);
-                    return false;
-                }
-                pending.manual = None;
-            }
-            if let Some((intent, reason)) = pending.auto
-                && !self.push(&name, intent, reason.to_string()).await
-            {
-                self.pending.insert(name, pending);
-                return false;
-            }
-        }
-        true
-    }
-
-    /// Writes one change if the breaker still holds it; `false` if the store failed.
-    async fn push(&mut self, name: &str, intent: Intent, reason: String) -> bool {
-        let Some(breaker) = self.breaker(name) else {
-            return true;
-        };
-        if self.tracked.get(name).is_some_and(|t| t.holds(intent)) {
-            return true;
-        }
-        let now = breaker.export_state();
-        let (mode, state, open_for) = match intent {
-            Intent::Trip if now.state == State::Open => {
-                ("cas", State::Open, now.open_remaining.unwrap_or_default())
-            }
-            Intent::Close if now.state == State::Closed => ("cas", State::Closed, Duration::ZERO),
-            Intent::Manual(state) => ("force", state, Duration::ZERO),
-            Intent::Again(state) if now.state == state => ("cas", state, Duration::ZERO),
-            // The breaker has moved on (the trip's open time ran out, a remote change came in):
-            // nothing of it to write.
-            _ => return true,
-        };
-        let expected = self.tracked.get(name).map_or(0, |t| t.applied).to_string();
-        let open_ms = open_for.as_millis().max(1).to_string();
-        let reopens = now.reopens.to_string();
-        let last_failure = match state {
-            State::Open => breaker
-                .last_failure()
-                .map(|f| f.to_string())
-                .unwrap_or_default(),
-            _ => String::new(),
-        };
-        let instance = self.shared.instance.clone();
-        let channel = self.channel.clone();
-        let args = [
-            mode,
-            &expected,
-            state_name(state),
-            &open_ms,
-            &reopens,
-            &reason,
-            &last_failure,
-            &instance,
-            &channel,
-            name,
-        ];
-        let Some(mut record) = self.invoke(name, &args).await else {
-            return false;
-        };
-        if !record.changed && record.epoch == 0 && expected != "0" {
-            // The record vanished (FLUSHALL, a restart): write over "no record" instead.
-            let mut args = args;
-            args[1] = "0";
-            let Some(again) = self.invoke(name, &args).await else {
-                return false;
-            };
-            record = again;
-        }
-        if record.changed {
-            if let Some(t) = self.tracked.get_mut(name) {
-                t.saw(&record);
-            }
-            if record.state == State::Open && breaker.state() == State::Open {
-                // Tripped here: held open like the others until a lease says probe.
-                breaker.import_state(&lease::held(&breaker, record.shared_state()));
-            }
-            self.shared.pushed.fetch_add(1, Ordering::Relaxed);
-        } else {
-            // Another instance changed it first: its record wins here too.
-            self.apply(name, &record);
-        }
-        true
-    }
-
-    /// Tracks the registry's breakers the config shares that are not tracked yet.
-    fn track_registry(&mut self) {
-        if self.shared.config.share.is_empty() {
-            return;
-        }
-        for name in registry().names() {
-            if !self.tracked.contains_key(&name)
-                && self.shared.config.shares(&name)
-                && let Some(b) = registry().existing(&name)
-            {
-                self.track(&name, b.downgrade());
-            }
-        }
-    }
-
-    /// Subscribes if not yet, finds newly created shared registry breakers, writes what is
-    /// pending, and re-reads every record. `true` if every store operation succeeded.
-    async fn tick(&mut self) -> bool {
-        if self.held.is_some() {
-            // Held while the store was unreachable: given back once it answers, before the
-            // pending changes are written and the records read.
-            let limit = self.shared.config.timeout * 2;
-            let ping = redis::cmd("PING");
-            match tokio::time::timeout(limit, ping.query_async::<String>(&mut self.con)).await {
-                Ok(Ok(_)) => {
-                    self.shared.connected.store(true, Ordering::Relaxed);
-                    self.give_back();
-                }
-                Ok(Err(e)) => {
-                    self.failed(&e.to_string());
-                    return false;
-                }
-                Err(_) => {
-                    self.failed("timed out");
-                    return false;
-                }
-            }
-        }
-        if !self.subscribed {
-            let channel = self.channel.clone();
-            let limit = self.shared.config.timeout * 2;
-            match tokio::time::timeout(limit, self.con.subscribe(&channel)).await {
-                Ok(Ok(())) => self.subscribed = true,
-                Ok(Err(e)) => self.failed(&e.to_string()),
-                Err(_) => self.failed("timed out"),
-            }
-            if !self.subscribed {
-                return false;
-            }
-        }
-        self.track_registry();
-        if !self.flush().await {
-            return false;
-        }
-        let names: Vec<String> = self.tracked.keys().cloned().collect();
-        for name in names {
-            if !self.resync_one(&name).await {
-                return false;
-            }
-        }
-        self.tracked.retain(|_, t| t.breaker.upgrade().is_some());
-        self.owed = false;
-        self.shared.resyncs.fetch_add(1, Ordering::Relaxed);
-        true
-    }
-
-    async fn resync_one(&mut self, name: &str) -> bool {
-        let read = ["read"];
-        let Some(record) = self.invoke(name, &read).await else {
-            return false;
-        };
-        let applied = self.tracked.get(name).map_or(0, |t| t.applied);
-        if record.epoch == 0 {
-            // No record: never written, or flushed. If there was one, a breaker that is not
-            // closed here says so again, as a `cas` over "no record", so that of several
-            // instances doing it at once one wins and the others take its record on.
-            if let Some(t) = self.tracked.get_mut(name) {
-                *t = Tracked::new(t.breaker.clone());
-            }
-            if applied == 0 {
-                // Never seen one: a change made here is written by its own pending write.
-                return true;
-            }
-            let Some(breaker) = self.breaker(name) else {
-                return true;
-            };
-            const AGAIN: &str = "written again: the record had vanished";
-            return match breaker.state() {
-                State::Open => self.push(name, Intent::Trip, AGAIN.to_owned()).await,
-                s @ (State::ForcedOpen | State::Disabled) => {
-                    self.push(name, Intent::Again(s), AGAIN.to_owned()).await
-                }
-                _ => true,
-            };
-        }
-        if record.epoch != applied {
-            self.apply(name, &record);
-        }
-        true
-    }
 }
+
+#[cfg(test)]
+#[path = "task_tests.rs"]
+mod tests;

@@ -11,7 +11,6 @@ use crate::registration::{Registration, Site};
 use crate::registry::Registry;
 use crate::state::State;
 
-use super::family::KeyConfigs;
 use super::{BreakerMap, Evicted, FamilySnapshot};
 
 /// One key of a family in [`Registry::families`] and [`FamilySnapshot::top_open`].
@@ -44,7 +43,7 @@ pub struct FamilyMetrics {
 }
 
 /// A registered family as the registry sees it, whatever its key type.
-trait View: Send + Sync {
+pub(super) trait View: Send + Sync + super::reload::Reload {
     fn metrics(&self) -> FamilyMetrics;
     fn snapshot(&self, top: usize) -> FamilySnapshot;
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
@@ -213,11 +212,8 @@ impl Registry {
         }
         // Made outside the lock too: a new family reads its clock, which is user code.
         let map = BreakerMap::<K>::new(name, config);
-        if !keys.is_empty() {
-            // A key's own config is looked up as the key displays, when its breaker is made.
-            let own: KeyConfigs<K> = Box::new(move |k: &K| keys.get(&k.to_string()).cloned());
-            let _ = map.family.key_configs.set(own);
-        }
+        // A key's own config is looked up as the key displays, when its breaker is made.
+        map.family.live.set_keys(keys);
         let mut all = families();
         if let Some(known) = found(&all) {
             drop(all);
@@ -245,7 +241,7 @@ impl Registry {
 }
 
 /// The registered families, read outside the lock (their keys' `Display` is user code).
-fn views() -> Vec<(Box<str>, Arc<dyn View>)> {
+pub(super) fn views() -> Vec<(Box<str>, Arc<dyn View>)> {
     FAMILIES.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 

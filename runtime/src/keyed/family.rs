@@ -7,7 +7,6 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use crate::breaker::Breaker;
 use crate::breaker::Rejected;
-use crate::config::Config;
 use crate::identity::Identity;
 use crate::state::State;
 
@@ -16,7 +15,8 @@ use super::totals::Totals;
 pub(super) struct Family<K, S> {
     pub(super) map: papaya::HashMap<K, Slot, S>,
     pub(super) name: Arc<Box<str>>,
-    pub(super) config: Config,
+    /// Replaced by a reload (see `reload.rs`).
+    pub(super) config: crate::reload::LiveConfig,
     /// The number of the current sweep period: what a call writes into the slot it finds.
     /// Starts at 2: a slot's 0 means "not called since it was created".
     pub(super) tick: AtomicU64,
@@ -34,16 +34,13 @@ pub(super) struct Family<K, S> {
     pub(super) max_keys: usize,
     pub(super) hard_cap: usize,
     pub(super) idle_for: u64,
-    /// Configs for single keys (`[breakers.<family>.keys."<key>"]`), set once by
-    /// [`Registry::family`] before the family is shared.
-    pub(super) key_configs: OnceLock<KeyConfigs<K>>,
+    /// Configs for single keys (`[breakers.<family>.keys."<key>"]`), and what a reload
+    /// needs (see `reload.rs`).
+    pub(super) live: super::reload::Live,
     /// The family itself, for the listeners that carry an evicted breaker's opening to its
     /// key (weak: a listener must not keep the family alive).
     pub(super) me: Weak<Family<K, S>>,
 }
-
-/// The config of one key, if it has its own.
-pub(super) type KeyConfigs<K> = Box<dyn Fn(&K) -> Option<Config> + Send + Sync>;
 
 /// A key's breaker and when it was last called.
 pub(super) struct Slot {
@@ -139,23 +136,13 @@ where
             self.sweep(now, guard);
         }
         if self.map.len() >= self.hard_cap {
-            return self.overflow.get_or_init(|| {
-                Breaker::named(Identity::shared(self.name.clone()), self.config.clone())
-            });
+            return self.overflow_breaker();
         }
-        let key = key.to_owned();
-        let slot = self.slot(now, &key);
-        self.put(key, slot, guard)
+        self.fresh(key, now, guard)
     }
 
     pub(super) fn slot(&self, now: u64, key: &K) -> Slot {
-        let config = match self.key_configs.get().and_then(|own| own(key)) {
-            Some(mut own) => {
-                own.clock = self.config.clock.clone();
-                own
-            }
-            None => self.config.clone(),
-        };
+        let config = self.config_of(key);
         Slot {
             breaker: Breaker::named(Identity::shared(self.name.clone()), config),
             touched: AtomicU64::new(0),
@@ -294,10 +281,7 @@ where
         let guard = self.map.guard();
         let there = match self.map.get(key, &guard) {
             Some(slot) => &slot.breaker,
-            None => {
-                let now = self.config.clock.coarse();
-                self.put(key.clone(), self.slot(now, key), &guard)
-            }
+            None => self.fresh(key, self.config.clock.coarse(), &guard),
         };
         if there.state() == State::Closed {
             there.import_state(&shared);

@@ -40,6 +40,7 @@
 
 mod families;
 mod family;
+pub(crate) mod reload;
 mod snapshot;
 mod totals;
 
@@ -88,8 +89,8 @@ use totals::Gone;
 /// bounded, when even that is full.
 ///
 /// Every breaker of a family shares its config (one allocation), except keys given their own
-/// in a `[breakers.<name>.keys."<key>"]` table of `load_toml` before a registry family is
-/// created, and its name: a rejection
+/// in a `[breakers.<name>.keys."<key>"]` table of `load_toml` (or `reload_toml`, which
+/// also replaces a registry family's config live), and its name: a rejection
 /// names the family, and [`Metrics::name`](crate::Metrics::name) is the family's name.
 ///
 /// ```
@@ -125,7 +126,8 @@ impl<K, S> BreakerMap<K, S> {
         &self.family.name
     }
 
-    /// The config every key's breaker is made with.
+    /// The config every new key's breaker is made with (unless the key has its own). A
+    /// registry family's is replaced by `Registry::reload_toml`, with every key's.
     pub fn config(&self) -> &Config {
         &self.family.config
     }
@@ -166,8 +168,8 @@ where
                 max_keys,
                 hard_cap: max_keys.saturating_mul(2),
                 idle_for,
-                config,
-                key_configs: OnceLock::new(),
+                config: crate::reload::LiveConfig::new(Arc::new(config)),
+                live: Default::default(),
                 me: me.clone(),
             }),
         }

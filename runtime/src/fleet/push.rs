@@ -1,0 +1,125 @@
+//! Writing local changes: the pending changes of the shared breakers, manual ones first, each
+//! written (`cas` or `force`) only if the breaker still holds it.
+
+use core::time::Duration;
+use std::sync::atomic::Ordering;
+
+use super::{Intent, Task, lease};
+use crate::State;
+use crate::fleet::record::state_name;
+
+impl Task {
+    /// Writes the pending local changes, manual ones first; stops at the first failure and
+    /// keeps what is left for the next tick.
+    pub(super) async fn flush(&mut self) -> bool {
+        let names: Vec<String> = self.pending.keys().cloned().collect();
+        for name in names {
+            let Some(mut pending) = self.pending.remove(&name) else {
+                continue;
+            };
+            if let Some((state, reason)) = pending.manual {
+                let intent = Intent::Manual(state);
+                if !self
+                    .push(&name, intent, reason.to_string(), pending.reimport)
+                    .await
+                {
+                    self.pending.insert(name, pending);
+                    return false;
+                }
+                pending.manual = None;
+            }
+            if let Some((intent, reason)) = pending.auto
+                && !self.push(&name, intent, reason.to_string(), false).await
+            {
+                self.pending.insert(name, pending);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Writes one change if the breaker still holds it; `false` if the store failed. With
+    /// `reimport` (a manual change a record was taken on over), the breaker takes the written
+    /// record on.
+    pub(super) async fn push(
+        &mut self,
+        name: &str,
+        intent: Intent,
+        reason: String,
+        reimport: bool,
+    ) -> bool {
+        let Some(breaker) = self.breaker(name) else {
+            return true;
+        };
+        if self.tracked.get(name).is_some_and(|t| t.holds(intent)) {
+            return true;
+        }
+        let now = breaker.export_state();
+        let (mode, state, open_for) = match intent {
+            Intent::Trip if now.state == State::Open => {
+                ("cas", State::Open, now.open_remaining.unwrap_or_default())
+            }
+            Intent::Close if now.state == State::Closed => ("cas", State::Closed, Duration::ZERO),
+            Intent::Manual(state) => ("force", state, Duration::ZERO),
+            Intent::Again(state) if now.state == state => ("cas", state, Duration::ZERO),
+            // The breaker has moved on (the trip's open time ran out, a remote change came in):
+            // nothing of it to write.
+            _ => return true,
+        };
+        let expected = self.tracked.get(name).map_or(0, |t| t.applied).to_string();
+        let open_ms = open_for.as_millis().max(1).to_string();
+        let reopens = now.reopens.to_string();
+        let last_failure = match state {
+            State::Open => breaker
+                .last_failure()
+                .map(|f| f.to_string())
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        let instance = self.shared.instance.clone();
+        let channel = self.channel.clone();
+        let args = [
+            mode,
+            &expected,
+            state_name(state),
+            &open_ms,
+            &reopens,
+            &reason,
+            &last_failure,
+            &instance,
+            &channel,
+            name,
+        ];
+        let Some(mut record) = self.invoke(name, &args).await else {
+            return false;
+        };
+        if !record.changed && record.epoch == 0 && expected != "0" {
+            // The record vanished (FLUSHALL, a restart): write over "no record" instead.
+            let mut args = args;
+            args[1] = "0";
+            let Some(again) = self.invoke(name, &args).await else {
+                return false;
+            };
+            record = again;
+        }
+        if record.changed {
+            if let Some(t) = self.tracked.get_mut(name) {
+                t.saw(&record);
+            }
+            if record.state == State::Open && breaker.state() == State::Open {
+                // Tripped here: held open like the others until a lease says probe.
+                breaker.import_state(&lease::held(&breaker, record.shared_state()));
+            } else if reimport && breaker.state() != record.state {
+                // A manual change, with an older record taken on over it here meanwhile: the
+                // write made it the fleet's newest record, so this breaker holds it too.
+                breaker.import_state(&lease::held(&breaker, record.shared_state()));
+                self.shared.applied.fetch_add(1, Ordering::Relaxed);
+            }
+            self.shared.pushed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            // Another instance changed it first: its record wins here too.
+            self.apply(name, &record);
+        }
+        true
+    }
+}

@@ -1,0 +1,113 @@
+//! The periodic re-read: pub/sub loses what is published while a connection is down, so every
+//! `resync_every` (and within 100 ms after a failure) the task subscribes if it must, writes
+//! what is pending and reads every shared record again.
+
+use std::sync::atomic::Ordering;
+
+use super::{Intent, Task, Tracked};
+use crate::State;
+use crate::registry::registry;
+
+impl Task {
+    /// Tracks the registry's breakers the config shares that are not tracked yet.
+    pub(super) fn track_registry(&mut self) {
+        if self.shared.config.share.is_empty() {
+            return;
+        }
+        for name in registry().names() {
+            if !self.tracked.contains_key(&name)
+                && self.shared.config.shares(&name)
+                && let Some(b) = registry().existing(&name)
+            {
+                self.track(&name, b.downgrade());
+            }
+        }
+    }
+
+    /// Subscribes if not yet, finds newly created shared registry breakers, writes what is
+    /// pending, and re-reads every record. `true` if every store operation succeeded.
+    pub(super) async fn tick(&mut self) -> bool {
+        if self.held.is_some() {
+            // Held while the store was unreachable: given back once it answers, before the
+            // pending changes are written and the records read.
+            let limit = self.shared.config.timeout * 2;
+            let ping = redis::cmd("PING");
+            match tokio::time::timeout(limit, ping.query_async::<String>(&mut self.con)).await {
+                Ok(Ok(_)) => {
+                    self.shared.connected.store(true, Ordering::Relaxed);
+                    self.give_back();
+                }
+                Ok(Err(e)) => {
+                    self.failed(&e.to_string());
+                    return false;
+                }
+                Err(_) => {
+                    self.failed("timed out");
+                    return false;
+                }
+            }
+        }
+        if !self.subscribed {
+            let channel = self.channel.clone();
+            let limit = self.shared.config.timeout * 2;
+            match tokio::time::timeout(limit, self.con.subscribe(&channel)).await {
+                Ok(Ok(())) => self.subscribed = true,
+                Ok(Err(e)) => self.failed(&e.to_string()),
+                Err(_) => self.failed("timed out"),
+            }
+            if !self.subscribed {
+                return false;
+            }
+        }
+        self.track_registry();
+        if !self.flush().await {
+            return false;
+        }
+        let names: Vec<String> = self.tracked.keys().cloned().collect();
+        for name in names {
+            if !self.resync_one(&name).await {
+                return false;
+            }
+        }
+        self.tracked.retain(|_, t| t.breaker.upgrade().is_some());
+        self.owed = false;
+        self.shared.resyncs.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    async fn resync_one(&mut self, name: &str) -> bool {
+        let read = ["read"];
+        let Some(record) = self.invoke(name, &read).await else {
+            return false;
+        };
+        let applied = self.tracked.get(name).map_or(0, |t| t.applied);
+        if record.epoch == 0 {
+            // No record: never written, or flushed. If there was one, a breaker that is not
+            // closed here says so again, as a `cas` over "no record", so that of several
+            // instances doing it at once one wins and the others take its record on.
+            if let Some(t) = self.tracked.get_mut(name) {
+                *t = Tracked::new(t.breaker.clone());
+            }
+            if applied == 0 {
+                // Never seen one: a change made here is written by its own pending write.
+                return true;
+            }
+            let Some(breaker) = self.breaker(name) else {
+                return true;
+            };
+            const AGAIN: &str = "written again: the record had vanished";
+            return match breaker.state() {
+                State::Open => self.push(name, Intent::Trip, AGAIN.to_owned(), false).await,
+                s @ (State::ForcedOpen | State::Disabled) => {
+                    self.push(name, Intent::Again(s), AGAIN.to_owned(), false)
+                        .await
+                }
+                _ => true,
+            };
+        }
+        if record.epoch != applied {
+            self.apply(name, &record);
+        }
+        true
+    }
+}

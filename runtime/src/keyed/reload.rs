@@ -1,0 +1,295 @@
+//! A family's config replaced live (`Registry::reload_toml`): the config new keys get, the
+//! configs of single keys, and every live key's breaker, keeping their state.
+//!
+//! # The protocol
+//!
+//! A reload swaps the family's config and its single keys' configs, bumps `generation`, then
+//! brings every key it finds to its new config ([`Family::settle`]). A key created meanwhile
+//! may be made from the old config and missed by that walk, so whoever makes a key reads
+//! `generation` before, and settles the key if it moved by the time the key is in the map:
+//! either the walk finds the key, or its maker sees the bump (a `SeqCst` fence between the
+//! insertion and the look, and between the bump and the walk, make this the store-buffering
+//! pattern that such fences forbid). `settle` itself reads the config after reading
+//! `generation` and repeats until `generation` holds still, so of two racing reloads the
+//! later one's config is what every key ends with: a `reconfigure` takes the breaker's
+//! transition lock, so one made after a reload's (of the same key) sees that reload's bump.
+//!
+//! No lock of ours is held while user code runs (a key's `Display`, a clock dropped with a
+//! config): `keys` and `retired` are locked only to read or swap a pointer.
+
+#![cfg_attr(not(feature = "serde"), allow(dead_code))]
+
+use core::borrow::Borrow;
+use core::fmt;
+use core::hash::{BuildHasher, Hash};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::breaker::Breaker;
+use crate::config::Config;
+use crate::identity::Identity;
+
+use super::family::Family;
+
+/// The configs of single keys, by the key as it displays.
+pub(crate) type KeyTable = HashMap<String, Config>;
+
+/// What a family's config can be replaced with, beside the config itself (`Family::config`).
+#[derive(Default)]
+pub(super) struct Live {
+    /// Bumped by each reload after it swaps the configs, before it walks the keys.
+    generation: AtomicU64,
+    /// `[breakers.<family>.keys."<key>"]` tables; `has_keys` says whether any, so that a new
+    /// key of a family without them reads no lock.
+    keys: Mutex<Arc<KeyTable>>,
+    has_keys: AtomicBool,
+    /// The family configs a reload replaced: [`BreakerMap::config`](super::BreakerMap::config)
+    /// may have handed out a reference to one, so they live as long as the family.
+    retired: Mutex<Vec<Arc<Config>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Live {
+    /// Sets the single keys' configs.
+    pub(super) fn set_keys(&self, keys: KeyTable) {
+        let has = !keys.is_empty();
+        let old = core::mem::replace(&mut *lock(&self.keys), Arc::new(keys));
+        self.has_keys.store(has, Ordering::Release);
+        // Dropped after the lock: a config may hold the last reference to a user's clock.
+        drop(old);
+    }
+
+    /// The config of `key` if it has its own (without the family's clock).
+    pub(super) fn own(&self, key: &impl fmt::Display) -> Option<Config> {
+        if !self.has_keys.load(Ordering::Acquire) {
+            return None;
+        }
+        let table = lock(&self.keys).clone();
+        // The key's `Display` is user code: no lock held.
+        table.get(&key.to_string()).cloned()
+    }
+
+    fn keys(&self) -> Arc<KeyTable> {
+        lock(&self.keys).clone()
+    }
+
+    pub(super) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+}
+
+impl<K, S> Family<K, S>
+where
+    K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    /// Makes `key`'s breaker and puts it in the map (unless another thread was first): the
+    /// breaker there, brought to the config of a reload that ran meanwhile.
+    pub(super) fn fresh<'g, Q>(
+        &'g self,
+        key: &Q,
+        now: u64,
+        guard: &'g impl papaya::Guard,
+    ) -> &'g Breaker
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let seen = self.live.generation();
+        let owned = key.to_owned();
+        let slot = self.slot(now, &owned);
+        let breaker = self.put(owned, slot, guard);
+        // Our insertion, then our look at `generation`; a reload's bump, then its walk: with
+        // a fence on each side, one of the two sees the other.
+        fence(Ordering::SeqCst);
+        if self.live.generation() != seen
+            && let Some((k, _)) = self.map.get_key_value(key, guard)
+        {
+            self.settle(k, breaker);
+        }
+        breaker
+    }
+
+    /// The breaker new keys share when the family is full (see `BreakerMap::overflow`),
+    /// made if it is not yet, with the family's config.
+    pub(super) fn overflow_breaker(&self) -> &Breaker {
+        let seen = self.live.generation();
+        let breaker = self.overflow.get_or_init(|| {
+            Breaker::named(Identity::shared(self.name.clone()), (*self.config).clone())
+        });
+        fence(Ordering::SeqCst);
+        if self.live.generation() != seen {
+            self.settle_with(breaker, |_| None);
+        }
+        breaker
+    }
+
+    /// The config `key`'s breaker is made with now: its own (with the family's clock), or the
+    /// family's.
+    pub(super) fn config_of(&self, key: &K) -> Config {
+        match self.live.own(key) {
+            Some(mut own) => {
+                own.clock = self.config.clock.clone();
+                own
+            }
+            None => (*self.config).clone(),
+        }
+    }
+
+    /// Brings `breaker`, `key`'s, to the config the family gives the key now.
+    fn settle(&self, key: &K, breaker: &Breaker) {
+        self.settle_with(breaker, |live| live.own(key));
+    }
+
+    /// Brings `breaker` to `own(live)`, or else the family's config, until no reload has
+    /// swapped the configs meanwhile.
+    fn settle_with(&self, breaker: &Breaker, own: impl Fn(&Live) -> Option<Config>) {
+        loop {
+            let seen = self.live.generation();
+            let config = own(&self.live).unwrap_or_else(|| (*self.config).clone());
+            if let Err(e) = breaker.reconfigure(config) {
+                // Checked before the reload; only a racing `Breaker::reconfigure` through a
+                // user's handle can change the breaker's shape since.
+                tracing::warn!(target: "breakerbox", family = %self.name, "a key's breaker kept its config: {e}");
+            }
+            if self.live.generation() == seen {
+                return;
+            }
+        }
+    }
+
+    /// Whether the family can take `config` and `keys` live: `Err` names the key whose breaker
+    /// (or config, for keys not held now) cannot, `None` for the family's own config.
+    fn check(&self, config: &Config, keys: &KeyTable) -> Result<(), Refused> {
+        let family = |error| Refused { key: None, error };
+        for (field, old, new) in [
+            (
+                "max_keys",
+                u64::from(self.config.max_keys),
+                u64::from(config.max_keys),
+            ),
+            (
+                "idle_for",
+                nanos(self.config.idle_for),
+                nanos(config.idle_for),
+            ),
+        ] {
+            if old != new {
+                return Err(family(Why::Bounds(field)));
+            }
+        }
+        crate::reload::compatible(&self.config, config).map_err(|e| family(Why::Shape(e)))?;
+        let key = |k: &str, e| Refused {
+            key: Some(k.to_owned()),
+            error: Why::Shape(e),
+        };
+        // Keys with a config of their own, before or after: held or not, as they would be made.
+        let old = self.live.keys();
+        for k in old.keys().chain(keys.keys()) {
+            let was = old.get(k).unwrap_or(&self.config);
+            let will = keys.get(k).unwrap_or(config);
+            crate::reload::compatible(was, will).map_err(|e| key(k, e))?;
+        }
+        // And every breaker held now, as it is.
+        let mut refused = Ok(());
+        let guard = self.map.guard();
+        for (k, slot) in self.map.iter(&guard) {
+            // A key's `Display` (user code) runs only when the file has key tables.
+            let will = if keys.is_empty() {
+                config
+            } else {
+                keys.get(&k.to_string()).unwrap_or(config)
+            };
+            if let Err(e) = crate::reload::compatible(slot.breaker.config(), will) {
+                refused = Err(key(&k.to_string(), e));
+                break;
+            }
+        }
+        refused?;
+        if let Some(b) = self.overflow.get() {
+            crate::reload::compatible(b.config(), config).map_err(|e| family(Why::Shape(e)))?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the family's config and its single keys', then brings every key to them.
+    fn apply(&self, mut config: Config, keys: KeyTable) {
+        config.clock = self.config.clock.clone();
+        let old = {
+            let mut retired = lock(&self.live.retired);
+            let has = !keys.is_empty();
+            let old_keys = core::mem::replace(&mut *lock(&self.live.keys), Arc::new(keys));
+            self.live.has_keys.store(has, Ordering::Release);
+            // SAFETY: the replaced config goes to `retired`, which lives as long as the family.
+            let old = unsafe { self.config.swap(Arc::new(config)) };
+            retired.push(old);
+            self.live.generation.fetch_add(1, Ordering::SeqCst);
+            old_keys
+        };
+        // The bump, then the walk (see `fresh`).
+        fence(Ordering::SeqCst);
+        // Dropped after the locks: a config may hold the last reference to a user's clock.
+        drop(old);
+        let guard = self.map.guard();
+        for (k, slot) in self.map.iter(&guard) {
+            self.settle(k, &slot.breaker);
+        }
+        if let Some(b) = self.overflow.get() {
+            self.settle_with(b, |_| None);
+        }
+    }
+}
+
+fn nanos(d: core::time::Duration) -> u64 {
+    crate::clock::nanos(d)
+}
+
+/// Why a family cannot take a reload.
+pub(crate) enum Why {
+    /// A config that changes a breaker's shape (see [`compatible`](crate::reload::compatible)).
+    Shape(crate::reload::ReconfigureError),
+    /// `max_keys` or `idle_for`, which are fixed when the family is made.
+    Bounds(&'static str),
+}
+
+/// A family's refusal of a reload: the key whose config cannot change (as it displays), or
+/// `None` for the family's.
+pub(crate) struct Refused {
+    pub(crate) key: Option<String>,
+    pub(crate) error: Why,
+}
+
+/// A registered family's reload, whatever its key type.
+pub(crate) trait Reload {
+    /// Whether the family can take `config` and `keys` without losing any key's state.
+    fn check(&self, config: &Config, keys: &KeyTable) -> Result<(), Refused>;
+    /// Applies them; call [`check`](Reload::check) first.
+    fn apply(&self, config: Config, keys: KeyTable);
+}
+
+impl<K, S> Reload for super::BreakerMap<K, S>
+where
+    K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    fn check(&self, config: &Config, keys: &KeyTable) -> Result<(), Refused> {
+        self.family.check(config, keys)
+    }
+
+    fn apply(&self, config: Config, keys: KeyTable) {
+        self.family.apply(config, keys)
+    }
+}
+
+/// The registered families by name, to reload.
+#[cfg(feature = "serde")]
+pub(crate) fn families() -> HashMap<String, Arc<dyn Reload>> {
+    super::families::views()
+        .into_iter()
+        .map(|(name, v)| -> (String, Arc<dyn Reload>) { (name.into_string(), v) })
+        .collect()
+}
