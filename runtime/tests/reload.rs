@@ -448,6 +448,84 @@ fn keys_of_a_single_breaker_are_refused_before_anything_changes() {
     );
 }
 
+/// A key whose `Display` panics at the second call after [`PANIC_AT`] is armed: a reload with
+/// key tables displays each held key once to check the file, then once to apply it.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Flaky(&'static str);
+
+static PANIC_AT: Mutex<Option<u32>> = Mutex::new(None);
+
+impl fmt::Display for Flaky {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 == "flaky" {
+            let mut at = PANIC_AT.lock().unwrap();
+            if let Some(n) = at.as_mut() {
+                *n -= 1;
+                if *n == 0 {
+                    *at = None;
+                    drop(at);
+                    panic!("the user's key Display panics");
+                }
+            }
+        }
+        f.write_str(self.0)
+    }
+}
+
+#[test]
+fn a_key_whose_display_panics_while_a_reload_applies_keeps_its_config_alone() {
+    let f: BreakerMap<Flaky> = registry()
+        .family("reload.flaky", || {
+            Config::builder().failures(5).build().unwrap()
+        })
+        .unwrap();
+    for key in ["a", "flaky", "z"] {
+        f.call(&Flaky(key), || Ok::<_, &str>(())).unwrap();
+    }
+    *PANIC_AT.lock().unwrap() = Some(2);
+    let text = "[breakers.\"reload.flaky\"]\nfailures = 3\n\n[breakers.\"reload.flaky\".keys.other]\nfailures = 2\n";
+    assert_eq!(
+        registry().reload_toml_str("live.toml", text).unwrap(),
+        ["reload.flaky"]
+    );
+    assert_eq!(*PANIC_AT.lock().unwrap(), None, "it panicked");
+    let failures = |k| f.get(&Flaky(k)).unwrap().config().failures();
+    assert_eq!(
+        (failures("a"), failures("flaky"), failures("z")),
+        (Some(3), Some(5), Some(3))
+    );
+    assert_eq!(f.config().failures(), Some(3));
+}
+
+#[test]
+fn a_family_keeps_the_probe_of_its_code() {
+    fn healthy() -> bool {
+        true
+    }
+    let f: BreakerMap<String> = registry()
+        .family("reload.probe", || {
+            Config::builder()
+                .failures(3)
+                .probe(healthy)
+                .build()
+                .unwrap()
+        })
+        .unwrap();
+    f.call("held", || Ok::<_, &str>(())).unwrap();
+    let text = "[breakers.\"reload.probe\"]\nfailures = 2\n\n[breakers.\"reload.probe\".keys.own]\nfailures = 4\n";
+    registry().reload_toml_str("live.toml", text).unwrap();
+    assert!(f.config().probe().is_some(), "the family's");
+    for key in ["held", "new", "own"] {
+        let config = f.breaker(key).config().clone();
+        assert!(config.probe().is_some(), "{key}");
+        assert_eq!(
+            config.failures(),
+            Some(if key == "own" { 4 } else { 2 }),
+            "{key}"
+        );
+    }
+}
+
 #[test]
 fn reconfigure_refuses_what_shapes_the_window_or_the_call_path() {
     let b = Breaker::new(

@@ -243,6 +243,61 @@ fn a_blocking_callback_holds_no_lock_of_the_registry() {
     drop(watcher);
 }
 
+/// A key whose `Display` panics while [`PANICS`] holds a sender, after telling it.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Panicky(&'static str);
+
+static PANICS: Mutex<Option<mpsc::Sender<()>>> = Mutex::new(None);
+
+impl std::fmt::Display for Panicky {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let armed = PANICS.lock().unwrap().take();
+        if let Some(told) = armed {
+            let _ = told.send(());
+            panic!("the user's key Display panics");
+        }
+        f.write_str(self.0)
+    }
+}
+
+#[test]
+fn a_reload_that_panics_in_user_code_does_not_end_the_watch() {
+    let dir = dir("reload-panics");
+    let path = dir.join("breakers.toml");
+    let events = events();
+    let f = registry()
+        .family::<Panicky>("watch.panicky", Config::default)
+        .unwrap();
+    f.call(&Panicky("h"), || Ok::<_, &str>(())).unwrap();
+    let (watcher, rx) = watch(&path);
+    let (told, panicked) = mpsc::channel();
+    *PANICS.lock().unwrap() = Some(told);
+    // A key table makes the reload display the keys held: the key's `Display` panics.
+    let table = |n: u32| {
+        format!(
+            "[breakers.\"watch.panicky\"]\nfailures = {n}\n\n[breakers.\"watch.panicky\".keys.other]\nfailures = 2\n"
+        )
+    };
+    save(&path, &table(4));
+    panicked.recv_timeout(BOUND).unwrap();
+    // It panicked while the file was checked: nothing applied, nor will be.
+    let h = f.get(&Panicky("h")).unwrap();
+    assert_eq!(h.config().failures(), Config::default().failures());
+    save(&path, &table(3));
+    assert!(
+        until(&rx, |_| f.get(&Panicky("h")).unwrap().config().failures()
+            == Some(3))
+        .is_ok()
+    );
+    let file = watcher.path().display().to_string();
+    let reported = events.0.lock().unwrap().iter().any(|(level, text)| {
+        *level == tracing::Level::ERROR
+            && text.contains("a reload of the circuit breaker config panicked")
+            && text.contains(&file)
+    });
+    assert!(reported);
+}
+
 #[test]
 fn dropping_the_watcher_ends_its_thread() {
     let dir = dir("drop");

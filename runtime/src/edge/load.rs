@@ -1,22 +1,20 @@
 //! Breaker configs from a TOML file, overridden by environment variables.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use super::serde_impl::{Dialect, Raw, apply};
 use crate::config::{Config, ConfigBuilder};
 use crate::duration::excerpt;
 use crate::keyed::family_exists;
-use crate::keyed::reload::{self, KeyTable, Reload};
 use crate::registry::Registry;
-use crate::reload::ReconfigureError;
 use crate::suggest::closest;
 
 mod env;
 mod parse;
+mod reload;
 #[cfg(test)]
 mod tests;
 #[cfg(feature = "watch")]
@@ -123,7 +121,7 @@ pub enum LoadError {
         message: String,
     },
     /// [`Registry::reload_toml`]: a breaker in the file exists and cannot take the change live
-    /// (see [`ReconfigureError`]); or a keyed family that exists cannot (its bounds, or a
+    /// (see [`ReconfigureError`](crate::ReconfigureError)); or a keyed family that exists cannot (its bounds, or a
     /// change a key's breaker cannot take: `breaker` is then `<family>.keys."<key>"`); or a
     /// `keys` table names a single breaker's keys.
     #[error("{}:{line}: [breakers.{}] {message}", path.display(), Cut(breaker))]
@@ -195,49 +193,6 @@ struct Table {
 
 /// The key of a `[breakers.<name>]` table that holds the tables of single keys of a family.
 const KEYS_TABLE: &str = "keys";
-
-/// A live family's refusal of a reload, as an error: blamed on the key's table if it has one
-/// in the file, else on the family's.
-fn family_refused(
-    path: &Path,
-    name: &str,
-    line: usize,
-    keys: &[(String, String, usize, Config)],
-    refused: reload::Refused,
-) -> LoadError {
-    let (field, message) = match refused.error {
-        reload::Why::Shape(e) => (
-            e.field,
-            format!(
-                "`{}` cannot change on a live keyed family's breakers: {}; restart to apply it",
-                e.field, e.why
-            ),
-        ),
-        reload::Why::Bounds(field) => (
-            field,
-            format!(
-                "`{field}` cannot change on a live keyed family: its bounds are fixed when it \
-                 is made; restart to apply it"
-            ),
-        ),
-    };
-    let (breaker, line) = match &refused.key {
-        None => (name.to_owned(), line),
-        Some(key) => (
-            key_table_name(name, key),
-            keys.iter()
-                .find(|k| k.0 == name && k.1 == *key)
-                .map_or(line, |k| k.2),
-        ),
-    };
-    LoadError::NotReloadable {
-        path: path.to_owned(),
-        line,
-        breaker,
-        key: Some(field.to_owned()),
-        message,
-    }
-}
 
 /// How a single key's table is named in messages: `api.keys."slow-host.example"`.
 fn key_table_name(name: &str, key: &str) -> String {
@@ -365,152 +320,6 @@ impl Registry {
         Ok(names)
     }
 
-    /// Like [`load_toml`](Registry::load_toml), and also for breakers that exist: each one's
-    /// config is replaced live, keeping its state, counts, window and open time (see
-    /// [`Breaker::reconfigure`](crate::Breaker::reconfigure) for what a new value changes
-    /// when). Breakers not created yet are configured as `load_toml` does. Returns the names
-    /// in the file.
-    ///
-    /// ```
-    /// use breakerbox_runtime::{registry, Config, State};
-    ///
-    /// let b = registry().get_or_create("doc-reload", || Config::builder().failures(3).build().unwrap());
-    /// let _ = b.call(|| Err::<(), _>("down"));
-    /// let _ = b.call(|| Err::<(), _>("down"));
-    /// registry().reload_toml_str("live.toml", "[breakers.doc-reload]\nfailures = 2\n").unwrap();
-    /// assert_eq!(b.config().failures(), Some(2));
-    /// let _ = b.call(|| Err::<(), _>("down")); // the third of the streak: over the new 2
-    /// assert_eq!(b.state(), State::Open);
-    /// ```
-    ///
-    /// **All or nothing.** The whole file (and the environment) is read and checked, every
-    /// config built, and every live breaker's change checked, before anything is applied: a
-    /// file with any error changes no breaker and returns the error. A change a live breaker
-    /// cannot take is one: [`LoadError::NotReloadable`] names the key, for the window's kind
-    /// or size and for adding or removing `failure_rate`, `slow_rate`, `slow`,
-    /// `max_concurrent` or `failures_within` (these shape the window or the call path: they
-    /// must reset the window, so they apply to breakers created after the change, that is
-    /// after a restart).
-    ///
-    /// **Keyed families.** For a family that exists ([`family`](Registry::family), or
-    /// `#[circuit_breaker(key = …)]`), its `[breakers.<name>]` table replaces the config its
-    /// new keys get and, live as above, every key's breaker held now (and its overflow
-    /// breaker), each keeping its state, counts, window and open time; a
-    /// `[breakers.<name>.keys."<key>"]` table does the same for one key (its keys over the
-    /// family table's). The file's key tables replace the family's: a key whose table is
-    /// gone takes the family's config. The family keeps its clock. The same rule refuses a
-    /// change that must reset a window, checked against every key held now, the family's
-    /// config and each key table, old or new (so whether a reload is taken does not depend on
-    /// which keys happen to be held); `max_keys` and `idle_for` cannot change on a live
-    /// family. A key created while the file is applied ends with the new config.
-    ///
-    /// A breaker created by another thread while the file is applied is configured live if
-    /// it can be, else reported, with the tables before it applied.
-    pub fn reload_toml(&self, path: impl AsRef<Path>) -> Result<Vec<String>, LoadError> {
-        let path = path.as_ref();
-        self.reload_toml_str(path, &read(path)?)
-    }
-
-    /// [`reload_toml`](Registry::reload_toml) from a string; `origin` names it in errors.
-    pub fn reload_toml_str(
-        &self,
-        origin: impl AsRef<Path>,
-        text: &str,
-    ) -> Result<Vec<String>, LoadError> {
-        self.reload_with_env(origin.as_ref(), text, std::env::vars_os())
-    }
-
-    pub(crate) fn reload_with_env(
-        &self,
-        path: &Path,
-        text: &str,
-        env: impl IntoIterator<Item = (OsString, OsString)>,
-    ) -> Result<Vec<String>, LoadError> {
-        let (configs, key_configs) = self.prepare(path, text, env)?;
-        let refused = |name: &str, line: usize, e: ReconfigureError| LoadError::NotReloadable {
-            path: path.to_owned(),
-            line,
-            breaker: name.to_owned(),
-            key: Some(e.field.to_owned()),
-            message: e.to_string(),
-        };
-        // The live families in the file (by their index in `configs`), each with its single
-        // keys' tables (all of them: a key whose table is gone goes back to the family's
-        // config).
-        let live = reload::families();
-        let mut tables: HashMap<&str, KeyTable> = HashMap::new();
-        for (name, key, line, config) in &key_configs {
-            if live.contains_key(name) {
-                let table = tables.entry(name).or_default();
-                table.insert(key.clone(), config.clone());
-            } else if self.existing(name).is_some() {
-                return Err(LoadError::NotReloadable {
-                    path: path.to_owned(),
-                    line: *line,
-                    breaker: key_table_name(name, key),
-                    key: None,
-                    message: format!(
-                        "'{}' is a single breaker, not a keyed family: only a family has keys",
-                        Cut(name)
-                    ),
-                });
-            }
-        }
-        let mut families: Vec<(usize, &Arc<dyn Reload>, KeyTable)> = Vec::new();
-        for (i, (name, _, _)) in configs.iter().enumerate() {
-            if let Some(family) = live.get(name) {
-                families.push((i, family, tables.remove(name.as_str()).unwrap_or_default()));
-            }
-        }
-        // Every check first.
-        let mut next = families.iter().peekable();
-        for (i, (name, line, config)) in configs.iter().enumerate() {
-            if let Some((_, family, keys)) = next.next_if(|f| f.0 == i) {
-                family
-                    .check(config, keys)
-                    .map_err(|r| family_refused(path, name, *line, &key_configs, r))?;
-            } else if let Some(b) = self.existing(name) {
-                b.can_reconfigure(config)
-                    .map_err(|e| refused(name, *line, e))?;
-            }
-        }
-        // Then every change.
-        let mut names = Vec::with_capacity(configs.len());
-        let mut families = families.into_iter().peekable();
-        for (i, (name, line, config)) in configs.into_iter().enumerate() {
-            if let Some((_, family, keys)) = families.next_if(|f| f.0 == i) {
-                family.apply(config, keys);
-                names.push(name);
-                continue;
-            }
-            let live = match self.existing(&name) {
-                Some(b) => Some(b),
-                // Not created: configured for its creation, unless created meanwhile.
-                None if self.configure(&name, config.clone()) => None,
-                None => self.existing(&name),
-            };
-            if let Some(b) = live {
-                b.reconfigure(config).map_err(|e| refused(&name, line, e))?;
-                self.mark_preset(&name);
-            }
-            names.push(name);
-        }
-        for (name, key, line, config) in key_configs {
-            if live.contains_key(&name) {
-                continue;
-            }
-            // A breaker created since the check: say so.
-            if !self.configure_key(&name, &key, config) {
-                return Err(LoadError::AlreadyCreated {
-                    path: path.to_owned(),
-                    line,
-                    breaker: name,
-                });
-            }
-        }
-        Ok(names)
-    }
-
     /// Reads, checks and builds every config of a file, with the environment's overrides:
     /// the breakers' configs by name (with the line of the table) and the single keys'.
     #[allow(clippy::type_complexity)]
@@ -559,7 +368,7 @@ impl Registry {
     /// configure it.
     fn known_names(&self) -> HashSet<String> {
         let mut known: HashSet<String> = self.names().into_iter().collect();
-        known.extend(reload::families().into_keys());
+        known.extend(crate::keyed::reload::families().into_keys());
         known
     }
 

@@ -23,6 +23,7 @@ use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -128,12 +129,15 @@ where
         breaker
     }
 
-    /// The config `key`'s breaker is made with now: its own (with the family's clock), or the
-    /// family's.
+    /// The config `key`'s breaker is made with now: its own (with the family's clock, and its
+    /// probe unless it names one), or the family's.
     pub(super) fn config_of(&self, key: &K) -> Config {
         match self.live.own(key) {
             Some(mut own) => {
                 own.clock = self.config.clock.clone();
+                if own.probe.is_none() {
+                    own.probe = self.config.probe.clone();
+                }
                 own
             }
             None => (*self.config).clone(),
@@ -166,21 +170,11 @@ where
     /// (or config, for keys not held now) cannot, `None` for the family's own config.
     fn check(&self, config: &Config, keys: &KeyTable) -> Result<(), Refused> {
         let family = |error| Refused { key: None, error };
-        for (field, old, new) in [
-            (
-                "max_keys",
-                u64::from(self.config.max_keys),
-                u64::from(config.max_keys),
-            ),
-            (
-                "idle_for",
-                nanos(self.config.idle_for),
-                nanos(config.idle_for),
-            ),
-        ] {
-            if old != new {
-                return Err(family(Why::Bounds(field)));
-            }
+        if self.config.max_keys != config.max_keys {
+            return Err(family(Why::Bounds("max_keys")));
+        }
+        if self.config.idle_for != config.idle_for {
+            return Err(family(Why::Bounds("idle_for")));
         }
         crate::reload::compatible(&self.config, config).map_err(|e| family(Why::Shape(e)))?;
         let key = |k: &str, e| Refused {
@@ -219,6 +213,10 @@ where
     /// Replaces the family's config and its single keys', then brings every key to them.
     fn apply(&self, mut config: Config, keys: KeyTable) {
         config.clock = self.config.clock.clone();
+        // A config from a file names no probe function: the code's stays.
+        if config.probe.is_none() {
+            config.probe = self.config.probe.clone();
+        }
         let old = {
             let mut retired = lock(&self.live.retired);
             let has = !keys.is_empty();
@@ -236,16 +234,17 @@ where
         drop(old);
         let guard = self.map.guard();
         for (k, slot) in self.map.iter(&guard) {
-            self.settle(k, &slot.breaker);
+            // A key's `Display` is user code: if it panics, that key keeps its config, and the
+            // walk goes on to the others.
+            let settled = catch_unwind(AssertUnwindSafe(|| self.settle(k, &slot.breaker)));
+            if settled.is_err() {
+                tracing::error!(target: "breakerbox", family = %self.name, "a key's `Display` panicked during a reload: that key keeps its config");
+            }
         }
         if let Some(b) = self.overflow.get() {
             self.settle_with(b, |_| None);
         }
     }
-}
-
-fn nanos(d: core::time::Duration) -> u64 {
-    crate::clock::nanos(d)
 }
 
 /// Why a family cannot take a reload.

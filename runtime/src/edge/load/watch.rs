@@ -99,7 +99,8 @@ impl Registry {
     /// One thread, `breakerbox-watch`, per watcher, reads the file and calls `on_reload`,
     /// under no lock of ours: the callback may block (delaying the next reload only), call
     /// the registry, and drop the watcher. A panic in it is caught and reported (`error`
-    /// event), and the watch goes on. Dropping the [`TomlWatcher`] stops it (see there).
+    /// event), and the watch goes on; so does a reload that panics in the user code it runs
+    /// (a family key's `Display` while the file is checked leaves every breaker as it was). Dropping the [`TomlWatcher`] stops it (see there).
     ///
     /// Fails, watching nothing, if `path` names no file, its directory cannot be watched or
     /// the thread cannot start ([`LoadError::Watch`]).
@@ -221,8 +222,18 @@ impl Registry {
                     Err(RecvTimeoutError::Disconnected) => return,
                 };
             }
-            if changed {
-                report(self.reload_toml(file));
+            if !changed {
+                continue;
+            }
+            // User code runs in a reload too (a keyed family's key `Display`, a config's clock
+            // dropped): its panic must not end the watch.
+            match catch_unwind(AssertUnwindSafe(|| self.reload_toml(file))) {
+                Ok(result) => report(result),
+                Err(_) => tracing::error!(
+                    target: "breakerbox",
+                    path = %file.display(),
+                    "a reload of the circuit breaker config panicked (in user code it runs, such as a key's `Display`); the watch goes on"
+                ),
             }
         }
     }
