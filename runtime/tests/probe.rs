@@ -472,7 +472,9 @@ fn the_system_timer_ticks_probes_on_their_own_thread() {
     let config = Config::builder()
         .failures(1)
         .open_for(Duration::from_secs(3600))
-        .probe_every(Duration::from_millis(1))
+        // Long enough for a thread to start and answer on a loaded machine (a probe still
+        // running at the next tick times out; the test would only take longer).
+        .probe_every(Duration::from_millis(100))
         .probe(probe)
         .build()
         .unwrap();
@@ -486,4 +488,26 @@ fn the_system_timer_ticks_probes_on_their_own_thread() {
     assert_eq!(rx.recv().unwrap().0, State::Open);
     assert_eq!(rx.recv().unwrap(), (State::HalfOpen, Reason::HealthProbe));
     assert_eq!(ran_on.lock().unwrap().as_deref(), Some("breakerbox-probe"));
+}
+
+/// A probe budget of none holds the breaker open: a healthy probe does not move it (its
+/// result is ignored), as the open time's end does not.
+#[test]
+fn a_probe_budget_of_none_holds_it_open() {
+    let clock = ManualClock::new();
+    let breaker = Breaker::new(
+        "probe-budget",
+        config(&clock).probe(healthy).build().unwrap(),
+    );
+    breaker.set_probe_budget(Some(0));
+    trip(&breaker);
+    clock.advance(secs(1));
+    let p = settled(&breaker, 1);
+    assert_eq!((p.passed, p.abandoned), (0, 1));
+    assert_eq!(breaker.state(), State::Open);
+    breaker.set_probe_budget(None);
+    clock.advance(secs(1));
+    let p = settled(&breaker, 2);
+    assert_eq!(p.passed, 1);
+    assert_eq!(breaker.state(), State::HalfOpen);
 }

@@ -255,8 +255,10 @@ pub struct HealthProbes {
     pub panicked: u64,
     /// Failed probes that outlived `probe_every` (an async one was dropped then).
     pub timed_out: u64,
-    /// Probes whose opening ended before they did (the breaker moved on without them): their
-    /// result is ignored.
+    /// Probes whose opening ended before they did (the breaker moved on without them), or
+    /// whose success could not move it (a probe budget of none,
+    /// [`set_probe_budget(Some(0))`](crate::Breaker::set_probe_budget), holds it open):
+    /// their result is ignored.
     pub abandoned: u64,
     /// Probe functions running now (a blocking one that outlived its time runs until it
     /// returns).
