@@ -4,19 +4,30 @@
 //! Contenders, each holding 10 000 `String` keys (`host-<i>.example`) looked up by `&str` in a
 //! shuffled order:
 //! - `breakermap`: `BreakerMap::call` (papaya inside; the call runs while the map is pinned),
-//!   with std's SipHash `RandomState` (the default) and `breakermap_foldhash` with foldhash;
+//!   with its default hasher (`KeyHasher`: foldhash seeded from the OS), and
+//!   `breakermap_siphash` with std's SipHash `RandomState`;
 //! - `papaya`, `scc_hashindex`, `dashmap`: the map crates with a `Breaker` per key, the call
 //!   made through a borrowed value;
 //! - `quick_cache`: its `get` clones the value out (a handle: a reference-count increment);
 //! - `moka`: `moka::sync::Cache`, whose `get` also clones the value out, and records the read
 //!   for its eviction policy;
 //! - `rwlock_hashmap`: std `HashMap` behind `RwLock`, the call under the read lock;
-//! - `mutex_hashmap`: behind `Mutex`, the handle cloned out so the call runs unlocked.
+//! - `mutex_hashmap`: behind `Mutex`, the handle cloned out so the call runs unlocked;
+//! - `vec_floor`: a control, not a map: a `Vec<Breaker>` indexed by the key's number, visited
+//!   in the same order. No hashing and no key compare: what is left is the breaker call and
+//!   its cache and TLB misses, the floor under every map in `keyed_1t`.
+//!
+//! Each contender's keys and breakers are allocated in a loop of their own, so no contender's
+//! memory is interleaved with the others' (which spread each map over ten times the pages).
 //!
 //! Groups: `keyed_1t` (one thread, uniform over the 10 000 keys: cache misses dominate),
 //! `keyed_1t_hot` (64 hot keys), `keyed_1t_same` (one key), `keyed_2t_same` (two threads, one
-//! key), `keyed_2t_distinct` (two threads, each uniform over its own half of the keys). `direct` is the bare call;
-//! `single_breaker` one `Breaker::new` breaker with no lookup.
+//! key), `keyed_2t_own` (two threads, each on one key of its own: the control for
+//! `keyed_2t_same`, the same work without sharing, so that what two threads cost on this machine
+//! whatever they share is not read as contention), `keyed_2t_distinct` (two threads, each
+//! uniform over its own half of the keys). `direct` is the bare call; `single_breaker` one
+//! `Breaker::new` breaker with no lookup. `keyed_parts` splits a one-key lookup into its pieces
+//! (the hash, papaya's guard, the guard and the probe without the call).
 //!
 //! `scripts/bench` runs it with the other benches and writes its table, its targets and the
 //! map comparison into BENCHMARKS.md. Smoke run: `cargo bench --bench keyed -- --test`.
@@ -26,7 +37,7 @@ use std::hint::black_box;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
-use breakerbox::{Breaker, BreakerMap, Config};
+use breakerbox::{Breaker, BreakerMap, Config, KeyHasher};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 
@@ -66,7 +77,7 @@ fn order(range: std::ops::Range<usize>, n: usize, seed: u64) -> Vec<u32> {
 
 /// What each contender does per call: look the key up and call through its breaker.
 trait Lookup: Send + Sync + 'static {
-    fn call(&self, key: &str, x: u64) -> u64;
+    fn call(&self, key: &str, index: u32, x: u64) -> u64;
 
     /// `n` calls on the keys in `order`, cycling; returns a digest. A default method: one
     /// virtual call per batch, and the calls themselves dispatched statically.
@@ -75,8 +86,9 @@ trait Lookup: Send + Sync + 'static {
         let mut sum = 0u64;
         let mut i = 0;
         for j in 0..n {
-            let key = keys[order[i] as usize].as_str();
-            sum = sum.wrapping_add(self.call(black_box(key), black_box(j)));
+            let index = order[i];
+            let key = keys[index as usize].as_str();
+            sum = sum.wrapping_add(self.call(black_box(key), black_box(index), black_box(j)));
             i += 1;
             if i == order.len() {
                 i = 0;
@@ -89,7 +101,7 @@ trait Lookup: Send + Sync + 'static {
 struct Direct;
 impl Lookup for Direct {
     #[inline(always)]
-    fn call(&self, _: &str, x: u64) -> u64 {
+    fn call(&self, _: &str, _: u32, x: u64) -> u64 {
         protected(x).unwrap_or(1)
     }
 }
@@ -97,14 +109,14 @@ impl Lookup for Direct {
 struct Single(Breaker);
 impl Lookup for Single {
     #[inline(always)]
-    fn call(&self, _: &str, x: u64) -> u64 {
+    fn call(&self, _: &str, _: u32, x: u64) -> u64 {
         self.0.call(|| protected(x)).unwrap_or(1)
     }
 }
 
 impl<S: std::hash::BuildHasher + Send + Sync + 'static> Lookup for BreakerMap<String, S> {
     #[inline(always)]
-    fn call(&self, key: &str, x: u64) -> u64 {
+    fn call(&self, key: &str, _: u32, x: u64) -> u64 {
         BreakerMap::call(self, key, || protected(x)).unwrap_or(1)
     }
 }
@@ -112,7 +124,7 @@ impl<S: std::hash::BuildHasher + Send + Sync + 'static> Lookup for BreakerMap<St
 struct Papaya(papaya::HashMap<String, Breaker>);
 impl Lookup for Papaya {
     #[inline(always)]
-    fn call(&self, key: &str, x: u64) -> u64 {
+    fn call(&self, key: &str, _: u32, x: u64) -> u64 {
         let m = self.0.pin();
         m.get(key).expect("key").call(|| protected(x)).unwrap_or(1)
     }
@@ -121,7 +133,7 @@ impl Lookup for Papaya {
 struct Scc(scc::HashIndex<String, Breaker>);
 impl Lookup for Scc {
     #[inline(always)]
-    fn call(&self, key: &str, x: u64) -> u64 {
+    fn call(&self, key: &str, _: u32, x: u64) -> u64 {
         self.0
             .peek_with(key, |_, b| b.call(|| protected(x)).unwrap_or(1))
             .expect("key")
@@ -131,7 +143,7 @@ impl Lookup for Scc {
 struct Dash(dashmap::DashMap<String, Breaker>);
 impl Lookup for Dash {
     #[inline(always)]
-    fn call(&self, key: &str, x: u64) -> u64 {
+    fn call(&self, key: &str, _: u32, x: u64) -> u64 {
         self.0
             .get(key)
             .expect("key")
@@ -143,7 +155,7 @@ impl Lookup for Dash {
 struct Quick(quick_cache::sync::Cache<String, Breaker>);
 impl Lookup for Quick {
     #[inline(always)]
-    fn call(&self, key: &str, x: u64) -> u64 {
+    fn call(&self, key: &str, _: u32, x: u64) -> u64 {
         self.0
             .get(key)
             .expect("key")
@@ -155,7 +167,7 @@ impl Lookup for Quick {
 struct Moka(moka::sync::Cache<String, Breaker>);
 impl Lookup for Moka {
     #[inline(always)]
-    fn call(&self, key: &str, x: u64) -> u64 {
+    fn call(&self, key: &str, _: u32, x: u64) -> u64 {
         self.0
             .get(key)
             .expect("key")
@@ -167,7 +179,7 @@ impl Lookup for Moka {
 struct Rw(RwLock<HashMap<String, Breaker>>);
 impl Lookup for Rw {
     #[inline(always)]
-    fn call(&self, key: &str, x: u64) -> u64 {
+    fn call(&self, key: &str, _: u32, x: u64) -> u64 {
         let m = self.0.read().unwrap();
         m.get(key).expect("key").call(|| protected(x)).unwrap_or(1)
     }
@@ -176,9 +188,48 @@ impl Lookup for Rw {
 struct Mx(Mutex<HashMap<String, Breaker>>);
 impl Lookup for Mx {
     #[inline(always)]
-    fn call(&self, key: &str, x: u64) -> u64 {
+    fn call(&self, key: &str, _: u32, x: u64) -> u64 {
         let b = self.0.lock().unwrap().get(key).expect("key").clone();
         b.call(|| protected(x)).unwrap_or(1)
+    }
+}
+
+struct Floor(Vec<Breaker>);
+impl Lookup for Floor {
+    #[inline(always)]
+    fn call(&self, _: &str, index: u32, x: u64) -> u64 {
+        self.0[index as usize].call(|| protected(x)).unwrap_or(1)
+    }
+}
+
+/// `keyed_parts`: the hash alone.
+struct HashOnly<S>(S);
+impl<S: std::hash::BuildHasher + Send + Sync + 'static> Lookup for HashOnly<S> {
+    #[inline(always)]
+    fn call(&self, key: &str, _: u32, x: u64) -> u64 {
+        self.0.hash_one(key) ^ x
+    }
+}
+
+/// `keyed_parts`: papaya's guard alone (enter and leave), as `BreakerMap` takes it per call.
+struct GuardOnly(papaya::HashMap<String, Breaker, KeyHasher>);
+impl Lookup for GuardOnly {
+    #[inline(always)]
+    fn call(&self, _: &str, _: u32, x: u64) -> u64 {
+        let guard = self.0.guard();
+        black_box(&guard);
+        x
+    }
+}
+
+/// `keyed_parts`: the guard, the hash and the probe, without the call.
+struct GetOnly(papaya::HashMap<String, Breaker, KeyHasher>);
+impl Lookup for GetOnly {
+    #[inline(always)]
+    fn call(&self, key: &str, _: u32, x: u64) -> u64 {
+        let guard = self.0.guard();
+        let b = self.0.get(key, &guard).expect("key");
+        (std::ptr::from_ref(b) as u64) ^ x
     }
 }
 
@@ -186,43 +237,56 @@ fn breaker(key: &str) -> Breaker {
     Breaker::new(key, config())
 }
 
-/// Every contender, filled with the keys.
+/// Every contender, filled with the keys, each in a loop of its own (so that each one's
+/// allocations are contiguous, as they would be in a process holding one of them).
 fn contenders(keys: &[String]) -> Vec<(&'static str, Arc<dyn Lookup>)> {
     let bm: BreakerMap<String> = BreakerMap::new("bench.keyed", config());
-    let bf = BreakerMap::with_hasher(
-        "bench.keyed.foldhash",
-        config(),
-        foldhash::fast::RandomState::default(),
-    );
-    let pa = papaya::HashMap::new();
-    let sc = scc::HashIndex::new();
-    let da = dashmap::DashMap::new();
-    let qc = quick_cache::sync::Cache::new(2 * KEYS);
-    let mo = moka::sync::Cache::new(2 * KEYS as u64);
-    let mut rw = HashMap::new();
-    let mut mx = HashMap::new();
     for k in keys {
         bm.call(k.as_str(), || Ok::<_, CallError>(()))
             .expect("closed");
-        bf.call(k.as_str(), || Ok::<_, CallError>(()))
-            .expect("closed");
-        pa.pin().insert(k.clone(), breaker(k));
-        let _ = sc.insert_sync(k.clone(), breaker(k));
-        da.insert(k.clone(), breaker(k));
-        qc.insert(k.clone(), breaker(k));
-        mo.insert(k.clone(), breaker(k));
-        rw.insert(k.clone(), breaker(k));
-        mx.insert(k.clone(), breaker(k));
     }
     assert_eq!(bm.len(), KEYS);
+    let bs = BreakerMap::with_hasher(
+        "bench.keyed.siphash",
+        config(),
+        std::hash::RandomState::new(),
+    );
+    for k in keys {
+        bs.call(k.as_str(), || Ok::<_, CallError>(()))
+            .expect("closed");
+    }
+    let pa = papaya::HashMap::new();
+    for k in keys {
+        pa.pin().insert(k.clone(), breaker(k));
+    }
+    let sc = scc::HashIndex::new();
+    for k in keys {
+        let _ = sc.insert_sync(k.clone(), breaker(k));
+    }
+    let da = dashmap::DashMap::new();
+    for k in keys {
+        da.insert(k.clone(), breaker(k));
+    }
+    let qc = quick_cache::sync::Cache::new(2 * KEYS);
+    for k in keys {
+        qc.insert(k.clone(), breaker(k));
+    }
+    let mo = moka::sync::Cache::new(2 * KEYS as u64);
+    for k in keys {
+        mo.insert(k.clone(), breaker(k));
+    }
+    let rw: HashMap<_, _> = keys.iter().map(|k| (k.clone(), breaker(k))).collect();
+    let mx: HashMap<_, _> = keys.iter().map(|k| (k.clone(), breaker(k))).collect();
+    let floor: Vec<Breaker> = keys.iter().map(|k| breaker(k)).collect();
     vec![
         ("direct", Arc::new(Direct) as Arc<dyn Lookup>),
         (
             "single_breaker",
             Arc::new(Single(Breaker::new("bench.keyed.single", config()))),
         ),
+        ("vec_floor", Arc::new(Floor(floor))),
         ("breakermap", Arc::new(bm)),
-        ("breakermap_foldhash", Arc::new(bf)),
+        ("breakermap_siphash", Arc::new(bs)),
         ("papaya", Arc::new(Papaya(pa))),
         ("scc_hashindex", Arc::new(Scc(sc))),
         ("dashmap", Arc::new(Dash(da))),
@@ -233,9 +297,38 @@ fn contenders(keys: &[String]) -> Vec<(&'static str, Arc<dyn Lookup>)> {
     ]
 }
 
+/// The pieces of a one-key lookup (`keyed_parts`), beside the whole.
+fn parts(keys: &[String]) -> Vec<(&'static str, Arc<dyn Lookup>)> {
+    let with_hasher = || {
+        let m = papaya::HashMap::builder()
+            .hasher(KeyHasher::new())
+            .resize_mode(papaya::ResizeMode::Blocking)
+            .build();
+        for k in keys {
+            m.pin().insert(k.clone(), breaker(k));
+        }
+        m
+    };
+    vec![
+        ("direct", Arc::new(Direct) as Arc<dyn Lookup>),
+        ("hash_keyhasher", Arc::new(HashOnly(KeyHasher::new()))),
+        (
+            "hash_siphash",
+            Arc::new(HashOnly(std::hash::RandomState::new())),
+        ),
+        ("papaya_guard", Arc::new(GuardOnly(with_hasher()))),
+        ("papaya_guard_get", Arc::new(GetOnly(with_hasher()))),
+        (
+            "single_breaker",
+            Arc::new(Single(Breaker::new("bench.keyed.single", config()))),
+        ),
+    ]
+}
+
 fn keyed(c: &mut Criterion) {
     let keys = keys();
     let all = contenders(&keys);
+    let pieces = parts(&keys);
 
     // Uniform over all 10 000 keys: every lookup a likely cache miss (the worst case).
     let uniform = order(0..KEYS, 1 << 16, 0x2545_F491_4F6C_DD1D);
@@ -246,13 +339,14 @@ fn keyed(c: &mut Criterion) {
         .collect();
     // One key, the one-thread baseline of `keyed_2t_same`.
     let same = Arc::new(vec![7u32; 64]);
-    for (group, seq) in [
-        ("keyed_1t", &uniform),
-        ("keyed_1t_hot", &hot),
-        ("keyed_1t_same", &*same),
+    for (group, seq, set) in [
+        ("keyed_1t", &uniform, &all),
+        ("keyed_1t_hot", &hot, &all),
+        ("keyed_1t_same", &*same, &all),
+        ("keyed_parts", &*same, &pieces),
     ] {
         let mut g = c.benchmark_group(group);
-        for (id, m) in &all {
+        for (id, m) in set {
             one(&mut g, id, |n| m.batch(&keys, seq, n));
         }
         g.finish();
@@ -265,6 +359,20 @@ fn keyed(c: &mut Criterion) {
             let (m, keys, same) = (m.clone(), keys.clone(), same.clone());
             move |n| {
                 black_box(m.batch(&keys, &same, n));
+            }
+        });
+    }
+    g.finish();
+
+    // The control for `keyed_2t_same`: each thread on one key of its own.
+    let own = Arc::new([vec![7u32; 64], vec![5_007u32; 64]]);
+    let mut g = c.benchmark_group("keyed_2t_own");
+    for (id, m) in &all {
+        let (m, keys, own) = (m.clone(), keys.clone(), own.clone());
+        two(&mut g, id, move |t| {
+            let (m, keys, own) = (m.clone(), keys.clone(), own.clone());
+            move |n| {
+                black_box(m.batch(&keys, &own[t], n));
             }
         });
     }

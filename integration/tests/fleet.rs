@@ -286,15 +286,16 @@ fn the_fleets_summed_failures_trip_it_when_no_instance_alone_sees_min_calls() {
     assert_eq!(reason, "fleet failure rate 100%");
 }
 
-/// The fleet's summed counts of `prefix`'s `payments`: `(calls, epoch the counts belong to)`.
+/// The fleet's summed counts of `prefix`'s `payments`, kept in its record: `(calls, epoch the
+/// counts belong to)`.
 fn fleet_counts(redis: &Redis, prefix: &str) -> (u64, String) {
-    let all = redis.cli(&["HGETALL", &format!("{{{prefix}:payments}}:counts")]);
+    let all = redis.cli(&["HGETALL", &format!("{{{prefix}:payments}}")]);
     let lines: Vec<&str> = all.lines().collect();
     let mut calls = 0;
     let mut epoch = String::new();
     for pair in lines.chunks(2) {
         match pair {
-            [field, value] if *field == "epoch" => epoch = value.to_string(),
+            [field, value] if *field == "counts_epoch" => epoch = value.to_string(),
             [field, value] if field.ends_with(":c") => calls += value.parse::<u64>().unwrap(),
             _ => {}
         }
@@ -359,4 +360,114 @@ fn a_reset_clears_the_fleets_counts_so_failures_from_before_it_do_not_trip_it_ag
     for node in nodes.iter_mut() {
         assert_eq!(node.state(), "closed", "{}", node.name);
     }
+}
+
+/// The commands Redis counts (`INFO commandstats`, the scripts' own commands included), but
+/// the `INFO` and `CONFIG RESETSTAT` that read them.
+fn commands(redis: &Redis) -> u64 {
+    let stats = redis.cli(&["INFO", "commandstats"]);
+    stats
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_"))
+        .filter(|l| !l.starts_with("cmdstat_info:") && !l.starts_with("cmdstat_config|"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[test]
+fn a_count_batch_costs_redis_four_commands_and_any_record_write_empties_the_window() {
+    let Some(bin) = redis_server() else { return };
+    // Its own server: commandstats count every client's commands.
+    let redis = Redis::start(&bin, &[]);
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../runtime/src/fleet/");
+    let (record, count) = (format!("{dir}record.lua"), format!("{dir}count.lua"));
+    let key = "{cost:payments}";
+    let write = |state: &str, reason: &str| {
+        let out = redis.cli(&[
+            "--eval",
+            &record,
+            key,
+            ",",
+            "force",
+            "",
+            state,
+            "0",
+            "0",
+            reason,
+            "",
+            "redis-cli",
+            "cost:changes",
+            "payments",
+        ]);
+        assert!(out.starts_with('1'), "{out}");
+        redis.hget(key, "epoch")
+    };
+    // A batch as an instance sends it: 1000 calls, `failed` of them failed, judged under
+    // `epoch`; 50% over a window of 1000 s (buckets of 100 s: none leaves the window here),
+    // from 10 calls. Returns the script's reply: tripped, the window's calls and failures.
+    let batch = |failed: &str, epoch: &str| {
+        let out = redis.cli(&[
+            "--eval",
+            &count,
+            key,
+            ",",
+            "1000",
+            failed,
+            "1000000",
+            "100000",
+            "10",
+            "50",
+            "60000",
+            "node-0",
+            "cost:changes",
+            "payments",
+            epoch,
+        ]);
+        out.lines().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let first = write("closed", "reset");
+    assert_eq!(redis.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    for i in 1..=10 {
+        assert_eq!(batch("0", &first), ["0", &(i * 1000).to_string(), "0"]);
+    }
+    // Each: the script call, TIME, HGETALL and HSET of the record.
+    assert_eq!(commands(&redis), 40);
+    // The documented redis-cli override writes the record, and knows nothing of the counts:
+    // the 10 000 calls counted under the old record do not count under the new one.
+    let second = write("closed", "operator reset");
+    assert_ne!(first, second);
+    assert_eq!(
+        batch("400", &first),
+        ["0", "0", "0"],
+        "judged under the old record"
+    );
+    assert_eq!(batch("400", &second), ["0", "1000", "400"]);
+    // 600 failures of 2000 calls more: the fleet's 1000 of 2000 trip the record.
+    assert_eq!(batch("600", &second), ["1", "2000", "1000"]);
+    assert_eq!(redis.hget(key, "state"), "open");
+    assert_eq!(redis.hget(key, "reason"), "fleet failure rate 50%");
+    // The trip leaves the record's own fields, without counts.
+    let fields = redis.cli(&["HKEYS", key]);
+    let mut fields: Vec<&str> = fields.lines().collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        [
+            "changed_at",
+            "epoch",
+            "last_failure",
+            "open_until",
+            "origin",
+            "reason",
+            "reopens",
+            "state"
+        ]
+    );
 }

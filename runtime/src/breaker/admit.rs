@@ -24,8 +24,10 @@ impl Inner {
     }
 
     /// Admission. PERF(`closed_ok/bb_call`): the path that matters most — a closed breaker
-    /// with a plain config — is inlined into the caller (one load, two compares); everything
-    /// else is out of line.
+    /// with a plain config — is inlined into the caller (one load, two compares).
+    /// PERF(`open_1t/bb_call_static`): so is the rejection of an open breaker whose timer will
+    /// move it on (no clock to read): the same load, one bit test, the deadline's load and the
+    /// rejection's count. Everything else is out of line.
     #[inline(always)]
     pub(super) fn acquire(&self) -> Result<Permit<'_>, Refusal> {
         // Acquire pairs with the Release store of a transition: whoever sees a state also sees
@@ -36,14 +38,29 @@ impl Inner {
                 inner: self,
                 ticket: Ticket::closed(word),
             }),
+            // Only an open word is ever timed (`Inner::change`).
+            _ if word.is_timed() => Err(self.reject_timed()),
             _ => self.acquire_word(word),
         }
     }
 
-    /// Admission by the state in `word`, when it is not the plain closed one; re-entered after a
-    /// transition. PERF(`open_1t/bb_call`): an open breaker's rejection is answered here, in a
-    /// frame of its own: inlining the other states' paths makes every rejection pay for saving the
-    /// registers they use, and for a jump table (~2 ns of a ~10 ns rejection).
+    /// The rejection of a timed open breaker: a timer moves it on when the time is up, so no
+    /// clock read. The retry word is the deadline, which `Rejected::retry_after` turns into the
+    /// time left when asked.
+    #[inline(always)]
+    fn reject_timed(&self) -> Refusal {
+        // Relaxed: the state word's Acquire load showed this opening (or a later one's
+        // deadline is read, which is as good: the rejection is of that state).
+        let until = self.open_until.load(Ordering::Relaxed);
+        self.count(Count::Rejected);
+        (RejectReason::Open.code() | RETRY_AT, until)
+    }
+
+    /// Admission by the state in `word`, when it is neither the plain closed one nor a timed open
+    /// one (both answered inline by `acquire`); re-entered after a transition. The rejection of
+    /// an open breaker on a clock without timers is answered here, in a frame of its own:
+    /// inlining the other states' paths makes every such rejection pay for saving the registers
+    /// they use, and for a jump table.
     #[inline(never)]
     pub(super) fn acquire_word(&self, word: Word) -> Result<Permit<'_>, Refusal> {
         if word.state() == State::Open {
@@ -111,14 +128,11 @@ impl Inner {
 
     #[inline]
     pub(super) fn acquire_open(&self, word: Word) -> Result<Permit<'_>, Refusal> {
-        let until = self.open_until.load(Ordering::Relaxed);
         if word.is_timed() {
-            // PERF(`open_1t/bb_call`): a timer moves it on when the time is up, so no clock
-            // read. The retry word is the deadline, which `Rejected::retry_after` turns into
-            // the time left when asked.
-            self.count(Count::Rejected);
-            return Err((RejectReason::Open.code() | RETRY_AT, until));
+            // A timed word re-read after a transition (`acquire` answers the first one).
+            return Err(self.reject_timed());
         }
+        let until = self.open_until.load(Ordering::Relaxed);
         let now = self.clock().coarse();
         if now < until {
             return Err(self.reject(RejectReason::Open, until - now));

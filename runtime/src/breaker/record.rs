@@ -77,7 +77,7 @@ impl Inner {
         } else {
             0
         };
-        if window.record(false, false, now, self.config.min_calls, slot) {
+        if window.record_success(now, self.config.min_calls, slot) {
             self.judge_rates(window, generation, now, None);
         }
     }
@@ -117,6 +117,9 @@ impl Inner {
         }
     }
 
+    /// PERF(`rate_time_10s/bb_call`): out of line, so that `record_other`'s window success
+    /// saves no more registers than it uses.
+    #[inline(never)]
     pub(super) fn record_any(
         &self,
         ticket: Ticket,

@@ -205,8 +205,9 @@ impl Registry {
     ///
     /// Keys are the attribute's (`failures`, `failure_rate`, `window` as a count or `"10s"`,
     /// `min_calls`, `slow`, `slow_rate`, `open_for`, `max_open_for`, `backoff`, `jitter`,
-    /// `half_open_calls`, `successes`, `probe_timeout`, `max_concurrent`, and for a keyed
-    /// family `max_keys` and `idle_for`), and durations read
+    /// `half_open_calls`, `successes`, `probe_timeout`, `max_concurrent`, `probe_every` (the
+    /// probe function stays the code's), and for a keyed family `max_keys` and `idle_for`),
+    /// and durations read
     /// as in the attribute, with the same messages; keys not given keep the defaults of
     /// [`Config::default`], and a config from the file replaces the call site's whole (as
     /// [`configure`](Registry::configure) does). Other top-level tables are ignored, so the file

@@ -7,7 +7,9 @@
 //! them to the current bucket of the fleet's window, sums the window, and trips the record (only
 //! over a closed one) when the fleet's rate reaches the limit with at least `min_calls`. A
 //! batch the store fails to take is dropped. Nothing is sent while nothing was called: the
-//! cost is at most 10 commands a second per shared breaker and instance, whatever the call rate.
+//! cost is at most 10 script calls a second per shared breaker and instance, whatever the call
+//! rate, and Redis counts 4 commands in each (the call, `TIME`, `HGETALL` and `HSET` of the
+//! record, where the counts live), plus an `HDEL` when a bucket leaves the window.
 //!
 //! **Counts belong to one record.** Each batch carries the epoch of the record the instance
 //! had taken on; the script drops a batch judged under another record than the current one,
@@ -63,7 +65,6 @@ impl Task {
             let mut invocation = script.prepare_invoke();
             invocation
                 .key(self.key(&name))
-                .key(format!("{}:counts", self.key(&name)))
                 .arg(delta.0)
                 .arg(delta.1)
                 .arg(window_ms)

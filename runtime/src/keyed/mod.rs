@@ -40,6 +40,7 @@
 
 mod families;
 mod family;
+mod hasher;
 pub(crate) mod reload;
 mod snapshot;
 mod totals;
@@ -47,6 +48,7 @@ mod totals;
 #[cfg(feature = "serde")]
 pub(crate) use families::family_exists;
 pub use families::{FamilyMetrics, KeyMetrics, KeyTypeMismatch};
+pub use hasher::KeyHasher;
 pub use snapshot::{FamilySnapshot, FamilyTotals};
 pub use totals::Evicted;
 
@@ -54,7 +56,6 @@ use core::borrow::Borrow;
 use core::fmt;
 use core::future::Future;
 use core::hash::{BuildHasher, Hash};
-use std::collections::hash_map::RandomState;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, OnceLock};
 
@@ -107,7 +108,7 @@ use totals::Gone;
 /// assert!(matches!(r, Err(Error::Rejected(_))));
 /// # Ok::<(), breakerbox_runtime::ConfigError>(())
 /// ```
-pub struct BreakerMap<K, S = RandomState> {
+pub struct BreakerMap<K, S = KeyHasher> {
     family: Arc<Family<K, S>>,
 }
 
@@ -136,7 +137,7 @@ impl<K, S> BreakerMap<K, S> {
 impl<K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static> BreakerMap<K> {
     /// An empty family named `name`, not in the registry (see [`Registry::family`](crate::Registry::family)).
     pub fn new(name: impl Into<String>, config: Config) -> Self {
-        BreakerMap::with_hasher(name, config, RandomState::new())
+        BreakerMap::with_hasher(name, config, KeyHasher::new())
     }
 }
 
@@ -145,8 +146,9 @@ where
     K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
     S: BuildHasher + Send + Sync + 'static,
 {
-    /// An empty family hashing its keys with `hasher`. The default, std's `RandomState`, is
-    /// keyed per process, so keys taken from requests cannot be chosen to collide.
+    /// An empty family hashing its keys with `hasher`. The default, [`KeyHasher`], is foldhash
+    /// seeded from the operating system per family; std's `RandomState` (keyed SipHash) costs
+    /// a lookup more and resists an attacker who can time lookups closely (see [`KeyHasher`]).
     pub fn with_hasher(name: impl Into<String>, config: Config, hasher: S) -> Self {
         let max_keys = config.max_keys as usize;
         let now = config.clock.coarse();
