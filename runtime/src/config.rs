@@ -326,7 +326,11 @@ impl ConfigBuilder {
     /// let breaker = Breaker::new("db", config);
     /// let _ = breaker.call(|| Err::<(), _>("down"));
     /// clock.advance(Duration::from_secs(1)); // the probe starts, on its own thread
-    /// while breaker.health_probes().running > 0 || breaker.health_probes().started == 0 {
+    /// loop {
+    ///     let probes = breaker.health_probes();
+    ///     if probes.started == 1 && probes.running == 0 {
+    ///         break; // it ran, and its result was applied
+    ///     }
     ///     std::thread::yield_now();
     /// }
     /// assert_eq!(breaker.state(), State::HalfOpen);

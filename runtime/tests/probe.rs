@@ -456,3 +456,58 @@ fn probe_every_in_a_config_file() {
     let code = err("[breakers.probe-toml-2]\ndynamic = true\nprobe = \"ping\"\n");
     assert!(code.contains("`probe` belongs to the function's"), "{code}");
 }
+
+/// On the system clock: the timer thread ticks, the probe runs on a `breakerbox-probe` thread
+/// (never on the timer thread), and its success half-opens the breaker long before its hour
+/// is up. (This waits on the event, not on a time: a loaded machine makes it slower, never
+/// wrong.)
+#[test]
+fn the_system_timer_ticks_probes_on_their_own_thread() {
+    let ran_on = Arc::new(Mutex::new(None));
+    let seen = ran_on.clone();
+    let probe = move || {
+        *seen.lock().unwrap() = std::thread::current().name().map(str::to_owned);
+        true
+    };
+    let config = Config::builder()
+        .failures(1)
+        .open_for(Duration::from_secs(3600))
+        // Long enough for a thread to start and answer on a loaded machine (a probe still
+        // running at the next tick times out; the test would only take longer).
+        .probe_every(Duration::from_millis(100))
+        .probe(probe)
+        .build()
+        .unwrap();
+    let breaker = Breaker::new("probe-system", config);
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    breaker.on_state_change(move |e| {
+        let _ = tx.lock().unwrap().send((e.to, e.reason));
+    });
+    trip(&breaker);
+    assert_eq!(rx.recv().unwrap().0, State::Open);
+    assert_eq!(rx.recv().unwrap(), (State::HalfOpen, Reason::HealthProbe));
+    assert_eq!(ran_on.lock().unwrap().as_deref(), Some("breakerbox-probe"));
+}
+
+/// A probe budget of none holds the breaker open: a healthy probe does not move it (its
+/// result is ignored), as the open time's end does not.
+#[test]
+fn a_probe_budget_of_none_holds_it_open() {
+    let clock = ManualClock::new();
+    let breaker = Breaker::new(
+        "probe-budget",
+        config(&clock).probe(healthy).build().unwrap(),
+    );
+    breaker.set_probe_budget(Some(0));
+    trip(&breaker);
+    clock.advance(secs(1));
+    let p = settled(&breaker, 1);
+    assert_eq!((p.passed, p.abandoned), (0, 1));
+    assert_eq!(breaker.state(), State::Open);
+    breaker.set_probe_budget(None);
+    clock.advance(secs(1));
+    let p = settled(&breaker, 2);
+    assert_eq!(p.passed, 1);
+    assert_eq!(breaker.state(), State::HalfOpen);
+}

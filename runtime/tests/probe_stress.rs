@@ -83,6 +83,10 @@ fn every_probe_is_counted_once_and_every_pass_is_one_move() {
     assert!(p.started > 0, "{p:?}");
     assert_eq!(p.started, p.passed + p.failed + p.abandoned, "{p:?}");
     assert!(p.panicked + p.timed_out <= p.failed, "{p:?}");
-    assert_eq!(p.started, n.load(Ordering::Relaxed), "each started probe ran once");
+    assert_eq!(
+        p.started,
+        n.load(Ordering::Relaxed),
+        "each started probe ran once"
+    );
     assert_eq!(p.passed, *moves.lock().unwrap(), "{p:?}");
 }

@@ -323,3 +323,28 @@ fn a_runtime_shutdown_leaves_no_breaker_open_for_good() {
     });
     assert_eq!(breaker.state(), State::Closed);
 }
+
+/// A runtime that shuts down with an async probe running drops it: the probe is abandoned,
+/// nothing is left running.
+#[test]
+fn a_runtime_shutdown_abandons_its_running_probe() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let probe = || std::future::pending::<bool>();
+    let breaker = Breaker::new(
+        "tokio-probe-shutdown",
+        on_tokio().probe(probe).build().unwrap(),
+    );
+    runtime.block_on(async {
+        trip(&breaker);
+        sleep(ms(1001)).await;
+        assert_eq!(breaker.health_probes().running, 1);
+    });
+    drop(runtime);
+    let p = breaker.health_probes();
+    assert_eq!((p.started, p.running, p.abandoned), (1, 0, 1));
+    assert_eq!(breaker.state(), State::Open);
+}

@@ -241,8 +241,9 @@ impl Breaker {
     /// time: the new thresholds judge the calls already in the window from the next call on,
     /// a new `open_for` (or backoff, jitter, cap) applies from the next opening (an open
     /// breaker keeps its deadline), and a new `half_open_calls` or `successes` applies to
-    /// the round under way. The breaker's clock stays its own (`config`'s is not used), and so does
-    /// its health probe if `config` has none (a new `probe_every` applies from the next opening).
+    /// the round under way. The breaker's clock stays its own (`config`'s is not used), and
+    /// so does its health probe if `config` has none (a new `probe_every` applies from the
+    /// next opening).
     ///
     /// Refused, with nothing changed, for a config that changes what shapes the breaker's
     /// window or call path: the window's kind or size, adding or removing `failure_rate`,

@@ -279,7 +279,7 @@ impl Inner {
 
 impl super::Breaker {
     /// A health probe of the opening `generation` succeeded: to half-open, if still in it (and
-    /// a probe budget of none, `set_probe_budget(0)`, does not hold it open).
+    /// a probe budget of none, `set_probe_budget(Some(0))`, does not hold it open).
     pub(crate) fn health_probe_passed(&self, generation: u32) -> bool {
         let inner = self.inner();
         if inner.probe_limit() == 0 {

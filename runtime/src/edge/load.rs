@@ -205,8 +205,9 @@ impl Registry {
     ///
     /// Keys are the attribute's (`failures`, `failure_rate`, `window` as a count or `"10s"`,
     /// `min_calls`, `slow`, `slow_rate`, `open_for`, `max_open_for`, `backoff`, `jitter`,
-    /// `half_open_calls`, `successes`, `probe_timeout`, `max_concurrent`, and for a keyed
-    /// family `max_keys` and `idle_for`), and durations read
+    /// `half_open_calls`, `successes`, `probe_timeout`, `max_concurrent`, `probe_every` (the
+    /// probe function stays the code's), and for a keyed family `max_keys` and `idle_for`),
+    /// and durations read
     /// as in the attribute, with the same messages; keys not given keep the defaults of
     /// [`Config::default`], and a config from the file replaces the call site's whole (as
     /// [`configure`](Registry::configure) does). Other top-level tables are ignored, so the file
@@ -392,8 +393,31 @@ impl Registry {
     }
 }
 
-/// The text of the file at `path`, for `load_toml` and `reload_toml`.
+/// The largest config file read: far above any real config (a 16 MB file loads in seconds),
+/// low enough that a wrong path cannot fill memory.
+const MAX_FILE: u64 = 256 << 20;
+
+/// The text of the file at `path`, for `load_toml`, `reload_toml` and the watcher. Only a
+/// regular file (after symlinks) of at most 256 MiB is read: a FIFO would block the reader
+/// for ever, and `/dev/zero` would never end.
 fn read(path: &Path) -> Result<String, LoadError> {
+    let refuse = |why: String| LoadError::Read {
+        path: path.to_owned(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, why),
+    };
+    let meta = std::fs::metadata(path).map_err(|source| LoadError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    if !meta.is_file() {
+        return Err(refuse("not a regular file".to_owned()));
+    }
+    if meta.len() > MAX_FILE {
+        return Err(refuse(format!(
+            "{} bytes, more than the 256 MiB a config file may have",
+            meta.len()
+        )));
+    }
     std::fs::read_to_string(path).map_err(|source| LoadError::Read {
         path: path.to_owned(),
         source,

@@ -4,6 +4,8 @@
 
 use std::sync::atomic::Ordering;
 
+use tokio::sync::oneshot;
+
 use super::{Intent, Task, Tracked};
 use crate::State;
 use crate::registry::registry;
@@ -63,15 +65,34 @@ impl Task {
         if !self.flush().await {
             return false;
         }
-        let names: Vec<String> = self.tracked.keys().cloned().collect();
-        for name in names {
-            if !self.resync_one(&name).await {
-                return false;
-            }
+        let mut asked = Vec::new();
+        let read = self.read_all(&mut asked).await;
+        // A resync asked for during this one is answered by it.
+        for done in asked {
+            let _ = done.send(read);
+        }
+        if !read {
+            return false;
         }
         self.tracked.retain(|_, t| t.breaker.upgrade().is_some());
         self.owed = false;
         self.shared.resyncs.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Re-reads every tracked record. As in `step`, local changes told while earlier records
+    /// were read are written before the next record is read, so an older record never wins
+    /// over them; a resync asked for meanwhile goes into `asked`.
+    async fn read_all(&mut self, asked: &mut Vec<oneshot::Sender<bool>>) -> bool {
+        let names: Vec<String> = self.tracked.keys().cloned().collect();
+        for name in names {
+            while let Ok(more) = self.rx.try_recv() {
+                asked.extend(self.note(more));
+            }
+            if !self.flush().await || !self.resync_one(&name).await {
+                return false;
+            }
+        }
         true
     }
 

@@ -266,6 +266,15 @@ impl Task {
     }
 
     async fn on_message(&mut self, message: Message) {
+        if let Some(done) = self.note(message) {
+            let ok = self.tick().await;
+            let _ = done.send(ok);
+        }
+    }
+
+    /// Takes in a message, except a resync request, which it hands back for the caller to
+    /// run (or, during a re-read, to answer with that re-read's result).
+    pub(super) fn note(&mut self, message: Message) -> Option<oneshot::Sender<bool>> {
         match message {
             Message::Changed {
                 name,
@@ -278,7 +287,7 @@ impl Task {
                     && *n > 0
                 {
                     *n -= 1;
-                    return;
+                    return None;
                 }
                 if let Some(pending) = self.pending.get_mut(&name) {
                     pending.auto = None;
@@ -289,11 +298,9 @@ impl Task {
                 self.track(&name, breaker);
                 self.owed = true;
             }
-            Message::Resync(done) => {
-                let ok = self.tick().await;
-                let _ = done.send(ok);
-            }
+            Message::Resync(done) => return Some(done),
         }
+        None
     }
 
     fn track(&mut self, name: &str, breaker: WeakBreaker) {

@@ -222,11 +222,20 @@ where
             let has = !keys.is_empty();
             let old_keys = core::mem::replace(&mut *lock(&self.live.keys), Arc::new(keys));
             self.live.has_keys.store(has, Ordering::Release);
-            // SAFETY: the replaced config goes to `retired`, which lives as long as the family.
-            let old = unsafe { self.config.swap(Arc::new(config)) };
-            retired.push(old);
+            // An equal config is not swapped: each replaced one is kept for the family's
+            // life, so reloading an unchanged file must not add one. (The unused one is
+            // dropped after the locks, with the old keys.)
+            let unused = if *self.config == config {
+                Some(config)
+            } else {
+                // SAFETY: the replaced config goes to `retired`, which lives as long as the
+                // family.
+                let old = unsafe { self.config.swap(Arc::new(config)) };
+                retired.push(old);
+                None
+            };
             self.live.generation.fetch_add(1, Ordering::SeqCst);
-            old_keys
+            (old_keys, unused)
         };
         // The bump, then the walk (see `fresh`).
         fence(Ordering::SeqCst);

@@ -349,3 +349,29 @@ fn invalid_values_and_combinations_blame_the_key() {
         "breakers.toml:3: [breakers.needs] `slow_rate` requires `slow`, the duration from which a call is slow"
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn only_a_regular_file_is_read_so_a_fifo_or_a_device_cannot_hang_a_load() {
+    let dir = std::env::temp_dir().join(format!("breakerbox-read-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("config.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let file = dir.join("config.toml");
+    std::fs::write(&file, "[breakers.a]\nfailures = 3\n").unwrap();
+    let refused = |path: &Path| match read(path) {
+        Err(LoadError::Read { source, .. }) => source.to_string(),
+        other => panic!("{}: {other:?}", path.display()),
+    };
+    // Opening the FIFO would wait for a writer for ever; /dev/zero would never end.
+    assert_eq!(refused(&fifo), "not a regular file");
+    assert_eq!(refused(Path::new("/dev/zero")), "not a regular file");
+    assert_eq!(refused(&dir), "not a regular file");
+    assert_eq!(read(&file).unwrap(), "[breakers.a]\nfailures = 3\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,271 +1,17 @@
-//! Health probes: while a breaker is open, the user's probe function is called every
-//! `probe_every`; the first success moves the breaker to half-open before its open time ends.
-//!
-//! # The protocol
-//!
-//! * An opening of a breaker whose config has a probe starts an [`Episode`] under the
-//!   transition lock (no user code there): it arms a *tick* on the breaker's clock's timers
-//!   (the same [`Timers`] as the open timer) at `now + probe_every`, and is kept in the
-//!   breaker's cold part. Any transition out of that opening (the open timer, a call, a reset,
-//!   `force_open`, a re-trip, a probe's success) stops it, under the same lock: no probe
-//!   starts after that, a running async probe is aborted, and a late result is ignored.
-//! * Each tick (on whatever thread fires the clock's timers) runs no user code: if the probe
-//!   started at the previous tick is still running, it has outlived its time (`probe_every`)
-//!   and counts as failed — an async one is aborted (its future dropped) and a new one starts;
-//!   a blocking one cannot be stopped, so no new one starts until it returns. Then it arms the
-//!   next tick.
-//! * A probe runs on a thread of its own (`breakerbox-probe`, blocking probes) or as a task on
-//!   the tokio runtime that was current when the breaker opened (async probes). Its panic is
-//!   caught and counts as a failed probe. A success asks the breaker to move from that very
-//!   opening (its generation) to half-open, with [`Reason::HealthProbe`]; the transition lock
-//!   decides against a concurrent change. A failure changes nothing and is not a call: no
-//!   count, no metric, no event.
-//!
-//! Lock order: the transition lock, then an episode's `flight`, then the timers' heap. A
-//! probe's result is handled with no lock held while the breaker moves.
-//!
-//! [`Reason::HealthProbe`]: crate::Reason::HealthProbe
+//! Running health probes: an opening's `Episode`, its ticks on the clock's timers, where each
+//! probe runs, and how its end is counted (see the protocol in `probe/mod.rs`).
 
-use core::any::TypeId;
 use core::fmt;
-#[cfg(feature = "tokio")]
-use core::future::Future;
-#[cfg(feature = "tokio")]
-use core::pin::Pin;
 use core::time::Duration;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::{HealthProbes, Probe, Run};
 use crate::breaker::WeakBreaker;
 use crate::timer::{Target, Timers};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The default time between two health probes.
-pub(crate) const DEFAULT_EVERY: Duration = Duration::from_secs(5);
-
-/// A health check of the service behind a breaker, run while the breaker is open.
-///
-/// Made from a function that takes no arguments (see [`IntoProbe`]) by
-/// [`ConfigBuilder::probe`](crate::ConfigBuilder::probe), or with `probe = path` in the
-/// attribute. Two probes are equal when they are the same function (a function item or a
-/// closure that captures nothing), or clones of one probe: so configs built twice from the
-/// same attribute compare equal.
-#[derive(Clone)]
-pub struct Probe {
-    run: Run,
-    id: ProbeId,
-    name: &'static str,
-}
-
-#[derive(Clone)]
-enum Run {
-    Blocking(Arc<dyn Fn() -> bool + Send + Sync>),
-    #[cfg(feature = "tokio")]
-    Async(Arc<dyn Fn() -> BoxFuture + Send + Sync>),
-}
-
-#[cfg(feature = "tokio")]
-type BoxFuture = Pin<Box<dyn Future<Output = bool> + Send>>;
-
-/// What makes two probes equal: the function's type, when all its values are the same (a
-/// zero-sized function item or capture-less closure); else the shared allocation.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-enum ProbeId {
-    Type(TypeId),
-    Ptr(usize),
-}
-
-impl Probe {
-    fn identify<F: 'static>(run: Run, name: &'static str) -> Probe {
-        let id = if core::mem::size_of::<F>() == 0 {
-            ProbeId::Type(TypeId::of::<F>())
-        } else {
-            let ptr = match &run {
-                Run::Blocking(f) => Arc::as_ptr(f) as *const () as usize,
-                #[cfg(feature = "tokio")]
-                Run::Async(f) => Arc::as_ptr(f) as *const () as usize,
-            };
-            ProbeId::Ptr(ptr)
-        };
-        Probe { run, id, name }
-    }
-
-    /// A blocking probe: `f` runs on a thread of its own (`breakerbox-probe`) and says whether
-    /// the service is healthy.
-    pub fn blocking<F, R>(f: F) -> Probe
-    where
-        F: Fn() -> R + Send + Sync + 'static,
-        R: ProbeOutcome,
-    {
-        let name = core::any::type_name::<F>();
-        Probe::identify::<F>(Run::Blocking(Arc::new(move || f().healthy())), name)
-    }
-
-    /// An async probe: the future `f` returns runs as a task on the tokio runtime that was
-    /// current when the breaker opened.
-    #[cfg(feature = "tokio")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub fn future<F, Fut>(f: F) -> Probe
-    where
-        F: Fn() -> Fut + Send + Sync + 'static,
-        Fut: Future + Send + 'static,
-        Fut::Output: ProbeOutcome,
-    {
-        let name = core::any::type_name::<F>();
-        let run = Run::Async(Arc::new(move || {
-            let fut = f();
-            Box::pin(async move { fut.await.healthy() }) as BoxFuture
-        }));
-        Probe::identify::<F>(run, name)
-    }
-
-    /// Whether it is async (runs on tokio) rather than blocking (runs on a thread).
-    pub fn is_async(&self) -> bool {
-        !matches!(self.run, Run::Blocking(_))
-    }
-
-    /// The function's type name, for logs and conflict reports (`my_app::health`).
-    pub fn name(&self) -> &'static str {
-        self.name
-    }
-
-    pub(crate) fn hash_into(&self, h: &mut impl std::hash::Hasher) {
-        std::hash::Hash::hash(&self.id, h);
-    }
-}
-
-impl PartialEq for Probe {
-    fn eq(&self, other: &Self) -> bool {
-        self.id == other.id
-    }
-}
-
-impl fmt::Debug for Probe {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = if self.is_async() { "async" } else { "blocking" };
-        write!(f, "Probe({kind} {})", self.name)
-    }
-}
-
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for bool {}
-    impl<T, E> Sealed for Result<T, E> {}
-}
-
-/// What a probe function returns: `bool` (`true` is healthy) or any `Result` (`Ok` is
-/// healthy; the value and the error are dropped).
-#[diagnostic::on_unimplemented(
-    message = "a health probe must return `bool` or a `Result`, not `{Self}`",
-    label = "returns `{Self}`",
-    note = "`true` or `Ok(_)` means the service is healthy",
-    note = "an `async fn` probe (one returning a future) needs breakerbox's `tokio` feature"
-)]
-pub trait ProbeOutcome: sealed::Sealed + Send + 'static {
-    /// Whether it says the service is healthy.
-    fn healthy(self) -> bool;
-}
-
-impl ProbeOutcome for bool {
-    fn healthy(self) -> bool {
-        self
-    }
-}
-
-impl<T: Send + 'static, E: Send + 'static> ProbeOutcome for Result<T, E> {
-    fn healthy(self) -> bool {
-        self.is_ok()
-    }
-}
-
-/// What [`ConfigBuilder::probe`](crate::ConfigBuilder::probe) (and `probe = path` in the
-/// attribute) accepts: a function of no arguments returning `bool` or a `Result` (a blocking
-/// probe), an `async fn` or closure returning a future of one (an async probe; feature
-/// `tokio`), or a [`Probe`]. `Marker` tells the kinds apart; it is inferred.
-///
-/// ```
-/// use breakerbox_runtime::Config;
-///
-/// fn ping() -> Result<(), std::io::Error> {
-///     Ok(())
-/// }
-/// let config = Config::builder().probe(ping).build()?;
-/// assert!(config.probe().is_some_and(|p| !p.is_async()));
-/// # Ok::<(), breakerbox_runtime::ConfigError>(())
-/// ```
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a health probe",
-    label = "not a health probe",
-    note = "a health probe takes no arguments and returns `bool` or a `Result` (`true` or `Ok` is healthy), or is an `async fn` returning one (async probes need breakerbox's `tokio` feature)",
-    note = "to probe with an instance, call a function that reaches it (a static or a clone captured in a closure given to `ConfigBuilder::probe`)"
-)]
-pub trait IntoProbe<Marker> {
-    /// The probe.
-    fn into_probe(self) -> Probe;
-}
-
-/// [`IntoProbe`]'s marker for blocking functions.
-#[doc(hidden)]
-pub enum BlockingProbe {}
-/// [`IntoProbe`]'s marker for async functions.
-#[cfg(feature = "tokio")]
-#[doc(hidden)]
-pub enum AsyncProbe {}
-
-impl IntoProbe<Probe> for Probe {
-    fn into_probe(self) -> Probe {
-        self
-    }
-}
-
-impl<F, R> IntoProbe<(BlockingProbe, R)> for F
-where
-    F: Fn() -> R + Send + Sync + 'static,
-    R: ProbeOutcome,
-{
-    fn into_probe(self) -> Probe {
-        Probe::blocking(self)
-    }
-}
-
-#[cfg(feature = "tokio")]
-impl<F, Fut> IntoProbe<(AsyncProbe, Fut)> for F
-where
-    F: Fn() -> Fut + Send + Sync + 'static,
-    Fut: Future + Send + 'static,
-    Fut::Output: ProbeOutcome,
-{
-    fn into_probe(self) -> Probe {
-        Probe::future(self)
-    }
-}
-
-/// A breaker's health probes so far, for every opening: see [`Breaker::health_probes`].
-///
-/// [`Breaker::health_probes`]: crate::Breaker::health_probes
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct HealthProbes {
-    /// Probes started.
-    pub started: u64,
-    /// Probes that said the service is healthy while their opening lasted.
-    pub passed: u64,
-    /// Probes that failed: returned `false` or `Err`, panicked, outlived `probe_every`, or
-    /// could not start. Includes `panicked` and `timed_out`.
-    pub failed: u64,
-    /// Failed probes that panicked.
-    pub panicked: u64,
-    /// Failed probes that outlived `probe_every` (an async one was dropped then).
-    pub timed_out: u64,
-    /// Probes whose opening ended before they did (the breaker moved on without them): their
-    /// result is ignored.
-    pub abandoned: u64,
-    /// Probe functions running now (a blocking one that outlived its time runs until it
-    /// returns).
-    pub running: u64,
 }
 
 /// A breaker's probing: the opening being probed, and the counts.
@@ -288,22 +34,28 @@ struct Stats {
 
 impl Stats {
     fn add(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
+        // SeqCst, as every update of the counts: see `snapshot`.
+        counter.fetch_add(1, Ordering::SeqCst);
     }
 }
 
 impl ProbeSlot {
     pub(crate) fn snapshot(&self) -> HealthProbes {
         let s = &self.stats;
-        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let r = |c: &AtomicU64| c.load(Ordering::SeqCst);
+        // In this order: a probe counts as running before it counts as started, and stops
+        // running after its end is counted; so a snapshot that sees `started` probes and none
+        // running sees every one of their ends.
+        let started = r(&s.started);
+        let running = r(&s.running);
         HealthProbes {
-            started: r(&s.started),
+            started,
             passed: r(&s.passed),
             failed: r(&s.failed),
             panicked: r(&s.panicked),
             timed_out: r(&s.timed_out),
             abandoned: r(&s.abandoned),
-            running: r(&s.running),
+            running,
         }
     }
 
@@ -453,17 +205,55 @@ enum Done {
     Aborted,
 }
 
+/// Reports an async probe's end when dropped: after its task, or unrun if the runtime shuts
+/// down first (then as aborted).
+#[cfg(feature = "tokio")]
+struct Watch {
+    episode: Arc<Episode>,
+    seq: u64,
+    done: Option<Done>,
+}
+
+#[cfg(feature = "tokio")]
+impl Watch {
+    fn set(&mut self, done: Done) {
+        self.done = Some(done);
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let done = self.done.take().unwrap_or(Done::Aborted);
+        self.episode.finish(self.seq, done);
+        self.episode.stats.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// A tick armed on the timers.
 struct Tick(Arc<Episode>);
 
 impl Target for Tick {
     fn wake(self: Box<Self>, _generation: u32, at: u64, _defer: bool) {
         self.0.tick(at);
+        release(self);
     }
 
     fn disarm(self: Box<Self>, _generation: u32, _defer: bool) {
         // The timers shut down: nothing will tick this opening again.
         self.0.stop();
+        release(self);
+    }
+}
+
+/// Drops a fired tick. Once its breaker is gone it may hold the last handle to the user's
+/// probe function, whose captures' `Drop` is user code: its panic is caught, so that it never
+/// ends the thread that fires the timers (the system timer thread) nor reaches the caller of
+/// `ManualClock::advance`, and the other wake-ups due still fire.
+fn release(tick: Box<Tick>) {
+    if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(tick)))
+    {
+        crate::event::discard(payload);
     }
 }
 
@@ -507,7 +297,11 @@ impl Episode {
                 abort.abort();
                 flight.attempt = None;
             }
-            let seq = flight.attempt.is_none().then(|| {
+            // A blocking probe of an earlier opening of this breaker may still run (it cannot
+            // be stopped): no second one starts until it returns, as within one opening.
+            let busy = matches!(self.run, Run::Blocking(_))
+                && self.stats.running.load(Ordering::Relaxed) > 0;
+            let seq = (flight.attempt.is_none() && !busy).then(|| {
                 flight.seq += 1;
                 let seq = flight.seq;
                 flight.attempt = Some(Attempt {
@@ -524,6 +318,7 @@ impl Episode {
             seq
         };
         if let Some(seq) = seq {
+            Stats::add(&self.stats.running);
             Stats::add(&self.stats.started);
             self.launch(seq);
         }
@@ -535,7 +330,6 @@ impl Episode {
             Run::Blocking(f) => {
                 let f = f.clone();
                 let me = self.clone();
-                self.stats.running.fetch_add(1, Ordering::Relaxed);
                 let spawned = std::thread::Builder::new()
                     .name("breakerbox-probe".into())
                     .spawn(move || {
@@ -550,28 +344,33 @@ impl Episode {
                             };
                         drop(f);
                         me.finish(seq, done);
-                        me.stats.running.fetch_sub(1, Ordering::Relaxed);
+                        me.stats.running.fetch_sub(1, Ordering::SeqCst);
                     });
                 if spawned.is_err() {
                     self.finish(seq, Done::Unhealthy);
-                    self.stats.running.fetch_sub(1, Ordering::Relaxed);
+                    self.stats.running.fetch_sub(1, Ordering::SeqCst);
                 }
             }
             #[cfg(feature = "tokio")]
             Run::Async(f) => {
                 let Some(handle) = &self.handle else {
                     self.finish(seq, Done::Unhealthy);
+                    self.stats.running.fetch_sub(1, Ordering::SeqCst);
                     return;
                 };
                 let f = f.clone();
-                self.stats.running.fetch_add(1, Ordering::Relaxed);
                 // The user's function is called in the task, not here (the thread that fires
                 // the timers runs no user code).
                 let task = handle.spawn(async move { f().await });
                 let abort = task.abort_handle();
-                let me = self.clone();
+                let mut watch = Watch {
+                    episode: self.clone(),
+                    seq,
+                    done: None,
+                };
+                // Dropped unrun (the runtime shut down) or run: either way `Watch` reports.
                 handle.spawn(async move {
-                    let done = match task.await {
+                    watch.set(match task.await {
                         Ok(true) => Done::Healthy,
                         Ok(false) => Done::Unhealthy,
                         Err(e) if e.is_panic() => {
@@ -579,9 +378,7 @@ impl Episode {
                             Done::Panicked
                         }
                         Err(_) => Done::Aborted,
-                    };
-                    me.finish(seq, done);
-                    me.stats.running.fetch_sub(1, Ordering::Relaxed);
+                    });
                 });
                 let mut flight = lock(&self.flight);
                 let stopped = flight.stopped;
