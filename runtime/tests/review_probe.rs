@@ -137,3 +137,42 @@ fn a_probe_whose_drop_panics_does_not_break_the_timers() {
     );
     assert_eq!(other.state(), State::HalfOpen, "the other timer due fired");
 }
+
+/// A probe tick armed on a manual clock's timers is held by those timers, and the tick holds
+/// its opening's probing. Dropping the breaker and the clock with the tick still armed must
+/// free both and the user's probe function. Before the fix, the probing held the timers
+/// strongly: the two kept each other alive for ever, with the function's captures.
+#[test]
+fn dropping_the_clock_with_a_probe_tick_armed_frees_the_probe() {
+    let clock = ManualClock::new();
+    let captured = Arc::new(());
+    let held = captured.clone();
+    let probe = move || {
+        let _ = &held;
+        true
+    };
+    let breaker = Breaker::new(
+        "probe-clock-dropped",
+        Config::builder()
+            .failures(1)
+            .open_for(secs(60))
+            .probe_every(secs(1))
+            .clock(clock.clone())
+            .probe(probe)
+            .build()
+            .unwrap(),
+    );
+    trip(&breaker);
+    assert_eq!(
+        Arc::strong_count(&captured),
+        2,
+        "the probe function holds it"
+    );
+    drop(breaker);
+    drop(clock);
+    assert_eq!(
+        Arc::strong_count(&captured),
+        1,
+        "the probe function was leaked"
+    );
+}

@@ -261,7 +261,7 @@ impl Inner {
         let wheel = match timers {
             #[cfg(not(loom))]
             TimerSource::System => Wheel::System,
-            TimerSource::Custom(t) => Wheel::Custom(t.clone()),
+            TimerSource::Custom(t) => Wheel::Custom(std::sync::Arc::downgrade(t)),
         };
         self.cold().probing.start(
             crate::probe::Start {

@@ -4,7 +4,7 @@
 use core::fmt;
 use core::time::Duration;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::{HealthProbes, Probe, Run};
 use crate::breaker::WeakBreaker;
@@ -163,7 +163,9 @@ pub(crate) struct Start {
 pub(crate) enum Wheel {
     #[cfg(not(loom))]
     System,
-    Custom(Arc<Timers>),
+    /// Weak: the timers hold the episode's armed tick, so a strong handle here would keep
+    /// both alive for ever once the clock that owns the timers is dropped with a tick armed.
+    Custom(Weak<Timers>),
 }
 
 /// The probing of one opening.
@@ -264,7 +266,13 @@ impl Episode {
         match &self.wheel {
             #[cfg(not(loom))]
             Wheel::System => crate::clock::system::timers().arm(at, self.generation, tick),
-            Wheel::Custom(t) => t.arm(at, self.generation, tick).is_some(),
+            // Timers already dropped: no tick will ever come, as if they had shut down. The
+            // handle upgraded here is never the last one (the breaker holds one while it
+            // opens; whoever fires a tick holds one), so the timers are not dropped here,
+            // under the flight lock.
+            Wheel::Custom(t) => t
+                .upgrade()
+                .is_some_and(|t| t.arm(at, self.generation, tick).is_some()),
         }
     }
 
