@@ -30,6 +30,10 @@ pub(super) struct Family<K, S> {
     /// `sweep_len` keys.
     pub(super) sweep_at: AtomicU64,
     pub(super) sweep_len: AtomicUsize,
+    /// New keys sent to the overflow breaker since the last sweep. At the hard cap no key is
+    /// inserted, so the map never reaches `sweep_len`; these count towards the next sweep
+    /// instead. A trigger, not a count anything relies on: a race only moves a sweep.
+    pub(super) turned_away: AtomicUsize,
     pub(super) overflow: OnceLock<Breaker>,
     pub(super) max_keys: usize,
     pub(super) hard_cap: usize,
@@ -135,10 +139,25 @@ where
         {
             self.sweep(now, guard);
         }
-        if self.map.len() >= self.hard_cap {
+        if self.map.len() >= self.hard_cap && !self.room_at_cap(now, guard) {
             return self.overflow_breaker();
         }
         self.fresh(key, now, guard)
+    }
+
+    /// Whether a sweep made room for a new key at the hard cap. Keys held there may have
+    /// closed since the last sweep (their hosts back), and closed keys above `max_keys` are
+    /// evicted under pressure; so every `max_keys / 8` new keys turned away (at least one)
+    /// run a sweep. A sweep costs the map's length, which this spreads over as many calls.
+    #[cold]
+    fn room_at_cap(&self, now: u64, guard: &impl papaya::Guard) -> bool {
+        let every = (self.max_keys / 8).max(1);
+        if self.turned_away.fetch_add(1, Ordering::Relaxed) + 1 < every {
+            return false;
+        }
+        self.turned_away.store(0, Ordering::Relaxed);
+        self.sweep(now, guard);
+        self.map.len() < self.hard_cap
     }
 
     pub(super) fn slot(&self, now: u64, key: &K) -> Slot {

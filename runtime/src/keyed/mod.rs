@@ -19,7 +19,9 @@
 //!   It evicts keys idle for `idle_for`, then, above `max_keys`, the least recently seen closed
 //!   keys down to 7/8 of `max_keys`. It runs when a new key arrives and either the map holds
 //!   `max_keys` (and has grown by an eighth of it since the last sweep) or an eighth of
-//!   `idle_for` has passed since the last one; or when [`BreakerMap::sweep`] is called.
+//!   `idle_for` has passed since the last one; at twice `max_keys`, where no key is inserted,
+//!   every `max_keys / 8` new keys sent to the overflow breaker (at least one) run one, since
+//!   held keys may have closed; or when [`BreakerMap::sweep`] is called.
 //! * Never evicted: a key open before its open time has run, forced open, or disabled. A key
 //!   half-open, or open with its time run, is evicted only once idle. Removal re-checks the
 //!   state (`remove_if`).
@@ -84,7 +86,9 @@ use totals::Gone;
 /// opens the evicted breaker opens the key's breaker in the family too. If such keys fill
 /// the family, it grows with them up to
 /// twice `max_keys`; past that, new keys share one overflow breaker (see
-/// [`overflow`](BreakerMap::overflow)) until eviction makes room. The growth keeps every open
+/// [`overflow`](BreakerMap::overflow)) until eviction makes room (at that size every
+/// `max_keys / 8` keys turned away run a sweep, so keys that have closed since make room
+/// within as many calls). The growth keeps every open
 /// key's protection during a wide outage, at a bounded cost (about 250 bytes and the key per
 /// key); the overflow breaker keeps new keys protected rather than unprotected, and memory
 /// bounded, when even that is full.
@@ -166,6 +170,7 @@ where
                 sweeping: AtomicBool::new(false),
                 sweep_at: AtomicU64::new(now.saturating_add(idle_for / 8)),
                 sweep_len: AtomicUsize::new(max_keys),
+                turned_away: AtomicUsize::new(0),
                 overflow: OnceLock::new(),
                 max_keys,
                 hard_cap: max_keys.saturating_mul(2),
@@ -276,8 +281,10 @@ where
     }
 
     /// A handle to `key`'s breaker, if the key is held now. The handle keeps the breaker alive
-    /// after an eviction; calls through it still count in [`evicted`](BreakerMap::evicted),
-    /// and the breaker is freed once the handle is dropped.
+    /// after an eviction; calls through it still count in [`evicted`](BreakerMap::evicted).
+    /// Once the handle is dropped, the evicted breaker is freed by the family's next sweep or
+    /// [`evicted`](BreakerMap::evicted) read (which fold its counts in): until then the family
+    /// keeps it in its list of evicted breakers, a few hundred bytes each.
     pub fn get<Q>(&self, key: &Q) -> Option<Breaker>
     where
         K: Borrow<Q>,
@@ -326,9 +333,16 @@ where
     /// run on their own when new keys arrive; call this to free idle keys of a family that
     /// sees no new ones. Returns 0 without waiting if another thread is sweeping.
     pub fn sweep(&self) -> usize {
-        let guard = self.family.map.guard();
-        let now = self.family.config.clock.coarse();
-        self.family.sweep(now, &guard)
+        let evicted = {
+            let guard = self.family.map.guard();
+            let now = self.family.config.clock.coarse();
+            self.family.sweep(now, &guard)
+        };
+        // Unpinned now, so the slots this sweep removed are reclaimed (unless another thread
+        // is still pinned): the breakers nothing else holds are freed here, not at the next
+        // sweep.
+        self.family.totals.prune();
+        evicted
     }
 
     /// Calls `f` with every key held now and its breaker, in no particular order. Keys added
