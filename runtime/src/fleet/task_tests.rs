@@ -2,23 +2,33 @@
 //! at a published record is never lost to it (docs/fleet.md, "Order").
 
 use core::time::Duration;
+use std::pin::{Pin, pin};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::Poll;
 
 use redis::{PushInfo, PushKind, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::{Task, Timers};
+use super::{Message, Record, Task, Timers};
+use crate::event::Reason;
 use crate::fleet::{FleetConfig, Shared, resp3};
-use crate::{Breaker, Config, State};
+use crate::{Breaker, Config, ManualClock, State};
 
 /// A task that is not spawned (the test turns its loop), its published records fed by hand.
 fn task(url: &str, prefix: &str) -> (Task, Arc<Shared>, mpsc::UnboundedSender<PushInfo>) {
-    let config = FleetConfig::new(url)
-        .prefix(prefix)
-        .timeout(Duration::from_millis(100));
+    task_timed(url, prefix, Duration::from_millis(100))
+}
+
+/// The same, with the store's `timeout`.
+fn task_timed(
+    url: &str,
+    prefix: &str,
+    timeout: Duration,
+) -> (Task, Arc<Shared>, mpsc::UnboundedSender<PushInfo>) {
+    let config = FleetConfig::new(url).prefix(prefix).timeout(timeout);
     let client = redis::Client::open(resp3(url)).unwrap();
     let (tx, rx) = mpsc::unbounded_channel();
     let shared = Arc::new(Shared {
@@ -211,4 +221,189 @@ async fn a_reset_a_record_was_taken_on_over_is_taken_on_again_once_written() {
     );
     assert_eq!(record.reason, "reset");
     assert_eq!(breaker.state(), State::Closed, "and this breaker's again");
+}
+
+/// Two breakers, shared with a task whose first pass has read their records: another
+/// instance's reset (closed, origin `there`), taken on. Their epochs are returned.
+async fn two_shared(
+    url: &str,
+    prefix: &str,
+) -> (
+    Task,
+    Arc<Shared>,
+    mpsc::UnboundedSender<PushInfo>,
+    [Breaker; 2],
+    [u64; 2],
+) {
+    // A timeout no store round trip on a loaded machine reaches: every pass here succeeds.
+    let (mut task, shared, pushes) = task_timed(url, prefix, Duration::from_secs(5));
+    // Open times on a clock that stands still, so a record's open time is exactly the trip's.
+    let config = Config::builder().clock(ManualClock::new()).build().unwrap();
+    let breakers = ["payments", "search"].map(|name| Breaker::new(name, config.clone()));
+    for b in &breakers {
+        share(&mut task, &shared, b);
+    }
+    // Up to five seconds for the store (a redis-server of the test's own may still be
+    // starting); a pass that fails waits on nothing but the store's answer or refusal.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !task.tick().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the store never answered"
+        );
+    }
+    let mut epochs = [0; 2];
+    for (epoch, b) in epochs.iter_mut().zip(&breakers) {
+        *epoch = there(&mut task, b.name(), "force", 0, "closed", "reset")
+            .await
+            .epoch;
+    }
+    assert!(task.tick().await);
+    for (epoch, b) in epochs.iter().zip(&breakers) {
+        assert_eq!(task.tracked[b.name()].applied, *epoch, "taken on");
+    }
+    (task, shared, pushes, breakers, epochs)
+}
+
+/// Another instance's write of `name`'s record: the record script run as instance `there`
+/// (through this task's connection, which leaves the task's own view of the record as it was).
+async fn there(
+    task: &mut Task,
+    name: &str,
+    mode: &str,
+    over: u64,
+    state: &str,
+    reason: &str,
+) -> Record {
+    let over = over.to_string();
+    let open_ms = if state == "open" { "60000" } else { "0" };
+    let channel = task.channel.clone();
+    let args = [
+        mode, &over, state, open_ms, "0", reason, "", "there", &channel, name,
+    ];
+    task.invoke(name, &args).await.expect("the store answers")
+}
+
+/// Polls `future` once, as `.await` would (its waker registered), and hands back the poll.
+async fn poll_once<F: Future>(mut future: Pin<&mut F>) -> Poll<F::Output> {
+    std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await
+}
+
+/// A trip told while a re-read pass is under way is written by that pass before it reads the
+/// next record (`resync.rs`, `read_all`), as the loop writes it before it looks at a published
+/// record: so another instance's trip made from the record before it (a `cas` over that
+/// record) is refused and takes this one on, and this instance keeps its own. A pass that read
+/// every record first wrote nothing told meanwhile until it ended, a store round trip per
+/// shared breaker later; a write made from the older record in that time won over the trip
+/// (its open time, reason and origin replaced this instance's).
+///
+/// The pass is polled by hand: its first poll stops in the read of its first record (nothing
+/// is pending, it has subscribed), the only moment the trips can be told during it without a
+/// hook in the task. Both breakers trip then, so whichever record is read first (the tracked
+/// map's order is random), the other is read after they are told.
+#[tokio::test(flavor = "current_thread")]
+async fn a_trip_told_during_a_resync_pass_is_written_before_the_next_record_is_read() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let prefix = format!("told-{}", std::process::id());
+    let (mut task, shared, _pushes, breakers, before) = two_shared(&redis.url, &prefix).await;
+    let applied = shared.applied.load(Ordering::Relaxed);
+    let resyncs = shared.resyncs.load(Ordering::Relaxed);
+    // The service answers 503 with `Retry-After: 600`, on both breakers, mid-pass.
+    let retry_after = Duration::from_secs(600);
+    let ok = {
+        let mut pass = pin!(task.tick());
+        assert!(
+            poll_once(pass.as_mut()).await.is_pending(),
+            "the pass waits on the store for its first record"
+        );
+        for b in &breakers {
+            b.trip_for(retry_after);
+        }
+        pass.await
+    };
+    assert!(ok, "every store operation of the pass succeeded");
+    assert_eq!(shared.resyncs.load(Ordering::Relaxed), resyncs + 1);
+
+    for (b, before) in breakers.iter().zip(before) {
+        let record = task.invoke(b.name(), &["read"]).await.unwrap();
+        assert_eq!(
+            (record.state, record.origin.as_str(), record.reason.clone()),
+            (
+                State::Open,
+                "here",
+                Reason::TripFor(retry_after).to_string()
+            ),
+            "{}: the trip told during the pass is the fleet's record once it ends",
+            b.name()
+        );
+        let theirs = there(
+            &mut task,
+            b.name(),
+            "cas",
+            before,
+            "open",
+            "5 consecutive failures",
+        )
+        .await;
+        assert!(
+            !theirs.changed,
+            "{}: a trip made from the record before this one's is refused",
+            b.name()
+        );
+    }
+    drain(&mut task, &mut timers()).await;
+    for b in &breakers {
+        assert_eq!(b.state(), State::Open, "{}", b.name());
+        assert_eq!(
+            b.export_state().open_remaining,
+            Some(retry_after + b.config().probe_timeout()),
+            "{}: open for the trip's own time (held one probe_timeout longer, lease.rs)",
+            b.name()
+        );
+    }
+    assert_eq!(
+        shared.applied.load(Ordering::Relaxed),
+        applied,
+        "no record was taken on over the trips"
+    );
+}
+
+/// `Fleet::resync` asked for while a re-read pass is under way (the periodic one, say) is
+/// answered by that pass, with its result, once it ends: not left queued behind it for a
+/// second pass. (It is taken in before the pass reads its next record: asked for during the
+/// read of the last one, it gets a pass of its own. Hence two records, and the ask made in the
+/// first read, polled by hand as in the test above.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_resync_asked_for_during_a_pass_is_answered_by_that_pass() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let prefix = format!("asked-{}", std::process::id());
+    let (mut task, shared, _pushes, _breakers, _) = two_shared(&redis.url, &prefix).await;
+    let resyncs = shared.resyncs.load(Ordering::Relaxed);
+    let (done, mut answer) = oneshot::channel();
+    let ok = {
+        let mut pass = pin!(task.tick());
+        assert!(
+            poll_once(pass.as_mut()).await.is_pending(),
+            "the pass waits on the store for its first record"
+        );
+        // What `Fleet::resync` sends.
+        shared.tx.send(Message::Resync(done)).unwrap();
+        pass.await
+    };
+    assert!(ok);
+    assert_eq!(
+        answer.try_recv(),
+        Ok(true),
+        "answered with the pass's result when it ends"
+    );
+    assert_eq!(
+        shared.resyncs.load(Ordering::Relaxed),
+        resyncs + 1,
+        "one pass"
+    );
+    assert!(task.rx.is_empty(), "nothing left queued for another pass");
 }
