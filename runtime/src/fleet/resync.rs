@@ -66,8 +66,18 @@ impl Task {
             return false;
         }
         let mut asked = Vec::new();
-        let read = self.read_all(&mut asked).await;
-        // A resync asked for during this one is answered by it.
+        let mut read = self.read_all(&mut asked).await;
+        // A resync asked for during a pass came after some records were read (a user who
+        // overwrote one and then asked must see it read): it is answered by a whole pass
+        // begun after it.
+        while read && !asked.is_empty() {
+            self.shared.resyncs.fetch_add(1, Ordering::Relaxed);
+            let waiting = std::mem::take(&mut asked);
+            read = self.read_all(&mut asked).await;
+            for done in waiting {
+                let _ = done.send(read);
+            }
+        }
         for done in asked {
             let _ = done.send(read);
         }
@@ -82,7 +92,7 @@ impl Task {
 
     /// Re-reads every tracked record. As in `step`, local changes told while earlier records
     /// were read are written before the next record is read, so an older record never wins
-    /// over them; a resync asked for meanwhile goes into `asked`.
+    /// over them; a resync asked for meanwhile goes into `asked`, for the pass after.
     async fn read_all(&mut self, asked: &mut Vec<oneshot::Sender<bool>>) -> bool {
         let names: Vec<String> = self.tracked.keys().cloned().collect();
         for name in names {

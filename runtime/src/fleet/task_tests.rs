@@ -371,12 +371,12 @@ async fn a_trip_told_during_a_resync_pass_is_written_before_the_next_record_is_r
 }
 
 /// `Fleet::resync` asked for while a re-read pass is under way (the periodic one, say) is
-/// answered by that pass, with its result, once it ends: not left queued behind it for a
-/// second pass. (It is taken in before the pass reads its next record: asked for during the
-/// read of the last one, it gets a pass of its own. Hence two records, and the ask made in the
-/// first read, polled by hand as in the test above.)
+/// answered by a whole pass begun after the ask, with its result: the pass under way read some
+/// records before the ask (a user who overwrote one with `redis-cli` and then asked must see
+/// it read), and the ask is not left queued either. The ask is made in the read of the first
+/// of two records, polled by hand as in the test above.
 #[tokio::test(flavor = "current_thread")]
-async fn a_resync_asked_for_during_a_pass_is_answered_by_that_pass() {
+async fn a_resync_asked_for_during_a_pass_is_answered_by_a_whole_pass_after_it() {
     let Some(redis) = TestRedis::get() else {
         return;
     };
@@ -398,12 +398,12 @@ async fn a_resync_asked_for_during_a_pass_is_answered_by_that_pass() {
     assert_eq!(
         answer.try_recv(),
         Ok(true),
-        "answered with the pass's result when it ends"
+        "answered with the next pass's result when it ends"
     );
     assert_eq!(
         shared.resyncs.load(Ordering::Relaxed),
-        resyncs + 1,
-        "one pass"
+        resyncs + 2,
+        "the pass under way, then a whole one for the ask"
     );
     assert!(task.rx.is_empty(), "nothing left queued for another pass");
 }
