@@ -48,6 +48,7 @@
 
 mod admit;
 mod cause;
+pub(crate) use cause::displayed;
 mod cold;
 mod events;
 mod inner;

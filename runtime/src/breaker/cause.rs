@@ -28,13 +28,18 @@ impl fmt::Display for Guarded<'_> {
 
 /// A failure's message, formatted by the user's `Display`; [`DISPLAY_PANICKED`] if it panics.
 pub(super) fn message(cause: &dyn fmt::Display) -> Arc<str> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cause.to_string())) {
-        Ok(text) => text.into(),
+    displayed(cause).into()
+}
+
+/// What a user's `Display` (a failure's, a key's) writes; [`DISPLAY_PANICKED`] if it panics.
+pub(crate) fn displayed(value: &dyn fmt::Display) -> String {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| value.to_string())) {
+        Ok(text) => text,
         Err(payload) => {
             // Dropped panic-safely: a payload whose `Drop` panics would otherwise unwind out
             // of the transition before it is made, and the failure that trips would open nothing.
             crate::event::discard(payload);
-            DISPLAY_PANICKED.into()
+            DISPLAY_PANICKED.to_owned()
         }
     }
 }

@@ -4,7 +4,7 @@ use core::fmt;
 use core::hash::Hash;
 use std::sync::{Arc, Mutex};
 
-use crate::breaker::Breaker;
+use crate::breaker::{Breaker, displayed};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::registration::{Registration, Site};
@@ -59,7 +59,7 @@ where
         let mut keys = Vec::new();
         self.for_each(|k, b| {
             keys.push(KeyMetrics {
-                key: k.to_string(),
+                key: displayed(k),
                 metrics: b.metrics(),
             })
         });

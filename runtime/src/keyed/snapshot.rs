@@ -5,7 +5,7 @@
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 
-use crate::breaker::Breaker;
+use crate::breaker::{Breaker, displayed};
 use crate::metrics::Metrics;
 use crate::state::State;
 
@@ -150,7 +150,7 @@ where
     /// that metric export does only when asked (see `export::set_per_key`).
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(crate) fn each_displayed(&self, mut f: impl FnMut(String, &Breaker)) {
-        self.for_each(|k, b| f(k.to_string(), b));
+        self.for_each(|k, b| f(displayed(k), b));
     }
 }
 
@@ -158,7 +158,7 @@ where
 fn rank<K: fmt::Display>(open: Vec<(K, Breaker)>, top: usize) -> Vec<(String, K, Breaker)> {
     let mut ranked: Vec<(u64, String, K, Breaker)> = open
         .into_iter()
-        .map(|(k, b)| (b.counts()[1], k.to_string(), k, b))
+        .map(|(k, b)| (b.counts()[1], displayed(&k), k, b))
         .collect();
     ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     ranked.truncate(top);

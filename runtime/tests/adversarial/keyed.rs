@@ -168,3 +168,44 @@ fn keyed_open_keys_fill_the_family_then_overflow_shares_one_breaker() {
     assert_eq!(m.successes + m.failures + m.ignored + m.rejected, m.calls);
     assert!(m.calls >= 1);
 }
+
+/// A key whose `Display` panics: each place a family shows its keys (the rejection's message,
+/// `snapshot`'s top open keys, `registry().families()` and `family_snapshots()`, which the
+/// metrics export and the admin router read) shows `<Display panicked>` for it instead of
+/// unwinding into the caller, and the family goes on working.
+#[test]
+fn keyed_a_key_whose_display_panics_is_listed_as_such() {
+    #[derive(Clone, PartialEq, Eq, Hash)]
+    struct Host(u32);
+    impl std::fmt::Display for Host {
+        fn fmt(&self, _: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            panic!("a key's Display panicked on purpose")
+        }
+    }
+    let name = "adv-keyed-display";
+    let hosts: BreakerMap<Host> = breakerbox_runtime::registry()
+        .family(name, || Config::builder().failures(1).build().unwrap())
+        .unwrap();
+    let _ = hosts.call(&Host(1), || Err::<(), _>("down"));
+    hosts.call(&Host(2), || Ok::<_, &str>(())).unwrap();
+    let Err(Error::Rejected(r)) = hosts.call(&Host(1), || Ok::<_, &str>(())) else {
+        panic!("the open key's call ran");
+    };
+    assert_eq!(r.key(), Some("<Display panicked>"));
+
+    let top = hosts.snapshot(5).top_open;
+    assert_eq!(top.len(), 1);
+    assert_eq!(top[0].key, "<Display panicked>");
+    let listed = breakerbox_runtime::registry().families();
+    let family = listed.iter().find(|f| f.name == name).unwrap();
+    assert_eq!(family.keys.len(), 2);
+    assert!(family.keys.iter().all(|k| k.key == "<Display panicked>"));
+    assert_eq!(family.open_keys, 1);
+    let snapshots = breakerbox_runtime::registry().family_snapshots(5);
+    let snapshot = snapshots.iter().find(|f| f.name == name).unwrap();
+    assert_eq!((snapshot.keys, snapshot.open_keys), (2, 1));
+    assert_eq!(snapshot.top_open[0].key, "<Display panicked>");
+    // And it goes on: the healthy key's calls run.
+    hosts.call(&Host(2), || Ok::<_, &str>(())).unwrap();
+    assert_eq!(hosts.get(&Host(1)).unwrap().state(), State::Open);
+}
