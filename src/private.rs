@@ -20,7 +20,7 @@ pub use breakerbox_runtime::{
 
 pub use crate::FallbackReason;
 
-pub use breakerbox_runtime::__private::{Registration, register};
+pub use breakerbox_runtime::__private::{Guarded, Registration, register};
 
 use breakerbox_runtime::registry;
 

@@ -424,8 +424,14 @@ impl<'a> Ctx<'a> {
                 }
             }
         });
+        // The permit is held by `Guarded` across the `.await`: a panic out of the body is a
+        // failure even when a catcher stops it first, and the future dropped unfinished is a
+        // cancelled call even while a sibling's panic unwinds the task.
         let Some(timeout) = &args.timeout else {
-            return quote!(let #result = async move { #fake_return #(#stmts)* }.await;);
+            return quote! {
+                let (#result, #permit) =
+                    #private::Guarded::new(#permit, async move { #fake_return #(#stmts)* }).await;
+            };
         };
         let after = duration(private, timeout.value);
         let key = syn::Ident::new("timeout", timeout.key);
@@ -438,11 +444,12 @@ impl<'a> Ctx<'a> {
             .fallback_call(timeout_reason)
             .unwrap_or_else(|| locate(quote!(#private::reject_timeout(#elapsed)), output));
         quote! {
-            let #result = {
+            let (#result, #permit) = {
                 #require
-                match #private::timeout(#after, async #capture { #fake_return #(#stmts)* }).await {
-                    #private::Option::Some(#result) => #result,
-                    #private::Option::None => {
+                let #result = #private::timeout(#after, async #capture { #fake_return #(#stmts)* });
+                match #private::Guarded::new(#permit, #result).await {
+                    (#private::Option::Some(#result), #permit) => (#result, #permit),
+                    (#private::Option::None, #permit) => {
                         let #elapsed = #private::Timeout::new(#private::Breaker::name(&#breaker), #after);
                         #private::Permit::record_with(
                             #permit,

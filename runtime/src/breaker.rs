@@ -51,6 +51,7 @@ mod cause;
 pub(crate) use cause::displayed;
 mod cold;
 mod events;
+mod guarded;
 mod inner;
 mod live;
 mod permit;
@@ -66,6 +67,7 @@ use core::ptr::NonNull;
 use core::time::Duration;
 use std::sync::Arc;
 
+pub use self::guarded::Guarded;
 use self::inner::Inner;
 use self::weak::release_weak;
 use crate::config::Config;
@@ -309,13 +311,15 @@ impl Breaker {
 
     /// Awaits `fut` through the breaker, counting as [`call`](Breaker::call) does. If the
     /// returned future is dropped before it finishes, the call counts as
-    /// [`Ignored`](Outcome::Ignored). Needs no particular async runtime.
+    /// [`Ignored`](Outcome::Ignored), also when it is dropped because another future of its
+    /// task panicked; a panic out of `fut` counts as a failure, also when a catcher around
+    /// this future stops it. Needs no particular async runtime.
     pub async fn call_async<T, E: fmt::Display>(
         &self,
         fut: impl Future<Output = Result<T, E>>,
     ) -> Result<T, Error<E>> {
         let permit = self.try_acquire()?;
-        let result = fut.await;
+        let (result, permit) = Guarded::new(permit, fut).await;
         match &result {
             Ok(_) => permit.success(),
             Err(e) => permit.failure_with(e),

@@ -152,6 +152,7 @@ pub use timer::Timers;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::__breakerbox_register as register;
+    pub use crate::breaker::Guarded;
     pub use crate::registration::Registration;
     #[cfg(breakerbox_linkme)]
     pub use {crate::registration::REGISTRATIONS, linkme};

@@ -79,7 +79,11 @@ fn async_body_is_awaited_in_place() {
             }
         ),
     );
-    assert!(out.contains("Ok (id) } . await"), "{out}");
+    assert!(
+        out.contains("Guarded :: new (__breakerbox_permit , async move {"),
+        "{out}"
+    );
+    assert!(out.contains("Ok (id) }) . await"), "{out}");
     assert!(out.contains("cached (self , id) . await"), "{out}");
 }
 

@@ -142,36 +142,56 @@ impl Permit<'_> {
     pub fn is_probe(&self) -> bool {
         self.ticket.kind() == Kind::Probe
     }
+
+    /// Records a cancelled call (`Ignored`) whether or not the thread is unwinding: for a
+    /// future dropped unfinished whose own poll did not panic (a sibling's panic in the same
+    /// task drops it while unwinding, which says nothing about this call). A panic while
+    /// recording is caught and logged, as for a panicking call.
+    #[cold]
+    pub(crate) fn cancel(self) {
+        let (inner, ticket) = (self.inner, self.ticket);
+        core::mem::forget(self);
+        record_caught(inner, ticket, Outcome::Ignored);
+    }
+
+    /// Records the failure of a call whose own poll is unwinding, catching a panic while
+    /// recording (a second panic escaping a `Drop` during an unwind aborts the process).
+    #[cold]
+    pub(crate) fn fail_unwinding(self) {
+        let (inner, ticket) = (self.inner, self.ticket);
+        core::mem::forget(self);
+        record_caught(inner, ticket, Outcome::Failure);
+    }
 }
 
 /// Runs only for a permit dropped without a verdict: recording forgets the permit.
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            record_unwinding(self.inner, self.ticket);
+            record_caught(self.inner, self.ticket, Outcome::Failure);
         } else {
             self.inner.record(self.ticket, Outcome::Ignored, None);
         }
     }
 }
 
-/// Records the failure of a call whose thread is unwinding. Recording may run user code — the
-/// clock, read to time the call, date a streak or a window bucket, or end a probe round — and a
-/// second panic escaping a `Drop` during an unwind aborts the process: it is caught and logged
-/// at `error`, and the call's own panic goes on. The failure is then counted as far as the
-/// clock let it be (a probe whose failure could not be dated holds its slot until
+/// Records `outcome` for a call whose thread may be unwinding. Recording may run user code —
+/// the clock, read to time the call, date a streak or a window bucket, or end a probe round —
+/// and a second panic escaping a `Drop` during an unwind aborts the process: it is caught and
+/// logged at `error`, and the call's own panic goes on. The outcome is then counted as far as
+/// the clock let it be (a probe whose failure could not be dated holds its slot until
 /// `probe_timeout`, as a hung one does).
 #[cold]
-fn record_unwinding(inner: &Inner, ticket: Ticket) {
+fn record_caught(inner: &Inner, ticket: Ticket, outcome: Outcome) {
     let recorded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        inner.record(ticket, Outcome::Failure, None)
+        inner.record(ticket, outcome, None)
     }));
     if let Err(payload) = recorded {
         tracing::error!(
             target: "breakerbox",
             name = %inner.identity.name,
             panic = crate::event::panic_message(&*payload),
-            "recording the failure of a panicking call of circuit breaker '{}' panicked (caught)",
+            "recording an outcome ({outcome:?}) of circuit breaker '{}' panicked (caught)",
             inner.identity.name
         );
         crate::event::discard(payload);
@@ -250,6 +270,12 @@ impl OwnedPermit {
     /// The breaker this permit is from.
     pub fn breaker(&self) -> &Breaker {
         &self.breaker
+    }
+
+    /// See [`Permit::cancel`].
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn cancel(mut self) {
+        self.take().cancel();
     }
 }
 

@@ -233,7 +233,7 @@ where
         let kind = match self.breaker.try_acquire_owned() {
             Ok(permit) => Kind::Running {
                 future: self.inner.call(req),
-                permit: Some(permit),
+                permit: Held(Some(permit)),
                 classify: self.classify.clone(),
             },
             Err(rejected) => Kind::Rejected {
@@ -384,7 +384,7 @@ where
         let kind = match self.family.try_acquire(&key) {
             Ok(permit) => Kind::Running {
                 future: self.inner.call(req),
-                permit: Some(permit),
+                permit: Held(Some(permit)),
                 classify: self.classify.clone(),
             },
             Err(rejected) => Kind::Rejected {
@@ -411,7 +411,7 @@ pin_project_lite::pin_project! {
             #[pin]
             future: F,
             // `None` once recorded.
-            permit: Option<OwnedPermit>,
+            permit: Held,
             classify: C,
         },
         Rejected {
@@ -453,7 +453,7 @@ where
                 // way out. Disarmed when `poll` returns, so a future polled while another panic
                 // unwinds (from a `Drop`) is not blamed for it.
                 let mut guard = RecordPanic {
-                    permit,
+                    permit: &mut permit.0,
                     armed: true,
                 };
                 let poll = future.poll(cx);
@@ -475,6 +475,20 @@ where
                 Some(rejected) => Poll::Ready(Err(Error::Rejected(rejected))),
                 None => panic!("`ResponseFuture` polled after it completed"),
             },
+        }
+    }
+}
+
+/// A response future's permit: dropped unrecorded (the future dropped unfinished), it records
+/// a cancelled call, `Ignored`, also while the thread unwinds from another panic (a sibling
+/// request's, tokio dropping the task's future on the way out): the permit's own rule would
+/// call that a failure, and one panic would count once per request in flight in the task.
+struct Held(Option<OwnedPermit>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(permit) = self.0.take() {
+            permit.cancel();
         }
     }
 }
