@@ -1,5 +1,6 @@
-//! Keyed families (`BreakerMap`) at their bounds: room made at the hard cap, and evicted
-//! breakers freed. Each test failed before its fix (found by an adversarial review).
+//! Keyed families (`BreakerMap`) at their bounds: room made at the hard cap, evicted
+//! breakers freed, and idle keys dated right. Each test failed before its fix (found by an
+//! adversarial review).
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -140,4 +141,51 @@ fn a_sweep_frees_the_breakers_it_evicts() {
         "the sweep left {} evicted breakers allocated",
         after_sweep + 100 - before
     );
+}
+
+/// A manual clock whose next reading can be set back once: a user's clock that is not
+/// monotonic, or a time read before the reader was preempted while another sweep ran.
+#[derive(Clone)]
+struct SetBack {
+    clock: ManualClock,
+    next: std::sync::Arc<Mutex<Option<Duration>>>,
+}
+
+impl breakerbox_runtime::Clock for SetBack {
+    fn now(&self) -> Duration {
+        let next = self.next.lock().unwrap().take();
+        next.unwrap_or_else(|| breakerbox_runtime::Clock::now(&self.clock))
+    }
+}
+
+/// A sweep dated earlier than the sweep before it dated the calls since that one too early:
+/// a key called 1 s ago was evicted as idle for 10 s. A sweep's time is now never before the
+/// last sweep's.
+#[test]
+fn a_sweep_dated_before_the_last_one_does_not_evict_a_key_called_since() {
+    let _s = serial();
+    let manual = ManualClock::new();
+    let clock = SetBack {
+        clock: manual.clone(),
+        next: Default::default(),
+    };
+    let config = Config::builder()
+        .failures(1)
+        .idle_for(Duration::from_secs(10))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let map: BreakerMap<String> = BreakerMap::new("review-stale-sweep", config);
+    manual.advance(Duration::from_secs(100));
+    map.call("a", || Ok::<_, &str>(())).unwrap();
+    assert_eq!(map.sweep(), 0, "t = 100 s");
+    manual.advance(Duration::from_secs(5));
+    map.call("a", || Ok::<_, &str>(())).unwrap(); // t = 105 s: the last call
+    *clock.next.lock().unwrap() = Some(Duration::from_secs(95));
+    assert_eq!(map.sweep(), 0, "read as t = 95 s, before the last sweep");
+    manual.advance(Duration::from_secs(1));
+    assert_eq!(map.sweep(), 0, "t = 106 s: `a` was called 1 s ago");
+    assert!(map.get("a").is_some());
+    manual.advance(Duration::from_secs(10));
+    assert_eq!(map.sweep(), 1, "t = 116 s: idle for 11 s");
 }

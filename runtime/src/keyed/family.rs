@@ -137,9 +137,9 @@ where
         if now >= self.sweep_at.load(Ordering::Relaxed)
             || len >= self.sweep_len.load(Ordering::Relaxed)
         {
-            self.sweep(now, guard);
+            self.sweep(guard);
         }
-        if self.map.len() >= self.hard_cap && !self.room_at_cap(now, guard) {
+        if self.map.len() >= self.hard_cap && !self.room_at_cap(guard) {
             return self.overflow_breaker();
         }
         self.fresh(key, now, guard)
@@ -150,13 +150,13 @@ where
     /// evicted under pressure; so every `max_keys / 8` new keys turned away (at least one)
     /// run a sweep. A sweep costs the map's length, which this spreads over as many calls.
     #[cold]
-    fn room_at_cap(&self, now: u64, guard: &impl papaya::Guard) -> bool {
+    fn room_at_cap(&self, guard: &impl papaya::Guard) -> bool {
         let every = (self.max_keys / 8).max(1);
         if self.turned_away.fetch_add(1, Ordering::Relaxed) + 1 < every {
             return false;
         }
         self.turned_away.store(0, Ordering::Relaxed);
-        self.sweep(now, guard);
+        self.sweep(guard);
         self.map.len() < self.hard_cap
     }
 
@@ -183,13 +183,18 @@ where
         }
     }
 
-    pub(super) fn sweep(&self, now: u64, guard: &impl papaya::Guard) -> usize {
+    pub(super) fn sweep(&self, guard: &impl papaya::Guard) -> usize {
         if self.sweeping.swap(true, Ordering::Acquire) {
             return 0;
         }
         let _sweeping = Sweeping(&self.sweeping);
         let tick = self.tick.load(Ordering::Relaxed);
         let began = self.swept_at.load(Ordering::Relaxed);
+        // Read once the flag is ours: a time read before it (by a caller preempted on the way
+        // here, while another sweep ran) could be older than that sweep's, and would date the
+        // calls of this period too early, evicting their keys before `idle_for`. Never before
+        // the last sweep either, whatever the clock (user code) says.
+        let now = self.config.clock.coarse().max(began);
         let mut idle = Vec::new();
         let mut closed = Vec::new();
         for (key, slot) in self.map.iter(guard) {

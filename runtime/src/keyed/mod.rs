@@ -335,8 +335,7 @@ where
     pub fn sweep(&self) -> usize {
         let evicted = {
             let guard = self.family.map.guard();
-            let now = self.family.config.clock.coarse();
-            self.family.sweep(now, &guard)
+            self.family.sweep(&guard)
         };
         // Unpinned now, so the slots this sweep removed are reclaimed (unless another thread
         // is still pinned): the breakers nothing else holds are freed here, not at the next
