@@ -47,7 +47,11 @@ async fn a_client_that_lags_loses_the_oldest_changes_and_is_told_how_many() {
         }
     }
 
-    // First the loss, then the 1024 changes kept (the last ones), in order, then metrics.
+    // The tick due at connecting, then the loss, then the 1024 changes kept (the last ones),
+    // in order, then the next tick, which counts the loss.
+    let (name, tick) = next_event(&mut body).await;
+    assert_eq!(name, "metrics");
+    assert_eq!(tick["dropped"], 0);
     assert_eq!(
         next_event(&mut body).await,
         ("dropped".to_owned(), json!({ "dropped": 10 }))

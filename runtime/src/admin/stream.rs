@@ -117,15 +117,18 @@ struct StateChange<'a> {
 }
 
 impl Subscriber {
-    /// The next event for the client: a state change if one is waiting, else the next tick.
+    /// The next event for the client: the tick if one is due, else a state change if one is
+    /// waiting, else whichever comes first. The tick is asked first: asked second, it lost to
+    /// every waiting change, and a steady stream of changes (a flapping breaker, a slow client
+    /// whose ring stays full) held the `metrics` events back for as long as it lasted.
     async fn next(&mut self) -> SseEvent {
         // The futures borrow the receiver and the interval: done with them before the answer.
         let woke = {
-            let recv = pin!(self.rx.recv());
             let tick = pin!(self.tick.tick());
-            match select(recv, tick).await {
-                Either::Left((received, _)) => Some(received),
-                Either::Right(_) => None,
+            let recv = pin!(self.rx.recv());
+            match select(tick, recv).await {
+                Either::Left(_) => None,
+                Either::Right((received, _)) => Some(received),
             }
         };
         match woke {

@@ -221,12 +221,16 @@ where
     }
 }
 
-/// What the last export of each family sent: its counters (sent as the highest value seen)
-/// and its top open keys (set to 0 once they leave the top).
+/// What the last export of each family name sent: its counters (sent as the highest value
+/// seen, so that a snapshot taken during an eviction never shows one going down) and its top
+/// open keys (set to 0 once they leave the top). One entry per name, whatever the number of
+/// families made under it.
 static LAST: Mutex<Option<HashMap<String, Last>>> = Mutex::new(None);
 
 #[derive(Default)]
 struct Last {
+    /// The family these are of: a new family of the same name starts from its own counts.
+    family: u64,
     counts: [u64; 6],
     top: Vec<String>,
 }
@@ -250,6 +254,12 @@ fn record_snapshot(s: &FamilySnapshot) {
             .get_or_insert_with(HashMap::new)
             .entry(s.name.clone())
             .or_default();
+        if last.family != s.family {
+            // Another family of this name: its counters start from its own counts (a reset,
+            // to Prometheus); its keys' gauges left from the old one are still set to 0 below.
+            last.family = s.family;
+            last.counts = [0; 6];
+        }
         for (kept, now) in last.counts.iter_mut().zip(now) {
             *kept = (*kept).max(now);
         }

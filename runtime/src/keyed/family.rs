@@ -14,6 +14,8 @@ use super::totals::Totals;
 
 pub(super) struct Family<K, S> {
     pub(super) map: papaya::HashMap<K, Slot, S>,
+    /// Unique in the process (see `FamilySnapshot::family`).
+    pub(super) id: u64,
     pub(super) name: Arc<Box<str>>,
     /// Replaced by a reload (see `reload.rs`).
     pub(super) config: crate::reload::LiveConfig,

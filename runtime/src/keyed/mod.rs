@@ -159,6 +159,10 @@ where
         let idle_for = nanos(config.idle_for).max(1);
         BreakerMap {
             family: Arc::new_cyclic(|me| Family {
+                id: {
+                    static NEXT: AtomicU64 = AtomicU64::new(1);
+                    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                },
                 map: papaya::HashMap::builder()
                     .hasher(hasher)
                     .resize_mode(papaya::ResizeMode::Blocking)

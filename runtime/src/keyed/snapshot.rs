@@ -59,7 +59,7 @@ impl FamilyTotals {
 /// A keyed family at one moment, from [`BreakerMap::snapshot`] or
 /// [`Registry::family_snapshots`](crate::Registry::family_snapshots): aggregates, the number
 /// of open keys and the `top` open keys, in size independent of the number of keys.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct FamilySnapshot {
@@ -78,6 +78,38 @@ pub struct FamilySnapshot {
     pub evicted: Evicted,
     /// The overflow breaker, if it has been needed (also in `totals`).
     pub overflow: Option<Metrics>,
+    /// Which family this is: two families of the same name (one dropped, another made) have
+    /// different ones. For the metrics export, which holds a family's counters from going
+    /// down but must start again for a new family.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub(crate) family: u64,
+}
+
+/// Equal when every field shown is (which family it was taken of is not compared: it is not
+/// serialized, so a snapshot read back equals the one written).
+impl PartialEq for FamilySnapshot {
+    fn eq(&self, other: &Self) -> bool {
+        let FamilySnapshot {
+            name,
+            keys,
+            open_keys,
+            totals,
+            top_open,
+            evicted,
+            overflow,
+            family: _,
+        } = self;
+        (name, keys, open_keys, totals, top_open, evicted, overflow)
+            == (
+                &other.name,
+                &other.keys,
+                &other.open_keys,
+                &other.totals,
+                &other.top_open,
+                &other.evicted,
+                &other.overflow,
+            )
+    }
 }
 
 /// Whether a key counts as open in [`FamilySnapshot::open_keys`].
@@ -131,6 +163,7 @@ where
             top_open,
             evicted,
             overflow,
+            family: self.family.id,
         }
     }
 
