@@ -82,6 +82,7 @@ pub struct FamilySnapshot {
     /// different ones. For the metrics export, which holds a family's counters from going
     /// down but must start again for a new family.
     #[cfg_attr(feature = "serde", serde(skip))]
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(crate) family: u64,
 }
 
