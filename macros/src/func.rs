@@ -197,13 +197,20 @@ pub(crate) fn fallback_args(item: &ItemFn, at: Span) -> Vec<TokenStream> {
             FnArg::Typed(typed) => fallback_ident(&typed.pat).map(|ident| {
                 let mut ident = ident.clone();
                 ident.set_span(ident.span().located_at(at));
-                quote!(#ident)
+                // A parameter under `#[cfg]` is passed under the same `#[cfg]` (call arguments
+                // take it): configured out, it is neither a parameter nor an argument.
+                let cfgs = typed
+                    .attrs
+                    .iter()
+                    .filter(|a| a.path().is_ident("cfg") || a.path().is_ident("cfg_attr"));
+                quote!(#(#cfgs)* #ident)
             }),
         })
         .collect()
 }
 
-/// The return type with every `impl Trait` replaced by `_`, usable as a `let` type hint.
+/// The return type with every `impl Trait` replaced by `_` (`()` for none), usable as a `let`
+/// type hint.
 ///
 /// The hint fixes the type of the body's result before the generated code inspects it
 /// (`?` inside the wrapped body needs it); `impl Trait` is not allowed in a `let`
@@ -223,7 +230,9 @@ pub(crate) fn type_hint(output: &ReturnType) -> Option<Type> {
         }
     }
     match output {
-        ReturnType::Default => None,
+        // `()`, said: a body that diverges (`todo!()`, a `loop` without `break`) leaves its
+        // type open otherwise, and a fallback's classification would take it for a `Result`.
+        ReturnType::Default => Some(syn::parse_quote!(())),
         ReturnType::Type(_, ty) => {
             let mut ty = (**ty).clone();
             EraseImplTrait.visit_type_mut(&mut ty);
