@@ -201,7 +201,16 @@ use proc_macro::TokenStream;
 ///
 /// With both `timeout` and `fallback`, the body must not move the arguments the fallback
 /// receives (they are still needed after a timeout): the body borrows what it does not
-/// move, and moving one is a borrow error.
+/// move, and moving one is a borrow error. For the same reason a method taking `&mut self`
+/// cannot return a borrow of `self` (`Result<&mut T, E>`) with both: the body's borrow
+/// would outlive the fallback's.
+///
+/// A fallback cannot stand in for a function returning `impl Trait` (whole, or inside
+/// `Result<…>`): its own `impl Trait` is another type. Return a named type there.
+///
+/// The fallback is called with the function's parameters by name, so `clippy::pedantic`'s
+/// `used_underscore_binding` blames an `_unused` parameter at `fallback = …`; allow it on the
+/// function, or name the parameter without the underscore.
 ///
 /// # Outcomes
 ///
@@ -254,6 +263,9 @@ use proc_macro::TokenStream;
 /// native `async fn` in traits) and default method bodies; generics, lifetimes and
 /// where-clauses; `impl Trait` arguments and return types; `unsafe fn`. The body keeps its
 /// meaning: `?` and `return` work as before, and results may borrow from the arguments.
+/// One exception: a plain `fn`'s body runs in a closure, so under `#[track_caller]`
+/// `Location::caller()` (and an `unwrap`'s panic message) in the body names the function's
+/// own line, not its caller's.
 ///
 /// The function's signature, attributes, docs and lints are left as they are; only the
 /// statements of its body are wrapped. `const fn`, `extern` functions, variadic functions
