@@ -264,7 +264,7 @@ use proc_macro::TokenStream;
 /// where-clauses; `impl Trait` arguments and return types; `unsafe fn`. The body keeps its
 /// meaning: `?` and `return` work as before, and results may borrow from the arguments.
 /// One exception: a plain `fn`'s body runs in a closure, so under `#[track_caller]`
-/// `Location::caller()` (and an `unwrap`'s panic message) in the body names the function's
+/// `Location::caller()` (and an `unwrap`'s panic message) in the body names the body's
 /// own line, not its caller's.
 ///
 /// The function's signature, attributes, docs and lints are left as they are; only the
