@@ -18,8 +18,8 @@ pin_project_lite::pin_project! {
     ///   drops this future on the way out, and says nothing about the service.
     ///
     /// Without it, a permit held across an `.await` recorded `Failure` whenever it was
-    /// dropped during an unwind, and `Ignored` when a catcher had stopped the unwind first:
-    /// both the wrong way round for async code.
+    /// dropped during an unwind, another future's included: one panic in a task counted as a
+    /// failure of every call the task had in flight.
     #[doc(hidden)]
     pub struct Guarded<'a, F> {
         #[pin]
