@@ -91,14 +91,16 @@ impl Task {
             name,
         ];
         let Some(mut record) = self.invoke(name, &args).await else {
-            return false;
+            // Over a record this instance cannot read, the change is dropped rather than
+            // retried for ever (the breaker keeps it locally).
+            return self.unreadable;
         };
         if !record.changed && record.epoch == 0 && expected != "0" {
             // The record vanished (FLUSHALL, a restart): write over "no record" instead.
             let mut args = args;
             args[1] = "0";
             let Some(again) = self.invoke(name, &args).await else {
-                return false;
+                return self.unreadable;
             };
             record = again;
         }

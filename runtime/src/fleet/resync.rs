@@ -109,7 +109,8 @@ impl Task {
     async fn resync_one(&mut self, name: &str) -> bool {
         let read = ["read"];
         let Some(record) = self.invoke(name, &read).await else {
-            return false;
+            // An unreadable record is skipped: the pass goes on to the others.
+            return self.unreadable;
         };
         let applied = self.tracked.get(name).map_or(0, |t| t.applied);
         if record.epoch == 0 {
