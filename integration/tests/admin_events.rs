@@ -1,32 +1,21 @@
 //! The admin event stream's lag: a binary of its own, so that no other test's breakers put
 //! events on the process-wide channel and the counts are exact.
 
+// The admin tests' helpers (one of them, `next_event`, is used here).
+#[allow(dead_code)]
+#[path = "admin/support.rs"]
+mod support;
+
 use axum::body::Body;
 use axum::http::Request;
 use breakerbox::{Config, registry};
-use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde_json::json;
 use tower::ServiceExt;
+
+use support::next_event;
 
 /// Events a client may fall behind by (`admin`'s channel).
 const CAPACITY: usize = 1024;
-
-async fn next_event(
-    body: &mut (impl futures_util::Stream<Item = Result<axum::body::Bytes, axum::Error>> + Unpin),
-) -> (String, Value) {
-    let frame = body.next().await.expect("the stream goes on").unwrap();
-    let text = std::str::from_utf8(&frame).unwrap();
-    let field = |prefix: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(prefix))
-            .unwrap_or_else(|| panic!("no {prefix:?} in {text:?}"))
-            .to_owned()
-    };
-    (
-        field("event: "),
-        serde_json::from_str(&field("data: ")).unwrap(),
-    )
-}
 
 #[tokio::test(start_paused = true)]
 async fn a_client_that_lags_loses_the_oldest_changes_and_is_told_how_many() {

@@ -2,36 +2,24 @@
 //! binary of its own, on tokio's paused clock. Failed before the tick was asked first (found
 //! by an adversarial review).
 
+// The admin tests' helpers (one of them, `next_event`, is used here).
+#[allow(dead_code)]
+#[path = "admin/support.rs"]
+mod support;
+
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::Request;
 use breakerbox::{Config, registry};
-use futures_util::StreamExt;
-use serde_json::Value;
 use tower::ServiceExt;
 
-async fn next_event(
-    body: &mut (impl futures_util::Stream<Item = Result<axum::body::Bytes, axum::Error>> + Unpin),
-) -> (String, Value) {
-    let frame = body.next().await.expect("the stream goes on").unwrap();
-    let text = std::str::from_utf8(&frame).unwrap();
-    let field = |prefix: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(prefix))
-            .unwrap_or_else(|| panic!("no {prefix:?} in {text:?}"))
-            .to_owned()
-    };
-    (
-        field("event: "),
-        serde_json::from_str(&field("data: ")).unwrap(),
-    )
-}
+use support::next_event;
 
 /// docs/admin.md: "`metrics`: at once on connecting, then every second on tokio's clock".
 /// While a state change is waiting each time the client reads (a flapping breaker, a client
-/// slower than the changes), the stream sent only `state` events before the fix: `select` polled the
-/// broadcast receiver first, so the due tick never won and the dashboard's rates, sparklines
+/// slower than the changes), the stream sent only `state` events before the fix: `select`
+/// polled the broadcast receiver first, so the due tick never won and the dashboard's rates, sparklines
 /// and `dropped` count stop for as long as the changes keep coming.
 #[tokio::test(start_paused = true)]
 async fn metrics_ticks_keep_coming_while_state_changes_keep_arriving() {

@@ -1,7 +1,8 @@
 //! Keyed families (`BreakerMap`) and freeing breakers' names (D10): eviction, what is never
 //! evicted, the overflow breaker, exact counts under racing eviction.
 
-use std::sync::Mutex;
+mod keyed_support;
+
 use std::time::Duration;
 
 use breakerbox_runtime::{
@@ -9,24 +10,7 @@ use breakerbox_runtime::{
     registry,
 };
 
-/// The tests that read `live_breakers` (a process-wide count) run one at a time, and every
-/// other test here takes the lock too, so none creates breakers meanwhile.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn config(clock: &ManualClock, max_keys: u32, idle: u64) -> Config {
-    Config::builder()
-        .failures(1)
-        .open_for(Duration::from_secs(60))
-        .max_keys(max_keys)
-        .idle_for(Duration::from_secs(idle))
-        .clock(clock.clone())
-        .build()
-        .unwrap()
-}
+use keyed_support::{config, serial};
 
 fn fail(map: &BreakerMap<String>, key: &str) {
     let r = map.call(key, || Err::<(), _>("connection refused"));

@@ -2,27 +2,14 @@
 //! breakers freed, and idle keys dated right. Each test failed before its fix (found by an
 //! adversarial review).
 
+mod keyed_support;
+
 use std::sync::Mutex;
 use std::time::Duration;
 
 use breakerbox_runtime::{BreakerMap, Config, Error, ManualClock, State, live_breakers};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn config(clock: &ManualClock, max_keys: u32, idle: u64) -> Config {
-    Config::builder()
-        .failures(1)
-        .open_for(Duration::from_secs(60))
-        .max_keys(max_keys)
-        .idle_for(Duration::from_secs(idle))
-        .clock(clock.clone())
-        .build()
-        .unwrap()
-}
+use keyed_support::{config, serial};
 
 /// The family grew to its hard cap (twice `max_keys`) with open keys, so new keys went to the
 /// overflow breaker, and a failing new key opened it. Then every held key's host recovered:
@@ -30,11 +17,11 @@ fn config(clock: &ManualClock, max_keys: u32, idle: u64) -> Config {
 /// A new key for a healthy host should now get its own breaker: the family is above
 /// `max_keys` with closed keys it evicts under pressure ("past that, new keys share one
 /// overflow breaker until eviction makes room"; "above `max_keys` the least recently called
-/// closed keys are" evicted). But the pressure sweep a new key triggers waits for the map to
-/// hold `sweep_len` keys, which the last sweep set to the cap plus an eighth of `max_keys`:
-/// a length the map never reaches, since at the cap new keys are not inserted. Only the
-/// time-based sweep (an eighth of `idle_for`, 75 s by default) makes room, and until then
-/// every new key is rejected by the open overflow breaker.
+/// closed keys are" evicted). Before the fix, the pressure sweep a new key triggers waited for
+/// the map to hold `sweep_len` keys, which the last sweep set to the cap plus an eighth of
+/// `max_keys`: a length the map never reaches, since at the cap new keys are not inserted.
+/// Only the time-based sweep (an eighth of `idle_for`, 75 s by default) made room, and until
+/// then every new key was rejected by the open overflow breaker.
 #[test]
 fn closed_keys_above_max_keys_make_room_for_a_new_key_at_the_hard_cap() {
     let _s = serial();
@@ -115,10 +102,10 @@ fn an_evicted_breaker_is_freed_by_the_next_sweep_after_its_last_handle_is_droppe
 
 /// `BreakerMap::sweep`: "call this to free idle keys of a family that sees no new ones". A
 /// burst of keys goes idle and a sweep evicts them, with no handle, permit or rejection
-/// holding any of them. The sweep removes them from the map, but their breakers stay
-/// allocated: each waits in `limbo` until a later prune (the next sweep, or `evicted()`),
-/// because the sweeping thread's own pin still held the removed slots when it pruned. In a
-/// family that then sees no new key and whose `evicted` nobody reads, they are never freed.
+/// holding any of them: their breakers are freed when `sweep` returns. Before the fix each
+/// waited in `limbo` until a later prune (the next sweep, or `evicted()`), because the
+/// sweeping thread's own pin still held the removed slots when it pruned; in a family that
+/// then saw no new key and whose `evicted` nobody read, they were never freed.
 #[test]
 fn a_sweep_frees_the_breakers_it_evicts() {
     let _s = serial();

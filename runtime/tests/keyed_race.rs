@@ -1,29 +1,14 @@
 //! Keyed families under racing threads: eviction running while calls, permits and failures
 //! cross it; every count adds up exactly, and no failing key is forgotten.
 
-use std::sync::Mutex;
+mod keyed_support;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use breakerbox_runtime::{BreakerMap, Config, Error, ManualClock, Outcome, State, live_breakers};
 
-/// Each test reads `live_breakers` (a process-wide count): they run one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn config(clock: &ManualClock, max_keys: u32, idle: u64) -> Config {
-    Config::builder()
-        .failures(1)
-        .open_for(Duration::from_secs(60))
-        .max_keys(max_keys)
-        .idle_for(Duration::from_secs(idle))
-        .clock(clock.clone())
-        .build()
-        .unwrap()
-}
+use keyed_support::{config, serial};
 
 /// Threads call random keys of a space far larger than `max_keys` while eviction runs (on
 /// their inserts and from a sweeping thread). Every call's outcome must be counted once: in a

@@ -2,28 +2,10 @@
 
 use axum::http::header;
 use breakerbox::admin;
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use crate::support::*;
-
-/// The next server-sent event: its name and its data as JSON.
-async fn next_event(
-    body: &mut (impl futures_util::Stream<Item = Result<axum::body::Bytes, axum::Error>> + Unpin),
-) -> (String, Value) {
-    let frame = body.next().await.expect("the stream goes on").unwrap();
-    let text = std::str::from_utf8(&frame).unwrap();
-    let name = text
-        .lines()
-        .find_map(|l| l.strip_prefix("event: "))
-        .unwrap_or_else(|| panic!("no event name in {text:?}"));
-    let data = text
-        .lines()
-        .find_map(|l| l.strip_prefix("data: "))
-        .unwrap_or_else(|| panic!("no data in {text:?}"));
-    (name.to_owned(), serde_json::from_str(data).unwrap())
-}
 
 #[tokio::test(start_paused = true)]
 async fn the_event_stream_tells_changes_and_metrics_every_second() {

@@ -6,6 +6,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode, header};
 use breakerbox::{Breaker, Config, ManualClock, State, registry};
+use futures_util::StreamExt;
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -63,4 +64,22 @@ pub fn find<'a>(list: &'a Value, name: &str) -> &'a Value {
         .iter()
         .find(|b| b["name"] == name)
         .unwrap_or_else(|| panic!("{name} not in {list}"))
+}
+
+/// The next server-sent event of `GET /events`: its name and its data as JSON.
+pub async fn next_event(
+    body: &mut (impl futures_util::Stream<Item = Result<axum::body::Bytes, axum::Error>> + Unpin),
+) -> (String, Value) {
+    let frame = body.next().await.expect("the stream goes on").unwrap();
+    let text = std::str::from_utf8(&frame).unwrap();
+    let field = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in {text:?}"))
+            .to_owned()
+    };
+    (
+        field("event: "),
+        serde_json::from_str(&field("data: ")).unwrap(),
+    )
 }

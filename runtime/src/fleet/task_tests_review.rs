@@ -189,13 +189,7 @@ async fn an_expired_lease_leaves_its_holder_no_probe() {
     );
 
     a.probe_due().await;
-    let leases: Vec<String> = redis::cmd("ZRANGE")
-        .arg(format!("{key}:probes"))
-        .arg(0)
-        .arg(-1)
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    let leases = lease_holders(&mut con, &key).await;
     assert_eq!(leases, ["a#1"], "a holds the one lease");
     // probe_timeout passes on the server with no call at `a`: its lease expires.
     let _: () = redis::cmd("ZADD")
@@ -206,13 +200,7 @@ async fn an_expired_lease_leaves_its_holder_no_probe() {
         .await
         .unwrap();
     b.probe_due().await;
-    let leases: Vec<String> = redis::cmd("ZRANGE")
-        .arg(format!("{key}:probes"))
-        .arg(0)
-        .arg(-1)
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    let leases = lease_holders(&mut con, &key).await;
     assert_eq!(leases, ["b#1"], "b holds the one lease now");
 
     // A moment later on the breakers' clock (their lease imports left them no open time).
@@ -224,4 +212,15 @@ async fn an_expired_lease_leaves_its_holder_no_probe() {
         probe_a.is_err(),
         "a's lease expired and b holds the only one, yet a probes too: two probes fleet-wide"
     );
+}
+
+/// The leases held on `key`'s record, oldest first.
+async fn lease_holders(con: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<String> {
+    redis::cmd("ZRANGE")
+        .arg(format!("{key}:probes"))
+        .arg(0)
+        .arg(-1)
+        .query_async(con)
+        .await
+        .unwrap()
 }
