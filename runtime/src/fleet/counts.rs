@@ -21,14 +21,12 @@
 
 use core::time::Duration;
 
-use super::Task;
+use super::{Answer, Task};
+use crate::fleet::store::Script;
 use crate::{State, Window};
 
 /// How often counts are sent.
 pub(super) const BATCH: Duration = Duration::from_millis(100);
-
-/// The count script: see its header.
-const COUNT: &str = include_str!("count.lua");
 
 impl Task {
     /// Sends every failure-rate breaker's counts since its last batch.
@@ -61,36 +59,29 @@ impl Task {
             }
             let window_ms = window.as_millis().max(1) as u64;
             let bucket_ms = (window_ms / 10).max(BATCH.as_millis() as u64);
-            let script = redis::Script::new(COUNT);
-            let mut invocation = script.prepare_invoke();
-            invocation
-                .key(self.key(&name))
-                .arg(delta.0)
-                .arg(delta.1)
-                .arg(window_ms)
-                .arg(bucket_ms)
-                .arg(config.min_calls())
-                .arg(rate)
-                .arg(config.open_for().as_millis().max(1) as u64)
-                .arg(self.shared.instance.as_str())
-                .arg(self.channel.as_str())
-                .arg(name.as_str())
-                .arg(epoch);
-            let limit = self.shared.config.timeout * 2;
-            let reply = tokio::time::timeout(
-                limit,
-                invocation.invoke_async::<(i64, i64, i64)>(&mut self.con),
-            )
-            .await;
+            let keys = vec![self.key(&name)];
+            let args = vec![
+                delta.0.to_string(),
+                delta.1.to_string(),
+                window_ms.to_string(),
+                bucket_ms.to_string(),
+                config.min_calls().to_string(),
+                rate.to_string(),
+                (config.open_for().as_millis().max(1) as u64).to_string(),
+                self.shared.instance.clone(),
+                self.channel.clone(),
+                name.clone(),
+                epoch.to_string(),
+            ];
+            let reply = self.ask::<(i64, i64, i64)>(Script::Count, keys, args).await;
             match reply {
-                Ok(Ok((1, _, _))) => {
+                Answer::Done((1, _, _)) => {
                     self.shared
                         .pushed
                         .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
                 }
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => self.failed(&e.to_string()),
-                Err(_) => self.failed("timed out"),
+                Answer::Done(_) | Answer::Failed => {}
+                Answer::Unreadable(why) => self.troubled(&name, &why),
             }
         }
     }

@@ -16,7 +16,8 @@ use core::time::Duration;
 
 use tokio::time::Instant;
 
-use super::Task;
+use super::{Answer, Task};
+use crate::fleet::store::Script;
 use crate::{Breaker, SharedState, State};
 
 /// `state` as this instance takes it on: an open record held one `probe_timeout` longer.
@@ -27,9 +28,6 @@ pub(super) fn held(breaker: &Breaker, mut state: SharedState) -> SharedState {
     }
     state
 }
-
-/// The probe script: see its header.
-const PROBE: &str = include_str!("probe.lua");
 
 impl Task {
     /// The earliest moment a tracked breaker asks for a lease.
@@ -63,26 +61,22 @@ impl Task {
         let fewest = config.successes().max(1).to_string();
         let ttl = config.probe_timeout();
         let ttl_ms = ttl.as_millis().max(1).to_string();
-        let script = redis::Script::new(PROBE);
-        let mut invocation = script.prepare_invoke();
-        invocation
-            .key(self.key(name))
-            .key(self.probes_key(name))
-            .arg(epoch.to_string())
-            .arg(limit)
-            .arg(ttl_ms)
-            .arg(self.shared.instance.as_str())
-            .arg(fewest);
-        let limit = self.shared.config.timeout * 2;
-        let reply =
-            tokio::time::timeout(limit, invocation.invoke_async::<(i64, i64)>(&mut self.con)).await;
+        let keys = vec![self.key(name), self.probes_key(name)];
+        let args = vec![
+            epoch.to_string(),
+            limit,
+            ttl_ms,
+            self.shared.instance.clone(),
+            fewest,
+        ];
+        let reply = self.ask::<(i64, i64)>(Script::Probe, keys, args).await;
         let retry = |task: &mut Task, after: Duration| {
             if let Some(t) = task.tracked.get_mut(name) {
                 t.probe_at = Some(Instant::now() + after);
             }
         };
         match reply {
-            Ok(Ok((leases, _))) if leases > 0 => {
+            Answer::Done((leases, _)) if leases > 0 => {
                 if let Some(t) = self.tracked.get_mut(name) {
                     t.probe_at = None;
                 }
@@ -97,7 +91,7 @@ impl Task {
                     ));
                 }
             }
-            Ok(Ok((_, wait))) if wait >= 0 => {
+            Answer::Done((_, wait)) if wait >= 0 => {
                 let wait = Duration::from_millis(wait as u64);
                 retry(self, wait);
                 if breaker.state() == State::Open {
@@ -108,21 +102,18 @@ impl Task {
                     ));
                 }
             }
-            Ok(Ok(_)) => {
+            Answer::Done(_) => {
                 // The record moved on: the next resync takes it on.
                 if let Some(t) = self.tracked.get_mut(name) {
                     t.probe_at = None;
                 }
                 self.owed = true;
             }
-            Ok(Err(e)) => {
-                self.failed(&e.to_string());
+            Answer::Unreadable(why) => {
+                self.troubled(name, &why);
                 retry(self, Duration::from_millis(100));
             }
-            Err(_) => {
-                self.failed("timed out");
-                retry(self, Duration::from_millis(100));
-            }
+            Answer::Failed => retry(self, Duration::from_millis(100)),
         }
     }
 }

@@ -63,6 +63,7 @@
 
 mod config;
 mod record;
+mod store;
 mod task;
 
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 use core::time::Duration;
 use std::sync::atomic::Ordering;
 
-use super::{Intent, Task, lease};
+use super::{Answer, Intent, Task, lease};
 use crate::State;
 use crate::fleet::record::state_name;
 
@@ -90,19 +90,28 @@ impl Task {
             &channel,
             name,
         ];
-        let Some(mut record) = self.invoke(name, &args).await else {
-            // Over a record this instance cannot read, the change is dropped rather than
-            // retried for ever (the breaker keeps it locally).
-            return self.unreadable;
+        let mut record = match self.invoke(name, &args).await {
+            Answer::Done(record) => record,
+            Answer::Unreadable(why) => {
+                // Over a record this instance cannot read, the change is dropped rather than
+                // retried for ever (the breaker keeps it locally).
+                self.troubled(name, &why);
+                return true;
+            }
+            Answer::Failed => return false,
         };
         if !record.changed && record.epoch == 0 && expected != "0" {
             // The record vanished (FLUSHALL, a restart): write over "no record" instead.
             let mut args = args;
             args[1] = "0";
-            let Some(again) = self.invoke(name, &args).await else {
-                return self.unreadable;
+            record = match self.invoke(name, &args).await {
+                Answer::Done(record) => record,
+                Answer::Unreadable(why) => {
+                    self.troubled(name, &why);
+                    return true;
+                }
+                Answer::Failed => return false,
             };
-            record = again;
         }
         if record.changed {
             if let Some(t) = self.tracked.get_mut(name) {

@@ -5,10 +5,6 @@ use core::time::Duration;
 
 use crate::{SharedState, State};
 
-/// The one script: `read`, `cas` or `force` (see its header). Sent with `EVALSHA`, loaded again
-/// by `redis::Script` when the server answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`).
-pub(crate) const SCRIPT: &str = include_str!("record.lua");
-
 /// A record as the script returns or publishes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Record {

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use tokio::sync::oneshot;
 
-use super::{Intent, Task, Tracked};
+use super::{Answer, Intent, Task, Tracked};
 use crate::State;
 use crate::registry::registry;
 
@@ -33,8 +33,7 @@ impl Task {
             // Held while the store was unreachable: given back once it answers, before the
             // pending changes are written and the records read.
             let limit = self.shared.config.timeout * 2;
-            let ping = redis::cmd("PING");
-            match tokio::time::timeout(limit, ping.query_async::<String>(&mut self.con)).await {
+            match tokio::time::timeout(limit, self.store.ping()).await {
                 Ok(Ok(_)) => {
                     self.shared.connected.store(true, Ordering::Relaxed);
                     self.give_back();
@@ -52,7 +51,7 @@ impl Task {
         if !self.subscribed {
             let channel = self.channel.clone();
             let limit = self.shared.config.timeout * 2;
-            match tokio::time::timeout(limit, self.con.subscribe(&channel)).await {
+            match tokio::time::timeout(limit, self.store.subscribe(channel)).await {
                 Ok(Ok(())) => self.subscribed = true,
                 Ok(Err(e)) => self.failed(&e.to_string()),
                 Err(_) => self.failed("timed out"),
@@ -108,9 +107,14 @@ impl Task {
 
     async fn resync_one(&mut self, name: &str) -> bool {
         let read = ["read"];
-        let Some(record) = self.invoke(name, &read).await else {
-            // An unreadable record is skipped: the pass goes on to the others.
-            return self.unreadable;
+        let record = match self.invoke(name, &read).await {
+            Answer::Done(record) => record,
+            Answer::Unreadable(why) => {
+                // An unreadable record is skipped: the pass goes on to the others.
+                self.troubled(name, &why);
+                return true;
+            }
+            Answer::Failed => return false,
         };
         let applied = self.tracked.get(name).map_or(0, |t| t.applied);
         if record.epoch == 0 {

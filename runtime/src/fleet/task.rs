@@ -5,12 +5,11 @@
 //! pending and re-reads every record.
 
 use core::time::Duration;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{PushInfo, PushKind, Value};
+use redis::{FromRedisValue, PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -25,7 +24,8 @@ mod resync;
 
 use super::OnStoreError;
 use super::Shared;
-use super::record::{Record, SCRIPT, parse_payload};
+use super::record::{Record, parse_payload};
+use super::store::{Script, Store};
 use crate::event::Reason;
 use crate::registry::registry;
 use crate::{Breaker, SharedState, State, WeakBreaker};
@@ -134,31 +134,48 @@ struct Pending {
     reimport: bool,
 }
 
+#[cfg(test)]
+impl<T> Answer<T> {
+    /// The answer, if the store gave one this instance reads.
+    pub(super) fn done(self) -> Option<T> {
+        match self {
+            Answer::Done(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
 pub(crate) struct Task {
-    con: ConnectionManager,
-    script: redis::Script,
+    store: Box<dyn Store>,
     shared: Arc<Shared>,
     rx: mpsc::UnboundedReceiver<Message>,
     pushes: mpsc::UnboundedReceiver<PushInfo>,
     channel: String,
-    tracked: HashMap<String, Tracked>,
-    pending: HashMap<String, Pending>,
+    // Ordered maps: the task visits breakers in the same order in every run, which the
+    // simulator's replay of a seed relies on.
+    tracked: BTreeMap<String, Tracked>,
+    pending: BTreeMap<String, Pending>,
     subscribed: bool,
     /// A full re-read is owed: at start, after a disconnection or a failed operation.
     owed: bool,
     /// While the store is unreachable under `on_store_error = "open" | "closed"`: the state
     /// each shared breaker had before it was held forced open or disabled, and when.
-    held: Option<HashMap<String, (SharedState, Instant)>>,
+    held: Option<BTreeMap<String, (SharedState, Instant)>>,
     /// Changes of state this task imported itself (to hold or give back a breaker): their
     /// `Imported` messages are not a remote record's, and drop no pending local change.
-    own_imports: HashMap<String, u32>,
-    /// The last `invoke` got a reply that is no record this instance can read (another
-    /// version's, or not written by a fleet): not a store failure, so its caller skips the
-    /// record rather than failing the pass or retrying for ever.
-    unreadable: bool,
+    own_imports: BTreeMap<String, u32>,
 }
 
-type Reply = Vec<String>;
+/// How a store operation about one breaker ended.
+pub(super) enum Answer<T> {
+    /// The store answered.
+    Done(T),
+    /// The store answered about this breaker's keys with an error or a reply this instance
+    /// cannot read: this breaker's problem only (`Task::troubled`).
+    Unreadable(String),
+    /// The store failed or timed out (`Task::failed` has run).
+    Failed,
+}
 
 /// The loop's timers: the next re-read, and the count batches.
 struct Timers {
@@ -172,33 +189,31 @@ impl Task {
         shared: Arc<Shared>,
         rx: mpsc::UnboundedReceiver<Message>,
     ) -> Task {
-        let (push_tx, pushes) = mpsc::unbounded_channel();
-        let timeout = shared.config.timeout;
-        let config = ConnectionManagerConfig::new()
-            .set_push_sender(push_tx)
-            .set_automatic_resubscription()
-            .set_response_timeout(Some(timeout))
-            .set_connection_timeout(Some(timeout))
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(200))
-            .set_number_of_retries(4);
-        let con = ConnectionManager::new_lazy_with_config(client, config)
-            .expect("a push sender is set, so resubscription is allowed");
+        let (store, pushes) = super::store::RedisStore::connect(client, shared.config.timeout);
+        Task::with_store(Box::new(store), pushes, shared, rx)
+    }
+
+    /// A task over any store, its published messages (and the connection's losses) arriving
+    /// on `pushes`.
+    pub(crate) fn with_store(
+        store: Box<dyn Store>,
+        pushes: mpsc::UnboundedReceiver<PushInfo>,
+        shared: Arc<Shared>,
+        rx: mpsc::UnboundedReceiver<Message>,
+    ) -> Task {
         let channel = format!("{}:changes", shared.config.prefix);
         Task {
-            con,
-            script: redis::Script::new(SCRIPT),
+            store,
             shared,
             rx,
             pushes,
             channel,
-            tracked: HashMap::new(),
-            pending: HashMap::new(),
+            tracked: BTreeMap::new(),
+            pending: BTreeMap::new(),
             subscribed: false,
             owed: true,
             held: None,
-            own_imports: HashMap::new(),
-            unreadable: false,
+            own_imports: BTreeMap::new(),
         }
     }
 
@@ -427,36 +442,62 @@ impl Task {
         self.shared.applied.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Runs the script; errors and timeouts count, and owe a full re-read.
-    async fn invoke(&mut self, name: &str, args: &[&str]) -> Option<Record> {
-        let mut invocation = self.script.prepare_invoke();
-        invocation.key(self.key(name)).key(self.probes_key(name));
-        for a in args {
-            invocation.arg(*a);
-        }
+    /// Runs `script` for the breaker `name`, bounded by the task's limit. A failure or a
+    /// timeout is the store's (`failed`: it counts, and owes a full re-read); an error the
+    /// store gives about this breaker's keys, or a reply this instance cannot read, is that
+    /// breaker's only (`Answer::Unreadable`, for the caller to pass to `troubled`).
+    pub(super) async fn ask<T: FromRedisValue>(
+        &mut self,
+        script: Script,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Answer<T> {
         let limit = self.shared.config.timeout * 2;
-        let result =
-            tokio::time::timeout(limit, invocation.invoke_async::<Reply>(&mut self.con)).await;
-        self.unreadable = false;
+        let result = tokio::time::timeout(limit, self.store.eval(script, keys, args)).await;
         match result {
-            Ok(Ok(reply)) => {
+            Ok(Ok(value)) => {
                 self.shared.connected.store(true, Ordering::Relaxed);
-                let record = Record::from_reply(&reply);
-                if record.is_none() {
-                    self.unreadable = true;
-                    tracing::warn!(target: "breakerbox", name, "fleet: the store holds a record of this breaker this instance cannot read (another version's?); left as it is and skipped");
+                match redis::from_redis_value::<T>(value) {
+                    Ok(reply) => Answer::Done(reply),
+                    Err(e) => Answer::Unreadable(format!("an unexpected reply: {e}")),
                 }
-                record
             }
             Ok(Err(e)) => {
                 self.failed(&e.to_string());
-                None
+                Answer::Failed
             }
             Err(_) => {
                 self.failed("timed out");
-                None
+                Answer::Failed
             }
         }
+    }
+
+    /// Runs `record.lua` for `name`.
+    async fn invoke(&mut self, name: &str, args: &[&str]) -> Answer<Record> {
+        let keys = vec![self.key(name), self.probes_key(name)];
+        let args = args.iter().map(|a| (*a).to_owned()).collect();
+        match self.ask::<Vec<String>>(Script::Record, keys, args).await {
+            Answer::Done(reply) => match Record::from_reply(&reply) {
+                Some(record) => {
+                    self.readable(name);
+                    Answer::Done(record)
+                }
+                None => Answer::Unreadable(
+                    "a record this instance cannot read (another version's?)".to_owned(),
+                ),
+            },
+            Answer::Unreadable(why) => Answer::Unreadable(why),
+            Answer::Failed => Answer::Failed,
+        }
+    }
+
+    /// The store answered about `name` with a record this instance reads.
+    pub(super) fn readable(&mut self, _name: &str) {}
+
+    /// A reply about `name` this instance cannot read: that record is skipped.
+    pub(super) fn troubled(&mut self, name: &str, why: &str) {
+        tracing::warn!(target: "breakerbox", name, why, "fleet: the store holds a record of this breaker this instance cannot read (another version's?); left as it is and skipped");
     }
 
     fn failed(&mut self, why: &str) {
@@ -488,7 +529,7 @@ impl Task {
             return;
         }
         self.track_registry();
-        let mut held = HashMap::new();
+        let mut held = BTreeMap::new();
         let names: Vec<String> = self.tracked.keys().cloned().collect();
         for name in names {
             let Some(breaker) = self.breaker(&name) else {

@@ -213,7 +213,7 @@ async fn a_reset_a_record_was_taken_on_over_is_taken_on_again_once_written() {
         tokio::time::sleep(Duration::from_millis(20)).await;
         task.flush().await;
     }
-    let record = task.invoke("payments", &["read"]).await.unwrap();
+    let record = task.invoke("payments", &["read"]).await.done().unwrap();
     assert_eq!(
         record.state,
         State::Closed,
@@ -281,7 +281,10 @@ async fn there(
     let args = [
         mode, &over, state, open_ms, "0", reason, "", "there", &channel, name,
     ];
-    task.invoke(name, &args).await.expect("the store answers")
+    task.invoke(name, &args)
+        .await
+        .done()
+        .expect("the store answers")
 }
 
 /// Polls `future` once, as `.await` would (its waker registered), and hands back the poll.
@@ -327,7 +330,7 @@ async fn a_trip_told_during_a_resync_pass_is_written_before_the_next_record_is_r
     assert_eq!(shared.resyncs.load(Ordering::Relaxed), resyncs + 1);
 
     for (b, before) in breakers.iter().zip(before) {
-        let record = task.invoke(b.name(), &["read"]).await.unwrap();
+        let record = task.invoke(b.name(), &["read"]).await.done().unwrap();
         assert_eq!(
             (record.state, record.origin.as_str(), record.reason.clone()),
             (

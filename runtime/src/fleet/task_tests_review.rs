@@ -70,7 +70,7 @@ async fn a_failed_write_is_retried_within_100ms() {
 /// Until the store answers (a redis-server of the test's own may still be starting).
 async fn ready(task: &mut Task) {
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while task.invoke("ping-probe", &["read"]).await.is_none() {
+    while task.invoke("ping-probe", &["read"]).await.done().is_none() {
         assert!(
             std::time::Instant::now() < deadline,
             "the store never answered"

@@ -1,0 +1,113 @@
+//! The fleet task's one door to the store: three scripts, `PING` and the subscription.
+//!
+//! The task talks to the store only through [`Store`], so the same task runs against Redis
+//! (`RedisStore`, a `ConnectionManager`) in production and against the deterministic model
+//! store of the simulator (`sim/`) in tests: every reply, error, delay and published message
+//! the task sees comes through here or through its push channel.
+
+use core::future::Future;
+use core::pin::Pin;
+use core::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{PushInfo, RedisResult, Value};
+use tokio::sync::mpsc;
+
+/// A store operation in flight.
+pub(crate) type Reply<'a, T> = Pin<Box<dyn Future<Output = RedisResult<T>> + Send + 'a>>;
+
+/// The fleet's Lua scripts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Script {
+    /// `record.lua`: read, compare-and-set or force a record.
+    Record,
+    /// `probe.lua`: half-open probe leases.
+    Probe,
+    /// `count.lua`: the fleet's counts of a failure-rate breaker.
+    Count,
+}
+
+impl Script {
+    /// The script's source.
+    pub(crate) fn source(self) -> &'static str {
+        match self {
+            Script::Record => include_str!("record.lua"),
+            Script::Probe => include_str!("probe.lua"),
+            Script::Count => include_str!("count.lua"),
+        }
+    }
+}
+
+/// What the fleet's task asks of a store. Each operation may fail or never answer; the task
+/// bounds each by its own timeout.
+pub(crate) trait Store: Send + 'static {
+    /// Runs `script` atomically over `keys` with `args`; its reply as the server sends it.
+    fn eval(&mut self, script: Script, keys: Vec<String>, args: Vec<String>) -> Reply<'_, Value>;
+    /// `PING`.
+    fn ping(&mut self) -> Reply<'_, ()>;
+    /// Subscribes to `channel`; published messages arrive on the push channel given with the
+    /// store, kept across reconnections.
+    fn subscribe(&mut self, channel: String) -> Reply<'_, ()>;
+}
+
+/// The production store: one `ConnectionManager` connection (RESP3, pushes on it).
+pub(crate) struct RedisStore {
+    con: ConnectionManager,
+    scripts: [redis::Script; 3],
+}
+
+impl RedisStore {
+    /// A lazily connecting store (it connects on first use and again after each loss, with
+    /// backoff), and the receiver of its push messages: published records and disconnections.
+    pub(crate) fn connect(
+        client: redis::Client,
+        timeout: Duration,
+    ) -> (RedisStore, mpsc::UnboundedReceiver<PushInfo>) {
+        let (push_tx, pushes) = mpsc::unbounded_channel();
+        let config = ConnectionManagerConfig::new()
+            .set_push_sender(push_tx)
+            .set_automatic_resubscription()
+            .set_response_timeout(Some(timeout))
+            .set_connection_timeout(Some(timeout))
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(200))
+            .set_number_of_retries(4);
+        let con = ConnectionManager::new_lazy_with_config(client, config)
+            .expect("a push sender is set, so resubscription is allowed");
+        let store = RedisStore {
+            con,
+            scripts: [Script::Record, Script::Probe, Script::Count]
+                .map(|s| redis::Script::new(s.source())),
+        };
+        (store, pushes)
+    }
+}
+
+impl Store for RedisStore {
+    fn eval(&mut self, script: Script, keys: Vec<String>, args: Vec<String>) -> Reply<'_, Value> {
+        let script = &self.scripts[script as usize];
+        let mut invocation = script.prepare_invoke();
+        for k in keys {
+            invocation.key(k);
+        }
+        for a in args {
+            invocation.arg(a);
+        }
+        let con = &mut self.con;
+        // `EVALSHA`, loading the script again after `NOSCRIPT` (a restart, `SCRIPT FLUSH`).
+        Box::pin(async move { invocation.invoke_async::<Value>(con).await })
+    }
+
+    fn ping(&mut self) -> Reply<'_, ()> {
+        let con = &mut self.con;
+        Box::pin(async move {
+            redis::cmd("PING").query_async::<String>(con).await?;
+            Ok(())
+        })
+    }
+
+    fn subscribe(&mut self, channel: String) -> Reply<'_, ()> {
+        let con = &mut self.con;
+        Box::pin(async move { con.subscribe(&channel).await })
+    }
+}
