@@ -63,6 +63,8 @@
 
 mod config;
 mod record;
+#[cfg(test)]
+mod sim;
 mod store;
 mod task;
 
@@ -166,6 +168,17 @@ impl Fleet {
             url: config.url.clone(),
             source,
         })?;
+        let (store, pushes) = store::RedisStore::connect(client, config.timeout);
+        Ok(Fleet::with_store(config, Box::new(store), pushes, &handle))
+    }
+
+    /// A fleet over any store (the simulator's model, in tests), its task spawned on `handle`.
+    fn with_store(
+        config: FleetConfig,
+        store: Box<dyn store::Store>,
+        pushes: mpsc::UnboundedReceiver<redis::PushInfo>,
+        handle: &tokio::runtime::Handle,
+    ) -> Fleet {
         let instance = config.instance.clone().unwrap_or_else(default_instance);
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
@@ -188,9 +201,9 @@ impl Fleet {
                 }
             });
         }
-        let task = task::Task::new(client, shared.clone(), rx);
+        let task = task::Task::with_store(store, pushes, shared.clone(), rx);
         let task = handle.spawn(task.run());
-        Ok(Fleet { shared, task })
+        Fleet { shared, task }
     }
 
     /// Shares `breaker` (any breaker, [`Breaker::new`] ones too) under its name. The fleet

@@ -184,6 +184,7 @@ struct Timers {
 }
 
 impl Task {
+    #[cfg(test)]
     pub(crate) fn new(
         client: redis::Client,
         shared: Arc<Shared>,
