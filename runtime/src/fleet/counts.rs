@@ -33,6 +33,9 @@ impl Task {
     pub(super) async fn send_counts(&mut self) {
         let names: Vec<String> = self.tracked.keys().cloned().collect();
         for name in names {
+            if self.left_alone(&name) {
+                continue;
+            }
             let Some(breaker) = self.tracked.get(&name).and_then(|t| t.breaker.upgrade()) else {
                 continue;
             };

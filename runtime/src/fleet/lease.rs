@@ -56,6 +56,13 @@ impl Task {
         let Some(epoch) = self.tracked.get(name).map(|t| t.applied) else {
             return;
         };
+        if self.left_alone(name) {
+            // Its keys hold what this instance cannot read: asked again after the backoff.
+            if let Some(t) = self.tracked.get_mut(name) {
+                t.probe_at = Some(Instant::now() + Duration::from_millis(100));
+            }
+            return;
+        }
         let config = breaker.config();
         let limit = config.half_open_calls().max(1).to_string();
         let fewest = config.successes().max(1).to_string();

@@ -68,20 +68,22 @@ mod sim;
 mod store;
 mod task;
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::Breaker;
 use crate::event::{Event, Reason};
 use crate::registry::registry;
+use crate::{Breaker, SharedState, WeakBreaker};
 
 pub use config::{FleetConfig, FleetConfigError, OnStoreError};
 
 /// A running fleet: a background task on the tokio runtime that pushes the shared breakers'
 /// local changes to Redis and applies the others'. Dropping it stops the task; the breakers
-/// go on, unshared.
+/// go on, unshared (a breaker held for a failing store, `on_store_error`, gets its own state
+/// back first).
 pub struct Fleet {
     shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
@@ -130,6 +132,33 @@ pub(crate) struct Shared {
     pub(crate) applied: AtomicU64,
     pub(crate) store_errors: AtomicU64,
     pub(crate) resyncs: AtomicU64,
+    /// While the store is unreachable under `on_store_error = "open" | "closed"`: each held
+    /// breaker and the state it gets back. Here rather than in the task, so that dropping the
+    /// `Fleet` gives them back at once, whatever the task is doing.
+    pub(crate) held: Mutex<Option<BTreeMap<String, Held>>>,
+}
+
+/// A breaker held forced open or disabled while the store is unreachable.
+pub(crate) struct Held {
+    pub(crate) breaker: WeakBreaker,
+    /// What it gets back: its state when it was held, or the fleet's record taken on since.
+    pub(crate) state: SharedState,
+    /// When `state` was taken: its open time runs on from then.
+    pub(crate) since: tokio::time::Instant,
+    /// The task has read the breaker's event of being held: a change it is told of from then
+    /// on was made during the hold (and stands); one told before was made before it.
+    pub(crate) told: bool,
+}
+
+impl Held {
+    /// The state to give back now: the open time that has passed since is counted.
+    pub(crate) fn now(&self) -> SharedState {
+        let mut state = self.state;
+        if let Some(left) = &mut state.open_remaining {
+            *left = left.saturating_sub(self.since.elapsed());
+        }
+        state
+    }
 }
 
 impl Shared {
@@ -190,6 +219,7 @@ impl Fleet {
             applied: AtomicU64::new(0),
             store_errors: AtomicU64::new(0),
             resyncs: AtomicU64::new(0),
+            held: Mutex::new(None),
         });
         if !shared.config.share.is_empty() {
             let weak = Arc::downgrade(&shared);
@@ -252,9 +282,27 @@ impl Fleet {
 }
 
 impl Drop for Fleet {
+    /// Stops the task, and gives every breaker held for a failing store back its own state
+    /// (open time counted on): unshared, the breakers decide alone, as they would have.
     fn drop(&mut self) {
         self.task.abort();
+        give_back(&self.shared);
     }
+}
+
+/// Gives every held breaker back its state. The task does the same when its future is dropped
+/// (its runtime shut down, or the abort above landing after a hold it made meanwhile).
+pub(crate) fn give_back(shared: &Shared) -> usize {
+    // Taken out of the lock first: taking a state on runs the breaker's listeners.
+    let held = shared.held.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let mut n = 0;
+    for (_, h) in held.into_iter().flatten() {
+        if let Some(breaker) = h.breaker.upgrade() {
+            breaker.import_state(&h.now());
+            n += 1;
+        }
+    }
+    n
 }
 
 impl core::fmt::Debug for Fleet {

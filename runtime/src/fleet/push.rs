@@ -5,54 +5,80 @@ use core::time::Duration;
 use std::sync::atomic::Ordering;
 
 use super::{Answer, Intent, Task, lease};
+
+/// How writing one change ended.
+pub(super) enum Pushed {
+    /// Written, or nothing of it left to write.
+    Done,
+    /// Kept for later: the key holds what this instance cannot read.
+    Kept,
+    /// The store failed.
+    Failed,
+}
 use crate::State;
 use crate::fleet::record::state_name;
 
 impl Task {
-    /// Writes the pending local changes, manual ones first; stops at the first failure and
-    /// keeps what is left for the next tick.
+    /// Writes the pending local changes, manual ones first; stops at the first failure of the
+    /// store and keeps what is left for the next tick. A change over a record this instance
+    /// cannot read is kept, and tried again after that record's backoff (`Task::troubled`),
+    /// while the others are written.
     pub(super) async fn flush(&mut self) -> bool {
         let names: Vec<String> = self.pending.keys().cloned().collect();
         for name in names {
+            if self.left_alone(&name) {
+                continue;
+            }
             let Some(mut pending) = self.pending.remove(&name) else {
                 continue;
             };
             if let Some((state, reason)) = pending.manual {
                 let intent = Intent::Manual(state);
-                if !self
+                match self
                     .push(&name, intent, reason.to_string(), pending.reimport)
                     .await
                 {
-                    self.pending.insert(name, pending);
-                    return false;
+                    Pushed::Done => pending.manual = None,
+                    Pushed::Kept => {
+                        self.pending.insert(name, pending);
+                        continue;
+                    }
+                    Pushed::Failed => {
+                        self.pending.insert(name, pending);
+                        return false;
+                    }
                 }
-                pending.manual = None;
             }
-            if let Some((intent, reason)) = pending.auto
-                && !self.push(&name, intent, reason.to_string(), false).await
-            {
-                self.pending.insert(name, pending);
-                return false;
+            if let Some((intent, reason)) = pending.auto {
+                match self.push(&name, intent, reason.to_string(), false).await {
+                    Pushed::Done => {}
+                    Pushed::Kept => {
+                        self.pending.insert(name, pending);
+                    }
+                    Pushed::Failed => {
+                        self.pending.insert(name, pending);
+                        return false;
+                    }
+                }
             }
         }
         true
     }
 
-    /// Writes one change if the breaker still holds it; `false` if the store failed. With
-    /// `reimport` (a manual change a record was taken on over), the breaker takes the written
-    /// record on.
+    /// Writes one change if the breaker still holds it. With `reimport` (a manual change a
+    /// record was taken on over), the breaker takes the written record on.
     pub(super) async fn push(
         &mut self,
         name: &str,
         intent: Intent,
         reason: String,
         reimport: bool,
-    ) -> bool {
+    ) -> Pushed {
         let Some(breaker) = self.breaker(name) else {
-            return true;
+            return Pushed::Done;
         };
         if self.tracked.get(name).is_some_and(|t| t.holds(intent)) {
-            return true;
+            return Pushed::Done;
         }
         let now = breaker.export_state();
         let (mode, state, open_for) = match intent {
@@ -64,7 +90,7 @@ impl Task {
             Intent::Again(state) if now.state == state => ("cas", state, Duration::ZERO),
             // The breaker has moved on (the trip's open time ran out, a remote change came in):
             // nothing of it to write.
-            _ => return true,
+            _ => return Pushed::Done,
         };
         let expected = self.tracked.get(name).map_or(0, |t| t.applied).to_string();
         let open_ms = open_for.as_millis().max(1).to_string();
@@ -93,12 +119,13 @@ impl Task {
         let mut record = match self.invoke(name, &args).await {
             Answer::Done(record) => record,
             Answer::Unreadable(why) => {
-                // Over a record this instance cannot read, the change is dropped rather than
-                // retried for ever (the breaker keeps it locally).
+                // Over what this instance cannot read the change is kept, and written once the
+                // key holds a record again (or nothing): a foreign value that is removed later
+                // leaves this breaker's change to be written, as over a vanished record.
                 self.troubled(name, &why);
-                return true;
+                return Pushed::Kept;
             }
-            Answer::Failed => return false,
+            Answer::Failed => return Pushed::Failed,
         };
         if !record.changed && record.epoch == 0 && expected != "0" {
             // The record vanished (FLUSHALL, a restart): write over "no record" instead.
@@ -108,9 +135,9 @@ impl Task {
                 Answer::Done(record) => record,
                 Answer::Unreadable(why) => {
                     self.troubled(name, &why);
-                    return true;
+                    return Pushed::Kept;
                 }
-                Answer::Failed => return false,
+                Answer::Failed => return Pushed::Failed,
             };
         }
         if record.changed {
@@ -131,6 +158,6 @@ impl Task {
             // Another instance changed it first: its record wins here too.
             self.apply(name, &record);
         }
-        true
+        Pushed::Done
     }
 }

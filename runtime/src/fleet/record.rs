@@ -91,16 +91,23 @@ impl Record {
 }
 
 /// A published change: the breaker's name and its new record, each field `<length>:<bytes>`.
-/// `None` for a payload that is not one of ours.
+/// `None` for a payload that is not one of ours: any bytes at all, read with checked
+/// arithmetic, so a foreign message on the channel (another application's, or crafted) is
+/// skipped in every build profile.
 pub(crate) fn parse_payload(payload: &[u8]) -> Option<(String, Record)> {
     let mut fields = Vec::with_capacity(9);
     let mut rest = payload;
     while !rest.is_empty() {
+        if fields.len() == 9 {
+            return None; // more fields than a record has
+        }
         let colon = rest.iter().position(|b| *b == b':')?;
         let len: usize = core::str::from_utf8(&rest[..colon]).ok()?.parse().ok()?;
-        let body = rest.get(colon + 1..colon + 1 + len)?;
+        let start = colon.checked_add(1)?;
+        let end = start.checked_add(len)?;
+        let body = rest.get(start..end)?;
         fields.push(String::from_utf8_lossy(body).into_owned());
-        rest = &rest[colon + 1 + len..];
+        rest = &rest[end..];
     }
     if fields.len() != 9 {
         return None;
@@ -152,6 +159,52 @@ mod tests {
         assert_eq!(parse_payload(payload.as_bytes()), None, "unknown state");
         payload.push_str("1:x");
         assert_eq!(parse_payload(payload.as_bytes()), None, "ten fields");
+    }
+
+    #[test]
+    fn a_length_that_overflows_is_refused_not_a_panic() {
+        for payload in [
+            &b"18446744073709551615:x"[..],
+            b"18446744073709551614:xy",
+            b"99999999999999999999999:x",
+            b"1:a18446744073709551615:",
+            b"-1:x",
+            b"+3:abc",
+            b":",
+            b"0:",
+        ] {
+            assert_eq!(parse_payload(payload), None, "{payload:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any bytes at all: a record or `None`, never a panic, in any profile.
+        #[test]
+        fn any_bytes_parse_or_are_refused(payload in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            let _ = parse_payload(&payload);
+        }
+
+        /// Bytes made of length-prefixed fields, with lengths that lie: never a panic.
+        #[test]
+        fn lying_lengths_are_refused(fields in proptest::collection::vec((proptest::num::u64::ANY, "[a-z:0-9]{0,12}"), 0..12)) {
+            let payload: String = fields.iter().map(|(len, body)| format!("{len}:{body}")).collect();
+            let _ = parse_payload(payload.as_bytes());
+        }
+
+        /// What the script publishes reads back whole, whatever the fields hold.
+        #[test]
+        fn a_published_record_reads_back(name in ".{0,40}", reason in ".{0,40}", failure in ".{0,40}", epoch in 1u64..u64::MAX, reopens in 0u32..1000) {
+            let epoch_text = epoch.to_string();
+            let reopens_text = reopens.to_string();
+            let fields = [name.as_str(), &epoch_text, "open", "1000", "500", &reopens_text, "origin", &reason, &failure];
+            let payload: String = fields.iter().map(|f| format!("{}:{f}", f.len())).collect();
+            let (n, record) = parse_payload(payload.as_bytes()).expect("a record");
+            proptest::prop_assert_eq!(n, name);
+            proptest::prop_assert_eq!(record.epoch, epoch);
+            proptest::prop_assert_eq!(record.reopens, reopens);
+            proptest::prop_assert_eq!(record.reason, reason);
+            proptest::prop_assert_eq!(record.last_failure, failure);
+        }
     }
 
     #[test]

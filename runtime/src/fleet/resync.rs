@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 
 use tokio::sync::oneshot;
 
+use super::push::Pushed;
 use super::{Answer, Intent, Task, Tracked};
 use crate::State;
 use crate::registry::registry;
@@ -29,7 +30,7 @@ impl Task {
     /// Subscribes if not yet, finds newly created shared registry breakers, writes what is
     /// pending, and re-reads every record. `true` if every store operation succeeded.
     pub(super) async fn tick(&mut self) -> bool {
-        if self.held.is_some() {
+        if self.holding() {
             // Held while the store was unreachable: given back once it answers, before the
             // pending changes are written and the records read.
             let limit = self.shared.config.timeout * 2;
@@ -106,6 +107,9 @@ impl Task {
     }
 
     async fn resync_one(&mut self, name: &str) -> bool {
+        if self.left_alone(name) {
+            return true; // its backoff (`Task::troubled`): the others are read meanwhile
+        }
         let read = ["read"];
         let record = match self.invoke(name, &read).await {
             Answer::Done(record) => record,
@@ -132,14 +136,15 @@ impl Task {
                 return true;
             };
             const AGAIN: &str = "written again: the record had vanished";
-            return match breaker.state() {
+            let pushed = match breaker.state() {
                 State::Open => self.push(name, Intent::Trip, AGAIN.to_owned(), false).await,
                 s @ (State::ForcedOpen | State::Disabled) => {
                     self.push(name, Intent::Again(s), AGAIN.to_owned(), false)
                         .await
                 }
-                _ => true,
+                _ => Pushed::Done,
             };
+            return !matches!(pushed, Pushed::Failed);
         }
         if record.epoch != applied {
             self.apply(name, &record);

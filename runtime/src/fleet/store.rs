@@ -10,7 +10,7 @@ use core::pin::Pin;
 use core::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{PushInfo, RedisResult, Value};
+use redis::{ErrorKind, PushInfo, RedisError, RedisResult, ServerErrorKind, Value};
 use tokio::sync::mpsc;
 
 /// A store operation in flight.
@@ -48,6 +48,25 @@ pub(crate) trait Store: Send + 'static {
     /// Subscribes to `channel`; published messages arrive on the push channel given with the
     /// store, kept across reconnections.
     fn subscribe(&mut self, channel: String) -> Reply<'_, ()>;
+}
+
+/// Whether a failed store operation is a problem of the one record it touched rather than of
+/// the store: a script's run-time error (`ERR user_script:…`, a value of another type under the
+/// key: `WRONGTYPE`), which a store that answers everything else gives for that key only. Every
+/// other error (I/O, a timeout, a refused command, a server loading or read-only) is the store
+/// failing.
+pub(crate) fn is_record_problem(e: &RedisError) -> bool {
+    match e.kind() {
+        ErrorKind::Server(ServerErrorKind::ResponseError) => {
+            // `ERR` is also how a server says some things unrelated to one key (an unknown
+            // command, a script killed): only an error raised while the script ran is the
+            // record's.
+            let detail = e.detail().unwrap_or_default();
+            detail.contains("user_script") || detail.contains("script:")
+        }
+        ErrorKind::Extension => e.code() == Some("WRONGTYPE"),
+        _ => false,
+    }
 }
 
 /// The production store: one `ConnectionManager` connection (RESP3, pushes on it).
@@ -109,5 +128,43 @@ impl Store for RedisStore {
     fn subscribe(&mut self, channel: String) -> Reply<'_, ()> {
         let con = &mut self.con;
         Box::pin(async move { con.subscribe(&channel).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(resp: &str) -> RedisError {
+        let v = redis::parse_redis_value(format!("-{resp}\r\n").as_bytes()).unwrap();
+        v.extract_error().unwrap_err()
+    }
+
+    #[test]
+    fn a_scripts_error_about_its_key_is_the_records_problem() {
+        assert!(is_record_problem(&error(
+            "WRONGTYPE Operation against a key holding the wrong kind of value script: 3f2a, on @user_script:27."
+        )));
+        assert!(is_record_problem(&error(
+            "ERR user_script:38: attempt to perform arithmetic on a nil value script: 3f2a, on @user_script:38."
+        )));
+    }
+
+    #[test]
+    fn refusals_and_failures_are_the_stores() {
+        assert!(!is_record_problem(&error(
+            "NOPERM User fleet has no permissions to run the 'evalsha' command"
+        )));
+        assert!(!is_record_problem(&error("ERR unknown command 'EVALSHA'")));
+        assert!(!is_record_problem(&error(
+            "LOADING Redis is loading the dataset in memory"
+        )));
+        assert!(!is_record_problem(&error(
+            "READONLY You can't write against a read only replica."
+        )));
+        assert!(!is_record_problem(&RedisError::from((
+            ErrorKind::Io,
+            "connection reset"
+        ))));
     }
 }

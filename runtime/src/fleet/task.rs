@@ -22,10 +22,9 @@ mod push;
 #[path = "resync.rs"]
 mod resync;
 
-use super::OnStoreError;
-use super::Shared;
 use super::record::{Record, parse_payload};
-use super::store::{Script, Store};
+use super::store::{Script, Store, is_record_problem};
+use super::{Held, OnStoreError, Shared};
 use crate::event::Reason;
 use crate::registry::registry;
 use crate::{Breaker, SharedState, State, WeakBreaker};
@@ -72,6 +71,8 @@ struct Tracked {
     probe_at: Option<Instant>,
     /// The judged calls and failures counted up to the last batch (see counts.rs).
     counted: Option<(u64, u64)>,
+    /// Its keys hold what this instance cannot read (`Task::troubled`).
+    trouble: Option<Trouble>,
 }
 
 impl Tracked {
@@ -88,6 +89,7 @@ impl Tracked {
             open_until: None,
             probe_at: None,
             counted,
+            trouble: None,
         }
     }
 
@@ -145,6 +147,17 @@ impl<T> Answer<T> {
     }
 }
 
+/// A breaker whose keys hold what this instance cannot read, and when to try them again.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Trouble {
+    retry_at: Instant,
+    backoff: Duration,
+}
+
+/// The first and the longest wait before a troubled record is tried again.
+const TROUBLE_FIRST: Duration = Duration::from_millis(100);
+const TROUBLE_MAX: Duration = Duration::from_secs(5);
+
 pub(crate) struct Task {
     store: Box<dyn Store>,
     shared: Arc<Shared>,
@@ -158,12 +171,11 @@ pub(crate) struct Task {
     subscribed: bool,
     /// A full re-read is owed: at start, after a disconnection or a failed operation.
     owed: bool,
-    /// While the store is unreachable under `on_store_error = "open" | "closed"`: the state
-    /// each shared breaker had before it was held forced open or disabled, and when.
-    held: Option<BTreeMap<String, (SharedState, Instant)>>,
     /// Changes of state this task imported itself (to hold or give back a breaker): their
     /// `Imported` messages are not a remote record's, and drop no pending local change.
     own_imports: BTreeMap<String, u32>,
+    /// When a foreign message on the channel was last warned about.
+    foreign_warned: Option<Instant>,
 }
 
 /// How a store operation about one breaker ended.
@@ -213,8 +225,8 @@ impl Task {
             pending: BTreeMap::new(),
             subscribed: false,
             owed: true,
-            held: None,
             own_imports: BTreeMap::new(),
+            foreign_warned: None,
         }
     }
 
@@ -285,7 +297,7 @@ impl Task {
     /// While the store fails or a re-read is owed: a quarter of `resync_every`, at most 100 ms.
     fn period(&self) -> Duration {
         let every = self.shared.config.resync_every;
-        if self.owed || !self.pending.is_empty() {
+        if self.owed || self.pending.keys().any(|name| !self.left_alone(name)) {
             (every / 4).min(Duration::from_millis(100))
         } else {
             every
@@ -314,6 +326,16 @@ impl Task {
                     && *n > 0
                 {
                     *n -= 1;
+                    if let Some(h) = self
+                        .shared
+                        .held
+                        .lock()
+                        .unwrap()
+                        .as_mut()
+                        .and_then(|held| held.get_mut(&name))
+                    {
+                        h.told = true;
+                    }
                     return None;
                 }
                 if let Some(pending) = self.pending.get_mut(&name) {
@@ -352,8 +374,12 @@ impl Task {
             // again until it holds leases anew.
             breaker.set_probe_budget(None);
         }
-        if let Some(held) = &mut self.held {
-            // Changed here by hand while held: that change stands, nothing is given back.
+        if let Some(held) = self.shared.held.lock().unwrap().as_mut()
+            && held.get(&name).is_some_and(|h| h.told)
+        {
+            // Changed here by hand while held: that change stands, nothing is given back. A
+            // change told before the hold's own event was made before the hold: the state
+            // the hold keeps already has it.
             held.remove(&name);
         }
         if let Some(t) = self.tracked.get_mut(&name) {
@@ -387,8 +413,11 @@ impl Task {
                     return;
                 };
                 let Some((name, record)) = parse_payload(payload) else {
+                    self.foreign_message(payload);
                     return;
                 };
+                // Written by a fleet's script: the key holds a record again.
+                self.readable(&name);
                 if record.epoch > self.tracked.get(&name).map_or(0, |t| t.applied) {
                     self.apply(&name, &record);
                 }
@@ -432,6 +461,22 @@ impl Task {
         if let Some(pending) = self.pending.get_mut(name) {
             pending.auto = None;
         }
+        if let Some(h) = self
+            .shared
+            .held
+            .lock()
+            .unwrap()
+            .as_mut()
+            .and_then(|held| held.get_mut(name))
+        {
+            // Held for a failing store: the breaker stays held, and gets this record back
+            // when the store answers, instead of the state it had before the hold, which
+            // the record is newer than.
+            h.state = lease::held(&breaker, record.shared_state());
+            h.since = Instant::now();
+            self.shared.applied.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let local = breaker.state();
         if local == record.state && record.state != State::Open {
             return;
@@ -463,6 +508,10 @@ impl Task {
                     Err(e) => Answer::Unreadable(format!("an unexpected reply: {e}")),
                 }
             }
+            Ok(Err(e)) if is_record_problem(&e) => {
+                self.shared.connected.store(true, Ordering::Relaxed);
+                Answer::Unreadable(e.to_string())
+            }
             Ok(Err(e)) => {
                 self.failed(&e.to_string());
                 Answer::Failed
@@ -493,12 +542,43 @@ impl Task {
         }
     }
 
-    /// The store answered about `name` with a record this instance reads.
-    pub(super) fn readable(&mut self, _name: &str) {}
-
-    /// A reply about `name` this instance cannot read: that record is skipped.
+    /// The store answered about `name`'s keys with an error, or with what this instance cannot
+    /// read: a value of another type left there by another application or version, a hash
+    /// whose fields are not a record's. That is this breaker's problem only: it is left alone
+    /// (its pending change kept, its record not read) for a backoff that doubles up to
+    /// `TROUBLE_MAX`, then tried again, while every other breaker goes on as before.
     pub(super) fn troubled(&mut self, name: &str, why: &str) {
-        tracing::warn!(target: "breakerbox", name, why, "fleet: the store holds a record of this breaker this instance cannot read (another version's?); left as it is and skipped");
+        let key = self.key(name);
+        let Some(t) = self.tracked.get_mut(name) else {
+            return;
+        };
+        let backoff = t
+            .trouble
+            .map_or(TROUBLE_FIRST, |t| (t.backoff * 2).min(TROUBLE_MAX));
+        if t.trouble.is_none() {
+            tracing::warn!(target: "breakerbox", name, key, why, "fleet: the store holds what this instance cannot read under this breaker's key; this breaker is not shared until it can (tried again with backoff), the others go on");
+        }
+        t.trouble = Some(Trouble {
+            retry_at: Instant::now() + backoff,
+            backoff,
+        });
+    }
+
+    /// The store answered about `name` with a record this instance reads.
+    pub(super) fn readable(&mut self, name: &str) {
+        if let Some(t) = self.tracked.get_mut(name)
+            && t.trouble.take().is_some()
+        {
+            tracing::info!(target: "breakerbox", name, "fleet: this breaker's record reads again; shared as before");
+        }
+    }
+
+    /// Whether `name` is left alone for now (`troubled`).
+    pub(super) fn left_alone(&self, name: &str) -> bool {
+        self.tracked
+            .get(name)
+            .and_then(|t| t.trouble)
+            .is_some_and(|t| Instant::now() < t.retry_at)
     }
 
     fn failed(&mut self, why: &str) {
@@ -518,6 +598,25 @@ impl Task {
         breaker.import_state(state);
     }
 
+    /// A message on the channel that is no record of a fleet's (another application's, another
+    /// version's, or made up): skipped, with a warning at most once a second.
+    fn foreign_message(&mut self, payload: &[u8]) {
+        let now = Instant::now();
+        if self
+            .foreign_warned
+            .is_none_or(|at| now >= at + Duration::from_secs(1))
+        {
+            self.foreign_warned = Some(now);
+            let shown = String::from_utf8_lossy(&payload[..payload.len().min(64)]).into_owned();
+            tracing::warn!(target: "breakerbox", channel = self.channel, message = shown, bytes = payload.len(), "fleet: a message on the channel is not a fleet record; skipped");
+        }
+    }
+
+    /// Whether shared breakers are held for a failing store.
+    pub(super) fn holding(&self) -> bool {
+        self.shared.held.lock().unwrap().is_some()
+    }
+
     /// The store is unreachable: under `on_store_error = "open" | "closed"`, holds every
     /// shared breaker forced open or disabled, keeping the state it had. Once per outage.
     fn hold(&mut self) {
@@ -526,11 +625,12 @@ impl Task {
             OnStoreError::Open => State::ForcedOpen,
             OnStoreError::Closed => State::Disabled,
         };
-        if self.held.is_some() {
+        if self.holding() {
             return;
         }
         self.track_registry();
         let mut held = BTreeMap::new();
+        let mut hold = Vec::new();
         let names: Vec<String> = self.tracked.keys().cloned().collect();
         for name in names {
             let Some(breaker) = self.breaker(&name) else {
@@ -540,29 +640,48 @@ impl Task {
             if matches!(was.state, State::ForcedOpen | State::Disabled) {
                 continue; // set by hand: it stays as it is
             }
-            held.insert(name.clone(), (was, Instant::now()));
-            self.import_own(&name, &breaker, &SharedState::new(to, None, was.reopens));
+            held.insert(
+                name.clone(),
+                Held {
+                    breaker: breaker.downgrade(),
+                    state: was,
+                    since: Instant::now(),
+                    told: false,
+                },
+            );
+            hold.push((name, breaker, was.reopens));
         }
         tracing::warn!(target: "breakerbox", policy = self.shared.config.on_store_error.as_str(), breakers = held.len(), "fleet: the store is unreachable; shared breakers held {to} until it answers");
-        self.held = Some(held);
+        for (name, breaker, reopens) in hold {
+            self.import_own(&name, &breaker, &SharedState::new(to, None, reopens));
+        }
+        // Recorded once the breakers are held: a `Fleet` dropped meanwhile (on another thread)
+        // found nothing to give back, and the task's own drop, when the abort lands, gives
+        // back what is recorded here.
+        *self.shared.held.lock().unwrap() = Some(held);
     }
 
-    /// The store answers again: every held breaker gets back the state it had, its open time
-    /// counted on; the re-read that follows takes on the fleet's newer records.
+    /// The store answers again: every held breaker gets back the state it had, or the
+    /// fleet's record taken on during the hold, its open time counted on; the re-read that
+    /// follows takes on the fleet's newer records.
     fn give_back(&mut self) {
-        let Some(held) = self.held.take() else {
+        let Some(held) = self.shared.held.lock().unwrap().take() else {
             return;
         };
-        for (name, (mut was, since)) in held {
-            let Some(breaker) = self.breaker(&name) else {
+        for (name, h) in held {
+            let Some(breaker) = h.breaker.upgrade() else {
                 continue;
             };
-            if let Some(left) = &mut was.open_remaining {
-                *left = left.saturating_sub(since.elapsed());
-            }
-            self.import_own(&name, &breaker, &was);
+            self.import_own(&name, &breaker, &h.now());
         }
         tracing::info!(target: "breakerbox", "fleet: the store answers again; shared breakers decide as before");
+    }
+}
+
+impl Drop for Task {
+    /// The task is gone (its `Fleet` dropped, or its runtime shut down): no breaker stays held.
+    fn drop(&mut self) {
+        super::give_back(&self.shared);
     }
 }
 

@@ -17,6 +17,7 @@ fn task_every(every: Duration) -> (Task, Arc<Shared>, mpsc::UnboundedSender<Push
         applied: AtomicU64::new(0),
         store_errors: AtomicU64::new(0),
         resyncs: AtomicU64::new(0),
+        held: std::sync::Mutex::new(None),
     });
     task.shared = shared.clone();
     (task, shared, pushes)
@@ -128,6 +129,7 @@ fn task_as(url: &str, prefix: &str, instance: &str) -> (Task, Arc<Shared>) {
         applied: AtomicU64::new(0),
         store_errors: AtomicU64::new(0),
         resyncs: AtomicU64::new(0),
+        held: std::sync::Mutex::new(None),
     });
     task.shared = shared.clone();
     (task, shared)
