@@ -482,6 +482,18 @@ impl Breaker {
             .store(stored, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// The current half-open round's probes: how many were admitted, and how many of those
+    /// succeeded; `None` unless half-open. Fleet mode reads it to know whether its probe leases
+    /// still cover probes in flight.
+    #[cfg(feature = "redis")]
+    pub(crate) fn probe_round(&self) -> Option<(u32, u32)> {
+        let inner = self.inner();
+        let word = inner.state.load(Ordering::Acquire);
+        let round = inner.probe.load(Ordering::Acquire);
+        (word.state() == State::HalfOpen && round.generation() == word.generation())
+            .then(|| (round.admitted(), round.successes()))
+    }
+
     /// Takes on a state exported by [`export_state`](Breaker::export_state), typically by
     /// another process. Counts are local and start over.
     pub fn import_state(&self, shared: &SharedState) {

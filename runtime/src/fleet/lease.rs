@@ -17,6 +17,16 @@ use core::time::Duration;
 use tokio::time::Instant;
 
 use super::{Answer, Task};
+
+/// Probe leases this instance holds for a breaker.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Lease {
+    /// When they end here: their life from the moment the ask was sent, which is before the
+    /// store granted them.
+    until: Instant,
+    /// The ask's round trip.
+    rtt: Duration,
+}
 use crate::fleet::store::Script;
 use crate::{Breaker, SharedState, State};
 
@@ -35,18 +45,64 @@ impl Task {
         self.tracked.values().filter_map(|t| t.probe_at).min()
     }
 
-    /// Asks for a lease for every breaker whose moment has come.
+    /// Asks for a lease for every breaker whose moment has come, or checks the leases held.
     pub(super) async fn probe_due(&mut self) {
         let now = Instant::now();
-        let due: Vec<String> = self
+        let due: Vec<(String, Option<Lease>)> = self
             .tracked
             .iter()
             .filter(|(_, t)| t.probe_at.is_some_and(|at| at <= now))
-            .map(|(name, _)| name.clone())
+            .map(|(name, t)| (name.clone(), t.lease))
             .collect();
-        for name in due {
-            self.probe(&name).await;
+        for (name, lease) in due {
+            match lease {
+                Some(lease) => self.check_lease(&name, lease).await,
+                None => self.probe(&name).await,
+            }
         }
+    }
+
+    /// A lease held here, at half its life or at its end. Probes in flight keep the leases
+    /// (renewed: no other instance may start probes while they run); with none in flight the
+    /// lease runs its course, and at its end this instance stops probing for the fleet and
+    /// waits its turn again, so an idle holder never leaves its probe budget behind.
+    async fn check_lease(&mut self, name: &str, lease: Lease) {
+        let Some(breaker) = self.breaker(name) else {
+            return;
+        };
+        match breaker.probe_round() {
+            Some((admitted, successes)) if admitted > successes => self.probe(name).await,
+            _ if Instant::now() < lease.until => {
+                if let Some(t) = self.tracked.get_mut(name) {
+                    t.probe_at = Some(lease.until);
+                }
+            }
+            _ => self.relinquish(name, &breaker, lease),
+        }
+    }
+
+    /// The lease ran out with no probe in flight: no new probe from here, the breaker held
+    /// open like the others', and the leases asked for again once the store has dropped them
+    /// (after the others waiting have asked).
+    fn relinquish(&mut self, name: &str, breaker: &Breaker, lease: Lease) {
+        breaker.set_probe_budget(Some(0));
+        let ttl = breaker.config().probe_timeout();
+        let again = lease.until + lease.rtt + ttl / 4;
+        if let Some(t) = self.tracked.get_mut(name) {
+            t.lease = None;
+            t.probe_at = Some(again);
+        }
+        if matches!(breaker.state(), State::Open | State::HalfOpen) {
+            let wait = again.saturating_duration_since(Instant::now());
+            let reopens = breaker.export_state().reopens;
+            self.import_own(
+                name,
+                breaker,
+                &held(breaker, SharedState::new(State::Open, Some(wait), reopens)),
+            );
+        }
+        // Held open, it decides alone again only if its hold runs out (the store unreachable).
+        breaker.set_probe_budget(None);
     }
 
     async fn probe(&mut self, name: &str) {
@@ -76,6 +132,7 @@ impl Task {
             self.shared.instance.clone(),
             fewest,
         ];
+        let sent = Instant::now();
         let reply = self.ask::<(i64, i64)>(Script::Probe, keys, args).await;
         let retry = |task: &mut Task, after: Duration| {
             if let Some(t) = task.tracked.get_mut(name) {
@@ -84,10 +141,19 @@ impl Task {
         };
         match reply {
             Answer::Done((leases, _)) if leases > 0 => {
+                // The lease runs from before the ask left, so it ends here no later than in
+                // the store.
+                let lease = Lease {
+                    until: sent + ttl,
+                    rtt: sent.elapsed(),
+                };
                 if let Some(t) = self.tracked.get_mut(name) {
-                    t.probe_at = None;
+                    t.lease = Some(lease);
+                    t.probe_at = Some(sent + ttl / 2);
                 }
-                if breaker.state() == State::Open {
+                if breaker.state() == State::HalfOpen {
+                    // Renewed while its probes run: the budget stands.
+                } else if breaker.state() == State::Open {
                     // One probe per lease, set before the breaker may go half-open.
                     breaker.set_probe_budget(Some(u32::try_from(leases).unwrap_or(u32::MAX)));
                     // No open time left: the next call probes.
@@ -100,6 +166,17 @@ impl Task {
             }
             Answer::Done((_, wait)) if wait >= 0 => {
                 let wait = Duration::from_millis(wait as u64);
+                if self
+                    .tracked
+                    .get_mut(name)
+                    .and_then(|t| t.lease.take())
+                    .is_some()
+                {
+                    // Held here, and gone from the store before the renewal came: the probes
+                    // in flight finish, no new one starts.
+                    let admitted = breaker.probe_round().map_or(0, |(a, _)| a);
+                    breaker.set_probe_budget(Some(admitted));
+                }
                 retry(self, wait);
                 if breaker.state() == State::Open {
                     // Still not this instance's turn: held until it may ask again.

@@ -24,6 +24,11 @@ impl Task {
     /// cannot read is kept, and tried again after that record's backoff (`Task::troubled`),
     /// while the others are written.
     pub(super) async fn flush(&mut self) -> bool {
+        if self.holding() {
+            // Held for a failing store: the breakers' states are the hold's, not the changes
+            // to write. Written once a `PING` answers and the breakers are given back (`tick`).
+            return false;
+        }
         let names: Vec<String> = self.pending.keys().cloned().collect();
         for name in names {
             if self.left_alone(&name) {

@@ -73,6 +73,8 @@ struct Tracked {
     counted: Option<(u64, u64)>,
     /// Its keys hold what this instance cannot read (`Task::troubled`).
     trouble: Option<Trouble>,
+    /// The probe leases this instance holds for the open record (lease.rs).
+    lease: Option<lease::Lease>,
 }
 
 impl Tracked {
@@ -90,6 +92,7 @@ impl Tracked {
             probe_at: None,
             counted,
             trouble: None,
+            lease: None,
         }
     }
 
@@ -98,6 +101,7 @@ impl Tracked {
         self.seen = record.state;
         self.open_until = record.open_remaining().map(|d| Instant::now() + d);
         self.probe_at = self.open_until;
+        self.lease = None;
         self.recount();
     }
 
@@ -373,6 +377,9 @@ impl Task {
             // The round the leases were for is over (lease.rs): the breaker decides alone
             // again until it holds leases anew.
             breaker.set_probe_budget(None);
+            if let Some(t) = self.tracked.get_mut(&name) {
+                t.lease = None;
+            }
         }
         if let Some(held) = self.shared.held.lock().unwrap().as_mut()
             && held.get(&name).is_some_and(|h| h.told)

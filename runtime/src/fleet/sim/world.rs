@@ -74,8 +74,8 @@ struct World {
     probes: [u32; NAMES.len()],
     half_open_calls: [u32; NAMES.len()],
     last_fault: Option<Duration>,
-    /// Keys that hold a foreign value now.
-    junk: [bool; NAMES.len()],
+    /// Keys that hold a foreign value now, and whether it stays after the heal.
+    junk: [Option<bool>; NAMES.len()],
     violations: Vec<String>,
     policy: OnStoreError,
     start: Instant,
@@ -148,7 +148,7 @@ async fn simulate(seed: u64, tracing: bool) -> Report {
         probes: [0; NAMES.len()],
         half_open_calls: [2; NAMES.len()],
         last_fault: None,
-        junk: [false; NAMES.len()],
+        junk: [None; NAMES.len()],
         violations: Vec::new(),
         policy,
         start: clock.0,
@@ -453,13 +453,15 @@ async fn faults(world: Arc<Mutex<World>>, net: Shared, configs: Vec<Config>, see
                     .keys
                     .insert(key.clone().into_bytes(), (value, None));
                 drop(nt);
-                world.lock().unwrap().junk[j] = true;
+                world.lock().unwrap().junk[j] = Some(stays);
                 if !stays {
                     let net = net.clone();
                     for_a_while(&world, d, move |world| {
-                        let nt = net.lock().unwrap();
-                        nt.model.space.lock().unwrap().keys.remove(key.as_bytes());
-                        world.lock().unwrap().junk[j] = false;
+                        let mut w = world.lock().unwrap();
+                        if w.junk[j].take().is_some() {
+                            let nt = net.lock().unwrap();
+                            nt.model.space.lock().unwrap().keys.remove(key.as_bytes());
+                        }
                     });
                 } else {
                     fault(&world);
@@ -551,9 +553,13 @@ async fn faults(world: Arc<Mutex<World>>, net: Shared, configs: Vec<Config>, see
                     1 => b.force_open(),
                     _ => b.disable(),
                 }
+                // It reaches the instances that share the breaker; an unshared one keeps what
+                // it had.
                 let mut w = world.lock().unwrap();
-                for inst in &mut w.insts {
-                    inst.manual[j] = what != 0;
+                for (i, inst) in w.insts.iter_mut().enumerate() {
+                    if i == k || !inst.unshared {
+                        inst.manual[j] = what != 0;
+                    }
                 }
             }
         }
@@ -573,6 +579,14 @@ fn heal(world: &Arc<Mutex<World>>, net: &Shared) {
     drop(nt);
     let mut w = world.lock().unwrap();
     w.traffic = false;
+    for j in 0..NAMES.len() {
+        if w.junk[j] == Some(false) {
+            w.junk[j] = None;
+            let key = format!("{{{PREFIX}:{}}}", NAMES[j]);
+            let nt = net.lock().unwrap();
+            nt.model.space.lock().unwrap().keys.remove(key.as_bytes());
+        }
+    }
 }
 
 fn check_tasks(world: &Arc<Mutex<World>>) {
