@@ -158,9 +158,11 @@ pub(super) struct Trouble {
     backoff: Duration,
 }
 
-/// The first and the longest wait before a troubled record is tried again.
+/// The first and the longest wait before a troubled record is tried again. At most half a
+/// second: a foreign value that is removed is then noticed by the next re-read (within
+/// `resync_every`), and its breaker shared again within 1 s.
 const TROUBLE_FIRST: Duration = Duration::from_millis(100);
-const TROUBLE_MAX: Duration = Duration::from_secs(5);
+const TROUBLE_MAX: Duration = Duration::from_millis(500);
 
 pub(crate) struct Task {
     store: Box<dyn Store>,

@@ -63,6 +63,8 @@ struct Inst {
     manual: [bool; NAMES.len()],
     /// Its fleet was dropped, the instance goes on unshared.
     unshared: bool,
+    /// The breakers (by index) its fleet held for a failing store when it was dropped.
+    held_at_drop: Vec<usize>,
     alive: bool,
 }
 
@@ -238,6 +240,7 @@ fn start_instance(
         conn,
         manual: [false; NAMES.len()],
         unshared: false,
+        held_at_drop: Vec::new(),
         alive: true,
     }
 }
@@ -432,6 +435,7 @@ async fn faults(world: Arc<Mutex<World>>, net: Shared, configs: Vec<Config>, see
                 nt.note(|| "fault: FLUSHALL".to_owned());
                 nt.model.space.lock().unwrap().keys.clear();
                 drop(nt);
+                world.lock().unwrap().junk = [None; NAMES.len()];
                 fault(&world);
             }
             6 => {
@@ -523,8 +527,18 @@ async fn faults(world: Arc<Mutex<World>>, net: Shared, configs: Vec<Config>, see
                 if rng.random_bool(0.3) {
                     let mut w = world.lock().unwrap();
                     if w.insts[k].alive && !w.insts[k].unshared {
-                        w.insts[k].unshared = true;
-                        w.insts[k].fleet = None;
+                        let inst = &mut w.insts[k];
+                        inst.unshared = true;
+                        inst.manual = [false; NAMES.len()];
+                        if let Some(fleet) = &inst.fleet {
+                            let held = fleet.shared.held.lock().unwrap();
+                            inst.held_at_drop = held
+                                .iter()
+                                .flat_map(|h| h.keys())
+                                .filter_map(|n| NAMES.iter().position(|m| m == n))
+                                .collect();
+                        }
+                        inst.fleet = None;
                         w.last_fault = Some(Instant::now() - start);
                         net.lock()
                             .unwrap()
@@ -561,6 +575,8 @@ async fn faults(world: Arc<Mutex<World>>, net: Shared, configs: Vec<Config>, see
                         inst.manual[j] = what != 0;
                     }
                 }
+                // A hand on a held breaker ends its hold for good (its change stands).
+                w.insts[k].held_at_drop.retain(|&h| h != j);
             }
         }
     }
@@ -656,7 +672,12 @@ fn converged(world: &Arc<Mutex<World>>, net: &Shared) {
             }
             let local = inst.breakers[j].state();
             if inst.unshared {
-                if matches!(local, State::ForcedOpen | State::Disabled) && !inst.manual[j] {
+                let hold = match w.policy {
+                    OnStoreError::Open => State::ForcedOpen,
+                    OnStoreError::Closed => State::Disabled,
+                    OnStoreError::Local => State::Closed,
+                };
+                if inst.held_at_drop.contains(&j) && local == hold && !inst.manual[j] {
                     found.push(format!(
                         "give-back: i{k}'s fleet was dropped, and `{}` is still held {local:?}",
                         NAMES[j]
@@ -666,7 +687,9 @@ fn converged(world: &Arc<Mutex<World>>, net: &Shared) {
             }
             let ok = match &seen {
                 Seen::Foreign => true,
-                Seen::None => local == State::Closed,
+                // No record: closed, or a round of probes that no instance has finished (each
+                // decides alone until one writes its close or re-open).
+                Seen::None => matches!(local, State::Closed | State::HalfOpen),
                 Seen::Record { state, open_until } => match state.as_str() {
                     "closed" => local == State::Closed,
                     "forced_open" => local == State::ForcedOpen,
