@@ -63,21 +63,29 @@ impl Task {
     }
 
     /// A lease held here, at half its life or at its end. Probes in flight keep the leases
-    /// (renewed: no other instance may start probes while they run); with none in flight the
-    /// lease runs its course, and at its end this instance stops probing for the fleet and
-    /// waits its turn again, so an idle holder never leaves its probe budget behind.
+    /// (renewed, so no other instance starts probes while they run). With none in flight at
+    /// half its life, no new probe starts under it (one started then could outlast it); at its
+    /// end this instance stops probing for the fleet and waits its turn again, so an idle
+    /// holder never leaves its probe budget behind.
     async fn check_lease(&mut self, name: &str, lease: Lease) {
         let Some(breaker) = self.breaker(name) else {
             return;
         };
-        match breaker.probe_round() {
-            Some((admitted, successes)) if admitted > successes => self.probe(name).await,
-            _ if Instant::now() < lease.until => {
-                if let Some(t) = self.tracked.get_mut(name) {
-                    t.probe_at = Some(lease.until);
-                }
-            }
-            _ => self.relinquish(name, &breaker, lease),
+        let in_flight = |b: &Breaker| b.probe_round().is_some_and(|(a, s)| a > s);
+        if in_flight(&breaker) {
+            return self.probe(name).await;
+        }
+        if Instant::now() >= lease.until {
+            return self.relinquish(name, &breaker, lease);
+        }
+        // The budget first, then a second look: a probe admitted in between is renewed for.
+        let admitted = breaker.probe_round().map_or(0, |(a, _)| a);
+        breaker.set_probe_budget(Some(admitted));
+        if in_flight(&breaker) {
+            return self.probe(name).await;
+        }
+        if let Some(t) = self.tracked.get_mut(name) {
+            t.probe_at = Some(lease.until);
         }
     }
 
@@ -152,7 +160,8 @@ impl Task {
                     t.probe_at = Some(sent + ttl / 2);
                 }
                 if breaker.state() == State::HalfOpen {
-                    // Renewed while its probes run: the budget stands.
+                    // Renewed while its probes run: one probe per lease again.
+                    breaker.set_probe_budget(Some(u32::try_from(leases).unwrap_or(u32::MAX)));
                 } else if breaker.state() == State::Open {
                     // One probe per lease, set before the breaker may go half-open.
                     breaker.set_probe_budget(Some(u32::try_from(leases).unwrap_or(u32::MAX)));

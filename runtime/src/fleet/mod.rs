@@ -145,6 +145,9 @@ pub(crate) struct Held {
     pub(crate) state: SharedState,
     /// When `state` was taken: its open time runs on from then.
     pub(crate) since: tokio::time::Instant,
+    /// Messages of the task's own earlier imports into this breaker still to come before the
+    /// one of its being held.
+    pub(crate) before: u32,
     /// The task has read the breaker's event of being held: a change it is told of from then
     /// on was made during the hold (and stands); one told before was made before it.
     pub(crate) told: bool,

@@ -30,6 +30,7 @@ impl Task {
     /// Subscribes if not yet, finds newly created shared registry breakers, writes what is
     /// pending, and re-reads every record. `true` if every store operation succeeded.
     pub(super) async fn tick(&mut self) -> bool {
+        let mut asked = Vec::new();
         if self.holding() {
             // Held while the store was unreachable: given back once it answers, before the
             // pending changes are written and the records read.
@@ -37,6 +38,11 @@ impl Task {
             match tokio::time::timeout(limit, self.store.ping()).await {
                 Ok(Ok(_)) => {
                     self.shared.connected.store(true, Ordering::Relaxed);
+                    // Every change told so far first: one made by hand during the hold stands,
+                    // and is not given back over.
+                    while let Ok(more) = self.rx.try_recv() {
+                        asked.extend(self.note(more));
+                    }
                     self.give_back();
                 }
                 Ok(Err(e)) => {
@@ -65,7 +71,6 @@ impl Task {
         if !self.flush().await {
             return false;
         }
-        let mut asked = Vec::new();
         let mut read = self.read_all(&mut asked).await;
         // A resync asked for during a pass came after some records were read (a user who
         // overwrote one and then asked must see it read): it is answered by a whole pass

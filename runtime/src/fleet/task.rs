@@ -340,7 +340,11 @@ impl Task {
                         .as_mut()
                         .and_then(|held| held.get_mut(&name))
                     {
-                        h.told = true;
+                        if h.before > 0 {
+                            h.before -= 1; // an import of the task's from before the hold
+                        } else {
+                            h.told = true;
+                        }
                     }
                     return None;
                 }
@@ -655,6 +659,7 @@ impl Task {
                     breaker: breaker.downgrade(),
                     state: was,
                     since: Instant::now(),
+                    before: self.own_imports.get(&name).copied().unwrap_or(0),
                     told: false,
                 },
             );
@@ -677,10 +682,17 @@ impl Task {
         let Some(held) = self.shared.held.lock().unwrap().take() else {
             return;
         };
+        let hold = match self.shared.config.on_store_error {
+            OnStoreError::Open => State::ForcedOpen,
+            _ => State::Disabled,
+        };
         for (name, h) in held {
             let Some(breaker) = h.breaker.upgrade() else {
                 continue;
             };
+            if breaker.state() != hold {
+                continue; // changed since by hand: that change stands
+            }
             self.import_own(&name, &breaker, &h.now());
         }
         tracing::info!(target: "breakerbox", "fleet: the store answers again; shared breakers decide as before");

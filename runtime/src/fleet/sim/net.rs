@@ -269,11 +269,15 @@ impl Store for SimStore {
     }
 
     fn ping(&mut self) -> Reply<'_, ()> {
-        self.exchange(|_, _| Ok(()))
+        self.exchange(|n, id| {
+            n.note(|| format!("conn {id}: PING"));
+            Ok(())
+        })
     }
 
     fn subscribe(&mut self, channel: String) -> Reply<'_, ()> {
         self.exchange(move |n, id| {
+            n.note(|| format!("conn {id}: SUBSCRIBE {channel}"));
             let ch = channel.into_bytes();
             let c = &mut n.conns[id];
             if !c.channels.contains(&ch) {

@@ -529,7 +529,6 @@ async fn faults(world: Arc<Mutex<World>>, net: Shared, configs: Vec<Config>, see
                     if w.insts[k].alive && !w.insts[k].unshared {
                         let inst = &mut w.insts[k];
                         inst.unshared = true;
-                        inst.manual = [false; NAMES.len()];
                         if let Some(fleet) = &inst.fleet {
                             let held = fleet.shared.held.lock().unwrap();
                             inst.held_at_drop = held
