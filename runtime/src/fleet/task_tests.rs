@@ -412,6 +412,6 @@ async fn a_resync_asked_for_during_a_pass_is_answered_by_a_whole_pass_after_it()
     assert!(task.rx.is_empty(), "nothing left queued for another pass");
 }
 
-// Found by an adversarial review: each failed before its fix (one still does, ignored).
-#[path = "task_tests_review.rs"]
-mod review;
+// The re-read after a failure, and records this instance cannot read.
+#[path = "task_tests_timing.rs"]
+mod timing;

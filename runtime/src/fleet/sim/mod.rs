@@ -17,6 +17,7 @@
 
 mod model;
 mod net;
+mod scenarios;
 mod world;
 
 use std::sync::Mutex;

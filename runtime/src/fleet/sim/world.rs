@@ -47,7 +47,7 @@ const CHECK_AT: Duration = Duration::from_millis(9_500);
 
 /// The breakers' clock: the simulation's time.
 #[derive(Clone)]
-struct SimClock(Instant);
+pub(super) struct SimClock(pub(super) Instant);
 
 impl Clock for SimClock {
     fn now(&self) -> Duration {
