@@ -130,10 +130,17 @@ impl Task {
             // No record: never written, or flushed. If there was one, a breaker that is not
             // closed here says so again, as a `cas` over "no record", so that of several
             // instances doing it at once one wins and the others take its record on.
+            let mut vanished = false;
             if let Some(t) = self.tracked.get_mut(name) {
-                *t = Tracked::new(t.breaker.clone());
+                vanished = applied != 0 || t.vanished;
+                if applied != 0 {
+                    *t = Tracked::new(t.breaker.clone());
+                    // Until a record is seen or written again: a write below that fails (the
+                    // store, a foreign value) is tried again by the next pass.
+                    t.vanished = true;
+                }
             }
-            if applied == 0 {
+            if !vanished {
                 // Never seen one: a change made here is written by its own pending write.
                 return true;
             }

@@ -75,6 +75,8 @@ struct Tracked {
     trouble: Option<Trouble>,
     /// The probe leases this instance holds for the open record (lease.rs).
     lease: Option<lease::Lease>,
+    /// The record it had vanished, and none has been seen or written since (resync.rs).
+    vanished: bool,
 }
 
 impl Tracked {
@@ -93,6 +95,7 @@ impl Tracked {
             counted,
             trouble: None,
             lease: None,
+            vanished: false,
         }
     }
 
@@ -102,6 +105,7 @@ impl Tracked {
         self.open_until = record.open_remaining().map(|d| Instant::now() + d);
         self.probe_at = self.open_until;
         self.lease = None;
+        self.vanished = false;
         self.recount();
     }
 
