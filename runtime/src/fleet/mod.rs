@@ -47,7 +47,14 @@
 //!
 //! - **Store policy.** [`FleetConfig::on_store_error`]: while the store is unreachable, shared
 //!   breakers decide locally (the default), or are held forced open, or disabled, and get
-//!   their own state back when it answers ([`OnStoreError`]).
+//!   their own state back when it answers, or the fleet's record published meanwhile
+//!   ([`OnStoreError`]). Dropping the `Fleet`, or the runtime its task runs on, gives them
+//!   back at once.
+//!
+//! - **One record's problem is that record's.** A value of another type under a breaker's key,
+//!   or a record this instance cannot read, leaves that breaker alone (tried again with
+//!   backoff, its local change kept for when the key is readable or empty); every other
+//!   breaker goes on, and nothing is held for it. A foreign message on the channel is skipped.
 //!
 //! - **Fleet counts.** A failure-rate breaker over a time window also sends its judged calls
 //!   and failures every 100 ms; a script sums the fleet's window and trips the record when the
@@ -60,6 +67,10 @@
 //!   taken on here too.
 //!
 //! Not supported: Redis Cluster and Sentinel (the keys are cluster-ready).
+//!
+//! The task talks to the store only through one seam (`store.rs`), so a deterministic
+//! simulator (`sim/`, tests only) runs several instances of this code against a model store
+//! that runs the same Lua scripts, under seeded faults (docs/fleet.md, "What is guaranteed").
 
 mod config;
 mod record;

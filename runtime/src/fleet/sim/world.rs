@@ -531,10 +531,16 @@ async fn faults(world: Arc<Mutex<World>>, net: Shared, configs: Vec<Config>, see
                         inst.unshared = true;
                         if let Some(fleet) = &inst.fleet {
                             let held = fleet.shared.held.lock().unwrap();
+                            // What each held breaker is to get back: the state it had, or the
+                            // fleet's record told during the hold (which may be forced open or
+                            // disabled by an operator elsewhere).
                             inst.held_at_drop = held
                                 .iter()
-                                .flat_map(|h| h.keys())
-                                .filter_map(|n| NAMES.iter().position(|m| m == n))
+                                .flat_map(|h| h.iter())
+                                .filter(|(_, h)| {
+                                    !matches!(h.state.state, State::ForcedOpen | State::Disabled)
+                                })
+                                .filter_map(|(n, _)| NAMES.iter().position(|m| m == n))
                                 .collect();
                         }
                         inst.fleet = None;
