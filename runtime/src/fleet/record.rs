@@ -23,6 +23,17 @@ pub(crate) struct Record {
     pub(crate) last_failure: String,
 }
 
+/// The fields of a record's hash a re-read reads, in `Record::from_hash`'s order.
+pub(crate) const READ_FIELDS: [&str; 7] = [
+    "epoch",
+    "state",
+    "open_until",
+    "reopens",
+    "origin",
+    "reason",
+    "last_failure",
+];
+
 /// A state as the record writes it.
 pub(crate) fn state_name(state: State) -> &'static str {
     match state {
@@ -70,6 +81,48 @@ impl Record {
             reason: reason.clone(),
             last_failure: last_failure.clone(),
         })
+    }
+
+    /// The fields `READ_FIELDS` of a record's hash (`HMGET`, missing ones `None`), read at the
+    /// server's time `now_ms`: as `record.lua`'s `read` makes them (no epoch: no record).
+    pub(crate) fn from_hash(now_ms: u64, f: &[Option<String>]) -> Option<Record> {
+        let [
+            epoch,
+            state,
+            open_until,
+            reopens,
+            origin,
+            reason,
+            last_failure,
+        ] = f
+        else {
+            return None;
+        };
+        let Some(epoch) = epoch else {
+            return Some(Record {
+                changed: false,
+                epoch: 0,
+                state: State::Closed,
+                open_until_ms: 0,
+                now_ms,
+                reopens: 0,
+                origin: String::new(),
+                reason: String::new(),
+                last_failure: String::new(),
+            });
+        };
+        let or = |v: &Option<String>, d: &str| v.clone().unwrap_or_else(|| d.to_owned());
+        let fields = [
+            epoch.clone(),
+            or(state, "closed"),
+            or(open_until, "0"),
+            now_ms.to_string(),
+            or(reopens, "0"),
+            or(origin, ""),
+            or(reason, ""),
+            or(last_failure, ""),
+        ];
+        Record::from_fields(false, &fields)
     }
 
     /// The script's reply: `[changed, epoch, state, …]`.

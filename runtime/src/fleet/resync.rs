@@ -7,8 +7,9 @@ use std::sync::atomic::Ordering;
 use tokio::sync::oneshot;
 
 use super::push::Pushed;
-use super::{Answer, Intent, Task, Tracked};
+use super::{Answer, Intent, READ_BATCH, Task, Tracked};
 use crate::State;
+use crate::fleet::record::{READ_FIELDS, Record};
 use crate::registry::registry;
 
 impl Task {
@@ -95,28 +96,106 @@ impl Task {
         true
     }
 
-    /// Re-reads every tracked record. As in `step`, local changes told while earlier records
-    /// were read are written before the next record is read, so an older record never wins
-    /// over them; a resync asked for meanwhile goes into `asked`, for the pass after.
+    /// Re-reads every tracked record, `READ_BATCH` records a round trip (one pipeline of
+    /// `TIME` and an `HMGET` per record). As in `step`, before each batch the local changes told meanwhile are
+    /// written, so an older record never wins over them, and the records published meanwhile
+    /// are taken on, so a change published during a long pass waits for one batch at most; a
+    /// resync asked for meanwhile goes into `asked`, for the pass after.
     async fn read_all(&mut self, asked: &mut Vec<oneshot::Sender<bool>>) -> bool {
         let names: Vec<String> = self.tracked.keys().cloned().collect();
-        for name in names {
+        for batch in names.chunks(READ_BATCH) {
             while let Ok(more) = self.rx.try_recv() {
                 asked.extend(self.note(more));
             }
-            if !self.flush().await || !self.resync_one(&name).await {
+            while let Ok(push) = self.pushes.try_recv() {
+                self.on_push(push);
+            }
+            if !self.flush().await {
                 return false;
+            }
+            // A record in its backoff (`Task::troubled`) is skipped: the others are read.
+            let due: Vec<&String> = batch.iter().filter(|n| !self.left_alone(n)).collect();
+            if due.is_empty() {
+                continue;
+            }
+            // `TIME`, then each record's fields: plain commands, one round trip, no script
+            // (what `record.lua` does in `read` mode, for a batch).
+            let mut commands = vec![vec!["TIME".to_owned()]];
+            for name in &due {
+                let mut hmget = vec!["HMGET".to_owned(), self.key(name)];
+                hmget.extend(READ_FIELDS.iter().map(|f| (*f).to_owned()));
+                commands.push(hmget);
+            }
+            let seen: Vec<u64> = due
+                .iter()
+                .map(|n| self.tracked.get(*n).map_or(0, |t| t.applied))
+                .collect();
+            let limit = self.shared.config.timeout * 2;
+            let mut replies = match tokio::time::timeout(limit, self.store.pipeline(commands)).await
+            {
+                Ok(Ok(replies)) if replies.len() == due.len() + 1 => replies.into_iter(),
+                Ok(Ok(_)) => {
+                    self.failed("a pipeline's replies do not match its commands");
+                    return false;
+                }
+                Ok(Err(e)) => {
+                    self.failed(&e.to_string());
+                    return false;
+                }
+                Err(_) => {
+                    self.failed("timed out");
+                    return false;
+                }
+            };
+            let now_ms = match replies.next().map(|t| {
+                t.and_then(|v| redis::from_redis_value::<(u64, u64)>(v).map_err(Into::into))
+            }) {
+                Some(Ok((secs, micros))) => secs * 1000 + micros / 1000,
+                Some(Err(e)) => {
+                    self.failed(&e.to_string());
+                    return false;
+                }
+                None => return false,
+            };
+            self.shared.connected.store(true, Ordering::Relaxed);
+            // What was told while the batch was read is written first: those records were
+            // read before it, and must not win over it.
+            while let Ok(more) = self.rx.try_recv() {
+                asked.extend(self.note(more));
+            }
+            if !self.flush().await {
+                return false;
+            }
+            for ((name, reply), seen) in due.into_iter().zip(replies).zip(seen) {
+                if self.tracked.get(name).map_or(0, |t| t.applied) != seen {
+                    // Written or taken on since it was read: the read is older than that.
+                    continue;
+                }
+                let answer = match self.answer_of::<Vec<Option<String>>>(reply) {
+                    Answer::Done(fields) => match Record::from_hash(now_ms, &fields) {
+                        Some(record) => {
+                            self.readable(name);
+                            Answer::Done(record)
+                        }
+                        None => Answer::Unreadable(
+                            "a record this instance cannot read (another version's?)".to_owned(),
+                        ),
+                    },
+                    Answer::Unreadable(why) => Answer::Unreadable(why),
+                    Answer::Failed => Answer::Failed,
+                };
+                if !self.take_read(name, answer).await {
+                    return false;
+                }
             }
         }
         true
     }
 
-    async fn resync_one(&mut self, name: &str) -> bool {
-        if self.left_alone(name) {
-            return true; // its backoff (`Task::troubled`): the others are read meanwhile
-        }
-        let read = ["read"];
-        let record = match self.invoke(name, &read).await {
+    /// What one read of a pass found, taken on: a record that differs from the one last seen,
+    /// a vanished one written again. `false` if the store failed meanwhile.
+    async fn take_read(&mut self, name: &str, answer: Answer<Record>) -> bool {
+        let record = match answer {
             Answer::Done(record) => record,
             Answer::Unreadable(why) => {
                 // An unreadable record is skipped: the pass goes on to the others.

@@ -43,6 +43,9 @@ impl Script {
 pub(crate) trait Store: Send + 'static {
     /// Runs `script` atomically over `keys` with `args`; its reply as the server sends it.
     fn eval(&mut self, script: Script, keys: Vec<String>, args: Vec<String>) -> Reply<'_, Value>;
+    /// Sends `commands` (plain commands, no script) in one round trip, a pipeline: each
+    /// one's reply or error, in order. The outer error is the store failing.
+    fn pipeline(&mut self, commands: Vec<Vec<String>>) -> Reply<'_, Vec<RedisResult<Value>>>;
     /// `PING`.
     fn ping(&mut self) -> Reply<'_, ()>;
     /// Subscribes to `channel`; published messages arrive on the push channel given with the
@@ -115,6 +118,19 @@ impl Store for RedisStore {
         let con = &mut self.con;
         // `EVALSHA`, loading the script again after `NOSCRIPT` (a restart, `SCRIPT FLUSH`).
         Box::pin(async move { invocation.invoke_async::<Value>(con).await })
+    }
+
+    fn pipeline(&mut self, commands: Vec<Vec<String>>) -> Reply<'_, Vec<RedisResult<Value>>> {
+        let con = &mut self.con;
+        Box::pin(async move {
+            let mut pipe = redis::pipe();
+            pipe.ignore_errors();
+            for command in &commands {
+                let (name, args) = command.split_first().expect("a command has a name");
+                pipe.cmd(name).arg(args);
+            }
+            pipe.query_async(con).await
+        })
     }
 
     fn ping(&mut self) -> Reply<'_, ()> {

@@ -162,6 +162,9 @@ pub(super) struct Trouble {
     backoff: Duration,
 }
 
+/// Records read in one round trip by a re-read pass.
+pub(crate) const READ_BATCH: usize = 256;
+
 /// The first and the longest wait before a troubled record is tried again. At most half a
 /// second: a foreign value that is removed is then noticed by the next re-read (within
 /// `resync_every`), and its breaker shared again within 1 s.
@@ -518,23 +521,33 @@ impl Task {
         let limit = self.shared.config.timeout * 2;
         let result = tokio::time::timeout(limit, self.store.eval(script, keys, args)).await;
         match result {
-            Ok(Ok(value)) => {
+            Ok(reply) => self.answer_of(reply),
+            Err(_) => {
+                self.failed("timed out");
+                Answer::Failed
+            }
+        }
+    }
+
+    /// One script call's reply, as an answer about its breaker (see `ask`).
+    pub(super) fn answer_of<T: FromRedisValue>(
+        &mut self,
+        reply: redis::RedisResult<Value>,
+    ) -> Answer<T> {
+        match reply {
+            Ok(value) => {
                 self.shared.connected.store(true, Ordering::Relaxed);
                 match redis::from_redis_value::<T>(value) {
                     Ok(reply) => Answer::Done(reply),
                     Err(e) => Answer::Unreadable(format!("an unexpected reply: {e}")),
                 }
             }
-            Ok(Err(e)) if is_record_problem(&e) => {
+            Err(e) if is_record_problem(&e) => {
                 self.shared.connected.store(true, Ordering::Relaxed);
                 Answer::Unreadable(e.to_string())
             }
-            Ok(Err(e)) => {
+            Err(e) => {
                 self.failed(&e.to_string());
-                Answer::Failed
-            }
-            Err(_) => {
-                self.failed("timed out");
                 Answer::Failed
             }
         }
@@ -544,7 +557,13 @@ impl Task {
     async fn invoke(&mut self, name: &str, args: &[&str]) -> Answer<Record> {
         let keys = vec![self.key(name), self.probes_key(name)];
         let args = args.iter().map(|a| (*a).to_owned()).collect();
-        match self.ask::<Vec<String>>(Script::Record, keys, args).await {
+        let answer = self.ask::<Vec<String>>(Script::Record, keys, args).await;
+        self.record_of(name, answer)
+    }
+
+    /// `record.lua`'s reply about `name`, as a record.
+    pub(super) fn record_of(&mut self, name: &str, answer: Answer<Vec<String>>) -> Answer<Record> {
+        match answer {
             Answer::Done(reply) => match Record::from_reply(&reply) {
                 Some(record) => {
                     self.readable(name);

@@ -294,17 +294,17 @@ async fn poll_once<F: Future>(mut future: Pin<&mut F>) -> Poll<F::Output> {
 }
 
 /// A trip told while a re-read pass is under way is written by that pass before it reads the
-/// next record (`resync.rs`, `read_all`), as the loop writes it before it looks at a published
-/// record: so another instance's trip made from the record before it (a `cas` over that
+/// next batch of records, and before it takes on the records of the batch it was reading
+/// (`resync.rs`, `read_all`), as the loop writes it before it looks at a published record: so another instance's trip made from the record before it (a `cas` over that
 /// record) is refused and takes this one on, and this instance keeps its own. A pass that read
 /// every record first wrote nothing told meanwhile until it ended, a store round trip per
 /// shared breaker later; a write made from the older record in that time won over the trip
 /// (its open time, reason and origin replaced this instance's).
 ///
-/// The pass is polled by hand: its first poll stops in the read of its first record (nothing
-/// is pending, it has subscribed), the only moment the trips can be told during it without a
-/// hook in the task. Both breakers trip then, so whichever record is read first (the tracked
-/// map's order is random), the other is read after they are told.
+/// The pass is polled by hand: its first poll stops in the read of its first batch (nothing
+/// is pending, it has subscribed; both records are in it), the only moment the trips can be
+/// told during it without a hook in the task. Both breakers trip then, after their records
+/// were read.
 #[tokio::test(flavor = "current_thread")]
 async fn a_trip_told_during_a_resync_pass_is_written_before_the_next_record_is_read() {
     let Some(redis) = TestRedis::get() else {

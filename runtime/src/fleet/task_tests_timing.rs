@@ -117,3 +117,97 @@ async fn a_malformed_record_does_not_stall_every_resync() {
     );
     assert!(!task.owed);
 }
+
+/// The re-read pass at scale, for BENCHMARKS.md: the time of one pass over 100, 1 000 and
+/// 10 000 shared breakers, each with a record, on this machine's `redis-server`, the commands
+/// Redis counts for it, and this process's memory for the shared breakers. A measurement, not
+/// a test: ignored by default, it asserts nothing about time and prints what it measured.
+///
+///   cargo test -p breakerbox-runtime --features redis --profile sim --lib resync_pass_numbers -- --ignored --nocapture
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "a measurement for BENCHMARKS.md; run by hand"]
+async fn resync_pass_numbers() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let client = redis::Client::open(redis.url.as_str()).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    for n in [100usize, 1_000, 10_000] {
+        let prefix = format!("scale-{n}-{}", std::process::id());
+        let rss_before = rss_kib();
+        let (mut task, shared, _pushes) = task_timed(&redis.url, &prefix, Duration::from_secs(5));
+        ready(&mut task).await;
+        let config = Config::builder().clock(ManualClock::new()).build().unwrap();
+        let breakers: Vec<Breaker> = (0..n)
+            .map(|i| Breaker::new(format!("b{i}"), config.clone()))
+            .collect();
+        for b in &breakers {
+            share(&mut task, &shared, b);
+        }
+        // Every breaker gets a record, as a fleet that has run for a while has.
+        for b in &breakers {
+            let channel = task.channel.clone();
+            let args = [
+                "force",
+                "0",
+                "closed",
+                "0",
+                "0",
+                "reset",
+                "",
+                "there",
+                &channel,
+                b.name(),
+            ];
+            task.invoke(b.name(), &args).await.done().unwrap();
+        }
+        assert!(task.tick().await);
+        let rss_after = rss_kib();
+        let calls_before = commands_counted(&mut con).await;
+        let passes = 5;
+        let start = std::time::Instant::now();
+        for _ in 0..passes {
+            assert!(task.tick().await);
+        }
+        let per_pass = start.elapsed() / passes;
+        let commands = (commands_counted(&mut con).await - calls_before) / u64::from(passes);
+        println!(
+            "{{\"resync_pass\": {{\"breakers\": {n}, \"ms_per_pass\": {:.2}, \"redis_commands_per_pass\": {commands}, \"batch\": {}, \"rss_kib_for_breakers_and_fleet\": {}}}}}",
+            per_pass.as_secs_f64() * 1e3,
+            crate::fleet::task::READ_BATCH,
+            rss_after.saturating_sub(rss_before)
+        );
+    }
+}
+
+/// The commands a pass sends, as Redis counts them (`EVALSHA`, `HMGET`, `TIME`; `INFO` itself
+/// is counted too, once a call, and subtracts out).
+async fn commands_counted(con: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(con)
+        .await
+        .unwrap();
+    ["evalsha", "hmget", "time"]
+        .iter()
+        .map(|name| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|c| c.parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+/// This process's resident memory in KiB (Linux), 0 elsewhere.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
+        .map_or(0, |pages| pages * 4)
+}

@@ -15,6 +15,12 @@ use redis::{RedisResult, Value};
 
 use crate::fleet::store::Script;
 
+/// A hash's fields, and a sorted set's members and scores.
+type Fields = BTreeMap<Vec<u8>, Vec<u8>>;
+type Members = BTreeMap<Vec<u8>, f64>;
+/// What a script published: `(channel, payload)`.
+pub(super) type Published = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// A value under a key.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Val {
@@ -52,11 +58,7 @@ impl Keyspace {
         self.keys.get_mut(key).map(|(v, _)| v)
     }
 
-    fn hash(
-        &mut self,
-        key: &[u8],
-        create: bool,
-    ) -> Result<Option<&mut BTreeMap<Vec<u8>, Vec<u8>>>, String> {
+    fn hash(&mut self, key: &[u8], create: bool) -> Result<Option<&mut Fields>, String> {
         if self.live(key).is_none() {
             if !create {
                 return Ok(None);
@@ -70,11 +72,7 @@ impl Keyspace {
         }
     }
 
-    fn zset(
-        &mut self,
-        key: &[u8],
-        create: bool,
-    ) -> Result<Option<&mut BTreeMap<Vec<u8>, f64>>, String> {
+    fn zset(&mut self, key: &[u8], create: bool) -> Result<Option<&mut Members>, String> {
         if self.live(key).is_none() {
             if !create {
                 return Ok(None);
@@ -161,7 +159,7 @@ impl Keyspace {
             }
             "HSET" => {
                 let key = arg(1)?.to_vec();
-                if argv.len() < 4 || argv.len() % 2 != 0 {
+                if argv.len() < 4 || !argv.len().is_multiple_of(2) {
                     return Err("ERR wrong number of arguments for 'hset' command".to_owned());
                 }
                 let h = self.hash(&key, true)?.expect("created");
@@ -330,6 +328,29 @@ impl Model {
         }
     }
 
+    /// Runs plain `commands` at server time `now_ms`, one after another: each one's reply as a
+    /// client reads it.
+    pub(super) fn command(
+        &self,
+        commands: &[Vec<String>],
+        now_ms: u64,
+        now_us: u64,
+    ) -> Vec<RedisResult<Value>> {
+        let mut space = self.space.lock().unwrap();
+        space.now_ms = now_ms;
+        space.now_us = now_us;
+        commands
+            .iter()
+            .map(|c| {
+                let argv: Vec<Vec<u8>> = c.iter().map(|a| a.as_bytes().to_vec()).collect();
+                match space.command(&argv) {
+                    Ok(reply) => Ok(to_value(reply)),
+                    Err(e) => error(&e),
+                }
+            })
+            .collect()
+    }
+
     /// Runs `script` atomically at server time `now_ms`; its reply as a client reads it, and
     /// what it published.
     pub(super) fn eval(
@@ -339,7 +360,7 @@ impl Model {
         args: &[String],
         now_ms: u64,
         now_us: u64,
-    ) -> (RedisResult<Value>, Vec<(Vec<u8>, Vec<u8>)>) {
+    ) -> (RedisResult<Value>, Published) {
         {
             let mut space = self.space.lock().unwrap();
             space.now_ms = now_ms;
@@ -387,6 +408,16 @@ fn first_line(e: &mlua::Error) -> String {
 pub(super) fn error(text: &str) -> RedisResult<Value> {
     let line = text.replace(['\r', '\n'], " ");
     redis::parse_redis_value(format!("-{line}\r\n").as_bytes())?.extract_error()
+}
+
+/// A command's reply as a client reads it.
+fn to_value(reply: Reply) -> Value {
+    match reply {
+        Reply::Nil => Value::Nil,
+        Reply::Int(i) => Value::Int(i),
+        Reply::Bulk(b) => Value::BulkString(b),
+        Reply::Array(items) => Value::Array(items.into_iter().map(to_value).collect()),
+    }
 }
 
 /// A `redis.call` argument as Redis reads it: strings as they are, numbers printed.

@@ -268,6 +268,16 @@ impl Store for SimStore {
         self.exchange(move |n, id| n.run(id, script, &keys, &args))
     }
 
+    fn pipeline(&mut self, commands: Vec<Vec<String>>) -> Reply<'_, Vec<RedisResult<Value>>> {
+        // One round trip; the commands run one after another at its arrival.
+        self.exchange(move |n, id| {
+            let (ms, us) = n.server_time();
+            let replies = n.model.command(&commands, ms, us);
+            n.note(|| format!("conn {id}: pipeline of {} commands", commands.len()));
+            Ok(replies)
+        })
+    }
+
     fn ping(&mut self) -> Reply<'_, ()> {
         self.exchange(|n, id| {
             n.note(|| format!("conn {id}: PING"));

@@ -600,10 +600,10 @@ fn heal(world: &Arc<Mutex<World>>, net: &Shared) {
     drop(nt);
     let mut w = world.lock().unwrap();
     w.traffic = false;
-    for j in 0..NAMES.len() {
+    for (j, name) in NAMES.iter().enumerate() {
         if w.junk[j] == Some(false) {
             w.junk[j] = None;
-            let key = format!("{{{PREFIX}:{}}}", NAMES[j]);
+            let key = format!("{{{PREFIX}:{name}}}");
             let nt = net.lock().unwrap();
             nt.model.space.lock().unwrap().keys.remove(key.as_bytes());
         }
@@ -669,7 +669,7 @@ fn record(net: &Shared, j: usize) -> (Seen, u64) {
 fn converged(world: &Arc<Mutex<World>>, net: &Shared) {
     let mut w = world.lock().unwrap();
     let mut found = Vec::new();
-    for j in 0..NAMES.len() {
+    for (j, name) in NAMES.iter().enumerate() {
         let (seen, now) = record(net, j);
         for (k, inst) in w.insts.iter().enumerate() {
             if !inst.alive {
@@ -685,7 +685,7 @@ fn converged(world: &Arc<Mutex<World>>, net: &Shared) {
                 if inst.held_at_drop.contains(&j) && local == hold && !inst.manual[j] {
                     found.push(format!(
                         "give-back: i{k}'s fleet was dropped, and `{}` is still held {local:?}",
-                        NAMES[j]
+                        name
                     ));
                 }
                 continue;
@@ -715,7 +715,7 @@ fn converged(world: &Arc<Mutex<World>>, net: &Shared) {
                 };
                 found.push(format!(
                     "convergence: 1.5 s after the store healed, i{k}'s `{}` is {local:?} while the fleet's record is {record}",
-                    NAMES[j]
+                    name
                 ));
             }
         }
