@@ -368,8 +368,9 @@ use proc_macro::TokenStream;
 ///             column!(),
 ///         );
 ///     }
-///     static __BREAKERBOX_BREAKER: LazyLock<Breaker> = LazyLock::new(|| {
-///         // The registry's breaker for this registration, created with its config if needed.
+///     static __BREAKERBOX_BREAKER: Lazy<Breaker> = Lazy::new(|| {
+///         // The registry's breaker for this registration, created with its config if needed
+///         // (again at the next call if creating it panicked: a `OnceLock`, not a `LazyLock`).
 ///         __private::breaker(&__BREAKERBOX_REGISTRATION)
 ///     });
 ///     let __breakerbox_permit = match Breaker::try_acquire(&__BREAKERBOX_BREAKER) {
