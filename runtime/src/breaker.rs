@@ -217,6 +217,14 @@ impl Breaker {
         )))))
     }
 
+    /// A keyed family's breaker (`identity` names the family and the key). One of a registry
+    /// family tells the registry-wide listeners its changes, as a registry breaker does.
+    pub(crate) fn keyed(identity: Identity, config: Config, tells_registry: bool) -> Breaker {
+        let mut inner = Box::new(Inner::new(identity, config, false));
+        inner.tells_registry = tells_registry;
+        Breaker(NonNull::from(Box::leak(inner)))
+    }
+
     /// A registry breaker, not yet published: the registry builds it outside its locks, then
     /// publishes it, or drops it if another thread's breaker of that name got in first.
     pub(crate) fn unpublished(name: String, config: Config) -> Unpublished {
@@ -232,7 +240,7 @@ impl Breaker {
 
     /// The breaker's name.
     pub fn name(&self) -> &str {
-        &self.inner().identity.name
+        self.inner().identity.name()
     }
 
     /// Its configuration.
@@ -526,25 +534,9 @@ impl Breaker {
         self.inner().refs.load(Ordering::Acquire)
     }
 
-    /// Names the key of a keyed family's breaker, once: `key` (user code, a key's `Display`)
-    /// runs under no lock, and its panic leaves a placeholder.
-    pub(crate) fn name_key(&self, key: impl FnOnce() -> String) {
-        let cold = self.inner().cold();
-        if cold.key.get().is_none() {
-            let text = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(key)) {
-                Ok(text) => text,
-                Err(payload) => {
-                    crate::event::discard(payload);
-                    cause::DISPLAY_PANICKED.to_owned()
-                }
-            };
-            let _ = cold.key.set(text.into_boxed_str());
-        }
-    }
-
-    /// The key named by [`name_key`](Breaker::name_key), if any.
+    /// A keyed family's breaker's key, as it displayed when the family made the breaker.
     pub(crate) fn key(&self) -> Option<&str> {
-        self.inner().cold.get()?.key.get().map(|k| &**k)
+        self.inner().identity.key()
     }
 
     /// Successes, failures, ignored, rejected and slow calls, without reading the clock.

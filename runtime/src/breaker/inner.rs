@@ -49,6 +49,9 @@ pub(super) struct Inner {
     pub(super) window_success: bool,
     /// A registry breaker: leaked, lives for the process; its handles count no references.
     pub(super) registered: bool,
+    /// Whether registry-wide listeners are told its changes: a registry breaker's, and a
+    /// registry family's key's (set by [`Breaker::keyed`](super::Breaker::keyed)).
+    pub(super) tells_registry: bool,
     /// The thread that owns `counts`: written once, read by every call.
     pub(super) owner: AtomicU64,
     /// While open: when it may probe. Written with the transition to `Open`.
@@ -117,6 +120,7 @@ impl Inner {
             refs: AtomicUsize::new(1),
             weak: AtomicU32::new(1),
             registered,
+            tells_registry: registered,
             plain_acquire: config.slow.is_none() && config.max_concurrent.is_none(),
             plain_success: config.slow.is_none()
                 && !config.uses_window()
@@ -185,7 +189,7 @@ impl Inner {
         let tally = self.window.as_ref().map(|w| w.tally(now));
         let rate = |n: u64, calls: u64| (calls > 0).then(|| n as f64 * 100.0 / calls as f64);
         Metrics {
-            name: self.identity.name.to_string(),
+            name: self.identity.name().to_string(),
             state,
             time_in_state: Duration::from_nanos(
                 now.saturating_sub(self.state_since.load(Ordering::Relaxed)),

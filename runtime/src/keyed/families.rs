@@ -212,6 +212,10 @@ impl Registry {
         }
         // Made outside the lock too: a new family reads its clock, which is user code.
         let map = BreakerMap::<K>::new(name, config);
+        // Not shared yet: every key it makes will tell the registry's listeners.
+        map.family
+            .in_registry
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         // A key's own config is looked up as the key displays, when its breaker is made.
         map.family.live.set_keys(keys);
         let mut all = families();
