@@ -115,6 +115,13 @@ impl Registration {
         }
     }
 
+    /// The attribute's keys set on `builder`, over what it holds: the attribute's layer of a
+    /// config that a file adds layers to.
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    pub(crate) fn configure_onto(&self, builder: ConfigBuilder) -> ConfigBuilder {
+        (self.configure)(builder)
+    }
+
     /// Where the attribute is written.
     pub fn site(&self) -> Site {
         let (file, line, column) = (self.file, self.line, self.column);
@@ -169,7 +176,7 @@ macro_rules! __breakerbox_register {
 }
 
 /// A config's policy keys, named as in the attribute and the TOML file, with their values.
-fn keys(config: &Config) -> [(&'static str, String); 19] {
+pub(crate) fn keys(config: &Config) -> [(&'static str, String); 19] {
     fn count(v: Option<u32>) -> String {
         v.map_or_else(|| "unset".to_owned(), |v| v.to_string())
     }

@@ -325,21 +325,51 @@ impl Registry {
         read(&self.breakers).get(name).map(|e| e.breaker.clone())
     }
 
-    /// Whether the breaker `name` has been created (`load_toml` configures only those that
-    /// have not, nor a keyed family of that name).
-    #[cfg(feature = "serde")]
-    pub(crate) fn created(&self, name: &str) -> bool {
-        read(&self.breakers).contains_key(name)
-    }
-
     /// Marks the config of the breaker `name` as set by a file, like a preset: call sites
-    /// asking for another config meet an override, not a conflict (`reload_toml`).
+    /// asking for another config meet an override, not a conflict (`reload_toml`). The site
+    /// that created it stays known: its config is a layer under the file's next time.
     #[cfg(feature = "serde")]
     pub(crate) fn mark_preset(&self, name: &str) {
         if let Some(entry) = write(&self.breakers).get_mut(name) {
             entry.preset = true;
-            entry.site = None;
         }
+    }
+
+    /// The `#[circuit_breaker]` attribute that gives `name` its config (the first by site),
+    /// keyed or not.
+    #[cfg(feature = "serde")]
+    pub(crate) fn attribute(&self, name: &str) -> Option<&'static Registration> {
+        self.registered
+            .get(name)
+            .or_else(|| self.keyed.get(name))
+            .and_then(|list| list.first().copied())
+    }
+
+    /// The names of the `#[circuit_breaker(key = …)]` functions: keyed families known from
+    /// the start.
+    #[cfg(feature = "serde")]
+    pub(crate) fn keyed_names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.keyed.keys().copied()
+    }
+
+    /// The names given a config before their breaker exists ([`configure`](Registry::configure),
+    /// an earlier file).
+    #[cfg(feature = "serde")]
+    pub(crate) fn preset_names(&self) -> Vec<String> {
+        lock(&self.presets).by_name.keys().cloned().collect()
+    }
+
+    /// The config that the code which created the breaker `name` gave it, with that call's
+    /// site: `None` for a breaker not created, created from an attribute or from a preset.
+    #[cfg(feature = "serde")]
+    pub(crate) fn code_config(&self, name: &str) -> Option<(Site, Config)> {
+        let site = read(&self.breakers).get(name)?.site?;
+        if !matches!(site, Site::Call { .. }) {
+            return None;
+        }
+        let sites = lock(&self.sites);
+        let (_, config) = sites.get(name)?.iter().find(|(s, _)| *s == site)?;
+        Some((site, config.clone()))
     }
 
     /// The name of every breaker, created or annotated (a `#[circuit_breaker]` function not

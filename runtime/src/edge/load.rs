@@ -1,6 +1,6 @@
 //! Breaker configs from a TOML file, overridden by environment variables.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use super::serde_impl::{Dialect, Raw, apply};
 use crate::config::{Config, ConfigBuilder};
 use crate::duration::excerpt;
-use crate::keyed::family_exists;
 use crate::registry::Registry;
 use crate::suggest::closest;
 
 mod env;
+mod merge;
 mod parse;
 mod reload;
 #[cfg(test)]
@@ -23,7 +23,8 @@ mod watch;
 #[cfg(feature = "watch")]
 pub use watch::TomlWatcher;
 
-use env::overlay_env;
+use env::{match_env, read_env};
+use merge::{Merge, Own, Source};
 use parse::parse;
 
 /// The prefix of environment overrides: `BREAKERBOX__<NAME>__<KEY>=value`.
@@ -33,12 +34,43 @@ const ENV_PREFIX: &str = "BREAKERBOX__";
 /// loader does not look for it among the known breakers.
 const DYNAMIC: &str = "dynamic";
 
-/// A name, key or variable in a message, cut short if it is long.
+/// The top-level table whose keys apply to every breaker the file reaches.
+const DEFAULTS: &str = "defaults";
+
+/// The top-level table of named configs, `[configs.<name>]`.
+const CONFIGS: &str = "configs";
+
+/// The key of a `[breakers.<name>]` table that names its base, a `[configs.<name>]` table.
+const BASE: &str = "base";
+
+/// A key or value in a message, cut short if it is long.
 struct Cut<'a>(&'a str);
 
 impl fmt::Display for Cut<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&excerpt(self.0))
+    }
+}
+
+/// The longest name (of a breaker or a variable) a message shows whole: far above any real
+/// name, so that the user can always tell which one is meant.
+const NAME_BYTES: usize = 256;
+
+/// A breaker's or a variable's name in a message: whole up to [`NAME_BYTES`] bytes, else its
+/// first 256 bytes (to a character's end), `…` and its length.
+struct Name<'a>(&'a str);
+
+impl fmt::Display for Name<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.0;
+        if s.len() <= NAME_BYTES {
+            return f.write_str(s);
+        }
+        let mut end = NAME_BYTES;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        write!(f, "{}… ({} bytes)", &s[..end], s.len())
     }
 }
 
@@ -84,10 +116,25 @@ pub enum LoadError {
         /// What is wrong.
         message: String,
     },
+    /// A key of the `[defaults]` table or of a `[configs.<name>]` table is unknown, or its
+    /// value is wrong.
+    #[error("{}:{line}: [{}] `{}` {message}", path.display(), Cut(table), Cut(key))]
+    InvalidShared {
+        /// The file.
+        path: PathBuf,
+        /// The line of the key, from 1.
+        line: usize,
+        /// The table: `defaults` or `configs.<name>`.
+        table: String,
+        /// The key.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A `[breakers.<name>]` table names no breaker the registry knows, and does not say
     /// `dynamic = true`.
     #[error(
-        "{}:{line}: no breaker named `{}`{} A breaker that is only created at run time (`get_or_create`) needs `dynamic = true` in its table.",
+        "{}:{line}: no breaker named `{}`{} No `#[circuit_breaker]` function, keyed family or breaker has that name; if the program makes it at run time (with `registry().get_or_create`, `registry().family` or `Breaker::new`), say `dynamic = true` in its table.",
         path.display(),
         Cut(breaker),
         suggestion.as_deref().map_or_else(|| ".".to_owned(), |s| format!("; did you mean `{}`?", Cut(s)))
@@ -113,7 +160,7 @@ pub enum LoadError {
         source: std::io::Error,
     },
     /// An environment override is malformed or its value is wrong.
-    #[error("environment variable {}: {message}", Cut(var))]
+    #[error("environment variable {}: {message}", Name(var))]
     Env {
         /// The variable's name.
         var: String,
@@ -157,6 +204,7 @@ impl LoadError {
         match self {
             LoadError::Syntax { line, .. }
             | LoadError::Invalid { line, .. }
+            | LoadError::InvalidShared { line, .. }
             | LoadError::UnknownBreaker { line, .. }
             | LoadError::AlreadyCreated { line, .. }
             | LoadError::NotReloadable { line, .. } => Some(*line),
@@ -167,7 +215,7 @@ impl LoadError {
     /// The config key the error is about, if one.
     pub fn key(&self) -> Option<&str> {
         match self {
-            LoadError::Invalid { key, .. } => Some(key),
+            LoadError::Invalid { key, .. } | LoadError::InvalidShared { key, .. } => Some(key),
             LoadError::NotReloadable { key, .. } => key.as_deref(),
             _ => None,
         }
@@ -181,11 +229,17 @@ enum Origin {
     Env { var: String },
 }
 
-/// One `[breakers.<name>]` table, with its keys in order: the file's, then the environment's.
+/// Config keys in order, each with its value as written and where it was written.
+type Keys = Vec<(String, Raw, Origin)>;
+
+/// One table of config keys (`[breakers.<name>]`, `[defaults]`, `[configs.<name>]`), with its
+/// keys in order.
 struct Table {
     line: usize,
     dynamic: bool,
-    keys: Vec<(String, Raw, Origin)>,
+    /// `base = "<name>"`, with its line.
+    base: Option<(String, usize)>,
+    keys: Keys,
     /// `[breakers.<name>.keys."<key>"]`: single keys of a keyed family, each a table whose
     /// keys apply over this one's.
     per_key: Vec<(String, Table)>,
@@ -295,89 +349,139 @@ impl Registry {
         text: &str,
         env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<Vec<String>, LoadError> {
-        let (configs, key_configs) = self.prepare(path, text, env)?;
-        let already = |name: &str, line: usize| LoadError::AlreadyCreated {
-            path: path.to_owned(),
-            line,
-            breaker: name.to_owned(),
-        };
-        let created = |name: &str| self.created(name) || family_exists(name);
-        if let Some((name, line, _)) = configs.iter().find(|(n, _, _)| created(n)) {
-            return Err(already(name, *line));
-        }
-        let mut names = Vec::with_capacity(configs.len());
-        for (name, line, config) in configs {
-            // `configure` refuses a breaker created since the check above: say so.
-            if !self.configure(&name, config) {
-                return Err(already(&name, line));
-            }
-            names.push(name);
-        }
-        for (name, key, line, config) in key_configs {
-            if family_exists(&name) || !self.configure_key(&name, &key, config) {
-                return Err(already(&name, line));
-            }
-        }
-        Ok(names)
+        // A breaker that exists takes the file live, as a reload gives it.
+        self.reload_with_env(path, text, env)
     }
 
-    /// Reads, checks and builds every config of a file, with the environment's overrides:
-    /// the breakers' configs by name (with the line of the table) and the single keys'.
-    #[allow(clippy::type_complexity)]
+    /// Reads and checks a file and the environment, and builds, layer by layer, the config of
+    /// every breaker they reach (and of every single key's table).
     fn prepare(
         &self,
         path: &Path,
         text: &str,
         env: impl IntoIterator<Item = (OsString, OsString)>,
-    ) -> Result<
-        (
-            Vec<(String, usize, Config)>,
-            Vec<(String, String, usize, Config)>,
-        ),
-        LoadError,
-    > {
-        let mut tables = parse(path, text)?;
-        for (name, table) in &tables {
-            check_file_keys(path, name, table)?;
+    ) -> Result<(Vec<Prepared>, Vec<PreparedKey>), LoadError> {
+        let parsed = parse(path, text)?;
+        if let Some(defaults) = &parsed.defaults {
+            check_shared_keys(path, DEFAULTS, defaults)?;
         }
-        self.check_names(path, &tables)?;
-        overlay_env(path, &mut tables, env)?;
-        let mut configs = Vec::with_capacity(tables.len());
+        for (name, table) in &parsed.configs {
+            check_shared_keys(path, &format!("{CONFIGS}.{name}"), table)?;
+        }
+        for (name, table) in &parsed.breakers {
+            check_file_keys(path, name, table)?;
+            check_base(path, name, table, &parsed.configs)?;
+        }
+        let known = self.known_names();
+        self.check_names(path, &parsed.breakers, &known)?;
+        let vars = read_env(env)?;
+        let mut env = match_env(
+            path,
+            vars,
+            known
+                .iter()
+                .map(String::as_str)
+                .chain(parsed.breakers.keys().map(String::as_str)),
+        )?;
+        // Every breaker the file or the environment reaches: its tables, the variables', and
+        // with `[defaults]` every annotated breaker and keyed family.
+        let mut targets: BTreeSet<String> = parsed.breakers.keys().cloned().collect();
+        targets.extend(env.keys().cloned());
+        if parsed.defaults.is_some() {
+            targets.extend(self.attribute_names());
+        }
+        let mut configs = Vec::with_capacity(targets.len());
         let mut key_configs = Vec::new();
-        for (name, table) in tables {
-            let config = build(path, &name, &table)?;
-            for (key, own) in &table.per_key {
-                // The family's keys, then the key's own.
-                let mut both = Table {
-                    line: own.line,
-                    dynamic: false,
-                    keys: table.keys.clone(),
-                    per_key: Vec::new(),
-                };
-                both.keys.extend(own.keys.iter().cloned());
-                let config = build(path, &key_table_name(&name, key), &both)?;
-                key_configs.push((name.clone(), key.clone(), own.line, config));
+        for name in targets {
+            let table = parsed.breakers.get(&name);
+            let vars = env.remove(&name).unwrap_or_default();
+            let place = match (table, vars.first(), &parsed.defaults) {
+                (Some(table), _, _) => Place::Line(table.line),
+                (None, Some((_, _, Origin::Env { var })), _) => Place::Env(var.clone()),
+                (None, _, Some(defaults)) => Place::Line(defaults.line),
+                _ => Place::Line(1),
+            };
+            let line = match &place {
+                Place::Line(line) => *line,
+                Place::Env(_) => 1,
+            };
+            let code = self.code_config(&name);
+            let own = match (self.attribute(&name), &code) {
+                (Some(r), _) => Own::Attribute(r),
+                (None, Some((site, config))) => Own::Code(*site, config),
+                (None, None) => Own::None,
+            };
+            let mut m = Merge::new(path, name.clone(), line);
+            if let Some(defaults) = &parsed.defaults {
+                m.text(&defaults.keys, |line| Source::Defaults { line })?;
             }
-            configs.push((name, table.line, config));
+            if let Some((base, _)) = table.and_then(|t| t.base.as_ref()) {
+                let keys = &parsed.configs[base].keys;
+                m.text(keys, |line| Source::Base {
+                    name: base.clone(),
+                    line,
+                })?;
+            }
+            m.own(own);
+            if let Some(table) = table {
+                m.text(&table.keys, |line| Source::Table {
+                    name: name.clone(),
+                    line,
+                })?;
+                for (key, own) in &table.per_key {
+                    let key_name = key_table_name(&name, key);
+                    let mut k = m.for_key(key_name.clone(), own.line);
+                    k.text(&own.keys, |line| Source::Table {
+                        name: key_name.clone(),
+                        line,
+                    })?;
+                    k.text(&vars, |_| Source::Default)?;
+                    key_configs.push(PreparedKey {
+                        family: name.clone(),
+                        key: key.clone(),
+                        line: own.line,
+                        config: k.finish()?,
+                    });
+                }
+            }
+            m.text(&vars, |_| Source::Default)?;
+            configs.push(Prepared {
+                name,
+                place,
+                config: m.finish()?,
+            });
         }
         Ok((configs, key_configs))
     }
 
-    /// The names a table may give without `dynamic = true`: every breaker the registry knows,
-    /// created or annotated, and every keyed family created. `names`, not `breakers`: listing
-    /// must create nothing, or every annotated breaker would exist before the file could
-    /// configure it.
+    /// The names a table may give without `dynamic = true`, and a variable may address: every
+    /// breaker the registry knows, created or annotated, every keyed family, annotated or
+    /// created, and every name given a config already. `names`, not `breakers`: listing must
+    /// create nothing, or every annotated breaker would exist before the file could configure
+    /// it.
     fn known_names(&self) -> HashSet<String> {
         let mut known: HashSet<String> = self.names().into_iter().collect();
+        known.extend(self.keyed_names().map(str::to_owned));
         known.extend(crate::keyed::reload::families().into_keys());
+        known.extend(self.preset_names());
         known
     }
 
-    fn check_names(&self, path: &Path, tables: &BTreeMap<String, Table>) -> Result<(), LoadError> {
-        if tables.values().all(|t| t.dynamic) {
-            return Ok(());
-        }
-        let known = self.known_names();
+    /// The names of every `#[circuit_breaker]` function, keyed or not.
+    fn attribute_names(&self) -> Vec<String> {
+        self.names()
+            .into_iter()
+            .filter(|name| self.attribute(name).is_some())
+            .chain(self.keyed_names().map(str::to_owned))
+            .collect()
+    }
+
+    fn check_names(
+        &self,
+        path: &Path,
+        tables: &BTreeMap<String, Table>,
+        known: &HashSet<String>,
+    ) -> Result<(), LoadError> {
         let Some((name, table)) = tables
             .iter()
             .find(|(name, table)| !table.dynamic && !known.contains(*name))
@@ -391,6 +495,30 @@ impl Registry {
             suggestion: closest(name, known.iter().map(String::as_str)).map(str::to_owned),
         })
     }
+}
+
+/// Where a configured breaker's config comes from in the file, for an error about applying
+/// it: its table's line, or the variable that reached it.
+#[derive(Clone, Debug)]
+enum Place {
+    Line(usize),
+    Env(String),
+}
+
+/// A breaker's (or keyed family's) config, built from its layers.
+struct Prepared {
+    name: String,
+    place: Place,
+    config: Config,
+}
+
+/// A single key's config, from its `[breakers.<family>.keys."<key>"]` table over its family's
+/// layers.
+struct PreparedKey {
+    family: String,
+    key: String,
+    line: usize,
+    config: Config,
 }
 
 /// The largest config file read: far above any real config (a 16 MB file loads in seconds),
@@ -424,44 +552,22 @@ fn read(path: &Path) -> Result<String, LoadError> {
     })
 }
 
-/// The error for `key` of breaker `name`, blamed where it was set.
-fn error(
-    path: &Path,
-    name: &str,
-    table: &Table,
-    key: &str,
-    origin: Option<&Origin>,
-    message: String,
-) -> LoadError {
-    match origin {
-        Some(Origin::Env { var }) => LoadError::Env {
-            var: var.clone(),
-            message: format!("`{}` {message}", Cut(key)),
-        },
-        Some(Origin::File { line }) => LoadError::Invalid {
-            path: path.to_owned(),
-            line: *line,
-            breaker: name.to_owned(),
-            key: key.to_owned(),
-            message,
-        },
-        None => LoadError::Invalid {
-            path: path.to_owned(),
-            line: table.line,
-            breaker: name.to_owned(),
-            key: key.to_owned(),
-            message,
-        },
-    }
-}
-
-/// Each key and value of the file, on its own: the file's mistakes come before any of the
-/// environment's.
+/// Each key and value of a breaker's table on its own: the file's mistakes come before any of
+/// the environment's, and before the combinations of layers.
 fn check_file_keys(path: &Path, name: &str, table: &Table) -> Result<(), LoadError> {
     let mut b: ConfigBuilder = Config::builder();
     for (key, value, origin) in &table.keys {
-        b = apply(b, key, value, Dialect::Text)
-            .map_err(|m| error(path, name, table, key, Some(origin), m))?;
+        let line = match origin {
+            Origin::File { line } => *line,
+            Origin::Env { .. } => table.line,
+        };
+        b = apply(b, key, value, Dialect::Text).map_err(|message| LoadError::Invalid {
+            path: path.to_owned(),
+            line,
+            breaker: name.to_owned(),
+            key: key.clone(),
+            message,
+        })?;
     }
     for (key, own) in &table.per_key {
         check_file_keys(path, &key_table_name(name, key), own)?;
@@ -469,22 +575,66 @@ fn check_file_keys(path: &Path, name: &str, table: &Table) -> Result<(), LoadErr
     Ok(())
 }
 
-fn build(path: &Path, name: &str, table: &Table) -> Result<Config, LoadError> {
+/// Each key and value of `[defaults]` or a `[configs.<name>]` table on its own.
+fn check_shared_keys(path: &Path, name: &str, table: &Table) -> Result<(), LoadError> {
     let mut b: ConfigBuilder = Config::builder();
     for (key, value, origin) in &table.keys {
-        b = apply(b, key, value, Dialect::Text)
-            .map_err(|m| error(path, name, table, key, Some(origin), m))?;
+        let line = match origin {
+            Origin::File { line } => *line,
+            Origin::Env { .. } => table.line,
+        };
+        let wrong = |message: String| LoadError::InvalidShared {
+            path: path.to_owned(),
+            line,
+            table: name.to_owned(),
+            key: key.clone(),
+            message,
+        };
+        if [DYNAMIC, BASE, KEYS_TABLE].contains(&key.as_str()) {
+            return Err(wrong(format!(
+                "belongs in a `[breakers.<name>]` table; [{}] holds config keys only",
+                Cut(name)
+            )));
+        }
+        b = apply(b, key, value, Dialect::Text).map_err(wrong)?;
     }
-    b.build().map_err(|e| {
-        let key = e.field();
-        // Blame where the key was set last: the environment wins over the file.
-        let origin = table.keys.iter().rev().find(|(k, _, _)| k == key);
-        let message = e.to_string();
-        // The message starts with the key already; say the rest.
-        let message = message
-            .strip_prefix(&format!("`{key}` "))
-            .unwrap_or(&message)
-            .to_owned();
-        error(path, name, table, key, origin.map(|(_, _, o)| o), message)
+    Ok(())
+}
+
+/// A table's `base` names a `[configs.<name>]` table of the file.
+fn check_base(
+    path: &Path,
+    name: &str,
+    table: &Table,
+    configs: &BTreeMap<String, Table>,
+) -> Result<(), LoadError> {
+    let Some((base, line)) = &table.base else {
+        return Ok(());
+    };
+    if configs.contains_key(base) {
+        return Ok(());
+    }
+    let hint = match closest(base, configs.keys().map(String::as_str)) {
+        Some(near) => format!("; did you mean `{}`?", Cut(near)),
+        None if configs.is_empty() => {
+            "; the file has none: add one, like `[configs.fast]` followed by `open_for = \"5s\"`"
+                .to_owned()
+        }
+        None => format!(
+            "; the file's are {}",
+            configs
+                .keys()
+                .take(10)
+                .map(|n| format!("`{}`", Cut(n)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    Err(LoadError::Invalid {
+        path: path.to_owned(),
+        line: *line,
+        breaker: name.to_owned(),
+        key: BASE.to_owned(),
+        message: format!("`{}` names no `[configs.<name>]` table{hint}", Cut(base)),
     })
 }

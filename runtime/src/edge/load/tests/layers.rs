@@ -1,0 +1,130 @@
+//! A file's tables, bases and variables over an attribute's config, key by key.
+//!
+//! The attributes here are registered as `#[circuit_breaker]` registers them. No file of these
+//! tests has a `[defaults]` table, which would reach every attribute of the test binary
+//! (tests/config_defaults.rs checks it, alone in its process).
+
+use super::*;
+use crate::registration::Registration;
+
+macro_rules! attribute {
+    ($static:ident, $name:literal, $line:literal, $configure:expr) => {
+        #[linkme::distributed_slice(crate::registration::REGISTRATIONS)]
+        static $static: Registration = Registration::new($name, $configure, "src/api.rs", $line, 1);
+    };
+}
+
+attribute!(RATE, "layer-rate", 10, |b| b.failure_rate(50).min_calls(20));
+attribute!(ENV, "layer-env", 20, |b| b.failures(3));
+attribute!(BLAME, "layer-blame", 30, |b| b
+    .failure_rate(50)
+    .half_open_calls(2));
+attribute!(EARLY, "layer-early", 40, |b| b.failures(3));
+attribute!(BASED, "layer-base", 50, |b| b
+    .failures(4)
+    .open_for(Duration::from_secs(10)));
+
+#[linkme::distributed_slice(crate::registration::REGISTRATIONS)]
+static KEYED: Registration =
+    Registration::new("layer-keyed", |b| b.failures(2), "src/api.rs", 60, 1).keyed();
+
+#[test]
+fn a_table_changes_only_the_keys_it_names_over_the_attribute() {
+    load("[breakers.layer-rate]\nopen_for = \"5s\"\n", &[]).unwrap();
+    let b = registry().get("layer-rate").unwrap();
+    assert_eq!(b.config().open_for(), Duration::from_secs(5));
+    // The attribute's keys the table does not name stay.
+    assert_eq!(b.config().failure_rate(), Some(50));
+    assert_eq!(b.config().min_calls(), 20);
+}
+
+#[test]
+fn a_variable_changes_one_key_of_an_attribute_without_a_table() {
+    let names = load("", &[("BREAKERBOX__LAYER_ENV__OPEN_FOR", "2s")]).unwrap();
+    assert_eq!(names, ["layer-env"]);
+    let b = registry().get("layer-env").unwrap();
+    assert_eq!(b.config().open_for(), Duration::from_secs(2));
+    assert_eq!(b.config().failures(), Some(3));
+}
+
+#[test]
+fn an_error_names_each_key_with_its_value_and_layer() {
+    // A variable's key against the attribute's.
+    let e = err("", &[("BREAKERBOX__LAYER_BLAME__FAILURES", "3")]);
+    assert_eq!(
+        e,
+        "environment variable BREAKERBOX__LAYER_BLAME__FAILURES: [breakers.layer-blame] `failures` cannot be combined with `failure_rate`: trip either on consecutive failures or on a failure rate (failures = 3 from BREAKERBOX__LAYER_BLAME__FAILURES; failure_rate = 50 from #[circuit_breaker] at src/api.rs:30)"
+    );
+    // A table's key against the attribute's.
+    let e = err("[breakers.layer-blame]\nsuccesses = 3\n", &[]);
+    assert_eq!(
+        e,
+        "breakers.toml:2: [breakers.layer-blame] `successes` must be from 1 to `half_open_calls` (a round admits no more probes), got 3 with half_open_calls 2 (successes = 3 from [breakers.layer-blame] at breakers.toml:2; half_open_calls = 2 from #[circuit_breaker] at src/api.rs:30)"
+    );
+    // The table's key, then the variable's over it: the variable is blamed.
+    let e = load(
+        "[breakers.layer-blame]\nmin_calls = 20\n",
+        &[("BREAKERBOX__LAYER_BLAME__WINDOW", "10")],
+    )
+    .unwrap_err();
+    assert!(matches!(&e, LoadError::Env { var, .. } if var == "BREAKERBOX__LAYER_BLAME__WINDOW"));
+    assert!(
+        e.to_string().ends_with("(min_calls = 20 from [breakers.layer-blame] at breakers.toml:2; window = 10 calls from BREAKERBOX__LAYER_BLAME__WINDOW)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_keyed_attributes_family_is_known_without_dynamic() {
+    let names = load(
+        "[breakers.layer-keyed]\nopen_for = \"5s\"\n\n[breakers.layer-keyed.keys.\"slow\"]\nopen_for = \"5m\"\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(names, ["layer-keyed"]);
+    let family = registry().registered_family(&KEYED).unwrap();
+    assert_eq!(family.config().failures(), Some(2));
+    assert_eq!(family.config().open_for(), Duration::from_secs(5));
+    let slow = family.breaker("slow").config().clone();
+    assert_eq!(slow.open_for(), Duration::from_secs(300));
+    assert_eq!(slow.failures(), Some(2));
+}
+
+#[test]
+fn a_load_after_get_keeps_the_attribute_and_the_state() {
+    let b = registry().get("layer-early").unwrap();
+    let _ = b.call(|| Err::<(), _>("down"));
+    let _ = b.call(|| Err::<(), _>("down"));
+    load("[breakers.layer-early]\nopen_for = \"5s\"\n", &[]).unwrap();
+    assert_eq!(b.config().open_for(), Duration::from_secs(5));
+    assert_eq!(b.config().failures(), Some(3));
+    // The third failure of the streak begun before the load opens it.
+    let _ = b.call(|| Err::<(), _>("down"));
+    assert_eq!(b.state(), crate::State::Open);
+}
+
+#[test]
+fn a_base_lies_under_the_attribute_and_the_table_over_both() {
+    let text = "[configs.fast]\nopen_for = \"5s\"\nhalf_open_calls = 2\n\n[breakers.layer-base]\nbase = \"fast\"\nsuccesses = 2\n";
+    load(text, &[]).unwrap();
+    let c = registry().get("layer-base").unwrap().config().clone();
+    assert_eq!(c.failures(), Some(4));
+    // The attribute's open_for over the base's.
+    assert_eq!(c.open_for(), Duration::from_secs(10));
+    assert_eq!(c.half_open_calls(), 2);
+    assert_eq!(c.successes(), 2);
+    // A base the file does not have.
+    assert_eq!(
+        err(&text.replace("base = \"fast\"", "base = \"fats\""), &[]),
+        "breakers.toml:6: [breakers.layer-base] `base` `fats` names no `[configs.<name>]` table; did you mean `fast`?"
+    );
+    // A base's keys are checked as any table's, and name their table.
+    assert!(
+        err("[configs.slow]\nopen_for = 5\n", &[]).starts_with(
+            "breakers.toml:2: [configs.slow] `open_for` must be a duration with a unit"
+        )
+    );
+    assert!(err("[configs.slow]\ndynamic = true\n", &[]).starts_with(
+        "breakers.toml:2: [configs.slow] `dynamic` belongs in a `[breakers.<name>]` table"
+    ));
+}
