@@ -195,3 +195,32 @@ fn huge_values_give_short_messages() {
     let e = err(&format!("[breakers.h]\nopen_for = \"{huge}x\"\n"), &[]);
     assert!(e.contains("…\" (200001 bytes)"), "{e}");
 }
+
+/// A variable's name, up to 256 bytes, is shown whole: the user can tell which one is meant.
+#[cfg(unix)]
+#[test]
+fn a_long_variable_name_is_shown_whole_and_only_a_longer_one_cut() {
+    use std::os::unix::ffi::OsStringExt;
+    let bad = |var: &str| {
+        let env = vec![(OsString::from(var), OsString::from_vec(vec![b'3', 0xff]))];
+        registry()
+            .load_with_env(Path::new("breakers.toml"), "", env)
+            .unwrap_err()
+            .to_string()
+    };
+    let name = format!("LOAD_CHECK_XY_{}", "INVENTORY_".repeat(22));
+    let var = format!("BREAKERBOX__{name}__FAILURES");
+    assert_eq!(var.len(), 256);
+    assert_eq!(
+        bad(&var),
+        format!(
+            "environment variable {var}: its value is not valid UTF-8; write it as text, like `30s` or `5`"
+        )
+    );
+    let longer = format!("{var}X");
+    let e = bad(&longer);
+    assert!(
+        e.starts_with(&format!("environment variable {var}… (257 bytes): ")),
+        "{e}"
+    );
+}
