@@ -1,5 +1,6 @@
-//! A config file's layers over the `#[circuit_breaker]` attributes, key by key: `[defaults]`,
-//! a named base, a table and a variable, each changing only the keys it names.
+//! The worked example of docs/configuration.md, loaded as the page gives it: a config file's
+//! layers over the `#[circuit_breaker]` attributes, key by key — `[defaults]`, a named base, a
+//! table, a single key's table and a variable, each changing only the keys it names.
 //!
 //! `[defaults]` reaches every annotated breaker of the program, and the load reads the real
 //! environment: the one test of this binary sets it, and no other test shares the process.
@@ -10,100 +11,105 @@ use std::time::Duration;
 use breakerbox::{Config, Rejected, circuit_breaker, registry};
 
 #[derive(Debug)]
-struct Down;
+struct Error;
 
-impl From<Rejected> for Down {
+impl From<Rejected> for Error {
     fn from(_: Rejected) -> Self {
-        Down
+        Error
     }
 }
 
-#[circuit_breaker(name = "def-rate", failure_rate = 50, min_calls = 20)]
-fn rate() -> Result<(), Down> {
-    Ok(())
+// The page's attributes.
+#[circuit_breaker(name = "profile", failure_rate = 50, min_calls = 20)]
+fn profile(id: u64) -> Result<u64, Error> {
+    Ok(id)
 }
 
-#[circuit_breaker(name = "def-count", failures = 3)]
-fn count() -> Result<(), Down> {
-    Ok(())
+#[circuit_breaker(name = "pricing", failures = 3)]
+fn price(sku: &str) -> Result<usize, Error> {
+    Ok(sku.len())
 }
 
-#[circuit_breaker(name = "def-keyed", key = host, failures = 2)]
-fn keyed(host: &str) -> Result<(), Down> {
-    let _ = host;
-    Ok(())
+#[circuit_breaker(name = "hosts", key = host, failures = 2)]
+fn fetch(host: &str) -> Result<usize, Error> {
+    Ok(host.len())
 }
 
-/// This file, to find the attribute's line.
+const PAGE: &str = include_str!("../docs/configuration.md");
 const SOURCE: &str = include_str!("config_defaults.rs");
 
-fn line_of(text: &str) -> usize {
-    SOURCE.lines().position(|l| l.trim() == text).unwrap() + 1
+/// The first fenced block of `lang` after the heading `heading`.
+fn block(heading: &str, lang: &str) -> String {
+    let section = &PAGE[PAGE.find(heading).expect("the heading")..];
+    let fence = format!("```{lang}\n");
+    let start = section.find(&fence).expect("the block") + fence.len();
+    section[start..start + section[start..].find("```").unwrap()].to_owned()
 }
 
-const FILE: &str = r#"[defaults]
-open_for = "20s"
-half_open_calls = 2
-
-[configs.patient]
-open_for = "2m"
-
-[breakers.def-count]
-base = "patient"
-successes = 2
-"#;
-
 #[test]
-fn each_layer_changes_only_the_keys_it_names() {
+fn the_worked_example_gives_what_the_page_says() {
+    // The page's attributes are this file's.
+    let attributes = block("## A worked example", "rust,ignore");
+    for line in attributes.lines().filter(|l| l.starts_with("#[")) {
+        assert!(SOURCE.lines().any(|l| l == line), "{line}");
+    }
+
     // Validation runs on the merged config: a default that does not go with an attribute's
     // keys is an error naming both, and the load applies nothing.
     let e = registry()
         .load_toml_str("app.toml", "[defaults]\nfailures = 4\n")
         .unwrap_err();
-    let attribute =
-        line_of(r#"#[circuit_breaker(name = "def-rate", failure_rate = 50, min_calls = 20)]"#);
+    let attribute = SOURCE
+        .lines()
+        .position(|l| l.starts_with("#[circuit_breaker(name = \"profile\""))
+        .unwrap()
+        + 1;
     assert_eq!(
         e.to_string(),
         format!(
-            "app.toml:2: [breakers.def-rate] `failures` cannot be combined with `failure_rate`: \
+            "app.toml:2: [breakers.profile] `failures` cannot be combined with `failure_rate`: \
              trip either on consecutive failures or on a failure rate (failures = 4 from \
              [defaults] at app.toml:2; failure_rate = 50 from #[circuit_breaker] at \
              tests/config_defaults.rs:{attribute})"
         )
     );
     assert_eq!(
-        registry().get("def-count").unwrap().config().failures(),
+        registry().get("pricing").unwrap().config().failures(),
         Some(3)
     );
 
     // SAFETY: the only test of this binary: nothing else reads or writes the environment.
-    unsafe { std::env::set_var("BREAKERBOX__DEF_RATE__OPEN_FOR", "3s") };
-    let names = registry().load_toml_str("app.toml", FILE).unwrap();
-    assert_eq!(names, ["def-count", "def-keyed", "def-rate"]);
+    unsafe { std::env::set_var("BREAKERBOX__PRICING__OPEN_FOR", "90s") };
+    let file = block("## A worked example", "toml");
+    let names = registry().load_toml_str("app.toml", &file).unwrap();
+    assert_eq!(names, ["hosts", "pricing", "profile"]);
 
-    // The attribute's keys, `[defaults]` under them, the variable over both.
-    rate().unwrap();
-    let c = registry().get("def-rate").unwrap().config().clone();
+    profile(1).unwrap();
+    let c = registry().get("profile").unwrap().config().clone();
     assert_eq!(c.failure_rate(), Some(50));
     assert_eq!(c.min_calls(), 20);
+    assert_eq!(c.open_for(), Duration::from_secs(5));
     assert_eq!(c.half_open_calls(), 2);
-    assert_eq!(c.open_for(), Duration::from_secs(3));
+    assert_eq!(c.successes(), 1);
 
-    // The base over `[defaults]`, the attribute over the base, the table over all.
-    count().unwrap();
-    let c = registry().get("def-count").unwrap().config().clone();
+    // `pricing` existed before the load (`get` above): it took the file live.
+    price("a").unwrap();
+    let c = registry().get("pricing").unwrap().config().clone();
     assert_eq!(c.failures(), Some(3));
-    assert_eq!(c.open_for(), Duration::from_secs(120));
-    assert_eq!(c.half_open_calls(), 2);
+    assert_eq!(c.open_for(), Duration::from_secs(90));
     assert_eq!(c.successes(), 2);
+    assert_eq!(c.half_open_calls(), 2);
 
-    // A keyed attribute's family, created after the load, takes the same layers.
-    keyed("a").unwrap();
+    // The keyed attribute's family, created after the load, takes the same layers.
+    fetch("fast.example").unwrap();
     let family = registry()
-        .family::<String>("def-keyed", Config::default)
+        .family::<String>("hosts", Config::default)
         .unwrap();
-    let c = family.breaker("a").config().clone();
+    let c = family.breaker("fast.example").config().clone();
     assert_eq!(c.failures(), Some(2));
     assert_eq!(c.open_for(), Duration::from_secs(20));
     assert_eq!(c.half_open_calls(), 2);
+    let c = family.breaker("slow.example").config().clone();
+    assert_eq!(c.failures(), Some(2));
+    assert_eq!(c.open_for(), Duration::from_secs(300));
 }

@@ -100,3 +100,25 @@ fn a_misspelt_table_name_fails() {
         "{e}"
     );
 }
+
+/// docs/configuration.md lists every key the loader accepts, in the loader's order, once.
+#[test]
+fn the_configuration_page_lists_every_key() {
+    let page = include_str!("../../docs/configuration.md");
+    let table = &page[page
+        .find("| key | type | unit | default | meaning | live |")
+        .unwrap()..];
+    let listed: Vec<&str> = table
+        .lines()
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| line.split('|').nth(1).unwrap().trim().trim_matches('`'))
+        .collect();
+    assert_eq!(listed, breakerbox_runtime::keys::KEYS);
+    // Each row has its six cells filled.
+    for line in table.lines().skip(2).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        assert_eq!(cells.len(), 8, "{line}");
+        assert!(cells[1..7].iter().all(|c| !c.is_empty()), "{line}");
+    }
+}

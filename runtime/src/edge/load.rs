@@ -184,9 +184,11 @@ pub enum LoadError {
         /// What is wrong.
         message: String,
     },
-    /// A breaker in the file already exists: configs apply only before a breaker's first use.
+    /// A keyed family named in the file was created by another thread while the file was
+    /// applied, so its single keys' tables could not be given to it. (A breaker or family
+    /// that exists when the load starts takes the file live.)
     #[error(
-        "{}:{line}: circuit breaker '{}' already exists, so its config cannot change; load the file at startup, before the breaker's first call", path.display(), Cut(breaker)
+        "{}:{line}: keyed family '{}' was created while the file was applied, so its single keys' tables did not reach it; load the file again", path.display(), Cut(breaker)
     )]
     AlreadyCreated {
         /// The file.
@@ -254,28 +256,47 @@ fn key_table_name(name: &str, key: &str) -> String {
 }
 
 impl Registry {
-    /// Configures the breakers of a TOML file's `[breakers.<name>]` tables, then applies the
-    /// environment overrides `BREAKERBOX__<NAME>__<KEY>=value`; returns the names configured.
+    /// Configures breakers from a TOML file and the `BREAKERBOX__<NAME>__<KEY>=value`
+    /// environment variables; returns the names configured, sorted. See docs/configuration.md
+    /// for the whole picture.
     ///
     /// Keys are the attribute's (`failures`, `failure_rate`, `window` as a count or `"10s"`,
     /// `min_calls`, `slow`, `slow_rate`, `open_for`, `max_open_for`, `backoff`, `jitter`,
     /// `half_open_calls`, `successes`, `probe_timeout`, `max_concurrent`, `probe_every` (the
     /// probe function stays the code's), and for a keyed family `max_keys` and `idle_for`),
-    /// and durations read
-    /// as in the attribute, with the same messages; keys not given keep the defaults of
-    /// [`Config::default`], and a config from the file replaces the call site's whole (as
-    /// [`configure`](Registry::configure) does). Other top-level tables are ignored, so the file
-    /// can be the application's own config.
+    /// and durations read as in the attribute, with the same messages. Other top-level tables
+    /// than `breakers`, `defaults` and `configs` are ignored, so the file can be the
+    /// application's own config.
+    ///
+    /// **Layers, key by key.** A breaker's config is built from these layers, lowest first;
+    /// each sets only the keys it names, and the keys no layer names keep the built-in
+    /// defaults ([`Config::default`]):
+    ///
+    /// 1. the built-in defaults;
+    /// 2. `[defaults]`, for every breaker the file reaches (every `#[circuit_breaker]`
+    ///    function's breaker or keyed family, and every `[breakers.<name>]` table);
+    /// 3. the named base a table picks with `base = "<name>"`, a `[configs.<name>]` table;
+    /// 4. the `#[circuit_breaker]` attribute's keys; for a breaker made in code
+    ///    (`get_or_create`) that exists when the file loads, the keys of its code's config
+    ///    that are not the defaults (a breaker or family made in code after the load has no
+    ///    such layer: the code's config is replaced, as [`configure`](Registry::configure)
+    ///    does);
+    /// 5. `[breakers.<name>]`, and for one key of a keyed family
+    ///    `[breakers.<name>.keys."<key>"]` over it;
+    /// 6. the environment variables.
     ///
     /// ```toml
-    /// [breakers.users]
-    /// failures = 5
+    /// [defaults]
     /// open_for = "30s"
     ///
-    /// [breakers.payments]
+    /// [configs.rate]
     /// failure_rate = 50
     /// window = "10s"
     /// min_calls = 20
+    ///
+    /// [breakers.payments]        # over its #[circuit_breaker] attribute's keys
+    /// base = "rate"
+    /// open_for = "5s"
     ///
     /// # Created at run time with `registry().get_or_create("tenant-a", …)`.
     /// [breakers.tenant-a]
@@ -283,26 +304,29 @@ impl Registry {
     /// failures = 3
     /// ```
     ///
-    /// **Names are checked.** A table must name a breaker the registry knows (see
-    /// [`breakers`](Registry::breakers)), so a misspelt `[breakers.inventroy]` fails with
-    /// "no breaker named `inventroy`; did you mean `inventory`?" rather than leaving
-    /// `inventory` to its call site. A breaker that only exists once the program creates it
-    /// (`get_or_create`, [`Breaker::new`](crate::Breaker::new)) opts out with `dynamic = true`
-    /// in its table.
+    /// The merged config is checked once. An error names the key, its value, and the layer
+    /// each key involved came from, and is reported at the highest layer among them that the
+    /// file or the environment holds: "breakers.toml:2: [breakers.payments] `failures` cannot
+    /// be combined with `failure_rate`: … (failures = 4 from [defaults] at breakers.toml:2;
+    /// failure_rate = 50 from #[circuit_breaker] at src/pay.rs:12)".
+    ///
+    /// **Names are checked.** A table must name a breaker the registry knows: annotated
+    /// (keyed or not), created, or configured before. A misspelt `[breakers.inventroy]` fails
+    /// with "no breaker named `inventroy`; did you mean `inventory`?" rather than leaving
+    /// `inventory` to its call site. A breaker that only exists once the program makes it
+    /// (`get_or_create`, [`family`](Registry::family), [`Breaker::new`](crate::Breaker::new))
+    /// opts out with `dynamic = true` in its table. A `base` must name a `[configs.<name>]`
+    /// table of the file.
     ///
     /// **Keyed families.** A `[breakers.<name>]` table also configures the keyed family
     /// `name` ([`family`](Registry::family), or `#[circuit_breaker(key = …)]`): every key's
     /// breaker gets its config, and `max_keys` and `idle_for` bound the family. A
-    /// `[breakers.<name>.keys."<key>"]` table gives one key (as it displays) its own config:
-    /// its keys apply over the family table's, and are checked the same way (the environment
-    /// does not reach them). The file must be loaded before the family is created (for an
-    /// attribute, before the function's first call); a family that exists already is reported
-    /// as [`LoadError::AlreadyCreated`]. A family's name is known to the registry only once it
-    /// is created, so the table of a family created later needs `dynamic = true`.
+    /// `[breakers.<name>.keys."<key>"]` table gives one key (as it displays) its own keys over
+    /// the family's layers. A keyed attribute's family is known from the start, like a plain
+    /// attribute's breaker.
     ///
     /// ```toml
     /// [breakers.api]
-    /// dynamic = true
     /// failures = 5
     /// max_keys = 1000
     ///
@@ -310,24 +334,30 @@ impl Registry {
     /// open_for = "5m"
     /// ```
     ///
-    /// **Environment.** `BREAKERBOX__PAYMENTS__OPEN_FOR=5s` overrides one key of `payments`.
+    /// **Environment.** `BREAKERBOX__PAYMENTS__OPEN_FOR=5s` sets one key of `payments`,
+    /// over every layer of the file, whether the file has a table for it or not.
     /// `<NAME>` is the breaker's name with every ASCII letter in capitals and every character
     /// other than an ASCII letter or digit written `_`: `users-api` → `USERS_API`, the
     /// attribute's default name `my_app::client::fetch_user` → `MY_APP__CLIENT__FETCH_USER`
     /// (so `BREAKERBOX__MY_APP__CLIENT__FETCH_USER__FAILURES=3`). The key is what follows the
     /// last `__` (no key contains `__`), in any case. A value reads as a number if it is one,
-    /// else as a string. A variable whose `<NAME>` is not a table of this file is left for
-    /// the file that names it; one that is malformed or has an unknown key is an error for
-    /// every file, and so is a value that is not UTF-8. Two tables with the same `<NAME>` are
-    /// an error only when a variable addresses them.
+    /// else as a string. Every variable must apply: one whose `<NAME>` is no breaker the
+    /// registry knows nor a table of this file, one that is malformed or has an unknown key,
+    /// and one whose name or value is not UTF-8 is an error, with "did you mean" for a name
+    /// or key close to a real one. Two breakers with the same `<NAME>` are an error only when
+    /// a variable addresses them.
     ///
-    /// Call it at startup, before the breakers' first calls. Errors come in order: the file's
-    /// syntax, its keys and values, its breaker names, then the environment, then the
-    /// combinations of keys; so an override never hides a mistake in the file. All or nothing:
-    /// on any error, no breaker is configured and the error names the file, line and key (or
-    /// the variable). The one exception is a race: a breaker another thread creates while the
-    /// file loads is reported as [`LoadError::AlreadyCreated`], and the tables before it (in
-    /// name order) stay configured.
+    /// **Order does not matter.** A breaker that exists already (an annotated one is created
+    /// by [`get`](Registry::get), [`breakers`](Registry::breakers) and metrics exporters)
+    /// takes the file live, as [`reload_toml`](Registry::reload_toml) gives it,
+    /// keeping its state; a change it cannot take live is a [`LoadError::NotReloadable`].
+    ///
+    /// Errors come in order: the file's syntax, its keys and values, its breaker and base
+    /// names, then the environment, then the combinations of keys; so a variable never hides
+    /// a mistake in the file. All or nothing: on any error, no breaker is configured and the
+    /// error names the file, line and key (or the variable). The one exception is a race: a
+    /// single key's table of a family another thread creates while the file loads is
+    /// reported as [`LoadError::AlreadyCreated`], with the tables before it applied.
     pub fn load_toml(&self, path: impl AsRef<Path>) -> Result<Vec<String>, LoadError> {
         let path = path.as_ref();
         self.load_toml_str(path, &read(path)?)

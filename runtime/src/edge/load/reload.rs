@@ -12,11 +12,13 @@ use crate::registry::Registry;
 use crate::reload::ReconfigureError;
 
 impl Registry {
-    /// Like [`load_toml`](Registry::load_toml), and also for breakers that exist: each one's
-    /// config is replaced live, keeping its state, counts, window and open time (see
+    /// What [`load_toml`](Registry::load_toml) does (the two are one since a load applies to
+    /// breakers that exist too): each breaker's config is rebuilt from its layers (the file's,
+    /// the environment's, and its attribute's or its code's) and replaced live, keeping its
+    /// state, counts, window and open time (see
     /// [`Breaker::reconfigure`](crate::Breaker::reconfigure) for what a new value changes
-    /// when). Breakers not created yet are configured as `load_toml` does. Returns the names
-    /// in the file.
+    /// when). Breakers not created yet are configured for their creation. Returns the names
+    /// configured.
     ///
     /// ```
     /// use breakerbox_runtime::{registry, Config, State};
@@ -40,8 +42,9 @@ impl Registry {
     /// after a restart).
     ///
     /// **Keyed families.** For a family that exists ([`family`](Registry::family), or
-    /// `#[circuit_breaker(key = …)]`), its `[breakers.<name>]` table replaces the config its
-    /// new keys get and, live as above, every key's breaker held now (and its overflow
+    /// `#[circuit_breaker(key = …)]`), the config its layers give (its table's keys over its
+    /// attribute's, under the environment's) becomes the config its new keys get and, live as
+    /// above, every key's breaker held now (and its overflow
     /// breaker), each keeping its state, counts, window and open time; a
     /// `[breakers.<name>.keys."<key>"]` table does the same for one key (its keys over the
     /// family table's). The file's key tables replace the family's: a key whose table is

@@ -24,6 +24,8 @@ attribute!(BASED, "layer-base", 50, |b| b
     .failures(4)
     .open_for(Duration::from_secs(10)));
 
+attribute!(REMOVED, "layer-removed", 70, |b| b.failures(3));
+
 #[linkme::distributed_slice(crate::registration::REGISTRATIONS)]
 static KEYED: Registration =
     Registration::new("layer-keyed", |b| b.failures(2), "src/api.rs", 60, 1).keyed();
@@ -127,4 +129,14 @@ fn a_base_lies_under_the_attribute_and_the_table_over_both() {
     assert!(err("[configs.slow]\ndynamic = true\n", &[]).starts_with(
         "breakers.toml:2: [configs.slow] `dynamic` belongs in a `[breakers.<name>]` table"
     ));
+}
+
+#[test]
+fn a_key_removed_from_the_file_goes_back_to_the_layer_under_it() {
+    load("[breakers.layer-removed]\nfailures = 7\n", &[]).unwrap();
+    let b = registry().get("layer-removed").unwrap();
+    assert_eq!(b.config().failures(), Some(7));
+    load("[breakers.layer-removed]\nopen_for = \"5s\"\n", &[]).unwrap();
+    assert_eq!(b.config().failures(), Some(3));
+    assert_eq!(b.config().open_for(), Duration::from_secs(5));
 }
