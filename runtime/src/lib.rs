@@ -135,8 +135,8 @@ pub use explain::{Cause, Explanation, Progress};
 #[doc(hidden)]
 pub use identity::live_breakers;
 pub use keyed::{
-    BreakerMap, Evicted, FamilyMetrics, FamilySnapshot, FamilyTotals, KeyHasher, KeyMetrics,
-    KeyTypeMismatch,
+    BreakerMap, Evicted, FamilyMetrics, FamilySnapshot, FamilyTotals, KeyError, KeyHasher,
+    KeyMetrics, KeyOrder, KeyPage, KeyQuery, KeyTypeMismatch,
 };
 pub use metrics::Metrics;
 pub use outcome::Outcome;

@@ -40,6 +40,7 @@
 //!   twice `max_keys`; past that a new key shares one overflow breaker with the family's config
 //!   until sweeps make room.
 
+mod control;
 mod families;
 mod family;
 mod hasher;
@@ -47,8 +48,11 @@ pub(crate) mod reload;
 mod snapshot;
 mod totals;
 
+pub use control::{KeyError, KeyOrder, KeyPage, KeyQuery};
 #[cfg(feature = "serde")]
 pub(crate) use families::family_exists;
+#[cfg(feature = "admin")]
+pub(crate) use families::family_names;
 pub use families::{FamilyMetrics, KeyMetrics, KeyTypeMismatch};
 pub use hasher::KeyHasher;
 pub use snapshot::{FamilySnapshot, FamilyTotals};
