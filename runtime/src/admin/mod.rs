@@ -11,7 +11,7 @@
 //! // With the controls (force-open, disable, reset, trip-for), for requests that send
 //! // `Authorization: Bearer <token>`.
 //! let token = std::env::var("ADMIN_TOKEN").unwrap_or_else(|_| "change me".into());
-//! let app = axum::Router::new().nest("/admin", Admin::new().token(token).router());
+//! let app = axum::Router::new().nest_service("/admin", Admin::new().token(token).router());
 //! # let _ = (read_only, app);
 //! ```
 //!
@@ -145,8 +145,9 @@ impl Admin {
         self
     }
 
-    /// The router. Mount it where you like (`Router::nest("/admin", …)`): the dashboard finds
-    /// the other endpoints relative to its own address.
+    /// The router. Mount it where you like: `Router::nest_service("/admin", …)` serves the
+    /// dashboard at `/admin` and `/admin/` (axum's `nest` routes `/admin` only). The dashboard
+    /// finds the other endpoints relative to its own address.
     pub fn router(self) -> Router {
         stream::install();
         let shared = Arc::new(Shared {
