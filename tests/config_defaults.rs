@@ -112,4 +112,111 @@ fn the_worked_example_gives_what_the_page_says() {
     let c = family.breaker("slow.example").config().clone();
     assert_eq!(c.failures(), Some(2));
     assert_eq!(c.open_for(), Duration::from_secs(300));
+
+    // `config_sources` says where each value came from, as the page's table does.
+    let line = |breaker: &str, text: &str| {
+        let start = file.find(&format!("[{breaker}")).unwrap_or(0);
+        file[..start + file[start..].find(text).unwrap()]
+            .matches('\n')
+            .count()
+            + 1
+    };
+    let attribute_of = |name: &str| {
+        let at = SOURCE
+            .lines()
+            .position(|l| l.starts_with(&format!("#[circuit_breaker(name = \"{name}\"")))
+            .unwrap()
+            + 1;
+        format!("#[circuit_breaker] at tests/config_defaults.rs:{at}")
+    };
+    let keyed_attribute = SOURCE
+        .lines()
+        .position(|l| l.starts_with("#[circuit_breaker(name = \"hosts\""))
+        .unwrap()
+        + 1;
+    let rows: Vec<(&str, &str, &str, String)> = vec![
+        ("profile", "failure_rate", "50", attribute_of("profile")),
+        ("profile", "min_calls", "20", attribute_of("profile")),
+        (
+            "profile",
+            "open_for",
+            "5s",
+            format!(
+                "[breakers.profile] at app.toml:{}",
+                line("breakers.profile", "open_for")
+            ),
+        ),
+        (
+            "profile",
+            "half_open_calls",
+            "2",
+            format!(
+                "[defaults] at app.toml:{}",
+                line("defaults", "half_open_calls")
+            ),
+        ),
+        (
+            "profile",
+            "successes",
+            "1",
+            "the built-in default".to_owned(),
+        ),
+        ("pricing", "failures", "3", attribute_of("pricing")),
+        (
+            "pricing",
+            "open_for",
+            "90s",
+            "BREAKERBOX__PRICING__OPEN_FOR".to_owned(),
+        ),
+        (
+            "pricing",
+            "successes",
+            "2",
+            format!(
+                "[configs.patient] at app.toml:{}",
+                line("configs.patient", "successes")
+            ),
+        ),
+        (
+            "pricing",
+            "half_open_calls",
+            "2",
+            format!(
+                "[defaults] at app.toml:{}",
+                line("defaults", "half_open_calls")
+            ),
+        ),
+        (
+            "hosts",
+            "failures",
+            "2",
+            format!("#[circuit_breaker(key = …)] at tests/config_defaults.rs:{keyed_attribute}"),
+        ),
+        (
+            "hosts",
+            "open_for",
+            "20s",
+            format!("[defaults] at app.toml:{}", line("defaults", "open_for")),
+        ),
+    ];
+    for (name, key, value, source) in rows {
+        let sources = registry().config_sources(name).unwrap();
+        let k = sources.iter().find(|k| k.key == key).unwrap();
+        assert_eq!(
+            k.to_string(),
+            format!("{key} = {value} ({source})"),
+            "{name}"
+        );
+    }
+    let slow = registry()
+        .key_config_sources("hosts", "slow.example")
+        .unwrap();
+    let k = slow.iter().find(|k| k.key == "open_for").unwrap();
+    assert_eq!(
+        k.to_string(),
+        format!(
+            "open_for = 300s ([breakers.hosts.keys.\"slow.example\"] at app.toml:{})",
+            line("breakers.hosts.keys", "open_for")
+        )
+    );
 }

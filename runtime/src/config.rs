@@ -8,6 +8,7 @@ use crate::probe::{IntoProbe, Probe};
 
 pub(crate) mod pool;
 pub(crate) use pool::intern;
+pub mod sources;
 
 /// The calls a failure rate is computed over.
 ///

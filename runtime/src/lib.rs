@@ -122,6 +122,7 @@ pub use clock::TokioClock;
 #[cfg(not(loom))]
 pub use clock::system::stop as __stop_system_timer;
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::sources::{ConfigSource, KeySource};
 pub use config::{Config, ConfigBuilder, ConfigError, Window};
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]

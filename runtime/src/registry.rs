@@ -7,6 +7,8 @@ use std::sync::{Arc, LazyLock, Mutex, RwLock};
 use crate::breaker::Breaker;
 use crate::clock::{Clock, ClockRef};
 use crate::config::Config;
+#[cfg(feature = "serde")]
+use crate::config::sources::{ConfigSource, KeySource};
 use crate::event::Event;
 use crate::metrics::Metrics;
 use crate::registration::{
@@ -69,6 +71,10 @@ pub struct Registry {
     /// The sites that gave each name a config at run time: the one that created it and each
     /// one that asked for another, with the config it gave.
     sites: Mutex<HashMap<Box<str>, Sites>>,
+    /// Where each key of a name's config came from, as the last config file applied to it
+    /// built it (a single key of a family under `<family>.keys."<key>"`).
+    #[cfg(feature = "serde")]
+    sources: Mutex<HashMap<Box<str>, Arc<[KeySource]>>>,
 }
 
 /// Sites with the config each gave.
@@ -104,6 +110,8 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
     registered: registered(false),
     keyed: registered(true),
     sites: Mutex::default(),
+    #[cfg(feature = "serde")]
+    sources: Mutex::default(),
 });
 
 /// The registrations the linker gathered, keyed or not, by name.
@@ -373,6 +381,104 @@ impl Registry {
         Some((site, config.clone()))
     }
 
+    /// Records where each key of `name`'s config came from, as a config file built it
+    /// (`name` is `<family>.keys."<key>"` for a single key of a family).
+    #[cfg(feature = "serde")]
+    pub(crate) fn set_sources(&self, name: &str, sources: Vec<KeySource>) {
+        let old = lock(&self.sources).insert(name.into(), sources.into());
+        drop(old);
+    }
+
+    /// Every key of the config of the breaker or keyed family `name`, with its effective value
+    /// and where that value came from: the built-in default, a config file's `[defaults]`,
+    /// base, or table (with the file and line), an environment variable, the
+    /// `#[circuit_breaker]` attribute or the `get_or_create` call that gave it (with its file
+    /// and line), or a whole config set in code. In the order of the keys' list
+    /// ([`keys::KEYS`](crate::keys::KEYS)). `None` if the registry knows no such name. Creates
+    /// nothing.
+    ///
+    /// A key whose value changed since the last file was applied (by
+    /// [`Breaker::reconfigure`](crate::Breaker::reconfigure)) is said to come from
+    /// [`ConfigSource::Code`].
+    ///
+    /// ```
+    /// use breakerbox_runtime::{registry, Config, ConfigSource};
+    ///
+    /// registry().load_toml_str("app.toml", "[breakers.doc-sources]\ndynamic = true\nopen_for = \"5s\"\n")?;
+    /// let _ = registry().get_or_create("doc-sources", Config::default);
+    /// let sources = registry().config_sources("doc-sources").unwrap();
+    /// let open_for = sources.iter().find(|k| k.key == "open_for").unwrap();
+    /// assert_eq!(open_for.value, "5s");
+    /// assert_eq!(open_for.to_string(), "open_for = 5s ([breakers.doc-sources] at app.toml:3)");
+    /// let failures = sources.iter().find(|k| k.key == "failures").unwrap();
+    /// assert_eq!(failures.source, ConfigSource::Default);
+    /// # Ok::<(), breakerbox_runtime::LoadError>(())
+    /// ```
+    #[cfg(feature = "serde")]
+    pub fn config_sources(&self, name: &str) -> Option<Vec<KeySource>> {
+        let current = match self.existing(name) {
+            Some(b) => b.config().clone(),
+            None => match crate::keyed::reload::families().get(name) {
+                Some(family) => family.config(),
+                None => {
+                    let preset = self.family_preset(name).config;
+                    match preset {
+                        Some(config) => config,
+                        None => self.attribute(name)?.config(),
+                    }
+                }
+            },
+        };
+        let recorded = lock(&self.sources).get(name).cloned();
+        let values = crate::registration::keys(&current);
+        let value_of = |key: &str| {
+            values
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map_or_else(String::new, |(_, v)| v.clone())
+        };
+        // Without a file's account: the attribute's keys, or those of the code's config.
+        let own: Option<(crate::config::ConfigBuilder, Site)> = match self.attribute(name) {
+            Some(r) => Some((r.configure_onto(Config::builder()), r.site())),
+            None => self.code_config(name).map(|(site, config)| {
+                (
+                    crate::config::sources::code_keys(Config::builder(), &config),
+                    site,
+                )
+            }),
+        };
+        let sources = crate::keys::KEYS
+            .iter()
+            .map(|key| {
+                let value = value_of(key);
+                let source = match &recorded {
+                    Some(recorded) => match recorded.iter().find(|k| k.key == *key) {
+                        Some(k) if k.value == value => k.source.clone(),
+                        _ => ConfigSource::Code,
+                    },
+                    None => match &own {
+                        Some((given, site)) if given.given().any(|k| k == *key) => {
+                            ConfigSource::Site(*site)
+                        }
+                        _ if value != value_of_default(key) => ConfigSource::Code,
+                        _ => ConfigSource::Default,
+                    },
+                };
+                KeySource { key, value, source }
+            })
+            .collect();
+        Some(sources)
+    }
+
+    /// Where each key of the config a config file gave the single key `key` of the keyed
+    /// family `family` came from (its `[breakers.<family>.keys."<key>"]` table over the
+    /// family's layers), as that file built it; `None` if no file gave the key a table.
+    #[cfg(feature = "serde")]
+    pub fn key_config_sources(&self, family: &str, key: &str) -> Option<Vec<KeySource>> {
+        let name = format!("{family}.keys.{key:?}");
+        lock(&self.sources).get(name.as_str()).map(|s| s.to_vec())
+    }
+
     /// The name of every breaker, created or annotated (a `#[circuit_breaker]` function not
     /// called yet), sorted. Creates nothing, so configs can still be set for all of them.
     pub fn names(&self) -> Vec<String> {
@@ -429,6 +535,9 @@ impl Registry {
     /// then has this config (see [`family`](Registry::family)). Returns `false` (and changes nothing) if the breaker already exists.
     pub fn configure(&self, name: &str, config: Config) -> bool {
         if self.preset(name, |p| p.config.replace(config)).is_some() {
+            // The file's account of the config, if one, no longer holds.
+            #[cfg(feature = "serde")]
+            drop(lock(&self.sources).remove(name));
             return true;
         }
         tracing::warn!(target: "breakerbox", name, "circuit breaker '{name}' already exists; its config is not changed");
@@ -531,4 +640,13 @@ impl core::fmt::Debug for Registry {
             .field("registered", &self.registered.len())
             .finish()
     }
+}
+
+/// The built-in default value of `key`, as [`crate::registration::keys`] writes it.
+#[cfg(feature = "serde")]
+fn value_of_default(key: &str) -> String {
+    crate::registration::keys(&Config::default())
+        .into_iter()
+        .find(|(k, _)| *k == key)
+        .map_or_else(String::new, |(_, v)| v)
 }

@@ -6,6 +6,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::serde_impl::{Dialect, Raw, apply};
+use crate::config::sources::KeySource;
 use crate::config::{Config, ConfigBuilder};
 use crate::duration::excerpt;
 use crate::registry::Registry;
@@ -466,19 +467,23 @@ impl Registry {
                         line,
                     })?;
                     k.text(&vars, |_| Source::Default)?;
+                    let (config, sources) = k.finish()?;
                     key_configs.push(PreparedKey {
                         family: name.clone(),
                         key: key.clone(),
                         line: own.line,
-                        config: k.finish()?,
+                        config,
+                        sources,
                     });
                 }
             }
             m.text(&vars, |_| Source::Default)?;
+            let (config, sources) = m.finish()?;
             configs.push(Prepared {
                 name,
                 place,
-                config: m.finish()?,
+                config,
+                sources,
             });
         }
         Ok((configs, key_configs))
@@ -540,6 +545,8 @@ struct Prepared {
     name: String,
     place: Place,
     config: Config,
+    /// Where each key's value came from.
+    sources: Vec<KeySource>,
 }
 
 /// A single key's config, from its `[breakers.<family>.keys."<key>"]` table over its family's
@@ -549,6 +556,7 @@ struct PreparedKey {
     key: String,
     line: usize,
     config: Config,
+    sources: Vec<KeySource>,
 }
 
 /// The largest config file read: far above any real config (a 16 MB file loads in seconds),

@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use super::{Cut, LoadError, Origin};
+use crate::config::sources::{ConfigSource, KeySource, code_keys};
 use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::edge::serde_impl::{Dialect, Raw, apply};
 use crate::keys::KEYS;
@@ -32,6 +33,23 @@ pub(super) enum Source {
 }
 
 impl Source {
+    /// The public form, with the file's path.
+    fn public(&self, path: &Path) -> ConfigSource {
+        let file = path.to_owned();
+        match self.clone() {
+            Source::Default => ConfigSource::Default,
+            Source::Defaults { line } => ConfigSource::Defaults { file, line },
+            Source::Base { name, line } => ConfigSource::Base { name, file, line },
+            Source::Attribute(site) | Source::Code(site) => ConfigSource::Site(site),
+            Source::Table { name, line } => ConfigSource::Table {
+                table: name,
+                file,
+                line,
+            },
+            Source::Env { var } => ConfigSource::Env { var },
+        }
+    }
+
     /// How a message names the layer: `[breakers.users] at breakers.toml:3`,
     /// `#[circuit_breaker] at src/api.rs:12`, `BREAKERBOX__USERS__OPEN_FOR`.
     pub(super) fn describe(&self, path: &Path) -> String {
@@ -45,79 +63,6 @@ impl Source {
             Source::Env { var } => super::Name(var).to_string(),
         }
     }
-}
-
-/// The keys of `config` that are not [`Config::default`]'s (a value derived from others, as
-/// `max_open_for` from `open_for`, counts as not set): what a config built in code sets.
-fn code_keys(mut b: ConfigBuilder, config: &Config) -> ConfigBuilder {
-    let d = Config::default();
-    if config.failure_rate.is_none() && config.failures != d.failures {
-        b = b.failures(config.failures);
-    }
-    if let Some(v) = config.failures_within {
-        b = b.failures_within(v);
-    }
-    if let Some(v) = config.failure_rate {
-        b = b.failure_rate(v);
-    }
-    if config.uses_window() {
-        if config.window != d.window {
-            b = b.window(config.window);
-        }
-        // The default minimum adapts to a small count window: only another value was set.
-        let derived = match config.window {
-            crate::config::Window::Calls(n) => d.min_calls.min(n),
-            crate::config::Window::Time(_) => d.min_calls,
-        };
-        if config.min_calls != derived {
-            b = b.min_calls(config.min_calls);
-        }
-    }
-    if let Some(v) = config.slow {
-        b = b.slow(v);
-    }
-    if let Some(v) = config.slow_rate {
-        b = b.slow_rate(v);
-    }
-    if config.open_for != d.open_for {
-        b = b.open_for(config.open_for);
-    }
-    if config.backoff != d.backoff {
-        b = b.backoff(config.backoff);
-    }
-    let derived_max = if config.backoff > 1.0 {
-        config.open_for.max(core::time::Duration::from_secs(300))
-    } else {
-        config.open_for
-    };
-    if config.max_open_for != derived_max {
-        b = b.max_open_for(config.max_open_for);
-    }
-    if config.jitter != d.jitter {
-        b = b.jitter(config.jitter);
-    }
-    if config.half_open_calls != d.half_open_calls {
-        b = b.half_open_calls(config.half_open_calls);
-    }
-    if config.successes != d.successes {
-        b = b.successes(config.successes);
-    }
-    if config.probe_timeout != d.probe_timeout {
-        b = b.probe_timeout(config.probe_timeout);
-    }
-    if let Some(v) = config.max_concurrent {
-        b = b.max_concurrent(v);
-    }
-    if config.probe_every != d.probe_every {
-        b = b.probe_every(config.probe_every);
-    }
-    if config.max_keys != d.max_keys {
-        b = b.max_keys(config.max_keys);
-    }
-    if config.idle_for != d.idle_for {
-        b = b.idle_for(config.idle_for);
-    }
-    b
 }
 
 /// What the layer under a breaker's table is: its attribute, the config of the code that
@@ -231,11 +176,20 @@ impl<'p> Merge<'p> {
     }
 
     /// The merged config, checked; an error names each key it involves, its value and layer.
-    pub(super) fn finish(self) -> Result<Config, LoadError> {
+    pub(super) fn finish(self) -> Result<(Config, Vec<KeySource>), LoadError> {
         let values = values_of(self.b.values());
         let from = self.from.clone();
         let e = match self.b.build() {
-            Ok(config) => return Ok(config),
+            Ok(config) => {
+                let sources = values_of(&config)
+                    .into_iter()
+                    .filter_map(|(key, value)| {
+                        let source = from[index(key)?].public(self.path);
+                        Some(KeySource { key, value, source })
+                    })
+                    .collect();
+                return Ok((config, sources));
+            }
             Err(e) => e,
         };
         let key = e.field();

@@ -143,9 +143,11 @@ impl Registry {
                 name,
                 place,
                 config,
+                sources,
             } = p;
             if let Some((_, family, keys)) = families.next_if(|f| f.0 == i) {
                 family.apply(config, keys);
+                self.set_sources(&name, sources);
                 names.push(name);
                 continue;
             }
@@ -160,9 +162,12 @@ impl Registry {
                     .map_err(|e| refused(&name, &place, e))?;
                 self.mark_preset(&name);
             }
+            // After `configure`, which forgets the account of a config it replaces.
+            self.set_sources(&name, sources);
             names.push(name);
         }
         for k in key_configs {
+            self.set_sources(&key_table_name(&k.family, &k.key), k.sources);
             if live.contains_key(&k.family) {
                 continue;
             }

@@ -25,6 +25,7 @@ attribute!(BASED, "layer-base", 50, |b| b
     .open_for(Duration::from_secs(10)));
 
 attribute!(REMOVED, "layer-removed", 70, |b| b.failures(3));
+attribute!(SOURCED, "layer-sourced", 80, |b| b.failures(3));
 
 #[linkme::distributed_slice(crate::registration::REGISTRATIONS)]
 static KEYED: Registration =
@@ -139,4 +140,47 @@ fn a_key_removed_from_the_file_goes_back_to_the_layer_under_it() {
     load("[breakers.layer-removed]\nopen_for = \"5s\"\n", &[]).unwrap();
     assert_eq!(b.config().failures(), Some(3));
     assert_eq!(b.config().open_for(), Duration::from_secs(5));
+}
+
+#[test]
+fn config_sources_follow_the_attribute_the_file_and_code() {
+    use crate::config::sources::ConfigSource;
+    let source = |key: &str| {
+        let all = registry().config_sources("layer-sourced").unwrap();
+        assert_eq!(
+            all.iter().map(|k| k.key).collect::<Vec<_>>(),
+            crate::keys::KEYS
+        );
+        all.into_iter().find(|k| k.key == key).unwrap()
+    };
+    // Before any file, and before the breaker exists: the attribute's keys, the defaults.
+    assert_eq!(
+        source("failures").to_string(),
+        "failures = 3 (#[circuit_breaker] at src/api.rs:80)"
+    );
+    assert_eq!(source("open_for").source, ConfigSource::Default);
+    load("[breakers.layer-sourced]\nopen_for = \"5s\"\n", &[]).unwrap();
+    assert_eq!(
+        source("open_for").to_string(),
+        "open_for = 5s ([breakers.layer-sourced] at breakers.toml:2)"
+    );
+    assert_eq!(
+        source("failures").to_string(),
+        "failures = 3 (#[circuit_breaker] at src/api.rs:80)"
+    );
+    // A change in code since the file.
+    let b = registry().get("layer-sourced").unwrap();
+    let config = Config::builder()
+        .failures(4)
+        .open_for(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    b.reconfigure(config).unwrap();
+    assert_eq!(source("failures").source, ConfigSource::Code);
+    assert_eq!(source("failures").value, "4");
+    assert!(matches!(
+        source("open_for").source,
+        ConfigSource::Table { line: 2, .. }
+    ));
+    assert!(registry().config_sources("layer-no-such").is_none());
 }
