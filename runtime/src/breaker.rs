@@ -219,10 +219,39 @@ impl Breaker {
 
     /// A keyed family's breaker (`identity` names the family and the key). One of a registry
     /// family tells the registry-wide listeners its changes, as a registry breaker does.
-    pub(crate) fn keyed(identity: Identity, config: Config, tells_registry: bool) -> Breaker {
-        let mut inner = Box::new(Inner::new(identity, config, false));
-        inner.tells_registry = tells_registry;
-        Breaker(NonNull::from(Box::leak(inner)))
+    /// Its key's text (`key`, cut at [`MAX_KEY`](inner::MAX_KEY) bytes) is kept right after
+    /// the breaker, in its allocation: a key costs its text's bytes and no more.
+    pub(crate) fn keyed(
+        identity: Identity,
+        config: Config,
+        tells_registry: bool,
+        key: &str,
+    ) -> Breaker {
+        let mut end = key.len().min(inner::MAX_KEY);
+        while !key.is_char_boundary(end) {
+            end -= 1;
+        }
+        let key = &key[..end];
+        let mut value = Inner::new(identity, config, false);
+        value.tells_registry = tells_registry;
+        value.key_len = key.len() as u16;
+        let layout = Inner::layout(value.key_len);
+        // SAFETY: `layout` is `Inner`'s size and alignment plus the key's bytes: not zero-sized.
+        let raw = unsafe { std::alloc::alloc(layout) };
+        let Some(ptr) = NonNull::new(raw.cast::<Inner>()) else {
+            std::alloc::handle_alloc_error(layout)
+        };
+        // SAFETY: the allocation holds an `Inner` at its start, aligned, and `key.len()` bytes
+        // after it; `release_weak` frees it with the same layout (read from `key_len`).
+        unsafe {
+            ptr.as_ptr().write(value);
+            core::ptr::copy_nonoverlapping(
+                key.as_ptr(),
+                ptr.as_ptr().add(1).cast::<u8>(),
+                key.len(),
+            );
+        }
+        Breaker(ptr)
     }
 
     /// A registry breaker, not yet published: the registry builds it outside its locks, then
@@ -536,7 +565,7 @@ impl Breaker {
 
     /// A keyed family's breaker's key, as it displayed when the family made the breaker.
     pub(crate) fn key(&self) -> Option<&str> {
-        self.inner().identity.key()
+        self.inner().key()
     }
 
     /// Successes, failures, ignored, rejected and slow calls, without reading the clock.

@@ -68,7 +68,7 @@ impl Inner {
         });
         Explanation::new(Parts {
             name: m.name,
-            key: self.identity.key().map(str::to_owned),
+            key: self.key().map(str::to_owned),
             state: m.state,
             now: Duration::from_nanos(now),
             since: Duration::from_nanos(self.state_since.load(Ordering::Relaxed)),

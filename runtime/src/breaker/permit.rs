@@ -190,7 +190,7 @@ fn record_caught(inner: &Inner, ticket: Ticket, outcome: Outcome) {
         tracing::error!(
             target: "breakerbox",
             name = %inner.identity.name(),
-            key = inner.identity.key(),
+            key = inner.key(),
             panic = crate::event::panic_message(&*payload),
             "recording an outcome ({outcome:?}) of circuit breaker '{}' panicked (caught)",
             inner.identity.name()

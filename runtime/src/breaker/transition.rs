@@ -197,7 +197,7 @@ impl Inner {
         if changed {
             lock(&self.cold().pending).events.push_back(Event {
                 name: self.identity.name().to_string(),
-                key: self.identity.key().map(str::to_owned),
+                key: self.key().map(str::to_owned),
                 from: was,
                 to,
                 reason,

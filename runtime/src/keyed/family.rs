@@ -148,9 +148,10 @@ where
     /// panic in it gives `<Display panicked>`).
     pub(super) fn slot(&self, now: u64, key: &K) -> Slot {
         let config = self.config_of(key);
-        let identity = Identity::keyed(self.name.clone(), &displayed(key));
+        let identity = Identity::shared(self.name.clone());
+        let in_registry = self.in_registry.load(Ordering::Relaxed);
         Slot {
-            breaker: Breaker::keyed(identity, config, self.in_registry.load(Ordering::Relaxed)),
+            breaker: Breaker::keyed(identity, config, in_registry, &displayed(key)),
             touched: AtomicU64::new(0),
             seen: AtomicU64::new(now),
         }
