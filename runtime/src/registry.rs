@@ -90,6 +90,11 @@ struct Entry {
 #[derive(Default)]
 struct Presets {
     by_name: HashMap<String, Preset>,
+    /// A config file's layers for a name made in code: put over the config of the call that
+    /// creates the breaker, instead of its preset's `config` (the same layers over the
+    /// defaults).
+    #[cfg(feature = "serde")]
+    layered: HashMap<String, Layered>,
     /// Bumped by every change, so that a creator that read a preset before building its
     /// breaker (outside the locks) sees at insertion whether it still holds.
     version: u64,
@@ -103,6 +108,19 @@ pub(crate) struct Preset {
     /// For a keyed family: the configs of single keys, by the key as it displays.
     pub(crate) keys: HashMap<String, Config>,
 }
+
+/// The file layers of the names made in code ([`Presets::layered`]); nothing without `serde`.
+#[cfg(feature = "serde")]
+type LayeredPresets = HashMap<String, Layered>;
+#[cfg(not(feature = "serde"))]
+type LayeredPresets = ();
+
+/// A config file's layers over the config of the code that makes a breaker (given with that
+/// call's site): the config, with where each key came from, or why the two do not go
+/// together.
+#[cfg(feature = "serde")]
+pub(crate) type Layered =
+    Arc<dyn Fn(Site, &Config) -> Result<(Config, Vec<KeySource>), String> + Send + Sync>;
 
 static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
     breakers: RwLock::default(),
@@ -251,8 +269,17 @@ impl Registry {
                 let preset = presets.by_name.get(name).cloned().unwrap_or_default();
                 (preset, presets.version)
             };
+            #[cfg(feature = "serde")]
+            let preset_layered = lock(&self.presets).layered.get(name).cloned();
             let from_preset = preset.config.is_some();
-            let (mut config, from) = match (preset.config, registered.clone()) {
+            // A file's layers over the code's config, for a name the code makes.
+            #[cfg(feature = "serde")]
+            let layered = match (&preset_layered, &registered, site) {
+                (Some(layered), None, Site::Call { .. }) => Some(layered(site, wanted)),
+                _ => None,
+            };
+            #[cfg_attr(not(feature = "serde"), allow(unused_mut))]
+            let (mut config, mut from) = match (preset.config, registered.clone()) {
                 (Some(mut config), registered) => {
                     // A config from a file or `configure` names no probe function: the
                     // attribute's probe stays.
@@ -264,6 +291,27 @@ impl Registry {
                 (None, Some((config, first))) => (config, Some(first)),
                 (None, None) => (wanted.clone(), Some(site)),
             };
+            #[cfg(feature = "serde")]
+            let mut sources = None;
+            #[cfg(feature = "serde")]
+            match layered {
+                Some(Ok((mut merged, account))) => {
+                    // The code's probe and clock: a file names neither.
+                    merged.probe = wanted.probe.clone();
+                    merged.clock = wanted.clock.clone();
+                    config = merged;
+                    sources = Some(account);
+                    // The call's config is a layer: known as the code's for the next file.
+                    from = Some(site);
+                }
+                Some(Err(error)) => tracing::error!(
+                    target: "breakerbox",
+                    name,
+                    "circuit breaker '{name}': the config file's keys do not go with the config \
+                     of {site} ({error}); it runs with the file's keys over the defaults instead"
+                ),
+                None => {}
+            }
             if let Some(clock) = preset.clock {
                 config.clock = ClockRef::Custom(clock);
             }
@@ -285,6 +333,8 @@ impl Registry {
                 continue;
             }
             let used = presets.by_name.remove(name);
+            #[cfg(feature = "serde")]
+            let used = (used, presets.layered.remove(name));
             drop(presets);
             let breaker = candidate.publish();
             map.insert(
@@ -297,6 +347,14 @@ impl Registry {
             );
             drop(map);
             drop(used);
+            #[cfg(feature = "serde")]
+            if let Some(sources) = sources {
+                self.set_sources(name, sources);
+                // The code's own config, under the file's layers: what the next file layers
+                // over (`code_config`).
+                self.record(name, site, wanted);
+                return (breaker, from_preset, from);
+            }
             if let Some(from) = from {
                 self.record(name, from, breaker.config());
             }
@@ -534,7 +592,14 @@ impl Registry {
     /// site's; likewise for a keyed family `name` created after this call, whose every key
     /// then has this config (see [`family`](Registry::family)). Returns `false` (and changes nothing) if the breaker already exists.
     pub fn configure(&self, name: &str, config: Config) -> bool {
-        if self.preset(name, |p| p.config.replace(config)).is_some() {
+        if self
+            .preset(name, |p, _layered| {
+                #[cfg(feature = "serde")]
+                let _ = _layered.remove(name);
+                p.config.replace(config)
+            })
+            .is_some()
+        {
             // The file's account of the config, if one, no longer holds.
             #[cfg(feature = "serde")]
             drop(lock(&self.sources).remove(name));
@@ -544,12 +609,36 @@ impl Registry {
         false
     }
 
+    /// What a config file gives `name` before its breaker exists: `config` (its layers over
+    /// the defaults, for a keyed family or a breaker made without code config), and for a
+    /// breaker made in code, `layered`, its layers over the code's config. `false` if the
+    /// breaker exists.
+    #[cfg(feature = "serde")]
+    pub(crate) fn preset_from_file(
+        &self,
+        name: &str,
+        config: Config,
+        layered: Option<Layered>,
+    ) -> bool {
+        let old = self.preset(name, |p, all| {
+            let replaced = match layered {
+                Some(layered) => all.insert(name.to_owned(), layered),
+                None => all.remove(name),
+            };
+            (p.config.replace(config), replaced)
+        });
+        let set = old.is_some();
+        // What it replaced is dropped outside the locks.
+        drop(old);
+        set
+    }
+
     /// Makes the breaker `name` read `clock` when it is created, whatever config creates it;
     /// likewise every breaker of a keyed family `name` created after this call (see
     /// [`family`](Registry::family)). Returns `false` if the breaker already exists. Tests use it with a
     /// [`ManualClock`](crate::ManualClock).
     pub fn set_clock(&self, name: &str, clock: impl Clock) -> bool {
-        self.preset(name, |p| p.clock.replace(crate::clock::shared(clock)))
+        self.preset(name, |p, _| p.clock.replace(crate::clock::shared(clock)))
             .is_some()
     }
 
@@ -570,13 +659,17 @@ impl Registry {
     /// for a family `name` first: the keyed layer sits above the registry.
     #[cfg(feature = "serde")]
     pub(crate) fn configure_key(&self, name: &str, key: &str, config: Config) -> bool {
-        self.preset(name, |p| p.keys.insert(key.to_owned(), config))
+        self.preset(name, |p, _| p.keys.insert(key.to_owned(), config))
             .is_some()
     }
 
     /// Changes the preset of `name` with `f`, unless the breaker exists (`None`). What `f`
     /// returns (the value it replaced) is dropped by the caller, outside the locks.
-    fn preset<T>(&self, name: &str, f: impl FnOnce(&mut Preset) -> T) -> Option<T> {
+    fn preset<T>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut Preset, &mut LayeredPresets) -> T,
+    ) -> Option<T> {
         // The map's lock is held while the preset changes, so that no breaker is created
         // between the check and the change; creation then sees the new version.
         let map = read(&self.breakers);
@@ -585,7 +678,15 @@ impl Registry {
         }
         let mut presets = lock(&self.presets);
         presets.version += 1;
-        Some(f(presets.by_name.entry(name.to_owned()).or_default()))
+        let presets = &mut *presets;
+        #[cfg(feature = "serde")]
+        let layered = &mut presets.layered;
+        #[cfg(not(feature = "serde"))]
+        let layered = &mut ();
+        Some(f(
+            presets.by_name.entry(name.to_owned()).or_default(),
+            layered,
+        ))
     }
 
     /// Every breaker, in no particular order, including every annotated one (created now if its

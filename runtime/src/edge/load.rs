@@ -1,15 +1,17 @@
 //! Breaker configs from a TOML file, overridden by environment variables.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::serde_impl::{Dialect, Raw, apply};
 use crate::config::sources::KeySource;
 use crate::config::{Config, ConfigBuilder};
 use crate::duration::excerpt;
-use crate::registry::Registry;
+use crate::registration::Site;
+use crate::registry::{Layered, Registry};
 use crate::suggest::closest;
 
 mod env;
@@ -278,10 +280,11 @@ impl Registry {
     ///    function's breaker or keyed family, and every `[breakers.<name>]` table);
     /// 3. the named base a table picks with `base = "<name>"`, a `[configs.<name>]` table;
     /// 4. the `#[circuit_breaker]` attribute's keys; for a breaker made in code
-    ///    (`get_or_create`) that exists when the file loads, the keys of its code's config
-    ///    that are not the defaults (a breaker or family made in code after the load has no
-    ///    such layer: the code's config is replaced, as [`configure`](Registry::configure)
-    ///    does);
+    ///    (`get_or_create`), before or after the load, the keys of its code's config that are
+    ///    not the defaults (should they not go with the file's, it gets the file's keys over
+    ///    the defaults, and an `error` is logged); a keyed family made in code after the load
+    ///    has no such layer: the code's config is replaced, as
+    ///    [`configure`](Registry::configure) does;
     /// 5. `[breakers.<name>]`, and for one key of a keyed family
     ///    `[breakers.<name>.keys."<key>"]` over it;
     /// 6. the environment variables.
@@ -421,6 +424,13 @@ impl Registry {
         if parsed.defaults.is_some() {
             targets.extend(self.attribute_names());
         }
+        let path: Arc<Path> = path.into();
+        let defaults = parsed.defaults.as_ref().map(|d| Arc::new(d.keys.clone()));
+        let bases: HashMap<&str, Arc<Keys>> = parsed
+            .configs
+            .iter()
+            .map(|(name, table)| (name.as_str(), Arc::new(table.keys.clone())))
+            .collect();
         let mut configs = Vec::with_capacity(targets.len());
         let mut key_configs = Vec::new();
         for name in targets {
@@ -432,58 +442,62 @@ impl Registry {
                 (None, _, Some(defaults)) => Place::Line(defaults.line),
                 _ => Place::Line(1),
             };
-            let line = match &place {
-                Place::Line(line) => *line,
-                Place::Env(_) => 1,
-            };
             let code = self.code_config(&name);
             let own = match (self.attribute(&name), &code) {
                 (Some(r), _) => Own::Attribute(r),
                 (None, Some((site, config))) => Own::Code(*site, config),
                 (None, None) => Own::None,
             };
-            let mut m = Merge::new(path, name.clone(), line);
-            if let Some(defaults) = &parsed.defaults {
-                m.text(&defaults.keys, |line| Source::Defaults { line })?;
-            }
-            if let Some((base, _)) = table.and_then(|t| t.base.as_ref()) {
-                let keys = &parsed.configs[base].keys;
-                m.text(keys, |line| Source::Base {
-                    name: base.clone(),
+            let layers = Layers {
+                path: path.clone(),
+                line: match &place {
+                    Place::Line(line) => *line,
+                    Place::Env(_) => 1,
+                },
+                defaults: defaults.clone(),
+                base: table
+                    .and_then(|t| t.base.as_ref())
+                    .map(|(base, _)| (base.clone(), bases[base.as_str()].clone())),
+                table: table.map(|t| t.keys.clone()),
+                env: vars,
+                name,
+            };
+            let mut m = layers.under_table(own)?;
+            for (key, own) in table.map_or(&[][..], |t| &t.per_key[..]) {
+                let key_name = key_table_name(&layers.name, key);
+                let mut k = m.for_key(key_name.clone(), own.line);
+                k.text(&own.keys, |line| Source::Table {
+                    name: key_name.clone(),
                     line,
                 })?;
+                k.text(&layers.env, |_| Source::Default)?;
+                let (config, sources) = k.finish()?;
+                key_configs.push(PreparedKey {
+                    family: layers.name.clone(),
+                    key: key.clone(),
+                    line: own.line,
+                    config,
+                    sources,
+                });
             }
-            m.own(own);
-            if let Some(table) = table {
-                m.text(&table.keys, |line| Source::Table {
-                    name: name.clone(),
-                    line,
-                })?;
-                for (key, own) in &table.per_key {
-                    let key_name = key_table_name(&name, key);
-                    let mut k = m.for_key(key_name.clone(), own.line);
-                    k.text(&own.keys, |line| Source::Table {
-                        name: key_name.clone(),
-                        line,
-                    })?;
-                    k.text(&vars, |_| Source::Default)?;
-                    let (config, sources) = k.finish()?;
-                    key_configs.push(PreparedKey {
-                        family: name.clone(),
-                        key: key.clone(),
-                        line: own.line,
-                        config,
-                        sources,
-                    });
-                }
-            }
-            m.text(&vars, |_| Source::Default)?;
+            m.text(&layers.env, |_| Source::Default)?;
             let (config, sources) = m.finish()?;
+            let name = layers.name.clone();
+            // A breaker made in code after the file: its code's config is a layer too, known
+            // only when it is made.
+            let layered: Option<Layered> = matches!(own, Own::None).then(|| {
+                Arc::new(move |site: Site, code: &Config| {
+                    layers
+                        .build(Own::Code(site, code))
+                        .map_err(|e| e.to_string())
+                }) as Layered
+            });
             configs.push(Prepared {
                 name,
                 place,
                 config,
                 sources,
+                layered,
             });
         }
         Ok((configs, key_configs))
@@ -547,6 +561,53 @@ struct Prepared {
     config: Config,
     /// Where each key's value came from.
     sources: Vec<KeySource>,
+    /// For a name neither annotated nor created: the layers again, to put over the config of
+    /// the code that makes it.
+    layered: Option<Layered>,
+}
+
+/// The layers a file (and the environment) gives one name, other than its own (its
+/// attribute's or its code's).
+struct Layers {
+    path: Arc<Path>,
+    name: String,
+    /// The line an error with no line of its own is reported at.
+    line: usize,
+    defaults: Option<Arc<Keys>>,
+    base: Option<(String, Arc<Keys>)>,
+    table: Option<Keys>,
+    env: Keys,
+}
+
+impl Layers {
+    /// The layers up to the name's table, with `own` under the table.
+    fn under_table(&self, own: Own<'_>) -> Result<Merge<'_>, LoadError> {
+        let mut m = Merge::new(&self.path, self.name.clone(), self.line);
+        if let Some(defaults) = &self.defaults {
+            m.text(defaults, |line| Source::Defaults { line })?;
+        }
+        if let Some((base, keys)) = &self.base {
+            m.text(keys, |line| Source::Base {
+                name: base.clone(),
+                line,
+            })?;
+        }
+        m.own(own);
+        if let Some(table) = &self.table {
+            m.text(table, |line| Source::Table {
+                name: self.name.clone(),
+                line,
+            })?;
+        }
+        Ok(m)
+    }
+
+    /// Every layer, with `own`, checked.
+    fn build(&self, own: Own<'_>) -> Result<(Config, Vec<KeySource>), LoadError> {
+        let mut m = self.under_table(own)?;
+        m.text(&self.env, |_| Source::Default)?;
+        m.finish()
+    }
 }
 
 /// A single key's config, from its `[breakers.<family>.keys."<key>"]` table over its family's

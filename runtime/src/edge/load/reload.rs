@@ -144,6 +144,7 @@ impl Registry {
                 place,
                 config,
                 sources,
+                layered,
             } = p;
             if let Some((_, family, keys)) = families.next_if(|f| f.0 == i) {
                 family.apply(config, keys);
@@ -154,7 +155,7 @@ impl Registry {
             let live = match self.existing(&name) {
                 Some(b) => Some(b),
                 // Not created: configured for its creation, unless created meanwhile.
-                None if self.configure(&name, config.clone()) => None,
+                None if self.preset_from_file(&name, config.clone(), layered) => None,
                 None => self.existing(&name),
             };
             if let Some(b) = live {

@@ -184,3 +184,36 @@ fn config_sources_follow_the_attribute_the_file_and_code() {
     ));
     assert!(registry().config_sources("layer-no-such").is_none());
 }
+
+#[test]
+fn a_table_changes_only_its_keys_of_a_breaker_made_in_code_after_the_load() {
+    use crate::config::sources::ConfigSource;
+    load(
+        "[breakers.layer-dyn]\ndynamic = true\nopen_for = \"5s\"\n",
+        &[],
+    )
+    .unwrap();
+    let line = line!() + 1;
+    let b = registry().get_or_create("layer-dyn", || {
+        Config::builder().failures(3).build().unwrap()
+    });
+    assert_eq!(b.config().failures(), Some(3));
+    assert_eq!(b.config().open_for(), Duration::from_secs(5));
+    let sources = registry().config_sources("layer-dyn").unwrap();
+    let failures = sources.iter().find(|k| k.key == "failures").unwrap();
+    assert!(
+        matches!(failures.source, ConfigSource::Site(site) if site.line() == line),
+        "{failures}"
+    );
+    // The next file layers over the code's config again.
+    load("[breakers.layer-dyn]\ndynamic = true\nsuccesses = 1\n", &[]).unwrap();
+    assert_eq!(b.config().failures(), Some(3));
+    assert_eq!(b.config().open_for(), Duration::from_secs(60));
+    // A code config that does not go with the file's keys: the file's keys over the defaults
+    // (and an error logged, naming both).
+    load("[breakers.layer-dyn2]\ndynamic = true\nfailures = 2\n", &[]).unwrap();
+    let b = registry().get_or_create("layer-dyn2", || {
+        Config::builder().failure_rate(50).build().unwrap()
+    });
+    assert_eq!(b.config().failures(), Some(2));
+}
