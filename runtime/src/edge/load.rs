@@ -310,9 +310,13 @@ impl Registry {
     ///
     /// The merged config is checked once. An error names the key, its value, and the layer
     /// each key involved came from, and is reported at the highest layer among them that the
-    /// file or the environment holds: "breakers.toml:2: [breakers.payments] `failures` cannot
-    /// be combined with `failure_rate`: … (failures = 4 from [defaults] at breakers.toml:2;
-    /// failure_rate = 50 from #[circuit_breaker] at src/pay.rs:12)".
+    /// file or the environment holds:
+    ///
+    /// ```text
+    /// breakers.toml:2: [breakers.payments] `failures` cannot be combined with `failure_rate`:
+    /// … (failures = 4 from [defaults] at breakers.toml:2; failure_rate = 50 from
+    /// #[circuit_breaker] at src/pay.rs:12)
+    /// ```
     ///
     /// **Names are checked.** A table must name a breaker the registry knows: annotated
     /// (keyed or not), created, or configured before. A misspelt `[breakers.inventroy]` fails

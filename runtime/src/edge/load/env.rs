@@ -152,9 +152,17 @@ pub(super) fn match_env<'a>(
                 names.join(" and "),
             )));
         }
-        out.entry(matching[0].to_owned())
-            .or_default()
-            .push((key, value, Origin::Env { var }));
+        let keys = out.entry(matching[0].to_owned()).or_default();
+        // Two variables for one key (`…__OPEN_FOR` and `…__open_for`): which one wins would
+        // depend on their order, so neither does.
+        if let Some((_, _, Origin::Env { var: first })) = keys.iter().find(|(k, _, _)| *k == key) {
+            return Err(err(format!(
+                "sets `{key}` of '{}', and so does {}; keep one of them",
+                Name(matching[0]),
+                Name(first)
+            )));
+        }
+        keys.push((key, value, Origin::Env { var }));
     }
     Ok(out)
 }

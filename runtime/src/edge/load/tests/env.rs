@@ -224,3 +224,20 @@ fn a_long_variable_name_is_shown_whole_and_only_a_longer_one_cut() {
         "{e}"
     );
 }
+
+/// Two variables for one key of one breaker are an error: which would win depends on their
+/// order.
+#[test]
+fn two_variables_for_one_key_are_an_error() {
+    let e = err(
+        "[breakers.load-twice]\ndynamic = true\n",
+        &[
+            ("BREAKERBOX__LOAD_TWICE__OPEN_FOR", "2s"),
+            ("BREAKERBOX__load_twice__open_for", "3s"),
+        ],
+    );
+    assert_eq!(
+        e,
+        "environment variable BREAKERBOX__load_twice__open_for: sets `open_for` of 'load-twice', and so does BREAKERBOX__LOAD_TWICE__OPEN_FOR; keep one of them"
+    );
+}
