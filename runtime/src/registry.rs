@@ -45,9 +45,11 @@ use crate::registration::{
 /// A call site asking for a config that differs from the breaker's gets the existing breaker,
 /// and [`try_get_or_create`](Registry::try_get_or_create) says so in its return value.
 /// [`check`](Registry::check), run at startup, reports every name that attributes or calls
-/// give different configs, with each site's file and line. Configure breakers before anything
-/// creates them: [`get`](Registry::get), [`breakers`](Registry::breakers),
-/// [`snapshot`](Registry::snapshot) and metrics exporters create the annotated ones.
+/// give different configs, with each site's file and line. Call
+/// [`configure`](Registry::configure) before anything creates the breaker:
+/// [`get`](Registry::get), [`breakers`](Registry::breakers), [`snapshot`](Registry::snapshot)
+/// and metrics exporters create the annotated ones. A config file may come before or after:
+/// `load_toml` applies to a breaker that exists live.
 ///
 /// Breakers in the registry live as long as the process.
 ///

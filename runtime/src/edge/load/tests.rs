@@ -377,3 +377,77 @@ fn only_a_regular_file_is_read_so_a_fifo_or_a_device_cannot_hang_a_load() {
     assert_eq!(read(&file).unwrap(), "[breakers.a]\nfailures = 3\n");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `[defaults]`, `[configs]` and `base` of the wrong shape are errors with their line, never a
+/// panic, and configure nothing.
+#[test]
+fn odd_shapes_of_defaults_configs_and_bases_are_errors() {
+    for (text, line, starts) in [
+        (
+            "defaults = 5\n",
+            1,
+            "breakers.toml:1:1: `defaults` must be a table of keys",
+        ),
+        (
+            "defaults = [1, 2]\n",
+            1,
+            "breakers.toml:1:1: `defaults` must be a table of keys",
+        ),
+        (
+            "configs = 5\n",
+            1,
+            "breakers.toml:1:1: `configs` must be a table of named configs",
+        ),
+        (
+            "[configs]\nfast = 5\n",
+            2,
+            "breakers.toml:2:1: `configs` must be a table of named configs",
+        ),
+        (
+            "[defaults]\nfailurs = 3\n",
+            2,
+            "breakers.toml:2: [defaults] `failurs` unknown key; did you mean `failures`?",
+        ),
+        (
+            "[defaults.nested]\nfailures = 3\n",
+            1,
+            "breakers.toml:1: [defaults] `nested` unknown key",
+        ),
+        (
+            "[defaults]\nbase = \"x\"\n",
+            2,
+            "breakers.toml:2: [defaults] `base` belongs in a `[breakers.<name>]` table",
+        ),
+        (
+            "[configs.x]\nbase = \"y\"\n",
+            2,
+            "breakers.toml:2: [configs.x] `base` belongs in a `[breakers.<name>]` table",
+        ),
+        (
+            "[configs.x]\nkeys = 1\n",
+            2,
+            "breakers.toml:2: [configs.x] `keys` belongs in a `[breakers.<name>]` table",
+        ),
+        (
+            "[breakers.load-odd]\ndynamic = true\nbase = 5\n",
+            3,
+            "breakers.toml:3: [breakers.load-odd] `base` must be the name of a `[configs.<name>]` table",
+        ),
+        (
+            "[breakers.load-odd]\ndynamic = true\nbase = \"none\"\n",
+            3,
+            "breakers.toml:3: [breakers.load-odd] `base` `none` names no `[configs.<name>]` table; the file has none",
+        ),
+        (
+            "[configs.fast]\n[breakers.load-odd]\ndynamic = true\nbase = \"zzzzzz\"\n",
+            4,
+            "breakers.toml:4: [breakers.load-odd] `base` `zzzzzz` names no `[configs.<name>]` table; the file's are `fast`",
+        ),
+    ] {
+        let e = load(text, &[]).unwrap_err();
+        assert_eq!(e.line(), Some(line), "{text:?}: {e}");
+        assert!(e.to_string().starts_with(starts), "{text:?}: {e}");
+    }
+    let odd = registry().get_or_create("load-odd", Config::default);
+    assert_eq!(odd.config(), &Config::default());
+}
