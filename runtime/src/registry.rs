@@ -76,7 +76,7 @@ pub struct Registry {
     /// Where each key of a name's config came from, as the last config file applied to it
     /// built it (a single key of a family under `<family>.keys."<key>"`).
     #[cfg(feature = "serde")]
-    sources: Mutex<HashMap<Box<str>, Arc<[KeySource]>>>,
+    sources: Mutex<HashMap<Box<str>, Arc<Account>>>,
 }
 
 /// Sites with the config each gave.
@@ -351,7 +351,7 @@ impl Registry {
             drop(used);
             #[cfg(feature = "serde")]
             if let Some(sources) = sources {
-                self.set_sources(name, sources);
+                self.set_sources(name, breaker.config(), sources);
                 // The code's own config, under the file's layers: what the next file layers
                 // over (`code_config`).
                 self.record(name, site, wanted);
@@ -444,8 +444,9 @@ impl Registry {
     /// Records where each key of `name`'s config came from, as a config file built it
     /// (`name` is `<family>.keys."<key>"` for a single key of a family).
     #[cfg(feature = "serde")]
-    pub(crate) fn set_sources(&self, name: &str, sources: Vec<KeySource>) {
-        let old = lock(&self.sources).insert(name.into(), sources.into());
+    pub(crate) fn set_sources(&self, name: &str, config: &Config, sources: Vec<KeySource>) {
+        let account = Arc::new(Account::new(config, sources));
+        let old = lock(&self.sources).insert(name.into(), account);
         drop(old);
     }
 
@@ -507,16 +508,23 @@ impl Registry {
                 )
             }),
         };
+        let then = recorded
+            .as_ref()
+            .map(|a| crate::registration::keys(&a.config));
         let sources = crate::keys::KEYS
             .iter()
             .map(|key| {
                 let value = value_of(key);
-                let source = match &recorded {
-                    Some(recorded) => match recorded.iter().find(|k| k.key == *key) {
-                        Some(k) if k.value == value => k.source.clone(),
-                        _ => ConfigSource::Code,
-                    },
-                    None => match &own {
+                let source = match (&recorded, &then) {
+                    (Some(recorded), Some(then)) => {
+                        let was = then.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+                        if was != Some(&value) {
+                            ConfigSource::Code
+                        } else {
+                            recorded.source(key)
+                        }
+                    }
+                    _ => match &own {
                         Some((given, site)) if given.given().any(|k| k == *key) => {
                             ConfigSource::Site(*site)
                         }
@@ -536,7 +544,18 @@ impl Registry {
     #[cfg(feature = "serde")]
     pub fn key_config_sources(&self, family: &str, key: &str) -> Option<Vec<KeySource>> {
         let name = format!("{family}.keys.{key:?}");
-        lock(&self.sources).get(name.as_str()).map(|s| s.to_vec())
+        let account = lock(&self.sources).get(name.as_str()).cloned()?;
+        Some(
+            crate::registration::keys(&account.config)
+                .into_iter()
+                .filter(|(key, _)| crate::keys::KEYS.contains(key))
+                .map(|(key, value)| KeySource {
+                    key,
+                    value,
+                    source: account.source(key),
+                })
+                .collect(),
+        )
     }
 
     /// The name of every breaker, created or annotated (a `#[circuit_breaker]` function not
@@ -742,6 +761,37 @@ impl core::fmt::Debug for Registry {
             .field("breakers", &read(&self.breakers).len())
             .field("registered", &self.registered.len())
             .finish()
+    }
+}
+
+/// What a config file made of a name's config: the config it built (without its clock and
+/// probe, which are the code's and may hold user code) and the keys a layer named, with where
+/// (a key no layer named is a default). Kept small: one per name a file reaches.
+#[cfg(feature = "serde")]
+pub(crate) struct Account {
+    config: Config,
+    named: Box<[KeySource]>,
+}
+
+#[cfg(feature = "serde")]
+impl Account {
+    fn new(config: &Config, sources: Vec<KeySource>) -> Account {
+        let mut config = config.clone();
+        config.clock = crate::clock::ClockRef::System;
+        config.probe = None;
+        let named = sources
+            .into_iter()
+            .filter(|k| k.source != ConfigSource::Default)
+            .collect();
+        Account { config, named }
+    }
+
+    /// Where the file's config took `key` from.
+    fn source(&self, key: &str) -> ConfigSource {
+        self.named
+            .iter()
+            .find(|k| k.key == key)
+            .map_or(ConfigSource::Default, |k| k.source.clone())
     }
 }
 

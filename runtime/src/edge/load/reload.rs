@@ -147,11 +147,12 @@ impl Registry {
                 layered,
             } = p;
             if let Some((_, family, keys)) = families.next_if(|f| f.0 == i) {
+                self.set_sources(&name, &config, sources);
                 family.apply(config, keys);
-                self.set_sources(&name, sources);
                 names.push(name);
                 continue;
             }
+            let account = (config.clone(), sources);
             let live = match self.existing(&name) {
                 Some(b) => Some(b),
                 // Not created: configured for its creation, unless created meanwhile.
@@ -164,11 +165,11 @@ impl Registry {
                 self.mark_preset(&name);
             }
             // After `configure`, which forgets the account of a config it replaces.
-            self.set_sources(&name, sources);
+            self.set_sources(&name, &account.0, account.1);
             names.push(name);
         }
         for k in key_configs {
-            self.set_sources(&key_table_name(&k.family, &k.key), k.sources);
+            self.set_sources(&key_table_name(&k.family, &k.key), &k.config, k.sources);
             if live.contains_key(&k.family) {
                 continue;
             }
