@@ -177,63 +177,88 @@ macro_rules! __breakerbox_register {
 
 /// A config's policy keys, named as in the attribute and the TOML file, with their values.
 pub(crate) fn keys(config: &Config) -> [(&'static str, String); 19] {
+    // Destructured, so that a new field of `Config` must be named here (and in `value`).
+    let Config {
+        failures: _,
+        failures_within: _,
+        failure_rate: _,
+        window: _,
+        min_calls: _,
+        slow: _,
+        slow_rate: _,
+        open_for: _,
+        max_open_for: _,
+        backoff: _,
+        jitter: _,
+        half_open_calls: _,
+        successes: _,
+        probe_timeout: _,
+        max_concurrent: _,
+        probe: _,
+        probe_every: _,
+        max_keys: _,
+        idle_for: _,
+        clock: _,
+    } = config;
+    [
+        "failures",
+        "failures_within",
+        "failure_rate",
+        "window",
+        "min_calls",
+        "slow",
+        "slow_rate",
+        "open_for",
+        "max_open_for",
+        "backoff",
+        "jitter",
+        "half_open_calls",
+        "successes",
+        "probe_timeout",
+        "max_concurrent",
+        "probe",
+        "probe_every",
+        "max_keys",
+        "idle_for",
+    ]
+    .map(|key| (key, value(config, key)))
+}
+
+/// The value of one policy key of `config`, as [`keys`] writes it (`unset` for an option not
+/// set, durations as `Debug` shows them); empty for a name that is no key.
+pub(crate) fn value(config: &Config, key: &str) -> String {
     fn count(v: Option<u32>) -> String {
         v.map_or_else(|| "unset".to_owned(), |v| v.to_string())
     }
     fn span(v: Option<core::time::Duration>) -> String {
         v.map_or_else(|| "unset".to_owned(), |v| format!("{v:?}"))
     }
-    // Destructured, so that a new field of `Config` must be named here.
-    let Config {
-        failures,
-        failures_within,
-        failure_rate,
-        window,
-        min_calls,
-        slow,
-        slow_rate,
-        open_for,
-        max_open_for,
-        backoff,
-        jitter,
-        half_open_calls,
-        successes,
-        probe_timeout,
-        max_concurrent,
-        probe,
-        probe_every,
-        max_keys,
-        idle_for,
-        clock: _,
-    } = config;
-    let window = match window {
-        Window::Calls(n) => format!("{n} calls"),
-        Window::Time(d) => format!("{d:?}"),
-    };
-    [
-        ("failures", failures.to_string()),
-        ("failures_within", span(*failures_within)),
-        ("failure_rate", count(failure_rate.map(u32::from))),
-        ("window", window),
-        ("min_calls", min_calls.to_string()),
-        ("slow", span(*slow)),
-        ("slow_rate", count(slow_rate.map(u32::from))),
-        ("open_for", format!("{open_for:?}")),
-        ("max_open_for", format!("{max_open_for:?}")),
-        ("backoff", backoff.to_string()),
-        ("jitter", jitter.to_string()),
-        ("half_open_calls", half_open_calls.to_string()),
-        ("successes", successes.to_string()),
-        ("probe_timeout", format!("{probe_timeout:?}")),
-        ("max_concurrent", count(*max_concurrent)),
-        (
-            "probe",
-            probe.as_ref().map_or("unset", |p| p.name()).to_owned(),
-        ),
-        ("probe_every", format!("{probe_every:?}")),
-        ("max_keys", max_keys.to_string()),
-        ("idle_for", format!("{idle_for:?}")),
-    ]
+    let c = config;
+    match key {
+        "failures" => c.failures.to_string(),
+        "failures_within" => span(c.failures_within),
+        "failure_rate" => count(c.failure_rate.map(u32::from)),
+        "window" => match c.window {
+            Window::Calls(n) => format!("{n} calls"),
+            Window::Time(d) => format!("{d:?}"),
+        },
+        "min_calls" => c.min_calls.to_string(),
+        "slow" => span(c.slow),
+        "slow_rate" => count(c.slow_rate.map(u32::from)),
+        "open_for" => format!("{:?}", c.open_for),
+        "max_open_for" => format!("{:?}", c.max_open_for),
+        "backoff" => c.backoff.to_string(),
+        "jitter" => c.jitter.to_string(),
+        "half_open_calls" => c.half_open_calls.to_string(),
+        "successes" => c.successes.to_string(),
+        "probe_timeout" => format!("{:?}", c.probe_timeout),
+        "max_concurrent" => count(c.max_concurrent),
+        "probe" => c.probe.as_ref().map_or("unset", |p| p.name()).to_owned(),
+        "probe_every" => format!("{:?}", c.probe_every),
+        "max_keys" => c.max_keys.to_string(),
+        "idle_for" => format!("{:?}", c.idle_for),
+        _ => String::new(),
+    }
 }
 
 /// Whether two configs have the same policy. The clock is not part of it: a clock set with

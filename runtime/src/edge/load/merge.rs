@@ -11,7 +11,7 @@ use crate::config::sources::{ConfigSource, KeySource, code_keys};
 use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::edge::serde_impl::{Dialect, Raw, apply};
 use crate::keys::KEYS;
-use crate::registration::{Registration, Site, keys as values_of};
+use crate::registration::{Registration, Site, keys as values_of, value};
 
 /// Where a key's value came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -177,21 +177,28 @@ impl<'p> Merge<'p> {
 
     /// The merged config, checked; an error names each key it involves, its value and layer.
     pub(super) fn finish(self) -> Result<(Config, Vec<KeySource>), LoadError> {
-        let values = values_of(self.b.values());
-        let from = self.from.clone();
+        // The values as set, for a message should the check fail (a clone of a config is a
+        // copy and reference counts).
+        let pending = self.b.values().clone();
+        let from = self.from;
         let e = match self.b.build() {
             Ok(config) => {
-                let sources = values_of(&config)
-                    .into_iter()
-                    .filter_map(|(key, value)| {
-                        let source = from[index(key)?].public(self.path);
-                        Some(KeySource { key, value, source })
+                // The keys a layer named; the others are the defaults, and cost nothing here.
+                let sources = KEYS
+                    .iter()
+                    .zip(&from)
+                    .filter(|(_, source)| **source != Source::Default)
+                    .map(|(key, source)| KeySource {
+                        key,
+                        value: value(&config, key),
+                        source: source.public(self.path),
                     })
                     .collect();
                 return Ok((config, sources));
             }
             Err(e) => e,
         };
+        let values = values_of(&pending);
         let key = e.field();
         let involved = involved(&e);
         let place = |k: &str| index(k).map_or(Source::Default, |i| from[i].clone());
