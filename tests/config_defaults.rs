@@ -208,6 +208,22 @@ fn the_worked_example_gives_what_the_page_says() {
             "{name}"
         );
     }
+    // `[defaults]` reaches a table's breaker made in code too, under the code's keys.
+    let more = format!("{file}\n[breakers.tenant-a]\ndynamic = true\nsuccesses = 2\n");
+    registry().load_toml_str("app.toml", &more).unwrap();
+    let tenant = registry().get_or_create("tenant-a", || {
+        Config::builder()
+            .failures(3)
+            .half_open_calls(4)
+            .build()
+            .unwrap()
+    });
+    let c = tenant.config();
+    assert_eq!(c.failures(), Some(3));
+    assert_eq!(c.half_open_calls(), 4);
+    assert_eq!(c.open_for(), Duration::from_secs(20));
+    assert_eq!(c.successes(), 2);
+
     let slow = registry()
         .key_config_sources("hosts", "slow.example")
         .unwrap();

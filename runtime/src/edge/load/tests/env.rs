@@ -163,11 +163,22 @@ fn a_value_that_is_not_utf8_names_the_variable() {
         e.to_string(),
         "environment variable BREAKERBOX__LOAD_BYTES__FAILURES: its value is not valid UTF-8; write it as text, like `30s` or `5`"
     );
-    // A name that is not UTF-8 cannot be one of ours.
+    // A name that is not UTF-8 and does not start with our prefix is not ours.
     let env = vec![(OsString::from_vec(vec![b'B', 0xff]), OsString::from("1"))];
     registry()
         .load_with_env(Path::new("b.toml"), "", env)
         .unwrap();
+    // One that starts with it is, and cannot be read: an error rather than ignored.
+    let mut name = b"BREAKERBOX__LOAD_BYTES__FAIL".to_vec();
+    name.push(0xff);
+    let env = vec![(OsString::from_vec(name), OsString::from("1"))];
+    let e = registry()
+        .load_with_env(Path::new("b.toml"), "", env)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "environment variable BREAKERBOX__LOAD_BYTES__FAIL\u{fffd}: its name is not valid UTF-8; write it `BREAKERBOX__<NAME>__<KEY>` in ASCII"
+    );
 }
 
 #[test]

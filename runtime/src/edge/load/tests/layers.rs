@@ -209,11 +209,61 @@ fn a_table_changes_only_its_keys_of_a_breaker_made_in_code_after_the_load() {
     load("[breakers.layer-dyn]\ndynamic = true\nsuccesses = 1\n", &[]).unwrap();
     assert_eq!(b.config().failures(), Some(3));
     assert_eq!(b.config().open_for(), Duration::from_secs(60));
-    // A code config that does not go with the file's keys: the file's keys over the defaults
-    // (and an error logged, naming both).
+    // A code config that does not go with the file's keys: the file's keys over the defaults,
+    // and an error logged, naming both.
     load("[breakers.layer-dyn2]\ndynamic = true\nfailures = 2\n", &[]).unwrap();
-    let b = registry().get_or_create("layer-dyn2", || {
-        Config::builder().failure_rate(50).build().unwrap()
+    let errors = ErrorLog::default();
+    let line = line!() + 2;
+    let b = tracing::subscriber::with_default(errors.clone(), || {
+        registry().get_or_create("layer-dyn2", || {
+            Config::builder().failure_rate(50).build().unwrap()
+        })
     });
     assert_eq!(b.config().failures(), Some(2));
+    assert_eq!(b.config().failure_rate(), None);
+    let logged = errors.0.lock().unwrap().clone();
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert!(
+        logged[0].starts_with(&format!(
+            "circuit breaker 'layer-dyn2': the config file's keys do not go with the config of get_or_create at runtime/src/edge/load/tests/layers.rs:{line} (breakers.toml:3: [breakers.layer-dyn2] `failures` cannot be combined with `failure_rate`"
+        )),
+        "{logged:?}"
+    );
+}
+
+/// The messages of the `error` events of target `breakerbox`.
+#[derive(Clone, Default)]
+struct ErrorLog(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl tracing::Subscriber for ErrorLog {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Message(String);
+        impl tracing::field::Visit for Message {
+            fn record_debug(
+                &mut self,
+                field: &tracing::field::Field,
+                value: &dyn core::fmt::Debug,
+            ) {
+                if field.name() == "message" {
+                    self.0 = format!("{value:?}");
+                }
+            }
+        }
+        let meta = event.metadata();
+        if *meta.level() == tracing::Level::ERROR && meta.target() == "breakerbox" {
+            let mut message = Message(String::new());
+            event.record(&mut message);
+            self.0.lock().unwrap().push(message.0);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
 }
