@@ -142,7 +142,7 @@ pub use keyed::{
 pub use metrics::Metrics;
 pub use outcome::Outcome;
 pub use probe::{HealthProbes, IntoProbe, Probe, ProbeOutcome};
-pub use registration::{ConfigConflict, Conflict, Conflicts, Site};
+pub use registration::{ConfigConflict, Conflict, Conflicts, Site, TwoFiles};
 pub use registry::{Registry, registry};
 pub use reload::ReconfigureError;
 pub use state::{SharedState, State};

@@ -502,8 +502,8 @@ impl fmt::Display for Conflict {
 }
 
 /// What [`Registry::check`](crate::Registry::check) found: names given different configs by
-/// two or more sites. Displays every name, each site with its file and line, and the values of
-/// the keys that differ:
+/// two or more sites, and keys set by the tables of two config files. Displays every name,
+/// each site with its file and line, and the values of the keys that differ:
 ///
 /// ```text
 /// circuit breaker 'users' is given different configs:
@@ -511,24 +511,92 @@ impl fmt::Display for Conflict {
 ///   #[circuit_breaker] at src/admin.rs:40: failures = 5
 /// ```
 #[derive(Clone, Debug)]
-pub struct Conflicts(pub(crate) Vec<Conflict>);
+pub struct Conflicts(pub(crate) Vec<Conflict>, pub(crate) Vec<TwoFiles>);
 
 impl Conflicts {
     /// Each conflicting name, sorted by name.
     pub fn conflicts(&self) -> &[Conflict] {
         &self.0
     }
+
+    /// Each breaker whose keys two config files' tables set, in the order the second file was
+    /// loaded.
+    pub fn two_files(&self) -> &[TwoFiles] {
+        &self.1
+    }
 }
 
 impl fmt::Display for Conflicts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, conflict) in self.0.iter().enumerate() {
+        let lines = self
+            .0
+            .iter()
+            .map(|c| c as &dyn fmt::Display)
+            .chain(self.1.iter().map(|t| t as &dyn fmt::Display));
+        for (i, line) in lines.enumerate() {
             if i > 0 {
                 f.write_str("\n")?;
             }
-            conflict.fmt(f)?;
+            line.fmt(f)?;
         }
         Ok(())
+    }
+}
+
+/// Keys of one breaker set by the `[breakers.<name>]` tables of two config files (or origins
+/// of `load_toml_str`): the same layer, so the file loaded last gave the config, and the keys
+/// only the other set are not in it. [`Registry::check`](crate::Registry::check) reports it:
+///
+/// ```text
+/// circuit breaker 'users': `open_for` is set by [breakers.users] in two config files, at
+/// base.toml:3 and then at local.toml:7; each load replaces the table of the one before
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TwoFiles {
+    pub(crate) name: String,
+    pub(crate) keys: Vec<&'static str>,
+    pub(crate) first: (std::path::PathBuf, usize),
+    pub(crate) then: (std::path::PathBuf, usize),
+}
+
+impl TwoFiles {
+    /// The breaker's (or keyed family's) name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The keys both tables set, in the keys' order.
+    pub fn keys(&self) -> &[&'static str] {
+        &self.keys
+    }
+
+    /// The file and line of the table loaded first.
+    pub fn first(&self) -> (&std::path::Path, usize) {
+        (&self.first.0, self.first.1)
+    }
+
+    /// The file and line of the table loaded after it.
+    pub fn then(&self) -> (&std::path::Path, usize) {
+        (&self.then.0, self.then.1)
+    }
+}
+
+impl fmt::Display for TwoFiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keys: Vec<String> = self.keys.iter().map(|k| format!("`{k}`")).collect();
+        write!(
+            f,
+            "circuit breaker '{}': {} {} set by [breakers.{}] in two config files, at {}:{} and \
+             then at {}:{}; each load replaces the table of the one before",
+            self.name,
+            keys.join(", "),
+            if self.keys.len() == 1 { "is" } else { "are" },
+            self.name,
+            self.first.0.display(),
+            self.first.1,
+            self.then.0.display(),
+            self.then.1
+        )
     }
 }
 

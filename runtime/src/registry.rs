@@ -11,6 +11,8 @@ use crate::config::Config;
 use crate::config::sources::{ConfigSource, KeySource};
 use crate::event::Event;
 use crate::metrics::Metrics;
+#[cfg(feature = "serde")]
+use crate::registration::TwoFiles;
 use crate::registration::{
     ConfigConflict, Conflict, Conflicts, Registration, Site, conflict, registrations, same_policy,
 };
@@ -77,6 +79,23 @@ pub struct Registry {
     /// built it (a single key of a family under `<family>.keys."<key>"`).
     #[cfg(feature = "serde")]
     sources: Mutex<HashMap<Box<str>, Arc<Account>>>,
+    /// The table a config file last gave each name (the file, its line, the keys it set), and
+    /// the keys two files' tables set (for `check`).
+    #[cfg(feature = "serde")]
+    tables: Mutex<Tables>,
+}
+
+/// Each name's last table, and the keys two files' tables set.
+#[cfg(feature = "serde")]
+type Tables = (HashMap<Box<str>, TableNote>, Vec<TwoFiles>);
+
+/// Where a name's table was, in the last config file that had one for it.
+#[cfg(feature = "serde")]
+struct TableNote {
+    file: Arc<std::path::Path>,
+    line: usize,
+    /// The keys it set, one bit per [`KEYS`](crate::keys::KEYS) entry.
+    keys: u32,
 }
 
 /// Sites with the config each gave.
@@ -132,6 +151,8 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
     sites: Mutex::default(),
     #[cfg(feature = "serde")]
     sources: Mutex::default(),
+    #[cfg(feature = "serde")]
+    tables: Mutex::default(),
 });
 
 /// The registrations the linker gathered, keyed or not, by name.
@@ -450,6 +471,46 @@ impl Registry {
         drop(old);
     }
 
+    /// Notes that the config file `file` has a table for `name` at `line` that sets `keys`;
+    /// if the last table another file gave `name` set some of them too, `check` will say so.
+    #[cfg(feature = "serde")]
+    pub(crate) fn note_table(
+        &self,
+        name: &str,
+        file: &Arc<std::path::Path>,
+        line: usize,
+        keys: u32,
+    ) {
+        let mut tables = lock(&self.tables);
+        let (notes, two) = &mut *tables;
+        let note = TableNote {
+            file: file.clone(),
+            line,
+            keys,
+        };
+        let Some(old) = notes.insert(name.into(), note) else {
+            return;
+        };
+        let both = old.keys & keys;
+        if old.file == *file || both == 0 {
+            return;
+        }
+        let found = TwoFiles {
+            name: name.to_owned(),
+            keys: crate::keys::KEYS
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| both & (1 << i) != 0)
+                .map(|(_, k)| *k)
+                .collect(),
+            first: (old.file.to_path_buf(), old.line),
+            then: (file.to_path_buf(), line),
+        };
+        if !two.contains(&found) {
+            two.push(found);
+        }
+    }
+
     /// Every key of the config of the breaker or keyed family `name`, with its effective value
     /// and where that value came from: the built-in default, a config file's `[defaults]`,
     /// base, or table (with the file and line), an environment variable, the
@@ -602,10 +663,14 @@ impl Registry {
             .filter_map(|(name, sites)| conflict(name, sites))
             .collect();
         drop(recorded);
-        if conflicts.is_empty() {
+        #[cfg(feature = "serde")]
+        let two_files = lock(&self.tables).1.clone();
+        #[cfg(not(feature = "serde"))]
+        let two_files = Vec::new();
+        if conflicts.is_empty() && two_files.is_empty() {
             Ok(())
         } else {
-            Err(Conflicts(conflicts))
+            Err(Conflicts(conflicts, two_files))
         }
     }
 

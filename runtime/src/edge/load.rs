@@ -10,6 +10,7 @@ use super::serde_impl::{Dialect, Raw, apply};
 use crate::config::sources::KeySource;
 use crate::config::{Config, ConfigBuilder};
 use crate::duration::excerpt;
+use crate::keys::KEYS;
 use crate::registration::Site;
 use crate::registry::{Layered, Registry};
 use crate::suggest::closest;
@@ -496,12 +497,21 @@ impl Registry {
                         .map_err(|e| e.to_string())
                 }) as Layered
             });
+            let table = table.map(|t| {
+                let keys = t
+                    .keys
+                    .iter()
+                    .filter_map(|(key, _, _)| KEYS.iter().position(|k| k == key))
+                    .fold(0u32, |bits, i| bits | 1 << i);
+                (t.line, keys)
+            });
             configs.push(Prepared {
                 name,
                 place,
                 config,
                 sources,
                 layered,
+                table,
             });
         }
         Ok((configs, key_configs))
@@ -568,6 +578,9 @@ struct Prepared {
     /// For a name neither annotated nor created: the layers again, to put over the config of
     /// the code that makes it.
     layered: Option<Layered>,
+    /// Its `[breakers.<name>]` table's line and keys (one bit per [`KEYS`] entry), if it has
+    /// one.
+    table: Option<(usize, u32)>,
 }
 
 /// The layers a file (and the environment) gives one name, other than its own (its

@@ -136,6 +136,7 @@ impl Registry {
             }
         }
         // Then every change.
+        let file: Arc<Path> = path.into();
         let mut names = Vec::with_capacity(configs.len());
         let mut families = families.into_iter().peekable();
         for (i, p) in configs.into_iter().enumerate() {
@@ -145,10 +146,17 @@ impl Registry {
                 config,
                 sources,
                 layered,
+                table,
             } = p;
+            let note = |name: &str| {
+                if let Some((line, keys)) = table {
+                    self.note_table(name, &file, line, keys);
+                }
+            };
             if let Some((_, family, keys)) = families.next_if(|f| f.0 == i) {
                 self.set_sources(&name, &config, sources);
                 family.apply(config, keys);
+                note(&name);
                 names.push(name);
                 continue;
             }
@@ -166,6 +174,7 @@ impl Registry {
             }
             // After `configure`, which forgets the account of a config it replaces.
             self.set_sources(&name, &account.0, account.1);
+            note(&name);
             names.push(name);
         }
         for k in key_configs {

@@ -267,3 +267,44 @@ impl tracing::Subscriber for ErrorLog {
     fn enter(&self, _: &tracing::span::Id) {}
     fn exit(&self, _: &tracing::span::Id) {}
 }
+
+#[test]
+fn check_reports_a_key_the_tables_of_two_files_set() {
+    let at = |file: &str, text: &str| {
+        registry()
+            .load_with_env(Path::new(file), text, Vec::new())
+            .unwrap()
+    };
+    let base = "[breakers.layer-two]\ndynamic = true\nopen_for = \"5s\"\nsuccesses = 1\n";
+    let local = "\n[breakers.layer-two]\ndynamic = true\nopen_for = \"9s\"\n";
+    at("base.toml", base);
+    // One file loaded again, as a watch does, sets nothing twice.
+    at("base.toml", base);
+    let twice = |c: &crate::registration::Conflicts| {
+        c.two_files()
+            .iter()
+            .filter(|t| t.name() == "layer-two")
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+    };
+    if let Err(c) = registry().check() {
+        assert!(twice(&c).is_empty(), "{c}");
+    }
+    at("local.toml", local);
+    at("local.toml", local);
+    let c = registry().check().unwrap_err();
+    assert_eq!(
+        twice(&c),
+        [
+            "circuit breaker 'layer-two': `open_for` is set by [breakers.layer-two] in two config files, at base.toml:1 and then at local.toml:2; each load replaces the table of the one before"
+        ]
+    );
+    assert_eq!(
+        c.two_files()
+            .iter()
+            .find(|t| t.name() == "layer-two")
+            .unwrap()
+            .keys(),
+        ["open_for"]
+    );
+}
