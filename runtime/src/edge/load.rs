@@ -283,8 +283,8 @@ impl Registry {
     /// 4. the `#[circuit_breaker]` attribute's keys; for a breaker made in code
     ///    (`get_or_create`), before or after the load, the keys of its code's config that are
     ///    not the defaults (should they not go with the file's, it gets the file's keys over
-    ///    the defaults, and an `error` is logged); a keyed family made in code after the load
-    ///    has no such layer: the code's config is replaced, as
+    ///    the defaults, and an `error` is logged); a keyed family made in code
+    ///    ([`family`](Registry::family)) has no such layer: the code's config is replaced, as
     ///    [`configure`](Registry::configure) does;
     /// 5. `[breakers.<name>]`, and for one key of a keyed family
     ///    `[breakers.<name>.keys."<key>"]` over it;
