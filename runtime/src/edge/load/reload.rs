@@ -100,7 +100,10 @@ impl Registry {
             if live.contains_key(&k.family) {
                 let table = tables.entry(&k.family).or_default();
                 table.insert(k.key.clone(), k.config.clone());
-            } else if self.existing(&k.family).is_some() {
+            } else if self.existing(&k.family).is_some()
+                || self.attribute(&k.family).is_some_and(|r| !r.is_keyed())
+            {
+                // A single breaker, made or annotated: its keys' tables would reach nothing.
                 return Err(LoadError::NotReloadable {
                     path: path.to_owned(),
                     line: k.line,

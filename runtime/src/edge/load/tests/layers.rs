@@ -26,6 +26,7 @@ attribute!(BASED, "layer-base", 50, |b| b
 
 attribute!(REMOVED, "layer-removed", 70, |b| b.failures(3));
 attribute!(SOURCED, "layer-sourced", 80, |b| b.failures(3));
+attribute!(SINGLE, "layer-single", 90, |b| b.failures(3));
 
 #[linkme::distributed_slice(crate::registration::REGISTRATIONS)]
 static KEYED: Registration =
@@ -306,5 +307,16 @@ fn check_reports_a_key_the_tables_of_two_files_set() {
             .unwrap()
             .keys(),
         ["open_for"]
+    );
+}
+
+#[test]
+fn a_key_table_of_an_annotated_single_breaker_is_an_error() {
+    // `layer-single` is a plain attribute's, which no test creates: its keys' tables would
+    // reach nothing.
+    let e = load("[breakers.layer-single.keys.\"a\"]\nopen_for = \"5s\"\n", &[]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "breakers.toml:1: [breakers.layer-single.keys.\"a\"] 'layer-single' is a single breaker, not a keyed family: only a family has keys"
     );
 }
