@@ -44,12 +44,24 @@ impl<T> Lazy<T> {
     }
 }
 
+impl<T> Lazy<T> {
+    /// Makes the value, out of line: the made value's read loads nothing else.
+    #[cold]
+    #[inline(never)]
+    fn make(&self) -> &T {
+        self.cell.get_or_init(self.init)
+    }
+}
+
 impl<T> ::core::ops::Deref for Lazy<T> {
     type Target = T;
 
     #[inline(always)]
     fn deref(&self) -> &T {
-        self.cell.get_or_init(self.init)
+        match self.cell.get() {
+            ::core::option::Option::Some(value) => value,
+            ::core::option::Option::None => self.make(),
+        }
     }
 }
 
