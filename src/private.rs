@@ -10,7 +10,6 @@ pub use ::core::option::Option;
 pub use ::core::result::Result;
 pub use ::core::time::Duration;
 pub use ::std::string::String;
-pub use ::std::sync::LazyLock;
 
 /// The runtime's config keys, for the macro crate's mirror test.
 pub use breakerbox_runtime::keys::KEYS as CONFIG_KEYS;
@@ -24,11 +23,53 @@ pub use breakerbox_runtime::__private::{Guarded, Registration, register};
 
 use breakerbox_runtime::registry;
 
+/// A function-local static made on first use: the attribute's breaker or keyed family.
+///
+/// Like `std::sync::LazyLock`, but a panic while making it (a registry clock that panics, say)
+/// fails that call only, and the next call makes it again: `OnceLock::get_or_init` does not
+/// poison, where a `LazyLock` would panic in every later call. A made value is read as a
+/// `LazyLock`'s is (one Acquire load and a compare).
+pub struct Lazy<T> {
+    cell: ::std::sync::OnceLock<T>,
+    init: fn() -> T,
+}
+
+impl<T> Lazy<T> {
+    /// A static made by `init` on first use.
+    pub const fn new(init: fn() -> T) -> Self {
+        Lazy {
+            cell: ::std::sync::OnceLock::new(),
+            init,
+        }
+    }
+}
+
+impl<T> Lazy<T> {
+    /// Makes the value, out of line: the made value's read loads nothing else.
+    #[cold]
+    #[inline(never)]
+    fn make(&self) -> &T {
+        self.cell.get_or_init(self.init)
+    }
+}
+
+impl<T> ::core::ops::Deref for Lazy<T> {
+    type Target = T;
+
+    #[inline(always)]
+    fn deref(&self) -> &T {
+        match self.cell.get() {
+            ::core::option::Option::Some(value) => value,
+            ::core::option::Option::None => self.make(),
+        }
+    }
+}
+
 /// Creates (or finds) the breaker of a `#[circuit_breaker]` function, from the function's
 /// [`Registration`]: its name, its config (validated at expansion time) and where it is
 /// written, which the registry names if another site gives the name another config.
 ///
-/// Called once per function, from the function-local `LazyLock` static.
+/// Called once per function, from the function-local [`Lazy`] static (again after a panic).
 #[inline(never)]
 pub fn breaker(registration: &'static Registration) -> Breaker {
     registry().registered_breaker(registration)
@@ -39,7 +80,7 @@ pub fn breaker(registration: &'static Registration) -> Breaker {
 /// another type (made with [`Registry::family`](breakerbox_runtime::Registry::family)) cannot
 /// be shared: the function then gets a family of its own, outside the registry.
 ///
-/// Called once per function, from the function-local `LazyLock` static.
+/// Called once per function, from the function-local [`Lazy`] static (again after a panic).
 #[inline(never)]
 pub fn family(registration: &'static Registration) -> BreakerMap<String> {
     registry()

@@ -44,7 +44,8 @@ async fn main() -> Result<(), BoxError> {
         .token(token.clone())
         .prometheus(move || prometheus.render())
         .router();
-    let app = axum::Router::new().nest("/admin", admin);
+    // `nest_service` serves the dashboard at both `/admin` and `/admin/`.
+    let app = axum::Router::new().nest_service("/admin", admin);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}/admin", listener.local_addr()?);
     tokio::spawn(async move { axum::serve(listener, app).await });

@@ -298,8 +298,9 @@ impl<'a> Ctx<'a> {
                 // line before the first call.
                 #private::register! { #registration_static }
                 // Resolved once per function, not looked up per call: the handle is not generic, so
-                // one static serves every instantiation of a generic function.
-                static #breaker: #private::LazyLock<#private::Breaker> = #private::LazyLock::new(|| {
+                // one static serves every instantiation of a generic function. A panic while
+                // creating it fails this call only; the next call creates it.
+                static #breaker: #private::Lazy<#private::Breaker> = #private::Lazy::new(|| {
                     #private::breaker(&#registration)
                 });
             },
@@ -314,8 +315,9 @@ impl<'a> Ctx<'a> {
                     // `check` knows its name and config before the first call; the family is in
                     // the registry's `families()` once the function is first called.
                     #private::register! { #registration_static }
-                    static #family: #private::LazyLock<#private::BreakerMap<#private::String>> =
-                        #private::LazyLock::new(|| #private::family(&#registration));
+                    // Made on first use, again after a panic (as the breaker above).
+                    static #family: #private::Lazy<#private::BreakerMap<#private::String>> =
+                        #private::Lazy::new(|| #private::family(&#registration));
                     // A handle to the key's breaker, and the permit, so the key's borrows of the
                     // arguments end here, before the body runs. A rejection names the key.
                     let #breaker;

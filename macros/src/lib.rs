@@ -277,8 +277,9 @@ use proc_macro::TokenStream;
 /// module path and the function's name, so two methods with the same name in one module
 /// (in different `impl` blocks) share a breaker unless one is given a `name`. The breaker
 /// has its attribute's config (with two attributes, the first by file and line), whoever
-/// creates it; a config registered beforehand with `breakerbox::registry().configure(name, …)`
-/// or `load_toml` takes precedence. Attributes that give one name different configs are a
+/// creates it. A config registered beforehand with `breakerbox::registry().configure(name, …)`
+/// replaces it whole; a config file (`load_toml`) changes only the keys it names, over the
+/// attribute's (see docs/configuration.md). Attributes that give one name different configs are a
 /// mistake `breakerbox::registry().check()` reports at startup, with both lines:
 ///
 /// ```
@@ -368,8 +369,9 @@ use proc_macro::TokenStream;
 ///             column!(),
 ///         );
 ///     }
-///     static __BREAKERBOX_BREAKER: LazyLock<Breaker> = LazyLock::new(|| {
-///         // The registry's breaker for this registration, created with its config if needed.
+///     static __BREAKERBOX_BREAKER: Lazy<Breaker> = Lazy::new(|| {
+///         // The registry's breaker for this registration, created with its config if needed
+///         // (again at the next call if creating it panicked: a `OnceLock`, not a `LazyLock`).
 ///         __private::breaker(&__BREAKERBOX_REGISTRATION)
 ///     });
 ///     let __breakerbox_permit = match Breaker::try_acquire(&__BREAKERBOX_BREAKER) {

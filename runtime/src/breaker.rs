@@ -217,6 +217,43 @@ impl Breaker {
         )))))
     }
 
+    /// A keyed family's breaker (`identity` names the family and the key). One of a registry
+    /// family tells the registry-wide listeners its changes, as a registry breaker does.
+    /// Its key's text (`key`, cut at [`MAX_KEY`](inner::MAX_KEY) bytes) is kept right after
+    /// the breaker, in its allocation: a key costs its text's bytes and no more.
+    pub(crate) fn keyed(
+        identity: Identity,
+        config: Config,
+        tells_registry: bool,
+        key: &str,
+    ) -> Breaker {
+        let mut end = key.len().min(inner::MAX_KEY);
+        while !key.is_char_boundary(end) {
+            end -= 1;
+        }
+        let key = &key[..end];
+        let mut value = Inner::new(identity, config, false);
+        value.tells_registry = tells_registry;
+        value.key_len = key.len() as u16;
+        let layout = Inner::layout(value.key_len);
+        // SAFETY: `layout` is `Inner`'s size and alignment plus the key's bytes: not zero-sized.
+        let raw = unsafe { std::alloc::alloc(layout) };
+        let Some(ptr) = NonNull::new(raw.cast::<Inner>()) else {
+            std::alloc::handle_alloc_error(layout)
+        };
+        // SAFETY: the allocation holds an `Inner` at its start, aligned, and `key.len()` bytes
+        // after it; `release_weak` frees it with the same layout (read from `key_len`).
+        unsafe {
+            ptr.as_ptr().write(value);
+            core::ptr::copy_nonoverlapping(
+                key.as_ptr(),
+                ptr.as_ptr().add(1).cast::<u8>(),
+                key.len(),
+            );
+        }
+        Breaker(ptr)
+    }
+
     /// A registry breaker, not yet published: the registry builds it outside its locks, then
     /// publishes it, or drops it if another thread's breaker of that name got in first.
     pub(crate) fn unpublished(name: String, config: Config) -> Unpublished {
@@ -232,7 +269,7 @@ impl Breaker {
 
     /// The breaker's name.
     pub fn name(&self) -> &str {
-        &self.inner().identity.name
+        self.inner().identity.name()
     }
 
     /// Its configuration.
@@ -538,25 +575,9 @@ impl Breaker {
         self.inner().refs.load(Ordering::Acquire)
     }
 
-    /// Names the key of a keyed family's breaker, once: `key` (user code, a key's `Display`)
-    /// runs under no lock, and its panic leaves a placeholder.
-    pub(crate) fn name_key(&self, key: impl FnOnce() -> String) {
-        let cold = self.inner().cold();
-        if cold.key.get().is_none() {
-            let text = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(key)) {
-                Ok(text) => text,
-                Err(payload) => {
-                    crate::event::discard(payload);
-                    cause::DISPLAY_PANICKED.to_owned()
-                }
-            };
-            let _ = cold.key.set(text.into_boxed_str());
-        }
-    }
-
-    /// The key named by [`name_key`](Breaker::name_key), if any.
+    /// A keyed family's breaker's key, as it displayed when the family made the breaker.
     pub(crate) fn key(&self) -> Option<&str> {
-        self.inner().cold.get()?.key.get().map(|k| &**k)
+        self.inner().key()
     }
 
     /// Successes, failures, ignored, rejected and slow calls, without reading the clock.

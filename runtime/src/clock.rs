@@ -35,7 +35,9 @@ pub trait Clock: Send + Sync + 'static {
     }
 
     /// The timers this clock drives, if it can: then an open breaker on it turns half-open
-    /// when its open time ends, without waiting for a call, and its rejections read no clock.
+    /// when its open time ends, without waiting for a call, and its rejections read no clock
+    /// (unless they are [`Timers::best_effort`]: then they read it, and the first call after
+    /// the open time half-opens the breaker if the timers have not fired by then).
     /// A clock that returns them calls [`Timers::fire_due`] whenever its time moves.
     /// Defaults to `None`: breakers read the clock on each rejection, and half-open at the
     /// first call after their open time. Asked at each opening, under no lock; a panic here
@@ -230,9 +232,15 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
 /// them — paused time included, so a `#[tokio::test(start_paused = true)]` sees an open
 /// breaker turn half-open at its open time without a call. The task tells the breakers'
 /// listeners as it fires them (a listener that blocks holds up that runtime's other
-/// timers). A breaker that opens outside a runtime has no timer, and half-opens at the
-/// first call after its open time; when the runtime shuts down, its breakers go back to
-/// that too.
+/// timers).
+///
+/// On a current-thread runtime that task runs only while the runtime is driven: one used
+/// only through `block_on`, whose futures are ready at their first poll (a rejected call's
+/// is), may never run it. So there the timers are [best-effort](Timers::best_effort): the
+/// breaker's rejections read the clock, and the first call after its open time half-opens
+/// it, on that runtime, another one or none, if the task has not by then. A breaker that
+/// opens outside a runtime has no timer, and half-opens at the first call after its open
+/// time; when the runtime shuts down, its breakers go back to that too.
 #[cfg(feature = "tokio")]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TokioClock;
@@ -289,7 +297,9 @@ mod tokio_timers {
     }
 
     /// The current runtime's timers, their task started on first use; `None` outside a
-    /// runtime.
+    /// runtime. A multi-thread runtime's workers run the task whatever its `block_on` does;
+    /// a current-thread runtime runs it only while driven, which may be never, so its timers
+    /// are best-effort (the breakers' rejections read the clock).
     pub(super) fn current() -> Option<Arc<Timers>> {
         let handle = tokio::runtime::Handle::try_current().ok()?;
         let id = handle.id();
@@ -297,7 +307,10 @@ mod tokio_timers {
         if let Some(timers) = map.get(&id) {
             return Some(timers.clone());
         }
-        let timers = Arc::new(Timers::new());
+        let timers = Arc::new(match handle.runtime_flavor() {
+            tokio::runtime::RuntimeFlavor::MultiThread => Timers::new(),
+            _ => Timers::best_effort(),
+        });
         map.insert(id, timers.clone());
         drop(map);
         // A runtime shutting down drops the task at once: its `Drop` shuts the timers down.

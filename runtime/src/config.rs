@@ -8,6 +8,7 @@ use crate::probe::{IntoProbe, Probe};
 
 pub(crate) mod pool;
 pub(crate) use pool::intern;
+pub mod sources;
 
 /// The calls a failure rate is computed over.
 ///
@@ -233,6 +234,9 @@ impl Config {
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct ConfigBuilder {
     config: Config,
+    /// The keys a setter was called for, one bit per [`KEYS`](crate::keys::KEYS) entry:
+    /// what a layer of configuration names, so that a layer above changes only its own keys.
+    given: u32,
     set_failures: bool,
     set_window: bool,
     set_min_calls: bool,
@@ -243,11 +247,51 @@ macro_rules! setters {
     ($($(#[$doc:meta])* $name:ident: $ty:ty => |$c:ident, $v:ident| $body:expr;)*) => {$(
         $(#[$doc])*
         pub fn $name(mut self, $v: $ty) -> Self {
+            self.given |= const { key_bit(stringify!($name)) };
             let $c = &mut self.config;
             $body;
             self
         }
     )*};
+}
+
+/// The bit of `key` in [`ConfigBuilder::given`]: its place in [`KEYS`](crate::keys::KEYS).
+/// Evaluated at compile time for every setter, so a setter without a key fails the build.
+const fn key_bit(key: &str) -> u32 {
+    let keys = crate::keys::KEYS;
+    let mut i = 0;
+    while i < keys.len() {
+        let (a, b) = (keys[i].as_bytes(), key.as_bytes());
+        if a.len() == b.len() {
+            let mut j = 0;
+            while j < a.len() && a[j] == b[j] {
+                j += 1;
+            }
+            if j == a.len() {
+                return 1 << i;
+            }
+        }
+        i += 1;
+    }
+    panic!("a setter without a config key")
+}
+
+impl ConfigBuilder {
+    /// The keys a setter was called for, in the order of [`KEYS`](crate::keys::KEYS).
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    pub(crate) fn given(&self) -> impl Iterator<Item = &'static str> + '_ {
+        crate::keys::KEYS
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.given & (1 << i) != 0)
+            .map(|(_, key)| *key)
+    }
+
+    /// The values set so far, unchecked: for messages about a config that does not build.
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    pub(crate) fn values(&self) -> &Config {
+        &self.config
+    }
 }
 
 impl ConfigBuilder {
@@ -505,6 +549,7 @@ impl ConfigBuilder {
     pub fn failures(mut self, n: u32) -> Self {
         self.config.failures = n;
         self.set_failures = true;
+        self.given |= const { key_bit("failures") };
         self
     }
 
@@ -513,6 +558,7 @@ impl ConfigBuilder {
     pub fn window(mut self, window: Window) -> Self {
         self.config.window = window;
         self.set_window = true;
+        self.given |= const { key_bit("window") };
         self
     }
 
@@ -521,6 +567,7 @@ impl ConfigBuilder {
     pub fn min_calls(mut self, n: u32) -> Self {
         self.config.min_calls = n;
         self.set_min_calls = true;
+        self.given |= const { key_bit("min_calls") };
         self
     }
 
@@ -529,6 +576,7 @@ impl ConfigBuilder {
     pub fn max_open_for(mut self, d: Duration) -> Self {
         self.config.max_open_for = d;
         self.set_max_open_for = true;
+        self.given |= const { key_bit("max_open_for") };
         self
     }
 }

@@ -75,6 +75,7 @@ fn tell(listeners: &[Listener], event: &Event, whose: &'static str) {
             tracing::error!(
                 target: "breakerbox",
                 name = %event.name,
+                key = event.key.as_deref(),
                 panic = message,
                 "a {whose} of circuit breaker '{}' panicked (caught): {message}",
                 event.name
@@ -106,13 +107,24 @@ pub(crate) fn discard(payload: Box<dyn Any + Send>) {
 /// One state change of one breaker.
 ///
 /// Each is also emitted as a `tracing` event with target `breakerbox` and fields `name`,
-/// `from`, `to` and `reason`: at `WARN` when the breaker opens, at `INFO` otherwise.
+/// `key` (for a keyed family's breaker only), `from`, `to` and `reason`: at `WARN` when the
+/// breaker opens, at `INFO` otherwise.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct Event {
-    /// The breaker's name.
+    /// The breaker's name: the family's, for a keyed family's breaker.
     pub name: String,
+    /// For a keyed family's breaker ([`BreakerMap`](crate::BreakerMap),
+    /// `#[circuit_breaker(key = …)]`), its key as it displays (`<Display panicked>` if the
+    /// key's `Display` panicked); `None` for other breakers and a family's overflow breaker.
+    /// With `serde`, left out when `None`, and read as `None` when absent: the form of events
+    /// without a key is unchanged.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub key: Option<String>,
     /// The state it left.
     pub from: State,
     /// The state it entered.

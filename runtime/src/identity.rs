@@ -22,6 +22,11 @@ impl Identity {
         LIVE_IDENTITIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Identity { name }
     }
+
+    /// The name: a keyed family's, for its breakers.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
 }
 
 impl Drop for Identity {

@@ -122,6 +122,7 @@ pub use clock::TokioClock;
 #[cfg(not(loom))]
 pub use clock::system::stop as __stop_system_timer;
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::sources::{ConfigSource, KeySource};
 pub use config::{Config, ConfigBuilder, ConfigError, Window};
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
@@ -135,13 +136,13 @@ pub use explain::{Cause, Explanation, Progress};
 #[doc(hidden)]
 pub use identity::live_breakers;
 pub use keyed::{
-    BreakerMap, Evicted, FamilyMetrics, FamilySnapshot, FamilyTotals, KeyHasher, KeyMetrics,
-    KeyTypeMismatch,
+    BreakerMap, Evicted, FamilyMetrics, FamilySnapshot, FamilyTotals, KeyError, KeyHasher,
+    KeyMetrics, KeyOrder, KeyPage, KeyQuery, KeyTypeMismatch,
 };
 pub use metrics::Metrics;
 pub use outcome::Outcome;
 pub use probe::{HealthProbes, IntoProbe, Probe, ProbeOutcome};
-pub use registration::{ConfigConflict, Conflict, Conflicts, Site};
+pub use registration::{ConfigConflict, Conflict, Conflicts, Site, TwoFiles};
 pub use registry::{Registry, registry};
 pub use reload::ReconfigureError;
 pub use state::{SharedState, State};

@@ -115,6 +115,13 @@ impl Registration {
         }
     }
 
+    /// The attribute's keys set on `builder`, over what it holds: the attribute's layer of a
+    /// config that a file adds layers to.
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    pub(crate) fn configure_onto(&self, builder: ConfigBuilder) -> ConfigBuilder {
+        (self.configure)(builder)
+    }
+
     /// Where the attribute is written.
     pub fn site(&self) -> Site {
         let (file, line, column) = (self.file, self.line, self.column);
@@ -169,64 +176,89 @@ macro_rules! __breakerbox_register {
 }
 
 /// A config's policy keys, named as in the attribute and the TOML file, with their values.
-fn keys(config: &Config) -> [(&'static str, String); 19] {
+pub(crate) fn keys(config: &Config) -> [(&'static str, String); 19] {
+    // Destructured, so that a new field of `Config` must be named here (and in `value`).
+    let Config {
+        failures: _,
+        failures_within: _,
+        failure_rate: _,
+        window: _,
+        min_calls: _,
+        slow: _,
+        slow_rate: _,
+        open_for: _,
+        max_open_for: _,
+        backoff: _,
+        jitter: _,
+        half_open_calls: _,
+        successes: _,
+        probe_timeout: _,
+        max_concurrent: _,
+        probe: _,
+        probe_every: _,
+        max_keys: _,
+        idle_for: _,
+        clock: _,
+    } = config;
+    [
+        "failures",
+        "failures_within",
+        "failure_rate",
+        "window",
+        "min_calls",
+        "slow",
+        "slow_rate",
+        "open_for",
+        "max_open_for",
+        "backoff",
+        "jitter",
+        "half_open_calls",
+        "successes",
+        "probe_timeout",
+        "max_concurrent",
+        "probe",
+        "probe_every",
+        "max_keys",
+        "idle_for",
+    ]
+    .map(|key| (key, value(config, key)))
+}
+
+/// The value of one policy key of `config`, as [`keys`] writes it (`unset` for an option not
+/// set, durations as `Debug` shows them); empty for a name that is no key.
+pub(crate) fn value(config: &Config, key: &str) -> String {
     fn count(v: Option<u32>) -> String {
         v.map_or_else(|| "unset".to_owned(), |v| v.to_string())
     }
     fn span(v: Option<core::time::Duration>) -> String {
         v.map_or_else(|| "unset".to_owned(), |v| format!("{v:?}"))
     }
-    // Destructured, so that a new field of `Config` must be named here.
-    let Config {
-        failures,
-        failures_within,
-        failure_rate,
-        window,
-        min_calls,
-        slow,
-        slow_rate,
-        open_for,
-        max_open_for,
-        backoff,
-        jitter,
-        half_open_calls,
-        successes,
-        probe_timeout,
-        max_concurrent,
-        probe,
-        probe_every,
-        max_keys,
-        idle_for,
-        clock: _,
-    } = config;
-    let window = match window {
-        Window::Calls(n) => format!("{n} calls"),
-        Window::Time(d) => format!("{d:?}"),
-    };
-    [
-        ("failures", failures.to_string()),
-        ("failures_within", span(*failures_within)),
-        ("failure_rate", count(failure_rate.map(u32::from))),
-        ("window", window),
-        ("min_calls", min_calls.to_string()),
-        ("slow", span(*slow)),
-        ("slow_rate", count(slow_rate.map(u32::from))),
-        ("open_for", format!("{open_for:?}")),
-        ("max_open_for", format!("{max_open_for:?}")),
-        ("backoff", backoff.to_string()),
-        ("jitter", jitter.to_string()),
-        ("half_open_calls", half_open_calls.to_string()),
-        ("successes", successes.to_string()),
-        ("probe_timeout", format!("{probe_timeout:?}")),
-        ("max_concurrent", count(*max_concurrent)),
-        (
-            "probe",
-            probe.as_ref().map_or("unset", |p| p.name()).to_owned(),
-        ),
-        ("probe_every", format!("{probe_every:?}")),
-        ("max_keys", max_keys.to_string()),
-        ("idle_for", format!("{idle_for:?}")),
-    ]
+    let c = config;
+    match key {
+        "failures" => c.failures.to_string(),
+        "failures_within" => span(c.failures_within),
+        "failure_rate" => count(c.failure_rate.map(u32::from)),
+        "window" => match c.window {
+            Window::Calls(n) => format!("{n} calls"),
+            Window::Time(d) => format!("{d:?}"),
+        },
+        "min_calls" => c.min_calls.to_string(),
+        "slow" => span(c.slow),
+        "slow_rate" => count(c.slow_rate.map(u32::from)),
+        "open_for" => format!("{:?}", c.open_for),
+        "max_open_for" => format!("{:?}", c.max_open_for),
+        "backoff" => c.backoff.to_string(),
+        "jitter" => c.jitter.to_string(),
+        "half_open_calls" => c.half_open_calls.to_string(),
+        "successes" => c.successes.to_string(),
+        "probe_timeout" => format!("{:?}", c.probe_timeout),
+        "max_concurrent" => count(c.max_concurrent),
+        "probe" => c.probe.as_ref().map_or("unset", |p| p.name()).to_owned(),
+        "probe_every" => format!("{:?}", c.probe_every),
+        "max_keys" => c.max_keys.to_string(),
+        "idle_for" => format!("{:?}", c.idle_for),
+        _ => String::new(),
+    }
 }
 
 /// Whether two configs have the same policy. The clock is not part of it: a clock set with
@@ -470,8 +502,8 @@ impl fmt::Display for Conflict {
 }
 
 /// What [`Registry::check`](crate::Registry::check) found: names given different configs by
-/// two or more sites. Displays every name, each site with its file and line, and the values of
-/// the keys that differ:
+/// two or more sites, and keys set by the tables of two config files. Displays every name,
+/// each site with its file and line, and the values of the keys that differ:
 ///
 /// ```text
 /// circuit breaker 'users' is given different configs:
@@ -479,24 +511,92 @@ impl fmt::Display for Conflict {
 ///   #[circuit_breaker] at src/admin.rs:40: failures = 5
 /// ```
 #[derive(Clone, Debug)]
-pub struct Conflicts(pub(crate) Vec<Conflict>);
+pub struct Conflicts(pub(crate) Vec<Conflict>, pub(crate) Vec<TwoFiles>);
 
 impl Conflicts {
     /// Each conflicting name, sorted by name.
     pub fn conflicts(&self) -> &[Conflict] {
         &self.0
     }
+
+    /// Each breaker whose keys two config files' tables set, in the order the second file was
+    /// loaded.
+    pub fn two_files(&self) -> &[TwoFiles] {
+        &self.1
+    }
 }
 
 impl fmt::Display for Conflicts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, conflict) in self.0.iter().enumerate() {
+        let lines = self
+            .0
+            .iter()
+            .map(|c| c as &dyn fmt::Display)
+            .chain(self.1.iter().map(|t| t as &dyn fmt::Display));
+        for (i, line) in lines.enumerate() {
             if i > 0 {
                 f.write_str("\n")?;
             }
-            conflict.fmt(f)?;
+            line.fmt(f)?;
         }
         Ok(())
+    }
+}
+
+/// Keys of one breaker set by the `[breakers.<name>]` tables of two config files (or origins
+/// of `load_toml_str`): the same layer, so the file loaded last gave the config, and the keys
+/// only the other set are not in it. [`Registry::check`](crate::Registry::check) reports it:
+///
+/// ```text
+/// circuit breaker 'users': `open_for` is set by [breakers.users] in two config files, at
+/// base.toml:3 and then at local.toml:7; each load replaces the table of the one before
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TwoFiles {
+    pub(crate) name: String,
+    pub(crate) keys: Vec<&'static str>,
+    pub(crate) first: (std::path::PathBuf, usize),
+    pub(crate) then: (std::path::PathBuf, usize),
+}
+
+impl TwoFiles {
+    /// The breaker's (or keyed family's) name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The keys both tables set, in the keys' order.
+    pub fn keys(&self) -> &[&'static str] {
+        &self.keys
+    }
+
+    /// The file and line of the table loaded first.
+    pub fn first(&self) -> (&std::path::Path, usize) {
+        (&self.first.0, self.first.1)
+    }
+
+    /// The file and line of the table loaded after it.
+    pub fn then(&self) -> (&std::path::Path, usize) {
+        (&self.then.0, self.then.1)
+    }
+}
+
+impl fmt::Display for TwoFiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keys: Vec<String> = self.keys.iter().map(|k| format!("`{k}`")).collect();
+        write!(
+            f,
+            "circuit breaker '{}': {} {} set by [breakers.{}] in two config files, at {}:{} and \
+             then at {}:{}; each load replaces the table of the one before",
+            self.name,
+            keys.join(", "),
+            if self.keys.len() == 1 { "is" } else { "are" },
+            self.name,
+            self.first.0.display(),
+            self.first.1,
+            self.then.0.display(),
+            self.then.1
+        )
     }
 }
 

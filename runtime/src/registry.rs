@@ -7,8 +7,12 @@ use std::sync::{Arc, LazyLock, Mutex, RwLock};
 use crate::breaker::Breaker;
 use crate::clock::{Clock, ClockRef};
 use crate::config::Config;
+#[cfg(feature = "serde")]
+use crate::config::sources::{ConfigSource, KeySource};
 use crate::event::Event;
 use crate::metrics::Metrics;
+#[cfg(feature = "serde")]
+use crate::registration::TwoFiles;
 use crate::registration::{
     ConfigConflict, Conflict, Conflicts, Registration, Site, conflict, registrations, same_policy,
 };
@@ -31,20 +35,23 @@ use crate::registration::{
 ///
 /// # Which config a breaker gets
 ///
-/// A config [`configure`](Registry::configure)d (or loaded with `load_toml`) before the
-/// breaker is created wins over every call site's: that is an override, not a conflict. Else
-/// an annotated name gets its attribute's config, whoever creates it first (with two
-/// attributes, the first by file and line); any other name gets the config of the call that
-/// creates it.
+/// A config [`configure`](Registry::configure)d before the breaker is created wins over every
+/// call site's, whole: that is an override, not a conflict. `load_toml` builds a config from
+/// layers, key by key: its file's keys over the attribute's (see `Registry::load_toml`), and
+/// that config is the override. Else an annotated name gets its attribute's config, whoever
+/// creates it first (with two attributes, the first by file and line); any other name gets the
+/// config of the call that creates it.
 ///
 /// # Conflicts are loud
 ///
 /// A call site asking for a config that differs from the breaker's gets the existing breaker,
 /// and [`try_get_or_create`](Registry::try_get_or_create) says so in its return value.
 /// [`check`](Registry::check), run at startup, reports every name that attributes or calls
-/// give different configs, with each site's file and line. Configure breakers before anything
-/// creates them: [`get`](Registry::get), [`breakers`](Registry::breakers),
-/// [`snapshot`](Registry::snapshot) and metrics exporters create the annotated ones.
+/// give different configs, with each site's file and line. Call
+/// [`configure`](Registry::configure) before anything creates the breaker:
+/// [`get`](Registry::get), [`breakers`](Registry::breakers), [`snapshot`](Registry::snapshot)
+/// and metrics exporters create the annotated ones. A config file may come before or after:
+/// `load_toml` applies to a breaker that exists live.
 ///
 /// Breakers in the registry live as long as the process.
 ///
@@ -68,6 +75,27 @@ pub struct Registry {
     /// The sites that gave each name a config at run time: the one that created it and each
     /// one that asked for another, with the config it gave.
     sites: Mutex<HashMap<Box<str>, Sites>>,
+    /// Where each key of a name's config came from, as the last config file applied to it
+    /// built it (a single key of a family under `<family>.keys."<key>"`).
+    #[cfg(feature = "serde")]
+    sources: Mutex<HashMap<Box<str>, Arc<Account>>>,
+    /// The table a config file last gave each name (the file, its line, the keys it set), and
+    /// the keys two files' tables set (for `check`).
+    #[cfg(feature = "serde")]
+    tables: Mutex<Tables>,
+}
+
+/// Each name's last table, and the keys two files' tables set.
+#[cfg(feature = "serde")]
+type Tables = (HashMap<Box<str>, TableNote>, Vec<TwoFiles>);
+
+/// Where a name's table was, in the last config file that had one for it.
+#[cfg(feature = "serde")]
+struct TableNote {
+    file: Arc<std::path::Path>,
+    line: usize,
+    /// The keys it set, one bit per [`KEYS`](crate::keys::KEYS) entry.
+    keys: u32,
 }
 
 /// Sites with the config each gave.
@@ -83,6 +111,11 @@ struct Entry {
 #[derive(Default)]
 struct Presets {
     by_name: HashMap<String, Preset>,
+    /// A config file's layers for a name made in code: put over the config of the call that
+    /// creates the breaker, instead of its preset's `config` (the same layers over the
+    /// defaults).
+    #[cfg(feature = "serde")]
+    layered: HashMap<String, Layered>,
     /// Bumped by every change, so that a creator that read a preset before building its
     /// breaker (outside the locks) sees at insertion whether it still holds.
     version: u64,
@@ -97,12 +130,29 @@ pub(crate) struct Preset {
     pub(crate) keys: HashMap<String, Config>,
 }
 
+/// The file layers of the names made in code ([`Presets::layered`]); nothing without `serde`.
+#[cfg(feature = "serde")]
+type LayeredPresets = HashMap<String, Layered>;
+#[cfg(not(feature = "serde"))]
+type LayeredPresets = ();
+
+/// A config file's layers over the config of the code that makes a breaker (given with that
+/// call's site): the config, with where each key came from, or why the two do not go
+/// together.
+#[cfg(feature = "serde")]
+pub(crate) type Layered =
+    Arc<dyn Fn(Site, &Config) -> Result<(Config, Vec<KeySource>), String> + Send + Sync>;
+
 static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
     breakers: RwLock::default(),
     presets: Mutex::default(),
     registered: registered(false),
     keyed: registered(true),
     sites: Mutex::default(),
+    #[cfg(feature = "serde")]
+    sources: Mutex::default(),
+    #[cfg(feature = "serde")]
+    tables: Mutex::default(),
 });
 
 /// The registrations the linker gathered, keyed or not, by name.
@@ -242,8 +292,17 @@ impl Registry {
                 let preset = presets.by_name.get(name).cloned().unwrap_or_default();
                 (preset, presets.version)
             };
+            #[cfg(feature = "serde")]
+            let preset_layered = lock(&self.presets).layered.get(name).cloned();
             let from_preset = preset.config.is_some();
-            let (mut config, from) = match (preset.config, registered.clone()) {
+            // A file's layers over the code's config, for a name the code makes.
+            #[cfg(feature = "serde")]
+            let layered = match (&preset_layered, &registered, site) {
+                (Some(layered), None, Site::Call { .. }) => Some(layered(site, wanted)),
+                _ => None,
+            };
+            #[cfg_attr(not(feature = "serde"), allow(unused_mut))]
+            let (mut config, mut from) = match (preset.config, registered.clone()) {
                 (Some(mut config), registered) => {
                     // A config from a file or `configure` names no probe function: the
                     // attribute's probe stays.
@@ -255,6 +314,27 @@ impl Registry {
                 (None, Some((config, first))) => (config, Some(first)),
                 (None, None) => (wanted.clone(), Some(site)),
             };
+            #[cfg(feature = "serde")]
+            let mut sources = None;
+            #[cfg(feature = "serde")]
+            match layered {
+                Some(Ok((mut merged, account))) => {
+                    // The code's probe and clock: a file names neither.
+                    merged.probe = wanted.probe.clone();
+                    merged.clock = wanted.clock.clone();
+                    config = merged;
+                    sources = Some(account);
+                    // The call's config is a layer: known as the code's for the next file.
+                    from = Some(site);
+                }
+                Some(Err(error)) => tracing::error!(
+                    target: "breakerbox",
+                    name,
+                    "circuit breaker '{name}': the config file's keys do not go with the config \
+                     of {site} ({error}); it runs with the file's keys over the defaults instead"
+                ),
+                None => {}
+            }
             if let Some(clock) = preset.clock {
                 config.clock = ClockRef::Custom(clock);
             }
@@ -276,6 +356,8 @@ impl Registry {
                 continue;
             }
             let used = presets.by_name.remove(name);
+            #[cfg(feature = "serde")]
+            let used = (used, presets.layered.remove(name));
             drop(presets);
             let breaker = candidate.publish();
             map.insert(
@@ -288,6 +370,14 @@ impl Registry {
             );
             drop(map);
             drop(used);
+            #[cfg(feature = "serde")]
+            if let Some(sources) = sources {
+                self.set_sources(name, breaker.config(), sources);
+                // The code's own config, under the file's layers: what the next file layers
+                // over (`code_config`).
+                self.record(name, site, wanted);
+                return (breaker, from_preset, from);
+            }
             if let Some(from) = from {
                 self.record(name, from, breaker.config());
             }
@@ -325,21 +415,208 @@ impl Registry {
         read(&self.breakers).get(name).map(|e| e.breaker.clone())
     }
 
-    /// Whether the breaker `name` has been created (`load_toml` configures only those that
-    /// have not, nor a keyed family of that name).
-    #[cfg(feature = "serde")]
-    pub(crate) fn created(&self, name: &str) -> bool {
-        read(&self.breakers).contains_key(name)
-    }
-
     /// Marks the config of the breaker `name` as set by a file, like a preset: call sites
-    /// asking for another config meet an override, not a conflict (`reload_toml`).
+    /// asking for another config meet an override, not a conflict (`reload_toml`). The site
+    /// that created it stays known: its config is a layer under the file's next time.
     #[cfg(feature = "serde")]
     pub(crate) fn mark_preset(&self, name: &str) {
         if let Some(entry) = write(&self.breakers).get_mut(name) {
             entry.preset = true;
-            entry.site = None;
         }
+    }
+
+    /// The `#[circuit_breaker]` attribute that gives `name` its config (the first by site),
+    /// keyed or not.
+    #[cfg(feature = "serde")]
+    pub(crate) fn attribute(&self, name: &str) -> Option<&'static Registration> {
+        self.registered
+            .get(name)
+            .or_else(|| self.keyed.get(name))
+            .and_then(|list| list.first().copied())
+    }
+
+    /// The names of the `#[circuit_breaker(key = …)]` functions: keyed families known from
+    /// the start.
+    #[cfg(feature = "serde")]
+    pub(crate) fn keyed_names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.keyed.keys().copied()
+    }
+
+    /// The names given a config before their breaker exists ([`configure`](Registry::configure),
+    /// an earlier file).
+    #[cfg(feature = "serde")]
+    pub(crate) fn preset_names(&self) -> Vec<String> {
+        lock(&self.presets).by_name.keys().cloned().collect()
+    }
+
+    /// The config that the code which created the breaker `name` gave it, with that call's
+    /// site: `None` for a breaker not created, created from an attribute or from a preset.
+    #[cfg(feature = "serde")]
+    pub(crate) fn code_config(&self, name: &str) -> Option<(Site, Config)> {
+        let site = read(&self.breakers).get(name)?.site?;
+        if !matches!(site, Site::Call { .. }) {
+            return None;
+        }
+        let sites = lock(&self.sites);
+        let (_, config) = sites.get(name)?.iter().find(|(s, _)| *s == site)?;
+        Some((site, config.clone()))
+    }
+
+    /// Records where each key of `name`'s config came from, as a config file built it
+    /// (`name` is `<family>.keys."<key>"` for a single key of a family).
+    #[cfg(feature = "serde")]
+    pub(crate) fn set_sources(&self, name: &str, config: &Config, sources: Vec<KeySource>) {
+        let account = Arc::new(Account::new(config, sources));
+        let old = lock(&self.sources).insert(name.into(), account);
+        drop(old);
+    }
+
+    /// Notes that the config file `file` has a table for `name` at `line` that sets `keys`;
+    /// if the last table another file gave `name` set some of them too, `check` will say so.
+    #[cfg(feature = "serde")]
+    pub(crate) fn note_table(
+        &self,
+        name: &str,
+        file: &Arc<std::path::Path>,
+        line: usize,
+        keys: u32,
+    ) {
+        let mut tables = lock(&self.tables);
+        let (notes, two) = &mut *tables;
+        let note = TableNote {
+            file: file.clone(),
+            line,
+            keys,
+        };
+        let Some(old) = notes.insert(name.into(), note) else {
+            return;
+        };
+        let both = old.keys & keys;
+        if old.file == *file || both == 0 {
+            return;
+        }
+        let found = TwoFiles {
+            name: name.to_owned(),
+            keys: crate::keys::KEYS
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| both & (1 << i) != 0)
+                .map(|(_, k)| *k)
+                .collect(),
+            first: (old.file.to_path_buf(), old.line),
+            then: (file.to_path_buf(), line),
+        };
+        if !two.contains(&found) {
+            two.push(found);
+        }
+    }
+
+    /// Every key of the config of the breaker or keyed family `name`, with its effective value
+    /// and where that value came from: the built-in default, a config file's `[defaults]`,
+    /// base, or table (with the file and line), an environment variable, the
+    /// `#[circuit_breaker]` attribute or the `get_or_create` call that gave it (with its file
+    /// and line), or a whole config set in code. In the order of the keys' list
+    /// ([`keys::KEYS`](crate::keys::KEYS)). `None` if the registry knows no such name. Creates
+    /// nothing.
+    ///
+    /// A key whose value changed since the last file was applied (by
+    /// [`Breaker::reconfigure`](crate::Breaker::reconfigure)) is said to come from
+    /// [`ConfigSource::Code`].
+    ///
+    /// ```
+    /// use breakerbox_runtime::{registry, Config, ConfigSource};
+    ///
+    /// registry().load_toml_str("app.toml", "[breakers.doc-sources]\ndynamic = true\nopen_for = \"5s\"\n")?;
+    /// let _ = registry().get_or_create("doc-sources", Config::default);
+    /// let sources = registry().config_sources("doc-sources").unwrap();
+    /// let open_for = sources.iter().find(|k| k.key == "open_for").unwrap();
+    /// assert_eq!(open_for.value, "5s");
+    /// assert_eq!(open_for.to_string(), "open_for = 5s ([breakers.doc-sources] at app.toml:3)");
+    /// let failures = sources.iter().find(|k| k.key == "failures").unwrap();
+    /// assert_eq!(failures.source, ConfigSource::Default);
+    /// # Ok::<(), breakerbox_runtime::LoadError>(())
+    /// ```
+    #[cfg(feature = "serde")]
+    pub fn config_sources(&self, name: &str) -> Option<Vec<KeySource>> {
+        let current = match self.existing(name) {
+            Some(b) => b.config().clone(),
+            None => match crate::keyed::reload::families().get(name) {
+                Some(family) => family.config(),
+                None => {
+                    let preset = self.family_preset(name).config;
+                    match preset {
+                        Some(config) => config,
+                        None => self.attribute(name)?.config(),
+                    }
+                }
+            },
+        };
+        let recorded = lock(&self.sources).get(name).cloned();
+        let values = crate::registration::keys(&current);
+        let value_of = |key: &str| {
+            values
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map_or_else(String::new, |(_, v)| v.clone())
+        };
+        // Without a file's account: the attribute's keys, or those of the code's config.
+        let own: Option<(crate::config::ConfigBuilder, Site)> = match self.attribute(name) {
+            Some(r) => Some((r.configure_onto(Config::builder()), r.site())),
+            None => self.code_config(name).map(|(site, config)| {
+                (
+                    crate::config::sources::code_keys(Config::builder(), &config),
+                    site,
+                )
+            }),
+        };
+        let then = recorded
+            .as_ref()
+            .map(|a| crate::registration::keys(&a.config));
+        let sources = crate::keys::KEYS
+            .iter()
+            .map(|key| {
+                let value = value_of(key);
+                let source = match (&recorded, &then) {
+                    (Some(recorded), Some(then)) => {
+                        let was = then.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+                        if was != Some(&value) {
+                            ConfigSource::Code
+                        } else {
+                            recorded.source(key)
+                        }
+                    }
+                    _ => match &own {
+                        Some((given, site)) if given.given().any(|k| k == *key) => {
+                            ConfigSource::Site(*site)
+                        }
+                        _ if value != value_of_default(key) => ConfigSource::Code,
+                        _ => ConfigSource::Default,
+                    },
+                };
+                KeySource { key, value, source }
+            })
+            .collect();
+        Some(sources)
+    }
+
+    /// Where each key of the config a config file gave the single key `key` of the keyed
+    /// family `family` came from (its `[breakers.<family>.keys."<key>"]` table over the
+    /// family's layers), as that file built it; `None` if no file gave the key a table.
+    #[cfg(feature = "serde")]
+    pub fn key_config_sources(&self, family: &str, key: &str) -> Option<Vec<KeySource>> {
+        let name = format!("{family}.keys.{key:?}");
+        let account = lock(&self.sources).get(name.as_str()).cloned()?;
+        Some(
+            crate::registration::keys(&account.config)
+                .into_iter()
+                .filter(|(key, _)| crate::keys::KEYS.contains(key))
+                .map(|(key, value)| KeySource {
+                    key,
+                    value,
+                    source: account.source(key),
+                })
+                .collect(),
+        )
     }
 
     /// The name of every breaker, created or annotated (a `#[circuit_breaker]` function not
@@ -386,10 +663,14 @@ impl Registry {
             .filter_map(|(name, sites)| conflict(name, sites))
             .collect();
         drop(recorded);
-        if conflicts.is_empty() {
+        #[cfg(feature = "serde")]
+        let two_files = lock(&self.tables).1.clone();
+        #[cfg(not(feature = "serde"))]
+        let two_files = Vec::new();
+        if conflicts.is_empty() && two_files.is_empty() {
             Ok(())
         } else {
-            Err(Conflicts(conflicts))
+            Err(Conflicts(conflicts, two_files))
         }
     }
 
@@ -397,11 +678,45 @@ impl Registry {
     /// site's; likewise for a keyed family `name` created after this call, whose every key
     /// then has this config (see [`family`](Registry::family)). Returns `false` (and changes nothing) if the breaker already exists.
     pub fn configure(&self, name: &str, config: Config) -> bool {
-        if self.preset(name, |p| p.config.replace(config)).is_some() {
+        if self
+            .preset(name, |p, _layered| {
+                #[cfg(feature = "serde")]
+                let _ = _layered.remove(name);
+                p.config.replace(config)
+            })
+            .is_some()
+        {
+            // The file's account of the config, if one, no longer holds.
+            #[cfg(feature = "serde")]
+            drop(lock(&self.sources).remove(name));
             return true;
         }
         tracing::warn!(target: "breakerbox", name, "circuit breaker '{name}' already exists; its config is not changed");
         false
+    }
+
+    /// What a config file gives `name` before its breaker exists: `config` (its layers over
+    /// the defaults, for a keyed family or a breaker made without code config), and for a
+    /// breaker made in code, `layered`, its layers over the code's config. `false` if the
+    /// breaker exists.
+    #[cfg(feature = "serde")]
+    pub(crate) fn preset_from_file(
+        &self,
+        name: &str,
+        config: Config,
+        layered: Option<Layered>,
+    ) -> bool {
+        let old = self.preset(name, |p, all| {
+            let replaced = match layered {
+                Some(layered) => all.insert(name.to_owned(), layered),
+                None => all.remove(name),
+            };
+            (p.config.replace(config), replaced)
+        });
+        let set = old.is_some();
+        // What it replaced is dropped outside the locks.
+        drop(old);
+        set
     }
 
     /// Makes the breaker `name` read `clock` when it is created, whatever config creates it;
@@ -409,7 +724,7 @@ impl Registry {
     /// [`family`](Registry::family)). Returns `false` if the breaker already exists. Tests use it with a
     /// [`ManualClock`](crate::ManualClock).
     pub fn set_clock(&self, name: &str, clock: impl Clock) -> bool {
-        self.preset(name, |p| p.clock.replace(crate::clock::shared(clock)))
+        self.preset(name, |p, _| p.clock.replace(crate::clock::shared(clock)))
             .is_some()
     }
 
@@ -430,13 +745,17 @@ impl Registry {
     /// for a family `name` first: the keyed layer sits above the registry.
     #[cfg(feature = "serde")]
     pub(crate) fn configure_key(&self, name: &str, key: &str, config: Config) -> bool {
-        self.preset(name, |p| p.keys.insert(key.to_owned(), config))
+        self.preset(name, |p, _| p.keys.insert(key.to_owned(), config))
             .is_some()
     }
 
     /// Changes the preset of `name` with `f`, unless the breaker exists (`None`). What `f`
     /// returns (the value it replaced) is dropped by the caller, outside the locks.
-    fn preset<T>(&self, name: &str, f: impl FnOnce(&mut Preset) -> T) -> Option<T> {
+    fn preset<T>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut Preset, &mut LayeredPresets) -> T,
+    ) -> Option<T> {
         // The map's lock is held while the preset changes, so that no breaker is created
         // between the check and the change; creation then sees the new version.
         let map = read(&self.breakers);
@@ -445,7 +764,15 @@ impl Registry {
         }
         let mut presets = lock(&self.presets);
         presets.version += 1;
-        Some(f(presets.by_name.entry(name.to_owned()).or_default()))
+        let presets = &mut *presets;
+        #[cfg(feature = "serde")]
+        let layered = &mut presets.layered;
+        #[cfg(not(feature = "serde"))]
+        let layered = &mut ();
+        Some(f(
+            presets.by_name.entry(name.to_owned()).or_default(),
+            layered,
+        ))
     }
 
     /// Every breaker, in no particular order, including every annotated one (created now if its
@@ -500,4 +827,44 @@ impl core::fmt::Debug for Registry {
             .field("registered", &self.registered.len())
             .finish()
     }
+}
+
+/// What a config file made of a name's config: the config it built (without its clock and
+/// probe, which are the code's and may hold user code) and the keys a layer named, with where
+/// (a key no layer named is a default). Kept small: one per name a file reaches.
+#[cfg(feature = "serde")]
+pub(crate) struct Account {
+    config: Config,
+    named: Box<[KeySource]>,
+}
+
+#[cfg(feature = "serde")]
+impl Account {
+    fn new(config: &Config, sources: Vec<KeySource>) -> Account {
+        let mut config = config.clone();
+        config.clock = crate::clock::ClockRef::System;
+        config.probe = None;
+        let named = sources
+            .into_iter()
+            .filter(|k| k.source != ConfigSource::Default)
+            .collect();
+        Account { config, named }
+    }
+
+    /// Where the file's config took `key` from.
+    fn source(&self, key: &str) -> ConfigSource {
+        self.named
+            .iter()
+            .find(|k| k.key == key)
+            .map_or(ConfigSource::Default, |k| k.source.clone())
+    }
+}
+
+/// The built-in default value of `key`, as [`crate::registration::keys`] writes it.
+#[cfg(feature = "serde")]
+fn value_of_default(key: &str) -> String {
+    crate::registration::keys(&Config::default())
+        .into_iter()
+        .find(|(k, _)| *k == key)
+        .map_or_else(String::new, |(_, v)| v)
 }

@@ -8,7 +8,10 @@
 //!   [`TIMED`]; a rejection that sees it answers without reading the clock (a load and a
 //!   compare). If no timer can be armed (a user clock without [`Clock::timers`], a timer thread
 //!   that could not start or has stopped), the word has no `TIMED` and a rejection reads the
-//!   clock as before, moving the breaker on itself when the time is up.
+//!   clock as before, moving the breaker on itself when the time is up. Nor does a timer on
+//!   [`Timers::best_effort`] ones (`TokioClock`'s on a current-thread runtime, whose task runs
+//!   only while something drives that runtime): it is armed, and whichever comes first, its
+//!   firing or a call after the open time, moves the breaker on.
 //! * A timer that fires takes the transition lock and moves the breaker from `Open` to
 //!   `HalfOpen` only if it is still in the opening the timer was armed for (its generation):
 //!   a reset, a re-trip or a call that got there first leaves nothing for it to do.
@@ -100,6 +103,9 @@ pub struct Timers {
     /// Whether the breakers' listeners are told later, on the notifier thread, rather than
     /// by the thread that fires: the system timer's, which must never wait on user code.
     defer: bool,
+    /// Whether they may fire late or never (see [`Timers::best_effort`]): their breakers'
+    /// rejections read the clock all the same.
+    best_effort: bool,
 }
 
 #[derive(Default)]
@@ -138,9 +144,56 @@ impl Ord for Entry {
 }
 
 impl Timers {
-    /// No wake-ups owed.
+    /// No wake-ups owed. The clock that returns them promises to call
+    /// [`fire_due`](Timers::fire_due) whenever its time moves, so an open breaker on them
+    /// rejects calls without reading the clock until they fire.
     pub fn new() -> Timers {
         Timers::default()
+    }
+
+    /// Timers that may fire late, or never: their clock calls [`fire_due`](Timers::fire_due)
+    /// only when something else lets it (a task on a runtime that may not be driven, say).
+    /// An open breaker on them still half-opens when they fire, without a call, but its
+    /// rejections read the clock as on a clock without timers, so the first call after its
+    /// open time half-opens it if they have not fired by then.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{Breaker, Clock, Config, ManualClock, State, Timers};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// /// A clock whose timers are fired by a loop that may stall.
+    /// struct Polled(ManualClock, Arc<Timers>);
+    /// impl Clock for Polled {
+    ///     fn now(&self) -> Duration {
+    ///         self.0.now()
+    ///     }
+    ///     fn timers(&self) -> Option<Arc<Timers>> {
+    ///         Some(self.1.clone())
+    ///     }
+    /// }
+    ///
+    /// let time = ManualClock::without_timers();
+    /// let timers = Arc::new(Timers::best_effort());
+    /// let clock = Polled(time.clone(), timers.clone());
+    /// let breaker = Breaker::new("db", Config::builder().clock(clock).build()?);
+    /// breaker.trip_for(Duration::from_secs(5));
+    /// time.advance(Duration::from_secs(5)); // the loop stalls: `fire_due` is not called
+    /// assert!(breaker.try_acquire().is_ok_and(|p| p.is_probe()));
+    /// assert_eq!(breaker.state(), State::HalfOpen);
+    /// # Ok::<(), breakerbox_runtime::ConfigError>(())
+    /// ```
+    pub fn best_effort() -> Timers {
+        Timers {
+            best_effort: true,
+            ..Timers::default()
+        }
+    }
+
+    /// Whether a breaker's rejections may rely on these timers to move it on (they are not
+    /// [`best_effort`](Timers::best_effort)).
+    pub(crate) fn relied_on(&self) -> bool {
+        !self.best_effort
     }
 
     /// Arms a wake-up at `at` (nanoseconds on the clock) for the opening `generation` of
@@ -244,8 +297,8 @@ impl Timers {
     /// Timers whose breakers' listeners are told on the notifier thread.
     pub(crate) fn deferred() -> Timers {
         Timers {
-            heap: Mutex::default(),
             defer: true,
+            ..Timers::default()
         }
     }
 
@@ -333,8 +386,8 @@ mod tests {
     fn a_blocking_listener_stalls_no_timer() {
         let manual = ManualClock::new();
         let timers = Arc::new(Timers {
-            heap: Mutex::default(),
             defer: true,
+            ..Timers::default()
         });
         let breaker = |name: &str, open_ms: u64| {
             let config = Config::builder()

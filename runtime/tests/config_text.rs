@@ -2,9 +2,8 @@
 //! and serde. Each test is the repro of a defect of 7db5436 (DEFECTS.md D05, D06, D14, the
 //! "Smaller" paragraph, issue 10 items 2–4).
 //!
-//! The environment of this process is set once, by the one test that reads it
-//! (`environment_overrides`); every other test loads text without `BREAKERBOX__` variables
-//! that could match its tables.
+//! No test here sets a `BREAKERBOX__` variable: every load reads them all, and one that names
+//! no breaker fails the load. runtime/tests/config_env.rs sets them, alone in its process.
 #![cfg(feature = "serde")]
 
 use std::time::Duration;
@@ -102,54 +101,24 @@ fn a_misspelt_table_name_fails() {
     );
 }
 
-/// D06, issue 10 item 3 and the non-UTF-8 value, with the real environment.
+/// docs/configuration.md lists every key the loader accepts, in the loader's order, once.
 #[test]
-fn environment_overrides() {
-    // SAFETY: the only test of this binary that touches or reads `BREAKERBOX__` variables;
-    // the others never read the environment for names they use.
-    unsafe {
-        std::env::set_var("BREAKERBOX__TEXT_APP__CLIENT__FETCH_USER__FAILURES", "7");
-        std::env::set_var("BREAKERBOX__TEXT_ELSEWHERE__FAILURES", "3");
-    }
-    // D06: the attribute's default name, with `::`.
-    let file = "[breakers.\"text_app::client::fetch_user\"]\ndynamic = true\nfailures = 2\n";
-    registry().load_toml_str("env.toml", file).unwrap();
-    let b = registry().get_or_create("text_app::client::fetch_user", Config::default);
-    assert_eq!(b.config().failures(), Some(7));
-
-    // An override for a breaker this file does not name neither fails it nor hides its error.
-    registry()
-        .load_toml_str(
-            "env.toml",
-            "[breakers.text-mine]\ndynamic = true\nfailures = 2\n",
-        )
-        .unwrap();
-    let e = registry()
-        .load_toml_str(
-            "env.toml",
-            "[breakers.text-typo]\ndynamic = true\nfailurs = 2\n",
-        )
-        .unwrap_err();
-    assert_eq!(e.line(), Some(3));
-    assert_eq!(e.key(), Some("failurs"));
-
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStringExt;
-        // SAFETY: as above.
-        unsafe {
-            std::env::set_var(
-                "BREAKERBOX__TEXT_BYTES__FAILURES",
-                std::ffi::OsString::from_vec(vec![b'3', 0xff]),
-            );
-        }
-        let e = registry()
-            .load_toml_str("env.toml", "[breakers.text-bytes]\ndynamic = true\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("environment variable BREAKERBOX__TEXT_BYTES__FAILURES: its value is not valid UTF-8"),
-            "{e}"
-        );
+fn the_configuration_page_lists_every_key() {
+    let page = include_str!("../../docs/configuration.md");
+    let table = &page[page
+        .find("| key | type | unit | default | meaning | live |")
+        .unwrap()..];
+    let listed: Vec<&str> = table
+        .lines()
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| line.split('|').nth(1).unwrap().trim().trim_matches('`'))
+        .collect();
+    assert_eq!(listed, breakerbox_runtime::keys::KEYS);
+    // Each row has its six cells filled.
+    for line in table.lines().skip(2).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        assert_eq!(cells.len(), 8, "{line}");
+        assert!(cells[1..7].iter().all(|c| !c.is_empty()), "{line}");
     }
 }

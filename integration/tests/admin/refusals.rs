@@ -259,7 +259,9 @@ async fn oversized_malformed_and_misdirected_requests_get_a_clear_4xx_and_change
             get("/admin.php"),
             StatusCode::NOT_FOUND,
             "no admin endpoint at '/admin.php'; there are GET /, /breakers, /breakers/{name}, \
-             /events, /metrics and POST /breakers/{name}/{force-open|disable|reset|trip-for}",
+             /breakers/{family}/keys, /breakers/{family}/keys/{key}, /events, /metrics and \
+             POST /breakers/{name}/{action}, /breakers/{family}/keys/{key}/{action} \
+             (actions: force-open, disable, reset, trip-for)",
         ),
     ];
     refuse_all(&Admin::new().token(TOKEN).router(), &b, cases).await;

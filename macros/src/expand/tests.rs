@@ -135,7 +135,7 @@ fn renamed_crate() {
             }
         ),
     );
-    assert!(out.contains("my :: bb :: __private :: LazyLock"), "{out}");
+    assert!(out.contains("my :: bb :: __private :: Lazy"), "{out}");
     assert!(!out.contains(":: breakerbox ::"), "{out}");
 }
 

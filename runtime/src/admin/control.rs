@@ -59,8 +59,29 @@ fn run(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Breaker, Problem> {
+    let (name, action) = checked(shared, headers, || path.map(|Path(p)| p).map_err(bad_path))?;
+    apply(action, || find(&name), headers, body)
+}
+
+/// The token checked first (so that a caller without it learns nothing else), then `path`
+/// read: the start of every control, a breaker's or a key's.
+pub(crate) fn checked<T>(
+    shared: &Shared,
+    headers: &HeaderMap,
+    path: impl FnOnce() -> Result<T, Problem>,
+) -> Result<T, Problem> {
     auth::authorize(shared.token.as_ref(), headers)?;
-    let Path((name, action)) = path.map_err(bad_path)?;
+    path()
+}
+
+/// The rest of a control, once [`checked`]: the action, then the breaker `find` gives, then
+/// the body; the action is taken only if all three are right.
+pub(crate) fn apply(
+    action: String,
+    find: impl FnOnce() -> Result<Breaker, Problem>,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Breaker, Problem> {
     let action = Action::parse(&action).ok_or_else(|| {
         Problem::new(
             StatusCode::NOT_FOUND,
@@ -70,7 +91,7 @@ fn run(
             ),
         )
     })?;
-    let breaker = find(&name)?;
+    let breaker = find()?;
     let body = body.map_err(|e| {
         let status = e.status();
         if status == StatusCode::PAYLOAD_TOO_LARGE {

@@ -11,7 +11,7 @@
 //! // With the controls (force-open, disable, reset, trip-for), for requests that send
 //! // `Authorization: Bearer <token>`.
 //! let token = std::env::var("ADMIN_TOKEN").unwrap_or_else(|_| "change me".into());
-//! let app = axum::Router::new().nest("/admin", Admin::new().token(token).router());
+//! let app = axum::Router::new().nest_service("/admin", Admin::new().token(token).router());
 //! # let _ = (read_only, app);
 //! ```
 //!
@@ -24,6 +24,9 @@
 //! | `GET /breakers/{name}` | one breaker: state, config, metrics, last failure, time left open; or a keyed family |
 //! | `POST /breakers/{name}/force-open`, `/disable`, `/reset` | the control, with an empty body (or `{}`) |
 //! | `POST /breakers/{name}/trip-for` | opens it for `{"duration": "30s"}` (the attribute's duration text) |
+//! | `GET /breakers/{family}/keys` | a page of a keyed family's keys: `?sort=key\|state\|failure_rate\|volume&offset=&limit=&q=` (`limit` at most 500) |
+//! | `GET /breakers/{family}/keys/{key}` | one key (percent-encoded in the path) |
+//! | `POST /breakers/{family}/keys/{key}/force-open`, `/disable`, `/reset`, `/trip-for` | the control, on that key alone |
 //! | `GET /events` | server-sent events: `state` on each change, `metrics` every second, `dropped` after a lag |
 //! | `GET /metrics` | Prometheus text, with feature `metrics` and `Admin::prometheus` |
 //!
@@ -39,7 +42,8 @@
 //!   [`Admin::token`], compared in constant time (the time depends on the configured token's
 //!   length only). Without a token the controls answer `403` and change nothing.
 //! - A missing or wrong token is a `401`; a request body over 4 KiB is a `413`; a malformed
-//!   body is a `400`; an unknown breaker or action is a `404`. Each changes nothing.
+//!   body is a `400`; an unknown breaker, family, key or action is a `404`. Each changes
+//!   nothing.
 //! - No CORS headers are sent, so another origin's page cannot read the views or send the
 //!   token. The dashboard forbids framing and loading anything from another origin
 //!   (`Content-Security-Policy`).
@@ -57,6 +61,7 @@
 
 mod auth;
 mod control;
+mod keys;
 mod stream;
 mod view;
 
@@ -140,8 +145,9 @@ impl Admin {
         self
     }
 
-    /// The router. Mount it where you like (`Router::nest("/admin", …)`): the dashboard finds
-    /// the other endpoints relative to its own address.
+    /// The router. Mount it where you like: `Router::nest_service("/admin", …)` serves the
+    /// dashboard at `/admin` and `/admin/` (axum's `nest` routes `/admin` only). The dashboard
+    /// finds the other endpoints relative to its own address.
     pub fn router(self) -> Router {
         stream::install();
         let shared = Arc::new(Shared {
@@ -154,6 +160,9 @@ impl Admin {
             .route("/breakers", get(view::list))
             .route("/breakers/{name}", get(view::detail))
             .route("/breakers/{name}/{action}", post(control::act))
+            .route("/breakers/{name}/keys", get(keys::list))
+            .route("/breakers/{name}/keys/{key}", get(keys::detail))
+            .route("/breakers/{name}/keys/{key}/{action}", post(keys::act))
             .route("/events", get(stream::events))
             .route("/metrics", get(metrics))
             .fallback(not_found)
@@ -273,18 +282,22 @@ async fn not_found(uri: axum::http::Uri) -> Problem {
     Problem::new(
         StatusCode::NOT_FOUND,
         format!(
-            "no admin endpoint at '{}'; there are GET /, /breakers, /breakers/{{name}}, /events, \
-             /metrics and POST /breakers/{{name}}/{{force-open|disable|reset|trip-for}}",
+            "no admin endpoint at '{}'; there are GET /, /breakers, /breakers/{{name}}, \
+             /breakers/{{family}}/keys, /breakers/{{family}}/keys/{{key}}, /events, /metrics and \
+             POST /breakers/{{name}}/{{action}}, /breakers/{{family}}/keys/{{key}}/{{action}} \
+             (actions: force-open, disable, reset, trip-for)",
             crate::duration::excerpt(uri.path())
         ),
     )
 }
 
 async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Problem {
-    let allowed = if uri.path().matches('/').count() >= 3 {
-        "POST"
-    } else {
-        "GET"
+    // The controls are the third segment of a breaker's path and the fifth of a key's.
+    let segments: Vec<&str> = uri.path().trim_matches('/').split('/').collect();
+    let allowed = match segments.len() {
+        3 if segments[2] != "keys" => "POST",
+        n if n >= 5 => "POST",
+        _ => "GET",
     };
     Problem::new(
         StatusCode::METHOD_NOT_ALLOWED,

@@ -3,10 +3,15 @@
 //! One registry-wide listener, installed by the first router, sends each change to a tokio
 //! broadcast channel. Sending never waits: the channel is a ring of [`CAPACITY`] events, and a
 //! subscriber that falls further behind loses the oldest and is told how many (`dropped`).
+//!
+//! A registry family's keys may change by the thousand at once (a wide outage), so their
+//! changes are coalesced per family: between two flushes, the first [`KEY_CHANGES`] changes of
+//! a family's keys are sent one by one, and the rest are counted and sent as one `keys` event
+//! at the next flush. A subscriber's metrics tick flushes, at most every half [`TICK`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::pin::pin;
-use std::sync::{Arc, Once, OnceLock};
+use std::sync::{Arc, Mutex, Once, OnceLock};
 
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
@@ -27,9 +32,112 @@ pub(crate) const CAPACITY: usize = 1024;
 /// How often the stream sends metrics.
 const TICK: Duration = Duration::from_secs(1);
 
-fn sender() -> &'static broadcast::Sender<Arc<Event>> {
-    static SENDER: OnceLock<broadcast::Sender<Arc<Event>>> = OnceLock::new();
+/// Changes of one family's keys sent one by one between two flushes; the rest are coalesced.
+pub(crate) const KEY_CHANGES: u32 = 20;
+
+/// Keys a `keys` event names, the first whose changes it holds.
+const KEYS_NAMED: usize = 10;
+
+/// What the channel carries.
+#[derive(Clone)]
+enum Message {
+    /// A state change.
+    State(Arc<Event>),
+    /// A family's key changes held back since the last flush.
+    Keys(Arc<Coalesced>),
+}
+
+fn sender() -> &'static broadcast::Sender<Message> {
+    static SENDER: OnceLock<broadcast::Sender<Message>> = OnceLock::new();
     SENDER.get_or_init(|| broadcast::channel(CAPACITY).0)
+}
+
+/// A family's key changes since the last flush: how many were sent, and those held back.
+#[derive(Default)]
+struct Window {
+    sent: u32,
+    held: Option<Coalesced>,
+}
+
+/// The `keys` event: a family's key changes held back since the last flush.
+#[derive(Clone, Debug, Serialize)]
+struct Coalesced {
+    /// The family.
+    name: String,
+    /// Changes held back.
+    changes: u64,
+    /// Of those, how many entered each state, by the state's name.
+    to: BTreeMap<String, u64>,
+    /// The keys of the first changes held back (at most [`KEYS_NAMED`]; a key that changed
+    /// twice is named twice).
+    first_keys: Vec<String>,
+    /// [`KEY_CHANGES`]: the changes sent one by one before these.
+    limit: u32,
+}
+
+/// The coalescing state: by family, and when the last flush was.
+struct Coalescer {
+    families: BTreeMap<String, Window>,
+    flushed: Option<Instant>,
+}
+
+fn coalescer() -> &'static Mutex<Coalescer> {
+    static COALESCER: Mutex<Coalescer> = Mutex::new(Coalescer {
+        families: BTreeMap::new(),
+        flushed: None,
+    });
+    &COALESCER
+}
+
+/// Whether `event`, a registry family key's change, goes out on its own; if not, it is held
+/// for the family's next `keys` event. No user code runs under the lock.
+fn admit(event: &Event) -> bool {
+    let mut c = coalescer().lock().unwrap_or_else(|e| e.into_inner());
+    let window = c.families.entry(event.name.clone()).or_default();
+    if window.sent < KEY_CHANGES {
+        window.sent += 1;
+        return true;
+    }
+    let held = window.held.get_or_insert_with(|| Coalesced {
+        name: event.name.clone(),
+        changes: 0,
+        to: BTreeMap::new(),
+        first_keys: Vec::new(),
+        limit: KEY_CHANGES,
+    });
+    held.changes += 1;
+    let to = serde_json::to_value(event.to)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    *held.to.entry(to).or_default() += 1;
+    if held.first_keys.len() < KEYS_NAMED
+        && let Some(key) = &event.key
+    {
+        held.first_keys.push(key.clone());
+    }
+    false
+}
+
+/// Sends what every family held back, and starts a new window, unless the last flush was less
+/// than half a tick ago (several subscribers tick, each on its own schedule).
+fn flush(now: Instant) {
+    let held: Vec<Coalesced> = {
+        let mut c = coalescer().lock().unwrap_or_else(|e| e.into_inner());
+        if c.flushed
+            .is_some_and(|then| now.duration_since(then) < TICK / 2)
+        {
+            return;
+        }
+        c.flushed = Some(now);
+        core::mem::take(&mut c.families)
+            .into_values()
+            .filter_map(|w| w.held)
+            .collect()
+    };
+    for h in held {
+        let _ = sender().send(Message::Keys(Arc::new(h)));
+    }
 }
 
 /// Installs the registry-wide listener, once per process.
@@ -40,8 +148,8 @@ pub(crate) fn install() {
         registry().on_state_change(move |event| {
             // Never waits: a full ring overwrites its oldest event (the lagging subscriber is
             // told), and with no subscriber the event is not even copied.
-            if tx.receiver_count() > 0 {
-                let _ = tx.send(Arc::new(event.clone()));
+            if tx.receiver_count() > 0 && (event.key.is_none() || admit(event)) {
+                let _ = tx.send(Message::State(Arc::new(event.clone())));
             }
         });
     });
@@ -66,7 +174,7 @@ pub(crate) async fn events() -> Response {
 
 /// One client of the stream.
 struct Subscriber {
-    rx: broadcast::Receiver<Arc<Event>>,
+    rx: broadcast::Receiver<Message>,
     tick: Interval,
     /// The previous tick's time and totals by breaker name, for the rates per second.
     last: Option<(Instant, HashMap<String, Totals>)>,
@@ -132,7 +240,8 @@ impl Subscriber {
             }
         };
         match woke {
-            Some(Ok(event)) => state_event(&event),
+            Some(Ok(Message::State(event))) => state_event(&event),
+            Some(Ok(Message::Keys(held))) => data("keys", &*held),
             Some(Err(RecvError::Lagged(n))) => {
                 self.dropped += n;
                 SseEvent::default()
@@ -151,6 +260,8 @@ impl Subscriber {
     /// Every breaker's view with its rates since the previous tick.
     fn metrics(&mut self) -> SseEvent {
         let now = Instant::now();
+        // What families held back goes out after this tick, on the channel.
+        flush(now);
         let views = view::breakers(true);
         let mut totals = HashMap::with_capacity(views.len());
         let mut breakers = Vec::with_capacity(views.len());

@@ -25,8 +25,12 @@ pub(crate) const OPEN_KEYS_SHOWN: usize = 20;
 /// One breaker, as `GET /breakers` lists it and `GET /breakers/{name}` shows it.
 #[derive(Serialize)]
 pub(crate) struct BreakerView {
+    /// `"breaker"`, or `"key"` for a keyed family's key (then `name` is the family's).
     kind: &'static str,
     pub(crate) name: String,
+    /// A keyed family's key, as it displays.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) key: Option<String>,
     pub(crate) state: BreakerState,
     /// While open: the time left before it probes, as duration text.
     pub(crate) open_remaining: Option<String>,
@@ -73,9 +77,11 @@ impl BreakerView {
     /// The breaker's view now; with its config unless `summary`.
     pub(crate) fn of(breaker: &Breaker, summary: bool) -> BreakerView {
         let metrics = breaker.metrics();
+        let key = breaker.key().map(str::to_owned);
         BreakerView {
-            kind: "breaker",
+            kind: if key.is_some() { "key" } else { "breaker" },
             name: breaker.name().to_owned(),
+            key,
             state: metrics.state,
             open_remaining: open_remaining(&metrics),
             last_failure: breaker.last_failure().map(|s| s.to_string()),
@@ -88,7 +94,7 @@ impl BreakerView {
 
 /// The time left open, from a snapshot: `Some` in the `open` state only, rounded up to the
 /// millisecond (`"56.932s"`, not `"56.931999867s"`; never `"0s"` while time is left).
-fn open_remaining(metrics: &Metrics) -> Option<String> {
+pub(crate) fn open_remaining(metrics: &Metrics) -> Option<String> {
     match metrics.state {
         BreakerState::Open => metrics.retry_after.map(|left| {
             let millis = left.as_nanos().div_ceil(1_000_000);

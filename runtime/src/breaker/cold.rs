@@ -39,9 +39,6 @@ pub(super) struct Cold {
     /// The configs a reload replaced: kept while the breaker lives, since a call may still
     /// read one (see `LiveConfig`).
     pub(super) retired: std::sync::Mutex<Vec<Arc<crate::config::Config>>>,
-    /// A keyed family's breaker: its key as it displays, set by the family when it first
-    /// rejects a call of the key (see `keyed`), for [`Rejected::key`](crate::Rejected::key).
-    pub(super) key: std::sync::OnceLock<Box<str>>,
     /// Health probes (`crate::probe`): the opening being probed, and the counts.
     pub(super) probing: crate::probe::ProbeSlot,
 }

@@ -52,11 +52,11 @@ impl Inner {
             } else {
                 String::new()
             };
-            tracing::warn!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, why = %why, "circuit breaker state changed");
+            tracing::warn!(target: "breakerbox", name = %event.name, key = event.key.as_deref(), from = %event.from, to = %event.to, reason = %event.reason, why = %why, "circuit breaker state changed");
         } else if level_warn {
-            tracing::warn!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
+            tracing::warn!(target: "breakerbox", name = %event.name, key = event.key.as_deref(), from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
         } else {
-            tracing::info!(target: "breakerbox", name = %event.name, from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
+            tracing::info!(target: "breakerbox", name = %event.name, key = event.key.as_deref(), from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
         }
         // Each listener's panic is caught (see `event::tell`): one that panics while this
         // thread is unwinding (a permit recording a panicking call's failure) would otherwise
@@ -64,7 +64,7 @@ impl Inner {
         if let Some(cold) = self.cold.get() {
             cold.listeners.notify(event);
         }
-        if self.registered {
+        if self.tells_registry {
             crate::event::registry_wide().notify(event);
         }
     }

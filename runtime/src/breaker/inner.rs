@@ -49,6 +49,13 @@ pub(super) struct Inner {
     pub(super) window_success: bool,
     /// A registry breaker: leaked, lives for the process; its handles count no references.
     pub(super) registered: bool,
+    /// Whether registry-wide listeners are told its changes: a registry breaker's, and a
+    /// registry family's key's (set by [`Breaker::keyed`](super::Breaker::keyed)).
+    pub(super) tells_registry: bool,
+    /// A keyed family's breaker: the length of its key's text, which follows `Inner` in the
+    /// same allocation (see [`Breaker::keyed`](super::Breaker::keyed)); [`NO_KEY`] for other
+    /// breakers. Here, in the padding of line 0, so a key costs its text's bytes and no more.
+    pub(super) key_len: u16,
     /// The thread that owns `counts`: written once, read by every call.
     pub(super) owner: AtomicU64,
     /// While open: when it may probe. Written with the transition to `Open`.
@@ -93,7 +100,41 @@ const _: () = {
     assert!(core::mem::offset_of!(Inner, spill) == 128);
 };
 
+/// `Inner::key_len` of a breaker with no key.
+pub(super) const NO_KEY: u16 = u16::MAX;
+
+/// The longest key text a breaker keeps; a longer one is cut at a character boundary.
+pub(super) const MAX_KEY: usize = NO_KEY as usize - 1;
+
 impl Inner {
+    /// The key's text of a keyed family's breaker, as it displayed when the breaker was made.
+    pub(super) fn key(&self) -> Option<&str> {
+        if self.key_len == NO_KEY {
+            return None;
+        }
+        // SAFETY: `Breaker::keyed` allocated this `Inner` with `key_len` bytes of UTF-8 right
+        // after it, in the same allocation, and never writes them again; they live as long as
+        // the `Inner`. The pointer is derived from `self`, a reference made from the
+        // allocation's own pointer (`Breaker::inner`), and reads within that allocation.
+        unsafe {
+            let text = core::ptr::from_ref(self).add(1).cast::<u8>();
+            Some(core::str::from_utf8_unchecked(core::slice::from_raw_parts(
+                text,
+                usize::from(self.key_len),
+            )))
+        }
+    }
+
+    /// The layout of a breaker's allocation: `Inner`, then its key's text if it has one.
+    pub(super) fn layout(key_len: u16) -> std::alloc::Layout {
+        let text = if key_len == NO_KEY { 0 } else { usize::from(key_len) };
+        std::alloc::Layout::from_size_align(
+            core::mem::size_of::<Inner>() + text,
+            core::mem::align_of::<Inner>(),
+        )
+        .expect("a breaker's layout")
+    }
+
     pub(super) fn new(identity: Identity, config: Config, registered: bool) -> Inner {
         let now = config.clock.coarse();
         let window = config
@@ -117,6 +158,8 @@ impl Inner {
             refs: AtomicUsize::new(1),
             weak: AtomicU32::new(1),
             registered,
+            tells_registry: registered,
+            key_len: NO_KEY,
             plain_acquire: config.slow.is_none() && config.max_concurrent.is_none(),
             plain_success: config.slow.is_none()
                 && !config.uses_window()
@@ -185,7 +228,7 @@ impl Inner {
         let tally = self.window.as_ref().map(|w| w.tally(now));
         let rate = |n: u64, calls: u64| (calls > 0).then(|| n as f64 * 100.0 / calls as f64);
         Metrics {
-            name: self.identity.name.to_string(),
+            name: self.identity.name().to_string(),
             state,
             time_in_state: Duration::from_nanos(
                 now.saturating_sub(self.state_since.load(Ordering::Relaxed)),

@@ -43,13 +43,14 @@ impl Inner {
     }
 
     /// Arms a timer that moves the opening `generation` to half-open at `until`; returns
-    /// whether it is armed. Under the transition lock: runs no user code.
+    /// whether it is armed and its rejections may rely on it (best-effort timers are armed,
+    /// but the rejections read the clock). Under the transition lock: runs no user code.
     pub(super) fn arm(&self, timers: &TimerSource, until: u64, generation: u32) -> bool {
         let weak: Box<dyn Target> = Box::new(self.weak_handle());
         match timers {
             #[cfg(not(loom))]
             TimerSource::System => crate::clock::system::timers().arm(until, generation, weak),
-            TimerSource::Custom(t) => t.arm(until, generation, weak).is_some(),
+            TimerSource::Custom(t) => t.arm(until, generation, weak).is_some() && t.relied_on(),
         }
     }
 
@@ -67,6 +68,7 @@ impl Inner {
         });
         Explanation::new(Parts {
             name: m.name,
+            key: self.key().map(str::to_owned),
             state: m.state,
             now: Duration::from_nanos(now),
             since: Duration::from_nanos(self.state_since.load(Ordering::Relaxed)),

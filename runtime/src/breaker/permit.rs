@@ -189,10 +189,11 @@ fn record_caught(inner: &Inner, ticket: Ticket, outcome: Outcome) {
     if let Err(payload) = recorded {
         tracing::error!(
             target: "breakerbox",
-            name = %inner.identity.name,
+            name = %inner.identity.name(),
+            key = inner.key(),
             panic = crate::event::panic_message(&*payload),
             "recording an outcome ({outcome:?}) of circuit breaker '{}' panicked (caught)",
-            inner.identity.name
+            inner.identity.name()
         );
         crate::event::discard(payload);
     }
@@ -201,7 +202,7 @@ fn record_caught(inner: &Inner, ticket: Ticket, outcome: Outcome) {
 impl fmt::Debug for Permit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
-            .field("breaker", &self.inner.identity.name)
+            .field("breaker", &self.inner.identity.name())
             .field("probe", &self.is_probe())
             .finish()
     }

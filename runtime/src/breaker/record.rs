@@ -156,7 +156,7 @@ impl Inner {
                 // Counted first: the log formats the user's `Display`, which may panic (caught
                 // by `Guarded`, but counting must not depend on that).
                 let slot = self.count(Count::Failure);
-                tracing::debug!(target: "breakerbox", name = %self.identity.name, cause = cause.map(|c| tracing::field::display(Guarded(c))), "call failed");
+                tracing::debug!(target: "breakerbox", name = %self.identity.name(), key = self.key(), cause = cause.map(|c| tracing::field::display(Guarded(c))), "call failed");
                 slot
             }
             Outcome::Ignored => self.count(Count::Ignored),

@@ -196,7 +196,8 @@ impl Inner {
         let changed = was != to;
         if changed {
             lock(&self.cold().pending).events.push_back(Event {
-                name: self.identity.name.to_string(),
+                name: self.identity.name().to_string(),
+                key: self.key().map(str::to_owned),
                 from: was,
                 to,
                 reason,

@@ -24,9 +24,12 @@ pub(super) unsafe fn release_weak(ptr: NonNull<Inner>) {
         return;
     }
     fence(Ordering::Acquire);
+    // SAFETY: `key_len` is a plain `u16` set at creation, not dropped with the contents.
+    let key_len = unsafe { *core::ptr::addr_of!((*ptr.as_ptr()).key_len) };
     // SAFETY: no handle and no weak handle remains; `Breaker::new` allocated this with
-    // `Box::new`, that is with `Layout::new::<Inner>()`, and its contents were dropped.
-    unsafe { std::alloc::dealloc(ptr.as_ptr().cast(), std::alloc::Layout::new::<Inner>()) };
+    // `Box::new`, that is with `Layout::new::<Inner>()` (`key_len` is `NO_KEY`), and
+    // `Breaker::keyed` with `Inner::layout(key_len)`; its contents were dropped.
+    unsafe { std::alloc::dealloc(ptr.as_ptr().cast(), Inner::layout(key_len)) };
 }
 
 /// A handle that does not keep its breaker alive, from [`Breaker::downgrade`]: what a listener

@@ -154,6 +154,11 @@ pub fn install() {
     INSTALLED.call_once(|| {
         describe();
         registry().on_state_change(|event| {
+            // A registry family's key: exported by `record_all`, per family and its top open
+            // keys, not as a breaker of the family's name.
+            if event.key.is_some() {
+                return;
+            }
             // Read the state now rather than trust `event.to`: listeners of two quick
             // transitions may run in either order, and the gauge must end on the last state.
             let state = registry().get(&event.name).map_or(event.to, |b| b.state());

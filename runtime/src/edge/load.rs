@@ -1,18 +1,22 @@
 //! Breaker configs from a TOML file, overridden by environment variables.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::serde_impl::{Dialect, Raw, apply};
+use crate::config::sources::KeySource;
 use crate::config::{Config, ConfigBuilder};
 use crate::duration::excerpt;
-use crate::keyed::family_exists;
-use crate::registry::Registry;
+use crate::keys::KEYS;
+use crate::registration::Site;
+use crate::registry::{Layered, Registry};
 use crate::suggest::closest;
 
 mod env;
+mod merge;
 mod parse;
 mod reload;
 #[cfg(test)]
@@ -23,7 +27,8 @@ mod watch;
 #[cfg(feature = "watch")]
 pub use watch::TomlWatcher;
 
-use env::overlay_env;
+use env::{match_env, read_env};
+use merge::{Merge, Own, Source};
 use parse::parse;
 
 /// The prefix of environment overrides: `BREAKERBOX__<NAME>__<KEY>=value`.
@@ -33,12 +38,43 @@ const ENV_PREFIX: &str = "BREAKERBOX__";
 /// loader does not look for it among the known breakers.
 const DYNAMIC: &str = "dynamic";
 
-/// A name, key or variable in a message, cut short if it is long.
+/// The top-level table whose keys apply to every breaker the file reaches.
+const DEFAULTS: &str = "defaults";
+
+/// The top-level table of named configs, `[configs.<name>]`.
+const CONFIGS: &str = "configs";
+
+/// The key of a `[breakers.<name>]` table that names its base, a `[configs.<name>]` table.
+const BASE: &str = "base";
+
+/// A key or value in a message, cut short if it is long.
 struct Cut<'a>(&'a str);
 
 impl fmt::Display for Cut<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&excerpt(self.0))
+    }
+}
+
+/// The longest name (of a breaker or a variable) a message shows whole: far above any real
+/// name, so that the user can always tell which one is meant.
+const NAME_BYTES: usize = 256;
+
+/// A breaker's or a variable's name in a message: whole up to [`NAME_BYTES`] bytes, else its
+/// first 256 bytes (to a character's end), `…` and its length.
+struct Name<'a>(&'a str);
+
+impl fmt::Display for Name<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.0;
+        if s.len() <= NAME_BYTES {
+            return f.write_str(s);
+        }
+        let mut end = NAME_BYTES;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        write!(f, "{}… ({} bytes)", &s[..end], s.len())
     }
 }
 
@@ -84,10 +120,25 @@ pub enum LoadError {
         /// What is wrong.
         message: String,
     },
+    /// A key of the `[defaults]` table or of a `[configs.<name>]` table is unknown, or its
+    /// value is wrong.
+    #[error("{}:{line}: [{}] `{}` {message}", path.display(), Cut(table), Cut(key))]
+    InvalidShared {
+        /// The file.
+        path: PathBuf,
+        /// The line of the key, from 1.
+        line: usize,
+        /// The table: `defaults` or `configs.<name>`.
+        table: String,
+        /// The key.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A `[breakers.<name>]` table names no breaker the registry knows, and does not say
     /// `dynamic = true`.
     #[error(
-        "{}:{line}: no breaker named `{}`{} A breaker that is only created at run time (`get_or_create`) needs `dynamic = true` in its table.",
+        "{}:{line}: no breaker named `{}`{} No `#[circuit_breaker]` function, keyed family or breaker has that name; if the program makes it at run time (with `registry().get_or_create`, `registry().family` or `Breaker::new`), say `dynamic = true` in its table.",
         path.display(),
         Cut(breaker),
         suggestion.as_deref().map_or_else(|| ".".to_owned(), |s| format!("; did you mean `{}`?", Cut(s)))
@@ -113,7 +164,7 @@ pub enum LoadError {
         source: std::io::Error,
     },
     /// An environment override is malformed or its value is wrong.
-    #[error("environment variable {}: {message}", Cut(var))]
+    #[error("environment variable {}: {message}", Name(var))]
     Env {
         /// The variable's name.
         var: String,
@@ -137,9 +188,11 @@ pub enum LoadError {
         /// What is wrong.
         message: String,
     },
-    /// A breaker in the file already exists: configs apply only before a breaker's first use.
+    /// A keyed family named in the file was created by another thread while the file was
+    /// applied, so its single keys' tables could not be given to it. (A breaker or family
+    /// that exists when the load starts takes the file live.)
     #[error(
-        "{}:{line}: circuit breaker '{}' already exists, so its config cannot change; load the file at startup, before the breaker's first call", path.display(), Cut(breaker)
+        "{}:{line}: keyed family '{}' was created while the file was applied, so its single keys' tables did not reach it; load the file again", path.display(), Cut(breaker)
     )]
     AlreadyCreated {
         /// The file.
@@ -157,6 +210,7 @@ impl LoadError {
         match self {
             LoadError::Syntax { line, .. }
             | LoadError::Invalid { line, .. }
+            | LoadError::InvalidShared { line, .. }
             | LoadError::UnknownBreaker { line, .. }
             | LoadError::AlreadyCreated { line, .. }
             | LoadError::NotReloadable { line, .. } => Some(*line),
@@ -167,7 +221,7 @@ impl LoadError {
     /// The config key the error is about, if one.
     pub fn key(&self) -> Option<&str> {
         match self {
-            LoadError::Invalid { key, .. } => Some(key),
+            LoadError::Invalid { key, .. } | LoadError::InvalidShared { key, .. } => Some(key),
             LoadError::NotReloadable { key, .. } => key.as_deref(),
             _ => None,
         }
@@ -181,11 +235,17 @@ enum Origin {
     Env { var: String },
 }
 
-/// One `[breakers.<name>]` table, with its keys in order: the file's, then the environment's.
+/// Config keys in order, each with its value as written and where it was written.
+type Keys = Vec<(String, Raw, Origin)>;
+
+/// One table of config keys (`[breakers.<name>]`, `[defaults]`, `[configs.<name>]`), with its
+/// keys in order.
 struct Table {
     line: usize,
     dynamic: bool,
-    keys: Vec<(String, Raw, Origin)>,
+    /// `base = "<name>"`, with its line.
+    base: Option<(String, usize)>,
+    keys: Keys,
     /// `[breakers.<name>.keys."<key>"]`: single keys of a keyed family, each a table whose
     /// keys apply over this one's.
     per_key: Vec<(String, Table)>,
@@ -200,28 +260,48 @@ fn key_table_name(name: &str, key: &str) -> String {
 }
 
 impl Registry {
-    /// Configures the breakers of a TOML file's `[breakers.<name>]` tables, then applies the
-    /// environment overrides `BREAKERBOX__<NAME>__<KEY>=value`; returns the names configured.
+    /// Configures breakers from a TOML file and the `BREAKERBOX__<NAME>__<KEY>=value`
+    /// environment variables; returns the names configured, sorted. See docs/configuration.md
+    /// for the whole picture.
     ///
     /// Keys are the attribute's (`failures`, `failure_rate`, `window` as a count or `"10s"`,
     /// `min_calls`, `slow`, `slow_rate`, `open_for`, `max_open_for`, `backoff`, `jitter`,
     /// `half_open_calls`, `successes`, `probe_timeout`, `max_concurrent`, `probe_every` (the
     /// probe function stays the code's), and for a keyed family `max_keys` and `idle_for`),
-    /// and durations read
-    /// as in the attribute, with the same messages; keys not given keep the defaults of
-    /// [`Config::default`], and a config from the file replaces the call site's whole (as
-    /// [`configure`](Registry::configure) does). Other top-level tables are ignored, so the file
-    /// can be the application's own config.
+    /// and durations read as in the attribute, with the same messages. Other top-level tables
+    /// than `breakers`, `defaults` and `configs` are ignored, so the file can be the
+    /// application's own config.
+    ///
+    /// **Layers, key by key.** A breaker's config is built from these layers, lowest first;
+    /// each sets only the keys it names, and the keys no layer names keep the built-in
+    /// defaults ([`Config::default`]):
+    ///
+    /// 1. the built-in defaults;
+    /// 2. `[defaults]`, for every breaker the file reaches (every `#[circuit_breaker]`
+    ///    function's breaker or keyed family, and every `[breakers.<name>]` table);
+    /// 3. the named base a table picks with `base = "<name>"`, a `[configs.<name>]` table;
+    /// 4. the `#[circuit_breaker]` attribute's keys; for a breaker made in code
+    ///    (`get_or_create`), before or after the load, the keys of its code's config that are
+    ///    not the defaults (should they not go with the file's, it gets the file's keys over
+    ///    the defaults, and an `error` is logged); a keyed family made in code
+    ///    ([`family`](Registry::family)) has no such layer: the code's config is replaced, as
+    ///    [`configure`](Registry::configure) does;
+    /// 5. `[breakers.<name>]`, and for one key of a keyed family
+    ///    `[breakers.<name>.keys."<key>"]` over it;
+    /// 6. the environment variables.
     ///
     /// ```toml
-    /// [breakers.users]
-    /// failures = 5
+    /// [defaults]
     /// open_for = "30s"
     ///
-    /// [breakers.payments]
+    /// [configs.rate]
     /// failure_rate = 50
     /// window = "10s"
     /// min_calls = 20
+    ///
+    /// [breakers.payments]        # over its #[circuit_breaker] attribute's keys
+    /// base = "rate"
+    /// open_for = "5s"
     ///
     /// # Created at run time with `registry().get_or_create("tenant-a", …)`.
     /// [breakers.tenant-a]
@@ -229,26 +309,33 @@ impl Registry {
     /// failures = 3
     /// ```
     ///
-    /// **Names are checked.** A table must name a breaker the registry knows (see
-    /// [`breakers`](Registry::breakers)), so a misspelt `[breakers.inventroy]` fails with
-    /// "no breaker named `inventroy`; did you mean `inventory`?" rather than leaving
-    /// `inventory` to its call site. A breaker that only exists once the program creates it
-    /// (`get_or_create`, [`Breaker::new`](crate::Breaker::new)) opts out with `dynamic = true`
-    /// in its table.
+    /// The merged config is checked once. An error names the key, its value, and the layer
+    /// each key involved came from, and is reported at the highest layer among them that the
+    /// file or the environment holds:
+    ///
+    /// ```text
+    /// breakers.toml:2: [breakers.payments] `failures` cannot be combined with `failure_rate`:
+    /// … (failures = 4 from [defaults] at breakers.toml:2; failure_rate = 50 from
+    /// #[circuit_breaker] at src/pay.rs:12)
+    /// ```
+    ///
+    /// **Names are checked.** A table must name a breaker the registry knows: annotated
+    /// (keyed or not), created, or configured before. A misspelt `[breakers.inventroy]` fails
+    /// with "no breaker named `inventroy`; did you mean `inventory`?" rather than leaving
+    /// `inventory` to its call site. A breaker that only exists once the program makes it
+    /// (`get_or_create`, [`family`](Registry::family), [`Breaker::new`](crate::Breaker::new))
+    /// opts out with `dynamic = true` in its table. A `base` must name a `[configs.<name>]`
+    /// table of the file.
     ///
     /// **Keyed families.** A `[breakers.<name>]` table also configures the keyed family
     /// `name` ([`family`](Registry::family), or `#[circuit_breaker(key = …)]`): every key's
     /// breaker gets its config, and `max_keys` and `idle_for` bound the family. A
-    /// `[breakers.<name>.keys."<key>"]` table gives one key (as it displays) its own config:
-    /// its keys apply over the family table's, and are checked the same way (the environment
-    /// does not reach them). The file must be loaded before the family is created (for an
-    /// attribute, before the function's first call); a family that exists already is reported
-    /// as [`LoadError::AlreadyCreated`]. A family's name is known to the registry only once it
-    /// is created, so the table of a family created later needs `dynamic = true`.
+    /// `[breakers.<name>.keys."<key>"]` table gives one key (as it displays) its own keys over
+    /// the family's layers. A keyed attribute's family is known from the start, like a plain
+    /// attribute's breaker.
     ///
     /// ```toml
     /// [breakers.api]
-    /// dynamic = true
     /// failures = 5
     /// max_keys = 1000
     ///
@@ -256,24 +343,30 @@ impl Registry {
     /// open_for = "5m"
     /// ```
     ///
-    /// **Environment.** `BREAKERBOX__PAYMENTS__OPEN_FOR=5s` overrides one key of `payments`.
+    /// **Environment.** `BREAKERBOX__PAYMENTS__OPEN_FOR=5s` sets one key of `payments`,
+    /// over every layer of the file, whether the file has a table for it or not.
     /// `<NAME>` is the breaker's name with every ASCII letter in capitals and every character
     /// other than an ASCII letter or digit written `_`: `users-api` → `USERS_API`, the
     /// attribute's default name `my_app::client::fetch_user` → `MY_APP__CLIENT__FETCH_USER`
     /// (so `BREAKERBOX__MY_APP__CLIENT__FETCH_USER__FAILURES=3`). The key is what follows the
     /// last `__` (no key contains `__`), in any case. A value reads as a number if it is one,
-    /// else as a string. A variable whose `<NAME>` is not a table of this file is left for
-    /// the file that names it; one that is malformed or has an unknown key is an error for
-    /// every file, and so is a value that is not UTF-8. Two tables with the same `<NAME>` are
-    /// an error only when a variable addresses them.
+    /// else as a string. Every variable must apply: one whose `<NAME>` is no breaker the
+    /// registry knows nor a table of this file, one that is malformed or has an unknown key,
+    /// and one whose name or value is not UTF-8 is an error, with "did you mean" for a name
+    /// or key close to a real one. Two breakers with the same `<NAME>` are an error only when
+    /// a variable addresses them.
     ///
-    /// Call it at startup, before the breakers' first calls. Errors come in order: the file's
-    /// syntax, its keys and values, its breaker names, then the environment, then the
-    /// combinations of keys; so an override never hides a mistake in the file. All or nothing:
-    /// on any error, no breaker is configured and the error names the file, line and key (or
-    /// the variable). The one exception is a race: a breaker another thread creates while the
-    /// file loads is reported as [`LoadError::AlreadyCreated`], and the tables before it (in
-    /// name order) stay configured.
+    /// **Order does not matter.** A breaker that exists already (an annotated one is created
+    /// by [`get`](Registry::get), [`breakers`](Registry::breakers) and metrics exporters)
+    /// takes the file live, as [`reload_toml`](Registry::reload_toml) gives it,
+    /// keeping its state; a change it cannot take live is a [`LoadError::NotReloadable`].
+    ///
+    /// Errors come in order: the file's syntax, its keys and values, its breaker and base
+    /// names, then the environment, then the combinations of keys; so a variable never hides
+    /// a mistake in the file. All or nothing: on any error, no breaker is configured and the
+    /// error names the file, line and key (or the variable). The one exception is a race: a
+    /// single key's table of a family another thread creates while the file loads is
+    /// reported as [`LoadError::AlreadyCreated`], with the tables before it applied.
     pub fn load_toml(&self, path: impl AsRef<Path>) -> Result<Vec<String>, LoadError> {
         let path = path.as_ref();
         self.load_toml_str(path, &read(path)?)
@@ -295,89 +388,163 @@ impl Registry {
         text: &str,
         env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<Vec<String>, LoadError> {
-        let (configs, key_configs) = self.prepare(path, text, env)?;
-        let already = |name: &str, line: usize| LoadError::AlreadyCreated {
-            path: path.to_owned(),
-            line,
-            breaker: name.to_owned(),
-        };
-        let created = |name: &str| self.created(name) || family_exists(name);
-        if let Some((name, line, _)) = configs.iter().find(|(n, _, _)| created(n)) {
-            return Err(already(name, *line));
-        }
-        let mut names = Vec::with_capacity(configs.len());
-        for (name, line, config) in configs {
-            // `configure` refuses a breaker created since the check above: say so.
-            if !self.configure(&name, config) {
-                return Err(already(&name, line));
-            }
-            names.push(name);
-        }
-        for (name, key, line, config) in key_configs {
-            if family_exists(&name) || !self.configure_key(&name, &key, config) {
-                return Err(already(&name, line));
-            }
-        }
-        Ok(names)
+        // A breaker that exists takes the file live, as a reload gives it.
+        self.reload_with_env(path, text, env)
     }
 
-    /// Reads, checks and builds every config of a file, with the environment's overrides:
-    /// the breakers' configs by name (with the line of the table) and the single keys'.
-    #[allow(clippy::type_complexity)]
+    /// Reads and checks a file and the environment, and builds, layer by layer, the config of
+    /// every breaker they reach (and of every single key's table).
     fn prepare(
         &self,
         path: &Path,
         text: &str,
         env: impl IntoIterator<Item = (OsString, OsString)>,
-    ) -> Result<
-        (
-            Vec<(String, usize, Config)>,
-            Vec<(String, String, usize, Config)>,
-        ),
-        LoadError,
-    > {
-        let mut tables = parse(path, text)?;
-        for (name, table) in &tables {
-            check_file_keys(path, name, table)?;
+    ) -> Result<(Vec<Prepared>, Vec<PreparedKey>), LoadError> {
+        let parsed = parse(path, text)?;
+        if let Some(defaults) = &parsed.defaults {
+            check_shared_keys(path, DEFAULTS, defaults)?;
         }
-        self.check_names(path, &tables)?;
-        overlay_env(path, &mut tables, env)?;
-        let mut configs = Vec::with_capacity(tables.len());
+        for (name, table) in &parsed.configs {
+            check_shared_keys(path, &format!("{CONFIGS}.{name}"), table)?;
+        }
+        for (name, table) in &parsed.breakers {
+            check_file_keys(path, name, table)?;
+            check_base(path, name, table, &parsed.configs)?;
+        }
+        let known = self.known_names();
+        self.check_names(path, &parsed.breakers, &known)?;
+        let vars = read_env(env)?;
+        let mut env = match_env(
+            path,
+            vars,
+            known
+                .iter()
+                .map(String::as_str)
+                .chain(parsed.breakers.keys().map(String::as_str)),
+        )?;
+        // Every breaker the file or the environment reaches: its tables, the variables', and
+        // with `[defaults]` every annotated breaker and keyed family.
+        let mut targets: BTreeSet<String> = parsed.breakers.keys().cloned().collect();
+        targets.extend(env.keys().cloned());
+        if parsed.defaults.is_some() {
+            targets.extend(self.attribute_names());
+        }
+        let path: Arc<Path> = path.into();
+        let defaults = parsed.defaults.as_ref().map(|d| Arc::new(d.keys.clone()));
+        let bases: HashMap<&str, Arc<Keys>> = parsed
+            .configs
+            .iter()
+            .map(|(name, table)| (name.as_str(), Arc::new(table.keys.clone())))
+            .collect();
+        let mut configs = Vec::with_capacity(targets.len());
         let mut key_configs = Vec::new();
-        for (name, table) in tables {
-            let config = build(path, &name, &table)?;
-            for (key, own) in &table.per_key {
-                // The family's keys, then the key's own.
-                let mut both = Table {
+        for name in targets {
+            let table = parsed.breakers.get(&name);
+            let vars = env.remove(&name).unwrap_or_default();
+            let place = match (table, vars.first(), &parsed.defaults) {
+                (Some(table), _, _) => Place::Line(table.line),
+                (None, Some((_, _, Origin::Env { var })), _) => Place::Env(var.clone()),
+                (None, _, Some(defaults)) => Place::Line(defaults.line),
+                _ => Place::Line(1),
+            };
+            let code = self.code_config(&name);
+            let own = match (self.attribute(&name), &code) {
+                (Some(r), _) => Own::Attribute(r),
+                (None, Some((site, config))) => Own::Code(*site, config),
+                (None, None) => Own::None,
+            };
+            let layers = Layers {
+                path: path.clone(),
+                line: match &place {
+                    Place::Line(line) => *line,
+                    Place::Env(_) => 1,
+                },
+                defaults: defaults.clone(),
+                base: table
+                    .and_then(|t| t.base.as_ref())
+                    .map(|(base, _)| (base.clone(), bases[base.as_str()].clone())),
+                table: table.map(|t| t.keys.clone()),
+                env: vars,
+                name,
+            };
+            let mut m = layers.under_table(own)?;
+            for (key, own) in table.map_or(&[][..], |t| &t.per_key[..]) {
+                let key_name = key_table_name(&layers.name, key);
+                let mut k = m.for_key(key_name.clone(), own.line);
+                k.text(&own.keys, |line| Source::Table {
+                    name: key_name.clone(),
+                    line,
+                })?;
+                k.text(&layers.env, |_| Source::Default)?;
+                let (config, sources) = k.finish()?;
+                key_configs.push(PreparedKey {
+                    family: layers.name.clone(),
+                    key: key.clone(),
                     line: own.line,
-                    dynamic: false,
-                    keys: table.keys.clone(),
-                    per_key: Vec::new(),
-                };
-                both.keys.extend(own.keys.iter().cloned());
-                let config = build(path, &key_table_name(&name, key), &both)?;
-                key_configs.push((name.clone(), key.clone(), own.line, config));
+                    config,
+                    sources,
+                });
             }
-            configs.push((name, table.line, config));
+            m.text(&layers.env, |_| Source::Default)?;
+            let (config, sources) = m.finish()?;
+            let name = layers.name.clone();
+            // A breaker made in code after the file: its code's config is a layer too, known
+            // only when it is made.
+            let layered: Option<Layered> = matches!(own, Own::None).then(|| {
+                Arc::new(move |site: Site, code: &Config| {
+                    layers
+                        .build(Own::Code(site, code))
+                        .map_err(|e| e.to_string())
+                }) as Layered
+            });
+            let table = table.map(|t| {
+                let keys = t
+                    .keys
+                    .iter()
+                    .filter_map(|(key, _, _)| KEYS.iter().position(|k| k == key))
+                    .fold(0u32, |bits, i| bits | 1 << i);
+                (t.line, keys)
+            });
+            configs.push(Prepared {
+                name,
+                place,
+                config,
+                sources,
+                layered,
+                table,
+            });
         }
         Ok((configs, key_configs))
     }
 
-    /// The names a table may give without `dynamic = true`: every breaker the registry knows,
-    /// created or annotated, and every keyed family created. `names`, not `breakers`: listing
-    /// must create nothing, or every annotated breaker would exist before the file could
-    /// configure it.
+    /// The names a table may give without `dynamic = true`, and a variable may address: every
+    /// breaker the registry knows, created or annotated, every keyed family, annotated or
+    /// created, and every name given a config already. `names`, not `breakers`: listing must
+    /// create nothing, or every annotated breaker would exist before the file could configure
+    /// it.
     fn known_names(&self) -> HashSet<String> {
         let mut known: HashSet<String> = self.names().into_iter().collect();
+        known.extend(self.keyed_names().map(str::to_owned));
         known.extend(crate::keyed::reload::families().into_keys());
+        known.extend(self.preset_names());
         known
     }
 
-    fn check_names(&self, path: &Path, tables: &BTreeMap<String, Table>) -> Result<(), LoadError> {
-        if tables.values().all(|t| t.dynamic) {
-            return Ok(());
-        }
-        let known = self.known_names();
+    /// The names of every `#[circuit_breaker]` function, keyed or not.
+    fn attribute_names(&self) -> Vec<String> {
+        self.names()
+            .into_iter()
+            .filter(|name| self.attribute(name).is_some())
+            .chain(self.keyed_names().map(str::to_owned))
+            .collect()
+    }
+
+    fn check_names(
+        &self,
+        path: &Path,
+        tables: &BTreeMap<String, Table>,
+        known: &HashSet<String>,
+    ) -> Result<(), LoadError> {
         let Some((name, table)) = tables
             .iter()
             .find(|(name, table)| !table.dynamic && !known.contains(*name))
@@ -391,6 +558,83 @@ impl Registry {
             suggestion: closest(name, known.iter().map(String::as_str)).map(str::to_owned),
         })
     }
+}
+
+/// Where a configured breaker's config comes from in the file, for an error about applying
+/// it: its table's line, or the variable that reached it.
+#[derive(Clone, Debug)]
+enum Place {
+    Line(usize),
+    Env(String),
+}
+
+/// A breaker's (or keyed family's) config, built from its layers.
+struct Prepared {
+    name: String,
+    place: Place,
+    config: Config,
+    /// Where each key's value came from.
+    sources: Vec<KeySource>,
+    /// For a name neither annotated nor created: the layers again, to put over the config of
+    /// the code that makes it.
+    layered: Option<Layered>,
+    /// Its `[breakers.<name>]` table's line and keys (one bit per [`KEYS`] entry), if it has
+    /// one.
+    table: Option<(usize, u32)>,
+}
+
+/// The layers a file (and the environment) gives one name, other than its own (its
+/// attribute's or its code's).
+struct Layers {
+    path: Arc<Path>,
+    name: String,
+    /// The line an error with no line of its own is reported at.
+    line: usize,
+    defaults: Option<Arc<Keys>>,
+    base: Option<(String, Arc<Keys>)>,
+    table: Option<Keys>,
+    env: Keys,
+}
+
+impl Layers {
+    /// The layers up to the name's table, with `own` under the table.
+    fn under_table(&self, own: Own<'_>) -> Result<Merge<'_>, LoadError> {
+        let mut m = Merge::new(&self.path, self.name.clone(), self.line);
+        if let Some(defaults) = &self.defaults {
+            m.text(defaults, |line| Source::Defaults { line })?;
+        }
+        if let Some((base, keys)) = &self.base {
+            m.text(keys, |line| Source::Base {
+                name: base.clone(),
+                line,
+            })?;
+        }
+        m.own(own);
+        if let Some(table) = &self.table {
+            m.text(table, |line| Source::Table {
+                name: self.name.clone(),
+                line,
+            })?;
+        }
+        Ok(m)
+    }
+
+    /// Every layer, with `own`, checked.
+    fn build(&self, own: Own<'_>) -> Result<(Config, Vec<KeySource>), LoadError> {
+        let mut m = self.under_table(own)?;
+        m.text(&self.env, |_| Source::Default)?;
+        m.finish()
+    }
+}
+
+/// A single key's config, from its `[breakers.<family>.keys."<key>"]` table over its family's
+/// layers.
+struct PreparedKey {
+    family: String,
+    key: String,
+    line: usize,
+    config: Config,
+    sources: Vec<KeySource>,
 }
 
 /// The largest config file read: far above any real config (a 16 MB file loads in seconds),
@@ -424,44 +668,22 @@ fn read(path: &Path) -> Result<String, LoadError> {
     })
 }
 
-/// The error for `key` of breaker `name`, blamed where it was set.
-fn error(
-    path: &Path,
-    name: &str,
-    table: &Table,
-    key: &str,
-    origin: Option<&Origin>,
-    message: String,
-) -> LoadError {
-    match origin {
-        Some(Origin::Env { var }) => LoadError::Env {
-            var: var.clone(),
-            message: format!("`{}` {message}", Cut(key)),
-        },
-        Some(Origin::File { line }) => LoadError::Invalid {
-            path: path.to_owned(),
-            line: *line,
-            breaker: name.to_owned(),
-            key: key.to_owned(),
-            message,
-        },
-        None => LoadError::Invalid {
-            path: path.to_owned(),
-            line: table.line,
-            breaker: name.to_owned(),
-            key: key.to_owned(),
-            message,
-        },
-    }
-}
-
-/// Each key and value of the file, on its own: the file's mistakes come before any of the
-/// environment's.
+/// Each key and value of a breaker's table on its own: the file's mistakes come before any of
+/// the environment's, and before the combinations of layers.
 fn check_file_keys(path: &Path, name: &str, table: &Table) -> Result<(), LoadError> {
     let mut b: ConfigBuilder = Config::builder();
     for (key, value, origin) in &table.keys {
-        b = apply(b, key, value, Dialect::Text)
-            .map_err(|m| error(path, name, table, key, Some(origin), m))?;
+        let line = match origin {
+            Origin::File { line } => *line,
+            Origin::Env { .. } => table.line,
+        };
+        b = apply(b, key, value, Dialect::Text).map_err(|message| LoadError::Invalid {
+            path: path.to_owned(),
+            line,
+            breaker: name.to_owned(),
+            key: key.clone(),
+            message,
+        })?;
     }
     for (key, own) in &table.per_key {
         check_file_keys(path, &key_table_name(name, key), own)?;
@@ -469,22 +691,66 @@ fn check_file_keys(path: &Path, name: &str, table: &Table) -> Result<(), LoadErr
     Ok(())
 }
 
-fn build(path: &Path, name: &str, table: &Table) -> Result<Config, LoadError> {
+/// Each key and value of `[defaults]` or a `[configs.<name>]` table on its own.
+fn check_shared_keys(path: &Path, name: &str, table: &Table) -> Result<(), LoadError> {
     let mut b: ConfigBuilder = Config::builder();
     for (key, value, origin) in &table.keys {
-        b = apply(b, key, value, Dialect::Text)
-            .map_err(|m| error(path, name, table, key, Some(origin), m))?;
+        let line = match origin {
+            Origin::File { line } => *line,
+            Origin::Env { .. } => table.line,
+        };
+        let wrong = |message: String| LoadError::InvalidShared {
+            path: path.to_owned(),
+            line,
+            table: name.to_owned(),
+            key: key.clone(),
+            message,
+        };
+        if [DYNAMIC, BASE, KEYS_TABLE].contains(&key.as_str()) {
+            return Err(wrong(format!(
+                "belongs in a `[breakers.<name>]` table; [{}] holds config keys only",
+                Cut(name)
+            )));
+        }
+        b = apply(b, key, value, Dialect::Text).map_err(wrong)?;
     }
-    b.build().map_err(|e| {
-        let key = e.field();
-        // Blame where the key was set last: the environment wins over the file.
-        let origin = table.keys.iter().rev().find(|(k, _, _)| k == key);
-        let message = e.to_string();
-        // The message starts with the key already; say the rest.
-        let message = message
-            .strip_prefix(&format!("`{key}` "))
-            .unwrap_or(&message)
-            .to_owned();
-        error(path, name, table, key, origin.map(|(_, _, o)| o), message)
+    Ok(())
+}
+
+/// A table's `base` names a `[configs.<name>]` table of the file.
+fn check_base(
+    path: &Path,
+    name: &str,
+    table: &Table,
+    configs: &BTreeMap<String, Table>,
+) -> Result<(), LoadError> {
+    let Some((base, line)) = &table.base else {
+        return Ok(());
+    };
+    if configs.contains_key(base) {
+        return Ok(());
+    }
+    let hint = match closest(base, configs.keys().map(String::as_str)) {
+        Some(near) => format!("; did you mean `{}`?", Cut(near)),
+        None if configs.is_empty() => {
+            "; the file has none: add one, like `[configs.fast]` followed by `open_for = \"5s\"`"
+                .to_owned()
+        }
+        None => format!(
+            "; the file's are {}",
+            configs
+                .keys()
+                .take(10)
+                .map(|n| format!("`{}`", Cut(n)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    Err(LoadError::Invalid {
+        path: path.to_owned(),
+        line: *line,
+        breaker: name.to_owned(),
+        key: BASE.to_owned(),
+        message: format!("`{}` names no `[configs.<name>]` table{hint}", Cut(base)),
     })
 }

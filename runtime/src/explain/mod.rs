@@ -34,6 +34,7 @@ pub(crate) struct Why {
 /// What the breaker hands over to build an [`Explanation`]; see `Inner::explain_parts`.
 pub(crate) struct Parts {
     pub(crate) name: String,
+    pub(crate) key: Option<String>,
     pub(crate) state: State,
     pub(crate) now: Duration,
     pub(crate) since: Duration,
@@ -98,8 +99,13 @@ pub(crate) struct Parts {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Explanation {
-    /// The breaker's name.
+    /// The breaker's name: the family's, for a keyed family's breaker.
     pub name: String,
+    /// For a keyed family's breaker, its key as it displays (see
+    /// [`Event::key`](crate::Event::key)); the sentence then begins `key '<key>': `. With
+    /// `serde`, left out when `None`.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub key: Option<String>,
     /// Its state.
     pub state: State,
     /// When it entered the state, on the breaker's clock (comparable with
@@ -295,6 +301,7 @@ impl Explanation {
         };
         Explanation {
             name: p.name,
+            key: p.key,
             state: p.state,
             since: p.since,
             elapsed: p.now.saturating_sub(p.since),

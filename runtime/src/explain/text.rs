@@ -178,6 +178,9 @@ impl fmt::Display for Short<'_> {
 impl fmt::Display for Explanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ago = Human(self.elapsed);
+        if let Some(key) = &self.key {
+            write!(f, "key '{key}': ")?;
+        }
         match (&self.cause, self.since_wall) {
             (Cause::Created, _) => write!(f, "{} since it was created ({ago} ago)", self.state)?,
             (cause, Some(wall)) => write!(

@@ -22,6 +22,10 @@ pub struct KeyMetrics {
     pub key: String,
     /// Its breaker's metrics.
     pub metrics: Metrics,
+    /// The message of the failure that last tripped its breaker (see
+    /// [`Breaker::last_failure`]). With `serde`, read as `None` when absent.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub last_failure: Option<String>,
 }
 
 /// A keyed family as [`Registry::families`] lists it: every key (for a family of many keys,
@@ -49,6 +53,8 @@ pub(super) trait View: Send + Sync + super::reload::Reload {
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     fn each(&self, f: &mut dyn FnMut(String, &Breaker));
     fn as_any(&self) -> &dyn std::any::Any;
+    fn key_page(&self, query: &super::KeyQuery) -> super::KeyPage;
+    fn key_by_text(&self, text: &str) -> Option<Breaker>;
 }
 
 impl<K> View for BreakerMap<K>
@@ -57,12 +63,7 @@ where
 {
     fn metrics(&self) -> FamilyMetrics {
         let mut keys = Vec::new();
-        self.for_each(|k, b| {
-            keys.push(KeyMetrics {
-                key: displayed(k),
-                metrics: b.metrics(),
-            })
-        });
+        self.for_each(|k, b| keys.push(KeyMetrics::of(displayed(k), b)));
         keys.sort_by(|a, b| a.key.cmp(&b.key));
         let open_keys = keys
             .iter()
@@ -92,6 +93,18 @@ where
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+
+    fn key_page(&self, query: &super::KeyQuery) -> super::KeyPage {
+        BreakerMap::key_page(self, query)
+    }
+
+    fn key_by_text(&self, text: &str) -> Option<Breaker> {
+        // A `String` key is its own text: looked up, not searched for.
+        match self.as_any().downcast_ref::<BreakerMap<String>>() {
+            Some(map) => map.get(text),
+            None => BreakerMap::key_by_text(self, text),
+        }
     }
 }
 
@@ -212,6 +225,10 @@ impl Registry {
         }
         // Made outside the lock too: a new family reads its clock, which is user code.
         let map = BreakerMap::<K>::new(name, config);
+        // Not shared yet: every key it makes will tell the registry's listeners.
+        map.family
+            .in_registry
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         // A key's own config is looked up as the key displays, when its breaker is made.
         map.family.live.set_keys(keys);
         let mut all = families();
@@ -238,6 +255,24 @@ impl Registry {
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }
+}
+
+/// The names of the registry's families.
+pub(crate) fn family_names() -> Vec<String> {
+    views().into_iter().map(|(n, _)| n.into()).collect()
+}
+
+/// The registry family `name`.
+pub(super) fn view(name: &str) -> Result<Arc<dyn View>, super::KeyError> {
+    FAMILIES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(n, _)| **n == *name)
+        .map(|(_, v)| v.clone())
+        .ok_or_else(|| super::KeyError::NoFamily {
+            family: name.to_owned(),
+        })
 }
 
 /// The registered families, read outside the lock (their keys' `Display` is user code).

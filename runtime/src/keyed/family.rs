@@ -5,8 +5,7 @@ use core::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
-use crate::breaker::Breaker;
-use crate::breaker::Rejected;
+use crate::breaker::{Breaker, displayed};
 use crate::identity::Identity;
 use crate::state::State;
 
@@ -46,6 +45,9 @@ pub(super) struct Family<K, S> {
     /// The family itself, for the listeners that carry an evicted breaker's opening to its
     /// key (weak: a listener must not keep the family alive).
     pub(super) me: Weak<Family<K, S>>,
+    /// A registry family's: its keys' changes are told to the registry-wide listeners (the
+    /// admin event stream's among them). Set before the family is shared.
+    pub(super) in_registry: AtomicBool,
 }
 
 /// A key's breaker and when it was last called.
@@ -85,27 +87,6 @@ where
     K: Hash + Eq + Clone + core::fmt::Display + Send + Sync + 'static,
     S: BuildHasher + Send + Sync + 'static,
 {
-    /// `rejected`, by `key`'s breaker, with the key named in it (once per breaker: the text
-    /// is kept by the breaker). Not for the overflow breaker, which many keys share.
-    #[cold]
-    #[inline(never)]
-    pub(super) fn named<Q>(&self, key: &Q, rejected: Rejected) -> Rejected
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        if rejected.breaker.key().is_none() {
-            let guard = self.map.guard();
-            if let Some((k, slot)) = self.map.get_key_value(key, &guard)
-                && slot.breaker.ptr_eq(&rejected.breaker)
-            {
-                // The key's `Display` is user code: it runs under no lock of ours.
-                slot.breaker.name_key(|| k.to_string());
-            }
-        }
-        rejected
-    }
-
     /// `key`'s breaker, created if it is new.
     #[inline]
     pub(super) fn find<'g, Q>(&'g self, key: &Q, guard: &'g impl papaya::Guard) -> &'g Breaker
@@ -162,10 +143,15 @@ where
         self.map.len() < self.hard_cap
     }
 
+    /// A new breaker for `key`, which knows its key's text for its events, rejections and
+    /// explanations (the key's `Display` is user code: it runs under no lock of ours, and a
+    /// panic in it gives `<Display panicked>`).
     pub(super) fn slot(&self, now: u64, key: &K) -> Slot {
         let config = self.config_of(key);
+        let identity = Identity::shared(self.name.clone());
+        let in_registry = self.in_registry.load(Ordering::Relaxed);
         Slot {
-            breaker: Breaker::named(Identity::shared(self.name.clone()), config),
+            breaker: Breaker::keyed(identity, config, in_registry, &displayed(key)),
             touched: AtomicU64::new(0),
             seen: AtomicU64::new(now),
         }

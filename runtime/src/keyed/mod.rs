@@ -40,6 +40,7 @@
 //!   twice `max_keys`; past that a new key shares one overflow breaker with the family's config
 //!   until sweeps make room.
 
+mod control;
 mod families;
 mod family;
 mod hasher;
@@ -47,8 +48,11 @@ pub(crate) mod reload;
 mod snapshot;
 mod totals;
 
+pub use control::{KeyError, KeyOrder, KeyPage, KeyQuery};
 #[cfg(feature = "serde")]
 pub(crate) use families::family_exists;
+#[cfg(feature = "admin")]
+pub(crate) use families::family_names;
 pub use families::{FamilyMetrics, KeyMetrics, KeyTypeMismatch};
 pub use hasher::KeyHasher;
 pub use snapshot::{FamilySnapshot, FamilyTotals};
@@ -182,6 +186,7 @@ where
                 config: crate::reload::LiveConfig::new(Arc::new(config)),
                 live: Default::default(),
                 me: me.clone(),
+                in_registry: AtomicBool::new(false),
             }),
         }
     }
@@ -209,10 +214,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let guard = self.family.map.guard();
-        match self.family.find(key, &guard).call(f) {
-            Err(Error::Rejected(r)) => Err(Error::Rejected(self.family.named(key, r))),
-            done => done,
-        }
+        self.family.find(key, &guard).call(f)
     }
 
     /// Runs `f` through `key`'s breaker and lets `classify` judge it, as
@@ -229,10 +231,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let guard = self.family.map.guard();
-        self.family
-            .find(key, &guard)
-            .call_with(f, classify)
-            .map_err(|r| self.family.named(key, r))
+        self.family.find(key, &guard).call_with(f, classify)
     }
 
     /// Awaits `fut` through `key`'s breaker, as [`Breaker::call_async`] does. The future holds
@@ -250,10 +249,7 @@ where
             let guard = self.family.map.guard();
             self.family.find(key, &guard).clone()
         };
-        match breaker.call_async(fut).await {
-            Err(Error::Rejected(r)) => Err(Error::Rejected(self.family.named(key, r))),
-            done => done,
-        }
+        breaker.call_async(fut).await
     }
 
     /// Asks `key`'s breaker for leave to make one call, as [`Breaker::try_acquire_owned`]
@@ -266,22 +262,19 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let guard = self.family.map.guard();
-        self.family
-            .find(key, &guard)
-            .try_acquire_owned()
-            .map_err(|r| self.family.named(key, r))
+        self.family.find(key, &guard).try_acquire_owned()
     }
 
-    /// Names `key` in `rejected`, a rejection by the breaker of `key` got from
-    /// [`breaker`](BreakerMap::breaker), as the family's own methods do. For the code
-    /// `#[circuit_breaker(key = …)]` generates.
+    /// `rejected`, a rejection by the breaker of `key` got from
+    /// [`breaker`](BreakerMap::breaker). A family's breaker knows its key, so a rejection
+    /// names it already; kept for the code `#[circuit_breaker(key = …)]` generates.
     #[doc(hidden)]
-    pub fn name_rejection<Q>(&self, key: &Q, rejected: Rejected) -> Rejected
+    pub fn name_rejection<Q>(&self, _key: &Q, rejected: Rejected) -> Rejected
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.family.named(key, rejected)
+        rejected
     }
 
     /// A handle to `key`'s breaker, if the key is held now. The handle keeps the breaker alive

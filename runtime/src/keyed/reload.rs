@@ -277,6 +277,8 @@ pub(crate) trait Reload {
     fn check(&self, config: &Config, keys: &KeyTable) -> Result<(), Refused>;
     /// Applies them; call [`check`](Reload::check) first.
     fn apply(&self, config: Config, keys: KeyTable);
+    /// The config its new keys get now.
+    fn config(&self) -> Config;
 }
 
 impl<K, S> Reload for super::BreakerMap<K, S>
@@ -290,6 +292,10 @@ where
 
     fn apply(&self, config: Config, keys: KeyTable) {
         self.family.apply(config, keys)
+    }
+
+    fn config(&self) -> Config {
+        super::BreakerMap::config(self).clone()
     }
 }
 

@@ -205,9 +205,6 @@ fn rank<K: fmt::Display>(open: Vec<(K, Breaker)>, top: usize) -> Vec<(String, K,
 fn top_open<K: fmt::Display>(open: Vec<(K, Breaker)>, top: usize) -> Vec<KeyMetrics> {
     rank(open, top)
         .into_iter()
-        .map(|(key, _, b)| KeyMetrics {
-            key,
-            metrics: b.metrics(),
-        })
+        .map(|(key, _, b)| KeyMetrics::of(key, &b))
         .collect()
 }

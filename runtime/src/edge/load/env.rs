@@ -1,12 +1,13 @@
 //! `BREAKERBOX__<NAME>__<KEY>` environment variables over the file's tables.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::Path;
 
-use super::{Cut, ENV_PREFIX, LoadError, Origin, Table};
+use super::{Cut, ENV_PREFIX, Keys, LoadError, Name, Origin};
 use crate::edge::serde_impl::{Raw, did_you_mean};
 use crate::keys::KEYS;
+use crate::suggest::closest;
 
 /// A breaker's name as it is written in an environment variable: ASCII letters in capitals,
 /// digits as they are, every other character `_` (`my_app::fetch` → `MY_APP__FETCH`).
@@ -22,26 +23,41 @@ pub(super) fn env_name(name: &str) -> String {
         .collect()
 }
 
-pub(super) fn overlay_env(
-    path: &Path,
-    tables: &mut BTreeMap<String, Table>,
+/// One `BREAKERBOX__<NAME>__<KEY>` variable, read and checked on its own.
+pub(super) struct EnvVar {
+    /// The whole name, for messages.
+    pub(super) var: String,
+    /// `<NAME>`, in capitals.
+    pub(super) name: String,
+    /// `<KEY>`, in lower case: one of [`KEYS`].
+    pub(super) key: String,
+    pub(super) value: Raw,
+}
+
+/// Every variable of ours in `env`, in name order (so the same environment always gives the
+/// same error), each checked for its form, its key and its value's encoding.
+pub(super) fn read_env(
     env: impl IntoIterator<Item = (OsString, OsString)>,
-) -> Result<(), LoadError> {
-    // A name that is not Unicode cannot start with our prefix as a `str`, nor be one of ours.
-    let mut vars: Vec<(String, OsString)> = env
-        .into_iter()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
-        .filter(|(k, _)| k.starts_with(ENV_PREFIX))
-        .collect();
-    if vars.is_empty() {
-        return Ok(());
+) -> Result<Vec<EnvVar>, LoadError> {
+    let mut vars: Vec<(String, OsString)> = Vec::new();
+    for (k, v) in env {
+        match k.into_string() {
+            Ok(k) if k.starts_with(ENV_PREFIX) => vars.push((k, v)),
+            Ok(_) => {}
+            // Ours by its prefix, but not readable: say so rather than ignore it.
+            Err(k) if k.as_encoded_bytes().starts_with(ENV_PREFIX.as_bytes()) => {
+                return Err(LoadError::Env {
+                    var: k.to_string_lossy().into_owned(),
+                    message:
+                        "its name is not valid UTF-8; write it `BREAKERBOX__<NAME>__<KEY>` in ASCII"
+                            .to_owned(),
+                });
+            }
+            Err(_) => {}
+        }
     }
-    // Deterministic order, so the same environment always gives the same error.
     vars.sort();
-    let mut by_env: HashMap<String, Vec<String>> = HashMap::new();
-    for name in tables.keys() {
-        by_env.entry(env_name(name)).or_default().push(name.clone());
-    }
+    let mut out = Vec::with_capacity(vars.len());
     for (var, value) in vars {
         let err = |message: String| LoadError::Env {
             var: var.clone(),
@@ -66,26 +82,87 @@ pub(super) fn overlay_env(
             )));
         }
         let name = name.to_ascii_uppercase();
-        let Some(matching) = by_env.get(&name) else {
-            // Another file's breaker: not this load's business.
-            continue;
-        };
-        if matching.len() > 1 {
-            let names: Vec<_> = matching.iter().map(|n| format!("'{}'", Cut(n))).collect();
-            return Err(err(format!(
-                "{} could be any of the breakers {}; rename one of them in {}",
-                Cut(&name),
-                names.join(" and "),
-                path.display()
-            )));
-        }
         let value = value.into_string().map_err(|_| {
             err("its value is not valid UTF-8; write it as text, like `30s` or `5`".to_owned())
         })?;
-        let table = tables.get_mut(&matching[0]).expect("indexed above");
-        table
-            .keys
-            .push((key, Raw::from_env(&value), Origin::Env { var: var.clone() }));
+        out.push(EnvVar {
+            name,
+            key,
+            value: Raw::from_env(&value),
+            var,
+        });
     }
-    Ok(())
+    Ok(out)
+}
+
+/// Each variable matched to the breaker it names among `known`, as that breaker's keys (in
+/// variable order). A variable that names none of them, or more than one, is an error.
+pub(super) fn match_env<'a>(
+    path: &Path,
+    vars: Vec<EnvVar>,
+    known: impl IntoIterator<Item = &'a str>,
+) -> Result<HashMap<String, Keys>, LoadError> {
+    let mut out: HashMap<String, Keys> = HashMap::new();
+    if vars.is_empty() {
+        return Ok(out);
+    }
+    let mut by_env: HashMap<String, Vec<&'a str>> = HashMap::new();
+    for name in known {
+        let names = by_env.entry(env_name(name)).or_default();
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    for EnvVar {
+        var,
+        name,
+        key,
+        value,
+    } in vars
+    {
+        let err = |message: String| LoadError::Env {
+            var: var.clone(),
+            message,
+        };
+        let Some(matching) = by_env.get(&name) else {
+            let suggestion = closest(&name, by_env.keys().map(String::as_str)).map(|near| {
+                let names: Vec<_> = by_env[near]
+                    .iter()
+                    .map(|n| format!("'{}'", Name(n)))
+                    .collect();
+                format!(
+                    "; did you mean `{ENV_PREFIX}{}__{}` (breaker {})?",
+                    Name(near),
+                    key.to_ascii_uppercase(),
+                    names.join(" or ")
+                )
+            });
+            return Err(err(format!(
+                "names no known breaker or keyed family (`{}`){} A breaker made at run time needs a `[breakers.<name>]` table with `dynamic = true` in {} for a variable to reach it.",
+                Name(&name),
+                suggestion.unwrap_or_else(|| ".".to_owned()),
+                path.display()
+            )));
+        };
+        if matching.len() > 1 {
+            let names: Vec<_> = matching.iter().map(|n| format!("'{}'", Name(n))).collect();
+            return Err(err(format!(
+                "{} could be any of the breakers {}; rename one of them",
+                Name(&name),
+                names.join(" and "),
+            )));
+        }
+        let keys = out.entry(matching[0].to_owned()).or_default();
+        // Two variables for one key (`…__OPEN_FOR` and `…__open_for`): which one wins would
+        // depend on their order, so neither does.
+        if let Some((_, _, Origin::Env { var: first })) = keys.iter().find(|(k, _, _)| *k == key) {
+            return Err(err(format!(
+                "sets `{key}` of '{}', and so does {}; keep one of them",
+                Name(matching[0]),
+                Name(first)
+            )));
+        }
+        keys.push((key, value, Origin::Env { var }));
+    }
+    Ok(out)
 }

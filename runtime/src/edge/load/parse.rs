@@ -6,7 +6,7 @@ use std::path::Path;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::{Cut, DYNAMIC, KEYS_TABLE, LoadError, Origin, Table};
+use super::{BASE, CONFIGS, Cut, DEFAULTS, DYNAMIC, KEYS_TABLE, LoadError, Origin, Table};
 use crate::edge::serde_impl::Raw;
 
 #[cfg(test)]
@@ -60,7 +60,31 @@ impl<'a> Lines<'a> {
     }
 }
 
-pub(super) fn parse(path: &Path, text: &str) -> Result<BTreeMap<String, Table>, LoadError> {
+/// The breaker config of a TOML text: the `[defaults]` table, the named bases
+/// (`[configs.<name>]`) and the breakers' tables, each key with its line.
+#[derive(Default)]
+pub(super) struct Parsed {
+    /// `[defaults]`: keys for every breaker the file reaches.
+    pub(super) defaults: Option<Table>,
+    /// `[configs.<name>]`: keys a breaker's table takes with `base = "<name>"`.
+    pub(super) configs: BTreeMap<String, Table>,
+    /// `[breakers.<name>]`.
+    pub(super) breakers: BTreeMap<String, Table>,
+}
+
+impl Table {
+    fn new(line: usize, capacity: usize) -> Table {
+        Table {
+            line,
+            dynamic: false,
+            base: None,
+            keys: Vec::with_capacity(capacity),
+            per_key: Vec::new(),
+        }
+    }
+}
+
+pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, LoadError> {
     let lines = Lines::new(text);
     let syntax = |offset: usize, message: String| {
         let (line, column) = lines.position(offset);
@@ -75,8 +99,40 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<BTreeMap<String, Table>, 
         let offset = e.span().map_or(0, |s| s.start);
         syntax(offset, e.message().trim_end().to_owned())
     })?;
-    let Some((key, breakers)) = doc.get_ref().get_key_value("breakers") else {
-        return Ok(BTreeMap::new());
+    let doc = doc.get_ref();
+    let mut parsed = Parsed::default();
+    if let Some((key, defaults)) = doc.get_key_value(DEFAULTS) {
+        let DeValue::Table(entries) = defaults.get_ref() else {
+            return Err(syntax(
+                key.span().start,
+                "`defaults` must be a table of keys for every breaker, like `[defaults]` followed by `open_for = \"30s\"`".to_owned(),
+            ));
+        };
+        let mut table = Table::new(lines.line(key.span().start), entries.len());
+        plain_keys(&lines, entries, &mut table);
+        parsed.defaults = Some(table);
+    }
+    if let Some((key, configs)) = doc.get_key_value(CONFIGS) {
+        let shape = |at: usize| {
+            syntax(
+                at,
+                "`configs` must be a table of named configs, like `[configs.fast]` followed by `open_for = \"5s\"`, which a breaker's table takes with `base = \"fast\"`".to_owned(),
+            )
+        };
+        let DeValue::Table(configs) = configs.get_ref() else {
+            return Err(shape(key.span().start));
+        };
+        for (name, entries) in configs.iter() {
+            let DeValue::Table(entries) = entries.get_ref() else {
+                return Err(shape(name.span().start));
+            };
+            let mut table = Table::new(lines.line(name.span().start), entries.len());
+            plain_keys(&lines, entries, &mut table);
+            parsed.configs.insert(name.get_ref().to_string(), table);
+        }
+    }
+    let Some((key, breakers)) = doc.get_key_value("breakers") else {
+        return Ok(parsed);
     };
     let DeValue::Table(breakers) = breakers.get_ref() else {
         return Err(syntax(
@@ -84,7 +140,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<BTreeMap<String, Table>, 
             "`breakers` must be a table of breaker tables, like `[breakers.users]`".to_owned(),
         ));
     };
-    let mut tables = BTreeMap::new();
+    let tables = &mut parsed.breakers;
     for (name, table) in breakers.iter() {
         let line = lines.line(name.span().start);
         let DeValue::Table(entries) = table.get_ref() else {
@@ -96,12 +152,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<BTreeMap<String, Table>, 
                 ),
             ));
         };
-        let mut table = Table {
-            line,
-            dynamic: false,
-            keys: Vec::with_capacity(entries.len()),
-            per_key: Vec::new(),
-        };
+        let mut table = Table::new(line, entries.len());
         for (k, v) in entries.iter() {
             let line = lines.line(k.span().start);
             if k.get_ref() == KEYS_TABLE {
@@ -123,17 +174,8 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<BTreeMap<String, Table>, 
                 let keys = tables_of(v).ok_or_else(shape)?;
                 for (key, entries) in keys.iter() {
                     let entries = tables_of(entries).ok_or_else(shape)?;
-                    let mut own = Table {
-                        line: lines.line(key.span().start),
-                        dynamic: false,
-                        keys: Vec::with_capacity(entries.len()),
-                        per_key: Vec::new(),
-                    };
-                    for (k, v) in entries.iter() {
-                        let line = lines.line(k.span().start);
-                        own.keys
-                            .push((k.get_ref().to_string(), raw(v), Origin::File { line }));
-                    }
+                    let mut own = Table::new(lines.line(key.span().start), entries.len());
+                    plain_keys(&lines, entries, &mut own);
                     table.per_key.push((key.get_ref().to_string(), own));
                 }
                 continue;
@@ -152,13 +194,38 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<BTreeMap<String, Table>, 
                 table.dynamic = *dynamic;
                 continue;
             }
+            if k.get_ref() == BASE {
+                let DeValue::String(base) = v.get_ref() else {
+                    return Err(LoadError::Invalid {
+                        path: path.to_owned(),
+                        line,
+                        breaker: name.get_ref().to_string(),
+                        key: BASE.to_owned(),
+                        message:
+                            "must be the name of a `[configs.<name>]` table, like `base = \"fast\"`"
+                                .to_owned(),
+                    });
+                };
+                table.base = Some((base.to_string(), line));
+                continue;
+            }
             table
                 .keys
                 .push((k.get_ref().to_string(), raw(v), Origin::File { line }));
         }
         tables.insert(name.get_ref().to_string(), table);
     }
-    Ok(tables)
+    Ok(parsed)
+}
+
+/// The keys of a table that holds config keys only, each with its line.
+fn plain_keys(lines: &Lines<'_>, entries: &DeTable<'_>, table: &mut Table) {
+    for (k, v) in entries.iter() {
+        let line = lines.line(k.span().start);
+        table
+            .keys
+            .push((k.get_ref().to_string(), raw(v), Origin::File { line }));
+    }
 }
 
 fn raw(value: &Spanned<DeValue<'_>>) -> Raw {

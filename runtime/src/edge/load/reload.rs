@@ -5,18 +5,20 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Cut, LoadError, key_table_name, read};
-use crate::config::Config;
+use super::{Cut, LoadError, Place, Prepared, PreparedKey, key_table_name, read};
+use crate::keyed::family_exists;
 use crate::keyed::reload::{self, KeyTable, Reload};
 use crate::registry::Registry;
 use crate::reload::ReconfigureError;
 
 impl Registry {
-    /// Like [`load_toml`](Registry::load_toml), and also for breakers that exist: each one's
-    /// config is replaced live, keeping its state, counts, window and open time (see
+    /// What [`load_toml`](Registry::load_toml) does (the two are one since a load applies to
+    /// breakers that exist too): each breaker's config is rebuilt from its layers (the file's,
+    /// the environment's, and its attribute's or its code's) and replaced live, keeping its
+    /// state, counts, window and open time (see
     /// [`Breaker::reconfigure`](crate::Breaker::reconfigure) for what a new value changes
-    /// when). Breakers not created yet are configured as `load_toml` does. Returns the names
-    /// in the file.
+    /// when). Breakers not created yet are configured for their creation. Returns the names
+    /// configured.
     ///
     /// ```
     /// use breakerbox_runtime::{registry, Config, State};
@@ -40,8 +42,9 @@ impl Registry {
     /// after a restart).
     ///
     /// **Keyed families.** For a family that exists ([`family`](Registry::family), or
-    /// `#[circuit_breaker(key = …)]`), its `[breakers.<name>]` table replaces the config its
-    /// new keys get and, live as above, every key's breaker held now (and its overflow
+    /// `#[circuit_breaker(key = …)]`), the config its layers give (its table's keys over its
+    /// attribute's, under the environment's) becomes the config its new keys get and, live as
+    /// above, every key's breaker held now (and its overflow
     /// breaker), each keeping its state, counts, window and open time; a
     /// `[breakers.<name>.keys."<key>"]` table does the same for one key (its keys over the
     /// family table's). The file's key tables replace the family's: a key whose table is
@@ -75,84 +78,119 @@ impl Registry {
         env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<Vec<String>, LoadError> {
         let (configs, key_configs) = self.prepare(path, text, env)?;
-        let refused = |name: &str, line: usize, e: ReconfigureError| LoadError::NotReloadable {
-            path: path.to_owned(),
-            line,
-            breaker: name.to_owned(),
-            key: Some(e.field.to_owned()),
-            message: e.to_string(),
+        let refused = |name: &str, place: &Place, e: ReconfigureError| match place {
+            Place::Line(line) => LoadError::NotReloadable {
+                path: path.to_owned(),
+                line: *line,
+                breaker: name.to_owned(),
+                key: Some(e.field.to_owned()),
+                message: e.to_string(),
+            },
+            Place::Env(var) => LoadError::Env {
+                var: var.clone(),
+                message: format!("[breakers.{}] {e}", Cut(name)),
+            },
         };
         // The live families in the file (by their index in `configs`), each with its single
         // keys' tables (all of them: a key whose table is gone goes back to the family's
         // config).
         let live = reload::families();
         let mut tables: HashMap<&str, KeyTable> = HashMap::new();
-        for (name, key, line, config) in &key_configs {
-            if live.contains_key(name) {
-                let table = tables.entry(name).or_default();
-                table.insert(key.clone(), config.clone());
-            } else if self.existing(name).is_some() {
+        for k in &key_configs {
+            if live.contains_key(&k.family) {
+                let table = tables.entry(&k.family).or_default();
+                table.insert(k.key.clone(), k.config.clone());
+            } else if self.existing(&k.family).is_some()
+                || self.attribute(&k.family).is_some_and(|r| !r.is_keyed())
+            {
+                // A single breaker, made or annotated: its keys' tables would reach nothing.
                 return Err(LoadError::NotReloadable {
                     path: path.to_owned(),
-                    line: *line,
-                    breaker: key_table_name(name, key),
+                    line: k.line,
+                    breaker: key_table_name(&k.family, &k.key),
                     key: None,
                     message: format!(
                         "'{}' is a single breaker, not a keyed family: only a family has keys",
-                        Cut(name)
+                        Cut(&k.family)
                     ),
                 });
             }
         }
         let mut families: Vec<(usize, &Arc<dyn Reload>, KeyTable)> = Vec::new();
-        for (i, (name, _, _)) in configs.iter().enumerate() {
-            if let Some(family) = live.get(name) {
-                families.push((i, family, tables.remove(name.as_str()).unwrap_or_default()));
+        for (i, p) in configs.iter().enumerate() {
+            if let Some(family) = live.get(&p.name) {
+                families.push((
+                    i,
+                    family,
+                    tables.remove(p.name.as_str()).unwrap_or_default(),
+                ));
             }
         }
         // Every check first.
         let mut next = families.iter().peekable();
-        for (i, (name, line, config)) in configs.iter().enumerate() {
+        for (i, p) in configs.iter().enumerate() {
             if let Some((_, family, keys)) = next.next_if(|f| f.0 == i) {
                 family
-                    .check(config, keys)
-                    .map_err(|r| family_refused(path, name, *line, &key_configs, r))?;
-            } else if let Some(b) = self.existing(name) {
-                b.can_reconfigure(config)
-                    .map_err(|e| refused(name, *line, e))?;
+                    .check(&p.config, keys)
+                    .map_err(|r| family_refused(path, &p.name, &p.place, &key_configs, r))?;
+            } else if let Some(b) = self.existing(&p.name) {
+                b.can_reconfigure(&p.config)
+                    .map_err(|e| refused(&p.name, &p.place, e))?;
             }
         }
         // Then every change.
+        let file: Arc<Path> = path.into();
         let mut names = Vec::with_capacity(configs.len());
         let mut families = families.into_iter().peekable();
-        for (i, (name, line, config)) in configs.into_iter().enumerate() {
+        for (i, p) in configs.into_iter().enumerate() {
+            let Prepared {
+                name,
+                place,
+                config,
+                sources,
+                layered,
+                table,
+            } = p;
+            let note = |name: &str| {
+                if let Some((line, keys)) = table {
+                    self.note_table(name, &file, line, keys);
+                }
+            };
             if let Some((_, family, keys)) = families.next_if(|f| f.0 == i) {
+                self.set_sources(&name, &config, sources);
                 family.apply(config, keys);
+                note(&name);
                 names.push(name);
                 continue;
             }
+            let account = (config.clone(), sources);
             let live = match self.existing(&name) {
                 Some(b) => Some(b),
                 // Not created: configured for its creation, unless created meanwhile.
-                None if self.configure(&name, config.clone()) => None,
+                None if self.preset_from_file(&name, config.clone(), layered) => None,
                 None => self.existing(&name),
             };
             if let Some(b) = live {
-                b.reconfigure(config).map_err(|e| refused(&name, line, e))?;
+                b.reconfigure(config)
+                    .map_err(|e| refused(&name, &place, e))?;
                 self.mark_preset(&name);
             }
+            // After `configure`, which forgets the account of a config it replaces.
+            self.set_sources(&name, &account.0, account.1);
+            note(&name);
             names.push(name);
         }
-        for (name, key, line, config) in key_configs {
-            if live.contains_key(&name) {
+        for k in key_configs {
+            self.set_sources(&key_table_name(&k.family, &k.key), &k.config, k.sources);
+            if live.contains_key(&k.family) {
                 continue;
             }
-            // A breaker created since the check: say so.
-            if !self.configure_key(&name, &key, config) {
+            // A breaker or family created since the check: say so.
+            if family_exists(&k.family) || !self.configure_key(&k.family, &k.key, k.config) {
                 return Err(LoadError::AlreadyCreated {
                     path: path.to_owned(),
-                    line,
-                    breaker: name,
+                    line: k.line,
+                    breaker: k.family,
                 });
             }
         }
@@ -165,8 +203,8 @@ impl Registry {
 fn family_refused(
     path: &Path,
     name: &str,
-    line: usize,
-    keys: &[(String, String, usize, Config)],
+    place: &Place,
+    keys: &[PreparedKey],
     refused: reload::Refused,
 ) -> LoadError {
     let (field, message) = match refused.error {
@@ -185,13 +223,23 @@ fn family_refused(
             ),
         ),
     };
+    let line = match place {
+        Place::Line(line) => *line,
+        Place::Env(var) if refused.key.is_none() => {
+            return LoadError::Env {
+                var: var.clone(),
+                message: format!("[breakers.{}] {message}", Cut(name)),
+            };
+        }
+        Place::Env(_) => 1,
+    };
     let (breaker, line) = match &refused.key {
         None => (name.to_owned(), line),
         Some(key) => (
             key_table_name(name, key),
             keys.iter()
-                .find(|k| k.0 == name && k.1 == *key)
-                .map_or(line, |k| k.2),
+                .find(|k| k.family == name && k.key == *key)
+                .map_or(line, |k| k.line),
         ),
     };
     LoadError::NotReloadable {

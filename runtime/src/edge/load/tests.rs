@@ -18,6 +18,7 @@ fn err(text: &str, env: &[(&str, &str)]) -> String {
 }
 
 mod env;
+mod layers;
 mod names;
 mod scale;
 
@@ -84,9 +85,10 @@ idle_for = "1m"
     assert_eq!(family.get("down").unwrap().state(), crate::State::Open);
     assert_eq!(family.breaker("up").state(), crate::State::Closed);
     assert_eq!(family.get("up").unwrap().config().failures(), Some(2));
-    // Once the family exists, its config cannot change.
-    let e = err(text, &[]);
-    assert!(e.contains("'load-family' already exists"), "{e}");
+    // Once the family exists, a load changes it live: its keys keep their states.
+    load(&text.replace("failures = 2", "failures = 4"), &[]).unwrap();
+    assert_eq!(family.get("up").unwrap().config().failures(), Some(4));
+    assert_eq!(family.get("down").unwrap().state(), crate::State::Open);
     // A family's keys are validated as any table's.
     let e = err(
         "[breakers.load-family-bad]
@@ -340,13 +342,13 @@ fn invalid_values_and_combinations_blame_the_key() {
     );
     assert_eq!(
         e,
-        "breakers.toml:2: [breakers.combo] `failures` cannot be combined with `failure_rate`: trip either on consecutive failures or on a failure rate"
+        "breakers.toml:2: [breakers.combo] `failures` cannot be combined with `failure_rate`: trip either on consecutive failures or on a failure rate (failures = 3 from [breakers.combo] at breakers.toml:2; failure_rate = 50 from [breakers.combo] at breakers.toml:3)"
     );
     // The key that needs another one.
     let e = err("\n[breakers.needs]\nslow_rate = 50\ndynamic = true\n", &[]);
     assert_eq!(
         e,
-        "breakers.toml:3: [breakers.needs] `slow_rate` requires `slow`, the duration from which a call is slow"
+        "breakers.toml:3: [breakers.needs] `slow_rate` requires `slow`, the duration from which a call is slow (slow_rate = 50 from [breakers.needs] at breakers.toml:3; `slow` is not set)"
     );
 }
 
@@ -374,4 +376,78 @@ fn only_a_regular_file_is_read_so_a_fifo_or_a_device_cannot_hang_a_load() {
     assert_eq!(refused(&dir), "not a regular file");
     assert_eq!(read(&file).unwrap(), "[breakers.a]\nfailures = 3\n");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `[defaults]`, `[configs]` and `base` of the wrong shape are errors with their line, never a
+/// panic, and configure nothing.
+#[test]
+fn odd_shapes_of_defaults_configs_and_bases_are_errors() {
+    for (text, line, starts) in [
+        (
+            "defaults = 5\n",
+            1,
+            "breakers.toml:1:1: `defaults` must be a table of keys",
+        ),
+        (
+            "defaults = [1, 2]\n",
+            1,
+            "breakers.toml:1:1: `defaults` must be a table of keys",
+        ),
+        (
+            "configs = 5\n",
+            1,
+            "breakers.toml:1:1: `configs` must be a table of named configs",
+        ),
+        (
+            "[configs]\nfast = 5\n",
+            2,
+            "breakers.toml:2:1: `configs` must be a table of named configs",
+        ),
+        (
+            "[defaults]\nfailurs = 3\n",
+            2,
+            "breakers.toml:2: [defaults] `failurs` unknown key; did you mean `failures`?",
+        ),
+        (
+            "[defaults.nested]\nfailures = 3\n",
+            1,
+            "breakers.toml:1: [defaults] `nested` unknown key",
+        ),
+        (
+            "[defaults]\nbase = \"x\"\n",
+            2,
+            "breakers.toml:2: [defaults] `base` belongs in a `[breakers.<name>]` table",
+        ),
+        (
+            "[configs.x]\nbase = \"y\"\n",
+            2,
+            "breakers.toml:2: [configs.x] `base` belongs in a `[breakers.<name>]` table",
+        ),
+        (
+            "[configs.x]\nkeys = 1\n",
+            2,
+            "breakers.toml:2: [configs.x] `keys` belongs in a `[breakers.<name>]` table",
+        ),
+        (
+            "[breakers.load-odd]\ndynamic = true\nbase = 5\n",
+            3,
+            "breakers.toml:3: [breakers.load-odd] `base` must be the name of a `[configs.<name>]` table",
+        ),
+        (
+            "[breakers.load-odd]\ndynamic = true\nbase = \"none\"\n",
+            3,
+            "breakers.toml:3: [breakers.load-odd] `base` `none` names no `[configs.<name>]` table; the file has none",
+        ),
+        (
+            "[configs.fast]\n[breakers.load-odd]\ndynamic = true\nbase = \"zzzzzz\"\n",
+            4,
+            "breakers.toml:4: [breakers.load-odd] `base` `zzzzzz` names no `[configs.<name>]` table; the file's are `fast`",
+        ),
+    ] {
+        let e = load(text, &[]).unwrap_err();
+        assert_eq!(e.line(), Some(line), "{text:?}: {e}");
+        assert!(e.to_string().starts_with(starts), "{text:?}: {e}");
+    }
+    let odd = registry().get_or_create("load-odd", Config::default);
+    assert_eq!(odd.config(), &Config::default());
 }

@@ -19,9 +19,10 @@ fn env_errors_name_the_variable() {
     assert!(err(file, &[("BREAKERBOX__ENV_X__FAILURE", "3")])
         .starts_with("environment variable BREAKERBOX__ENV_X__FAILURE: unknown key `failure`; did you mean `failures`? valid keys: failures,"));
     let two = "[breakers.a-b]\ndynamic = true\nfailures = 3\n[breakers.a_b]\ndynamic = true\nfailures = 3\n";
-    assert!(err(two, &[("BREAKERBOX__A_B__FAILURES", "2")]).ends_with(
-        "A_B could be any of the breakers 'a-b' and 'a_b'; rename one of them in breakers.toml"
-    ));
+    assert!(
+        err(two, &[("BREAKERBOX__A_B__FAILURES", "2")])
+            .ends_with("A_B could be any of the breakers 'a-b' and 'a_b'; rename one of them")
+    );
     assert!(err(file, &[("BREAKERBOX__FAILURES", "3")]).starts_with(
         "environment variable BREAKERBOX__FAILURES: write it `BREAKERBOX__<NAME>__<KEY>`"
     ));
@@ -77,18 +78,47 @@ failures = 3
     );
 }
 
-/// Issue 10: an override for a breaker this file does not name belongs to another file.
+/// A variable reaches a breaker whatever the file holds, and one that reaches no breaker is an
+/// error that names the variable and the breaker it most likely means.
 #[test]
-fn env_for_another_files_breaker_does_not_fail_the_load() {
-    let names = load(
+fn a_variable_naming_no_known_breaker_is_an_error_with_a_suggestion() {
+    let e = load(
         "[breakers.load-mine]\ndynamic = true\nfailures = 2\n",
-        &[
-            ("BREAKERBOX__INVENTORY__FAILURES", "3"),
-            ("BREAKERBOX__SOMEONE_ELSE__OPEN_FOR", "not a duration"),
-        ],
+        &[("BREAKERBOX__LOAD_MNE__FAILURES", "3")],
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "environment variable BREAKERBOX__LOAD_MNE__FAILURES: names no known breaker or keyed family (`LOAD_MNE`); did you mean `BREAKERBOX__LOAD_MINE__FAILURES` (breaker 'load-mine')? A breaker made at run time needs a `[breakers.<name>]` table with `dynamic = true` in breakers.toml for a variable to reach it."
+    );
+    // Nothing near: no suggestion, and nothing was configured.
+    let e = err(
+        "[breakers.load-mine]\ndynamic = true\nfailures = 2\n",
+        &[("BREAKERBOX__SOMEONE_ELSE_ENTIRELY__OPEN_FOR", "2s")],
+    );
+    assert!(
+        e.starts_with("environment variable BREAKERBOX__SOMEONE_ELSE_ENTIRELY__OPEN_FOR: names no known breaker or keyed family (`SOMEONE_ELSE_ENTIRELY`). A breaker"),
+        "{e}"
+    );
+    let mine = registry().get_or_create("load-mine", Config::default);
+    assert_eq!(mine.config().failures(), Some(5));
+}
+
+/// A variable applies to a known breaker the file has no table for, over its own config.
+#[test]
+fn a_variable_applies_to_a_breaker_without_a_table() {
+    let made = registry().get_or_create("load-untabled", || {
+        Config::builder().failures(3).build().unwrap()
+    });
+    let names = load(
+        "[other]\nx = 1\n",
+        &[("BREAKERBOX__LOAD_UNTABLED__OPEN_FOR", "2s")],
     )
     .unwrap();
-    assert_eq!(names, ["load-mine"]);
+    assert_eq!(names, ["load-untabled"]);
+    assert_eq!(made.config().open_for(), Duration::from_secs(2));
+    // The code's own key stays.
+    assert_eq!(made.config().failures(), Some(3));
 }
 
 /// Issue 10: the file's own mistake is the error, whatever the environment holds.
@@ -97,7 +127,7 @@ fn env_never_hides_the_files_own_error() {
     let e = load(
         "[breakers.load-typo]\ndynamic = true\nfailurs = 3\n",
         &[
-            ("BREAKERBOX__INVENTORY__FAILURES", "3"),
+            ("BREAKERBOX__NO_SUCH_BREAKER__FAILURES", "3"),
             ("BREAKERBOX__LOAD_TYPO__FAILURES", "zero"),
             ("BREAKERBOX__LOAD_TYPO__COLOUR", "red"),
             ("BREAKERBOX__MALFORMED", "1"),
@@ -133,11 +163,22 @@ fn a_value_that_is_not_utf8_names_the_variable() {
         e.to_string(),
         "environment variable BREAKERBOX__LOAD_BYTES__FAILURES: its value is not valid UTF-8; write it as text, like `30s` or `5`"
     );
-    // A name that is not UTF-8 cannot be one of ours.
+    // A name that is not UTF-8 and does not start with our prefix is not ours.
     let env = vec![(OsString::from_vec(vec![b'B', 0xff]), OsString::from("1"))];
     registry()
         .load_with_env(Path::new("b.toml"), "", env)
         .unwrap();
+    // One that starts with it is, and cannot be read: an error rather than ignored.
+    let mut name = b"BREAKERBOX__LOAD_BYTES__FAIL".to_vec();
+    name.push(0xff);
+    let env = vec![(OsString::from_vec(name), OsString::from("1"))];
+    let e = registry()
+        .load_with_env(Path::new("b.toml"), "", env)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "environment variable BREAKERBOX__LOAD_BYTES__FAIL\u{fffd}: its name is not valid UTF-8; write it `BREAKERBOX__<NAME>__<KEY>` in ASCII"
+    );
 }
 
 #[test]
@@ -164,4 +205,50 @@ fn huge_values_give_short_messages() {
     }
     let e = err(&format!("[breakers.h]\nopen_for = \"{huge}x\"\n"), &[]);
     assert!(e.contains("…\" (200001 bytes)"), "{e}");
+}
+
+/// A variable's name, up to 256 bytes, is shown whole: the user can tell which one is meant.
+#[cfg(unix)]
+#[test]
+fn a_long_variable_name_is_shown_whole_and_only_a_longer_one_cut() {
+    use std::os::unix::ffi::OsStringExt;
+    let bad = |var: &str| {
+        let env = vec![(OsString::from(var), OsString::from_vec(vec![b'3', 0xff]))];
+        registry()
+            .load_with_env(Path::new("breakers.toml"), "", env)
+            .unwrap_err()
+            .to_string()
+    };
+    let name = format!("LOAD_CHECK_XY_{}", "INVENTORY_".repeat(22));
+    let var = format!("BREAKERBOX__{name}__FAILURES");
+    assert_eq!(var.len(), 256);
+    assert_eq!(
+        bad(&var),
+        format!(
+            "environment variable {var}: its value is not valid UTF-8; write it as text, like `30s` or `5`"
+        )
+    );
+    let longer = format!("{var}X");
+    let e = bad(&longer);
+    assert!(
+        e.starts_with(&format!("environment variable {var}… (257 bytes): ")),
+        "{e}"
+    );
+}
+
+/// Two variables for one key of one breaker are an error: which would win depends on their
+/// order.
+#[test]
+fn two_variables_for_one_key_are_an_error() {
+    let e = err(
+        "[breakers.load-twice]\ndynamic = true\n",
+        &[
+            ("BREAKERBOX__LOAD_TWICE__OPEN_FOR", "2s"),
+            ("BREAKERBOX__load_twice__open_for", "3s"),
+        ],
+    );
+    assert_eq!(
+        e,
+        "environment variable BREAKERBOX__load_twice__open_for: sets `open_for` of 'load-twice', and so does BREAKERBOX__LOAD_TWICE__OPEN_FOR; keep one of them"
+    );
 }

@@ -13,7 +13,7 @@ fn a_table_must_name_a_known_breaker_or_say_dynamic() {
     .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "breakers.toml:4: no breaker named `load-inventroy`; did you mean `load-inventory`? A breaker that is only created at run time (`get_or_create`) needs `dynamic = true` in its table."
+        "breakers.toml:4: no breaker named `load-inventroy`; did you mean `load-inventory`? No `#[circuit_breaker]` function, keyed family or breaker has that name; if the program makes it at run time (with `registry().get_or_create`, `registry().family` or `Breaker::new`), say `dynamic = true` in its table."
     );
     assert!(
         matches!(&e, LoadError::UnknownBreaker { suggestion: Some(s), line: 4, .. } if s == "load-inventory")
@@ -21,7 +21,9 @@ fn a_table_must_name_a_known_breaker_or_say_dynamic() {
     // Nothing close: no suggestion.
     let e = err("[breakers.load-zzzzzzzz-qq]\nfailures = 2\n", &[]);
     assert!(
-        e.starts_with("breakers.toml:1: no breaker named `load-zzzzzzzz-qq`. A breaker"),
+        e.starts_with(
+            "breakers.toml:1: no breaker named `load-zzzzzzzz-qq`. No `#[circuit_breaker]`"
+        ),
         "{e}"
     );
     // All or nothing: the dynamic table was not configured either.
@@ -40,20 +42,32 @@ fn a_table_must_name_a_known_breaker_or_say_dynamic() {
     );
 }
 
+/// A file loaded after the breaker exists (any `registry().get`, a metrics exporter, an
+/// admin page creates annotated ones) changes it live, keeping its state.
 #[test]
-fn an_existing_breaker_is_not_reconfigured_and_nothing_is() {
-    let _ = registry().get_or_create("load-exists", Config::default);
-    let e = load(
+fn a_load_after_the_breaker_exists_applies_it_live_and_keeps_its_state() {
+    let b = registry().get_or_create("load-exists", || {
+        Config::builder().failures(3).build().unwrap()
+    });
+    let _ = b.call(|| Err::<(), _>("down"));
+    let names = load(
         "[breakers.load-fresh]\ndynamic = true\nfailures = 2\n\n[breakers.load-exists]\nfailures = 2\n",
         &[],
     )
+    .unwrap();
+    assert_eq!(names, ["load-exists", "load-fresh"]);
+    assert_eq!(b.config().failures(), Some(2));
+    // The failure before the load counts: one more is the second of the streak.
+    let _ = b.call(|| Err::<(), _>("down"));
+    assert_eq!(b.state(), crate::State::Open);
+    // A change a live breaker cannot take is an error, and nothing is applied.
+    let e = load(
+        "[breakers.load-fresh2]\ndynamic = true\nfailures = 2\n\n[breakers.load-exists]\nslow = \"1s\"\n",
+        &[],
+    )
     .unwrap_err();
-    assert!(
-        matches!(e, LoadError::AlreadyCreated { line: 5, .. }),
-        "{e}"
-    );
-    // All or nothing: the good table was not applied either.
-    let fresh = registry().get_or_create("load-fresh", Config::default);
+    assert!(matches!(e, LoadError::NotReloadable { line: 5, .. }), "{e}");
+    let fresh = registry().get_or_create("load-fresh2", Config::default);
     assert_eq!(fresh.config().failures(), Some(5));
 }
 

@@ -88,3 +88,39 @@ fn unreadable_file_names_the_path() {
         "{e}"
     );
 }
+
+/// 100 000 tables that each take a base, 100 000 single keys' tables of one family, and a
+/// variable whose name is one character off one of the 100 000 names: each table's layers
+/// are merged once, and the suggestion is searched once over all the names.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "run with --release")]
+fn scale_100_000_tables_with_bases_keys_and_a_misspelt_variable() {
+    let n = 100_000;
+    let mut text =
+        String::from("[configs.slow]\nopen_for = \"2m\"\nsuccesses = 2\nhalf_open_calls = 2\n\n");
+    for i in 0..n {
+        text.push_str(&format!(
+            "[breakers.load-scale-base-{i}]\ndynamic = true\nbase = \"slow\"\nfailures = 3\n\n"
+        ));
+    }
+    text.push_str("[breakers.load-scale-family]\ndynamic = true\nfailures = 2\n\n");
+    for i in 0..n {
+        text.push_str(&format!(
+            "[breakers.load-scale-family.keys.\"k{i}\"]\nopen_for = \"5s\"\n\n"
+        ));
+    }
+    let e = load(
+        &text,
+        &[("BREAKERBOX__LOAD_SCALE_BASX_99999__FAILURES", "4")],
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("did you mean `BREAKERBOX__LOAD_SCALE_BASE_99999__FAILURES`"),
+        "{e}"
+    );
+    assert_eq!(load(&text, &[]).unwrap().len(), n + 1);
+    let b = registry().get_or_create("load-scale-base-99999", Config::default);
+    assert_eq!(b.config().open_for(), Duration::from_secs(120));
+    assert_eq!(b.config().failures(), Some(3));
+}
