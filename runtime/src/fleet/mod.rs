@@ -131,6 +131,11 @@ pub struct FleetStatus {
     pub store_errors: u64,
     /// Complete re-reads of every shared record.
     pub resyncs: u64,
+    /// Local changes waiting to be written (the latest per breaker: at most one manual and one
+    /// automatic change per shared breaker, however long the store is down).
+    pub pending: u64,
+    /// Breakers this fleet shares.
+    pub shared: u64,
 }
 
 /// What the listeners and the handle share with the task.
@@ -143,6 +148,9 @@ pub(crate) struct Shared {
     pub(crate) applied: AtomicU64,
     pub(crate) store_errors: AtomicU64,
     pub(crate) resyncs: AtomicU64,
+    /// `FleetStatus::pending` and `shared`, as the task last left them.
+    pub(crate) pending: AtomicU64,
+    pub(crate) shared: AtomicU64,
     /// While the store is unreachable under `on_store_error = "open" | "closed"`: each held
     /// breaker and the state it gets back. Here rather than in the task, so that dropping the
     /// `Fleet` gives them back at once, whatever the task is doing.
@@ -233,6 +241,8 @@ impl Fleet {
             applied: AtomicU64::new(0),
             store_errors: AtomicU64::new(0),
             resyncs: AtomicU64::new(0),
+            pending: AtomicU64::new(0),
+            shared: AtomicU64::new(0),
             held: Mutex::new(None),
         });
         if !shared.config.share.is_empty() {
@@ -291,6 +301,8 @@ impl Fleet {
             applied: s.applied.load(Ordering::Relaxed),
             store_errors: s.store_errors.load(Ordering::Relaxed),
             resyncs: s.resyncs.load(Ordering::Relaxed),
+            pending: s.pending.load(Ordering::Relaxed),
+            shared: s.shared.load(Ordering::Relaxed),
         }
     }
 }

@@ -298,6 +298,12 @@ impl Task {
                 timers.next = Instant::now() + self.period();
             }
         }
+        self.shared
+            .pending
+            .store(self.pending.len() as u64, Ordering::Relaxed);
+        self.shared
+            .shared
+            .store(self.tracked.len() as u64, Ordering::Relaxed);
         // A failure or a disconnection in any branch owes a re-read within 100 ms (`period`):
         // the next one comes forward, never later.
         let soon = Instant::now() + self.period();

@@ -40,6 +40,8 @@ fn task_timed(
         applied: AtomicU64::new(0),
         store_errors: AtomicU64::new(0),
         resyncs: AtomicU64::new(0),
+        pending: AtomicU64::new(0),
+        shared: AtomicU64::new(0),
         held: std::sync::Mutex::new(None),
     });
     let mut task = Task::new(client, shared.clone(), rx);

@@ -18,6 +18,8 @@ fn task_every(every: Duration) -> (Task, Arc<Shared>, mpsc::UnboundedSender<Push
         applied: AtomicU64::new(0),
         store_errors: AtomicU64::new(0),
         resyncs: AtomicU64::new(0),
+        pending: AtomicU64::new(0),
+        shared: AtomicU64::new(0),
         held: std::sync::Mutex::new(None),
     });
     task.shared = shared.clone();
@@ -116,6 +118,111 @@ async fn a_malformed_record_does_not_stall_every_resync() {
         "the store answers; one bad record must not fail the pass"
     );
     assert!(!task.owed);
+}
+
+/// A value of another type under one breaker's key of a real `redis-server` (another
+/// application's string, a hash whose epoch is no number) is that breaker's problem alone,
+/// under every `on_store_error`: the store still counts as answering, nothing is held, every
+/// pass succeeds, another breaker's trip is written, and the junk breaker's own trip is kept
+/// and written once the key is gone.
+#[tokio::test(flavor = "current_thread")]
+async fn a_foreign_value_in_a_real_redis_leaves_the_other_breakers_shared() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let client = redis::Client::open(redis.url.as_str()).unwrap();
+    use crate::fleet::OnStoreError;
+    let policies = [
+        OnStoreError::Local,
+        OnStoreError::Open,
+        OnStoreError::Closed,
+    ];
+    for (i, policy) in policies.into_iter().enumerate() {
+        for string in [true, false] {
+            let prefix = format!("junk-{i}-{string}-{}", std::process::id());
+            let (mut task, shared, _pushes) =
+                task_timed(&redis.url, &prefix, Duration::from_secs(5));
+            let config = shared.config.clone().on_store_error(policy);
+            let shared = Arc::new(Shared {
+                config,
+                instance: "here".to_owned(),
+                tx: shared.tx.clone(),
+                connected: AtomicBool::new(false),
+                pushed: AtomicU64::new(0),
+                applied: AtomicU64::new(0),
+                store_errors: AtomicU64::new(0),
+                resyncs: AtomicU64::new(0),
+                pending: AtomicU64::new(0),
+                shared: AtomicU64::new(0),
+                held: std::sync::Mutex::new(None),
+            });
+            task.shared = shared.clone();
+            ready(&mut task).await;
+            let config = Config::builder()
+                .failures(1)
+                .clock(ManualClock::new())
+                .build()
+                .unwrap();
+            let junk = Breaker::new("junk", config.clone());
+            let fine = Breaker::new("fine", config);
+            share(&mut task, &shared, &junk);
+            share(&mut task, &shared, &fine);
+            assert!(task.tick().await);
+            let mut con = client.get_multiplexed_async_connection().await.unwrap();
+            let key = format!("{{{prefix}:junk}}");
+            if string {
+                let _: () = redis::cmd("SET")
+                    .arg(&key)
+                    .arg("another app's")
+                    .query_async(&mut con)
+                    .await
+                    .unwrap();
+            } else {
+                let _: () = redis::cmd("HSET")
+                    .arg(&key)
+                    .arg(&["epoch", "abc", "state", "open"])
+                    .query_async(&mut con)
+                    .await
+                    .unwrap();
+            }
+            let context = format!("{policy:?}, a string: {string}");
+            let _ = junk.call(|| Err::<(), _>("down"));
+            let _ = fine.call(|| Err::<(), _>("down"));
+            drain(&mut task, &mut timers()).await;
+            for _ in 0..3 {
+                assert!(task.tick().await, "{context}: every pass succeeds");
+            }
+            assert!(shared.connected.load(Ordering::Relaxed), "{context}");
+            assert!(!task.holding(), "{context}: nothing held");
+            assert_eq!(shared.store_errors.load(Ordering::Relaxed), 0, "{context}");
+            let record = task.invoke("fine", &["read"]).await.done().unwrap();
+            assert_eq!(
+                record.state,
+                State::Open,
+                "{context}: the other trip is written"
+            );
+            assert_eq!(
+                junk.state(),
+                State::Open,
+                "{context}: the junk trip is kept here"
+            );
+            let _: () = redis::cmd("DEL")
+                .arg(&key)
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            // Its backoff (at most 500 ms, on tokio's clock, which a test with a real server
+            // cannot pause) over: the next pass writes it.
+            task.tracked.get_mut("junk").unwrap().trouble = None;
+            assert!(task.tick().await, "{context}");
+            let record = task.invoke("junk", &["read"]).await.done().unwrap();
+            assert_eq!(
+                record.state,
+                State::Open,
+                "{context}: written once the key is gone"
+            );
+        }
+    }
 }
 
 /// The re-read pass at scale, for BENCHMARKS.md: the time of one pass over 100, 1 000 and

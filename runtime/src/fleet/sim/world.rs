@@ -615,6 +615,16 @@ fn check_tasks(world: &Arc<Mutex<World>>) {
     let at = (Instant::now() - w.start).as_secs_f64();
     let mut found = Vec::new();
     for (k, inst) in w.insts.iter_mut().enumerate() {
+        if let Some(f) = &inst.fleet {
+            // Memory while the store is down: one pending change per shared breaker at most.
+            let status = f.status();
+            if status.pending > NAMES.len() as u64 || status.shared > NAMES.len() as u64 {
+                found.push(format!(
+                    "memory: i{k} holds {} pending changes for {} shared breakers (at {at:.3}s)",
+                    status.pending, status.shared
+                ));
+            }
+        }
         if let Some(f) = &inst.fleet
             && f.task.is_finished()
         {
