@@ -17,6 +17,7 @@
 
 mod model;
 mod net;
+mod review;
 mod scenarios;
 mod world;
 
