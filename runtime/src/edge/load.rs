@@ -314,10 +314,15 @@ impl Registry {
     /// file or the environment holds:
     ///
     /// ```text
-    /// breakers.toml:2: [breakers.payments] `failures` cannot be combined with `failure_rate`:
-    /// … (failures = 4 from [defaults] at breakers.toml:2; failure_rate = 50 from
-    /// #[circuit_breaker] at src/pay.rs:12)
+    /// breakers.toml:2: [breakers.users] `min_calls` requires `failure_rate` or `slow_rate`
+    /// (min_calls = 20 from [defaults] at breakers.toml:2; `failure_rate` is not set;
+    /// `slow_rate` is not set)
     /// ```
+    ///
+    /// `failures` (with `failures_within`) and `failure_rate` exclude each other: a layer that
+    /// names one drops the other from the layers under it (a rate dropped takes its `window`
+    /// and `min_calls` along, unless `slow_rate` uses them), so a table can switch an
+    /// attribute's breaker from one way of tripping to the other.
     ///
     /// **Names are checked.** A table must name a breaker the registry knows: annotated
     /// (keyed or not), created, or configured before. A misspelt `[breakers.inventroy]` fails
