@@ -270,7 +270,8 @@ impl Registry {
     /// probe function stays the code's), and for a keyed family `max_keys` and `idle_for`),
     /// and durations read as in the attribute, with the same messages. Other top-level tables
     /// than `breakers`, `defaults` and `configs` are ignored, so the file can be the
-    /// application's own config.
+    /// application's own config; but one spelt one edit away from `breakers` (`[breaker.x]`,
+    /// `[Breakers.x]`) is an error, as a typo that would configure nothing.
     ///
     /// **Layers, key by key.** A breaker's config is built from these layers, lowest first;
     /// each sets only the keys it names, and the keys no layer names keep the built-in

@@ -452,3 +452,30 @@ fn odd_shapes_of_defaults_configs_and_bases_are_errors() {
     let odd = registry().get_or_create("load-odd", Config::default);
     assert_eq!(odd.config(), &Config::default());
 }
+
+/// A top-level table spelt almost like `breakers` is a typo, not the application's table.
+#[test]
+fn a_misspelt_breakers_table_is_an_error() {
+    for (text, at) in [
+        ("[breaker.load-typo]\nfailures = 2\n", "breaker"),
+        (
+            "[app]\nx = 1\n\n[Breakers.load-typo]\nfailures = 2\n",
+            "Breakers",
+        ),
+        ("[braekers.load-typo]\nfailures = 2\n", "braekers"),
+    ] {
+        let e = err(text, &[]);
+        assert!(
+            e.ends_with(&format!(
+                "`{at}` is not a table breakerbox reads; did you mean `breakers`, as in `[breakers.users]`?"
+            )),
+            "{e}"
+        );
+    }
+    // The application's own tables stay its own.
+    load(
+        "[server]\nport = 8080\n[breakwater]\nx = 1\n[brokers]\nurl = \"x\"\n",
+        &[],
+    )
+    .unwrap();
+}
