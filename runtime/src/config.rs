@@ -287,6 +287,42 @@ impl ConfigBuilder {
             .map(|(_, key)| *key)
     }
 
+    /// Forgets that `key` was given: its default back, as if no setter had been called (a
+    /// layer of configuration that switches the way of tripping drops the other way's keys).
+    /// Only for the keys of the ways of tripping; any other key is left as it is.
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    pub(crate) fn unset(mut self, key: &str) -> Self {
+        let d = Config::default();
+        let bit = match key {
+            "failures" => {
+                self.config.failures = d.failures;
+                self.set_failures = false;
+                key_bit("failures")
+            }
+            "failures_within" => {
+                self.config.failures_within = None;
+                key_bit("failures_within")
+            }
+            "failure_rate" => {
+                self.config.failure_rate = None;
+                key_bit("failure_rate")
+            }
+            "window" => {
+                self.config.window = d.window;
+                self.set_window = false;
+                key_bit("window")
+            }
+            "min_calls" => {
+                self.config.min_calls = d.min_calls;
+                self.set_min_calls = false;
+                key_bit("min_calls")
+            }
+            _ => 0,
+        };
+        self.given &= !bit;
+        self
+    }
+
     /// The values set so far, unchecked: for messages about a config that does not build.
     #[cfg_attr(not(feature = "serde"), allow(dead_code))]
     pub(crate) fn values(&self) -> &Config {

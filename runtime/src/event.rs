@@ -107,8 +107,8 @@ pub(crate) fn discard(payload: Box<dyn Any + Send>) {
 /// One state change of one breaker.
 ///
 /// Each is also emitted as a `tracing` event with target `breakerbox` and fields `name`,
-/// `key` (for a keyed family's breaker only), `from`, `to` and `reason`: at `WARN` when the
-/// breaker opens, at `INFO` otherwise.
+/// `key` (for a keyed family's breaker only), `from`, `to`, `reason` and, for an opening by a
+/// failure, `failure` (its message): at `WARN` when the breaker opens, at `INFO` otherwise.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
@@ -125,6 +125,15 @@ pub struct Event {
         serde(default, skip_serializing_if = "Option::is_none")
     )]
     pub key: Option<String>,
+    /// For an opening by a failure: that failure's message (its error's `Display`, or the
+    /// reason its classifier gave, such as `HTTP 503 (Retry-After 6 s)`; see
+    /// [`Breaker::last_failure`](crate::Breaker::last_failure)); `None` for other changes.
+    /// With `serde`, left out when `None`, and read as `None` when absent.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub failure: Option<String>,
     /// The state it left.
     pub from: State,
     /// The state it entered.

@@ -140,7 +140,7 @@ pub use keyed::{
     KeyMetrics, KeyOrder, KeyPage, KeyQuery, KeyTypeMismatch,
 };
 pub use metrics::Metrics;
-pub use outcome::Outcome;
+pub use outcome::{FailureReason, Outcome};
 pub use probe::{HealthProbes, IntoProbe, Probe, ProbeOutcome};
 pub use registration::{ConfigConflict, Conflict, Conflicts, Site, TwoFiles};
 pub use registry::{Registry, registry};

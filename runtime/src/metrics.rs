@@ -53,4 +53,10 @@ pub struct Metrics {
         serde(with = "crate::serde_duration::option_duration")
     )]
     pub retry_after: Option<Duration>,
+    /// The message of the failure that last tripped it
+    /// ([`Breaker::last_failure`](crate::Breaker::last_failure)): the call's error, or the
+    /// reason its classifier gave (`HTTP 503 (Retry-After 6 s)`); `None` if none did. With
+    /// `serde`, read as `None` when absent.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub last_failure: Option<String>,
 }

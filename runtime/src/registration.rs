@@ -519,8 +519,8 @@ impl Conflicts {
         &self.0
     }
 
-    /// Each breaker whose keys two config files' tables set, in the order the second file was
-    /// loaded.
+    /// Each breaker whose keys two config files' tables set (the last such pair of files for
+    /// each), sorted by name.
     pub fn two_files(&self) -> &[TwoFiles] {
         &self.1
     }

@@ -80,14 +80,14 @@ pub struct Registry {
     #[cfg(feature = "serde")]
     sources: Mutex<HashMap<Box<str>, Arc<Account>>>,
     /// The table a config file last gave each name (the file, its line, the keys it set), and
-    /// the keys two files' tables set (for `check`).
+    /// for each name the last keys two files' tables set (for `check`).
     #[cfg(feature = "serde")]
     tables: Mutex<Tables>,
 }
 
 /// Each name's last table, and the keys two files' tables set.
 #[cfg(feature = "serde")]
-type Tables = (HashMap<Box<str>, TableNote>, Vec<TwoFiles>);
+type Tables = (HashMap<Box<str>, TableNote>, BTreeMap<Box<str>, TwoFiles>);
 
 /// Where a name's table was, in the last config file that had one for it.
 #[cfg(feature = "serde")]
@@ -506,9 +506,9 @@ impl Registry {
             first: (old.file.to_path_buf(), old.line),
             then: (file.to_path_buf(), line),
         };
-        if !two.contains(&found) {
-            two.push(found);
-        }
+        // The latest pair of files for each name: a map, so that two files of many shared
+        // tables loaded in turn cost one entry per name, not a list searched at each.
+        two.insert(name.into(), found);
     }
 
     /// Every key of the config of the breaker or keyed family `name`, with its effective value
@@ -664,7 +664,7 @@ impl Registry {
             .collect();
         drop(recorded);
         #[cfg(feature = "serde")]
-        let two_files = lock(&self.tables).1.clone();
+        let two_files: Vec<TwoFiles> = lock(&self.tables).1.values().cloned().collect();
         #[cfg(not(feature = "serde"))]
         let two_files = Vec::new();
         if conflicts.is_empty() && two_files.is_empty() {

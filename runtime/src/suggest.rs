@@ -55,7 +55,7 @@ pub(crate) fn closest<'a>(
 }
 
 /// Levenshtein distance, counting an adjacent swap (`inventroy`) as one edit.
-fn edit_distance(a: &str, b: &str) -> usize {
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
     // Rows i-2, i-1 and i of the table.

@@ -52,7 +52,7 @@ impl Inner {
             } else {
                 String::new()
             };
-            tracing::warn!(target: "breakerbox", name = %event.name, key = event.key.as_deref(), from = %event.from, to = %event.to, reason = %event.reason, why = %why, "circuit breaker state changed");
+            tracing::warn!(target: "breakerbox", name = %event.name, key = event.key.as_deref(), from = %event.from, to = %event.to, reason = %event.reason, failure = event.failure.as_deref(), why = %why, "circuit breaker state changed");
         } else if level_warn {
             tracing::warn!(target: "breakerbox", name = %event.name, key = event.key.as_deref(), from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
         } else {

@@ -127,7 +127,11 @@ impl Inner {
 
     /// The layout of a breaker's allocation: `Inner`, then its key's text if it has one.
     pub(super) fn layout(key_len: u16) -> std::alloc::Layout {
-        let text = if key_len == NO_KEY { 0 } else { usize::from(key_len) };
+        let text = if key_len == NO_KEY {
+            0
+        } else {
+            usize::from(key_len)
+        };
         std::alloc::Layout::from_size_align(
             core::mem::size_of::<Inner>() + text,
             core::mem::align_of::<Inner>(),
@@ -248,6 +252,7 @@ impl Inner {
             retry_after: (state == State::Open).then(|| {
                 Duration::from_nanos(self.open_until.load(Ordering::Relaxed).saturating_sub(now))
             }),
+            last_failure: self.last_failure().map(|s| s.to_string()),
         }
     }
 }

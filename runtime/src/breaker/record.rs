@@ -128,12 +128,19 @@ impl Inner {
         outcome: Outcome,
         cause: Option<&dyn fmt::Display>,
     ) {
+        // A classifier's reason is the failure's message, unless the call's own error is.
+        let reason = outcome.reason();
+        let cause = cause.or(reason.as_ref().map(|r| r as &dyn fmt::Display));
+        let outcome = outcome.verdict();
         if ticket.kind() == Kind::Disabled {
             // Counted in the totals, judged by nothing: a disabled breaker records no verdict.
             self.count(match outcome {
                 Outcome::Success => Count::Success,
                 Outcome::Ignored => Count::Ignored,
-                Outcome::Failure | Outcome::TripFor(_) => Count::Failure,
+                Outcome::Failure
+                | Outcome::TripFor(_)
+                | Outcome::FailureWith(_)
+                | Outcome::TripForWith(..) => Count::Failure,
             });
             return;
         }
@@ -152,7 +159,10 @@ impl Inner {
         }
         let slot = match outcome {
             Outcome::Success => self.count(Count::Success),
-            Outcome::Failure | Outcome::TripFor(_) => {
+            Outcome::Failure
+            | Outcome::TripFor(_)
+            | Outcome::FailureWith(_)
+            | Outcome::TripForWith(..) => {
                 // Counted first: the log formats the user's `Display`, which may panic (caught
                 // by `Guarded`, but counting must not depend on that).
                 let slot = self.count(Count::Failure);

@@ -169,7 +169,7 @@ impl Inner {
                 }
                 // The message of the failure that tripped it this time; none if it had none,
                 // rather than an earlier trip's (allocating the cold part only to store one).
-                self.set_last_failure(message);
+                self.set_last_failure(message.clone());
             }
             State::HalfOpen => self.probe.store(Round::new(next), Ordering::Relaxed),
             State::Closed => {
@@ -198,6 +198,7 @@ impl Inner {
             lock(&self.cold().pending).events.push_back(Event {
                 name: self.identity.name().to_string(),
                 key: self.key().map(str::to_owned),
+                failure: message.as_deref().map(str::to_owned),
                 from: was,
                 to,
                 reason,

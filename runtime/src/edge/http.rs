@@ -11,6 +11,11 @@
 //! | other 5xx (and 503 without `Retry-After`) | [`Failure`](Outcome::Failure) |
 //! | 600–999 | [`Failure`](Outcome::Failure) |
 //!
+//! A failure says why ([`Outcome::reason`]): `HTTP 500`, and for a trip `HTTP 503
+//! (Retry-After 6 s)` (the pause the server asked for, before the cap). That is the message a
+//! breaker keeps as its last failure when the response trips it, and shows in the opening's
+//! event, `explain()` and its rejections. Outcomes compare by verdict, reasons aside.
+//!
 //! Every row can be changed:
 //!
 //! ```
@@ -63,7 +68,7 @@ use std::time::SystemTime;
 use ::http::header::RETRY_AFTER;
 use ::http::{HeaderMap, Response, StatusCode};
 
-use crate::outcome::Outcome;
+use crate::outcome::{FailureReason, Outcome};
 
 /// The lowest and highest status an `http::StatusCode` can hold.
 const FIRST: u16 = 100;
@@ -172,7 +177,7 @@ impl HttpClassifier {
         let i = index(status.as_u16());
         match (self.verdicts[i / 32] >> (i % 32 * 2)) & 3 {
             SUCCESS => Outcome::Success,
-            FAILURE => Outcome::Failure,
+            FAILURE => Outcome::failure_with(FailureReason::http(status.as_u16())),
             _ => Outcome::Ignored,
         }
     }
@@ -185,7 +190,9 @@ impl HttpClassifier {
             && let Some(pause) = retry_after(headers, now)
             && !pause.is_zero()
         {
-            return Outcome::TripFor(pause.min(self.max_retry_after));
+            // The reason says what the server asked for; the pause is capped.
+            let reason = FailureReason::http_retry_after(status.as_u16(), pause);
+            return Outcome::trip_for_with(pause.min(self.max_retry_after), reason);
         }
         self.status(status)
     }
@@ -246,7 +253,11 @@ impl core::fmt::Debug for HttpClassifier {
                 let mut map = f.debug_map();
                 let mut start = FIRST;
                 for status in FIRST..=LAST {
-                    let verdict = |s| StatusCode::from_u16(s).map(|s| self.0.status(s)).ok();
+                    let verdict = |s| {
+                        StatusCode::from_u16(s)
+                            .map(|s| self.0.status(s).verdict())
+                            .ok()
+                    };
                     if status == LAST || verdict(status) != verdict(status + 1) {
                         map.entry(
                             &format_args!("{start}..={status}"),
@@ -300,7 +311,7 @@ impl From<StatusCode> for Outcome {
     fn from(status: StatusCode) -> Self {
         match status.as_u16() {
             400..=499 => Outcome::Ignored,
-            500.. => Outcome::Failure,
+            500.. => Outcome::failure_with(FailureReason::http(status.as_u16())),
             _ => Outcome::Success,
         }
     }

@@ -270,7 +270,8 @@ impl Registry {
     /// probe function stays the code's), and for a keyed family `max_keys` and `idle_for`),
     /// and durations read as in the attribute, with the same messages. Other top-level tables
     /// than `breakers`, `defaults` and `configs` are ignored, so the file can be the
-    /// application's own config.
+    /// application's own config; but one spelt one edit away from `breakers` (`[breaker.x]`,
+    /// `[Breakers.x]`) is an error, as a typo that would configure nothing.
     ///
     /// **Layers, key by key.** A breaker's config is built from these layers, lowest first;
     /// each sets only the keys it names, and the keys no layer names keep the built-in
@@ -314,10 +315,15 @@ impl Registry {
     /// file or the environment holds:
     ///
     /// ```text
-    /// breakers.toml:2: [breakers.payments] `failures` cannot be combined with `failure_rate`:
-    /// … (failures = 4 from [defaults] at breakers.toml:2; failure_rate = 50 from
-    /// #[circuit_breaker] at src/pay.rs:12)
+    /// breakers.toml:2: [breakers.users] `min_calls` requires `failure_rate` or `slow_rate`
+    /// (min_calls = 20 from [defaults] at breakers.toml:2; `failure_rate` is not set;
+    /// `slow_rate` is not set)
     /// ```
+    ///
+    /// `failures` (with `failures_within`) and `failure_rate` exclude each other: a layer that
+    /// names one drops the other from the layers under it (a rate dropped takes its `window`
+    /// and `min_calls` along, unless `slow_rate` uses them), so a table can switch an
+    /// attribute's breaker from one way of tripping to the other.
     ///
     /// **Names are checked.** A table must name a breaker the registry knows: annotated
     /// (keyed or not), created, or configured before. A misspelt `[breakers.inventroy]` fails

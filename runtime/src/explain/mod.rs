@@ -14,6 +14,7 @@ use crate::state::State;
 mod tests;
 mod text;
 
+pub(crate) use text::Human;
 use text::Short;
 
 /// What a transition leaves behind for [`Explanation`]: why it happened and the numbers that

@@ -218,7 +218,7 @@ where
     /// use breakerbox_runtime::{BreakerMap, Config, KeyOrder, KeyQuery, State};
     ///
     /// let hosts: BreakerMap<String> = BreakerMap::new("api", Config::builder().failures(1).build()?);
-    /// hosts.call("a.example", || Ok::<_, &str>(()))?;
+    /// hosts.call("a.example", || Ok::<_, std::io::Error>(()))?;
     /// let _ = hosts.call("b.example", || Err::<(), _>("refused"));
     /// let page = hosts.key_page(&KeyQuery::by(KeyOrder::State).limit(1));
     /// assert_eq!((page.total, page.keys.len()), (2, 1));
@@ -259,9 +259,9 @@ impl Registry {
     ///
     /// let shards = registry().family::<u32>("doc.key_pages", || Config::builder().failures(1).build().unwrap())?;
     /// for shard in 0..3 {
-    ///     shards.call(&shard, || Ok::<_, &str>(()))?;
+    ///     shards.call(&shard, || Ok::<_, std::io::Error>(()))?;
     /// }
-    /// shards.call(&1, || Ok::<_, &str>(()))?;
+    /// shards.call(&1, || Ok::<_, std::io::Error>(()))?;
     /// let page = registry().family_keys("doc.key_pages", &KeyQuery::by(KeyOrder::Volume).limit(2))?;
     /// assert_eq!(page.total, 3);
     /// assert_eq!(page.keys.iter().map(|k| k.key.as_str()).collect::<Vec<_>>(), ["1", "0"]);
@@ -289,7 +289,7 @@ impl Registry {
     /// use breakerbox_runtime::{registry, Config, State};
     ///
     /// let hosts = registry().family::<String>("doc.key_controls", Config::default)?;
-    /// hosts.call("a.example", || Ok::<_, &str>(()))?;
+    /// hosts.call("a.example", || Ok::<_, std::io::Error>(()))?;
     /// registry().force_open_key("doc.key_controls", "a.example")?;
     /// assert_eq!(hosts.get("a.example").unwrap().state(), State::ForcedOpen);
     /// registry().reset_key("doc.key_controls", "a.example")?;

@@ -117,6 +117,7 @@ impl<'p> Merge<'p> {
         keys: &[(String, Raw, Origin)],
         source: impl Fn(usize) -> Source,
     ) -> Result<(), LoadError> {
+        self.switch(|name| keys.iter().any(|(key, _, _)| key == name));
         for (key, value, origin) in keys {
             let b = core::mem::take(&mut self.b);
             self.b = apply(b, key, value, Dialect::Text).map_err(|m| self.bad(key, origin, m))?;
@@ -140,20 +141,50 @@ impl<'p> Merge<'p> {
         let (given, source) = match own {
             Own::None => return,
             Own::Attribute(r) => {
+                let given = r.configure_onto(Config::builder());
+                self.switch(|name| given.given().any(|k| k == name));
                 self.b = r.configure_onto(core::mem::take(&mut self.b));
-                (
-                    r.configure_onto(Config::builder()),
-                    Source::Attribute(r.site()),
-                )
+                (given, Source::Attribute(r.site()))
             }
             Own::Code(site, config) => {
+                let given = code_keys(Config::builder(), config);
+                self.switch(|name| given.given().any(|k| k == name));
                 self.b = code_keys(core::mem::take(&mut self.b), config);
-                (code_keys(Config::builder(), config), Source::Code(site))
+                (given, Source::Code(site))
             }
         };
         for key in given.given() {
             if let Some(i) = index(key) {
                 self.from[i] = source.clone();
+            }
+        }
+    }
+
+    /// Before a layer that names one way of tripping, drops the other way from the layers
+    /// under it: `failures` (and `failures_within`, which counts its streak) and
+    /// `failure_rate` exclude each other, so a layer may switch the breaker from one to the
+    /// other (the same layer naming both is still an error). A rate dropped takes `window` and
+    /// `min_calls` with it unless a slow-call rate still uses them.
+    fn switch(&mut self, names: impl Fn(&str) -> bool) {
+        let set_below =
+            |m: &Self, key: &str| index(key).is_some_and(|i| m.from[i] != Source::Default);
+        let mut drop: Vec<&'static str> = Vec::new();
+        if names("failure_rate") && !names("failures") && !names("failures_within") {
+            drop.extend(["failures", "failures_within"]);
+        }
+        if (names("failures") || names("failures_within")) && !names("failure_rate") {
+            drop.push("failure_rate");
+            let slow_rate = names("slow_rate") || set_below(self, "slow_rate");
+            if !slow_rate && set_below(self, "failure_rate") {
+                drop.extend(["window", "min_calls"].into_iter().filter(|k| !names(k)));
+            }
+        }
+        for key in drop {
+            if set_below(self, key) {
+                self.b = core::mem::take(&mut self.b).unset(key);
+                if let Some(i) = index(key) {
+                    self.from[i] = Source::Default;
+                }
             }
         }
     }

@@ -131,6 +131,24 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, LoadError> {
             parsed.configs.insert(name.get_ref().to_string(), table);
         }
     }
+    // Other top-level tables are the application's, but one spelt one edit away from
+    // `breakers` (`[breaker.users]`, `[Breakers.users]`, `[braekers.users]`) is a typo that
+    // would configure nothing. (Two edits away are real names: `[brokers]`.)
+    if let Some((key, _)) = doc.iter().find(|(key, value)| {
+        let key = key.get_ref();
+        key != "breakers"
+            && matches!(value.get_ref(), DeValue::Table(_))
+            && key.len() < 16
+            && crate::suggest::edit_distance(&key.to_ascii_lowercase(), "breakers") <= 1
+    }) {
+        return Err(syntax(
+            key.span().start,
+            format!(
+                "`{}` is not a table breakerbox reads; did you mean `breakers`, as in `[breakers.users]`?",
+                Cut(key.get_ref())
+            ),
+        ));
+    }
     let Some((key, breakers)) = doc.get_key_value("breakers") else {
         return Ok(parsed);
     };

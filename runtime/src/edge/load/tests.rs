@@ -158,12 +158,13 @@ fn key_tables_are_validated_like_any_table() {
     );
     // Combinations are checked with the family's keys under the key's.
     let e = err(
-        "[breakers.load-keyed-bad]\ndynamic = true\nfailures = 3\n[breakers.load-keyed-bad.keys.h]\nfailure_rate = 50\n",
+        "[breakers.load-keyed-bad]\ndynamic = true\nhalf_open_calls = 2\n[breakers.load-keyed-bad.keys.h]\nsuccesses = 3\n",
         &[],
     );
-    assert!(e.starts_with("breakers.toml:"), "{e}");
-    assert!(e.contains("[breakers.load-keyed-bad.keys.\"h\"]"), "{e}");
-    assert!(e.contains("cannot be combined"), "{e}");
+    assert_eq!(
+        e,
+        "breakers.toml:5: [breakers.load-keyed-bad.keys.\"h\"] `successes` must be from 1 to `half_open_calls` (a round admits no more probes), got 3 with half_open_calls 2 (successes = 3 from [breakers.load-keyed-bad.keys.\"h\"] at breakers.toml:5; half_open_calls = 2 from [breakers.load-keyed-bad] at breakers.toml:3)"
+    );
     let e = err("[breakers.load-keyed-bad]\ndynamic = true\nkeys = 5\n", &[]);
     assert!(
         e.contains("`breakers.load-keyed-bad.keys` must be a table of single keys' tables"),
@@ -450,4 +451,31 @@ fn odd_shapes_of_defaults_configs_and_bases_are_errors() {
     }
     let odd = registry().get_or_create("load-odd", Config::default);
     assert_eq!(odd.config(), &Config::default());
+}
+
+/// A top-level table spelt almost like `breakers` is a typo, not the application's table.
+#[test]
+fn a_misspelt_breakers_table_is_an_error() {
+    for (text, at) in [
+        ("[breaker.load-typo]\nfailures = 2\n", "breaker"),
+        (
+            "[app]\nx = 1\n\n[Breakers.load-typo]\nfailures = 2\n",
+            "Breakers",
+        ),
+        ("[braekers.load-typo]\nfailures = 2\n", "braekers"),
+    ] {
+        let e = err(text, &[]);
+        assert!(
+            e.ends_with(&format!(
+                "`{at}` is not a table breakerbox reads; did you mean `breakers`, as in `[breakers.users]`?"
+            )),
+            "{e}"
+        );
+    }
+    // The application's own tables stay its own.
+    load(
+        "[server]\nport = 8080\n[breakwater]\nx = 1\n[brokers]\nurl = \"x\"\n",
+        &[],
+    )
+    .unwrap();
 }

@@ -27,6 +27,13 @@ attribute!(BASED, "layer-base", 50, |b| b
 attribute!(REMOVED, "layer-removed", 70, |b| b.failures(3));
 attribute!(SOURCED, "layer-sourced", 80, |b| b.failures(3));
 attribute!(SINGLE, "layer-single", 90, |b| b.failures(3));
+attribute!(SWITCH, "layer-switch", 100, |b| b
+    .failures(3)
+    .failures_within(Duration::from_secs(1)));
+attribute!(SWITCH_BACK, "layer-switch-back", 110, |b| b
+    .failure_rate(50)
+    .window(crate::Window::Calls(20))
+    .min_calls(5));
 
 #[linkme::distributed_slice(crate::registration::REGISTRATIONS)]
 static KEYED: Registration =
@@ -54,10 +61,10 @@ fn a_variable_changes_one_key_of_an_attribute_without_a_table() {
 #[test]
 fn an_error_names_each_key_with_its_value_and_layer() {
     // A variable's key against the attribute's.
-    let e = err("", &[("BREAKERBOX__LAYER_BLAME__FAILURES", "3")]);
+    let e = err("", &[("BREAKERBOX__LAYER_BLAME__SUCCESSES", "3")]);
     assert_eq!(
         e,
-        "environment variable BREAKERBOX__LAYER_BLAME__FAILURES: [breakers.layer-blame] `failures` cannot be combined with `failure_rate`: trip either on consecutive failures or on a failure rate (failures = 3 from BREAKERBOX__LAYER_BLAME__FAILURES; failure_rate = 50 from #[circuit_breaker] at src/api.rs:30)"
+        "environment variable BREAKERBOX__LAYER_BLAME__SUCCESSES: [breakers.layer-blame] `successes` must be from 1 to `half_open_calls` (a round admits no more probes), got 3 with half_open_calls 2 (successes = 3 from BREAKERBOX__LAYER_BLAME__SUCCESSES; half_open_calls = 2 from #[circuit_breaker] at src/api.rs:30)"
     );
     // A table's key against the attribute's.
     let e = err("[breakers.layer-blame]\nsuccesses = 3\n", &[]);
@@ -212,21 +219,29 @@ fn a_table_changes_only_its_keys_of_a_breaker_made_in_code_after_the_load() {
     assert_eq!(b.config().open_for(), Duration::from_secs(60));
     // A code config that does not go with the file's keys: the file's keys over the defaults,
     // and an error logged, naming both.
-    load("[breakers.layer-dyn2]\ndynamic = true\nfailures = 2\n", &[]).unwrap();
+    load(
+        "[breakers.layer-dyn2]\ndynamic = true\nopen_for = \"30s\"\n",
+        &[],
+    )
+    .unwrap();
     let errors = ErrorLog::default();
     let line = line!() + 2;
     let b = tracing::subscriber::with_default(errors.clone(), || {
         registry().get_or_create("layer-dyn2", || {
-            Config::builder().failure_rate(50).build().unwrap()
+            Config::builder()
+                .open_for(Duration::from_secs(10))
+                .max_open_for(Duration::from_secs(20))
+                .build()
+                .unwrap()
         })
     });
-    assert_eq!(b.config().failures(), Some(2));
-    assert_eq!(b.config().failure_rate(), None);
+    assert_eq!(b.config().open_for(), Duration::from_secs(30));
+    assert_eq!(b.config().max_open_for(), Duration::from_secs(30));
     let logged = errors.0.lock().unwrap().clone();
     assert_eq!(logged.len(), 1, "{logged:?}");
     assert!(
         logged[0].starts_with(&format!(
-            "circuit breaker 'layer-dyn2': the config file's keys do not go with the config of get_or_create at runtime/src/edge/load/tests/layers.rs:{line} (breakers.toml:3: [breakers.layer-dyn2] `failures` cannot be combined with `failure_rate`"
+            "circuit breaker 'layer-dyn2': the config file's keys do not go with the config of get_or_create at runtime/src/edge/load/tests/layers.rs:{line} (breakers.toml:3: [breakers.layer-dyn2] `max_open_for` must be at least `open_for`, got 20s with open_for 30s"
         )),
         "{logged:?}"
     );
@@ -314,9 +329,45 @@ fn check_reports_a_key_the_tables_of_two_files_set() {
 fn a_key_table_of_an_annotated_single_breaker_is_an_error() {
     // `layer-single` is a plain attribute's, which no test creates: its keys' tables would
     // reach nothing.
-    let e = load("[breakers.layer-single.keys.\"a\"]\nopen_for = \"5s\"\n", &[]).unwrap_err();
+    let e = load(
+        "[breakers.layer-single.keys.\"a\"]\nopen_for = \"5s\"\n",
+        &[],
+    )
+    .unwrap_err();
     assert_eq!(
         e.to_string(),
         "breakers.toml:1: [breakers.layer-single.keys.\"a\"] 'layer-single' is a single breaker, not a keyed family: only a family has keys"
     );
+}
+
+/// `failures` and `failure_rate` are two ways of tripping: a layer that names one drops the
+/// other from the layers under it, so a file can switch an attribute's breaker.
+#[test]
+fn a_layer_switches_the_way_of_tripping() {
+    load(
+        "[breakers.layer-switch]\nfailure_rate = 50\nwindow = 20\n",
+        &[],
+    )
+    .unwrap();
+    let c = registry().get("layer-switch").unwrap().config().clone();
+    assert_eq!(c.failure_rate(), Some(50));
+    assert_eq!(c.failures(), None);
+    assert_eq!(c.failures_within(), None);
+    assert_eq!(c.window(), crate::Window::Calls(20));
+    // Back to consecutive failures: the rate's window and minimum go with it.
+    load("", &[("BREAKERBOX__LAYER_SWITCH_BACK__FAILURES", "4")]).unwrap();
+    let c = registry()
+        .get("layer-switch-back")
+        .unwrap()
+        .config()
+        .clone();
+    assert_eq!(c.failures(), Some(4));
+    assert_eq!(c.failure_rate(), None);
+    assert_eq!(c.min_calls(), Config::default().min_calls());
+    // Both in one layer is still an error.
+    let e = err(
+        "[breakers.layer-switch]\nfailure_rate = 50\nfailures = 2\n",
+        &[],
+    );
+    assert!(e.contains("cannot be combined with `failure_rate`"), "{e}");
 }

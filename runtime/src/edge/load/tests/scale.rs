@@ -124,3 +124,35 @@ fn scale_100_000_tables_with_bases_keys_and_a_misspelt_variable() {
     assert_eq!(b.config().open_for(), Duration::from_secs(120));
     assert_eq!(b.config().failures(), Some(3));
 }
+
+/// Two files of the same 100 000 tables loaded in turn, twice: each name costs one note and
+/// at most one report, whatever the number of names.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "run with --release")]
+fn scale_two_files_of_100_000_shared_tables() {
+    let n = 100_000;
+    let text = |open_for: &str| {
+        let mut text = String::with_capacity(n * 64);
+        for i in 0..n {
+            text.push_str(&format!(
+                "[breakers.load-scale-two-{i}]\ndynamic = true\nopen_for = \"{open_for}\"\n"
+            ));
+        }
+        text
+    };
+    let (a, b) = (text("5s"), text("9s"));
+    for _ in 0..2 {
+        for (file, text) in [("a.toml", &a), ("b.toml", &b)] {
+            registry()
+                .load_with_env(Path::new(file), text, Vec::new())
+                .unwrap();
+        }
+    }
+    let c = registry().check().unwrap_err();
+    let two = c
+        .two_files()
+        .iter()
+        .filter(|t| t.name().starts_with("load-scale-two-"))
+        .count();
+    assert_eq!(two, n);
+}
