@@ -50,7 +50,9 @@ fn the_fleet_runs_under_its_least_privilege_acl_user() {
     setuser.extend_from_slice(RULE);
     assert_eq!(redis.cli(&setuser), "OK");
     assert_eq!(redis.cli(&["ACL", "LOG", "RESET"]), "OK");
-    let url = redis.url().replace("redis://", "redis://fleet:fleet-secret@");
+    let url = redis
+        .url()
+        .replace("redis://", "redis://fleet:fleet-secret@");
     // A failure rate over a time window (fleet counts: count.lua), short open times (probe
     // leases: probe.lua), one success to close.
     let keys = "failure_rate = 50\nwindow = \"10s\"\nmin_calls = 2\nopen_for = \"300ms\"\nhalf_open_calls = 1\nsuccesses = 1\nprobe_timeout = \"5s\"\n";

@@ -30,6 +30,11 @@ pub(super) struct Cold {
     /// plus one; 0 (the default) for none. std, not loom: a setting read on the half-open
     /// slow path, no protocol runs through it.
     pub(super) probe_budget: std::sync::atomic::AtomicU32,
+    /// How many times `force_open`, `disable`, `reset` or `trip_for` were called, whether or
+    /// not the state changed: fleet mode tells by it that a breaker it holds forced open was
+    /// forced open by hand meanwhile (which changes no state, so tells no event). std, not
+    /// loom: a counter, no protocol runs through it.
+    pub(super) manual: std::sync::atomic::AtomicU32,
     /// Why the breaker is in its state, for `explain`: written with each transition, under
     /// the transition lock. std, not loom: a plain slot.
     pub(super) why: std::sync::Mutex<crate::explain::Why>,

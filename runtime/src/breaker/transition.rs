@@ -27,7 +27,18 @@ struct Change<'a> {
 }
 
 impl Inner {
+    /// How many times `manual` ran (see `Cold::manual`); 0 before any did.
+    #[cfg(feature = "redis")]
+    pub(super) fn manual_changes(&self) -> u32 {
+        self.cold
+            .get()
+            .map_or(0, |c| c.manual.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     pub(super) fn manual(&self, to: State, open_for: Option<Duration>) {
+        self.cold()
+            .manual
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let now = self.clock().coarse();
         let reason = match (to, open_for) {
             (State::Open, Some(d)) => Reason::TripFor(d),

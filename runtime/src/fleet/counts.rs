@@ -29,10 +29,41 @@ use crate::{State, Window};
 pub(super) const BATCH: Duration = Duration::from_millis(100);
 
 impl Task {
+    /// A hand on the breaker that changed no state (a `reset` of a closed breaker, a
+    /// `force_open` of a forced-open one) tells no event: found here, every batch, and written
+    /// as any manual change, so that a reset still empties the fleet's counts.
+    fn hand_without_event(&mut self, name: &str) {
+        let Some(t) = self.tracked.get_mut(name) else {
+            return;
+        };
+        let Some(breaker) = t.breaker.upgrade() else {
+            return;
+        };
+        let now = breaker.manual_changes();
+        if now == t.manual {
+            return;
+        }
+        t.manual = now;
+        if self.holding() {
+            return; // a hold's give-back finds it (task.rs)
+        }
+        let (to, reason) = match breaker.state() {
+            State::ForcedOpen => (State::ForcedOpen, crate::event::Reason::ForcedOpen),
+            State::Disabled => (State::Disabled, crate::event::Reason::Disabled),
+            State::Closed => (State::Closed, crate::event::Reason::Reset),
+            // Open or half-open: a `trip_for`, which tells an event of its own.
+            _ => return,
+        };
+        let pending = self.pending.entry(name.to_owned()).or_default();
+        pending.manual = Some((to, reason));
+        pending.auto = None;
+    }
+
     /// Sends every failure-rate breaker's counts since its last batch.
     pub(super) async fn send_counts(&mut self) {
         let names: Vec<String> = self.tracked.keys().cloned().collect();
         for name in names {
+            self.hand_without_event(&name);
             if self.left_alone(&name) {
                 continue;
             }

@@ -141,7 +141,19 @@ impl Task {
             fewest,
         ];
         let sent = Instant::now();
+        let generation = breaker.generation();
         let reply = self.ask::<(i64, i64)>(Script::Probe, keys, args).await;
+        if breaker.generation() != generation && !matches!(reply, Answer::Failed) {
+            // The breaker changed while the ask was out (a reset, a trip by hand or by
+            // calls): that change is written and the record read again before any lease is
+            // taken on, rather than a grant for the opening it asked about ending this one.
+            if let Some(t) = self.tracked.get_mut(name) {
+                t.probe_at = None;
+                t.lease = None;
+            }
+            self.owed = true;
+            return;
+        }
         let retry = |task: &mut Task, after: Duration| {
             if let Some(t) = task.tracked.get_mut(name) {
                 t.probe_at = Some(Instant::now() + after);
@@ -166,11 +178,13 @@ impl Task {
                     // One probe per lease, set before the breaker may go half-open.
                     breaker.set_probe_budget(Some(u32::try_from(leases).unwrap_or(u32::MAX)));
                     // No open time left: the next call probes.
-                    breaker.import_state(&SharedState::new(
-                        State::Open,
-                        Some(Duration::ZERO),
-                        breaker.export_state().reopens,
-                    ));
+                    let reopens = breaker.export_state().reopens;
+                    self.import(
+                        name,
+                        &breaker,
+                        &SharedState::new(State::Open, Some(Duration::ZERO), reopens),
+                        false,
+                    );
                 }
             }
             Answer::Done((_, wait)) if wait >= 0 => {
@@ -189,10 +203,13 @@ impl Task {
                 retry(self, wait);
                 if breaker.state() == State::Open {
                     // Still not this instance's turn: held until it may ask again.
-                    breaker.import_state(&held(
+                    let reopens = breaker.export_state().reopens;
+                    self.import(
+                        name,
                         &breaker,
-                        SharedState::new(State::Open, Some(wait), breaker.export_state().reopens),
-                    ));
+                        &held(&breaker, SharedState::new(State::Open, Some(wait), reopens)),
+                        false,
+                    );
                 }
             }
             Answer::Done(_) => {

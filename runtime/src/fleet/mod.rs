@@ -164,12 +164,9 @@ pub(crate) struct Held {
     pub(crate) state: SharedState,
     /// When `state` was taken: its open time runs on from then.
     pub(crate) since: tokio::time::Instant,
-    /// Messages of the task's own earlier imports into this breaker still to come before the
-    /// one of its being held.
-    pub(crate) before: u32,
-    /// The task has read the breaker's event of being held: a change it is told of from then
-    /// on was made during the hold (and stands); one told before was made before it.
-    pub(crate) told: bool,
+    /// `Breaker::manual_changes` when it was held: a hand on it since (a `force_open` of a
+    /// breaker held forced open changes no state and tells nothing) stands.
+    pub(crate) manual: u32,
 }
 
 impl Held {
@@ -323,7 +320,9 @@ pub(crate) fn give_back(shared: &Shared) -> usize {
     let held = shared.held.lock().unwrap_or_else(|e| e.into_inner()).take();
     let mut n = 0;
     for (_, h) in held.into_iter().flatten() {
-        if let Some(breaker) = h.breaker.upgrade() {
+        if let Some(breaker) = h.breaker.upgrade()
+            && breaker.manual_changes() == h.manual
+        {
             breaker.import_state(&h.now());
             n += 1;
         }

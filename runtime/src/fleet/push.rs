@@ -151,11 +151,21 @@ impl Task {
             }
             if record.state == State::Open && breaker.state() == State::Open {
                 // Tripped here: held open like the others until a lease says probe.
-                breaker.import_state(&lease::held(&breaker, record.shared_state()));
+                self.import(
+                    name,
+                    &breaker,
+                    &lease::held(&breaker, record.shared_state()),
+                    false,
+                );
             } else if reimport && breaker.state() != record.state {
                 // A manual change, with an older record taken on over it here meanwhile: the
                 // write made it the fleet's newest record, so this breaker holds it too.
-                breaker.import_state(&lease::held(&breaker, record.shared_state()));
+                self.import(
+                    name,
+                    &breaker,
+                    &lease::held(&breaker, record.shared_state()),
+                    false,
+                );
                 self.shared.applied.fetch_add(1, Ordering::Relaxed);
             }
             self.shared.pushed.fetch_add(1, Ordering::Relaxed);

@@ -5,7 +5,7 @@
 //! pending and re-reads every record.
 
 use core::time::Duration;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -77,10 +77,14 @@ struct Tracked {
     lease: Option<lease::Lease>,
     /// The record it had vanished, and none has been seen or written since (resync.rs).
     vanished: bool,
+    /// `Breaker::manual_changes` as last accounted for: a hand on it that changed no state
+    /// (a `reset` of a closed breaker) tells no event, and is found by comparing (counts.rs).
+    manual: u32,
 }
 
 impl Tracked {
     fn new(breaker: WeakBreaker) -> Tracked {
+        let manual = breaker.upgrade().map_or(0, |b| b.manual_changes());
         // Counts are the fleet's from the moment the breaker is shared (counts.rs).
         let counted = breaker.upgrade().map(|b| {
             let m = b.metrics();
@@ -96,6 +100,7 @@ impl Tracked {
             trouble: None,
             lease: None,
             vanished: false,
+            manual,
         }
     }
 
@@ -186,7 +191,7 @@ pub(crate) struct Task {
     owed: bool,
     /// Changes of state this task imported itself (to hold or give back a breaker): their
     /// `Imported` messages are not a remote record's, and drop no pending local change.
-    own_imports: BTreeMap<String, u32>,
+    own_imports: BTreeMap<String, VecDeque<bool>>,
     /// When a foreign message on the channel was last warned about.
     foreign_warned: Option<Instant>,
 }
@@ -341,24 +346,13 @@ impl Task {
                 breaker,
             } => self.on_change(name, to, reason, breaker),
             Message::Imported { name } => {
-                if let Some(n) = self.own_imports.get_mut(&name)
-                    && *n > 0
-                {
-                    *n -= 1;
-                    if let Some(h) = self
-                        .shared
-                        .held
-                        .lock()
-                        .unwrap()
-                        .as_mut()
-                        .and_then(|held| held.get_mut(&name))
-                    {
-                        if h.before > 0 {
-                            h.before -= 1; // an import of the task's from before the hold
-                        } else {
-                            h.told = true;
-                        }
-                    }
+                // The task's imports, in order: this event is the oldest one not yet read.
+                let own = self
+                    .own_imports
+                    .get_mut(&name)
+                    .and_then(VecDeque::pop_front);
+                if own == Some(true) {
+                    // A hold or a give-back: no record of the fleet's.
                     return None;
                 }
                 if let Some(pending) = self.pending.get_mut(&name) {
@@ -376,9 +370,23 @@ impl Task {
     }
 
     fn track(&mut self, name: &str, breaker: WeakBreaker) {
-        self.tracked
-            .entry(name.to_owned())
-            .or_insert_with(|| Tracked::new(breaker));
+        let same = |t: &Tracked| match (t.breaker.upgrade(), breaker.upgrade()) {
+            (Some(a), Some(b)) => a.ptr_eq(&b),
+            (None, None) => true,
+            _ => false,
+        };
+        match self.tracked.get(name) {
+            Some(t) if same(t) => {}
+            // Another breaker under this name (the one before was dropped, or is left to
+            // go): the new one is shared from scratch, its record read by the next pass.
+            Some(_) => {
+                self.tracked.insert(name.to_owned(), Tracked::new(breaker));
+                self.owed = true;
+            }
+            None => {
+                self.tracked.insert(name.to_owned(), Tracked::new(breaker));
+            }
+        }
     }
 
     fn on_change(&mut self, name: String, to: State, reason: Reason, breaker: Option<WeakBreaker>) {
@@ -400,13 +408,18 @@ impl Task {
                 t.lease = None;
             }
         }
+        let manual = self.breaker(&name).map(|b| b.manual_changes());
         if let Some(held) = self.shared.held.lock().unwrap().as_mut()
-            && held.get(&name).is_some_and(|h| h.told)
+            && held.get(&name).is_some_and(|h| Some(h.manual) != manual)
         {
             // Changed here by hand while held: that change stands, nothing is given back. A
-            // change told before the hold's own event was made before the hold: the state
-            // the hold keeps already has it.
+            // held breaker changes by no other hand (forced open or disabled, it neither trips
+            // nor closes), so a change told with no hand on it since the hold was made before
+            // the hold: the state the hold keeps already has it.
             held.remove(&name);
+        }
+        if let (Some(t), Some(m)) = (self.tracked.get_mut(&name), manual) {
+            t.manual = m;
         }
         if let Some(t) = self.tracked.get_mut(&name) {
             t.recount();
@@ -510,7 +523,12 @@ impl Task {
         // A local change of this breaker not yet written loses to the record: the record is
         // newer than what that change was made from. An open record is held here one
         // `probe_timeout` longer, for the fleet's probe leases (lease.rs).
-        breaker.import_state(&lease::held(&breaker, record.shared_state()));
+        self.import(
+            name,
+            &breaker,
+            &lease::held(&breaker, record.shared_state()),
+            false,
+        );
         self.shared.applied.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -632,12 +650,22 @@ impl Task {
         self.hold();
     }
 
-    /// Imports `state` into `breaker` as this task's own change (see `own_imports`).
-    fn import_own(&mut self, name: &str, breaker: &Breaker, state: &SharedState) {
+    /// Imports `state` into `breaker`: `own` for a hold or a give-back (see `own_imports`),
+    /// else the fleet's record taken on.
+    pub(super) fn import(&mut self, name: &str, breaker: &Breaker, state: &SharedState, own: bool) {
         if breaker.state() != state.state {
-            *self.own_imports.entry(name.to_owned()).or_default() += 1;
+            // A change of state tells an event: its `Imported` message is matched to this.
+            self.own_imports
+                .entry(name.to_owned())
+                .or_default()
+                .push_back(own);
         }
         breaker.import_state(state);
+    }
+
+    /// Imports `state` into `breaker` as this task's own change: a hold or a give-back.
+    fn import_own(&mut self, name: &str, breaker: &Breaker, state: &SharedState) {
+        self.import(name, breaker, state, true);
     }
 
     /// A message on the channel that is no record of a fleet's (another application's, another
@@ -688,8 +716,7 @@ impl Task {
                     breaker: breaker.downgrade(),
                     state: was,
                     since: Instant::now(),
-                    before: self.own_imports.get(&name).copied().unwrap_or(0),
-                    told: false,
+                    manual: breaker.manual_changes(),
                 },
             );
             hold.push((name, breaker, was.reopens));
@@ -697,6 +724,9 @@ impl Task {
         tracing::warn!(target: "breakerbox", policy = self.shared.config.on_store_error.as_str(), breakers = held.len(), "fleet: the store is unreachable; shared breakers held {to} until it answers");
         for (name, breaker, reopens) in hold {
             self.import_own(&name, &breaker, &SharedState::new(to, None, reopens));
+            if let Some(t) = self.tracked.get_mut(&name) {
+                t.recount();
+            }
         }
         // Recorded once the breakers are held: a `Fleet` dropped meanwhile (on another thread)
         // found nothing to give back, and the task's own drop, when the abort lands, gives
@@ -722,7 +752,31 @@ impl Task {
             if breaker.state() != hold {
                 continue; // changed since by hand: that change stands
             }
-            self.import_own(&name, &breaker, &h.now());
+            if breaker.manual_changes() != h.manual {
+                // Forced open (or disabled) by hand into the state it was held in: no event
+                // told it, so it is written here, as any manual change.
+                let reason = if hold == State::ForcedOpen {
+                    Reason::ForcedOpen
+                } else {
+                    Reason::Disabled
+                };
+                let pending = self.pending.entry(name).or_default();
+                pending.manual = Some((hold, reason));
+                pending.auto = None;
+                continue;
+            }
+            let state = h.now();
+            if let Some(t) = self.tracked.get_mut(&name) {
+                // Counts start over (counts.rs): what a disabled breaker admitted meanwhile
+                // was judged by none. An open state waits for a lease like any the fleet
+                // holds: asked for when its open time ends.
+                t.recount();
+                t.lease = None;
+                t.probe_at = state.open_remaining.map(|left| Instant::now() + left);
+            }
+            breaker.set_probe_budget(None);
+            let state = lease::held(&breaker, state);
+            self.import_own(&name, &breaker, &state);
         }
         tracing::info!(target: "breakerbox", "fleet: the store answers again; shared breakers decide as before");
     }
@@ -732,6 +786,12 @@ impl Drop for Task {
     /// The task is gone (its `Fleet` dropped, or its runtime shut down): no breaker stays held.
     fn drop(&mut self) {
         super::give_back(&self.shared);
+        // The probe budgets lease.rs set are the fleet's: unshared, each decides alone.
+        for t in self.tracked.values() {
+            if let Some(b) = t.breaker.upgrade() {
+                b.set_probe_budget(None);
+            }
+        }
     }
 }
 
