@@ -765,17 +765,28 @@ impl Task {
                 pending.auto = None;
                 continue;
             }
-            let state = h.now();
+            let mut state = h.now();
+            if state.state == State::HalfOpen {
+                // A round of probes the hold ended: the next one waits for a lease too, held
+                // one `probe_timeout` as an open record is.
+                state = lease::held(
+                    &breaker,
+                    SharedState::new(State::Open, Some(Duration::ZERO), state.reopens),
+                );
+            }
             if let Some(t) = self.tracked.get_mut(&name) {
                 // Counts start over (counts.rs): what a disabled breaker admitted meanwhile
                 // was judged by none. An open state waits for a lease like any the fleet
-                // holds: asked for when its open time ends.
+                // holds: asked for when the record's open time ends (the state given back is
+                // already held past it, as the record was taken on), or its own.
                 t.recount();
                 t.lease = None;
-                t.probe_at = state.open_remaining.map(|left| Instant::now() + left);
+                t.probe_at = match (t.seen, t.open_until) {
+                    (State::Open, Some(until)) if state.state == State::Open => Some(until),
+                    _ => state.open_remaining.map(|left| Instant::now() + left),
+                };
             }
             breaker.set_probe_budget(None);
-            let state = lease::held(&breaker, state);
             self.import_own(&name, &breaker, &state);
         }
         tracing::info!(target: "breakerbox", "fleet: the store answers again; shared breakers decide as before");
