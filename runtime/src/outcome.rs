@@ -119,7 +119,7 @@ impl Hash for Outcome {
 }
 
 /// Why a call failed, as its classifier says ([`Outcome::failure_with`]): a text of the
-/// program's, or an HTTP status with its `Retry-After` ([`HttpClassifier`](crate::http)
+/// program's, or an HTTP status with its `Retry-After` (`http::HttpClassifier`, feature `http`,
 /// gives those). Displayed as the text, or as `HTTP 503` and `HTTP 503 (Retry-After 6 s)`.
 ///
 /// `Copy`, and built without allocating: the text is formatted only when the failure trips

@@ -11,7 +11,8 @@
 //! // With the controls (force-open, disable, reset, trip-for), for requests that send
 //! // `Authorization: Bearer <token>`.
 //! let token = std::env::var("ADMIN_TOKEN").unwrap_or_else(|_| "change me".into());
-//! let app = axum::Router::new().nest_service("/admin", Admin::new().token(token).router());
+//! let app: axum::Router =
+//!     axum::Router::new().nest_service("/admin", Admin::new().token(token).router());
 //! # let _ = (read_only, app);
 //! ```
 //!

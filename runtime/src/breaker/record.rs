@@ -148,7 +148,7 @@ impl Inner {
             self.release_place(ticket.generation());
         }
         let slow = match self.config.slow {
-            Some(threshold) if outcome != Outcome::Ignored => {
+            Some(threshold) if !matches!(outcome, Outcome::Ignored) => {
                 let took = self.clock().precise().saturating_sub(ticket.started);
                 took >= nanos(threshold)
             }
@@ -178,8 +178,10 @@ impl Inner {
             self.transition_any(&from, State::Open, Reason::TripFor(d), cause, now, Some(d));
             return;
         }
-        // A slow call counts as a failure unless slow calls trip by their own rate.
-        let failed = outcome == Outcome::Failure || (slow && self.config.slow_rate.is_none());
+        // A slow call counts as a failure unless slow calls trip by their own rate. (Discriminant
+        // tests, here and below: `verdict()` left no reason, and `==` would compare verdicts.)
+        let failed =
+            matches!(outcome, Outcome::Failure) || (slow && self.config.slow_rate.is_none());
         match ticket.kind() {
             Kind::Closed => {
                 self.record_closed(ticket.generation(), outcome, failed, slow, cause, slot);
@@ -198,7 +200,7 @@ impl Inner {
         cause: Option<&dyn fmt::Display>,
         slot: Slot,
     ) {
-        if outcome == Outcome::Ignored {
+        if matches!(outcome, Outcome::Ignored) {
             return;
         }
         if let Some(window) = &self.window {
@@ -468,7 +470,7 @@ impl Inner {
             }
         }
         let successes = cur.successes() + 1;
-        if outcome == Outcome::Success && successes >= self.config.successes {
+        if matches!(outcome, Outcome::Success) && successes >= self.config.successes {
             self.transition(
                 generation,
                 &[State::HalfOpen],
