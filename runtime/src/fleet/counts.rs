@@ -51,8 +51,15 @@ impl Task {
             State::ForcedOpen => (State::ForcedOpen, crate::event::Reason::ForcedOpen),
             State::Disabled => (State::Disabled, crate::event::Reason::Disabled),
             State::Closed => (State::Closed, crate::event::Reason::Reset),
-            // Open or half-open: a `trip_for`, which tells an event of its own.
-            _ => return,
+            State::Open => {
+                // A `trip_for` of an open breaker: written as any trip, for its open time.
+                let left = breaker.export_state().open_remaining.unwrap_or_default();
+                let pending = self.pending.entry(name.to_owned()).or_default();
+                pending.auto = Some((super::Intent::Trip, crate::event::Reason::TripFor(left)));
+                return;
+            }
+            // Half-open: the hand's own transition told an event.
+            State::HalfOpen => return,
         };
         let pending = self.pending.entry(name.to_owned()).or_default();
         pending.manual = Some((to, reason));

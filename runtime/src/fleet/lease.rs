@@ -62,6 +62,22 @@ impl Task {
         }
     }
 
+    /// Whether `breaker` is open here for longer than the fleet's record holds it (its open
+    /// time plus one `probe_timeout`).
+    fn outlasts_the_fleet(&self, name: &str, breaker: &Breaker) -> bool {
+        let Some(left) = breaker.export_state().open_remaining else {
+            return false;
+        };
+        let now = Instant::now();
+        let hold = self
+            .tracked
+            .get(name)
+            .and_then(|t| t.open_until)
+            .map_or(Duration::ZERO, |until| until.saturating_duration_since(now))
+            + breaker.config().probe_timeout();
+        left > hold + Duration::from_millis(10)
+    }
+
     /// A lease held here, at half its life or at its end. Probes in flight keep the leases
     /// (renewed, so no other instance starts probes while they run). With none in flight at
     /// half its life, no new probe starts under it (one started then could outlast it); at its
@@ -147,8 +163,9 @@ impl Task {
             // The breaker changed while the ask was out (a reset, a trip by hand or by
             // calls): that change is written and the record read again before any lease is
             // taken on, rather than a grant for the opening it asked about ending this one.
+            // It asks again soon, after that change has been written (or the record read).
             if let Some(t) = self.tracked.get_mut(name) {
-                t.probe_at = None;
+                t.probe_at = Some(Instant::now() + Duration::from_millis(100));
                 t.lease = None;
             }
             self.owed = true;
@@ -160,6 +177,15 @@ impl Task {
             }
         };
         match reply {
+            Answer::Done(_) if self.outlasts_the_fleet(name, &breaker) => {
+                // Opened here for longer than the fleet's record (a `trip_for` of an open
+                // breaker): the grant would end that; asked again when it runs out.
+                let left = breaker.export_state().open_remaining.unwrap_or_default();
+                if let Some(t) = self.tracked.get_mut(name) {
+                    t.probe_at = Some(Instant::now() + left);
+                    t.lease = None;
+                }
+            }
             Answer::Done((leases, _)) if leases > 0 => {
                 // The lease runs from before the ask left, so it ends here no later than in
                 // the store.
