@@ -51,11 +51,10 @@ type PingSlot = Arc<Mutex<Option<Box<dyn FnMut() -> bool + Send>>>>;
 impl Store for Hooked {
     fn eval(&mut self, script: Script, keys: Vec<String>, args: Vec<String>) -> Reply<'_, Value> {
         let hook = self.hook.lock().unwrap().take();
-        if let Some(mut hook) = hook {
-            if !hook(script, &keys, &args) {
+        if let Some(mut hook) = hook
+            && !hook(script, &keys, &args) {
                 *self.hook.lock().unwrap() = Some(hook);
             }
-        }
         self.inner.eval(script, keys, args)
     }
     fn pipeline(&mut self, commands: Vec<Vec<String>>) -> Reply<'_, Vec<RedisResult<Value>>> {
@@ -63,11 +62,10 @@ impl Store for Hooked {
     }
     fn ping(&mut self) -> Reply<'_, ()> {
         let hook = self.ping_hook.lock().unwrap().take();
-        if let Some(mut hook) = hook {
-            if !hook() {
+        if let Some(mut hook) = hook
+            && !hook() {
                 *self.ping_hook.lock().unwrap() = Some(hook);
             }
-        }
         self.inner.ping()
     }
     fn subscribe(&mut self, channel: String) -> Reply<'_, ()> {
@@ -399,11 +397,10 @@ fn review_a_breaker_given_back_open_probes_only_under_a_lease() {
         // Calls arrive on instance 0 as ever, over the next 300 ms.
         for _ in 0..3 {
             for _ in 0..3 {
-                if let Ok(p) = c.breakers[0][0].try_acquire_owned() {
-                    if p.is_probe() {
+                if let Ok(p) = c.breakers[0][0].try_acquire_owned()
+                    && p.is_probe() {
                         probes.push((0, p));
                     }
-                }
             }
             sleep(Duration::from_millis(100)).await;
         }
@@ -846,11 +843,10 @@ fn review_a_lease_holder_given_back_half_open_probes_only_under_a_lease() {
         }
         for _ in 0..3 {
             for _ in 0..3 {
-                if let Ok(p) = c.breakers[holder][0].try_acquire_owned() {
-                    if p.is_probe() {
+                if let Ok(p) = c.breakers[holder][0].try_acquire_owned()
+                    && p.is_probe() {
                         probes.push((holder, p));
                     }
-                }
             }
             sleep(Duration::from_millis(100)).await;
         }
