@@ -52,9 +52,10 @@ impl Store for Hooked {
     fn eval(&mut self, script: Script, keys: Vec<String>, args: Vec<String>) -> Reply<'_, Value> {
         let hook = self.hook.lock().unwrap().take();
         if let Some(mut hook) = hook
-            && !hook(script, &keys, &args) {
-                *self.hook.lock().unwrap() = Some(hook);
-            }
+            && !hook(script, &keys, &args)
+        {
+            *self.hook.lock().unwrap() = Some(hook);
+        }
         self.inner.eval(script, keys, args)
     }
     fn pipeline(&mut self, commands: Vec<Vec<String>>) -> Reply<'_, Vec<RedisResult<Value>>> {
@@ -63,9 +64,10 @@ impl Store for Hooked {
     fn ping(&mut self) -> Reply<'_, ()> {
         let hook = self.ping_hook.lock().unwrap().take();
         if let Some(mut hook) = hook
-            && !hook() {
-                *self.ping_hook.lock().unwrap() = Some(hook);
-            }
+            && !hook()
+        {
+            *self.ping_hook.lock().unwrap() = Some(hook);
+        }
         self.inner.ping()
     }
     fn subscribe(&mut self, channel: String) -> Reply<'_, ()> {
@@ -398,9 +400,10 @@ fn review_a_breaker_given_back_open_probes_only_under_a_lease() {
         for _ in 0..3 {
             for _ in 0..3 {
                 if let Ok(p) = c.breakers[0][0].try_acquire_owned()
-                    && p.is_probe() {
-                        probes.push((0, p));
-                    }
+                    && p.is_probe()
+                {
+                    probes.push((0, p));
+                }
             }
             sleep(Duration::from_millis(100)).await;
         }
@@ -844,9 +847,10 @@ fn review_a_lease_holder_given_back_half_open_probes_only_under_a_lease() {
         for _ in 0..3 {
             for _ in 0..3 {
                 if let Ok(p) = c.breakers[holder][0].try_acquire_owned()
-                    && p.is_probe() {
-                        probes.push((holder, p));
-                    }
+                    && p.is_probe()
+                {
+                    probes.push((holder, p));
+                }
             }
             sleep(Duration::from_millis(100)).await;
         }
