@@ -15,6 +15,7 @@
 //! `BREAKERBOX_SIM_SEEDS` (default 200) sets how many seeds the test runs, from
 //! `BREAKERBOX_SIM_FIRST` (default 0); `scripts/test` runs 10 000.
 
+mod harness;
 mod model;
 mod net;
 mod review;
