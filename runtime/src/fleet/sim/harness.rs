@@ -1,4 +1,4 @@
-//! What the scripted scenarios share (`scenarios.rs`, `review.rs`): a cluster of instances on
+//! What the scripted scenarios share (`scenarios.rs`, `interleavings.rs`): a cluster of instances on
 //! the model store, each behind a store whose hooks can land a user's action or a fault as one
 //! chosen request leaves the task, and the paused runtime they run on.
 

@@ -16,9 +16,9 @@
 //! `BREAKERBOX_SIM_FIRST` (default 0); `scripts/test` runs 10 000.
 
 mod harness;
+mod interleavings;
 mod model;
 mod net;
-mod review;
 mod scenarios;
 mod world;
 
