@@ -28,7 +28,14 @@ fn task_timed(
     prefix: &str,
     timeout: Duration,
 ) -> (Task, Arc<Shared>, mpsc::UnboundedSender<PushInfo>) {
-    let config = FleetConfig::new(url).prefix(prefix).timeout(timeout);
+    task_with(url, FleetConfig::new(url).prefix(prefix).timeout(timeout))
+}
+
+/// The same, with the whole fleet config.
+fn task_with(
+    url: &str,
+    config: FleetConfig,
+) -> (Task, Arc<Shared>, mpsc::UnboundedSender<PushInfo>) {
     let client = redis::Client::open(resp3(url)).unwrap();
     let (tx, rx) = mpsc::unbounded_channel();
     let shared = Arc::new(Shared {

@@ -7,29 +7,20 @@ use super::*;
 
 /// A task with this `resync_every`, its store refusing every connection.
 fn task_every(every: Duration) -> (Task, Arc<Shared>, mpsc::UnboundedSender<PushInfo>) {
-    let (mut task, shared, pushes) = task(&refused(), "every");
-    let config = shared.config.clone().resync_every(every);
-    let shared = Arc::new(Shared {
-        config,
-        instance: "here".to_owned(),
-        tx: shared.tx.clone(),
-        connected: AtomicBool::new(true),
-        pushed: AtomicU64::new(0),
-        applied: AtomicU64::new(0),
-        store_errors: AtomicU64::new(0),
-        resyncs: AtomicU64::new(0),
-        pending: AtomicU64::new(0),
-        shared: AtomicU64::new(0),
-        held: std::sync::Mutex::new(None),
-    });
-    task.shared = shared.clone();
+    let url = refused();
+    let config = FleetConfig::new(&url)
+        .prefix("every")
+        .timeout(Duration::from_millis(100))
+        .resync_every(every);
+    let (task, shared, pushes) = task_with(&url, config);
+    shared.connected.store(true, Ordering::Relaxed);
     (task, shared, pushes)
 }
 
 /// docs/fleet.md: "within 100 ms after a failure or a disconnection, the task writes what is
 /// pending and reads every shared record". A disconnection told by the connection manager
 /// while the loop waits for its next resync (`resync_every` after the last one) brings that
-/// resync forward (before the fix `owed` was set, but `timers.next` was kept).
+/// resync forward: setting `owed` alone would leave `timers.next` where it was.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_disconnection_brings_the_next_resync_within_100ms() {
     let (mut task, _shared, pushes) = task_every(Duration::from_secs(30));
@@ -52,7 +43,7 @@ async fn a_disconnection_brings_the_next_resync_within_100ms() {
 }
 
 /// The same for a local change whose write fails (the store refuses): it is kept pending and
-/// retried within 100 ms (before the fix, at the next periodic resync, `resync_every` later).
+/// retried within 100 ms, not at the next periodic resync, `resync_every` later.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_failed_write_is_retried_within_100ms() {
     let (mut task, shared, _pushes) = task_every(Duration::from_secs(30));
@@ -84,10 +75,9 @@ async fn ready(task: &mut Task) {
 }
 
 /// A record another (older, newer or hostile) instance wrote in a form this one cannot parse
-/// (here an epoch that is not a number) is skipped, and the pass goes on. Before the fix the
-/// re-read took it for a store failure: the pass stopped there, every later record went
-/// unread, `tick` (and `Fleet::resync`) answered `false` for ever though the store answered,
-/// and the fleet stayed in its fast-retry mode.
+/// (here an epoch that is not a number) is skipped, and the pass goes on: it is not a store
+/// failure, so every later record is read, `tick` (and `Fleet::resync`) answers `true`, and the
+/// fleet leaves its fast-retry mode.
 #[tokio::test(flavor = "current_thread")]
 async fn a_malformed_record_does_not_stall_every_resync() {
     let Some(redis) = TestRedis::get() else {
@@ -140,23 +130,11 @@ async fn a_foreign_value_in_a_real_redis_leaves_the_other_breakers_shared() {
     for (i, policy) in policies.into_iter().enumerate() {
         for string in [true, false] {
             let prefix = format!("junk-{i}-{string}-{}", std::process::id());
-            let (mut task, shared, _pushes) =
-                task_timed(&redis.url, &prefix, Duration::from_secs(5));
-            let config = shared.config.clone().on_store_error(policy);
-            let shared = Arc::new(Shared {
-                config,
-                instance: "here".to_owned(),
-                tx: shared.tx.clone(),
-                connected: AtomicBool::new(false),
-                pushed: AtomicU64::new(0),
-                applied: AtomicU64::new(0),
-                store_errors: AtomicU64::new(0),
-                resyncs: AtomicU64::new(0),
-                pending: AtomicU64::new(0),
-                shared: AtomicU64::new(0),
-                held: std::sync::Mutex::new(None),
-            });
-            task.shared = shared.clone();
+            let config = FleetConfig::new(&redis.url)
+                .prefix(&prefix)
+                .timeout(Duration::from_secs(5))
+                .on_store_error(policy);
+            let (mut task, shared, _pushes) = task_with(&redis.url, config);
             ready(&mut task).await;
             let config = Config::builder()
                 .failures(1)
