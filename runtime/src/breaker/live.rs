@@ -231,11 +231,6 @@ impl Breaker {
             self.inner().deliver();
         }
     }
-
-    /// The breaker's clock now, coarse: for the time left of a timed rejection.
-    pub(crate) fn coarse_now(&self) -> u64 {
-        self.inner().clock().coarse()
-    }
 }
 
 impl Breaker {
