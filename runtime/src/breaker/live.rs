@@ -63,7 +63,7 @@ impl Inner {
             None => Default::default(),
         };
         let window = self.window.as_ref().map(|w| {
-            let t = w.tally(now);
+            let t = w.tally(now, || self.window_calls());
             (t.failures, t.slow, t.calls)
         });
         Explanation::new(Parts {

@@ -74,7 +74,7 @@ impl Inner {
             return; // stale
         }
         // A time window dates a success by the recent time, a judgment by the clock.
-        if window.record_success(self.clock(), self.config.min_calls, slot) {
+        if window.record_success(self.clock(), slot) {
             let now = if window.needs_clock() {
                 self.clock().coarse()
             } else {
@@ -219,7 +219,7 @@ impl Inner {
             } else if generation != self.state.load(Ordering::Relaxed).generation() {
                 return; // stale
             }
-            let judge = window.record(failed, slow, now, self.config.min_calls, slot);
+            let judge = window.record(failed, slow, now, slot, || self.window_calls());
             if against {
                 // Left before judging: a trip takes the transition lock, under which a seal
                 // waits for this record.
@@ -396,7 +396,7 @@ impl Inner {
         } else {
             self.clock().coarse()
         };
-        let t = window.tally(now);
+        let t = window.tally(now, || self.window_calls());
         let short = t.calls < u64::from(self.config.min_calls);
         window.judged(short);
         if short || t.calls == 0 {

@@ -186,7 +186,7 @@ impl Inner {
             State::Closed => {
                 self.streak.store(Streak::new(next), Ordering::Relaxed);
                 if let Some(w) = &self.window {
-                    w.clear();
+                    w.clear(|| self.window_calls());
                 }
                 self.reopens.store(0, Ordering::Relaxed);
             }
