@@ -100,7 +100,7 @@ pub use breakerbox_runtime::TomlWatcher;
 pub use breakerbox_runtime::admin;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub use breakerbox_runtime::export;
+pub use breakerbox_metrics as export;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use breakerbox_runtime::fleet;

@@ -104,9 +104,6 @@ mod sync;
 mod timer;
 mod window;
 
-#[cfg(feature = "metrics")]
-#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub use edge::export;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use edge::http;
@@ -147,6 +144,10 @@ pub use registry::{Registry, registry};
 pub use reload::ReconfigureError;
 pub use state::{SharedState, State};
 pub use timer::Timers;
+
+#[doc(hidden)]
+#[path = "for_edges.rs"]
+pub mod __edge;
 
 /// Support for the code `#[circuit_breaker]` generates, re-exported by the facade's
 /// `__private`. Not public API.

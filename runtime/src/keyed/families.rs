@@ -50,7 +50,6 @@ pub struct FamilyMetrics {
 pub(super) trait View: Send + Sync + super::reload::Reload {
     fn metrics(&self) -> FamilyMetrics;
     fn snapshot(&self, top: usize) -> FamilySnapshot;
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     fn each(&self, f: &mut dyn FnMut(String, &Breaker));
     fn as_any(&self) -> &dyn std::any::Any;
     fn key_page(&self, query: &super::KeyQuery) -> super::KeyPage;
@@ -304,7 +303,6 @@ impl Registry {
 
     /// Calls `f` with the name of every registered family, each key as it displays, and its
     /// breaker: the per-key export, which the `metrics` export does only when asked.
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(crate) fn each_family_key(&self, mut f: impl FnMut(&str, String, &Breaker)) {
         for (name, view) in views() {
             view.each(&mut |key, b| f(&name, key, b));
