@@ -86,6 +86,12 @@ pub use breakerbox_macros::circuit_breaker;
 pub use breakerbox_runtime::*;
 // The feature-gated items again, by name, so that docs.rs marks each with its feature (the glob
 // above brings them in too; a named re-export takes precedence over it).
+#[cfg(feature = "admin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
+pub use breakerbox_admin as admin;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use breakerbox_metrics as export;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub use breakerbox_runtime::LoadError;
@@ -95,12 +101,6 @@ pub use breakerbox_runtime::TokioClock;
 #[cfg(feature = "watch")]
 #[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
 pub use breakerbox_runtime::TomlWatcher;
-#[cfg(feature = "admin")]
-#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
-pub use breakerbox_runtime::admin;
-#[cfg(feature = "metrics")]
-#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub use breakerbox_metrics as export;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use breakerbox_runtime::fleet;

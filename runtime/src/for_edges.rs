@@ -35,3 +35,48 @@ where
 {
     family.each_displayed(f);
 }
+
+/// The names of the registry's keyed families: the admin's "did you mean …?" for a family.
+pub fn family_names() -> Vec<String> {
+    crate::keyed::family_names()
+}
+
+/// `text` cut short for a message (the first 32 characters, then its length in bytes): how
+/// the core quotes a name, a key or a path it refuses.
+pub fn excerpt(text: &str) -> String {
+    crate::duration::excerpt(text)
+}
+
+/// The candidate `unknown` most likely stands for (an alias, else the nearest by edit
+/// distance, if near enough): the core's "did you mean …?".
+pub fn closest<'a>(
+    unknown: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    crate::suggest::closest(unknown, candidates)
+}
+
+/// Parses a config duration (`"250ms"`, `"2s"`): longer than zero, at most `u64::MAX`
+/// nanoseconds, as the attribute and config files read it. The error is a sentence that
+/// quotes the text.
+pub fn parse_duration(text: &str) -> Result<core::time::Duration, String> {
+    crate::duration::parse(text)
+        .map(core::time::Duration::from_nanos)
+        .map_err(|e| e.to_string())
+}
+
+/// Parses any duration [`display_duration`] writes, zero included: serde's form.
+pub fn parse_any_duration(text: &str) -> Result<core::time::Duration, String> {
+    crate::duration::parse_duration(text).map_err(|e| e.to_string())
+}
+
+/// `d` as duration text, in the largest unit that divides it (`"90s"`, `"250ms"`).
+pub fn display_duration(d: core::time::Duration) -> String {
+    crate::duration::display_duration(d)
+}
+
+/// A keyed family's breaker's key, as it displayed when the family made the breaker; `None`
+/// for a breaker of no family.
+pub fn breaker_key(breaker: &Breaker) -> Option<&str> {
+    breaker.key()
+}

@@ -71,9 +71,6 @@
 //! - `fleet` (feature `redis`) — `fleet::Fleet`: breakers shared across processes through Redis.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[cfg(feature = "admin")]
-#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
-pub mod admin;
 mod breaker;
 mod clock;
 mod config;

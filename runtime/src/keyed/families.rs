@@ -257,7 +257,6 @@ impl Registry {
 }
 
 /// The names of the registry's families (the admin router's "did you mean").
-#[cfg(feature = "admin")]
 pub(crate) fn family_names() -> Vec<String> {
     views().into_iter().map(|(n, _)| n.into()).collect()
 }
