@@ -360,6 +360,71 @@ impl<P> Book<P> {
             .map(|(id, slot)| info(*id, slot))
             .collect()
     }
+    // Recovery, for the disk journal: its log's records, applied in order.
+
+    /// A logged entry, queued.
+    pub(crate) fn restore(&mut self, id: u64, slot: Slot<P>) {
+        self.next_id = self.next_id.max(id.saturating_add(1));
+        let mut done = Done::default();
+        self.remove(id, &mut done);
+        self.dead.remove(&id);
+        if let Some(key) = &slot.key {
+            self.keys.insert(key.clone(), id);
+        }
+        self.bytes += slot.bytes;
+        self.queue.insert(id, slot);
+    }
+
+    /// A logged removal (replayed, expired, dropped).
+    pub(crate) fn restore_remove(&mut self, id: u64) {
+        let mut done = Done::default();
+        self.remove(id, &mut done);
+    }
+
+    /// A logged failed replay.
+    pub(crate) fn restore_retry(&mut self, id: u64, attempts: u32, next_try: Duration) {
+        if let Some(slot) = self.queue.get_mut(&id) {
+            slot.attempts = attempts;
+            slot.next_try = next_try;
+        }
+    }
+
+    /// A logged move to the dead letters.
+    pub(crate) fn restore_dead(&mut self, id: u64, attempts: u32) {
+        if let Some(slot) = self.queue.get_mut(&id) {
+            slot.attempts = attempts;
+        }
+        let mut done = Done::default();
+        self.bury(id, &mut done);
+    }
+
+    /// A logged revival of a dead letter.
+    pub(crate) fn restore_revive(&mut self, id: u64, at: Duration) {
+        if let Some(mut slot) = self.dead.remove(&id) {
+            slot.attempts = 0;
+            slot.next_try = at;
+            slot.enqueued = at;
+            self.restore(id, slot);
+        }
+    }
+
+    /// A logged drop of a dead letter.
+    pub(crate) fn restore_forget(&mut self, id: u64) {
+        self.dead.remove(&id);
+    }
+
+    /// Every entry, queued then dead (`true`), for a compacted log.
+    pub(crate) fn all(&self) -> impl Iterator<Item = (u64, &Slot<P>, bool)> {
+        self.queue
+            .iter()
+            .map(|(id, slot)| (*id, slot, false))
+            .chain(self.dead.iter().map(|(id, slot)| (*id, slot, true)))
+    }
+
+    /// A queued or dead entry.
+    pub(crate) fn slot(&self, id: u64) -> Option<&Slot<P>> {
+        self.queue.get(&id).or_else(|| self.dead.get(&id))
+    }
 }
 
 fn info<P>(id: u64, slot: &Slot<P>) -> EntryInfo {

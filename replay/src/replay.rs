@@ -15,7 +15,9 @@ use breakerbox_runtime::{Breaker, Clock, Error, RejectReason, Rejected, State};
 use tokio::sync::Notify;
 
 use crate::config::ReplayConfig;
+use crate::disk::DiskJournal;
 use crate::journal::{EntryInfo, Journal, NotJournaled, Settled, Status, Take, Taken};
+use crate::log::Recovery;
 use crate::memory::MemoryJournal;
 
 /// The replay of one entry: a future of its outcome, `Err` with the failure's message.
@@ -174,6 +176,25 @@ impl<A: Send + 'static> ReplayBuilder<A> {
     {
         let journal = Arc::new(MemoryJournal::new(self.breaker.name(), &self.config));
         self.journal(journal, replay)
+    }
+
+    /// Opens (or creates) a [`DiskJournal`] at `path` and starts the replayer over it; the
+    /// [`Recovery`] says what the file held and what of it was damaged. `replay` is called
+    /// with each entry's arguments; `Err` is a failure.
+    pub fn disk<F, Fut, T, E>(
+        self,
+        path: impl AsRef<std::path::Path>,
+        replay: F,
+    ) -> Result<(Replay<A>, Recovery), StartError>
+    where
+        A: serde::Serialize + serde::de::DeserializeOwned,
+        F: Fn(A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        E: fmt::Display,
+    {
+        tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        let (journal, recovery) = DiskJournal::open(self.breaker.name(), path, &self.config)?;
+        Ok((self.journal(Arc::new(journal), replay)?, recovery))
     }
 
     /// Starts the replayer over the given journal.
