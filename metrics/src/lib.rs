@@ -38,7 +38,7 @@
 //!
 //! # Keyed families
 //!
-//! A [`BreakerMap`](breakerbox_runtime::BreakerMap) may hold thousands of keys, and a series per key would
+//! A [`BreakerMap`] may hold thousands of keys, and a series per key would
 //! flood the metrics backend, so by default a family exports aggregates, its number of open
 //! keys, and its top open keys only (label `name`: the family's name):
 //!
