@@ -53,6 +53,7 @@ pub use control::{KeyError, KeyOrder, KeyPage, KeyQuery};
 pub(crate) use families::family_exists;
 #[cfg(feature = "admin")]
 pub(crate) use families::family_names;
+pub(crate) use families::views as family_views;
 pub use families::{FamilyMetrics, KeyMetrics, KeyTypeMismatch};
 pub use hasher::KeyHasher;
 pub use snapshot::{FamilySnapshot, FamilyTotals};
