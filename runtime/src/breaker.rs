@@ -468,7 +468,7 @@ impl Breaker {
     /// for ms in [2, 4, 40] {
     ///     let _ = breaker.call(|| {
     ///         clock.advance(Duration::from_millis(ms)); // the call takes `ms`
-    ///         Ok::<_, ()>(())
+    ///         Ok::<_, &str>(())
     ///     });
     /// }
     /// let latency = breaker.latency().unwrap();
