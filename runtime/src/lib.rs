@@ -83,10 +83,12 @@ mod explain;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod fleet;
+mod health;
 mod identity;
 mod keyed;
 #[doc(hidden)]
 pub mod keys;
+mod latency;
 mod metrics;
 mod outcome;
 mod probe;
@@ -127,12 +129,14 @@ pub use edge::load::TomlWatcher;
 pub use error::{RejectReason, Timeout};
 pub use event::{Event, Reason};
 pub use explain::{Cause, Explanation, Progress};
+pub use health::{ComponentHealth, Health, HealthStatus};
 #[doc(hidden)]
 pub use identity::live_breakers;
 pub use keyed::{
     BreakerMap, Evicted, FamilyMetrics, FamilySnapshot, FamilyTotals, KeyError, KeyHasher,
     KeyMetrics, KeyOrder, KeyPage, KeyQuery, KeyTypeMismatch,
 };
+pub use latency::LatencySnapshot;
 pub use metrics::Metrics;
 pub use outcome::{FailureReason, Outcome};
 pub use probe::{HealthProbes, IntoProbe, Probe, ProbeOutcome};
