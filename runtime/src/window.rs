@@ -221,6 +221,23 @@ impl RateWindow {
         }
     }
 
+    /// A call counted among the breaker's calls that does not enter the window (stale, or a
+    /// `TripFor`): a count window leaves it out of its places.
+    #[cold]
+    pub(crate) fn exclude(&self) {
+        if let RateWindow::Calls(w) = self {
+            w.exclude();
+        }
+    }
+
+    /// The breaker leaves the closed state (transition lock held, after `seal`): a count
+    /// window holds its calls until the next clear.
+    pub(crate) fn freeze(&self, calls: impl FnOnce() -> u64) {
+        if let RateWindow::Calls(w) = self {
+            w.freeze(calls());
+        }
+    }
+
     /// Empties the window. Called with the transition lock held; `calls` gives the breaker's
     /// call count (a count window's calls are those counted after it).
     pub(crate) fn clear(&self, calls: impl FnOnce() -> u64) {

@@ -71,6 +71,7 @@ impl Inner {
     #[inline]
     pub(super) fn record_window_success(&self, window: &RateWindow, generation: u32, slot: Slot) {
         if generation != self.state.load(Ordering::Relaxed).generation() {
+            window.exclude();
             return; // stale
         }
         // A time window dates a success by the recent time, a judgment by the clock.
@@ -81,6 +82,18 @@ impl Inner {
                 0 // read by `judge_rates`
             };
             self.judge_rates(window, generation, now, None);
+        }
+    }
+
+    /// A call counted among the breaker's that is not the closed state's (a probe, a disabled
+    /// call) and is recorded while the breaker is closed (after a reset, say): a count window
+    /// leaves it out. While the breaker is not closed its count window holds still, and the
+    /// next clear starts from the calls counted by then, so nothing is to be left out.
+    fn exclude_if_closed(&self) {
+        if let Some(window) = &self.window
+            && self.state.load(Ordering::Relaxed).state() == State::Closed
+        {
+            window.exclude();
         }
     }
 
@@ -142,6 +155,7 @@ impl Inner {
                 | Outcome::FailureWith(_)
                 | Outcome::TripForWith(..) => Count::Failure,
             });
+            self.exclude_if_closed();
             return;
         }
         if ticket.kind() == Kind::Closed && self.config.max_concurrent.is_some() {
@@ -168,6 +182,9 @@ impl Inner {
             Outcome::Ignored => self.count(Count::Ignored),
         };
         if let Outcome::TripFor(d) = outcome {
+            if let Some(window) = &self.window {
+                window.exclude();
+            }
             // The service said how long to stay away: honour it whatever the generation.
             let now = self.clock().coarse();
             let from = [State::Closed, State::Open, State::HalfOpen];
@@ -182,7 +199,10 @@ impl Inner {
             Kind::Closed => {
                 self.record_closed(ticket.generation(), outcome, failed, slow, cause, slot);
             }
-            Kind::Probe => self.record_probe(ticket.generation(), outcome, failed || slow, cause),
+            Kind::Probe => {
+                self.exclude_if_closed();
+                self.record_probe(ticket.generation(), outcome, failed || slow, cause);
+            }
             Kind::Disabled => {}
         }
     }
@@ -222,9 +242,11 @@ impl Inner {
             let against = failed || slow;
             if against {
                 if !window.enter(generation) {
+                    window.exclude();
                     return; // stale: admitted before the last transition
                 }
             } else if generation != self.state.load(Ordering::Relaxed).generation() {
+                window.exclude();
                 return; // stale
             }
             let judge = window.record(failed, slow, now, slot, || self.window_calls());

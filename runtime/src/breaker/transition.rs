@@ -133,6 +133,9 @@ impl Inner {
             // Records of the generation that ends here are finished, and later ones refused,
             // before the window is cleared or the new state published.
             w.seal(next);
+            if was == State::Closed {
+                w.freeze(|| self.window_calls());
+            }
         }
         if was == State::Open
             && let Some(cold) = self.cold.get()

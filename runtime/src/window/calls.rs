@@ -1,7 +1,7 @@
 //! The count window: the last `n` calls, their failures and slow calls as rings of bits.
 
 use super::{Gate, Tally};
-use crate::sync::{Atomic, AtomicBool, Mutex, Ordering, lock};
+use crate::sync::{Atomic, AtomicBool, AtomicU64, Mutex, Ordering, lock};
 
 /// The last `n` calls. A call's place in the window is its number among the breaker's calls:
 /// the breaker's own success and failure counts, which each thread keeps on its own counter
@@ -22,13 +22,21 @@ pub(crate) struct CallWindow {
     /// a judgment finds enough): while it is set every success is judged, since a success may
     /// bring the window to `min_calls`.
     short: AtomicBool,
+    /// Calls counted among the breaker's that are not in the window: stale ones (admitted
+    /// before a transition), and `TripFor` outcomes. Written only for those (rare).
+    excluded: AtomicU64,
     ring: Mutex<Ring>,
 }
 
 struct Ring {
     size: u64,
-    /// The breaker's call count when the window was last cleared: calls since are in it.
+    /// The breaker's call count and `excluded` when the window was last cleared: the calls
+    /// counted since, less those excluded since, are in it. Places count from there.
     base: u64,
+    base_excluded: u64,
+    /// While the breaker is not closed: the window's calls when it left the closed state
+    /// (calls counted since, probes or disabled calls, are not in it).
+    frozen: Option<u64>,
     /// Places below this are settled: a failure's or slow call's bit set, a success's cleared.
     top: u64,
     failed: Box<[u64]>,
@@ -78,9 +86,12 @@ impl CallWindow {
         CallWindow {
             gate: Atomic::new(Gate::new(0)),
             short: AtomicBool::new(true),
+            excluded: AtomicU64::new(0),
             ring: Mutex::new(Ring {
                 size: u64::from(n),
                 base: 0,
+                base_excluded: 0,
+                frozen: None,
                 top: 0,
                 failed: vec![0; words].into_boxed_slice(),
                 slow: vec![0; words].into_boxed_slice(),
@@ -94,9 +105,24 @@ impl CallWindow {
         self.short.load(Ordering::Relaxed)
     }
 
+    /// A call counted among the breaker's calls that is not to be in the window.
+    pub(super) fn exclude(&self) {
+        self.excluded.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The window's calls since its clear, `calls` being the breaker's calls now.
+    fn held(&self, ring: &Ring, calls: u64) -> u64 {
+        if let Some(frozen) = ring.frozen {
+            return frozen;
+        }
+        let excluded = self.excluded.load(Ordering::Relaxed) - ring.base_excluded;
+        calls.saturating_sub(ring.base).saturating_sub(excluded)
+    }
+
     /// Marks a failure or slow call, counted already among `calls` (the breaker's calls now).
     pub(super) fn record(&self, failed: bool, slow: bool, calls: u64) {
         let mut ring = lock(&self.ring);
+        let calls = self.held(&ring, calls);
         // Its place: the last call counted, or, if another failure took that one, the next.
         let place = (calls.max(1) - 1).max(ring.top);
         // Clears the place itself too (a call `n` places back left its bits there).
@@ -116,11 +142,21 @@ impl CallWindow {
         }
     }
 
+    /// The breaker leaves the closed state: the window keeps the calls it holds now until the
+    /// next clear. Called with the transition lock held, after `seal`.
+    pub(super) fn freeze(&self, calls: u64) {
+        let mut ring = lock(&self.ring);
+        let held = self.held(&ring, calls);
+        ring.settle(held);
+        ring.frozen = Some(held);
+    }
+
     /// The window's tally, `calls` being the breaker's calls now.
     pub(super) fn tally(&self, calls: u64) -> Tally {
         let mut ring = lock(&self.ring);
+        let calls = self.held(&ring, calls);
         ring.settle(calls);
-        let held = calls.saturating_sub(ring.base).min(ring.size);
+        let held = calls.min(ring.size);
         let count = |bits: &[u64]| {
             bits.iter()
                 .map(|w| u64::from(w.count_ones()))
@@ -141,7 +177,9 @@ impl CallWindow {
         ring.failed.fill(0);
         ring.slow.fill(0);
         ring.base = calls;
-        ring.top = ring.top.max(calls);
+        ring.base_excluded = self.excluded.load(Ordering::Relaxed);
+        ring.frozen = None;
+        ring.top = 0;
         drop(ring);
         self.short.store(true, Ordering::Relaxed);
     }
