@@ -101,7 +101,7 @@ impl RateWindow {
         match self {
             RateWindow::Calls(w) => {
                 if failed || slow {
-                    w.record(failed, slow, calls());
+                    w.record(failed, slow, calls);
                     true
                 } else {
                     w.success()
@@ -154,7 +154,7 @@ impl RateWindow {
     /// count (read by a count window).
     pub(crate) fn tally(&self, now: u64, calls: impl FnOnce() -> u64) -> Tally {
         match self {
-            RateWindow::Calls(w) => w.tally(calls()),
+            RateWindow::Calls(w) => w.tally(calls),
             RateWindow::Time(w) => w.tally(now),
         }
     }
@@ -234,7 +234,7 @@ impl RateWindow {
     /// window holds its calls until the next clear.
     pub(crate) fn freeze(&self, calls: impl FnOnce() -> u64) {
         if let RateWindow::Calls(w) = self {
-            w.freeze(calls());
+            w.freeze(calls);
         }
     }
 
@@ -242,7 +242,7 @@ impl RateWindow {
     /// call count (a count window's calls are those counted after it).
     pub(crate) fn clear(&self, calls: impl FnOnce() -> u64) {
         match self {
-            RateWindow::Calls(w) => w.clear(calls()),
+            RateWindow::Calls(w) => w.clear(calls),
             RateWindow::Time(w) => w.clear(),
         }
     }

@@ -107,20 +107,30 @@ impl CallWindow {
 
     /// A call counted among the breaker's calls that is not to be in the window.
     pub(super) fn exclude(&self) {
-        self.excluded.fetch_add(1, Ordering::Relaxed);
+        // Release: the call's count comes before, for a reader that sees this (see `read`).
+        self.excluded.fetch_add(1, Ordering::Release);
     }
 
-    /// The window's calls since its clear, `calls` being the breaker's calls now.
-    fn held(&self, ring: &Ring, calls: u64) -> u64 {
+    /// `excluded` and the breaker's calls now, in that order: `excluded` with Acquire, so
+    /// every call it leaves out is among the calls read after it.
+    fn read(&self, calls: impl FnOnce() -> u64) -> (u64, u64) {
+        let excluded = self.excluded.load(Ordering::Acquire);
+        (excluded, calls())
+    }
+
+    /// The window's calls since its clear.
+    fn held(&self, ring: &Ring, calls: impl FnOnce() -> u64) -> u64 {
         if let Some(frozen) = ring.frozen {
             return frozen;
         }
-        let excluded = self.excluded.load(Ordering::Relaxed) - ring.base_excluded;
-        calls.saturating_sub(ring.base).saturating_sub(excluded)
+        let (excluded, calls) = self.read(calls);
+        calls
+            .saturating_sub(ring.base)
+            .saturating_sub(excluded.saturating_sub(ring.base_excluded))
     }
 
     /// Marks a failure or slow call, counted already among `calls` (the breaker's calls now).
-    pub(super) fn record(&self, failed: bool, slow: bool, calls: u64) {
+    pub(super) fn record(&self, failed: bool, slow: bool, calls: impl FnOnce() -> u64) {
         let mut ring = lock(&self.ring);
         let calls = self.held(&ring, calls);
         // Its place: the last call counted, or, if another failure took that one, the next.
@@ -144,7 +154,7 @@ impl CallWindow {
 
     /// The breaker leaves the closed state: the window keeps the calls it holds now until the
     /// next clear. Called with the transition lock held, after `seal`.
-    pub(super) fn freeze(&self, calls: u64) {
+    pub(super) fn freeze(&self, calls: impl FnOnce() -> u64) {
         let mut ring = lock(&self.ring);
         let held = self.held(&ring, calls);
         ring.settle(held);
@@ -152,7 +162,7 @@ impl CallWindow {
     }
 
     /// The window's tally, `calls` being the breaker's calls now.
-    pub(super) fn tally(&self, calls: u64) -> Tally {
+    pub(super) fn tally(&self, calls: impl FnOnce() -> u64) -> Tally {
         let mut ring = lock(&self.ring);
         let calls = self.held(&ring, calls);
         ring.settle(calls);
@@ -172,12 +182,11 @@ impl CallWindow {
 
     /// Empties the window, `calls` being the breaker's calls now. Called with the transition
     /// lock held, after `seal`: no failure is being recorded.
-    pub(super) fn clear(&self, calls: u64) {
+    pub(super) fn clear(&self, calls: impl FnOnce() -> u64) {
         let mut ring = lock(&self.ring);
         ring.failed.fill(0);
         ring.slow.fill(0);
-        ring.base = calls;
-        ring.base_excluded = self.excluded.load(Ordering::Relaxed);
+        (ring.base_excluded, ring.base) = self.read(calls);
         ring.frozen = None;
         ring.top = 0;
         drop(ring);

@@ -27,15 +27,15 @@ fn a_bucket_counts_in_its_bits_and_lives_ten_epochs() {
 fn a_count_window_is_exactly_the_last_n_calls() {
     for n in [1u32, 5, 63, 64, 65, 100, 130] {
         let w = CallWindow::new(n);
-        let mut calls = 0u64;
         let mut reference: std::collections::VecDeque<(bool, bool)> = Default::default();
         let mut rng = 0x2545_f491_4f6c_dd1du64;
         for i in 0..20_000u64 {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            if rng % 997 == 0 {
-                w.clear(calls);
+            // The breaker's calls counted before this one.
+            if rng.is_multiple_of(997) {
+                w.clear(|| i);
                 reference.clear();
             }
             // Runs of successes of every length, then a failure or a slow call.
@@ -45,16 +45,16 @@ fn a_count_window_is_exactly_the_last_n_calls() {
                 2 => (true, true),
                 _ => (false, false),
             };
-            calls += 1;
+            let calls = i + 1;
             if failed || slow {
-                w.record(failed, slow, calls);
+                w.record(failed, slow, || calls);
             }
             reference.push_back((failed, slow));
             if reference.len() > n as usize {
                 reference.pop_front();
             }
-            if i % 3 == 0 || rng % 5 == 0 {
-                let t = w.tally(calls);
+            if i.is_multiple_of(3) || rng.is_multiple_of(5) {
+                let t = w.tally(|| calls);
                 let expected = Tally {
                     calls: reference.len() as u64,
                     failures: reference.iter().filter(|c| c.0).count() as u64,
@@ -84,7 +84,7 @@ fn a_count_window_recorded_by_two_threads_stays_within_its_calls() {
                     let failed = (i + t).is_multiple_of(2);
                     let n = calls.fetch_add(1, Ordering::Relaxed) + 1;
                     if failed {
-                        w.record(true, i.is_multiple_of(3), n);
+                        w.record(true, i.is_multiple_of(3), || n);
                     }
                 }
                 done.fetch_add(1, Ordering::Relaxed);
@@ -92,21 +92,21 @@ fn a_count_window_recorded_by_two_threads_stays_within_its_calls() {
         }
         s.spawn(|| {
             while done.load(Ordering::Relaxed) < 2 {
-                let t = w.tally(calls.load(Ordering::Relaxed));
+                let t = w.tally(|| calls.load(Ordering::Relaxed));
                 assert!(
                     t.failures <= t.calls && t.slow <= t.calls && t.calls <= 64,
                     "{t:?}"
                 );
-                w.clear(calls.load(Ordering::Relaxed));
+                w.clear(|| calls.load(Ordering::Relaxed));
             }
         });
     });
     let mut n = calls.load(Ordering::Relaxed);
     for _ in 0..64 {
         n += 1;
-        w.record(true, false, n);
+        w.record(true, false, || n);
     }
-    let t = w.tally(n);
+    let t = w.tally(|| n);
     assert_eq!((t.calls, t.failures, t.slow), (64, 64, 0));
 }
 
