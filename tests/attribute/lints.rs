@@ -1,6 +1,9 @@
-//! The expansion under strict lints, checked by `cargo clippy --all-targets`: generated code
-//! triggers no lint, and the user's code keeps its own (thiserror `tests/test_lints.rs`).
-//! `tests/ui/pass/lints.rs` checks the rustc lints under trybuild; clippy only sees this file.
+//! The expansion under strict lints.
+//!
+//! Checked by `cargo clippy --all-targets`: generated code triggers no lint, and the user's
+//! code keeps its own (thiserror `tests/test_lints.rs`). `ui/tests/ui/pass/lints.rs` checks
+//! the rustc lints under trybuild; clippy only sees this module, whose lints are its own
+//! (`pub`, so that `missing_docs` reaches its items).
 #![deny(warnings, clippy::pedantic, clippy::nursery, unused_qualifications)]
 #![allow(clippy::unused_async, clippy::missing_const_for_fn)]
 

@@ -1,10 +1,13 @@
 //! Every transition and config rule of the breaker, its handles and permits, its bulkhead,
-//! and what it reports (metrics, rejections, failure reasons, exported state), on a
+//! and what it reports (metrics, latency, rejections, failure reasons, exported state, the
+//! registry's health), on a
 //! `ManualClock`: no test sleeps.
 //!
 //! One test binary (linked once), one module per topic; `support` and `calls` hold what they
 //! share. `scripts/test` also runs the handle and permit tests under valgrind.
 
+#[path = "../common/alone.rs"]
+mod alone;
 mod backoff;
 mod bulkhead;
 #[allow(dead_code)]
@@ -19,6 +22,8 @@ mod failure_reasons;
 mod failures_within;
 mod half_open;
 mod handles;
+mod health;
+mod latency;
 mod manual;
 mod permits;
 mod rate;

@@ -1,6 +1,7 @@
 //! The registry's health (`Registry::health`): UP, DEGRADED and DOWN from breakers and keyed
 //! families, `critical` and `health` from code and from a config file. The health is the
-//! whole registry's, so the steps run in one test, in order.
+//! whole registry's, so the steps run in one test, in order, alone in a process of its own
+//! (`crate::alone`): no other test's breakers count.
 
 use breakerbox_runtime::{Config, HealthStatus, State, registry};
 
@@ -19,6 +20,16 @@ fn trip(b: &breakerbox_runtime::Breaker) {
 
 #[test]
 fn health_is_the_worst_of_the_counted_breakers_and_families() {
+    crate::alone::alone(
+        concat!(
+            module_path!(),
+            "::health_is_the_worst_of_the_counted_breakers_and_families"
+        ),
+        health_is_the_worst_of_the_counted_breakers_and_families_alone,
+    );
+}
+
+fn health_is_the_worst_of_the_counted_breakers_and_families_alone() {
     let one = || Config::builder().failures(1);
     let plain = registry().get_or_create("health-plain", || one().build().unwrap());
     let critical =
