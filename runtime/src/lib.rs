@@ -71,9 +71,6 @@
 //! - `fleet` (feature `redis`) — `fleet::Fleet`: breakers shared across processes through Redis.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[cfg(feature = "admin")]
-#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
-pub mod admin;
 mod breaker;
 mod clock;
 mod config;
@@ -106,9 +103,6 @@ mod sync;
 mod timer;
 mod window;
 
-#[cfg(feature = "metrics")]
-#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub use edge::export;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use edge::http;
@@ -151,6 +145,10 @@ pub use registry::{Registry, registry};
 pub use reload::ReconfigureError;
 pub use state::{SharedState, State};
 pub use timer::Timers;
+
+#[doc(hidden)]
+#[path = "for_edges.rs"]
+pub mod __edge;
 
 /// Support for the code `#[circuit_breaker]` generates, re-exported by the facade's
 /// `__private`. Not public API.

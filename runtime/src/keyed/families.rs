@@ -50,7 +50,6 @@ pub struct FamilyMetrics {
 pub(crate) trait View: Send + Sync + super::reload::Reload {
     fn metrics(&self) -> FamilyMetrics;
     fn snapshot(&self, top: usize) -> FamilySnapshot;
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     fn each(&self, f: &mut dyn FnMut(String, &Breaker));
     /// Every key's breaker, without displaying its key (a breaker keeps its key's text).
     fn each_breaker(&self, f: &mut dyn FnMut(&Breaker));
@@ -270,7 +269,6 @@ impl Registry {
 }
 
 /// The names of the registry's families (the admin router's "did you mean").
-#[cfg(feature = "admin")]
 pub(crate) fn family_names() -> Vec<String> {
     views().into_iter().map(|(n, _)| n.into()).collect()
 }
@@ -316,7 +314,6 @@ impl Registry {
 
     /// Calls `f` with the name of every registered family, each key as it displays, and its
     /// breaker: the per-key export, which the `metrics` export does only when asked.
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(crate) fn each_family_key(&self, mut f: impl FnMut(&str, String, &Breaker)) {
         for (name, view) in views() {
             view.each(&mut |key, b| f(&name, key, b));

@@ -1,26 +1,22 @@
-//! The admin event stream's lag: a binary of its own, so that no other test's breakers put
-//! events on the process-wide channel and the counts are exact.
-
-// The admin tests' helpers (one of them, `next_event`, is used here).
-#[allow(dead_code)]
-#[path = "admin/support.rs"]
-mod support;
+//! The admin event stream's lag. It runs [`alone`](crate::support::alone), so that no other
+//! test's breakers put events on the process-wide channel and the counts are exact.
 
 use axum::body::Body;
 use axum::http::Request;
-use breakerbox::{Config, registry};
+use breakerbox_runtime::{Config, registry};
 use serde_json::json;
 use tower::ServiceExt;
 
-use support::next_event;
+use crate::support::next_event;
 
 /// Events a client may fall behind by (`admin`'s channel).
 const CAPACITY: usize = 1024;
 
 #[tokio::test(start_paused = true)]
 async fn a_client_that_lags_loses_the_oldest_changes_and_is_told_how_many() {
+    let _alone = crate::support::alone().await;
     let breaker = registry().get_or_create("lagging", Config::default);
-    let res = breakerbox::admin::router()
+    let res = breakerbox_admin::router()
         .oneshot(Request::get("/events").body(Body::empty()).unwrap())
         .await
         .unwrap();

@@ -10,14 +10,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::{Problem, Shared, json};
-use crate::breaker::Breaker;
-use crate::config::Config;
-use crate::duration::{display_duration, excerpt};
-use crate::explain::Explanation;
-use crate::keyed::FamilySnapshot;
-use crate::metrics::Metrics;
-use crate::registry::registry;
-use crate::state::State as BreakerState;
+use breakerbox_runtime::__edge::{self, display_duration, excerpt};
+use breakerbox_runtime::{
+    Breaker, Config, Explanation, FamilySnapshot, Metrics, State as BreakerState, registry,
+};
 
 /// How many open keys of a family the views list.
 pub(crate) const OPEN_KEYS_SHOWN: usize = 20;
@@ -77,7 +73,7 @@ impl BreakerView {
     /// The breaker's view now; with its config unless `summary`.
     pub(crate) fn of(breaker: &Breaker, summary: bool) -> BreakerView {
         let metrics = breaker.metrics();
-        let key = breaker.key().map(str::to_owned);
+        let key = __edge::breaker_key(breaker).map(str::to_owned);
         BreakerView {
             kind: if key.is_some() { "key" } else { "breaker" },
             name: breaker.name().to_owned(),
@@ -183,7 +179,7 @@ pub(crate) fn find(name: &str) -> Result<Breaker, Problem> {
 
 fn unknown(name: &str) -> Problem {
     let names = registry().names();
-    let hint = match crate::suggest::closest(name, names.iter().map(String::as_str)) {
+    let hint = match __edge::closest(name, names.iter().map(String::as_str)) {
         Some(near) => format!("; did you mean '{near}'?"),
         None => String::new(),
     };

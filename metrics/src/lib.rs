@@ -1,18 +1,20 @@
 //! Breaker metrics through the [`metrics`](https://docs.rs/metrics) crate, for Prometheus
 //! (`metrics-exporter-prometheus`), StatsD, OpenTelemetry, or any other `metrics` recorder.
 //!
+//! Use it through the `breakerbox` crate, as `breakerbox::export` (feature `metrics`).
+//!
 //! Nothing is recorded on the call path: calls only bump the breaker's own counters, as they
-//! always do. [`record_all`] reads every breaker's [snapshot](crate::Registry::snapshot) and
-//! sets the exported values; call it where metrics are scraped (before rendering `/metrics`) or
-//! from a periodic task. [`install`] adds a registry listener that keeps the state gauge
+//! always do. [`record_all`] reads every breaker's
+//! [snapshot](breakerbox_runtime::Registry::snapshot) and sets the exported values; call it
+//! where metrics are scraped (before rendering `/metrics`) or from a periodic task. [`install`] adds a registry listener that keeps the state gauge
 //! current between two exports (it runs on transitions only).
 //!
 //! ```
 //! // At startup, after installing your recorder (e.g. `PrometheusBuilder::install_recorder`):
-//! breakerbox_runtime::export::install();
+//! breakerbox_metrics::install();
 //!
 //! // In the `/metrics` handler, before rendering:
-//! breakerbox_runtime::export::record_all();
+//! breakerbox_metrics::record_all();
 //! ```
 //!
 //! # Names and labels
@@ -36,20 +38,20 @@
 //!
 //! # Keyed families
 //!
-//! A [`BreakerMap`](crate::BreakerMap) may hold thousands of keys, and a series per key would
+//! A [`BreakerMap`] may hold thousands of keys, and a series per key would
 //! flood the metrics backend, so by default a family exports aggregates, its number of open
 //! keys, and its top open keys only (label `name`: the family's name):
 //!
 //! | metric | kind | labels | value |
 //! | --- | --- | --- | --- |
-//! | `breakerbox_family_calls_total` | counter | `name`, `outcome` | calls by outcome over every breaker the family had: its keys, evicted keys, the overflow breaker ([`FamilyTotals`](crate::FamilyTotals)) |
+//! | `breakerbox_family_calls_total` | counter | `name`, `outcome` | calls by outcome over every breaker the family had: its keys, evicted keys, the overflow breaker ([`FamilyTotals`](breakerbox_runtime::FamilyTotals)) |
 //! | `breakerbox_family_keys` | gauge | `name` | keys held |
 //! | `breakerbox_family_open_keys` | gauge | `name` | keys open, half-open or forced open |
 //! | `breakerbox_family_evicted_total` | counter | `name` | keys evicted |
 //! | `breakerbox_key_state` | gauge | `name`, `key` | for the top N open keys (most failures first; N is 10 unless [`set_top_open`] says otherwise): their state, as `breakerbox_state`; 0 for a key that was among them at the previous export and no longer is (closed, evicted or outranked) |
 //!
 //! The family counters never go down: a snapshot taken while a sweep evicts may see a key's
-//! counts twice or not at all for that moment (see [`FamilyTotals`](crate::FamilyTotals)), and
+//! counts twice or not at all for that moment (see [`FamilyTotals`](breakerbox_runtime::FamilyTotals)), and
 //! the export keeps the highest value seen. A series for a key stays in the recorder once
 //! made (the `metrics` crate has no removal; exporters drop idle series after their idle
 //! timeout), hence the 0.
@@ -66,7 +68,8 @@
 //! `breakerbox_state >= 1 and breakerbox_state <= 3` is "not letting calls through";
 //! `increase(breakerbox_opened_total[5m]) > 0` fires on every trip, even one that closed again
 //! between two scrapes. To be told at once instead, see
-//! [`Registry::on_state_change`](crate::Registry::on_state_change).
+//! [`Registry::on_state_change`](breakerbox_runtime::Registry::on_state_change).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
@@ -76,15 +79,14 @@ use std::sync::{Mutex, Once};
 
 use metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
 
-use crate::breaker::Breaker;
-use crate::keyed::{BreakerMap, FamilySnapshot};
-use crate::registry::registry;
-use crate::state::State;
+use breakerbox_runtime::__edge;
+use breakerbox_runtime::{Breaker, BreakerMap, FamilySnapshot, State, registry};
 
 /// The value of `breakerbox_state` for `state`.
 ///
 /// ```
-/// use breakerbox_runtime::{State, export::state_code};
+/// use breakerbox_metrics::state_code;
+/// use breakerbox_runtime::State;
 /// assert_eq!(state_code(State::Closed), 0.0);
 /// assert_eq!(state_code(State::HalfOpen), 2.0);
 /// ```
@@ -95,6 +97,9 @@ pub fn state_code(state: State) -> f64 {
         State::HalfOpen => 2.0,
         State::ForcedOpen => 3.0,
         State::Disabled => 4.0,
+        // `State` is non-exhaustive: a state added later reads as none of the documented
+        // codes until this table and its docs name it.
+        _ => -1.0,
     }
 }
 
@@ -189,7 +194,7 @@ pub fn record_all() {
         record_snapshot(&family);
     }
     if PER_KEY.load(Ordering::Relaxed) {
-        registry().each_family_key(record_key);
+        __edge::each_family_key(registry(), record_key);
     }
 }
 
@@ -222,7 +227,7 @@ where
     record_snapshot(&family.snapshot(TOP_OPEN.load(Ordering::Relaxed)));
     if PER_KEY.load(Ordering::Relaxed) {
         let name = family.name().to_owned();
-        family.each_displayed(|key, b| record_key(&name, key, b));
+        __edge::each_key(family, |key, b| record_key(&name, key, b));
     }
 }
 
@@ -259,10 +264,10 @@ fn record_snapshot(s: &FamilySnapshot) {
             .get_or_insert_with(HashMap::new)
             .entry(s.name.clone())
             .or_default();
-        if last.family != s.family {
+        if last.family != __edge::family_id(s) {
             // Another family of this name: its counters start from its own counts (a reset,
             // to Prometheus); its keys' gauges left from the old one are still set to 0 below.
-            last.family = s.family;
+            last.family = __edge::family_id(s);
             last.counts = [0; 6];
         }
         for (kept, now) in last.counts.iter_mut().zip(now) {

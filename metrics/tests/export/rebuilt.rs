@@ -1,8 +1,10 @@
 //! The `metrics` export of a keyed family made again under the name of a dropped one: its
-//! counters start from its own counts (failed before the fix; found by an adversarial review).
+//! counters start from its own counts.
 
-use breakerbox::{BreakerMap, Config, export};
+use breakerbox_runtime::{BreakerMap, Config};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+
+use crate::export;
 
 /// `breakerbox_family_calls_total{name=family, outcome}` in one snapshot.
 fn family_calls(snapshotter: &Snapshotter, family: &str, outcome: &str) -> Option<u64> {
@@ -31,18 +33,19 @@ fn down() -> Result<(), &'static str> {
     Err("down")
 }
 
-/// `record_family` keeps, in a process-wide map keyed by the family's name, the highest
-/// value each family counter was exported with, and exports that instead of the family's
-/// totals. Before the fix, a `BreakerMap` rebuilt under the same name (an application that
-/// rebuilds its client on a config change) stayed pinned at the old family's totals: its
-/// failures were invisible (`increase()` read 0) until they outnumbered the old family's. The max is meant to hide eviction races within one
-/// family, not a different family.
+/// `record_family` keeps, in a process-wide map keyed by the family's name, the highest value
+/// each family counter was exported with, so that a snapshot taken during an eviction never
+/// shows a counter going down. That map also remembers which family it was of: a `BreakerMap`
+/// rebuilt under the same name (an application that rebuilds its client on a config change)
+/// exports its own counts, a counter reset to Prometheus, rather than stay pinned at the old
+/// family's totals, its failures invisible until they outnumber the old family's.
 #[test]
 fn a_rebuilt_family_of_the_same_name_exports_its_own_counts() {
+    let _settings = crate::settings();
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let config = || Config::builder().failures(1).build().unwrap();
-    let name = "review-export-rebuilt";
+    let name = "export-rebuilt";
 
     let old: BreakerMap<u64> = BreakerMap::new(name, config());
     for key in 0..5 {

@@ -15,7 +15,7 @@ use core::time::Duration;
 
 use super::view::{BreakerView, bad_path, find};
 use super::{BODY_LIMIT, Problem, Shared, auth, json};
-use crate::breaker::Breaker;
+use breakerbox_runtime::{__edge, Breaker};
 
 /// What a control does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,7 +87,7 @@ pub(crate) fn apply(
             StatusCode::NOT_FOUND,
             format!(
                 "no action '{}': the actions are {ACTIONS}",
-                crate::duration::excerpt(&action)
+                __edge::excerpt(&action)
             ),
         )
     })?;
@@ -170,8 +170,7 @@ fn trip_for_duration(headers: &HeaderMap, body: &[u8]) -> Result<Duration, Probl
             format!("malformed trip-for body ({e}): {TRIP_FOR_BODY}"),
         )
     })?;
-    crate::duration::parse(&duration)
-        .map(Duration::from_nanos)
+    __edge::parse_duration(&duration)
         .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, format!("trip-for: {e}")))
 }
 

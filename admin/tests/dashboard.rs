@@ -14,8 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use breakerbox::admin::Admin;
-use breakerbox::{Breaker, Config, ConfigBuilder, ManualClock, State, Window, registry};
+use breakerbox_admin::Admin;
+use breakerbox_runtime::{Breaker, Config, ConfigBuilder, ManualClock, State, Window, registry};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 

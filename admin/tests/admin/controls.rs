@@ -3,13 +3,14 @@
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use breakerbox::State;
-use breakerbox::admin::Admin;
+use breakerbox_admin::Admin;
+use breakerbox_runtime::State;
 
 use crate::support::*;
 
 #[tokio::test]
 async fn with_the_token_each_control_acts_and_answers_the_new_view() {
+    let _shared = crate::support::shared().await;
     let (b, _clock) = breaker("adm-act");
     let app = Admin::new().token(TOKEN).router();
     let base = "/breakers/adm-act";

@@ -1,30 +1,26 @@
-//! The admin event stream's `metrics` ticks under a storm of state changes (`GET /events`): a
-//! binary of its own, on tokio's paused clock. Failed before the tick was asked first (found
-//! by an adversarial review).
-
-// The admin tests' helpers (one of them, `next_event`, is used here).
-#[allow(dead_code)]
-#[path = "admin/support.rs"]
-mod support;
+//! The admin event stream's `metrics` ticks under a storm of state changes (`GET /events`), on
+//! tokio's paused clock. It runs [`alone`](crate::support::alone): the storm's changes would
+//! crowd the other stream tests' channel.
 
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::Request;
-use breakerbox::{Config, registry};
+use breakerbox_runtime::{Config, registry};
 use tower::ServiceExt;
 
-use support::next_event;
+use crate::support::next_event;
 
 /// docs/admin.md: "`metrics`: at once on connecting, then every second on tokio's clock".
-/// While a state change is waiting each time the client reads (a flapping breaker, a client
-/// slower than the changes), the stream sent only `state` events before the fix: `select`
-/// polled the broadcast receiver first, so the due tick never won and the dashboard's rates, sparklines
-/// and `dropped` count stop for as long as the changes keep coming.
+/// That holds while a state change is waiting each time the client reads (a flapping breaker,
+/// a client slower than the changes): the stream asks whether the tick is due before it reads
+/// the broadcast receiver, or the dashboard's rates, sparklines and `dropped` count would stop
+/// for as long as the changes keep coming.
 #[tokio::test(start_paused = true)]
 async fn metrics_ticks_keep_coming_while_state_changes_keep_arriving() {
-    let breaker = registry().get_or_create("review-sse-storm", Config::default);
-    let res = breakerbox::admin::router()
+    let _alone = crate::support::alone().await;
+    let breaker = registry().get_or_create("adm-sse-storm", Config::default);
+    let res = breakerbox_admin::router()
         .oneshot(Request::get("/events").body(Body::empty()).unwrap())
         .await
         .unwrap();

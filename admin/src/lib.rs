@@ -1,12 +1,15 @@
-//! An admin endpoint to mount in your own axum server: every [`registry`](crate::registry())
+//! An admin endpoint to mount in your own axum server: every [`registry`](breakerbox_runtime::registry())
 //! breaker as JSON, their controls behind a bearer token, a server-sent event stream of state
 //! changes and per-second metrics, Prometheus text, and a dashboard page.
 //!
+//! Use it through the `breakerbox` crate, as `breakerbox::admin` (feature `admin`; its
+//! `GET /metrics` also with feature `metrics`).
+//!
 //! ```
-//! use breakerbox_runtime::admin::Admin;
+//! use breakerbox_admin::Admin;
 //!
 //! // Read-only: the JSON views, the event stream and the dashboard; every control is refused.
-//! let read_only: axum::Router = breakerbox_runtime::admin::router();
+//! let read_only: axum::Router = breakerbox_admin::router();
 //!
 //! // With the controls (force-open, disable, reset, trip-for), for requests that send
 //! // `Authorization: Bearer <token>`.
@@ -52,13 +55,14 @@
 //! # The event stream
 //!
 //! The first router built installs one registry-wide listener
-//! ([`Registry::on_state_change`](crate::Registry::on_state_change)) that puts each change
+//! ([`Registry::on_state_change`](breakerbox_runtime::Registry::on_state_change)) that puts each change
 //! on a tokio broadcast channel of 1024 events. It never waits: a client that falls more than
 //! 1024 changes behind loses the oldest, and is told how many with a `dropped` event. Breakers
-//! made with [`Breaker::new`](crate::Breaker::new) are not in the registry and are not served.
+//! made with [`Breaker::new`](breakerbox_runtime::Breaker::new) are not in the registry and are not served.
 //!
 //! The stream and its per-second ticks need a tokio runtime with its timer, as any axum server
 //! has.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod auth;
 mod control;
@@ -91,7 +95,7 @@ pub fn router() -> Router {
 /// renderer.
 ///
 /// ```
-/// use breakerbox_runtime::admin::Admin;
+/// use breakerbox_admin::Admin;
 ///
 /// let admin = Admin::new().token("s3cret").router();
 /// # let _ = admin;
@@ -129,7 +133,7 @@ impl Admin {
         self
     }
 
-    /// Serves `GET /metrics`: calls [`export::record_all`](crate::export::record_all), then
+    /// Serves `GET /metrics`: calls [`export::record_all`](breakerbox_metrics::record_all), then
     /// answers `render()` as Prometheus text.
     ///
     /// The `metrics` crate's recorder is global and the application's to choose, so the admin
@@ -254,7 +258,7 @@ async fn metrics(axum::extract::State(shared): axum::extract::State<Arc<Shared>>
     };
     // Snapshots of every breaker, then the user's renderer: blocking work, but short and
     // bounded by the number of breakers, as on any scrape.
-    crate::export::record_all();
+    breakerbox_metrics::record_all();
     (
         [(
             header::CONTENT_TYPE,
@@ -287,7 +291,7 @@ async fn not_found(uri: axum::http::Uri) -> Problem {
              /breakers/{{family}}/keys, /breakers/{{family}}/keys/{{key}}, /events, /metrics and \
              POST /breakers/{{name}}/{{action}}, /breakers/{{family}}/keys/{{key}}/{{action}} \
              (actions: force-open, disable, reset, trip-for)",
-            crate::duration::excerpt(uri.path())
+            breakerbox_runtime::__edge::excerpt(uri.path())
         ),
     )
 }
@@ -304,7 +308,7 @@ async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) ->
         StatusCode::METHOD_NOT_ALLOWED,
         format!(
             "{method} is not allowed on '{}': use {allowed}",
-            crate::duration::excerpt(uri.path())
+            breakerbox_runtime::__edge::excerpt(uri.path())
         ),
     )
 }

@@ -2,8 +2,8 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use breakerbox::admin::{self, Admin};
-use breakerbox::{Config, registry};
+use breakerbox_admin::{self as admin, Admin};
+use breakerbox_runtime::{Config, registry};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use crate::support::*;
 
 #[tokio::test]
 async fn the_list_shows_state_config_metrics_last_failure_and_time_left_open() {
+    let _shared = crate::support::shared().await;
     let (users, clock) = breaker("adm-list");
     trip(&users);
     // 28.499999999 s left: shown rounded up to the millisecond.
@@ -48,6 +49,7 @@ async fn the_list_shows_state_config_metrics_last_failure_and_time_left_open() {
 
 #[tokio::test]
 async fn the_detail_shows_one_breaker_and_an_unknown_name_is_a_404_with_a_suggestion() {
+    let _shared = crate::support::shared().await;
     let (b, _clock) = breaker("adm-detail");
     b.force_open();
     let app = Admin::new().token(TOKEN).router();
@@ -74,6 +76,7 @@ async fn the_detail_shows_one_breaker_and_an_unknown_name_is_a_404_with_a_sugges
 
 #[tokio::test]
 async fn a_keyed_family_is_listed_with_its_open_keys_most_failures_first() {
+    let _shared = crate::support::shared().await;
     let tenants = registry()
         .family::<u32>("adm-tenants", || {
             Config::builder().failures(2).build().unwrap()
@@ -119,6 +122,7 @@ async fn a_keyed_family_is_listed_with_its_open_keys_most_failures_first() {
 
 #[tokio::test]
 async fn the_dashboard_is_one_page_that_loads_nothing_from_elsewhere() {
+    let _shared = crate::support::shared().await;
     let (status, headers, body) = send(&admin::router(), get("/")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(headers[header::CONTENT_TYPE], "text/html; charset=utf-8");
@@ -135,6 +139,7 @@ async fn the_dashboard_is_one_page_that_loads_nothing_from_elsewhere() {
 
 #[tokio::test]
 async fn no_cors_header_is_sent_even_when_asked() {
+    let _shared = crate::support::shared().await;
     let req = Request::get("/breakers")
         .header(header::ORIGIN, "https://evil.example")
         .body(Body::empty())
@@ -154,6 +159,7 @@ async fn no_cors_header_is_sent_even_when_asked() {
 
 #[tokio::test]
 async fn prometheus_text_comes_from_the_recorder_the_application_installed() {
+    let _shared = crate::support::shared().await;
     let (b, _clock) = breaker("adm-prom");
     b.force_open();
     let (status, _, body) = send(&admin::router(), get("/metrics")).await;

@@ -1,9 +1,12 @@
-//! The `metrics` export: names, labels and values, read back from a debugging recorder.
+//! Single breakers in the export: names, labels and values, read back from a debugging
+//! recorder.
 
 use std::time::Duration;
 
-use breakerbox::{Config, ManualClock, Outcome, Window, export, registry};
+use breakerbox_runtime::{Config, ManualClock, Outcome, Window, registry};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+
+use crate::export;
 
 /// One reading of every metric: `(metric, name label, outcome label, value)`.
 /// (A debugging snapshot drains the counters, so take one per export.)
@@ -56,6 +59,7 @@ impl Readings {
 
 #[test]
 fn record_all_exports_counts_state_and_times_opened() {
+    let _settings = crate::settings();
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let clock = ManualClock::new();
@@ -100,6 +104,7 @@ fn record_all_exports_counts_state_and_times_opened() {
 
 #[test]
 fn rate_gauges_for_rate_policies() {
+    let _settings = crate::settings();
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let breaker = registry().get_or_create("export-rates", || {
@@ -151,7 +156,7 @@ fn the_state_gauge_follows_transitions_without_an_export() {
 fn watch_covers_breakers_outside_the_registry() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    let breaker = breakerbox::Breaker::new("export-own", Config::default());
+    let breaker = breakerbox_runtime::Breaker::new("export-own", Config::default());
     export::watch(&breaker);
     metrics::with_local_recorder(&recorder, || breaker.force_open());
     let r = Readings::take(&snapshotter);

@@ -1,9 +1,11 @@
 //! `export::install`'s listener keeps `breakerbox_state` for registry breakers: a registry
 //! family's key, whose changes the registry's listeners hear too, sets no `breakerbox_state`
 //! series of its family's name (families are exported by `record_all`, per family and top
-//! open keys). A binary of its own: `install` is process-wide.
+//! open keys).
 
-use breakerbox::{Config, export, registry};
+use breakerbox_runtime::{Config, registry};
+
+use crate::export;
 use metrics_util::debugging::DebuggingRecorder;
 
 #[test]

@@ -3,18 +3,14 @@
 //! of any text through its percent-encoded path segment; a 404 that names an unknown family or
 //! key.
 
-#[allow(dead_code)]
-#[path = "admin/support.rs"]
-mod support;
-
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use breakerbox::admin::Admin;
-use breakerbox::{BreakerMap, Config, ManualClock, State, registry};
+use breakerbox_admin::Admin;
+use breakerbox_runtime::{BreakerMap, Config, ManualClock, State, registry};
 use serde_json::Value;
 
-use support::{TOKEN, get, post, send};
+use crate::support::{TOKEN, get, post, send};
 
 /// A registry family on a manual clock: opens a key after 2 failures in a row, for 30 s.
 fn family<K>(name: &str) -> BreakerMap<K>
@@ -66,6 +62,7 @@ fn keys(page: &Value) -> Vec<&str> {
 
 #[tokio::test]
 async fn a_page_of_keys_sorts_by_state_failure_rate_and_volume() {
+    let _shared = crate::support::shared().await;
     let _hosts = hosts("adm-keys.sorted");
     let app = Admin::new().router();
     let base = "/breakers/adm-keys.sorted/keys";
@@ -118,6 +115,7 @@ async fn a_page_of_keys_sorts_by_state_failure_rate_and_volume() {
 
 #[tokio::test]
 async fn the_state_sort_puts_the_least_healthy_first() {
+    let _shared = crate::support::shared().await;
     let hosts = hosts("adm-keys.states");
     hosts.get("c.example").unwrap().force_open();
     hosts.get(ODD).unwrap().disable();
@@ -128,6 +126,7 @@ async fn the_state_sort_puts_the_least_healthy_first() {
 
 #[tokio::test]
 async fn bad_pages_unknown_families_and_unknown_keys_are_refused_by_name() {
+    let _shared = crate::support::shared().await;
     let _hosts = hosts("adm-keys.refused");
     let app = Admin::new().token(TOKEN).router();
     for (path, status, message) in [
@@ -214,6 +213,7 @@ async fn bad_pages_unknown_families_and_unknown_keys_are_refused_by_name() {
 
 #[tokio::test]
 async fn a_keys_controls_act_behind_the_token_and_its_path_round_trips_any_text() {
+    let _shared = crate::support::shared().await;
     let hosts = hosts("adm-keys.controls");
     let odd = hosts.get(ODD).unwrap();
     let base = format!("/breakers/adm-keys.controls/keys/{ODD_PATH}");
@@ -270,6 +270,7 @@ async fn a_keys_controls_act_behind_the_token_and_its_path_round_trips_any_text(
 /// A family whose keys are not strings: found by the text they display as.
 #[tokio::test]
 async fn a_key_of_another_type_is_found_by_its_text() {
+    let _shared = crate::support::shared().await;
     let tenants = family::<u64>("adm-keys.tenants");
     for tenant in [7, 42, 420] {
         tenants.call(&tenant, || Ok::<_, &str>(())).unwrap();
@@ -291,7 +292,7 @@ async fn a_key_of_another_type_is_found_by_its_text() {
     let page = registry()
         .family_keys(
             "adm-keys.tenants",
-            &breakerbox::KeyQuery::by(breakerbox::KeyOrder::State).limit(1),
+            &breakerbox_runtime::KeyQuery::by(breakerbox_runtime::KeyOrder::State).limit(1),
         )
         .unwrap();
     assert_eq!((page.total, page.keys[0].key.as_str()), (3, "42"));
@@ -299,7 +300,7 @@ async fn a_key_of_another_type_is_found_by_its_text() {
     assert_eq!(tenants.get(&42).unwrap().state(), State::Closed);
     assert_eq!(
         registry().reset_key("adm-keys.tenants", "43").unwrap_err(),
-        breakerbox::KeyError::NoKey {
+        breakerbox_runtime::KeyError::NoKey {
             family: "adm-keys.tenants".into(),
             key: "43".into()
         }

@@ -1,25 +1,23 @@
 //! The admin event stream and a registry family's keys: each key's change names its key, and
 //! when many keys change at once the stream stays bounded: per family, the first 20 changes
-//! between two metrics ticks are sent one by one, the rest as one `keys` event. A binary of its
-//! own, so that no other test's breakers put events on the process-wide channel.
-
-#[allow(dead_code)]
-#[path = "admin/support.rs"]
-mod support;
+//! between two metrics ticks are sent one by one, the rest as one `keys` event. It runs
+//! [`alone`](crate::support::alone), so that no other test's breakers put events on the
+//! process-wide channel.
 
 use std::time::Duration;
 
-use breakerbox::{Config, ManualClock, registry};
+use breakerbox_runtime::{Config, ManualClock, registry};
 use serde_json::json;
 use tower::ServiceExt;
 
-use support::{get, next_event};
+use crate::support::{get, next_event};
 
 /// Changes of one family's keys sent one by one between two ticks (`admin`'s limit).
 const KEY_CHANGES: usize = 20;
 
 #[tokio::test(start_paused = true)]
 async fn many_keys_changing_at_once_are_coalesced_per_family_and_the_stream_says_so() {
+    let _alone = crate::support::alone().await;
     let clock = ManualClock::new();
     assert!(registry().set_clock("stream.hosts", clock.clone()));
     let hosts = registry()
@@ -32,7 +30,7 @@ async fn many_keys_changing_at_once_are_coalesced_per_family_and_the_stream_says
         })
         .unwrap();
     let single = registry().get_or_create("stream.single", Config::default);
-    let res = breakerbox::admin::router()
+    let res = breakerbox_admin::router()
         .oneshot(get("/events"))
         .await
         .unwrap();

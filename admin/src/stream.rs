@@ -23,8 +23,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use super::view::{self, BreakerView, FamilyView};
-use crate::event::Event;
-use crate::registry::registry;
+use breakerbox_runtime::{Event, registry};
 
 /// Events a subscriber may fall behind by before it loses the oldest.
 pub(crate) const CAPACITY: usize = 1024;
@@ -121,12 +120,17 @@ fn admit(event: &Event) -> bool {
 
 /// Sends what every family held back, and starts a new window, unless the last flush was less
 /// than half a tick ago (several subscribers tick, each on its own schedule).
+///
+/// A last flush later than `now` was made on another runtime's clock (each tokio runtime with
+/// paused time has its own, as in an application's tests): it says nothing about this one's
+/// ticks, so it does not hold this flush back.
 fn flush(now: Instant) {
     let held: Vec<Coalesced> = {
         let mut c = coalescer().lock().unwrap_or_else(|e| e.into_inner());
-        if c.flushed
-            .is_some_and(|then| now.duration_since(then) < TICK / 2)
-        {
+        if c.flushed.is_some_and(|then| {
+            now.checked_duration_since(then)
+                .is_some_and(|since| since < TICK / 2)
+        }) {
             return;
         }
         c.flushed = Some(now);

@@ -3,8 +3,8 @@
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use breakerbox::admin::{self, Admin};
-use breakerbox::{Breaker, State, registry};
+use breakerbox_admin::{self as admin, Admin};
+use breakerbox_runtime::{Breaker, State, registry};
 use serde_json::json;
 
 use crate::support::*;
@@ -50,6 +50,7 @@ async fn refuse_all(app: &Router, breaker: &Breaker, cases: Vec<Refused>) {
 
 #[tokio::test]
 async fn without_a_token_the_router_is_read_only() {
+    let _shared = crate::support::shared().await;
     let (b, _clock) = breaker("adm-ro");
     let off = "the controls are off: this admin router was built without a token; build it \
                with `Admin::new().token(...)` to turn them on";
@@ -79,6 +80,7 @@ async fn without_a_token_the_router_is_read_only() {
 
 #[tokio::test]
 async fn a_missing_wrong_or_other_length_token_is_refused_and_changes_nothing() {
+    let _shared = crate::support::shared().await;
     let (b, _clock) = breaker("adm-auth");
     let path = "/breakers/adm-auth/force-open";
     let wrong = |what, token: String| Refused {
@@ -134,6 +136,7 @@ async fn a_missing_wrong_or_other_length_token_is_refused_and_changes_nothing() 
 
 #[tokio::test]
 async fn oversized_malformed_and_misdirected_requests_get_a_clear_4xx_and_change_nothing() {
+    let _shared = crate::support::shared().await;
     let (b, _clock) = breaker("adm-body");
     let trip_for = "/breakers/adm-body/trip-for";
     let how = r#"send {"duration": "30s"} with `Content-Type: application/json`"#;
@@ -269,6 +272,7 @@ async fn oversized_malformed_and_misdirected_requests_get_a_clear_4xx_and_change
 
 #[tokio::test]
 async fn a_duration_is_refused_with_the_attributes_message() {
+    let _shared = crate::support::shared().await;
     let (b, _clock) = breaker("adm-duration");
     // The same text in a config file gets the same sentence: one parser.
     let toml = "[breakers.adm-duration-file]\ndynamic = true\nopen_for = \"10 sec\"\n";

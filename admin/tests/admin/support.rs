@@ -5,9 +5,10 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode, header};
-use breakerbox::{Breaker, Config, ManualClock, State, registry};
+use breakerbox_runtime::{Breaker, Config, ManualClock, State, registry};
 use futures_util::StreamExt;
 use serde_json::Value;
+use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tower::ServiceExt;
 
 pub const TOKEN: &str = "correct horse battery staple";
@@ -82,4 +83,18 @@ pub async fn next_event(
         field("event: "),
         serde_json::from_str(&field("data: ")).unwrap(),
     )
+}
+
+/// The tests that count the events on the admin's process-wide channel run alone; every other
+/// test holds this shared, so that none of its changes reaches their count.
+static STREAM: RwLock<()> = RwLock::const_new(());
+
+/// Held by a test that counts the events on the process-wide channel: no other test runs.
+pub async fn alone() -> RwLockWriteGuard<'static, ()> {
+    STREAM.write().await
+}
+
+/// Held by every other test: they run together, and never beside one that runs [`alone`].
+pub async fn shared() -> RwLockReadGuard<'static, ()> {
+    STREAM.read().await
 }

@@ -1,7 +1,7 @@
 //! `GET /events`: state changes and per-second metrics, on tokio's paused clock.
 
 use axum::http::header;
-use breakerbox::admin;
+use breakerbox_admin as admin;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -9,6 +9,7 @@ use crate::support::*;
 
 #[tokio::test(start_paused = true)]
 async fn the_event_stream_tells_changes_and_metrics_every_second() {
+    let _shared = crate::support::shared().await;
     let (b, _clock) = breaker("adm-sse");
     let res = admin::router().oneshot(get("/events")).await.unwrap();
     assert_eq!(res.headers()[header::CONTENT_TYPE], "text/event-stream");

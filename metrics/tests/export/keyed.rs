@@ -1,11 +1,14 @@
 //! Keyed families in the `metrics` export and in serde: by default aggregates, the number of
 //! open keys and the top open keys; a series per key only when asked. One test, because the
-//! export settings (`set_top_open`, `set_per_key`) are process-wide.
+//! export settings (`set_top_open`, `set_per_key`) are process-wide; it holds
+//! [`settings`](crate::settings) throughout.
 
 use std::time::Duration;
 
-use breakerbox::{BreakerMap, Config, ManualClock, export, registry};
+use breakerbox_runtime::{BreakerMap, Config, ManualClock, registry};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+
+use crate::export;
 
 /// One reading: `(metric, labels sorted by name, value)`.
 type Reading = (String, Vec<(String, String)>, f64);
@@ -81,6 +84,7 @@ fn family_rows(calls: [f64; 5], evicted: f64, keys: f64, open: f64) -> Vec<Readi
 
 #[test]
 fn families_export_aggregates_and_top_open_keys_and_per_key_only_when_asked() {
+    let _settings = crate::settings();
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let clock = ManualClock::new();
@@ -203,6 +207,6 @@ fn families_export_aggregates_and_top_open_keys_and_per_key_only_when_asked() {
     assert_eq!(json["top_open"][0]["metrics"]["failures"], 2);
     assert_eq!(json["evicted"]["keys"], 0);
     assert!(json["overflow"].is_null());
-    let back: breakerbox::FamilySnapshot = serde_json::from_value(json).unwrap();
+    let back: breakerbox_runtime::FamilySnapshot = serde_json::from_value(json).unwrap();
     assert_eq!(back, s);
 }

@@ -17,10 +17,11 @@ use serde::Serialize;
 
 use super::view::{BreakerView, bad_path};
 use super::{Problem, Shared, control, json};
-use crate::breaker::Breaker;
-use crate::duration::excerpt;
-use crate::keyed::{KeyError, KeyMetrics, KeyOrder, KeyPage, KeyQuery};
-use crate::registry::registry;
+use breakerbox_runtime::__edge::{self, excerpt};
+use breakerbox_runtime::{
+    Breaker, KeyError, KeyMetrics, KeyOrder, KeyPage, KeyQuery, Metrics, State as BreakerState,
+    registry,
+};
 
 /// Keys a page holds unless `limit` says otherwise.
 const DEFAULT_LIMIT: usize = 50;
@@ -29,13 +30,13 @@ const DEFAULT_LIMIT: usize = 50;
 #[derive(Serialize)]
 struct KeyRow {
     key: String,
-    state: crate::state::State,
+    state: BreakerState,
     /// While open: the time left before it probes, as duration text.
     open_remaining: Option<String>,
     /// [`KeyMetrics::failure_rate`], in percent.
     failure_rate: Option<f64>,
     last_failure: Option<String>,
-    metrics: crate::metrics::Metrics,
+    metrics: Metrics,
 }
 
 impl From<KeyMetrics> for KeyRow {
@@ -128,13 +129,11 @@ fn find(family: &str, key: &str) -> Result<Breaker, Problem> {
 fn not_found(e: KeyError) -> Problem {
     let message = match e {
         KeyError::NoFamily { family } => {
-            let hint = match crate::suggest::closest(
-                &family,
-                crate::keyed::family_names().iter().map(String::as_str),
-            ) {
-                Some(near) => format!("; did you mean '{near}'?"),
-                None => String::new(),
-            };
+            let hint =
+                match __edge::closest(&family, __edge::family_names().iter().map(String::as_str)) {
+                    Some(near) => format!("; did you mean '{near}'?"),
+                    None => String::new(),
+                };
             format!(
                 "no keyed family named '{}'{hint} (GET /breakers lists them)",
                 excerpt(&family)
@@ -146,6 +145,8 @@ fn not_found(e: KeyError) -> Problem {
             excerpt(&key),
             excerpt(&family)
         ),
+        // `KeyError` is non-exhaustive: a refusal added later says what its Display says.
+        other => other.to_string(),
     };
     Problem::new(StatusCode::NOT_FOUND, message)
 }
