@@ -552,7 +552,10 @@ fn latency(c: &mut Criterion) {
         let b = Breaker::new(&format!("latency.{contender}"), config.build().unwrap());
         one(&mut g, contender, inputs(), |x| b.call(|| protected(x)));
         assert_closed(&b);
-        assert_eq!(b.latency().map_or(0, |l| l.calls) > 0, contender != "bb_call");
+        assert_eq!(
+            b.latency().map_or(0, |l| l.calls) > 0,
+            contender != "bb_call"
+        );
     }
     g.finish();
 }
