@@ -102,6 +102,9 @@ pub struct Config {
     pub(crate) max_keys: u32,
     /// Keyed families: how long a key may go uncalled before it may be evicted.
     pub(crate) idle_for: Duration,
+    /// How long a call may run before it is dropped and counted as a failure: read at each
+    /// call by an `async fn` whose `#[circuit_breaker]` attribute names `timeout`.
+    pub(crate) timeout: Option<Duration>,
 }
 
 impl Default for Config {
@@ -127,6 +130,7 @@ impl Default for Config {
             clock: ClockRef::System,
             max_keys: 10_000,
             idle_for: Duration::from_secs(600),
+            timeout: None,
         }
     }
 }
@@ -222,6 +226,13 @@ impl Config {
     /// 10 minutes). Ignored by a single breaker.
     pub fn idle_for(&self) -> Duration {
         self.idle_for
+    }
+    /// How long a call may run before it is dropped and counted as a failure, if set. The
+    /// breaker itself does not time calls out: an `async fn` whose `#[circuit_breaker]`
+    /// attribute names `timeout` reads this value at each call, so a config file, a variable
+    /// or a reload changes it from the next call on.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
     }
     /// Whether calls are recorded into a rate window.
     pub(crate) fn uses_window(&self) -> bool {
@@ -371,6 +382,11 @@ impl ConfigBuilder {
         /// For a keyed family: a key uncalled this long may be evicted (longer than zero,
         /// default 10 minutes).
         idle_for: Duration => |c, v| c.idle_for = v;
+        /// How long a call may run before it is dropped and counted as a failure (longer
+        /// than zero; unset by default). Honoured by an `async fn` whose `#[circuit_breaker]`
+        /// attribute names `timeout`, which reads it at each call; the breaker's own
+        /// `call`/`call_async` do not time calls out.
+        timeout: Duration => |c, v| c.timeout = Some(v);
     }
 
     /// While the breaker is open, call `probe` every [`probe_every`](ConfigBuilder::probe_every)
@@ -574,6 +590,11 @@ impl ConfigBuilder {
         }
         if c.idle_for.is_zero() {
             return Err(range("idle_for", "longer than zero", &c.idle_for));
+        }
+        if let Some(t) = c.timeout
+            && t.is_zero()
+        {
+            return Err(range("timeout", "longer than zero", &t));
         }
         Ok(c)
     }

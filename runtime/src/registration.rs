@@ -41,6 +41,12 @@ pub struct Registration {
     column: u32,
     /// `#[circuit_breaker(key = …)]`: the name is a keyed family's, not a breaker's.
     keyed: bool,
+    /// `#[circuit_breaker(timeout = …)]` on an `async fn`: each call reads the breaker's
+    /// `timeout`, so every layer of configuration may set it.
+    timed: bool,
+    /// `#[circuit_breaker(config = "<name>")]`: the `[configs.<name>]` table of a config file
+    /// under the attribute's keys.
+    base: Option<&'static str>,
     /// Whether `config` has logged that the runtime rejected the attribute's config. std's,
     /// not loom's: a flag, no protocol.
     reported: std::sync::atomic::AtomicBool,
@@ -62,6 +68,8 @@ impl Registration {
             line,
             column,
             keyed: false,
+            timed: false,
+            base: None,
             reported: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -73,6 +81,34 @@ impl Registration {
             keyed: true,
             ..self
         }
+    }
+
+    /// The same registration for a function whose attribute names `timeout`: its calls are
+    /// timed out after the breaker's current `timeout`, read at each call.
+    pub const fn timed(self) -> Registration {
+        Registration {
+            timed: true,
+            ..self
+        }
+    }
+
+    /// The same registration for a function whose attribute names a base with
+    /// `config = "<name>"`: a config file's `[configs.<name>]` table under its keys.
+    pub const fn base(self, name: &'static str) -> Registration {
+        Registration {
+            base: Some(name),
+            ..self
+        }
+    }
+
+    /// The `[configs.<name>]` table the attribute takes as its base (`config = "<name>"`).
+    pub fn base_name(&self) -> Option<&'static str> {
+        self.base
+    }
+
+    /// Whether the function's calls read the breaker's `timeout` (its attribute names one).
+    pub fn is_timed(&self) -> bool {
+        self.timed
     }
 
     /// Whether the function is keyed (`key = …`).
@@ -176,7 +212,7 @@ macro_rules! __breakerbox_register {
 }
 
 /// A config's policy keys, named as in the attribute and the TOML file, with their values.
-pub(crate) fn keys(config: &Config) -> [(&'static str, String); 19] {
+pub(crate) fn keys(config: &Config) -> [(&'static str, String); 20] {
     // Destructured, so that a new field of `Config` must be named here (and in `value`).
     let Config {
         failures: _,
@@ -198,6 +234,7 @@ pub(crate) fn keys(config: &Config) -> [(&'static str, String); 19] {
         probe_every: _,
         max_keys: _,
         idle_for: _,
+        timeout: _,
         clock: _,
     } = config;
     [
@@ -220,6 +257,7 @@ pub(crate) fn keys(config: &Config) -> [(&'static str, String); 19] {
         "probe_every",
         "max_keys",
         "idle_for",
+        "timeout",
     ]
     .map(|key| (key, value(config, key)))
 }
@@ -257,6 +295,7 @@ pub(crate) fn value(config: &Config, key: &str) -> String {
         "probe_every" => format!("{:?}", c.probe_every),
         "max_keys" => c.max_keys.to_string(),
         "idle_for" => format!("{:?}", c.idle_for),
+        "timeout" => span(c.timeout),
         _ => String::new(),
     }
 }
@@ -286,6 +325,7 @@ pub(crate) fn same_policy(a: &Config, b: &Config) -> bool {
         probe_every,
         max_keys,
         idle_for,
+        timeout,
         clock: _,
     } = a;
     *failures == b.failures
@@ -307,11 +347,12 @@ pub(crate) fn same_policy(a: &Config, b: &Config) -> bool {
         && *probe_every == b.probe_every
         && *max_keys == b.max_keys
         && *idle_for == b.idle_for
+        && *timeout == b.timeout
 }
 
 /// The keys whose values differ among `configs`, in the attribute's order.
 fn differing<'a>(configs: impl IntoIterator<Item = &'a Config>) -> Vec<&'static str> {
-    let all: Vec<[(&'static str, String); 19]> = configs.into_iter().map(keys).collect();
+    let all: Vec<[(&'static str, String); 20]> = configs.into_iter().map(keys).collect();
     let Some(first) = all.first() else {
         return Vec::new();
     };

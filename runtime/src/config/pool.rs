@@ -115,13 +115,14 @@ fn config_hash(config: &Config) -> u64 {
         probe_every,
         max_keys,
         idle_for,
+        timeout,
         clock,
     } = config;
     let mut h = std::hash::DefaultHasher::new();
     (failures, failures_within, failure_rate, window, min_calls).hash(&mut h);
     (slow, slow_rate, open_for, max_open_for).hash(&mut h);
     (half_open_calls, successes, probe_timeout, max_concurrent).hash(&mut h);
-    (max_keys, idle_for, probe_every).hash(&mut h);
+    (max_keys, idle_for, probe_every, timeout).hash(&mut h);
     if let Some(probe) = probe {
         probe.hash_into(&mut h);
     }

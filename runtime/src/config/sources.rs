@@ -163,5 +163,8 @@ pub(crate) fn code_keys(mut b: ConfigBuilder, config: &Config) -> ConfigBuilder 
     if config.idle_for != d.idle_for {
         b = b.idle_for(config.idle_for);
     }
+    if let Some(v) = config.timeout {
+        b = b.timeout(v);
+    }
     b
 }

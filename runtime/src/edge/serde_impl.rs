@@ -190,6 +190,14 @@ pub(crate) fn apply(
         "probe_every" => b.probe_every(duration()?),
         "max_keys" => b.max_keys(count()?),
         "idle_for" => b.idle_for(duration()?),
+        "timeout" => b.timeout(duration()?),
+        "config" => {
+            return Err(
+                "is the attribute's way to take a `[configs.<name>]` table; a table takes one \
+                 with `base = \"<name>\"`"
+                    .to_owned(),
+            );
+        }
         _ if ATTRIBUTE_ONLY.contains(&key) => {
             return Err(format!(
                 "belongs to the function's `#[circuit_breaker(...)]` attribute, not to the breaker's config; valid keys here: {}",
@@ -240,6 +248,9 @@ impl Serialize for Config {
         m.serialize_entry("probe_every", &d(self.probe_every))?;
         m.serialize_entry("max_keys", &self.max_keys)?;
         m.serialize_entry("idle_for", &d(self.idle_for))?;
+        if let Some(t) = self.timeout {
+            m.serialize_entry("timeout", &d(t))?;
+        }
         m.end()
     }
 }
