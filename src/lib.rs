@@ -56,6 +56,8 @@
 //! - `admin` (implies `serde`): `breakerbox::admin::router()`, an axum `Router` to mount in
 //!   your server: breakers as JSON, their controls behind a bearer token, a server-sent event
 //!   stream and a dashboard page (`docs/admin.md`).
+//! - `replay` (implies `tokio`): `breakerbox::replay`, calls rejected while open journaled in
+//!   memory and replayed through the breaker once it closes (`docs/replay.md`).
 //!
 //! # Alerting on open and close
 //!
@@ -86,6 +88,20 @@ pub use breakerbox_macros::circuit_breaker;
 pub use breakerbox_runtime::*;
 // The feature-gated items again, by name, so that docs.rs marks each with its feature (the glob
 // above brings them in too; a named re-export takes precedence over it).
+/// The admin router: breakers as JSON, their controls, an event stream and a dashboard (the
+/// `breakerbox-admin` crate; `docs/admin.md`).
+#[cfg(feature = "admin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
+pub use breakerbox_admin as admin;
+/// Breaker metrics through the `metrics` crate (the `breakerbox-metrics` crate).
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use breakerbox_metrics as export;
+/// Calls rejected while open, journaled and replayed once the breaker closes (the
+/// `breakerbox-replay` crate; `docs/replay.md`).
+#[cfg(feature = "replay")]
+#[cfg_attr(docsrs, doc(cfg(feature = "replay")))]
+pub use breakerbox_replay as replay;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub use breakerbox_runtime::LoadError;
@@ -95,12 +111,6 @@ pub use breakerbox_runtime::TokioClock;
 #[cfg(feature = "watch")]
 #[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
 pub use breakerbox_runtime::TomlWatcher;
-#[cfg(feature = "admin")]
-#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
-pub use breakerbox_runtime::admin;
-#[cfg(feature = "metrics")]
-#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub use breakerbox_runtime::export;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use breakerbox_runtime::fleet;

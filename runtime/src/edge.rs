@@ -2,8 +2,6 @@
 //! imports from here. Their public paths stay at the crate root (`breakerbox_runtime::tower`,
 //! `::http`, `::export`, `LoadError`), re-exported by `lib.rs`.
 
-#[cfg(feature = "metrics")]
-pub mod export;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "serde")]

@@ -8,6 +8,9 @@ use std::sync::Arc;
 use super::Breaker;
 use crate::error::{NO_RETRY, RejectReason, Secs};
 
+/// In [`Rejected::reason`]'s word: the call was written to a replay journal.
+const JOURNALED: u64 = 1 << 9;
+
 /// A call the breaker refused to run.
 ///
 /// Its message names the breaker (and, for a keyed family's, the key), says why, and when to
@@ -79,6 +82,21 @@ impl Rejected {
     pub fn last_failure(&self) -> Option<Arc<str>> {
         self.breaker.last_failure()
     }
+
+    /// Whether the refused call was written to a replay journal (the `breakerbox-replay`
+    /// crate, `#[circuit_breaker(replay = …)]`), to run again once the breaker closes: a
+    /// handler can answer "accepted" (HTTP 202) rather than "unavailable".
+    pub fn journaled(&self) -> bool {
+        self.reason & JOURNALED != 0
+    }
+
+    /// This rejection, marked as [`journaled`](Rejected::journaled): for a replay journal
+    /// that has just made the call durable (or found an entry of the same key). Its message
+    /// says so.
+    pub fn mark_journaled(mut self) -> Rejected {
+        self.reason |= JOURNALED;
+        self
+    }
 }
 
 impl fmt::Display for Rejected {
@@ -101,6 +119,9 @@ impl fmt::Display for Rejected {
         if let Some(last) = self.last_failure() {
             write!(f, " (last failure: {last})")?;
         }
+        if self.journaled() {
+            f.write_str("; journaled for replay")?;
+        }
         Ok(())
     }
 }
@@ -113,6 +134,7 @@ impl fmt::Debug for Rejected {
             .field("reason", &self.reason())
             .field("retry_after", &self.retry_after())
             .field("last_failure", &self.last_failure())
+            .field("journaled", &self.journaled())
             .finish()
     }
 }

@@ -115,6 +115,9 @@ fn config_hash(config: &Config) -> u64 {
         probe_every,
         max_keys,
         idle_for,
+        latency,
+        health,
+        critical,
         timeout,
         clock,
     } = config;
@@ -122,7 +125,8 @@ fn config_hash(config: &Config) -> u64 {
     (failures, failures_within, failure_rate, window, min_calls).hash(&mut h);
     (slow, slow_rate, open_for, max_open_for).hash(&mut h);
     (half_open_calls, successes, probe_timeout, max_concurrent).hash(&mut h);
-    (max_keys, idle_for, probe_every, timeout).hash(&mut h);
+    (max_keys, idle_for, probe_every).hash(&mut h);
+    (latency, health, critical, timeout).hash(&mut h);
     if let Some(probe) = probe {
         probe.hash_into(&mut h);
     }

@@ -1,0 +1,46 @@
+//! Calls a [breakerbox](https://docs.rs/breakerbox) circuit breaker rejects while open,
+//! journaled and replayed through the breaker once it closes: for writes that must happen
+//! eventually (a webhook, an audit record, a notification) and are safe to repeat.
+//!
+//! - [`Replay`] — a breaker with a journal: [`Replay::call`] journals a rejected call's
+//!   arguments and returns the rejection marked
+//!   [`journaled`](breakerbox_runtime::Rejected::journaled); a task replays the entries,
+//!   oldest first, at most `rate` a second, once the breaker closes.
+//! - [`ReplayConfig`] — bounds (`max_entries`, `max_bytes`, [`WhenFull`]), `ttl`,
+//!   `attempts` and backoff before a dead letter, `rate`.
+//! - [`Journal`] — where entries wait: [`MemoryJournal`] (lost with the process) or
+//!   [`DiskJournal`] (a file on local disk: survives a restart, and a caller is told its call
+//!   is journaled once it is synced; [`Recovery`] reports what a damaged file lost).
+//!
+//! Replay repeats calls: use it only for calls that are safe to run more than once
+//! (idempotent, or deduplicated by the receiver with the entry's key). See `docs/replay.md`.
+//!
+//! # Where things are
+//!
+//! - `config` — [`ReplayConfig`], [`WhenFull`].
+//! - `journal` — the [`Journal`] trait and what it speaks: [`Pushed`], [`NotJournaled`],
+//!   [`Take`], [`Taken`], [`Settled`], [`EntryInfo`], [`Status`], [`Counts`].
+//! - `book` — the bookkeeping every journal shares (order, keys, bounds, TTL, attempts, dead
+//!   letters), pure data under the journal's lock.
+//! - `memory` — [`MemoryJournal`].
+//! - `disk` — [`DiskJournal`]; `log` below it, the file: checksummed frames, group commit,
+//!   reading a damaged file ([`Recovery`], [`Skipped`]).
+//! - `replay` — [`Replay`], its builder, and the replayer task.
+//! - `stats` — the counts as `metrics` (feature `metrics`).
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod book;
+mod config;
+mod disk;
+mod journal;
+mod log;
+mod memory;
+mod replay;
+mod stats;
+
+pub use config::{ReplayConfig, WhenFull};
+pub use disk::DiskJournal;
+pub use journal::{Counts, EntryInfo, Journal, NotJournaled, Pushed, Settled, Status, Take, Taken};
+pub use log::{Recovery, Skipped};
+pub use memory::MemoryJournal;
+pub use replay::{Replay, ReplayBuilder, StartError, WallClock};

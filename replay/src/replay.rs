@@ -1,0 +1,495 @@
+//! [`Replay`]: a breaker with a journal for the calls it rejects, and the task that replays
+//! them once it closes.
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::Poll;
+use core::time::Duration;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use breakerbox_runtime::__private::Guarded;
+use breakerbox_runtime::{Breaker, Clock, Error, RejectReason, Rejected, State};
+use tokio::sync::Notify;
+
+use crate::config::ReplayConfig;
+use crate::disk::DiskJournal;
+use crate::journal::{EntryInfo, Journal, NotJournaled, Settled, Status, Take, Taken};
+use crate::log::Recovery;
+use crate::memory::MemoryJournal;
+
+/// The replay of one entry: a future of its outcome, `Err` with the failure's message.
+type ReplayFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+type ReplayFn<A> = Box<dyn Fn(A) -> ReplayFuture + Send + Sync>;
+type KeyFn<A> = Box<dyn Fn(&A) -> String + Send + Sync>;
+
+/// The system's wall clock, as the time since the Unix epoch: the default clock of a
+/// journal, whose entries' times (and so their TTL) must mean the same after a restart. It
+/// may step with the system's time; a step back delays expiry, a step forward hastens it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WallClock;
+
+impl Clock for WallClock {
+    fn now(&self) -> Duration {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+    }
+}
+
+/// Why a replayer could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// A replayer is a tokio task: it must be started inside a tokio runtime.
+    #[error("a replay journal's replayer must be started inside a tokio runtime")]
+    NoRuntime,
+    /// The disk journal could not be opened.
+    #[error("the replay journal could not be opened: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+struct Shared<A> {
+    breaker: Breaker,
+    journal: Arc<dyn Journal<A>>,
+    config: ReplayConfig,
+    clock: Arc<dyn Clock>,
+    replay: ReplayFn<A>,
+    key: Option<KeyFn<A>>,
+    wake: Arc<Wake>,
+}
+
+/// How the replayer is woken: the breaker's listener counts closings, a journaled call pokes.
+#[derive(Default)]
+struct Wake {
+    closes: AtomicU64,
+    closed: Notify,
+    pushed: Notify,
+}
+
+/// Aborts the replayer when the last handle goes.
+struct Task(tokio::task::JoinHandle<()>);
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A breaker whose rejected calls are journaled and replayed once it closes.
+///
+/// - A call rejected while the breaker is open (or half-open with every probe taken, or
+///   forced open) is journaled: its arguments go to the journal, under its key if it has one,
+///   and the caller gets the [`Rejected`] marked [`journaled`](Rejected::journaled), which a
+///   handler can answer with "accepted" (HTTP 202). A call the journal cannot take (full,
+///   too large, not written) gets a plain rejection, counted as `refused`. A call refused at
+///   `max_concurrent` (closed) is not journaled.
+/// - When the breaker closes, a task replays the entries through it, oldest first, at most
+///   `rate` a second. A replay is a call like any other: it needs a permit, and its failure
+///   counts (and may re-open the breaker). A failed replay stops the pass: the next one
+///   starts when the breaker next closes, or, if it stayed closed, after the failed entry's
+///   backoff. An entry that failed `attempts` times is a dead letter.
+/// - Replay is for calls that are safe to repeat: an entry may be replayed more than once (a
+///   replay that succeeded but whose removal was lost in a crash, with the disk journal).
+///
+/// ```
+/// use breakerbox_replay::{Replay, ReplayConfig};
+/// use breakerbox_runtime::{Breaker, Config, Error};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let breaker = Breaker::new("webhooks", Config::builder().failures(3).build()?);
+/// let replay = Replay::builder(&breaker)
+///     .config(ReplayConfig::new().rate(5))
+///     .memory(|url: String| async move { Ok::<_, std::io::Error>(drop(url)) })?;
+///
+/// breaker.force_open();
+/// let answer = replay.call("https://example.test/a".to_string(), |url| Ok::<_, std::io::Error>(url));
+/// let Err(Error::Rejected(rejected)) = answer else { panic!() };
+/// assert!(rejected.journaled()); // answer 202: it will be delivered
+/// assert_eq!(replay.status().entries, 1);
+/// # Ok(()) }
+/// ```
+pub struct Replay<A> {
+    shared: Arc<Shared<A>>,
+    _task: Arc<Task>,
+}
+
+impl<A> Clone for Replay<A> {
+    fn clone(&self) -> Self {
+        Replay {
+            shared: self.shared.clone(),
+            _task: self._task.clone(),
+        }
+    }
+}
+
+impl<A: 'static> fmt::Debug for Replay<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Replay")
+            .field("breaker", &self.shared.breaker.name())
+            .field("status", &self.shared.journal.status())
+            .finish()
+    }
+}
+
+/// Builds a [`Replay`]: [`Replay::builder`].
+pub struct ReplayBuilder<A> {
+    breaker: Breaker,
+    config: ReplayConfig,
+    clock: Arc<dyn Clock>,
+    key: Option<KeyFn<A>>,
+}
+
+impl<A: Send + 'static> ReplayBuilder<A> {
+    /// The journal's bounds and the replayer's pace (default [`ReplayConfig::new`]).
+    pub fn config(mut self, config: ReplayConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The journal's clock, for entries' times, TTL and backoff (default [`WallClock`]).
+    /// Tests give `TokioClock` on paused time: the replayer's pacing sleeps on tokio's timers.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Names each call's entry by its arguments (`replay_key`): a call whose key is queued
+    /// already is not journaled again; the queued entry stands for it. The function is the
+    /// caller's code, run on the caller's thread; if it panics, the call is not journaled.
+    pub fn key(mut self, key: impl Fn(&A) -> String + Send + Sync + 'static) -> Self {
+        self.key = Some(Box::new(key));
+        self
+    }
+
+    /// Starts the replayer over an in-memory journal ([`MemoryJournal`]). `replay` is called
+    /// with each entry's arguments; `Err` is a failure.
+    pub fn memory<F, Fut, T, E>(self, replay: F) -> Result<Replay<A>, StartError>
+    where
+        A: Clone,
+        F: Fn(A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        E: fmt::Display,
+    {
+        let journal = Arc::new(MemoryJournal::new(self.breaker.name(), &self.config));
+        self.journal(journal, replay)
+    }
+
+    /// Opens (or creates) a [`DiskJournal`] at `path` and starts the replayer over it; the
+    /// [`Recovery`] says what the file held and what of it was damaged. `replay` is called
+    /// with each entry's arguments; `Err` is a failure.
+    pub fn disk<F, Fut, T, E>(
+        self,
+        path: impl AsRef<std::path::Path>,
+        replay: F,
+    ) -> Result<(Replay<A>, Recovery), StartError>
+    where
+        A: serde::Serialize + serde::de::DeserializeOwned,
+        F: Fn(A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        E: fmt::Display,
+    {
+        tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        let (journal, recovery) = DiskJournal::open(self.breaker.name(), path, &self.config)?;
+        Ok((self.journal(Arc::new(journal), replay)?, recovery))
+    }
+
+    /// Starts the replayer over the given journal.
+    pub fn journal<F, Fut, T, E>(
+        self,
+        journal: Arc<dyn Journal<A>>,
+        replay: F,
+    ) -> Result<Replay<A>, StartError>
+    where
+        F: Fn(A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        E: fmt::Display,
+    {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        let replay: ReplayFn<A> = Box::new(move |args| {
+            let call = replay(args);
+            Box::pin(async move { call.await.map(drop).map_err(|e| e.to_string()) })
+        });
+        let wake = Arc::new(Wake::default());
+        let listener = Arc::downgrade(&wake);
+        self.breaker.on_state_change(move |event| {
+            if event.to == State::Closed
+                && let Some(wake) = listener.upgrade()
+            {
+                wake.closes.fetch_add(1, Ordering::SeqCst);
+                wake.closed.notify_one();
+            }
+        });
+        let shared = Arc::new(Shared {
+            breaker: self.breaker,
+            journal,
+            config: self.config,
+            clock: self.clock,
+            replay,
+            key: self.key,
+            wake,
+        });
+        let task = runtime.spawn(drive(shared.clone()));
+        Ok(Replay {
+            shared,
+            _task: Arc::new(Task(task)),
+        })
+    }
+}
+
+impl<A: Send + 'static> Replay<A> {
+    /// A builder for `breaker`'s replay.
+    pub fn builder(breaker: &Breaker) -> ReplayBuilder<A> {
+        ReplayBuilder {
+            breaker: breaker.clone(),
+            config: ReplayConfig::default(),
+            clock: Arc::new(WallClock),
+            key: None,
+        }
+    }
+
+    /// Runs `f(args)` through the breaker, as [`Breaker::call`] does; a rejected call is
+    /// journaled (see [`journal`](Replay::journal)).
+    pub fn call<T, E: fmt::Display>(
+        &self,
+        args: A,
+        f: impl FnOnce(A) -> Result<T, E>,
+    ) -> Result<T, Error<E>> {
+        match self.shared.breaker.try_acquire() {
+            Ok(permit) => {
+                let result = f(args);
+                match &result {
+                    Ok(_) => permit.success(),
+                    Err(e) => permit.failure_with(e),
+                }
+                result.map_err(Error::Inner)
+            }
+            Err(rejected) => Err(Error::Rejected(self.journal(rejected, args))),
+        }
+    }
+
+    /// Awaits `f(args)` through the breaker, as [`Breaker::call_async`] does; a rejected call
+    /// is journaled (see [`journal`](Replay::journal)).
+    pub async fn call_async<T, E: fmt::Display, Fut: Future<Output = Result<T, E>>>(
+        &self,
+        args: A,
+        f: impl FnOnce(A) -> Fut,
+    ) -> Result<T, Error<E>> {
+        let permit = match self.shared.breaker.try_acquire() {
+            Ok(permit) => permit,
+            Err(rejected) => return Err(Error::Rejected(self.journal(rejected, args))),
+        };
+        let (result, permit) = Guarded::new(permit, f(args)).await;
+        match &result {
+            Ok(_) => permit.success(),
+            Err(e) => permit.failure_with(e),
+        }
+        result.map_err(Error::Inner)
+    }
+
+    /// Journals the arguments of a call `rejected` refused, and returns the rejection marked
+    /// [`journaled`](Rejected::journaled) if they were (or if their key was queued already).
+    /// A rejection at `max_concurrent`, or one the journal cannot take, comes back as it was.
+    /// For a durable journal it returns once the entry is durable.
+    pub fn journal(&self, rejected: Rejected, args: A) -> Rejected {
+        if !journals(rejected.reason()) {
+            return rejected;
+        }
+        let key = match &self.shared.key {
+            None => None,
+            Some(key) => match catch_unwind(AssertUnwindSafe(|| key(&args))) {
+                Ok(key) => Some(key),
+                Err(panic) => {
+                    core::mem::forget(panic);
+                    return self.refused(rejected, NotJournaled::Panicked);
+                }
+            },
+        };
+        self.journal_keyed(rejected, key, args)
+    }
+
+    /// As [`journal`](Replay::journal), with the entry's key given.
+    pub fn journal_keyed(&self, rejected: Rejected, key: Option<String>, args: A) -> Rejected {
+        if !journals(rejected.reason()) {
+            return rejected;
+        }
+        let now = self.shared.clock.now();
+        match self.shared.journal.push(key, args, now) {
+            Ok(_) => {
+                self.shared.wake.pushed.notify_one();
+                rejected.mark_journaled()
+            }
+            Err(why) => self.refused(rejected, why),
+        }
+    }
+
+    fn refused(&self, rejected: Rejected, why: NotJournaled) -> Rejected {
+        tracing::debug!(target: "breakerbox", breaker = %self.shared.breaker.name(), %why, "a rejected call was not journaled");
+        rejected
+    }
+
+    /// The breaker.
+    pub fn breaker(&self) -> &Breaker {
+        &self.shared.breaker
+    }
+
+    /// The journal.
+    pub fn journal_ref(&self) -> &Arc<dyn Journal<A>> {
+        &self.shared.journal
+    }
+
+    /// The journal's size and counts.
+    pub fn status(&self) -> Status {
+        self.shared.journal.status()
+    }
+
+    /// The queued entries, oldest first.
+    pub fn entries(&self) -> Vec<EntryInfo> {
+        self.shared.journal.entries()
+    }
+
+    /// The dead letters, oldest first.
+    pub fn dead_letters(&self) -> Vec<EntryInfo> {
+        self.shared.journal.dead_letters()
+    }
+
+    /// Puts every dead letter back in the queue, its attempts at 0, as far as the bounds
+    /// allow; how many went back.
+    pub fn retry_dead_letters(&self) -> usize {
+        let n = self
+            .shared
+            .journal
+            .retry_dead_letters(self.shared.clock.now());
+        self.shared.wake.pushed.notify_one();
+        n
+    }
+
+    /// Drops every dead letter; how many.
+    pub fn drop_dead_letters(&self) -> usize {
+        self.shared.journal.drop_dead_letters()
+    }
+}
+
+/// Whether a rejection for this reason is journaled: the breaker is not letting calls
+/// through for now. A full bulkhead (closed) is not such a time.
+fn journals(reason: RejectReason) -> bool {
+    matches!(
+        reason,
+        RejectReason::Open | RejectReason::HalfOpenFull | RejectReason::ForcedOpen
+    )
+}
+
+/// How a replay went.
+enum Ran {
+    Replayed,
+    Failed,
+    NotRun,
+}
+
+impl<A: Send + 'static> Shared<A> {
+    /// Replays one entry through the breaker. The replay function is user code: it runs
+    /// under no lock of ours, and a panic (calling it, or polling its future) is a failure.
+    async fn replay_one(&self, taken: Taken<A>) -> Ran {
+        let Taken { id, args, .. } = taken;
+        let Ok(permit) = self.breaker.try_acquire_owned() else {
+            self.journal.settle(id, Settled::NotRun, self.clock.now());
+            return Ran::NotRun;
+        };
+        let outcome = match catch_unwind(AssertUnwindSafe(|| (self.replay)(args))) {
+            Ok(mut future) => {
+                core::future::poll_fn(|cx| {
+                    match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+                        Ok(Poll::Ready(result)) => Poll::Ready(Ok(result)),
+                        Ok(Poll::Pending) => Poll::Pending,
+                        Err(panic) => Poll::Ready(Err(panic)),
+                    }
+                })
+                .await
+            }
+            Err(panic) => Err(panic),
+        };
+        let now = self.clock.now();
+        match outcome {
+            Ok(Ok(())) => {
+                permit.success();
+                self.journal.settle(id, Settled::Replayed, now);
+                Ran::Replayed
+            }
+            Ok(Err(message)) => {
+                permit.failure_with(&message);
+                self.journal.settle(id, Settled::Failed, now);
+                Ran::Failed
+            }
+            Err(panic) => {
+                core::mem::forget(panic);
+                tracing::error!(target: "breakerbox", breaker = %self.breaker.name(), id, "a replay panicked; counted as a failed replay");
+                permit.failure_with(&"the replay panicked");
+                self.journal.settle(id, Settled::Failed, now);
+                Ran::Failed
+            }
+        }
+    }
+
+    fn closes(&self) -> u64 {
+        self.wake.closes.load(Ordering::SeqCst)
+    }
+}
+
+/// The replayer: passes over the journal while the breaker is closed.
+async fn drive<A: Send + 'static>(shared: Arc<Shared<A>>) {
+    let wake = shared.wake.clone();
+    // After a failed replay: no replay until the breaker closes again (more closings than
+    // this count) or, if it stays closed, until this time.
+    let mut paused: Option<(u64, Duration)> = None;
+    loop {
+        if shared.breaker.state() != State::Closed {
+            wake.closed.notified().await;
+            continue;
+        }
+        let now = shared.clock.now();
+        if let Some((closes, until)) = paused {
+            if shared.closes() == closes && now < until {
+                tokio::select! {
+                    () = wake.closed.notified() => {}
+                    () = tokio::time::sleep(until - now) => {}
+                }
+                continue;
+            }
+            paused = None;
+        }
+        match shared.journal.take(now) {
+            Take::Empty => {
+                tokio::select! {
+                    () = wake.closed.notified() => {}
+                    () = wake.pushed.notified() => {}
+                }
+            }
+            Take::Wait(at) => {
+                tokio::select! {
+                    () = wake.closed.notified() => {}
+                    () = wake.pushed.notified() => {}
+                    () = tokio::time::sleep(at.saturating_sub(now)) => {}
+                }
+            }
+            Take::Due(taken) => {
+                let attempts = taken.attempts;
+                let closes = shared.closes();
+                let ran = shared.replay_one(taken).await;
+                #[cfg(feature = "metrics")]
+                crate::stats::gauges(shared.breaker.name(), &shared.journal.status());
+                match ran {
+                    Ran::Replayed => {}
+                    Ran::Failed => {
+                        let wait = shared.config.backoff_after(attempts.saturating_add(1));
+                        paused = Some((closes, shared.clock.now().saturating_add(wait)));
+                    }
+                    Ran::NotRun => continue,
+                }
+                tokio::time::sleep(shared.config.spacing()).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,507 @@
+//! The in-memory journal and its replayer, on tokio's paused time: the breaker and the journal
+//! both read `TokioClock`, and the replayer's pacing sleeps on tokio's timers, so each test
+//! knows to the millisecond when each entry is replayed.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use breakerbox_replay::{Replay, ReplayConfig, WhenFull};
+use breakerbox_runtime::{Breaker, Config, Error, RejectReason, State, TokioClock};
+use tokio::time::{Instant, sleep};
+
+fn breaker(name: &str, failures: u32) -> Breaker {
+    let config = Config::builder()
+        .failures(failures)
+        .open_for(Duration::from_secs(5))
+        .clock(TokioClock)
+        .build()
+        .unwrap();
+    Breaker::new(name, config)
+}
+
+/// What the replays saw: each entry's argument and when it ran, from `start`.
+#[derive(Clone)]
+struct Log {
+    start: Arc<Mutex<Instant>>,
+    seen: Arc<Mutex<Vec<(u32, Duration)>>>,
+}
+
+impl Log {
+    fn new() -> Self {
+        Log {
+            start: Arc::new(Mutex::new(Instant::now())),
+            seen: Arc::default(),
+        }
+    }
+
+    /// Times from now on.
+    fn restart(&self) {
+        *self.start.lock().unwrap() = Instant::now();
+    }
+
+    fn push(&self, n: u32) {
+        let at = Instant::now() - *self.start.lock().unwrap();
+        self.seen.lock().unwrap().push((n, at));
+    }
+
+    fn args(&self) -> Vec<u32> {
+        self.seen.lock().unwrap().iter().map(|(n, _)| *n).collect()
+    }
+
+    fn times_ms(&self) -> Vec<(u32, u128)> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter().map(|(n, at)| (*n, at.as_millis())).collect()
+    }
+}
+
+/// A replay that logs every argument and fails for those `fails` says (each time it says so).
+fn replay_with(
+    breaker: &Breaker,
+    config: ReplayConfig,
+    log: &Log,
+    fails: impl Fn(u32) -> bool + Send + Sync + 'static,
+) -> Replay<u32> {
+    let log = log.clone();
+    Replay::builder(breaker)
+        .clock(TokioClock)
+        .config(config)
+        .memory(move |n: u32| {
+            log.push(n);
+            let fail = fails(n);
+            async move {
+                if fail {
+                    Err(format!("{n} failed"))
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .unwrap()
+}
+
+/// Journals `n`: the call is rejected and the rejection says it was journaled.
+fn journal(replay: &Replay<u32>, n: u32) -> bool {
+    match replay.call(n, |_| Ok::<(), String>(())) {
+        Err(Error::Rejected(rejected)) => rejected.journaled(),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rejected_call_is_journaled_and_the_caller_is_told_so() {
+    let breaker = breaker("told", 1);
+    let log = Log::new();
+    let replay = replay_with(&breaker, ReplayConfig::new(), &log, |_| false);
+    breaker.force_open();
+    let Err(Error::Rejected(rejected)) = replay.call(7, |_| Ok::<(), String>(())) else {
+        panic!("a forced-open breaker ran the call");
+    };
+    assert!(rejected.journaled());
+    assert_eq!(rejected.reason(), RejectReason::ForcedOpen);
+    assert_eq!(
+        rejected.to_string(),
+        "circuit breaker 'told' is forced open; journaled for replay"
+    );
+    let status = replay.status();
+    assert_eq!((status.entries, status.counts.queued), (1, 1));
+    // A closed breaker runs the call and journals nothing.
+    breaker.reset();
+    assert_eq!(replay.call(8, |n| Ok::<u32, String>(n * 2)).unwrap(), 16);
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(log.args(), [7]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_refused_at_max_concurrent_is_not_journaled() {
+    let config = Config::builder()
+        .max_concurrent(1)
+        .clock(TokioClock)
+        .build()
+        .unwrap();
+    let breaker = Breaker::new("bulkhead", config);
+    let log = Log::new();
+    let replay = replay_with(&breaker, ReplayConfig::new(), &log, |_| false);
+    let held = breaker.try_acquire().unwrap();
+    let Err(Error::Rejected(rejected)) = replay.call(1, |_| Ok::<(), String>(())) else {
+        panic!("the bulkhead let a second call through");
+    };
+    assert_eq!(rejected.reason(), RejectReason::BulkheadFull);
+    assert!(!rejected.journaled());
+    assert_eq!(replay.status().entries, 0);
+    drop(held);
+}
+
+#[tokio::test(start_paused = true)]
+async fn entries_replay_oldest_first_at_most_rate_a_second_once_the_breaker_closes() {
+    let breaker = breaker("order", 1);
+    let log = Log::new();
+    let replay = replay_with(&breaker, ReplayConfig::new().rate(4), &log, |_| false);
+    breaker.force_open();
+    for n in 0..6 {
+        assert!(journal(&replay, n));
+    }
+    sleep(Duration::from_secs(30)).await;
+    assert!(
+        log.args().is_empty(),
+        "replayed while open: {:?}",
+        log.args()
+    );
+
+    log.restart();
+    breaker.reset();
+    sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        log.times_ms(),
+        [(0, 0), (1, 250), (2, 500), (3, 750), (4, 1000), (5, 1250)]
+    );
+    let status = replay.status();
+    assert_eq!((status.entries, status.counts.replayed), (0, 6));
+    assert_eq!(breaker.metrics().successes, 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_replay_reopens_the_breaker_and_stops_the_pass() {
+    let breaker = breaker("stops", 1);
+    let log = Log::new();
+    let failed_once = Arc::new(AtomicBool::new(false));
+    let flag = failed_once.clone();
+    let replay = replay_with(&breaker, ReplayConfig::new().rate(10), &log, move |n| {
+        n == 2 && !flag.swap(true, Ordering::SeqCst)
+    });
+    breaker.force_open();
+    for n in 0..6 {
+        journal(&replay, n);
+    }
+    let start = Instant::now();
+    breaker.reset();
+    sleep(Duration::from_secs(1)).await;
+    // 0 and 1 replayed, 2 failed: one failure opens this breaker, and nothing else ran.
+    assert_eq!(log.args(), [0, 1, 2]);
+    assert_eq!(breaker.state(), State::Open);
+    assert_eq!(breaker.last_failure().as_deref(), Some("2 failed"));
+    assert_eq!(replay.status().entries, 4);
+    assert_eq!(replay.entries()[0].attempts, 1);
+
+    // Open for 5 s, then half-open: no replay (a replay is not a probe).
+    sleep(Duration::from_secs(10)).await;
+    assert_eq!(breaker.state(), State::HalfOpen);
+    assert_eq!(log.args(), [0, 1, 2]);
+    // A probe closes it; the failed entry, its backoff over, comes first again.
+    breaker.call(|| Ok::<(), String>(())).unwrap();
+    assert_eq!(breaker.state(), State::Closed);
+    let closed_at = Instant::now() - start;
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(log.args(), [0, 1, 2, 2, 3, 4, 5]);
+    let counts = replay.status().counts;
+    assert_eq!((counts.replayed, counts.failed), (6, 1));
+    assert!(closed_at >= Duration::from_secs(11));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_replay_that_leaves_the_breaker_closed_pauses_the_pass_for_its_backoff() {
+    let breaker = breaker("pauses", 5);
+    let log = Log::new();
+    let failed_once = Arc::new(AtomicBool::new(false));
+    let flag = failed_once.clone();
+    let config = ReplayConfig::new()
+        .rate(10)
+        .backoff(Duration::from_secs(2), Duration::from_secs(60));
+    let replay = replay_with(&breaker, config, &log, move |n| {
+        n == 1 && !flag.swap(true, Ordering::SeqCst)
+    });
+    breaker.force_open();
+    for n in 0..3 {
+        journal(&replay, n);
+    }
+    log.restart();
+    breaker.reset();
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(breaker.state(), State::Closed);
+    // 1 fails at 100 ms; nothing runs until its backoff (2 s) is over, then it goes first.
+    assert_eq!(log.times_ms(), [(0, 0), (1, 100), (1, 2100), (2, 2200)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_entry_that_keeps_failing_is_retried_with_backoff_then_dead_lettered() {
+    let breaker = breaker("dead", 100);
+    let log = Log::new();
+    let config = ReplayConfig::new()
+        .attempts(3)
+        .backoff(Duration::from_secs(1), Duration::from_secs(60));
+    let always = Arc::new(AtomicBool::new(true));
+    let failing = always.clone();
+    let replay = replay_with(&breaker, config, &log, move |_| {
+        failing.load(Ordering::SeqCst)
+    });
+    breaker.force_open();
+    journal(&replay, 9);
+    log.restart();
+    breaker.reset();
+    sleep(Duration::from_secs(60)).await;
+    // Tried at 0, after 1 s, after 2 s more; then dead.
+    assert_eq!(log.times_ms(), [(9, 0), (9, 1000), (9, 3000)]);
+    let status = replay.status();
+    assert_eq!((status.entries, status.dead_letters), (0, 1));
+    assert_eq!((status.counts.failed, status.counts.dead_lettered), (3, 1));
+    let dead = replay.dead_letters();
+    assert_eq!((dead[0].id, dead[0].attempts), (1, 3));
+
+    // Back in the queue by hand: replayed once the service works.
+    always.store(false, Ordering::SeqCst);
+    assert_eq!(replay.retry_dead_letters(), 1);
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(log.args(), [9, 9, 9, 9]);
+    let status = replay.status();
+    assert_eq!(
+        (status.entries, status.dead_letters, status.counts.replayed),
+        (0, 0, 1)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn dead_letters_can_be_dropped() {
+    let breaker = breaker("drop-dead", 100);
+    let log = Log::new();
+    let replay = replay_with(&breaker, ReplayConfig::new().attempts(1), &log, |_| true);
+    breaker.force_open();
+    journal(&replay, 1);
+    journal(&replay, 2);
+    breaker.reset();
+    sleep(Duration::from_secs(10)).await;
+    assert_eq!(replay.status().dead_letters, 2);
+    assert_eq!(replay.drop_dead_letters(), 2);
+    assert_eq!(replay.status().dead_letters, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn entries_older_than_the_ttl_expire_unreplayed() {
+    let breaker = breaker("ttl", 1);
+    let log = Log::new();
+    let config = ReplayConfig::new().ttl(Duration::from_secs(10));
+    let replay = replay_with(&breaker, config, &log, |_| false);
+    breaker.force_open();
+    for n in 0..3 {
+        journal(&replay, n);
+    }
+    sleep(Duration::from_secs(8)).await;
+    journal(&replay, 3);
+    journal(&replay, 4);
+    sleep(Duration::from_secs(4)).await; // 12 s: the first three are past their TTL
+    breaker.reset();
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(log.args(), [3, 4]);
+    let counts = replay.status().counts;
+    assert_eq!((counts.expired, counts.replayed), (3, 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_journal_refuses_new_calls_by_default_and_counts_them() {
+    let breaker = breaker("refuse", 1);
+    let log = Log::new();
+    let replay = replay_with(&breaker, ReplayConfig::new().max_entries(3), &log, |_| {
+        false
+    });
+    breaker.force_open();
+    let journaled: Vec<bool> = (0..5).map(|n| journal(&replay, n)).collect();
+    assert_eq!(journaled, [true, true, true, false, false]);
+    assert_eq!(replay.status().counts.refused, 2);
+    breaker.reset();
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(log.args(), [0, 1, 2]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_journal_that_drops_the_oldest_keeps_the_newest_and_counts_the_dropped() {
+    let breaker = breaker("drop", 1);
+    let log = Log::new();
+    let config = ReplayConfig::new()
+        .max_entries(3)
+        .when_full(WhenFull::DropOldest);
+    let replay = replay_with(&breaker, config, &log, |_| false);
+    breaker.force_open();
+    assert!((0..5).all(|n| journal(&replay, n)));
+    assert_eq!(replay.status().counts.dropped, 2);
+    breaker.reset();
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(log.args(), [2, 3, 4]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_journal_is_bounded_by_bytes_too() {
+    let breaker = breaker("bytes", 1);
+    let log = Log::new();
+    // A `u32` entry weighs 4 + 64 bytes: two fit in 150.
+    let replay = replay_with(&breaker, ReplayConfig::new().max_bytes(150), &log, |_| {
+        false
+    });
+    breaker.force_open();
+    let journaled: Vec<bool> = (0..3).map(|n| journal(&replay, n)).collect();
+    assert_eq!(journaled, [true, true, false]);
+    assert_eq!(replay.status().bytes, 136);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_same_key_twice_keeps_one_entry() {
+    let breaker = breaker("dedup", 1);
+    let log = Log::new();
+    let seen = log.clone();
+    let replay = Replay::builder(&breaker)
+        .clock(TokioClock)
+        .key(|n: &u32| format!("order-{}", n % 10))
+        .memory(move |n: u32| {
+            seen.push(n);
+            async { Ok::<(), String>(()) }
+        })
+        .unwrap();
+    breaker.force_open();
+    // 11 has 1's key: one entry stands for both, and the caller is told it is journaled.
+    assert!(journal(&replay, 1));
+    assert!(journal(&replay, 2));
+    assert!(journal(&replay, 11));
+    let status = replay.status();
+    assert_eq!((status.entries, status.counts.deduplicated), (2, 1));
+    assert_eq!(replay.entries()[0].key.as_deref(), Some("order-1"));
+    breaker.reset();
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(log.args(), [1, 2]);
+    // Replayed, the key is free again.
+    breaker.force_open();
+    assert!(journal(&replay, 21));
+    assert_eq!(replay.status().entries, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replay_that_panics_is_a_failure_and_corrupts_neither_journal_nor_breaker() {
+    let breaker = breaker("panics", 10);
+    let log = Log::new();
+    let seen = log.clone();
+    let calls_of_1 = Arc::new(AtomicU32::new(0));
+    let polls_of_2 = Arc::new(AtomicU32::new(0));
+    let replay = Replay::builder(&breaker)
+        .clock(TokioClock)
+        .config(ReplayConfig::new().backoff(Duration::from_secs(1), Duration::from_secs(1)))
+        .memory(move |n: u32| {
+            seen.push(n);
+            // 1 panics when called, 2 when its future is polled, each the first time only.
+            if n == 1 && calls_of_1.fetch_add(1, Ordering::SeqCst) == 0 {
+                panic!("replay of 1 panics");
+            }
+            let polls_of_2 = polls_of_2.clone();
+            async move {
+                if n == 2 && polls_of_2.fetch_add(1, Ordering::SeqCst) == 0 {
+                    panic!("replay of 2 panics");
+                }
+                Ok::<(), String>(())
+            }
+        })
+        .unwrap();
+    breaker.force_open();
+    for n in 0..4 {
+        journal(&replay, n);
+    }
+    breaker.reset();
+    sleep(Duration::from_secs(30)).await;
+    assert_eq!(log.args(), [0, 1, 1, 2, 2, 3]);
+    let status = replay.status();
+    assert_eq!(
+        (status.entries, status.counts.replayed, status.counts.failed),
+        (0, 4, 2)
+    );
+    let metrics = breaker.metrics();
+    assert_eq!((metrics.successes, metrics.failures), (4, 2));
+    assert_eq!(breaker.state(), State::Closed);
+    assert_eq!(
+        breaker.last_failure(),
+        None,
+        "a closed breaker keeps no trip message"
+    );
+    // The journal still takes and replays calls.
+    breaker.force_open();
+    journal(&replay, 5);
+    breaker.reset();
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(log.args().last(), Some(&5));
+}
+
+/// Arguments whose `Clone` panics while `PANIC` is set.
+#[derive(Debug)]
+struct Fragile(u32);
+
+static PANIC: AtomicBool = AtomicBool::new(false);
+
+impl Clone for Fragile {
+    fn clone(&self) -> Self {
+        if PANIC.swap(false, Ordering::SeqCst) {
+            panic!("Fragile::clone panics");
+        }
+        Fragile(self.0)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn arguments_whose_clone_panics_fail_that_replay_only() {
+    let breaker = breaker("clone-panics", 10);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let replay = Replay::builder(&breaker)
+        .clock(TokioClock)
+        .config(ReplayConfig::new().backoff(Duration::from_secs(1), Duration::from_secs(1)))
+        .memory(move |f: Fragile| {
+            log.lock().unwrap().push(f.0);
+            async { Ok::<(), String>(()) }
+        })
+        .unwrap();
+    breaker.force_open();
+    for n in 0..2 {
+        let r = replay.call(Fragile(n), |_| Ok::<(), String>(()));
+        assert!(r.unwrap_err().rejected().unwrap().journaled());
+    }
+    PANIC.store(true, Ordering::SeqCst);
+    breaker.reset();
+    sleep(Duration::from_secs(10)).await;
+    // The first copy panicked: entry 0 failed once and was replayed after its backoff.
+    assert_eq!(*seen.lock().unwrap(), [1, 0]);
+    let counts = replay.status().counts;
+    assert_eq!((counts.failed, counts.replayed), (1, 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_function_that_panics_leaves_the_call_unjournaled() {
+    let breaker = breaker("key-panics", 1);
+    let replay = Replay::builder(&breaker)
+        .clock(TokioClock)
+        .key(|n: &u32| {
+            assert_ne!(*n, 0, "no key for 0");
+            n.to_string()
+        })
+        .memory(|_: u32| async { Ok::<(), String>(()) })
+        .unwrap();
+    breaker.force_open();
+    assert!(!journal(&replay, 0));
+    assert!(journal(&replay, 1));
+    assert_eq!(replay.status().entries, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_replay_stops_its_replayer() {
+    let breaker = breaker("dropped", 1);
+    let log = Log::new();
+    let replay = replay_with(&breaker, ReplayConfig::new(), &log, |_| false);
+    breaker.force_open();
+    journal(&replay, 1);
+    drop(replay);
+    breaker.reset();
+    sleep(Duration::from_secs(5)).await;
+    assert!(log.args().is_empty());
+}
+
+#[test]
+fn a_replayer_outside_a_tokio_runtime_is_an_error_not_a_panic() {
+    let breaker = Breaker::new("no-runtime", Config::default());
+    let started = Replay::builder(&breaker).memory(|_: u32| async { Ok::<(), String>(()) });
+    assert!(matches!(
+        started,
+        Err(breakerbox_replay::StartError::NoRuntime)
+    ));
+}
