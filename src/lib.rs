@@ -93,6 +93,10 @@ pub use breakerbox_runtime::*;
 #[cfg(feature = "admin")]
 #[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
 pub use breakerbox_admin as admin;
+/// `Outcome`s from HTTP statuses and `Retry-After` headers (the `breakerbox-http` crate).
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub use breakerbox_http as http;
 /// Breaker metrics through the `metrics` crate (the `breakerbox-metrics` crate).
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
@@ -114,12 +118,10 @@ pub use breakerbox_runtime::TomlWatcher;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use breakerbox_runtime::fleet;
-#[cfg(feature = "http")]
-#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
-pub use breakerbox_runtime::http;
+/// A tower `Layer` and `Service` around any service (the `breakerbox-tower` crate).
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub use breakerbox_runtime::tower;
+pub use breakerbox_tower as tower;
 
 mod fallback;
 pub use fallback::{CallFailed, FallbackReason};
