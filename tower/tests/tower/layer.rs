@@ -9,8 +9,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
-use breakerbox::tower::{CircuitBreaker, CircuitBreakerLayer};
-use breakerbox::{Breaker, Config, Error, ManualClock, Outcome, RejectReason, State, registry};
+use breakerbox_runtime::{
+    Breaker, Config, Error, ManualClock, Outcome, RejectReason, State, registry,
+};
+use breakerbox_tower::{CircuitBreaker, CircuitBreakerLayer};
 use tower::{Layer, Service, ServiceExt};
 use tower_test::{assert_request_eq, mock};
 
@@ -205,7 +207,7 @@ async fn errors_box_for_boxed_stacks() {
         .map_err(Error::into_box_error);
     let err: tower::BoxError = svc.oneshot(()).await.unwrap_err();
     let rejected = err
-        .downcast_ref::<breakerbox::Rejected>()
+        .downcast_ref::<breakerbox_runtime::Rejected>()
         .expect("a Rejected in the box");
     assert_eq!(rejected.reason(), RejectReason::ForcedOpen);
     assert_eq!(
@@ -338,7 +340,7 @@ fn a_panicking_classifier_is_a_failure_when_a_catcher_stops_it() {
 
 #[tokio::test]
 async fn keyed_layer_trips_each_key_on_its_own() {
-    use breakerbox::tower::KeyedCircuitBreakerLayer;
+    use breakerbox_tower::KeyedCircuitBreakerLayer;
     let clock = ManualClock::new();
     assert!(registry().set_clock("tower-keyed", clock.clone()));
     let family = registry()

@@ -1,6 +1,6 @@
 //! The tower layer allocates nothing per request: admission, the owned permit, the response
-//! future and recording, for admitted and for rejected calls. Counted by a global allocator,
-//! so this test has its own binary.
+//! future and recording, for admitted and for rejected calls. Counted by this binary's global
+//! allocator, per thread, so the other tests' threads do not disturb the count.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -8,8 +8,8 @@ use std::future::{Future, Ready, ready};
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use breakerbox::tower::CircuitBreakerLayer;
-use breakerbox::{Breaker, Config, Outcome, registry};
+use breakerbox_runtime::{Breaker, Config, Outcome, registry};
+use breakerbox_tower::CircuitBreakerLayer;
 use tower::{Layer, Service};
 
 thread_local! {

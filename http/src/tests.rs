@@ -182,8 +182,8 @@ fn debug_shows_runs() {
 #[cfg(feature = "tower")]
 #[test]
 fn classifies_the_responses_of_a_tower_service() {
-    use crate::edge::tower::CircuitBreakerLayer;
-    use crate::{Breaker, Config, ManualClock, State};
+    use breakerbox_runtime::{Breaker, Config, ManualClock, State};
+    use breakerbox_tower::CircuitBreakerLayer;
     use core::future::Future;
     use core::task::{Context, Poll, Waker};
     use tower::{Layer, Service};

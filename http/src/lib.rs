@@ -1,6 +1,11 @@
 //! HTTP responses as breaker outcomes: a status classifier and a `Retry-After` parser, for
 //! clients built on the [`http`](https://docs.rs/http) 1.x types (reqwest, hyper, axum, tonic).
 //!
+//! Use it through the `breakerbox` crate, as `breakerbox::http` (feature `http`; with feature
+//! `tower` too, the classifier is a tower layer's `Classify`). A crate of its own rather than
+//! a feature of `breakerbox-tower`, so that a client that only judges statuses (reqwest)
+//! builds no tower.
+//!
 //! By default ([`HttpClassifier::new`], and `Outcome::from(status)`):
 //!
 //! | status | outcome |
@@ -21,7 +26,7 @@
 //! ```
 //! use std::time::{Duration, SystemTime};
 //! use breakerbox_runtime::Outcome;
-//! use breakerbox_runtime::http::HttpClassifier;
+//! use breakerbox_http::HttpClassifier;
 //! use http::{HeaderMap, HeaderValue, StatusCode, header::RETRY_AFTER};
 //!
 //! let classify = HttpClassifier::new()
@@ -44,7 +49,8 @@
 //! );
 //! ```
 //!
-//! With the `tower` feature, an `HttpClassifier` is a [`Classify`](crate::tower::Classify)
+//! With this crate's `tower` feature, an `HttpClassifier` is a
+//! [`Classify`](breakerbox_tower::Classify)
 //! for services that answer `http::Response<B>`: an `Err` from the service is a failure, a
 //! response is judged by [`HttpClassifier::response`].
 //!
@@ -68,7 +74,7 @@ use std::time::SystemTime;
 use ::http::header::RETRY_AFTER;
 use ::http::{HeaderMap, Response, StatusCode};
 
-use crate::outcome::{FailureReason, Outcome};
+use breakerbox_runtime::{FailureReason, Outcome};
 
 /// The lowest and highest status an `http::StatusCode` can hold.
 const FIRST: u16 = 100;
@@ -145,7 +151,7 @@ impl HttpClassifier {
     /// or not in the future, the status's own verdict applies.
     ///
     /// ```
-    /// # use breakerbox_runtime::http::HttpClassifier;
+    /// # use breakerbox_http::HttpClassifier;
     /// // Never let a server choose how long the breaker stays open.
     /// let classify = HttpClassifier::new().honour_retry_after(100..=999, false);
     /// # let _ = classify;
@@ -165,7 +171,8 @@ impl HttpClassifier {
     /// The verdict on `status` alone, as if no `Retry-After` came with it.
     ///
     /// ```
-    /// use breakerbox_runtime::{Outcome, http::HttpClassifier};
+    /// use breakerbox_http::HttpClassifier;
+    /// use breakerbox_runtime::Outcome;
     /// use http::StatusCode;
     ///
     /// let classify = HttpClassifier::new();
@@ -201,7 +208,8 @@ impl HttpClassifier {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use breakerbox_runtime::{Outcome, http::HttpClassifier};
+    /// use breakerbox_http::HttpClassifier;
+    /// use breakerbox_runtime::Outcome;
     ///
     /// let response = http::Response::builder()
     ///     .status(429)
@@ -284,7 +292,8 @@ impl core::fmt::Debug for HttpClassifier {
 }
 
 #[cfg(feature = "tower")]
-impl<B, E> super::tower::Classify<Response<B>, E> for HttpClassifier {
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+impl<B, E> breakerbox_tower::Classify<Response<B>, E> for HttpClassifier {
     /// A response by [`HttpClassifier::response`]; an error from the service (no response)
     /// is a failure.
     #[inline]
@@ -292,27 +301,6 @@ impl<B, E> super::tower::Classify<Response<B>, E> for HttpClassifier {
         match result {
             Ok(response) => self.response(response),
             Err(_) => Outcome::Failure,
-        }
-    }
-}
-
-/// The default verdict on a status, without `Retry-After`: 4xx ignored, 5xx and above a
-/// failure, anything else a success ([`HttpClassifier::status`] with the defaults).
-///
-/// ```
-/// use breakerbox_runtime::Outcome;
-/// use http::StatusCode;
-///
-/// assert_eq!(Outcome::from(StatusCode::NO_CONTENT), Outcome::Success);
-/// assert_eq!(Outcome::from(StatusCode::TOO_MANY_REQUESTS), Outcome::Ignored);
-/// assert_eq!(Outcome::from(StatusCode::BAD_GATEWAY), Outcome::Failure);
-/// ```
-impl From<StatusCode> for Outcome {
-    fn from(status: StatusCode) -> Self {
-        match status.as_u16() {
-            400..=499 => Outcome::Ignored,
-            500.. => Outcome::failure_with(FailureReason::http(status.as_u16())),
-            _ => Outcome::Success,
         }
     }
 }
@@ -410,7 +398,7 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 ///
 /// ```
 /// use std::time::{Duration, SystemTime, UNIX_EPOCH};
-/// use breakerbox_runtime::http::parse_retry_after;
+/// use breakerbox_http::parse_retry_after;
 ///
 /// let now = UNIX_EPOCH + Duration::from_secs(1_445_412_400); // 2015-10-21 07:26:40 GMT
 /// assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));

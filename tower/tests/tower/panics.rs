@@ -1,6 +1,5 @@
 //! The tower layer when a task's other work panics: a request cancelled by that unwind is
-//! `Ignored`, not a failure (both tests failed before the fix; found by an adversarial
-//! review). Nothing sleeps: time comes from a `ManualClock`, and every interleaving is forced
+//! `Ignored`, not a failure. Nothing sleeps: time comes from a `ManualClock`, and every interleaving is forced
 //! by hand.
 
 use std::convert::Infallible;
@@ -8,8 +7,8 @@ use std::future::{Future, pending};
 use std::task::Poll;
 use std::time::Duration;
 
-use breakerbox::tower::{CircuitBreaker, CircuitBreakerLayer};
-use breakerbox::{Breaker, Config, ManualClock, State};
+use breakerbox_runtime::{Breaker, Config, ManualClock, State};
+use breakerbox_tower::{CircuitBreaker, CircuitBreakerLayer};
 use tower::{Layer, Service, ServiceExt};
 
 /// A service whose future panics when asked to (`true`) and otherwise never finishes: an
@@ -31,14 +30,13 @@ fn panics_or_hangs()
 /// the call as `Outcome::Ignored`", and a panic "in the inner service's future" is a failure:
 /// one failure (the panicking call) and one ignored call (the cancelled sibling).
 ///
-/// Before the fix: two failures. The cancelled sibling's `OwnedPermit` is dropped while
-/// the thread is panicking and records `Failure` (the `Permit` rule for synchronous code), so
-/// one panic counts once per request in flight in the task and, with `failures(2)`, trips
-/// the breaker on its own.
+/// The cancelled sibling's `OwnedPermit` is dropped while the thread is panicking; were it to
+/// record `Failure` there (the `Permit` rule for synchronous code), one panic would count once
+/// per request in flight in the task and, with `failures(2)`, trip the breaker on its own.
 #[tokio::test]
 async fn a_request_cancelled_by_a_sibling_panic_is_ignored_not_a_failure() {
     let breaker = Breaker::new(
-        "review-sibling-panic",
+        "tower-sibling-panic",
         Config::builder().failures(2).build().unwrap(),
     );
     let mut svc = CircuitBreakerLayer::from_breaker(breaker.clone()).layer(panics_or_hangs());
@@ -63,16 +61,16 @@ async fn a_request_cancelled_by_a_sibling_panic_is_ignored_not_a_failure() {
 /// in flight, the handler that made it panics for a reason of its own (a bug after the call
 /// was started, an `unwrap` on another branch). Tokio drops the task's future while
 /// unwinding, which cancels the probe. A cancelled probe is `Ignored` and frees its slot (as
-/// `a_cancelled_probe_frees_its_slot` in `tower.rs` checks for a plain drop), so the breaker
+/// `a_cancelled_probe_frees_its_slot` in `layer.rs` checks for a plain drop), so the breaker
 /// should stay half-open and let the next request probe.
 ///
-/// Before the fix: the probe is recorded as a `Failure` and the breaker re-opens for
-/// another `open_for`, although the service never answered, because of a bug in the caller.
+/// Recorded as a `Failure`, the probe would re-open the breaker for another `open_for`,
+/// although the service never answered, because of a bug in the caller.
 #[tokio::test]
 async fn a_probe_cancelled_by_an_unrelated_panic_frees_its_slot() {
     let clock = ManualClock::new();
     let breaker = Breaker::new(
-        "review-probe-unrelated-panic",
+        "tower-probe-unrelated-panic",
         Config::builder()
             .failures(1)
             .open_for(Duration::from_secs(5))

@@ -1,8 +1,10 @@
 //! A [tower](https://docs.rs/tower) [`Layer`] and [`Service`] that put a breaker in front of any
 //! service: a hyper or reqwest client, a tonic channel, or an axum router's handlers.
 //!
+//! Use it through the `breakerbox` crate, as `breakerbox::tower` (feature `tower`).
+//!
 //! ```
-//! use breakerbox_runtime::tower::CircuitBreakerLayer;
+//! use breakerbox_tower::CircuitBreakerLayer;
 //! use breakerbox_runtime::{Config, Error};
 //! use tower::{Layer, Service};
 //!
@@ -23,7 +25,7 @@
 //!
 //! # Errors
 //!
-//! The wrapped service's error type is [`Error<E>`](crate::Error): [`Error::Rejected`] when the
+//! The wrapped service's error type is [`Error<E>`](breakerbox_runtime::Error): [`Error::Rejected`] when the
 //! breaker refused the call (the inner service was not called), [`Error::Inner`] with the inner
 //! service's own error otherwise. Under axum, whose routers need infallible services, turn the
 //! rejection into a response with `axum::error_handling::HandleErrorLayer` (see the
@@ -49,6 +51,7 @@
 //! [`Outcome::Failure`] and goes on. That holds with a panic catcher above the layer (tower-http's
 //! `CatchPanicLayer`, `FutureExt::catch_unwind`) too, which stops the unwind before the response
 //! future is dropped: a panicking half-open probe re-opens the breaker.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 use core::fmt;
 use core::future::Future;
@@ -59,12 +62,10 @@ use ::tower::{Layer, Service};
 
 use core::hash::Hash;
 
-use crate::BreakerMap;
-use crate::breaker::{Breaker, OwnedPermit};
-use crate::breaker::{Error, Rejected};
-use crate::config::Config;
-use crate::outcome::Outcome;
-use crate::registry::registry;
+use breakerbox_runtime::__edge;
+use breakerbox_runtime::{
+    Breaker, BreakerMap, Config, Error, Outcome, OwnedPermit, Rejected, registry,
+};
 
 /// Decides what a finished call means for the breaker, as `classify = …` does for the
 /// attribute.
@@ -73,7 +74,7 @@ use crate::registry::registry;
 ///
 /// ```
 /// use breakerbox_runtime::Outcome;
-/// use breakerbox_runtime::tower::CircuitBreakerLayer;
+/// use breakerbox_tower::CircuitBreakerLayer;
 ///
 /// // An HTTP client whose `Ok` responses may still be server errors.
 /// struct Response { status: u16 }
@@ -126,7 +127,7 @@ pub struct CircuitBreakerLayer<C = DefaultClassifier> {
 
 impl CircuitBreakerLayer {
     /// A layer over the [`registry`] breaker `name`, created with `config` unless it exists
-    /// (or was [`configure`](crate::Registry::configure)d): the same breaker that
+    /// (or was [`configure`](breakerbox_runtime::Registry::configure)d): the same breaker that
     /// `#[circuit_breaker(name = "…")]` functions of that name use.
     pub fn new(name: &str, config: Config) -> Self {
         Self::from_breaker(registry().get_or_create(name, || config))
@@ -252,7 +253,7 @@ where
 /// a key type that is `Copy`, such as a tenant id, costs none).
 ///
 /// ```
-/// use breakerbox_runtime::tower::KeyedCircuitBreakerLayer;
+/// use breakerbox_tower::KeyedCircuitBreakerLayer;
 /// use breakerbox_runtime::{BreakerMap, Config, Error};
 /// use tower::{Layer, ServiceExt};
 ///
@@ -277,7 +278,7 @@ pub struct KeyedCircuitBreakerLayer<K, X, C = DefaultClassifier> {
 
 impl<K, X> KeyedCircuitBreakerLayer<K, X> {
     /// A layer over `family` (made with [`BreakerMap::new`] or
-    /// [`Registry::family`](crate::Registry::family)), keying each request with `extract`.
+    /// [`Registry::family`](breakerbox_runtime::Registry::family)), keying each request with `extract`.
     pub fn new(family: BreakerMap<K>, extract: X) -> Self {
         KeyedCircuitBreakerLayer {
             family,
@@ -488,7 +489,7 @@ struct Held(Option<OwnedPermit>);
 impl Drop for Held {
     fn drop(&mut self) {
         if let Some(permit) = self.0.take() {
-            permit.cancel();
+            __edge::cancel(permit);
         }
     }
 }
@@ -513,22 +514,8 @@ impl Drop for RecordPanic<'_> {
                 permit.record(Outcome::Failure)
             }));
             if let Err(payload) = recorded {
-                crate::event::discard(payload);
+                __edge::discard_panic(payload);
             }
-        }
-    }
-}
-
-impl<E> Error<E> {
-    /// Converts into a `tower::BoxError`, for stacks whose errors are boxed (tower's `timeout`,
-    /// `buffer`, `load_shed`): a [`Rejected`] becomes one box, the inner error another.
-    pub fn into_box_error(self) -> ::tower::BoxError
-    where
-        E: Into<::tower::BoxError>,
-    {
-        match self {
-            Error::Rejected(r) => Box::new(r),
-            Error::Inner(e) => e.into(),
         }
     }
 }
