@@ -1,4 +1,4 @@
-//! D04 through the tower layer: panics in the inner future, the probe, the classifier, an
+//! User code that panics through the tower layer: panics in the inner future, the probe, the classifier, an
 //! error's `Display`, and a clock that panics while the inner future unwinds.
 
 use std::fmt;
@@ -14,7 +14,7 @@ use tower::{Layer, Service};
 
 const S: Duration = Duration::from_secs(1);
 
-// D04: a panic in the inner future behind a panic catcher.
+// A panic in the inner future behind a panic catcher.
 /// Polls `fut` once inside `catch_unwind`, as a panic catcher around the layer does, and
 /// keeps the future alive afterwards (dropped by the caller, not while unwinding).
 fn poll_catching<F: Future>(fut: &mut Pin<Box<F>>) -> Result<Poll<F::Output>, ()> {
@@ -38,7 +38,7 @@ fn ready<S: Service<u32>>(svc: &mut S) {
 }
 
 #[test]
-fn d04_panic_in_inner_future_behind_a_catcher_counts_as_failure() {
+fn panic_in_inner_future_behind_a_catcher_counts_as_failure() {
     let clock = ManualClock::new();
     let breaker = Breaker::new(
         "adv-d04",
@@ -65,7 +65,7 @@ fn d04_panic_in_inner_future_behind_a_catcher_counts_as_failure() {
 }
 
 #[test]
-fn d04_panicking_probe_behind_a_catcher_reopens() {
+fn panicking_probe_behind_a_catcher_reopens() {
     let clock = ManualClock::new();
     let breaker = Breaker::new(
         "adv-d04-probe",
@@ -93,7 +93,7 @@ fn d04_panicking_probe_behind_a_catcher_reopens() {
 }
 
 #[test]
-fn d04_panicking_classifier_counts_and_does_not_corrupt() {
+fn panicking_classifier_counts_and_does_not_corrupt() {
     let clock = ManualClock::new();
     let breaker = Breaker::new(
         "adv-d04-classify",

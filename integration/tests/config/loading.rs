@@ -1,4 +1,4 @@
-//! D05, D06 and the configuration items: `load_toml` and the environment overrides, odd TOML
+//! `load_toml` and the environment overrides, odd TOML
 //! shapes, malformed variables, loads racing creation.
 
 use std::ffi::OsString;
@@ -10,7 +10,7 @@ use crate::client;
 use crate::support::{S, Var, env_lock};
 
 #[test]
-fn d06_env_override_addresses_the_attributes_default_name() {
+fn env_override_addresses_the_attributes_default_name() {
     let _env = env_lock();
     let name = "config::client::fetch_user";
     let _v = Var::set("BREAKERBOX__CONFIG__CLIENT__FETCH_USER__FAILURES", "3");
@@ -29,7 +29,7 @@ fn d06_env_override_addresses_the_attributes_default_name() {
 }
 
 #[test]
-fn d06_env_override_for_names_ending_or_starting_in_punctuation() {
+fn env_override_for_names_ending_or_starting_in_punctuation() {
     let _env = env_lock();
     let _a = Var::set("BREAKERBOX__ADV_SVC___FAILURES", "4");
     let _b = Var::set("BREAKERBOX____ADV_LEAD__FAILURES", "6");
@@ -142,7 +142,7 @@ fn config_messages_do_not_repeat_the_key() {
 }
 
 #[test]
-fn d05_a_2mb_file_loads_and_names_the_right_line_at_its_end() {
+fn a_2mb_file_loads_and_names_the_right_line_at_its_end() {
     let _env = env_lock();
     let mut text = String::with_capacity(2_200_000);
     let mut n = 0;

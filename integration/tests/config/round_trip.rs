@@ -1,13 +1,12 @@
-//! D14: what serializes deserializes.
+//! What serializes deserializes.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use breakerbox::{Breaker, Config, Event, ManualClock, Metrics, Reason, State};
 
-// D14: what serializes deserializes.
 #[test]
-fn d14_config_with_duration_max_round_trips() {
+fn config_with_duration_max_round_trips() {
     let config = Config::builder()
         .open_for(Duration::MAX)
         .max_open_for(Duration::MAX)
@@ -31,7 +30,7 @@ fn d14_config_with_duration_max_round_trips() {
 }
 
 #[test]
-fn d14_event_of_a_huge_trip_for_round_trips() {
+fn event_of_a_huge_trip_for_round_trips() {
     let clock = ManualClock::new();
     clock.advance(Duration::from_secs(u64::MAX / 2_000_000_000));
     let breaker = Breaker::new(
@@ -62,7 +61,7 @@ fn d14_event_of_a_huge_trip_for_round_trips() {
 }
 
 #[test]
-fn d14_shared_state_and_huge_durations() {
+fn shared_state_and_huge_durations() {
     let s = breakerbox::SharedState::new(State::Open, Some(Duration::MAX), u32::MAX);
     let back: breakerbox::SharedState =
         serde_json::from_str(&serde_json::to_string(&s).unwrap()).expect("round trips");

@@ -1,4 +1,4 @@
-//! D12: bulkhead places tied to the generation, under stress and resets.
+//! Bulkhead places tied to the generation, under stress and resets.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -8,7 +8,7 @@ use crate::calls::{S, clocked, fail, ok, rejected};
 use crate::support::breaker;
 
 #[test]
-fn d12_forgotten_permits_are_freed_by_reset() {
+fn forgotten_permits_are_freed_by_reset() {
     let b = Breaker::new(
         "adv-d12",
         Config::builder().max_concurrent(3).build().unwrap(),
@@ -25,7 +25,7 @@ fn d12_forgotten_permits_are_freed_by_reset() {
 }
 
 #[test]
-fn d12_old_generation_permits_recording_after_reset_free_no_new_place() {
+fn old_generation_permits_recording_after_reset_free_no_new_place() {
     let b = Breaker::new(
         "adv-d12-old",
         Config::builder().max_concurrent(2).build().unwrap(),
@@ -58,7 +58,7 @@ fn d12_old_generation_permits_recording_after_reset_free_no_new_place() {
 }
 
 #[test]
-fn d12_old_permit_dropped_after_a_trip_and_close_frees_nothing() {
+fn old_permit_dropped_after_a_trip_and_close_frees_nothing() {
     let clock = ManualClock::new();
     let b = Breaker::new(
         "adv-d12-trip",
@@ -82,7 +82,7 @@ fn d12_old_permit_dropped_after_a_trip_and_close_frees_nothing() {
 }
 
 #[test]
-fn d12_stress_max_concurrent_holds_exactly() {
+fn stress_max_concurrent_holds_exactly() {
     const MAX: u32 = 3;
     const THREADS: usize = 8;
     const ITERS: usize = 20_000;
@@ -143,7 +143,7 @@ fn d12_stress_max_concurrent_holds_exactly() {
 }
 
 #[test]
-fn d12_stress_with_resets_never_exceeds_max_per_generation_and_never_sticks() {
+fn stress_with_resets_never_exceeds_max_per_generation_and_never_sticks() {
     const MAX: u32 = 2;
     let b = Breaker::new(
         "adv-d12-resets",
@@ -183,7 +183,7 @@ fn rand_bit() -> bool {
 
 /// A permit leaked with `mem::forget` held its bulkhead place for good; a reset now frees it.
 #[test]
-fn d12_a_reset_frees_the_place_of_a_forgotten_permit() {
+fn a_reset_frees_the_place_of_a_forgotten_permit() {
     let (b, _) = breaker(Config::builder().max_concurrent(1));
     std::mem::forget(b.try_acquire().unwrap());
     assert_eq!(rejected(&b), RejectReason::BulkheadFull);
@@ -197,7 +197,7 @@ fn d12_a_reset_frees_the_place_of_a_forgotten_permit() {
 /// A call parked for ever (a future polled once, holding its owned permit, never woken):
 /// the same. Its late drop gives back nothing of the new generation's places.
 #[test]
-fn d12_a_trip_frees_the_place_of_a_parked_call() {
+fn a_trip_frees_the_place_of_a_parked_call() {
     let (b, clock) = breaker(Config::builder().failures(1).open_for(S).max_concurrent(2));
     let permit = b.try_acquire_owned().unwrap();
     let mut parked = Box::pin(async move {

@@ -1,4 +1,4 @@
-//! D07: `failures_within` at one instant and under contention.
+//! `failures_within` at one instant and under contention.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Barrier};
@@ -9,7 +9,7 @@ use breakerbox_runtime::{Breaker, Error, ManualClock, State};
 use crate::calls::{S, clocked, fail};
 
 #[test]
-fn d07_two_failures_at_the_same_instant_trip_failures_2() {
+fn two_failures_at_the_same_instant_trip_failures_2() {
     let clock = ManualClock::new();
     clock.advance(100 * S);
     let b = Breaker::new(
@@ -27,7 +27,7 @@ fn d07_two_failures_at_the_same_instant_trip_failures_2() {
 }
 
 #[test]
-fn d07_a_new_streak_after_an_expired_one_at_one_instant_trips() {
+fn a_new_streak_after_an_expired_one_at_one_instant_trips() {
     let clock = ManualClock::new();
     let b = Breaker::new(
         "adv-d07-expired",
@@ -56,7 +56,7 @@ fn d07_a_new_streak_after_an_expired_one_at_one_instant_trips() {
 }
 
 #[test]
-fn d07_many_threads_failing_at_one_instant_trip_exactly_once() {
+fn many_threads_failing_at_one_instant_trip_exactly_once() {
     const THREADS: usize = 8;
     for round in 0..50 {
         let clock = ManualClock::new();
@@ -98,7 +98,7 @@ fn d07_many_threads_failing_at_one_instant_trip_exactly_once() {
 }
 
 #[test]
-fn d07_many_threads_failures_2_trip_exactly_once() {
+fn many_threads_failures_2_trip_exactly_once() {
     const THREADS: usize = 8;
     for _ in 0..50 {
         let clock = ManualClock::new();
@@ -129,7 +129,7 @@ fn d07_many_threads_failures_2_trip_exactly_once() {
 }
 
 #[test]
-fn d07_threads_failing_at_one_instant_after_an_expired_streak_trip() {
+fn threads_failing_at_one_instant_after_an_expired_streak_trip() {
     const THREADS: usize = 4;
     let mut missed = 0;
     for round in 0..3_000u64 {

@@ -1,4 +1,4 @@
-//! D13, D15 and the smaller items: metrics while disabled, probe timeouts from entering
+//! What a breaker reports and when: metrics while disabled, probe timeouts from entering
 //! half-open, retry-after, reopen counts, rate trips, slow calls, exported state.
 
 use std::sync::{Arc, Mutex};
@@ -11,9 +11,9 @@ use breakerbox_runtime::{
 use crate::calls::{S, clocked, fail, ok, rejected};
 use crate::support::{NS, breaker, rejected as rejection, secs};
 
-// D13: calls while disabled.
+// Calls while disabled.
 #[test]
-fn d13_metrics_while_disabled_add_up() {
+fn metrics_while_disabled_add_up() {
     let b = Breaker::new("adv-d13", Config::builder().failures(1).build().unwrap());
     b.disable();
     for _ in 0..3 {
@@ -34,9 +34,9 @@ fn d13_metrics_while_disabled_add_up() {
     assert_eq!(m.times_opened, 0);
 }
 
-// D15: probe timeout from entering half-open.
+// The probe timeout, from entering half-open.
 #[test]
-fn d15_hung_probe_and_a_second_probe_9s_later_reopen_at_10s() {
+fn hung_probe_and_a_second_probe_9s_later_reopen_at_10s() {
     let clock = ManualClock::new();
     let b = Breaker::new(
         "adv-d15",
@@ -70,7 +70,7 @@ fn d15_hung_probe_and_a_second_probe_9s_later_reopen_at_10s() {
 }
 
 #[test]
-fn d15_single_probe_slot_times_out_from_entering_half_open() {
+fn single_probe_slot_times_out_from_entering_half_open() {
     let clock = ManualClock::new();
     let b = Breaker::new(
         "adv-d15-one",
@@ -104,7 +104,7 @@ fn d15_single_probe_slot_times_out_from_entering_half_open() {
 
 // Smaller items.
 #[test]
-fn small_retry_after_is_some_even_for_the_longest_open() {
+fn retry_after_is_some_even_for_the_longest_open() {
     let clock = ManualClock::new(); // at zero: open_until - now is then the whole span
     let b = Breaker::new("adv-retry-max", clocked(&clock).build().unwrap());
     b.trip_for(Duration::MAX);
@@ -120,7 +120,7 @@ fn small_retry_after_is_some_even_for_the_longest_open() {
 }
 
 #[test]
-fn small_reopens_count_from_zero() {
+fn reopens_count_from_zero() {
     let clock = ManualClock::new();
     let b = Breaker::new(
         "adv-reopens",
@@ -158,7 +158,7 @@ fn small_reopens_count_from_zero() {
 }
 
 #[test]
-fn small_rate_trip_by_a_success_names_the_failures_behind_it() {
+fn rate_trip_by_a_success_names_the_failures_behind_it() {
     let b = Breaker::new(
         "adv-behind",
         Config::builder()
@@ -180,7 +180,7 @@ fn small_rate_trip_by_a_success_names_the_failures_behind_it() {
 }
 
 #[test]
-fn small_slow_counts_only_what_its_doc_says() {
+fn slow_counts_only_what_its_doc_says() {
     let clock = ManualClock::new();
     let b = Breaker::new(
         "adv-slow",
@@ -235,7 +235,7 @@ fn shared_state_round_trips_through_export_and_import() {
 
 /// `Metrics::calls` is "every call asked for": calls made while disabled were counted nowhere.
 #[test]
-fn d13_calls_while_disabled_are_counted() {
+fn calls_while_disabled_are_counted() {
     let (b, _) = breaker(Config::builder().failures(1).slow(secs(1)));
     b.disable();
     b.try_acquire().unwrap().success();
@@ -254,7 +254,7 @@ fn d13_calls_while_disabled_are_counted() {
 /// The old code restarted the timer at each admission and stayed half-open until 19 s; the
 /// docs promise a re-open 10 s after entering half-open.
 #[test]
-fn d15_the_probe_timeout_runs_from_entering_half_open() {
+fn the_probe_timeout_runs_from_entering_half_open() {
     let (b, clock) = breaker(
         Config::builder()
             .failures(1)

@@ -8,7 +8,7 @@ use breakerbox_runtime::{BreakerMap, Config, Error, ManualClock, State};
 use crate::calls::{S, clocked};
 
 #[test]
-fn keyed_open_keys_are_never_evicted() {
+fn open_keys_are_never_evicted() {
     let _serial = crate::support::serial();
     let clock = ManualClock::new();
     let hosts: BreakerMap<String> = BreakerMap::new(
@@ -39,7 +39,7 @@ fn keyed_open_keys_are_never_evicted() {
 }
 
 #[test]
-fn keyed_max_keys_bounds_the_family_and_counts_add_up() {
+fn max_keys_bounds_the_family_and_counts_add_up() {
     let _serial = crate::support::serial();
     let clock = ManualClock::new();
     let hosts: BreakerMap<String> = BreakerMap::new(
@@ -71,7 +71,7 @@ fn keyed_max_keys_bounds_the_family_and_counts_add_up() {
 }
 
 #[test]
-fn keyed_lookup_by_str_finds_the_string_key() {
+fn lookup_by_str_finds_the_string_key() {
     let _serial = crate::support::serial();
     let hosts: BreakerMap<String> = BreakerMap::new(
         "adv-keyed-str",
@@ -94,7 +94,7 @@ fn keyed_lookup_by_str_finds_the_string_key() {
 }
 
 #[test]
-fn keyed_panicking_call_counts_and_listener_panics_are_contained() {
+fn panicking_call_counts_and_listener_panics_are_contained() {
     let _serial = crate::support::serial();
     let hosts: BreakerMap<String> = BreakerMap::new(
         "adv-keyed-panic",
@@ -112,7 +112,7 @@ fn keyed_panicking_call_counts_and_listener_panics_are_contained() {
 }
 
 #[test]
-fn keyed_a_call_admitted_before_eviction_that_opens_carries_over() {
+fn a_call_admitted_before_eviction_that_opens_carries_over() {
     let _serial = crate::support::serial();
     let clock = ManualClock::new();
     let hosts: BreakerMap<String> = BreakerMap::new(
@@ -137,7 +137,7 @@ fn keyed_a_call_admitted_before_eviction_that_opens_carries_over() {
 }
 
 #[test]
-fn keyed_open_keys_fill_the_family_then_overflow_shares_one_breaker() {
+fn open_keys_fill_the_family_then_overflow_shares_one_breaker() {
     let _serial = crate::support::serial();
     let clock = ManualClock::new();
     let hosts: BreakerMap<String> = BreakerMap::new(
@@ -180,7 +180,7 @@ fn keyed_open_keys_fill_the_family_then_overflow_shares_one_breaker() {
 /// metrics export and the admin router read) shows `<Display panicked>` for it instead of
 /// unwinding into the caller, and the family goes on working.
 #[test]
-fn keyed_a_key_whose_display_panics_is_listed_as_such() {
+fn a_key_whose_display_panics_is_listed_as_such() {
     let _serial = crate::support::serial();
     #[derive(Clone, PartialEq, Eq, Hash)]
     struct Host(u32);

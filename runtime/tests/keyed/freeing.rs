@@ -1,4 +1,4 @@
-//! D10, D11: breakers, rejections and evicted keys are freed; weak handles.
+//! Breakers, rejections and evicted keys are freed; weak handles keep nothing alive.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -7,10 +7,8 @@ use breakerbox_runtime::{Breaker, BreakerMap, Config, Outcome, State, WeakBreake
 
 use crate::calls::{fail, ok};
 
-// D10, D11: memory and weak handles.
-
 #[test]
-fn d10_distinct_named_breakers_are_freed() {
+fn distinct_named_breakers_are_freed() {
     let _serial = crate::support::serial();
     const N: usize = 50_000;
     let held: Vec<Breaker> = (0..N)
@@ -27,7 +25,7 @@ fn d10_distinct_named_breakers_are_freed() {
 }
 
 #[test]
-fn d10_a_rejection_outlives_its_breaker() {
+fn a_rejection_outlives_its_breaker() {
     let _serial = crate::support::serial();
     let b = Breaker::new("adv-d10-rejected", Config::default());
     b.force_open();
@@ -42,7 +40,7 @@ fn d10_a_rejection_outlives_its_breaker() {
 }
 
 #[test]
-fn d11_listener_with_a_weak_handle_does_not_keep_the_breaker_alive() {
+fn listener_with_a_weak_handle_does_not_keep_the_breaker_alive() {
     let _serial = crate::support::serial();
     let b = Breaker::new("adv-d11", Config::builder().failures(1).build().unwrap());
     let weak = b.downgrade();
@@ -142,7 +140,7 @@ fn owned_permit_keeps_a_breaker_alive_for_its_weak_handles() {
 }
 
 #[test]
-fn d10_evicted_keys_are_freed() {
+fn evicted_keys_are_freed() {
     let _serial = crate::support::serial();
     const N: usize = 40_000;
     let before = breakerbox_runtime::live_breakers();

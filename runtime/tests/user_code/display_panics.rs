@@ -1,4 +1,4 @@
-//! D02: an error whose `Display` panics or re-enters the breaker, during the call that trips, in
+//! An error whose `Display` panics or re-enters the breaker, during the call that trips, in
 //! every state, and under a debug `tracing` subscriber that formats every field.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -10,7 +10,7 @@ use breakerbox_runtime::{Breaker, Config, Error, ManualClock, Outcome, State, Wi
 use crate::calls::{BombDisplay, PanickyDisplay, Reentrant, S, clocked, fail, ok};
 
 #[test]
-fn d02_rate_breaker_trips_through_a_panicking_display_and_trips_again_after_reset() {
+fn rate_breaker_trips_through_a_panicking_display_and_trips_again_after_reset() {
     let clock = ManualClock::new();
     let b = Breaker::new(
         "adv-d02-rate",
@@ -51,7 +51,7 @@ fn d02_rate_breaker_trips_through_a_panicking_display_and_trips_again_after_rese
 }
 
 #[test]
-fn d02_panicking_display_in_every_state_never_unwinds_to_the_caller() {
+fn panicking_display_in_every_state_never_unwinds_to_the_caller() {
     let clock = ManualClock::new();
     let b = Breaker::new(
         "adv-d02-states",
@@ -95,7 +95,7 @@ fn d02_panicking_display_in_every_state_never_unwinds_to_the_caller() {
 }
 
 #[test]
-fn d02_display_that_reenters_the_breaker_does_not_deadlock() {
+fn display_that_reenters_the_breaker_does_not_deadlock() {
     let clock = ManualClock::new();
     let b = Breaker::new(
         "adv-d02-reenter",
@@ -124,7 +124,7 @@ fn d02_display_that_reenters_the_breaker_does_not_deadlock() {
 }
 
 #[test]
-fn d02_display_that_resets_the_breaker_leaves_a_consistent_breaker() {
+fn display_that_resets_the_breaker_leaves_a_consistent_breaker() {
     let clock = ManualClock::new();
     let b = Breaker::new(
         "adv-d02-reset-in-display",
@@ -152,7 +152,7 @@ fn d02_display_that_resets_the_breaker_leaves_a_consistent_breaker() {
 }
 
 #[test]
-fn d02_with_a_debug_subscriber_a_panicking_display_is_counted_and_a_probe_reopens() {
+fn with_a_debug_subscriber_a_panicking_display_is_counted_and_a_probe_reopens() {
     logging::debug(|| {
         let clock = ManualClock::new();
         let b = Breaker::new(
@@ -270,7 +270,7 @@ mod logging {
 /// left the gate sealed for a generation never published, and 1000 failures at 100 % never
 /// tripped it.
 #[test]
-fn d02_a_panicking_display_does_not_keep_a_rate_breaker_closed() {
+fn a_panicking_display_does_not_keep_a_rate_breaker_closed() {
     let (b, _) = breaker(
         Config::builder()
             .failure_rate(100)
@@ -299,7 +299,7 @@ fn d02_a_panicking_display_does_not_keep_a_rate_breaker_closed() {
 /// The same with a consecutive policy: the old code counted the opening, then panicked
 /// before publishing it, so `times_opened` said 1 while the breaker stayed closed.
 #[test]
-fn d02_a_panicking_display_opens_a_consecutive_breaker_once() {
+fn a_panicking_display_opens_a_consecutive_breaker_once() {
     let (b, _) = breaker(Config::builder().failures(3));
     for _ in 0..3 {
         fail_unprintable(b.try_acquire().unwrap());
@@ -312,7 +312,7 @@ fn d02_a_panicking_display_opens_a_consecutive_breaker_once() {
 /// `Display` before counting it: the panic lost the count, and a probe kept its slot for
 /// good (the verdict was never recorded).
 #[test]
-fn d02_a_panicking_display_is_counted_and_frees_its_probe_under_debug_logging() {
+fn a_panicking_display_is_counted_and_frees_its_probe_under_debug_logging() {
     let (b, clock) = breaker(Config::builder().failures(2).open_for(S));
     logging::debug(|| {
         assert!(!fail_unprintable(b.try_acquire().unwrap()));

@@ -1,4 +1,4 @@
-//! D03: listeners that panic, re-enter, add listeners or change the state; registry-wide
+//! Listeners that panic, re-enter, add listeners or change the state; registry-wide
 //! listeners; events from racing threads told once each, in order.
 
 use std::panic::{AssertUnwindSafe, catch_unwind, panic_any};
@@ -10,7 +10,7 @@ use breakerbox_runtime::{Breaker, Config, Error, ManualClock, State, registry};
 use crate::calls::{BombPayload, S, clocked, fail, ok};
 
 #[test]
-fn d03_listener_panicking_during_a_panicking_protected_call_does_not_abort() {
+fn listener_panicking_during_a_panicking_protected_call_does_not_abort() {
     let b = Breaker::new(
         "adv-d03-unwind",
         Config::builder().failures(1).build().unwrap(),
@@ -40,7 +40,7 @@ fn d03_listener_panicking_during_a_panicking_protected_call_does_not_abort() {
 }
 
 #[test]
-fn d03_listener_panics_never_reach_an_unrelated_caller() {
+fn listener_panics_never_reach_an_unrelated_caller() {
     let clock = ManualClock::new();
     let b = Breaker::new(
         "adv-d03-caller",
@@ -79,7 +79,7 @@ fn d03_listener_panics_never_reach_an_unrelated_caller() {
 }
 
 #[test]
-fn d03_listener_panic_whose_payload_panics_on_drop_is_contained() {
+fn listener_panic_whose_payload_panics_on_drop_is_contained() {
     let b = Breaker::new("adv-d03-bomb", Config::default());
     b.on_state_change(|_| panic_any(BombPayload));
     b.force_open();
@@ -88,7 +88,7 @@ fn d03_listener_panic_whose_payload_panics_on_drop_is_contained() {
 }
 
 #[test]
-fn d03_listener_that_adds_a_listener_while_being_told() {
+fn listener_that_adds_a_listener_while_being_told() {
     let b = Breaker::new("adv-d03-add", Config::default());
     let weak = b.downgrade();
     let added = Arc::new(AtomicU32::new(0));
@@ -111,7 +111,7 @@ fn d03_listener_that_adds_a_listener_while_being_told() {
 }
 
 #[test]
-fn d03_listener_that_changes_the_state_and_panics() {
+fn listener_that_changes_the_state_and_panics() {
     let b = Breaker::new("adv-d03-act", Config::default());
     let weak = b.downgrade();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -129,7 +129,7 @@ fn d03_listener_that_changes_the_state_and_panics() {
 }
 
 #[test]
-fn d03_registry_listener_that_panics_is_contained() {
+fn registry_listener_that_panics_is_contained() {
     let name = "adv-d03-registry-listener";
     let told = Arc::new(AtomicU32::new(0));
     registry().on_state_change(move |e| {
@@ -155,7 +155,7 @@ fn d03_registry_listener_that_panics_is_contained() {
 }
 
 #[test]
-fn d03_registry_listener_may_use_the_registry() {
+fn registry_listener_may_use_the_registry() {
     let name = "adv-d03-registry-reenter";
     let made = Arc::new(AtomicBool::new(false));
     let m = made.clone();

@@ -1,4 +1,4 @@
-//! D09: config closures that use the registry, and racing creation of one name.
+//! Config closures that use the registry, and racing creation of one name.
 
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use breakerbox_runtime::{Breaker, Config, registry};
 
 #[test]
-fn d09_config_closure_reads_registry_while_another_thread_creates() {
+fn config_closure_reads_registry_while_another_thread_creates() {
     for i in 0..50 {
         let name = format!("adv-d09-{i}");
         let barrier = Barrier::new(2);
@@ -31,7 +31,7 @@ fn d09_config_closure_reads_registry_while_another_thread_creates() {
 }
 
 #[test]
-fn d09_config_closure_configures_its_own_name_first() {
+fn config_closure_configures_its_own_name_first() {
     let name = "adv-d09-self-configure";
     let b = registry().get_or_create(name, || {
         assert!(registry().configure(name, Config::builder().failures(7).build().unwrap()));

@@ -224,7 +224,7 @@ fn family_clock_may_list_families_while_an_evicted_key_still_records() {
     );
 }
 
-// D04's shape for call_async: a panic in the awaited future, caught around the poll, the
+// The tower layer's case for call_async: a panic in the awaited future, caught around the poll, the
 // future dropped afterwards.
 fn poll_catching<F: std::future::Future>(
     fut: &mut std::pin::Pin<Box<F>>,
