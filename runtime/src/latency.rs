@@ -317,7 +317,7 @@ fn quantile(counts: &[u64], q: f64) -> Option<u64> {
     None
 }
 
-#[cfg(all(test, not(loom)))]
-mod tests;
 #[cfg(all(test, loom))]
 mod loom_tests;
+#[cfg(all(test, not(loom)))]
+mod tests;
