@@ -35,6 +35,12 @@ pub(crate) const KEYS: &[&str] = &[
     "fallback_with_reason",
     "classify",
     "probe",
+    "replay",
+    "replay_key",
+    "replay_max",
+    "replay_ttl",
+    "replay_rate",
+    "replay_attempts",
     "crate",
 ];
 
@@ -72,6 +78,15 @@ pub(crate) enum Name {
     Expr(Expr),
 }
 
+/// Where `replay = …` journals rejected calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Journal {
+    /// `replay = "memory"`.
+    Memory,
+    /// `replay = "disk"`: a file per breaker under `$BREAKERBOX_REPLAY_DIR`.
+    Disk,
+}
+
 /// The validated attribute.
 #[derive(Default)]
 pub(crate) struct Args {
@@ -105,6 +120,14 @@ pub(crate) struct Args {
     /// The fallback came from `fallback_with_reason`: it takes a `FallbackReason` last.
     pub(crate) fallback_with_reason: bool,
     pub(crate) classify: Option<Key<ExprPath>>,
+    /// `replay = "memory" | "disk"`: calls rejected while open are journaled and replayed.
+    pub(crate) replay: Option<Key<Journal>>,
+    /// `replay_key = expr`: the journal entry's key, an expression over the arguments.
+    pub(crate) replay_key: Option<Key<Expr>>,
+    pub(crate) replay_max: Option<Key<u32>>,
+    pub(crate) replay_ttl: Option<Key<u64>>,
+    pub(crate) replay_rate: Option<Key<u32>>,
+    pub(crate) replay_attempts: Option<Key<u32>>,
     pub(crate) krate: Option<Key<Path>>,
 }
 
