@@ -88,6 +88,19 @@ pub use breakerbox_macros::circuit_breaker;
 pub use breakerbox_runtime::*;
 // The feature-gated items again, by name, so that docs.rs marks each with its feature (the glob
 // above brings them in too; a named re-export takes precedence over it).
+/// The admin router: breakers as JSON, their controls, an event stream and a dashboard (the
+/// `breakerbox-admin` crate; `docs/admin.md`).
+#[cfg(feature = "admin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
+pub use breakerbox_admin as admin;
+/// `Outcome`s from HTTP statuses and `Retry-After` headers (the `breakerbox-http` crate).
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub use breakerbox_http as http;
+/// Breaker metrics through the `metrics` crate (the `breakerbox-metrics` crate).
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use breakerbox_metrics as export;
 /// Calls rejected while open, journaled and replayed once the breaker closes (the
 /// `breakerbox-replay` crate; `docs/replay.md`).
 #[cfg(feature = "replay")]
@@ -102,21 +115,13 @@ pub use breakerbox_runtime::TokioClock;
 #[cfg(feature = "watch")]
 #[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
 pub use breakerbox_runtime::TomlWatcher;
-#[cfg(feature = "admin")]
-#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
-pub use breakerbox_runtime::admin;
-#[cfg(feature = "metrics")]
-#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub use breakerbox_runtime::export;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use breakerbox_runtime::fleet;
-#[cfg(feature = "http")]
-#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
-pub use breakerbox_runtime::http;
+/// A tower `Layer` and `Service` around any service (the `breakerbox-tower` crate).
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub use breakerbox_runtime::tower;
+pub use breakerbox_tower as tower;
 
 mod fallback;
 pub use fallback::FallbackReason;

@@ -151,6 +151,17 @@ fn configure(args: &Args, private: &TokenStream) -> TokenStream {
             calls.push(quote!(.#method(#value)));
         }
     }
+    for (method, value) in [
+        ("latency", &args.latency),
+        ("health", &args.health),
+        ("critical", &args.critical),
+    ] {
+        if let Some(value) = value {
+            let method = format_ident!("{method}");
+            let value = value.value;
+            calls.push(quote!(.#method(#value)));
+        }
+    }
     for (method, value) in [("backoff", &args.backoff), ("jitter", &args.jitter)] {
         if let Some(value) = value {
             let method = format_ident!("{method}");

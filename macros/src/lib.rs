@@ -91,6 +91,9 @@ use proc_macro::TokenStream;
 /// | `probe_every` | with `probe`: how often it runs while open, and how long each may take (a probe still running then counts as failed) | `"5s"` | `probe_every = "2s"` |
 /// | `max_keys` | with `key`: keep about this many keys (≥ 1); see `BreakerMap` for what is never evicted | `10000` | `max_keys = 1000` |
 /// | `idle_for` | with `key`: a key uncalled this long may be evicted | `"10m"` | `idle_for = "1h"` |
+/// | `latency` | time every call into a latency histogram, read with `Breaker::latency` (p50/p90/p99 of the last minute); a breaker with `slow` times its calls anyway | `false` | `latency = true` |
+/// | `health` | whether `Registry::health` (the admin router's `GET /health`) counts this breaker | `true` | `health = false` |
+/// | `critical` | this breaker open makes the health `DOWN` rather than `DEGRADED`; with `key`, any open key | `false` | `critical = true` |
 /// | `timeout` | `async fn` only, needs the `tokio` feature: a call still running after this is dropped and counts as a failure | — | `timeout = "500ms"` |
 /// | `fallback` | the function that answers rejected (and timed-out) calls; see [Fallbacks](#fallbacks) | — | `fallback = cached_user` |
 /// | `fallback_with_reason` | instead of `fallback`: a fallback that is also told why it answers, as a last `breakerbox::FallbackReason` argument | — | `fallback_with_reason = cached_user` |

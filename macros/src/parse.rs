@@ -16,8 +16,8 @@ use crate::args::{Args, Errors, Journal, KEYS, Key, Name, Window};
 #[path = "suggest.rs"]
 mod suggest;
 use crate::values::{
-    MAX_HALF_OPEN_CALLS, backoff_value, count, crate_path, duration_value, example, fn_path,
-    jitter_value, name_value, percent, window_value,
+    MAX_HALF_OPEN_CALLS, backoff_value, boolean, count, crate_path, duration_value, example,
+    fn_path, jitter_value, name_value, percent, window_value,
 };
 
 /// One key as written: whether it was seen (for duplicates) and its value if it was valid.
@@ -59,6 +59,9 @@ struct Raw {
     probe_every: Slot<u64>,
     max_keys: Slot<u32>,
     idle_for: Slot<u64>,
+    latency: Slot<bool>,
+    health: Slot<bool>,
+    critical: Slot<bool>,
     timeout: Slot<u64>,
     fallback: Slot<ExprPath>,
     fallback_with_reason: Slot<ExprPath>,
@@ -187,6 +190,9 @@ pub(crate) fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
                 "about how many keys the family keeps"
             )),
             "idle_for" => key!(idle_for, |e: &Expr| duration_value(e, "idle_for")),
+            "latency" => key!(latency, |e: &Expr| boolean(e, "latency")),
+            "health" => key!(health, |e: &Expr| boolean(e, "health")),
+            "critical" => key!(critical, |e: &Expr| boolean(e, "critical")),
             "timeout" => key!(timeout, |e: &Expr| duration_value(e, "timeout")),
             "fallback" => key!(fallback, |e: &Expr| fn_path(e, "fallback")),
             "fallback_with_reason" => key!(fallback_with_reason, |e: &Expr| fn_path(
@@ -293,6 +299,9 @@ impl Raw {
             probe_every: self.probe_every.value,
             max_keys: self.max_keys.value,
             idle_for: self.idle_for.value,
+            latency: self.latency.value,
+            health: self.health.value,
+            critical: self.critical.value,
             timeout: self.timeout.value,
             fallback,
             fallback_with_reason,

@@ -37,6 +37,9 @@ pub(crate) fn example(key: &str) -> &'static str {
         "key" => "key = url.host_str().unwrap_or(\"\")",
         "max_keys" => "max_keys = 10000",
         "idle_for" => "idle_for = \"10m\"",
+        "latency" => "latency = true",
+        "health" => "health = false",
+        "critical" => "critical = true",
         "timeout" => "timeout = \"500ms\"",
         "fallback" => "fallback = my_fallback",
         "fallback_with_reason" => "fallback_with_reason = my_fallback",
@@ -156,6 +159,29 @@ pub(crate) fn percent(expr: &Expr, key: &str) -> syn::Result<u8> {
         ));
     }
     u8::try_from(n).map_err(|_| syn::Error::new_spanned(expr, "unreachable: checked above"))
+}
+
+/// `true` or `false`.
+pub(crate) fn boolean(expr: &Expr, key: &str) -> syn::Result<bool> {
+    match literal(expr) {
+        Some(Lit::Bool(b)) => Ok(b.value),
+        Some(Lit::Str(text)) if matches!(text.value().as_str(), "true" | "false") => {
+            Err(syn::Error::new(
+                text.span(),
+                format!(
+                    "`{key}` is `true` or `false`, unquoted: write `{key} = {}`",
+                    text.value()
+                ),
+            ))
+        }
+        _ => Err(syn::Error::new_spanned(
+            expr,
+            format!(
+                "`{key}` must be `true` or `false`, as in `{}`",
+                example(key)
+            ),
+        )),
+    }
 }
 
 /// A duration string, parsed at expansion time into nanoseconds.

@@ -454,6 +454,46 @@ impl Breaker {
         self.inner().last_failure()
     }
 
+    /// The latency of its calls: p50, p90 and p99 of the last minute, and the histogram since
+    /// the breaker was made. `None` for a breaker that does not time its calls: one with
+    /// neither a [`slow`](crate::ConfigBuilder::slow) threshold nor
+    /// [`latency`](crate::ConfigBuilder::latency) on, whose calls read no clock for it.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{Breaker, Config, ManualClock};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = Breaker::new("db", Config::builder().latency(true).clock(clock.clone()).build()?);
+    /// for ms in [2, 4, 40] {
+    ///     let _ = breaker.call(|| {
+    ///         clock.advance(Duration::from_millis(ms)); // the call takes `ms`
+    ///         Ok::<_, &str>(())
+    ///     });
+    /// }
+    /// let latency = breaker.latency().unwrap();
+    /// assert_eq!(latency.recent_calls, 3);
+    /// // Each percentile is its bucket's midpoint, within 6.25% of the true value.
+    /// let p50 = latency.p50.unwrap().as_secs_f64();
+    /// assert!((p50 - 0.004).abs() <= 0.004 / 16.0, "{p50}");
+    /// let p99 = latency.p99.unwrap().as_secs_f64();
+    /// assert!((p99 - 0.040).abs() <= 0.040 / 16.0, "{p99}");
+    ///
+    /// assert_eq!(Breaker::new("plain", Config::default()).latency(), None);
+    /// # Ok::<(), breakerbox_runtime::ConfigError>(())
+    /// ```
+    pub fn latency(&self) -> Option<crate::latency::LatencySnapshot> {
+        let inner = self.inner();
+        if !inner.config.timed() {
+            return None;
+        }
+        let now = inner.clock().precise();
+        Some(match inner.cold.get().and_then(|c| c.latency.get()) {
+            Some(latency) => latency.snapshot(now),
+            None => crate::latency::LatencySnapshot::empty(),
+        })
+    }
+
     /// A snapshot of the breaker's state and counts.
     pub fn metrics(&self) -> Metrics {
         self.inner().metrics()

@@ -24,6 +24,9 @@ pub const KEYS: &[&str] = &[
     "probe_every",
     "max_keys",
     "idle_for",
+    "latency",
+    "health",
+    "critical",
 ];
 
 /// Keys of the attribute that configure the function, not the breaker.

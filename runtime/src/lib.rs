@@ -71,9 +71,6 @@
 //! - `fleet` (feature `redis`) — `fleet::Fleet`: breakers shared across processes through Redis.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[cfg(feature = "admin")]
-#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
-pub mod admin;
 mod breaker;
 mod clock;
 mod config;
@@ -86,10 +83,12 @@ mod explain;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod fleet;
+mod health;
 mod identity;
 mod keyed;
 #[doc(hidden)]
 pub mod keys;
+mod latency;
 mod metrics;
 mod outcome;
 mod probe;
@@ -103,16 +102,6 @@ mod suggest;
 mod sync;
 mod timer;
 mod window;
-
-#[cfg(feature = "metrics")]
-#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub use edge::export;
-#[cfg(feature = "http")]
-#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
-pub use edge::http;
-#[cfg(feature = "tower")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub use edge::tower;
 
 pub use breaker::{Breaker, Error, OwnedPermit, Permit, Rejected, WeakBreaker};
 #[cfg(feature = "tokio")]
@@ -133,12 +122,14 @@ pub use edge::load::TomlWatcher;
 pub use error::{RejectReason, Timeout};
 pub use event::{Event, Reason};
 pub use explain::{Cause, Explanation, Progress};
+pub use health::{ComponentHealth, Health, HealthStatus};
 #[doc(hidden)]
 pub use identity::live_breakers;
 pub use keyed::{
     BreakerMap, Evicted, FamilyMetrics, FamilySnapshot, FamilyTotals, KeyError, KeyHasher,
     KeyMetrics, KeyOrder, KeyPage, KeyQuery, KeyTypeMismatch,
 };
+pub use latency::LatencySnapshot;
 pub use metrics::Metrics;
 pub use outcome::{FailureReason, Outcome};
 pub use probe::{HealthProbes, IntoProbe, Probe, ProbeOutcome};
@@ -147,6 +138,10 @@ pub use registry::{Registry, registry};
 pub use reload::ReconfigureError;
 pub use state::{SharedState, State};
 pub use timer::Timers;
+
+#[doc(hidden)]
+#[path = "for_edges.rs"]
+pub mod __edge;
 
 /// Support for the code `#[circuit_breaker]` generates, re-exported by the facade's
 /// `__private`. Not public API.

@@ -176,7 +176,7 @@ macro_rules! __breakerbox_register {
 }
 
 /// A config's policy keys, named as in the attribute and the TOML file, with their values.
-pub(crate) fn keys(config: &Config) -> [(&'static str, String); 19] {
+pub(crate) fn keys(config: &Config) -> [(&'static str, String); 22] {
     // Destructured, so that a new field of `Config` must be named here (and in `value`).
     let Config {
         failures: _,
@@ -198,6 +198,9 @@ pub(crate) fn keys(config: &Config) -> [(&'static str, String); 19] {
         probe_every: _,
         max_keys: _,
         idle_for: _,
+        latency: _,
+        health: _,
+        critical: _,
         clock: _,
     } = config;
     [
@@ -220,6 +223,9 @@ pub(crate) fn keys(config: &Config) -> [(&'static str, String); 19] {
         "probe_every",
         "max_keys",
         "idle_for",
+        "latency",
+        "health",
+        "critical",
     ]
     .map(|key| (key, value(config, key)))
 }
@@ -257,6 +263,9 @@ pub(crate) fn value(config: &Config, key: &str) -> String {
         "probe_every" => format!("{:?}", c.probe_every),
         "max_keys" => c.max_keys.to_string(),
         "idle_for" => format!("{:?}", c.idle_for),
+        "latency" => c.latency.to_string(),
+        "health" => c.health.to_string(),
+        "critical" => c.critical.to_string(),
         _ => String::new(),
     }
 }
@@ -286,6 +295,9 @@ pub(crate) fn same_policy(a: &Config, b: &Config) -> bool {
         probe_every,
         max_keys,
         idle_for,
+        latency,
+        health,
+        critical,
         clock: _,
     } = a;
     *failures == b.failures
@@ -307,11 +319,14 @@ pub(crate) fn same_policy(a: &Config, b: &Config) -> bool {
         && *probe_every == b.probe_every
         && *max_keys == b.max_keys
         && *idle_for == b.idle_for
+        && *latency == b.latency
+        && *health == b.health
+        && *critical == b.critical
 }
 
 /// The keys whose values differ among `configs`, in the attribute's order.
 fn differing<'a>(configs: impl IntoIterator<Item = &'a Config>) -> Vec<&'static str> {
-    let all: Vec<[(&'static str, String); 19]> = configs.into_iter().map(keys).collect();
+    let all: Vec<[(&'static str, String); 22]> = configs.into_iter().map(keys).collect();
     let Some(first) = all.first() else {
         return Vec::new();
     };

@@ -104,6 +104,12 @@ pub(crate) fn compatible(old: &Config, new: &Config) -> Result<(), ReconfigureEr
             "adding or removing `slow` changes whether calls are timed",
         );
     }
+    if old.timed() != new.timed() {
+        return refuse(
+            "latency",
+            "turning `latency` on or off without `slow` changes whether calls are timed",
+        );
+    }
     if old.max_concurrent.is_some() != new.max_concurrent.is_some() {
         return refuse(
             "max_concurrent",

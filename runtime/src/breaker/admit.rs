@@ -13,9 +13,10 @@ use crate::timer::RETRY_AT;
 impl Inner {
     #[inline]
     pub(super) fn permit(&self, generation: u32, kind: Kind) -> Permit<'_> {
-        let started = match self.config.slow {
-            Some(_) if kind != Kind::Disabled => self.clock().precise(),
-            _ => 0,
+        let started = if self.config.timed() && kind != Kind::Disabled {
+            self.clock().precise()
+        } else {
+            0
         };
         Permit {
             inner: self,

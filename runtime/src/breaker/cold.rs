@@ -46,6 +46,8 @@ pub(super) struct Cold {
     pub(super) retired: std::sync::Mutex<Vec<Arc<crate::config::Config>>>,
     /// Health probes (`crate::probe`): the opening being probed, and the counts.
     pub(super) probing: crate::probe::ProbeSlot,
+    /// The latency histogram of a breaker that times its calls, allocated at the first.
+    pub(super) latency: crate::sync::LazyBox<crate::latency::Latency>,
 }
 
 #[derive(Default)]

@@ -39,7 +39,8 @@ pub(super) struct Inner {
     pub(super) window: Option<Box<RateWindow>>,
     /// The name: one word, shared by the breakers of a keyed family. Freed with the breaker.
     pub(super) identity: Identity,
-    /// Whether a closed-state admission is just a state load: no bulkhead, no clock.
+    /// Whether a closed-state admission is just a state load: no bulkhead, no clock (no
+    /// `slow` threshold and no `latency` to time calls for).
     pub(super) plain_acquire: bool,
     /// Whether a closed-state success needs nothing but a count and a streak check: no slow
     /// threshold to measure, no window to fill, no bulkhead to release.
@@ -164,11 +165,11 @@ impl Inner {
             registered,
             tells_registry: registered,
             key_len: NO_KEY,
-            plain_acquire: config.slow.is_none() && config.max_concurrent.is_none(),
-            plain_success: config.slow.is_none()
+            plain_acquire: !config.timed() && config.max_concurrent.is_none(),
+            plain_success: !config.timed()
                 && !config.uses_window()
                 && config.max_concurrent.is_none(),
-            window_success: config.slow.is_none()
+            window_success: !config.timed()
                 && config.failure_rate.is_some()
                 && config.max_concurrent.is_none(),
             owner: AtomicU64::new(0),

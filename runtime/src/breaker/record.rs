@@ -147,13 +147,9 @@ impl Inner {
         if ticket.kind() == Kind::Closed && self.config.max_concurrent.is_some() {
             self.release_place(ticket.generation());
         }
-        let slow = match self.config.slow {
-            Some(threshold) if !matches!(outcome, Outcome::Ignored) => {
-                let took = self.clock().precise().saturating_sub(ticket.started);
-                took >= nanos(threshold)
-            }
-            _ => false,
-        };
+        let slow = self.config.timed()
+            && !matches!(outcome, Outcome::Ignored)
+            && self.timed(ticket.started);
         if slow {
             self.count(Count::Slow);
         }
@@ -189,6 +185,18 @@ impl Inner {
             Kind::Probe => self.record_probe(ticket.generation(), outcome, failed || slow, cause),
             Kind::Disabled => {}
         }
+    }
+
+    /// The one place a call's duration is read: into the latency histogram, and against the
+    /// `slow` threshold (whether it was slow is the answer). Only for a config that times
+    /// calls (`Config::timed`), whose permit read the clock at admission.
+    fn timed(&self, started: u64) -> bool {
+        let now = self.clock().precise();
+        let took = now.saturating_sub(started);
+        self.cold().latency.get_or_default().record(took, now);
+        self.config
+            .slow
+            .is_some_and(|threshold| took >= nanos(threshold))
     }
 
     pub(super) fn record_closed(

@@ -163,5 +163,14 @@ pub(crate) fn code_keys(mut b: ConfigBuilder, config: &Config) -> ConfigBuilder 
     if config.idle_for != d.idle_for {
         b = b.idle_for(config.idle_for);
     }
+    if config.latency != d.latency {
+        b = b.latency(config.latency);
+    }
+    if config.health != d.health {
+        b = b.health(config.health);
+    }
+    if config.critical != d.critical {
+        b = b.critical(config.critical);
+    }
     b
 }

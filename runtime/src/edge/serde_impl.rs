@@ -23,6 +23,7 @@ pub(crate) enum Raw {
     Int(i128),
     Float(f64),
     Str(String),
+    Bool(bool),
     /// Anything else: its kind, for the message.
     Other(&'static str),
 }
@@ -35,6 +36,8 @@ impl Raw {
             Raw::Int(i)
         } else if let Ok(f) = v.parse::<f64>() {
             Raw::Float(f)
+        } else if let Ok(b) = v.parse::<bool>() {
+            Raw::Bool(b)
         } else {
             Raw::Str(v.to_owned())
         }
@@ -45,6 +48,7 @@ impl Raw {
             Raw::Int(_) => "an integer",
             Raw::Float(_) => "a float",
             Raw::Str(_) => "a string",
+            Raw::Bool(_) => "a boolean",
             Raw::Other(kind) => kind,
         }
     }
@@ -56,7 +60,7 @@ impl<'de> Deserialize<'de> for Raw {
         impl<'de> Visitor<'de> for V {
             type Value = Raw;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a number or a string")
+                f.write_str("a number, a string or a boolean")
             }
             fn visit_i64<E>(self, v: i64) -> Result<Raw, E> {
                 Ok(Raw::Int(v.into()))
@@ -70,8 +74,8 @@ impl<'de> Deserialize<'de> for Raw {
             fn visit_str<E>(self, v: &str) -> Result<Raw, E> {
                 Ok(Raw::Str(v.to_owned()))
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Raw, E> {
-                Ok(Raw::Other("a boolean"))
+            fn visit_bool<E>(self, v: bool) -> Result<Raw, E> {
+                Ok(Raw::Bool(v))
             }
             fn visit_unit<E>(self) -> Result<Raw, E> {
                 Ok(Raw::Other("null"))
@@ -159,6 +163,10 @@ pub(crate) fn apply(
         Raw::Int(n) => Ok(*n as f64),
         other => Err(format!("must be a number, got {}", other.kind())),
     };
+    let boolean = || match value {
+        Raw::Bool(v) => Ok(*v),
+        other => Err(format!("must be true or false, got {}", other.kind())),
+    };
     Ok(match key {
         "failures" => b.failures(count()?),
         "failures_within" => b.failures_within(duration()?),
@@ -190,6 +198,9 @@ pub(crate) fn apply(
         "probe_every" => b.probe_every(duration()?),
         "max_keys" => b.max_keys(count()?),
         "idle_for" => b.idle_for(duration()?),
+        "latency" => b.latency(boolean()?),
+        "health" => b.health(boolean()?),
+        "critical" => b.critical(boolean()?),
         _ if ATTRIBUTE_ONLY.contains(&key) => {
             return Err(format!(
                 "belongs to the function's `#[circuit_breaker(...)]` attribute, not to the breaker's config; valid keys here: {}",
@@ -240,6 +251,9 @@ impl Serialize for Config {
         m.serialize_entry("probe_every", &d(self.probe_every))?;
         m.serialize_entry("max_keys", &self.max_keys)?;
         m.serialize_entry("idle_for", &d(self.idle_for))?;
+        m.serialize_entry("latency", &self.latency)?;
+        m.serialize_entry("health", &self.health)?;
+        m.serialize_entry("critical", &self.critical)?;
         m.end()
     }
 }

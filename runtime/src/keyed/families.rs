@@ -47,11 +47,14 @@ pub struct FamilyMetrics {
 }
 
 /// A registered family as the registry sees it, whatever its key type.
-pub(super) trait View: Send + Sync + super::reload::Reload {
+pub(crate) trait View: Send + Sync + super::reload::Reload {
     fn metrics(&self) -> FamilyMetrics;
     fn snapshot(&self, top: usize) -> FamilySnapshot;
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     fn each(&self, f: &mut dyn FnMut(String, &Breaker));
+    /// Every key's breaker, without displaying its key (a breaker keeps its key's text).
+    fn each_breaker(&self, f: &mut dyn FnMut(&Breaker));
+    /// The config its keys are made with (a key's own table aside).
+    fn family_config(&self) -> &Config;
     fn as_any(&self) -> &dyn std::any::Any;
     fn key_page(&self, query: &super::KeyQuery) -> super::KeyPage;
     fn key_by_text(&self, text: &str) -> Option<Breaker>;
@@ -89,6 +92,14 @@ where
 
     fn each(&self, f: &mut dyn FnMut(String, &Breaker)) {
         self.each_displayed(f)
+    }
+
+    fn each_breaker(&self, f: &mut dyn FnMut(&Breaker)) {
+        self.for_each(|_, b| f(b))
+    }
+
+    fn family_config(&self) -> &Config {
+        self.config()
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -258,7 +269,6 @@ impl Registry {
 }
 
 /// The names of the registry's families (the admin router's "did you mean").
-#[cfg(feature = "admin")]
 pub(crate) fn family_names() -> Vec<String> {
     views().into_iter().map(|(n, _)| n.into()).collect()
 }
@@ -277,7 +287,7 @@ pub(super) fn view(name: &str) -> Result<Arc<dyn View>, super::KeyError> {
 }
 
 /// The registered families, read outside the lock (their keys' `Display` is user code).
-pub(super) fn views() -> Vec<(Box<str>, Arc<dyn View>)> {
+pub(crate) fn views() -> Vec<(Box<str>, Arc<dyn View>)> {
     FAMILIES.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
@@ -304,7 +314,6 @@ impl Registry {
 
     /// Calls `f` with the name of every registered family, each key as it displays, and its
     /// breaker: the per-key export, which the `metrics` export does only when asked.
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(crate) fn each_family_key(&self, mut f: impl FnMut(&str, String, &Breaker)) {
         for (name, view) in views() {
             view.each(&mut |key, b| f(&name, key, b));

@@ -51,8 +51,8 @@ mod totals;
 pub use control::{KeyError, KeyOrder, KeyPage, KeyQuery};
 #[cfg(feature = "serde")]
 pub(crate) use families::family_exists;
-#[cfg(feature = "admin")]
 pub(crate) use families::family_names;
+pub(crate) use families::views as family_views;
 pub use families::{FamilyMetrics, KeyMetrics, KeyTypeMismatch};
 pub use hasher::KeyHasher;
 pub use snapshot::{FamilySnapshot, FamilyTotals};

@@ -82,7 +82,6 @@ pub struct FamilySnapshot {
     /// different ones. For the metrics export, which holds a family's counters from going
     /// down but must start again for a new family.
     #[cfg_attr(feature = "serde", serde(skip))]
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(crate) family: u64,
 }
 
@@ -182,7 +181,6 @@ where
 
     /// Calls `f` with every key held now, as it displays, and its breaker: the per-key listing
     /// that metric export does only when asked (see `export::set_per_key`).
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(crate) fn each_displayed(&self, mut f: impl FnMut(String, &Breaker)) {
         self.for_each(|k, b| f(displayed(k), b));
     }

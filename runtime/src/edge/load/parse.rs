@@ -253,7 +253,7 @@ fn raw(value: &Spanned<DeValue<'_>>) -> Raw {
         }
         DeValue::Float(f) => f.as_str().parse().map_or(Raw::Other("a float"), Raw::Float),
         DeValue::String(s) => Raw::Str(s.to_string()),
-        DeValue::Boolean(_) => Raw::Other("a boolean"),
+        DeValue::Boolean(b) => Raw::Bool(*b),
         DeValue::Datetime(_) => Raw::Other("a date"),
         DeValue::Array(_) => Raw::Other("an array"),
         DeValue::Table(_) => Raw::Other("a table"),

@@ -154,7 +154,7 @@ fn key_tables_are_validated_like_any_table() {
     );
     assert_eq!(
         e,
-        "breakers.toml:5: [breakers.load-keyed-bad.keys.\"h\"] `failure` unknown key; did you mean `failures`? valid keys: failures, failures_within, failure_rate, window, min_calls, slow, slow_rate, open_for, max_open_for, backoff, jitter, half_open_calls, successes, probe_timeout, max_concurrent, probe_every, max_keys, idle_for"
+        "breakers.toml:5: [breakers.load-keyed-bad.keys.\"h\"] `failure` unknown key; did you mean `failures`? valid keys: failures, failures_within, failure_rate, window, min_calls, slow, slow_rate, open_for, max_open_for, backoff, jitter, half_open_calls, successes, probe_timeout, max_concurrent, probe_every, max_keys, idle_for, latency, health, critical"
     );
     // Combinations are checked with the family's keys under the key's.
     let e = err(

@@ -1,0 +1,199 @@
+//! The controls: `POST /breakers/{name}/{force-open|disable|reset|trip-for}`.
+//!
+//! Each request is checked in this order, and the first failure answers: the token (so that a
+//! caller without it learns nothing else), the action, the breaker, the body. Nothing changes
+//! unless every check passes.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use core::time::Duration;
+
+use super::view::{BreakerView, bad_path, find};
+use super::{BODY_LIMIT, Problem, Shared, auth, json};
+use breakerbox_runtime::{__edge, Breaker};
+
+/// What a control does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    ForceOpen,
+    Disable,
+    Reset,
+    TripFor,
+}
+
+const ACTIONS: &str = "force-open, disable, reset, trip-for";
+
+impl Action {
+    fn parse(text: &str) -> Option<Action> {
+        Some(match text {
+            "force-open" => Action::ForceOpen,
+            "disable" => Action::Disable,
+            "reset" => Action::Reset,
+            "trip-for" => Action::TripFor,
+            _ => return None,
+        })
+    }
+}
+
+/// `POST /breakers/{name}/{action}`: the breaker's view after the action.
+pub(crate) async fn act(
+    State(shared): State<Arc<Shared>>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match run(&shared, path, &headers, body) {
+        Ok(breaker) => json(&BreakerView::of(&breaker, false)),
+        Err(problem) => problem.into_response(),
+    }
+}
+
+fn run(
+    shared: &Shared,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Breaker, Problem> {
+    let (name, action) = checked(shared, headers, || path.map(|Path(p)| p).map_err(bad_path))?;
+    apply(action, || find(&name), headers, body)
+}
+
+/// The token checked first (so that a caller without it learns nothing else), then `path`
+/// read: the start of every control, a breaker's or a key's.
+pub(crate) fn checked<T>(
+    shared: &Shared,
+    headers: &HeaderMap,
+    path: impl FnOnce() -> Result<T, Problem>,
+) -> Result<T, Problem> {
+    auth::authorize(shared.token.as_ref(), headers)?;
+    path()
+}
+
+/// The rest of a control, once [`checked`]: the action, then the breaker `find` gives, then
+/// the body; the action is taken only if all three are right.
+pub(crate) fn apply(
+    action: String,
+    find: impl FnOnce() -> Result<Breaker, Problem>,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Breaker, Problem> {
+    let action = Action::parse(&action).ok_or_else(|| {
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no action '{}': the actions are {ACTIONS}",
+                __edge::excerpt(&action)
+            ),
+        )
+    })?;
+    let breaker = find()?;
+    let body = body.map_err(|e| {
+        let status = e.status();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            Problem::new(
+                status,
+                format!("the body is larger than {BODY_LIMIT} bytes"),
+            )
+        } else {
+            Problem::new(status, format!("could not read the body: {e}"))
+        }
+    })?;
+    match action {
+        Action::TripFor => {
+            let duration = trip_for_duration(headers, &body)?;
+            breaker.trip_for(duration);
+        }
+        other => {
+            no_body(other, &body)?;
+            match other {
+                Action::ForceOpen => breaker.force_open(),
+                Action::Disable => breaker.disable(),
+                _ => breaker.reset(),
+            }
+        }
+    }
+    Ok(breaker)
+}
+
+/// The body of force-open, disable and reset: empty, or the empty JSON object.
+fn no_body(action: Action, body: &[u8]) -> Result<(), Problem> {
+    let text = body.trim_ascii();
+    let empty_object = || {
+        serde_json::from_slice::<serde_json::Value>(text)
+            .is_ok_and(|v| v.as_object().is_some_and(|m| m.is_empty()))
+    };
+    if text.is_empty() || empty_object() {
+        return Ok(());
+    }
+    let name = match action {
+        Action::ForceOpen => "force-open",
+        Action::Disable => "disable",
+        _ => "reset",
+    };
+    Err(Problem::new(
+        StatusCode::BAD_REQUEST,
+        format!("{name} takes no body: send none, or `{{}}`"),
+    ))
+}
+
+/// `{"duration": "30s"}`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TripFor {
+    duration: String,
+}
+
+const TRIP_FOR_BODY: &str = r#"send {"duration": "30s"} with `Content-Type: application/json`"#;
+
+/// The duration of a trip-for body, read by the attribute's duration parser (so the same
+/// text is accepted, with the same messages).
+fn trip_for_duration(headers: &HeaderMap, body: &[u8]) -> Result<Duration, Problem> {
+    let json_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !json_type {
+        return Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("trip-for reads JSON: {TRIP_FOR_BODY}"),
+        ));
+    }
+    let TripFor { duration } = serde_json::from_slice(body).map_err(|e| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            format!("malformed trip-for body ({e}): {TRIP_FOR_BODY}"),
+        )
+    })?;
+    __edge::parse_duration(&duration)
+        .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, format!("trip-for: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_read_as_written_in_the_path() {
+        assert_eq!(Action::parse("force-open"), Some(Action::ForceOpen));
+        assert_eq!(Action::parse("trip-for"), Some(Action::TripFor));
+        assert_eq!(Action::parse("force_open"), None);
+        assert_eq!(Action::parse("Reset"), None);
+    }
+
+    #[test]
+    fn only_an_empty_body_or_object_goes_with_a_plain_control() {
+        assert!(no_body(Action::Reset, b"").is_ok());
+        assert!(no_body(Action::Reset, b" {} \n").is_ok());
+        for bad in [&b"{\"x\": 1}"[..], b"[]", b"reset", b"{"] {
+            let e = no_body(Action::Reset, bad).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST);
+            assert_eq!(e.message, "reset takes no body: send none, or `{}`");
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! The controls, with the token.
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use breakerbox_admin::Admin;
+use breakerbox_runtime::State;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn with_the_token_each_control_acts_and_answers_the_new_view() {
+    let _shared = crate::support::shared().await;
+    let (b, _clock) = breaker("adm-act");
+    let app = Admin::new().token(TOKEN).router();
+    let base = "/breakers/adm-act";
+    for (action, body, state) in [
+        ("force-open", "", State::ForcedOpen),
+        ("disable", "{}", State::Disabled),
+        ("reset", "", State::Closed),
+        ("trip-for", r#"{"duration": "45s"}"#, State::Open),
+    ] {
+        let (status, _, view) =
+            send(&app, post(&format!("{base}/{action}"), Some(TOKEN), body)).await;
+        assert_eq!(status, StatusCode::OK, "{action}: {view}");
+        assert_eq!(b.state(), state, "{action}");
+        assert_eq!(view["state"], state.as_str(), "{action}");
+    }
+    assert_eq!(b.metrics().retry_after, Some(Duration::from_secs(45)));
+    let (_, _, view) = send(&app, get(base)).await;
+    assert_eq!(view["open_remaining"], "45s");
+}

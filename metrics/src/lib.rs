@@ -1,0 +1,348 @@
+//! Breaker metrics through the [`metrics`](https://docs.rs/metrics) crate, for Prometheus
+//! (`metrics-exporter-prometheus`), StatsD, OpenTelemetry, or any other `metrics` recorder.
+//!
+//! Use it through the `breakerbox` crate, as `breakerbox::export` (feature `metrics`).
+//!
+//! Nothing is recorded on the call path: calls only bump the breaker's own counters, as they
+//! always do. [`record_all`] reads every breaker's
+//! [snapshot](breakerbox_runtime::Registry::snapshot) and sets the exported values; call it
+//! where metrics are scraped (before rendering `/metrics`) or from a periodic task. [`install`] adds a registry listener that keeps the state gauge
+//! current between two exports (it runs on transitions only).
+//!
+//! ```
+//! // At startup, after installing your recorder (e.g. `PrometheusBuilder::install_recorder`):
+//! breakerbox_metrics::install();
+//!
+//! // In the `/metrics` handler, before rendering:
+//! breakerbox_metrics::record_all();
+//! ```
+//!
+//! # Names and labels
+//!
+//! Every metric has the label `name`, the breaker's name.
+//!
+//! | metric | kind | labels | value |
+//! | --- | --- | --- | --- |
+//! | `breakerbox_calls_total` | counter | `name`, `outcome` | calls by outcome: `success`, `failure`, `ignored`, `rejected`, and `slow` |
+//! | `breakerbox_state` | gauge | `name` | 0 closed, 1 open, 2 half-open, 3 forced-open, 4 disabled |
+//! | `breakerbox_failure_rate` | gauge | `name` | the rate window's failure rate, in percent (0–100) |
+//! | `breakerbox_slow_rate` | gauge | `name` | the rate window's slow-call rate, in percent (0–100) |
+//! | `breakerbox_opened_total` | counter | `name` | times the breaker opened |
+//!
+//! `success`, `failure`, `ignored` and `rejected` partition the calls; `slow` counts calls that
+//! took at least the `slow` threshold *whatever their outcome*, so leave it out of sums:
+//! `sum by (name) (breakerbox_calls_total{outcome!="slow"})`. The rate gauges exist for
+//! breakers with a rate policy (`failure_rate`, resp. `slow_rate`), and read 0 while the window
+//! is empty. Counters are set to the breaker's totals (`Counter::absolute`), so exporting twice
+//! never counts twice.
+//!
+//! # Keyed families
+//!
+//! A [`BreakerMap`] may hold thousands of keys, and a series per key would
+//! flood the metrics backend, so by default a family exports aggregates, its number of open
+//! keys, and its top open keys only (label `name`: the family's name):
+//!
+//! | metric | kind | labels | value |
+//! | --- | --- | --- | --- |
+//! | `breakerbox_family_calls_total` | counter | `name`, `outcome` | calls by outcome over every breaker the family had: its keys, evicted keys, the overflow breaker ([`FamilyTotals`](breakerbox_runtime::FamilyTotals)) |
+//! | `breakerbox_family_keys` | gauge | `name` | keys held |
+//! | `breakerbox_family_open_keys` | gauge | `name` | keys open, half-open or forced open |
+//! | `breakerbox_family_evicted_total` | counter | `name` | keys evicted |
+//! | `breakerbox_key_state` | gauge | `name`, `key` | for the top N open keys (most failures first; N is 10 unless [`set_top_open`] says otherwise): their state, as `breakerbox_state`; 0 for a key that was among them at the previous export and no longer is (closed, evicted or outranked) |
+//!
+//! The family counters never go down: a snapshot taken while a sweep evicts may see a key's
+//! counts twice or not at all for that moment (see [`FamilyTotals`](breakerbox_runtime::FamilyTotals)), and
+//! the export keeps the highest value seen. A series for a key stays in the recorder once
+//! made (the `metrics` crate has no removal; exporters drop idle series after their idle
+//! timeout), hence the 0.
+//!
+//! [`set_per_key`] turns on a series per key for every key of every family: the top N's
+//! `breakerbox_key_state` for all keys, plus `breakerbox_key_calls_total` (labels `name`,
+//! `key`, `outcome`) and `breakerbox_key_opened_total` (labels `name`, `key`). Mind the
+//! cardinality: a family holds up to twice `max_keys` keys.
+//!
+//! [`record_all`] exports the registry's families; [`record_family`] one outside it.
+//!
+//! # Alerting
+//!
+//! `breakerbox_state >= 1 and breakerbox_state <= 3` is "not letting calls through";
+//! `increase(breakerbox_opened_total[5m]) > 0` fires on every trip, even one that closed again
+//! between two scrapes. To be told at once instead, see
+//! [`Registry::on_state_change`](breakerbox_runtime::Registry::on_state_change).
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+use core::fmt;
+use core::hash::{BuildHasher, Hash};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, Once};
+
+use metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
+
+use breakerbox_runtime::__edge;
+use breakerbox_runtime::{Breaker, BreakerMap, FamilySnapshot, State, registry};
+
+/// The value of `breakerbox_state` for `state`.
+///
+/// ```
+/// use breakerbox_metrics::state_code;
+/// use breakerbox_runtime::State;
+/// assert_eq!(state_code(State::Closed), 0.0);
+/// assert_eq!(state_code(State::HalfOpen), 2.0);
+/// ```
+pub fn state_code(state: State) -> f64 {
+    match state {
+        State::Closed => 0.0,
+        State::Open => 1.0,
+        State::HalfOpen => 2.0,
+        State::ForcedOpen => 3.0,
+        State::Disabled => 4.0,
+        // `State` is non-exhaustive: a state added later reads as none of the documented
+        // codes until this table and its docs name it.
+        _ => -1.0,
+    }
+}
+
+fn describe() {
+    describe_counter!(
+        "breakerbox_calls_total",
+        Unit::Count,
+        "Calls through each circuit breaker by outcome (success, failure, ignored, rejected; slow overlaps them)."
+    );
+    describe_gauge!(
+        "breakerbox_state",
+        "Circuit breaker state: 0 closed, 1 open, 2 half-open, 3 forced-open, 4 disabled."
+    );
+    describe_gauge!(
+        "breakerbox_failure_rate",
+        Unit::Percent,
+        "Failure rate in the breaker's rate window, in percent."
+    );
+    describe_gauge!(
+        "breakerbox_slow_rate",
+        Unit::Percent,
+        "Slow-call rate in the breaker's rate window, in percent."
+    );
+    describe_counter!(
+        "breakerbox_opened_total",
+        Unit::Count,
+        "Times the circuit breaker opened."
+    );
+    describe_counter!(
+        "breakerbox_family_calls_total",
+        Unit::Count,
+        "Calls through a keyed family's breakers by outcome, evicted keys included."
+    );
+    describe_gauge!("breakerbox_family_keys", "Keys a keyed family holds.");
+    describe_gauge!(
+        "breakerbox_family_open_keys",
+        "Keys of a keyed family that are open, half-open or forced open."
+    );
+    describe_counter!(
+        "breakerbox_family_evicted_total",
+        Unit::Count,
+        "Keys a keyed family evicted."
+    );
+    describe_gauge!(
+        "breakerbox_key_state",
+        "State of a keyed family's key among its top open keys (0: no longer among them)."
+    );
+}
+
+/// Keeps `breakerbox_state` current for every [`registry`] breaker: adds a registry listener
+/// that sets the gauge on each state change, and describes the metrics to the recorder.
+///
+/// Call it once at startup, after installing the recorder; later calls do nothing. The
+/// listener runs only on transitions, in their order.
+pub fn install() {
+    static INSTALLED: Once = Once::new();
+    INSTALLED.call_once(|| {
+        describe();
+        registry().on_state_change(|event| {
+            // A registry family's key: exported by `record_all`, per family and its top open
+            // keys, not as a breaker of the family's name.
+            if event.key.is_some() {
+                return;
+            }
+            // Read the state now rather than trust `event.to`: listeners of two quick
+            // transitions may run in either order, and the gauge must end on the last state.
+            let state = registry().get(&event.name).map_or(event.to, |b| b.state());
+            gauge!("breakerbox_state", "name" => event.name.clone()).set(state_code(state));
+        });
+    });
+}
+
+/// Keeps `breakerbox_state` current for a breaker outside the registry (from
+/// [`Breaker::new`]), as [`install`] does for registry breakers. Call it once per breaker.
+pub fn watch(breaker: &Breaker) {
+    // `event.to`, not a handle's `state()`: a breaker's own listeners hear its changes in
+    // order, and a handle held by the breaker's own listener would keep it alive for ever.
+    breaker.on_state_change(move |event| {
+        gauge!("breakerbox_state", "name" => event.name.clone()).set(state_code(event.to));
+    });
+}
+
+/// Exports every [`registry`] breaker's metrics to the installed recorder, with the metrics'
+/// descriptions. Cheap enough to call on each scrape: one snapshot per breaker, a few label
+/// strings.
+pub fn record_all() {
+    describe();
+    for breaker in registry().breakers() {
+        record(&breaker);
+    }
+    for family in registry().family_snapshots(TOP_OPEN.load(Ordering::Relaxed)) {
+        record_snapshot(&family);
+    }
+    if PER_KEY.load(Ordering::Relaxed) {
+        __edge::each_family_key(registry(), record_key);
+    }
+}
+
+/// How many open keys per family [`record_all`] and [`record_family`] export one by one
+/// (`breakerbox_key_state`): 10 unless set.
+static TOP_OPEN: AtomicUsize = AtomicUsize::new(10);
+
+/// Whether every key of every family is exported.
+static PER_KEY: AtomicBool = AtomicBool::new(false);
+
+/// Sets how many open keys of each keyed family are exported one by one, those with the most
+/// failures (default 10; 0 for none). Applies from the next export.
+pub fn set_top_open(n: usize) {
+    TOP_OPEN.store(n, Ordering::Relaxed);
+}
+
+/// Turns on (or off) a series per key for every key of every keyed family, from the next
+/// export (see the [module docs](self#keyed-families) for the metrics and the cardinality).
+pub fn set_per_key(on: bool) {
+    PER_KEY.store(on, Ordering::Relaxed);
+}
+
+/// Exports a keyed family outside the registry (from [`BreakerMap::new`]) as [`record_all`]
+/// exports the registry's.
+pub fn record_family<K, S>(family: &BreakerMap<K, S>)
+where
+    K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    record_snapshot(&family.snapshot(TOP_OPEN.load(Ordering::Relaxed)));
+    if PER_KEY.load(Ordering::Relaxed) {
+        let name = family.name().to_owned();
+        __edge::each_key(family, |key, b| record_key(&name, key, b));
+    }
+}
+
+/// What the last export of each family name sent: its counters (sent as the highest value
+/// seen, so that a snapshot taken during an eviction never shows one going down) and its top
+/// open keys (set to 0 once they leave the top). One entry per name, whatever the number of
+/// families made under it.
+static LAST: Mutex<Option<HashMap<String, Last>>> = Mutex::new(None);
+
+#[derive(Default)]
+struct Last {
+    /// The family these are of: a new family of the same name starts from its own counts.
+    family: u64,
+    counts: [u64; 6],
+    top: Vec<String>,
+}
+
+/// Exports one family's snapshot: aggregates, open keys, the top open keys.
+fn record_snapshot(s: &FamilySnapshot) {
+    let t = &s.totals;
+    let now = [
+        t.successes,
+        t.failures,
+        t.ignored,
+        t.rejected,
+        t.slow,
+        s.evicted.keys,
+    ];
+    let top: Vec<String> = s.top_open.iter().map(|k| k.key.clone()).collect();
+    // Under the lock only our own bookkeeping; the recorder (user code) is called after.
+    let (counts, left) = {
+        let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+        let last = last
+            .get_or_insert_with(HashMap::new)
+            .entry(s.name.clone())
+            .or_default();
+        if last.family != __edge::family_id(s) {
+            // Another family of this name: its counters start from its own counts (a reset,
+            // to Prometheus); its keys' gauges left from the old one are still set to 0 below.
+            last.family = __edge::family_id(s);
+            last.counts = [0; 6];
+        }
+        for (kept, now) in last.counts.iter_mut().zip(now) {
+            *kept = (*kept).max(now);
+        }
+        let left: Vec<String> = last
+            .top
+            .iter()
+            .filter(|k| !top.contains(k))
+            .cloned()
+            .collect();
+        last.top = top;
+        (last.counts, left)
+    };
+    let name = &s.name;
+    for (outcome, value) in ["success", "failure", "ignored", "rejected", "slow"]
+        .into_iter()
+        .zip(counts)
+    {
+        counter!("breakerbox_family_calls_total", "name" => name.clone(), "outcome" => outcome)
+            .absolute(value);
+    }
+    counter!("breakerbox_family_evicted_total", "name" => name.clone()).absolute(counts[5]);
+    gauge!("breakerbox_family_keys", "name" => name.clone()).set(s.keys as f64);
+    gauge!("breakerbox_family_open_keys", "name" => name.clone()).set(s.open_keys as f64);
+    for key in left {
+        gauge!("breakerbox_key_state", "name" => name.clone(), "key" => key).set(0.0);
+    }
+    for k in &s.top_open {
+        gauge!("breakerbox_key_state", "name" => name.clone(), "key" => k.key.clone())
+            .set(state_code(k.metrics.state));
+    }
+}
+
+/// Exports one key of a family (per-key export).
+fn record_key(name: &str, key: String, breaker: &Breaker) {
+    let m = breaker.metrics();
+    for (outcome, value) in [
+        ("success", m.successes),
+        ("failure", m.failures),
+        ("ignored", m.ignored),
+        ("rejected", m.rejected),
+        ("slow", m.slow),
+    ] {
+        counter!("breakerbox_key_calls_total", "name" => name.to_owned(), "key" => key.clone(), "outcome" => outcome)
+            .absolute(value);
+    }
+    counter!("breakerbox_key_opened_total", "name" => name.to_owned(), "key" => key.clone())
+        .absolute(m.times_opened);
+    gauge!("breakerbox_key_state", "name" => name.to_owned(), "key" => key)
+        .set(state_code(m.state));
+}
+
+/// Exports one breaker's metrics (any breaker, in the registry or not).
+pub fn record(breaker: &Breaker) {
+    let m = breaker.metrics();
+    let name = m.name;
+    for (outcome, value) in [
+        ("success", m.successes),
+        ("failure", m.failures),
+        ("ignored", m.ignored),
+        ("rejected", m.rejected),
+        ("slow", m.slow),
+    ] {
+        counter!("breakerbox_calls_total", "name" => name.clone(), "outcome" => outcome)
+            .absolute(value);
+    }
+    gauge!("breakerbox_state", "name" => name.clone()).set(state_code(m.state));
+    let config = breaker.config();
+    if config.failure_rate().is_some() {
+        gauge!("breakerbox_failure_rate", "name" => name.clone())
+            .set(m.failure_rate.unwrap_or(0.0));
+    }
+    if config.slow_rate().is_some() {
+        gauge!("breakerbox_slow_rate", "name" => name.clone()).set(m.slow_rate.unwrap_or(0.0));
+    }
+    counter!("breakerbox_opened_total", "name" => name).absolute(m.times_opened);
+}

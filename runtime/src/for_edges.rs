@@ -1,0 +1,95 @@
+//! What the integration crates (`breakerbox-metrics`, `breakerbox-tower`, `breakerbox-admin`,
+//! `breakerbox-fleet`) need from the core that users should not see: reached through the
+//! runtime as `breakerbox_runtime::__edge`.
+//!
+//! **No semver promise.** This module is not public API: anything here may change or go in any
+//! release, minor or patch. The facade pins each integration crate with `=`, so the runtime and
+//! the integrations it is built with always come from one release. Code outside breakerbox's
+//! own crates must not use it.
+//!
+//! Each item is a thin function over a core internal, named for what it gives; where a public
+//! API already gives the same, the integrations use that instead.
+
+use core::fmt;
+use core::hash::{BuildHasher, Hash};
+
+use crate::{Breaker, BreakerMap, FamilySnapshot, Registry};
+
+/// Which family `snapshot` was taken of: two families of one name (one dropped, another made)
+/// have different ids. The metrics export starts a family's counters again on a new id.
+pub fn family_id(snapshot: &FamilySnapshot) -> u64 {
+    snapshot.family
+}
+
+/// Calls `f` with every registry family's name, each of its keys as it displays, and the key's
+/// breaker: the metrics export's per-key series.
+pub fn each_family_key(registry: &Registry, f: impl FnMut(&str, String, &Breaker)) {
+    registry.each_family_key(f);
+}
+
+/// Calls `f` with every key `family` holds now, as it displays, and its breaker.
+pub fn each_key<K, S>(family: &BreakerMap<K, S>, f: impl FnMut(String, &Breaker))
+where
+    K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    family.each_displayed(f);
+}
+
+/// The names of the registry's keyed families: the admin's "did you mean …?" for a family.
+pub fn family_names() -> Vec<String> {
+    crate::keyed::family_names()
+}
+
+/// `text` cut short for a message (the first 32 characters, then its length in bytes): how
+/// the core quotes a name, a key or a path it refuses.
+pub fn excerpt(text: &str) -> String {
+    crate::duration::excerpt(text)
+}
+
+/// The candidate `unknown` most likely stands for (an alias, else the nearest by edit
+/// distance, if near enough): the core's "did you mean …?".
+pub fn closest<'a>(
+    unknown: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    crate::suggest::closest(unknown, candidates)
+}
+
+/// Parses a config duration (`"250ms"`, `"2s"`): longer than zero, at most `u64::MAX`
+/// nanoseconds, as the attribute and config files read it. The error is a sentence that
+/// quotes the text.
+pub fn parse_duration(text: &str) -> Result<core::time::Duration, String> {
+    crate::duration::parse(text)
+        .map(core::time::Duration::from_nanos)
+        .map_err(|e| e.to_string())
+}
+
+/// Parses any duration [`display_duration`] writes, zero included: serde's form.
+pub fn parse_any_duration(text: &str) -> Result<core::time::Duration, String> {
+    crate::duration::parse_duration(text).map_err(|e| e.to_string())
+}
+
+/// `d` as duration text, in the largest unit that divides it (`"90s"`, `"250ms"`).
+pub fn display_duration(d: core::time::Duration) -> String {
+    crate::duration::display_duration(d)
+}
+
+/// A keyed family's breaker's key, as it displayed when the family made the breaker; `None`
+/// for a breaker of no family.
+pub fn breaker_key(breaker: &Breaker) -> Option<&str> {
+    breaker.key()
+}
+
+/// Ends `permit` as a cancelled call (`Ignored`, also while the thread unwinds from another
+/// panic): the tower layer's response future dropped unfinished.
+#[inline]
+pub fn cancel(permit: crate::OwnedPermit) {
+    permit.cancel();
+}
+
+/// Drops a caught panic's payload, whose own `Drop` may panic: that second panic is caught
+/// too, and its payload leaked rather than risk a third.
+pub fn discard_panic(payload: Box<dyn core::any::Any + Send>) {
+    crate::event::discard(payload);
+}
