@@ -10,7 +10,7 @@ use quote::{ToTokens, format_ident, quote};
 use syn::ext::IdentExt;
 use syn::{Expr, ItemFn, Stmt};
 
-use crate::args::{Args, Errors, Journal, Key, Name, Window};
+use crate::args::{Args, Errors, FallbackOn, Journal, Key, Name, Window};
 use crate::{func, parse, valid};
 
 /// `#[circuit_breaker(attr)] item`, without `proc_macro` types so it can be unit-tested.
@@ -144,6 +144,7 @@ fn configure(args: &Args, private: &TokenStream) -> TokenStream {
         ("probe_timeout", &args.probe_timeout),
         ("probe_every", &args.probe_every),
         ("idle_for", &args.idle_for),
+        ("timeout", &args.timeout),
     ] {
         if let Some(value) = value {
             let method = format_ident!("{method}");
@@ -310,6 +311,13 @@ impl<'a> Ctx<'a> {
         let configure = configure(args, private);
         // A keyed function's registration says so: its name is a family's, not a breaker's.
         let keyed = args.key.is_some().then(|| quote!(.keyed()));
+        // A function with `timeout` reads the breaker's at each call: a file may set it.
+        let timed = args.timeout.is_some().then(|| quote!(.timed()));
+        // `config = "<name>"`: a file's `[configs.<name>]` under the attribute's keys.
+        let base = args.config.as_ref().map(|config| {
+            let name = &config.value;
+            quote!(.base(#name))
+        });
         let registration_static = quote! {
             static #registration: #private::Registration = #private::Registration::new(
                 #name,
@@ -317,7 +325,7 @@ impl<'a> Ctx<'a> {
                 ::core::file!(),
                 ::core::line!(),
                 ::core::column!(),
-            ) #keyed;
+            ) #keyed #timed #base;
         };
         match &args.key {
             None => quote! {
@@ -414,9 +422,12 @@ impl<'a> Ctx<'a> {
             function,
             args,
             private,
+            output,
+            breaker,
             permit,
             result,
             once,
+            elapsed,
             ..
         } = self;
         let stmts = &function.block.stmts;
@@ -425,19 +436,20 @@ impl<'a> Ctx<'a> {
         // Giving it up front keeps the coercions the body relies on (`&String` to `&str`,
         // `Box<T>` to `Box<dyn Trait>`) and lets `?` pick its error type.
         let hint = func::type_hint(&function.sig.output);
-        if args.replay.is_some() {
+        // With `fallback_on = "error"` the fallback may answer after the body ran, so the
+        // body borrows the arguments it does not move (plain `||` and `async`, not `move`).
+        let on_error = self.on_error();
+        let capture = (!on_error).then(|| quote!(move));
+        // With `replay` the body is a function of the arguments (see `replay_prelude`).
+        let replay_call = args.replay.is_some().then(|| {
             let body_fn = &self.body_fn;
             let names = replay_names(function);
-            let call = quote!(#body_fn(#(#names),*));
-            return match (&args.timeout, function.sig.asyncness.is_some()) {
-                (_, false) => quote!(let #result = #call;),
-                (None, true) => quote! {
-                    let (#result, #permit) = #private::Guarded::new(#permit, #call).await;
-                },
-                (Some(timeout), true) => self.timed(timeout.value, timeout.key, call),
-            };
-        }
+            quote!(#body_fn(#(#names),*))
+        });
         if function.sig.asyncness.is_none() {
+            if let Some(call) = &replay_call {
+                return quote!(let #result = #call;);
+            }
             let closure_output = hint.as_ref().map(|ty| quote!(-> #ty));
             // Forced to be `FnOnce` by moving a non-`Copy` marker into it, so a body that moves
             // its arguments or returns borrows of them compiles as it did unwrapped
@@ -445,7 +457,7 @@ impl<'a> Ctx<'a> {
             // `unused_braces` never blames the user (tracing repro_1831).
             return quote! {
                 let #once = #private::ForceFnOnce;
-                let #result = (move || #closure_output {
+                let #result = (#capture || #closure_output {
                     #private::ForceFnOnce::consume(#once);
                     #(#stmts)*
                 })();
@@ -474,37 +486,26 @@ impl<'a> Ctx<'a> {
         // The permit is held by `Guarded` across the `.await`: a panic out of the body is a
         // failure even when a catcher stops it first, and the future dropped unfinished is a
         // cancelled call even while a sibling's panic unwinds the task.
+        let body = replay_call
+            .clone()
+            .unwrap_or_else(|| quote!(async #capture { #fake_return #(#stmts)* }));
         let Some(timeout) = &args.timeout else {
             return quote! {
-                let (#result, #permit) =
-                    #private::Guarded::new(#permit, async move { #fake_return #(#stmts)* }).await;
+                let (#result, #permit) = #private::Guarded::new(#permit, #body).await;
             };
         };
+        // The breaker's timeout now: the attribute's is one layer of its config, which a file,
+        // a variable or a reload may change.
+        let after = duration(private, timeout.value);
+        let after = quote!(#private::call_timeout(&#breaker, #after));
+        let now = syn::Ident::new("__breakerbox_after", Span::mixed_site());
+        let key = syn::Ident::new("timeout", timeout.key);
+        let require = locate(quote!(#private::require_tokio!{}), &key);
         // With a fallback the arguments must still be there after a timeout, so the body
         // borrows what it does not move (plain `async`, not `async move`).
         let capture = args.fallback.is_none().then(|| quote!(move));
-        self.timed(
-            timeout.value,
-            timeout.key,
-            quote!(async #capture { #fake_return #(#stmts)* }),
-        )
-    }
-
-    /// The body's future `body` run under the tokio timeout of `nanos` (`timeout = …`, its
-    /// key at `key`): a timed-out call is a failure, answered by the fallback or the error.
-    fn timed(&self, nanos: u64, key: Span, body: TokenStream) -> TokenStream {
-        let Ctx {
-            private,
-            output,
-            breaker,
-            permit,
-            result,
-            elapsed,
-            ..
-        } = self;
-        let after = duration(private, nanos);
-        let key = syn::Ident::new("timeout", key);
-        let require = locate(quote!(#private::require_tokio!{}), &key);
+        let body =
+            replay_call.unwrap_or_else(|| quote!(async #capture { #fake_return #(#stmts)* }));
         let timeout_reason = quote!(#private::FallbackReason::TimedOut(#elapsed));
         let on_timeout = self
             .fallback_call(timeout_reason)
@@ -512,11 +513,12 @@ impl<'a> Ctx<'a> {
         quote! {
             let (#result, #permit) = {
                 #require
-                let #result = #private::timeout(#after, #body);
+                let #now = #after;
+                let #result = #private::timeout(#now, #body);
                 match #private::Guarded::new(#permit, #result).await {
                     (#private::Option::Some(#result), #permit) => (#result, #permit),
                     (#private::Option::None, #permit) => {
-                        let #elapsed = #private::Timeout::new(#private::Breaker::name(&#breaker), #after);
+                        let #elapsed = #private::Timeout::new(#private::Breaker::name(&#breaker), #now);
                         #private::Permit::record_with(
                             #permit,
                             #private::Outcome::Failure,
@@ -578,16 +580,48 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// `fallback_on = "error"`: the fallback also answers calls that ran and failed.
+    fn on_error(&self) -> bool {
+        matches!(
+            self.args.fallback_on,
+            Some(Key {
+                value: FallbackOn::Error,
+                ..
+            })
+        )
+    }
+
     /// Records `result` by its classified outcome, then evaluates to it. A success records
     /// without a cause, so nothing takes the result's address on the path every call takes.
+    /// With `fallback_on = "error"`, a failure (or a trip) is answered by the fallback once
+    /// recorded.
     fn record_outcome(&self, outcome_type: TokenStream, classify: TokenStream) -> TokenStream {
         let Ctx {
+            args,
             private,
+            breaker,
             permit,
             result,
             outcome,
             ..
         } = self;
+        let classified = args.classify.is_some();
+        let failed = quote!(#private::FallbackReason::Failed(#private::CallFailed::new(
+            #private::Breaker::clone(&#breaker),
+            #outcome,
+            #classified,
+        )));
+        // `valid` makes sure `fallback_on` comes with a fallback.
+        let answer = self
+            .fallback_call(failed)
+            .filter(|_| self.on_error())
+            .map(|call| {
+                quote! {
+                    if #private::failed(#outcome) {
+                        return #call;
+                    }
+                }
+            });
         quote! {
             let #outcome: #outcome_type = #classify;
             if let #private::Outcome::Success = #outcome {
@@ -599,6 +633,7 @@ impl<'a> Ctx<'a> {
                     #outcome,
                     (&#private::Cause(&#result)).__breakerbox_cause(),
                 );
+                #answer
             }
             #result
         }
