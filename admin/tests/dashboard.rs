@@ -3,7 +3,8 @@
 //!
 //! The page is served by the admin router, mounted under `/admin` as an application would. The
 //! test trips a breaker and sees its tile turn open (the event stream), enters the token, clicks
-//! reset and sees the tile turn closed; it saves `target/dashboard.png` on the way.
+//! reset and sees the tile turn closed, then opens the tile's Config disclosure and reads where
+//! two values came from; it saves `target/dashboard.png` on the way.
 //!
 //! `scripts/test` installs `chromium` and `chromium-driver` when they are missing. Run alone
 //! without them, this test says so and passes; with `CI=true` it fails instead.
@@ -296,6 +297,31 @@ async fn the_dashboard_shows_a_trip_live_and_resets_with_the_token() {
         browser.screenshot().await.unwrap(),
     )
     .unwrap();
+
+    // The tile's Config disclosure reads where each value came from, when opened.
+    browser
+        .find(Locator::Css(&format!("{tile} details.config summary")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait()
+        .at_most(DEADLINE)
+        .for_element(Locator::XPath(
+            r#"//section[@data-name="checkout"]//tr[@data-key="failures" and td[2]="2" and contains(td[3], "dashboard.rs")]"#,
+        ))
+        .await
+        .expect("the config's failures = 2, from the code that made the breaker");
+    browser
+        .wait()
+        .at_most(DEADLINE)
+        .for_element(Locator::XPath(
+            r#"//section[@data-name="checkout"]//tr[@data-key="half_open_calls" and td[3]="the built-in default"]"#,
+        ))
+        .await
+        .expect("a key no layer names, from the built-in default");
 
     browser.close().await.unwrap();
 }
