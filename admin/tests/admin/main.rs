@@ -10,6 +10,7 @@ mod controls;
 mod events;
 mod keys;
 mod keys_stream;
+mod latency;
 mod refusals;
 mod stream;
 mod support;
