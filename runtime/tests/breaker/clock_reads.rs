@@ -92,3 +92,22 @@ fn a_closed_success_with_slow_or_a_time_window_reads_the_clock() {
         assert!(reads.load(Ordering::SeqCst) - before >= 5, "{shape}");
     }
 }
+
+/// BENCHMARKS.md, "Latency": `latency = false` (the default) reads no clock on a call, and
+/// `latency = true` reads it twice (admission and record) and nothing more.
+#[test]
+fn only_a_timed_breaker_reads_the_clock_for_latency() {
+    for (latency, per_call) in [(false, 0), (true, 2)] {
+        let (b, reads) = counted(Config::builder().failures(3).latency(latency));
+        let before = reads.load(Ordering::SeqCst);
+        for _ in 0..100 {
+            b.call(|| Ok::<_, &str>(())).unwrap();
+        }
+        assert_eq!(
+            reads.load(Ordering::SeqCst) - before,
+            100 * per_call,
+            "latency = {latency}"
+        );
+        assert_eq!(b.latency().map(|l| l.calls), latency.then_some(100));
+    }
+}
