@@ -24,8 +24,8 @@
 //!
 //! - [`macro@circuit_breaker`] — the attribute, with every key and the code it expands to.
 //! - [`Breaker`], [`Config`], [`Outcome`], [`Rejected`] — the runtime API underneath.
-//! - [`FallbackReason`] — what a `fallback_with_reason` fallback is told: rejected (and why)
-//!   or timed out.
+//! - [`FallbackReason`] — what a `fallback_with_reason` fallback is told: rejected (and why),
+//!   timed out, or (with `fallback_on = "error"`) failed ([`CallFailed`]).
 //! - [`registry()`] — the process-wide breakers by name: snapshots, manual control, listeners;
 //!   [`Registry::check`] at startup reports names given different configs.
 //! - [`BreakerMap`] — a breaker per key (host, tenant, shard), bounded by `max_keys` and
@@ -93,6 +93,10 @@ pub use breakerbox_runtime::*;
 #[cfg(feature = "admin")]
 #[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
 pub use breakerbox_admin as admin;
+/// `Outcome`s from HTTP statuses and `Retry-After` headers (the `breakerbox-http` crate).
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub use breakerbox_http as http;
 /// Breaker metrics through the `metrics` crate (the `breakerbox-metrics` crate).
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
@@ -114,15 +118,13 @@ pub use breakerbox_runtime::TomlWatcher;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use breakerbox_runtime::fleet;
-#[cfg(feature = "http")]
-#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
-pub use breakerbox_runtime::http;
+/// A tower `Layer` and `Service` around any service (the `breakerbox-tower` crate).
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub use breakerbox_runtime::tower;
+pub use breakerbox_tower as tower;
 
 mod fallback;
-pub use fallback::FallbackReason;
+pub use fallback::{CallFailed, FallbackReason};
 
 #[doc(hidden)]
 #[path = "private.rs"]

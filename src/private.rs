@@ -17,7 +17,13 @@ pub use breakerbox_runtime::{
     Breaker, BreakerMap, ConfigBuilder, Outcome, Permit, Rejected, Timeout, Window,
 };
 
-pub use crate::FallbackReason;
+pub use crate::{CallFailed, FallbackReason};
+
+/// Whether a recorded outcome is one `fallback_on = "error"` answers: a failure or a trip.
+#[inline]
+pub fn failed(outcome: Outcome) -> bool {
+    matches!(outcome.verdict(), Outcome::Failure | Outcome::TripFor(_))
+}
 
 pub use breakerbox_runtime::__private::{Guarded, Registration, register};
 
@@ -386,6 +392,17 @@ impl<R> CauseNone for &Cause<'_, R> {
     }
 }
 
+/// The timeout of a call to a function whose attribute names `timeout`: the breaker's
+/// config's now (the attribute's value is one of its layers, which a file, a variable or a
+/// reload may change), or the attribute's should the config have none.
+#[inline]
+pub fn call_timeout(breaker: &Breaker, attribute: Duration) -> Duration {
+    match breaker.config().timeout() {
+        Option::Some(timeout) => timeout,
+        Option::None => attribute,
+    }
+}
+
 /// Runs `future` for at most `after` on tokio's timer; `None` if it ran out of time.
 #[cfg(feature = "tokio")]
 #[inline]
@@ -425,3 +442,31 @@ macro_rules! __breakerbox_require_tokio {
 }
 
 pub use crate::__breakerbox_require_tokio as require_tokio;
+
+/// `replay = …`: the replay crate's support, or without the `replay` feature stand-ins with
+/// the same shapes, so that the only error is the one from [`require_replay!`].
+#[cfg(feature = "replay")]
+pub use breakerbox_replay::__private as replay;
+#[cfg(not(feature = "replay"))]
+#[path = "replay_stub.rs"]
+pub mod replay;
+
+#[cfg(feature = "replay")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __breakerbox_require_replay {
+    () => {};
+}
+
+#[cfg(not(feature = "replay"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __breakerbox_require_replay {
+    () => {
+        ::core::compile_error! {
+            "`replay` needs the `replay` feature of breakerbox: add `features = [\"replay\"]` to the breakerbox dependency in Cargo.toml"
+        }
+    };
+}
+
+pub use crate::__breakerbox_require_replay as require_replay;

@@ -2,11 +2,7 @@
 //! imports from here. Their public paths stay at the crate root (`breakerbox_runtime::tower`,
 //! `::http`, `::export`, `LoadError`), re-exported by `lib.rs`.
 
-#[cfg(feature = "http")]
-pub mod http;
 #[cfg(feature = "serde")]
 pub(crate) mod load;
 #[cfg(feature = "serde")]
 pub(crate) mod serde_impl;
-#[cfg(feature = "tower")]
-pub mod tower;

@@ -80,3 +80,16 @@ pub fn display_duration(d: core::time::Duration) -> String {
 pub fn breaker_key(breaker: &Breaker) -> Option<&str> {
     breaker.key()
 }
+
+/// Ends `permit` as a cancelled call (`Ignored`, also while the thread unwinds from another
+/// panic): the tower layer's response future dropped unfinished.
+#[inline]
+pub fn cancel(permit: crate::OwnedPermit) {
+    permit.cancel();
+}
+
+/// Drops a caught panic's payload, whose own `Drop` may panic: that second panic is caught
+/// too, and its payload leaked rather than risk a third.
+pub fn discard_panic(payload: Box<dyn core::any::Any + Send>) {
+    crate::event::discard(payload);
+}

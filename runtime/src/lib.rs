@@ -103,13 +103,6 @@ mod sync;
 mod timer;
 mod window;
 
-#[cfg(feature = "http")]
-#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
-pub use edge::http;
-#[cfg(feature = "tower")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub use edge::tower;
-
 pub use breaker::{Breaker, Error, OwnedPermit, Permit, Rejected, WeakBreaker};
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]

@@ -183,6 +183,31 @@ impl fmt::Display for FailureReason {
     }
 }
 
+/// The default verdict on a status, without `Retry-After`: 4xx ignored, 5xx and above a
+/// failure, anything else a success (`breakerbox::http::HttpClassifier::status` with the
+/// defaults). Here rather than in `breakerbox-http` because only the crate of `Outcome` or of
+/// `StatusCode` may implement `From` between them: the runtime's one use of `http`.
+///
+/// ```
+/// use breakerbox_runtime::Outcome;
+/// use http::StatusCode;
+///
+/// assert_eq!(Outcome::from(StatusCode::NO_CONTENT), Outcome::Success);
+/// assert_eq!(Outcome::from(StatusCode::TOO_MANY_REQUESTS), Outcome::Ignored);
+/// assert_eq!(Outcome::from(StatusCode::BAD_GATEWAY), Outcome::Failure);
+/// ```
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+impl From<http::StatusCode> for Outcome {
+    fn from(status: http::StatusCode) -> Self {
+        match status.as_u16() {
+            400..=499 => Outcome::Ignored,
+            500.. => Outcome::failure_with(FailureReason::http(status.as_u16())),
+            _ => Outcome::Success,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

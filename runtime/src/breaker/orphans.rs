@@ -19,7 +19,7 @@
 //! The two fences make the last of the two sides see the other (the store-buffer pattern):
 //! either the handle's drop sees the rejection's count, or the rejection sees `pending`. A
 //! breaker in the list is freed only by whoever takes it out of the list, under the lock, so
-//! once. `tests/loom_rejected.rs` models it.
+//! once. `tests/loom/rejected.rs` models it.
 
 use core::ptr::NonNull;
 

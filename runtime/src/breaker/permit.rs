@@ -274,7 +274,6 @@ impl OwnedPermit {
     }
 
     /// See [`Permit::cancel`].
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn cancel(mut self) {
         self.take().cancel();
     }

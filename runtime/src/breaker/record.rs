@@ -155,7 +155,9 @@ impl Inner {
                 | Outcome::FailureWith(_)
                 | Outcome::TripForWith(..) => Count::Failure,
             });
-            self.exclude_if_closed();
+            if !matches!(outcome, Outcome::Ignored) {
+                self.exclude_if_closed();
+            }
             return;
         }
         if ticket.kind() == Kind::Closed && self.config.max_concurrent.is_some() {
@@ -200,7 +202,9 @@ impl Inner {
                 self.record_closed(ticket.generation(), outcome, failed, slow, cause, slot);
             }
             Kind::Probe => {
-                self.exclude_if_closed();
+                if !matches!(outcome, Outcome::Ignored) {
+                    self.exclude_if_closed();
+                }
                 self.record_probe(ticket.generation(), outcome, failed || slow, cause);
             }
             Kind::Disabled => {}
@@ -420,12 +424,6 @@ impl Inner {
         now: u64,
         cause: Option<&dyn fmt::Display>,
     ) {
-        // A count window records without the time; a transition needs it.
-        let now = if window.needs_clock() {
-            now
-        } else {
-            self.clock().coarse()
-        };
         let t = window.tally(now, || self.window_calls());
         let short = t.calls < u64::from(self.config.min_calls);
         window.judged(short);
@@ -453,6 +451,13 @@ impl Inner {
         };
         *self.cold().tally.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((generation, bad.min(t.calls), t.calls));
+        // A count window records and judges without the time (a judgment of every success
+        // while the window is short reads no clock); a transition needs it.
+        let now = if window.needs_clock() {
+            now
+        } else {
+            self.clock().coarse()
+        };
         self.transition(
             generation,
             &[State::Closed],

@@ -219,4 +219,17 @@ impl<E> Error<E> {
             Error::Inner(_) => None,
         }
     }
+
+    /// Converts into a `tower::BoxError` (`Box<dyn Error + Send + Sync>`), for stacks whose
+    /// errors are boxed (tower's `timeout`, `buffer`, `load_shed`): a [`Rejected`] becomes one
+    /// box, the inner error another.
+    pub fn into_box_error(self) -> Box<dyn std::error::Error + Send + Sync>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        match self {
+            Error::Rejected(r) => Box::new(r),
+            Error::Inner(e) => e.into(),
+        }
+    }
 }

@@ -1,0 +1,16 @@
+//! loom models of the atomic protocols: the breaker's (`breaker`), how a rejection keeps its
+//! breaker alive (`rejected`), the open timer's (`timers`) and the rate windows' and counter
+//! stripes' (`windows`).
+//!
+//! ```sh
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+//!   cargo test -p breakerbox-runtime --test loom --release
+//! ```
+//!
+//! Without `--cfg loom` this binary is empty.
+#![cfg(loom)]
+
+mod breaker;
+mod rejected;
+mod timers;
+mod windows;
