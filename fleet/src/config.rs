@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
 
-use crate::suggest::closest;
+use breakerbox_runtime::__edge::closest;
 
 /// How a [`Fleet`](super::Fleet) connects and what it shares.
 ///
 /// ```
-/// use breakerbox_runtime::fleet::FleetConfig;
+/// use breakerbox_fleet::FleetConfig;
 /// use std::time::Duration;
 ///
 /// let config = FleetConfig::new("redis://127.0.0.1:6379/")
@@ -48,7 +48,7 @@ pub enum OnStoreError {
     Local,
     /// Every shared breaker is held forced open (reason `imported`: not written to the
     /// store): every call is rejected, as
-    /// [`RejectReason::ForcedOpen`](crate::RejectReason::ForcedOpen). For a dependency that
+    /// [`RejectReason::ForcedOpen`](breakerbox_runtime::RejectReason::ForcedOpen). For a dependency that
     /// must not be hit by a fleet that cannot coordinate.
     Open,
     /// Every shared breaker is held disabled (reason `imported`): every call is admitted and
@@ -139,7 +139,7 @@ impl FleetConfig {
     }
 
     /// The `[fleet]` table of a TOML file, if it has one. Other tables are not read, so this is
-    /// the same file as [`Registry::load_toml`](crate::Registry::load_toml)'s.
+    /// the same file as [`Registry::load_toml`](breakerbox_runtime::Registry::load_toml)'s.
     ///
     /// ```toml
     /// [fleet]
@@ -194,7 +194,7 @@ impl FleetConfig {
             };
             let duration = |what: &str| {
                 let text = string(what)?;
-                crate::duration::parse_duration(&text)
+                breakerbox_runtime::__edge::parse_any_duration(&text)
                     .map_err(|m| err(at, format!("[fleet] `{}`: {m}", k.get_ref())))
             };
             match k.get_ref().as_ref() {
@@ -216,7 +216,7 @@ impl FleetConfig {
                                 Some(v.span().start),
                                 format!(
                                     "[fleet] `on_store_error` cannot be `{}`{hint} (one of: {})",
-                                    crate::duration::excerpt(other),
+                                    breakerbox_runtime::__edge::excerpt(other),
                                     ON_STORE_ERROR.join(", ")
                                 ),
                             ));
@@ -247,7 +247,7 @@ impl FleetConfig {
                         at,
                         format!(
                             "[fleet] unknown key `{}`{hint} (keys: {})",
-                            crate::duration::excerpt(other),
+                            breakerbox_runtime::__edge::excerpt(other),
                             KEYS.join(", ")
                         ),
                     ));

@@ -22,8 +22,9 @@
 use core::time::Duration;
 
 use super::{Answer, Task};
-use crate::fleet::store::Script;
-use crate::{State, Window};
+use crate::store::Script;
+use breakerbox_runtime::__edge::BreakerExt;
+use breakerbox_runtime::{State, Window};
 
 /// How often counts are sent.
 pub(super) const BATCH: Duration = Duration::from_millis(100);
@@ -48,18 +49,22 @@ impl Task {
             return; // a hold's give-back finds it (task.rs)
         }
         let (to, reason) = match breaker.state() {
-            State::ForcedOpen => (State::ForcedOpen, crate::event::Reason::ForcedOpen),
-            State::Disabled => (State::Disabled, crate::event::Reason::Disabled),
-            State::Closed => (State::Closed, crate::event::Reason::Reset),
+            State::ForcedOpen => (State::ForcedOpen, breakerbox_runtime::Reason::ForcedOpen),
+            State::Disabled => (State::Disabled, breakerbox_runtime::Reason::Disabled),
+            State::Closed => (State::Closed, breakerbox_runtime::Reason::Reset),
             State::Open => {
                 // A `trip_for` of an open breaker: written as any trip, for its open time.
                 let left = breaker.export_state().open_remaining.unwrap_or_default();
                 let pending = self.pending.entry(name.to_owned()).or_default();
-                pending.auto = Some((super::Intent::Trip, crate::event::Reason::TripFor(left)));
+                pending.auto = Some((
+                    super::Intent::Trip,
+                    breakerbox_runtime::Reason::TripFor(left),
+                ));
                 return;
             }
-            // Half-open: the hand's own transition told an event.
-            State::HalfOpen => return,
+            // Half-open: the hand's own transition told an event. (`State` is
+            // non-exhaustive: a state added later is no hand's either.)
+            _ => return,
         };
         let pending = self.pending.entry(name.to_owned()).or_default();
         pending.manual = Some((to, reason));

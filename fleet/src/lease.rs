@@ -27,8 +27,9 @@ pub(super) struct Lease {
     /// The ask's round trip.
     rtt: Duration,
 }
-use crate::fleet::store::Script;
-use crate::{Breaker, SharedState, State};
+use crate::store::Script;
+use breakerbox_runtime::__edge::BreakerExt;
+use breakerbox_runtime::{Breaker, SharedState, State};
 
 /// `state` as this instance takes it on: an open record held one `probe_timeout` longer.
 pub(super) fn held(breaker: &Breaker, mut state: SharedState) -> SharedState {

@@ -1,9 +1,10 @@
-//! Fleet mode: breakers shared by many processes and hosts through Redis, local first
-//! (feature `redis`). `docs/fleet.md` has the protocol, the guarantees and a three-node demo.
+//! Fleet mode: breakers shared by many processes and hosts through Redis, local first. Use it
+//! through the `breakerbox` crate, as `breakerbox::fleet` (feature `redis`). `docs/fleet.md`
+//! has the protocol, the guarantees and a three-node demo.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use breakerbox_runtime::fleet::{Fleet, FleetConfig};
+//! use breakerbox_fleet::{Fleet, FleetConfig};
 //!
 //! // In a tokio runtime, after `registry().load_toml(…)`:
 //! let fleet = Fleet::start(FleetConfig::new("redis://127.0.0.1:6379/").share("payments*"))?;
@@ -27,8 +28,8 @@
 //!   publishes the new record on `<prefix>:changes`. No lock is held across a call.
 //! - **Remote changes arrive asynchronously.** Each instance subscribes (RESP3 push messages on
 //!   the connection manager's connection) and takes a newer record on as a transition of its
-//!   local breaker ([`Breaker::import_state`](crate::Breaker::import_state), reason
-//!   [`Imported`](crate::Reason::Imported)). Open times travel as "until T, and it is now N"
+//!   local breaker ([`Breaker::import_state`](breakerbox_runtime::Breaker::import_state), reason
+//!   [`Imported`](breakerbox_runtime::Reason::Imported)). Open times travel as "until T, and it is now N"
 //!   on the server's clock, turned into a local remaining time, so host clock skew does not
 //!   matter. Imported changes are never pushed back: no echo.
 //! - **A failing store.** A store operation only ever delays the fleet's own task, by at most
@@ -42,7 +43,7 @@
 //!
 //! - **Fleet-wide half-open.** An open record is held one `probe_timeout` past its open time;
 //!   then each instance asks `probe.lua` for leases: at most `half_open_calls` exist at once,
-//!   one lease is one probe call ([`Breaker::set_probe_budget`](crate::Breaker::set_probe_budget)),
+//!   one lease is one probe call ([`Breaker::set_probe_budget`](breakerbox_runtime::Breaker::set_probe_budget)),
 //!   and the instances without one keep rejecting (see `lease.rs`).
 //!
 //! - **Store policy.** [`FleetConfig::on_store_error`]: while the store is unreachable, shared
@@ -71,6 +72,7 @@
 //! The task talks to the store only through one seam (`store.rs`), so a deterministic
 //! simulator (`sim/`, tests only) runs several instances of this code against a model store
 //! that runs the same Lua scripts, under seeded faults (docs/fleet.md, "What is guaranteed").
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod config;
 mod record;
@@ -85,9 +87,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::event::{Event, Reason};
-use crate::registry::registry;
-use crate::{Breaker, SharedState, WeakBreaker};
+use breakerbox_runtime::__edge::BreakerExt;
+use breakerbox_runtime::registry;
+use breakerbox_runtime::{Breaker, SharedState, WeakBreaker};
+use breakerbox_runtime::{Event, Reason};
 
 pub use config::{FleetConfig, FleetConfigError, OnStoreError};
 

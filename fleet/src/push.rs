@@ -15,8 +15,8 @@ pub(super) enum Pushed {
     /// The store failed.
     Failed,
 }
-use crate::State;
-use crate::fleet::record::state_name;
+use crate::record::state_name;
+use breakerbox_runtime::State;
 
 impl Task {
     /// Writes the pending local changes, manual ones first; stops at the first failure of the

@@ -3,7 +3,7 @@
 
 use core::time::Duration;
 
-use crate::{SharedState, State};
+use breakerbox_runtime::{SharedState, State};
 
 /// A record as the script returns or publishes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,10 +37,12 @@ pub(crate) const READ_FIELDS: [&str; 7] = [
 /// A state as the record writes it.
 pub(crate) fn state_name(state: State) -> &'static str {
     match state {
-        State::Closed | State::HalfOpen => "closed",
         State::Open => "open",
         State::ForcedOpen => "forced_open",
         State::Disabled => "disabled",
+        // Closed and half-open; `State` is non-exhaustive, and a state the record cannot name
+        // is written as the one every instance can run from.
+        _ => "closed",
     }
 }
 

@@ -8,9 +8,10 @@ use tokio::sync::oneshot;
 
 use super::push::Pushed;
 use super::{Answer, Intent, READ_BATCH, Task, Tracked};
-use crate::State;
-use crate::fleet::record::{READ_FIELDS, Record};
-use crate::registry::registry;
+use crate::record::{READ_FIELDS, Record};
+use breakerbox_runtime::__edge::RegistryExt;
+use breakerbox_runtime::State;
+use breakerbox_runtime::registry;
 
 impl Task {
     /// Tracks the registry's breakers the config shares that are not tracked yet.

@@ -25,9 +25,10 @@ mod resync;
 use super::record::{Record, parse_payload};
 use super::store::{Script, Store, is_record_problem};
 use super::{Held, OnStoreError, Shared};
-use crate::event::Reason;
-use crate::registry::registry;
-use crate::{Breaker, SharedState, State, WeakBreaker};
+use breakerbox_runtime::__edge::{BreakerExt, RegistryExt};
+use breakerbox_runtime::Reason;
+use breakerbox_runtime::registry;
+use breakerbox_runtime::{Breaker, SharedState, State, WeakBreaker};
 
 /// What the handle and the listeners send to the task.
 pub(crate) enum Message {

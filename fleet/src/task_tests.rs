@@ -13,9 +13,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::{Message, Record, Task, Timers};
-use crate::event::Reason;
-use crate::fleet::{FleetConfig, Shared, resp3};
-use crate::{Breaker, Config, ManualClock, State};
+use crate::{FleetConfig, Shared, resp3};
+use breakerbox_runtime::Reason;
+use breakerbox_runtime::{Breaker, Config, ManualClock, State};
 
 /// A task that is not spawned (the test turns its loop), its published records fed by hand.
 fn task(url: &str, prefix: &str) -> (Task, Arc<Shared>, mpsc::UnboundedSender<PushInfo>) {

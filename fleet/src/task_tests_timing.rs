@@ -121,7 +121,7 @@ async fn a_foreign_value_in_a_real_redis_leaves_the_other_breakers_shared() {
         return;
     };
     let client = redis::Client::open(redis.url.as_str()).unwrap();
-    use crate::fleet::OnStoreError;
+    use crate::OnStoreError;
     let policies = [
         OnStoreError::Local,
         OnStoreError::Open,
@@ -208,7 +208,7 @@ async fn a_foreign_value_in_a_real_redis_leaves_the_other_breakers_shared() {
 /// Redis counts for it, and this process's memory for the shared breakers. A measurement, not
 /// a test: ignored by default, it asserts nothing about time and prints what it measured.
 ///
-///   cargo test -p breakerbox-runtime --features redis --profile sim --lib resync_pass_numbers -- --ignored --nocapture
+///   cargo test -p breakerbox-fleet --profile sim --lib resync_pass_numbers -- --ignored --nocapture
 #[tokio::test(flavor = "current_thread")]
 #[ignore = "a measurement for BENCHMARKS.md; run by hand"]
 async fn resync_pass_numbers() {
@@ -259,7 +259,7 @@ async fn resync_pass_numbers() {
         println!(
             "{{\"resync_pass\": {{\"breakers\": {n}, \"ms_per_pass\": {:.2}, \"redis_commands_per_pass\": {commands}, \"batch\": {}, \"rss_kib_for_breakers_and_fleet\": {}}}}}",
             per_pass.as_secs_f64() * 1e3,
-            crate::fleet::task::READ_BATCH,
+            crate::task::READ_BATCH,
             rss_after.saturating_sub(rss_before)
         );
     }

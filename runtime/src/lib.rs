@@ -80,9 +80,6 @@ mod edge;
 mod error;
 mod event;
 mod explain;
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub mod fleet;
 mod health;
 mod identity;
 mod keyed;

@@ -30,8 +30,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use breakerbox::fleet::{Fleet, FleetConfig};
-use breakerbox::{Breaker, Config, Outcome, registry};
+use breakerbox_fleet::{Fleet, FleetConfig};
+use breakerbox_runtime::{Breaker, Config, Outcome, registry};
 
 fn say(line: &str) {
     let stdout = std::io::stdout();
@@ -143,7 +143,7 @@ pub fn run(path: &str) {
 
 fn call(breaker: &Breaker, result: Result<(), &'static str>) -> String {
     match breaker.call(|| result) {
-        Err(breakerbox::Error::Rejected(_)) => format!("rejected {}", breaker.state()),
+        Err(breakerbox_runtime::Error::Rejected(_)) => format!("rejected {}", breaker.state()),
         _ => format!("ok {}", breaker.state()),
     }
 }

@@ -13,9 +13,9 @@ use tokio::time::Instant;
 use super::model::Val;
 use super::net::{Net, Shared, SimStore};
 use super::world::SimClock;
-use crate::fleet::store::{Reply, Script, Store};
-use crate::fleet::{Fleet, FleetConfig, OnStoreError};
-use crate::{Breaker, Config, State};
+use crate::store::{Reply, Script, Store};
+use crate::{Fleet, FleetConfig, OnStoreError};
+use breakerbox_runtime::{Breaker, Config, State};
 
 pub(super) const PREFIX: &str = "sim";
 

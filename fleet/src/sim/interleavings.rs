@@ -15,9 +15,9 @@ use tokio::time::{Instant, sleep};
 use super::harness::{Cluster, cluster, consecutive, fail, paused};
 use super::model::Val;
 use super::world::SimClock;
-use crate::fleet::OnStoreError;
-use crate::fleet::store::Script;
-use crate::{Breaker, Config, State, Window};
+use crate::OnStoreError;
+use crate::store::Script;
+use breakerbox_runtime::{Breaker, Config, State, Window};
 
 /// A record as `record.lua` writes one, put under the key by hand (no message published: one
 /// this instance missed).

@@ -9,7 +9,7 @@
 //! step-by-step trace:
 //!
 //! ```text
-//! BREAKERBOX_SIM_SEED=<seed> cargo test -p breakerbox-runtime --features redis --lib fleet::sim -- --nocapture
+//! BREAKERBOX_SIM_SEED=<seed> cargo test -p breakerbox-fleet --lib sim:: -- --nocapture
 //! ```
 //!
 //! `BREAKERBOX_SIM_SEEDS` (default 200) sets how many seeds the test runs, from
@@ -30,9 +30,7 @@ fn env_u64(name: &str) -> Option<u64> {
 }
 
 fn replay_command(seed: u64) -> String {
-    format!(
-        "BREAKERBOX_SIM_SEED={seed} cargo test -p breakerbox-runtime --features redis --lib fleet::sim -- --nocapture"
-    )
+    format!("BREAKERBOX_SIM_SEED={seed} cargo test -p breakerbox-fleet --lib sim:: -- --nocapture")
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use mlua::{Lua, MultiValue, Value as Lua51};
 use redis::{RedisResult, Value};
 
-use crate::fleet::store::Script;
+use crate::store::Script;
 
 /// A hash's fields, and a sorted set's members and scores.
 type Fields = BTreeMap<Vec<u8>, Vec<u8>>;

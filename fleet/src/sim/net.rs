@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::model::{Model, error};
-use crate::fleet::store::{Reply, Script, Store};
+use crate::store::{Reply, Script, Store};
 
 /// The server's time at the simulation's start, in ms since the Unix epoch.
 const BASE_MS: u64 = 1_800_000_000_000;

@@ -12,8 +12,8 @@ use super::harness::{Cluster, PREFIX, cluster, consecutive, fail, paused};
 use super::model::Val;
 use super::net::{Net, Shared, SimStore, Weather};
 use super::world::SimClock;
-use crate::fleet::{Fleet, FleetConfig, OnStoreError};
-use crate::{Breaker, Config, State};
+use crate::{Fleet, FleetConfig, OnStoreError};
+use breakerbox_runtime::{Breaker, Config, State};
 
 fn foreign_values() -> [(&'static str, Val); 2] {
     let mut hash = std::collections::BTreeMap::new();

@@ -31,8 +31,8 @@ use tokio::time::{Instant, sleep};
 
 use super::model::Val;
 use super::net::{Net, Shared, SimStore, Weather};
-use crate::fleet::{Fleet, FleetConfig, OnStoreError};
-use crate::{Breaker, Clock, Config, Outcome, State, Window};
+use crate::{Fleet, FleetConfig, OnStoreError};
+use breakerbox_runtime::{Breaker, Clock, Config, Outcome, State, Window};
 
 /// The breakers each instance shares.
 const NAMES: [&str; 2] = ["a", "b"];

@@ -2,11 +2,9 @@
 //! fleet's commands, its keys and its channel, on a real `redis-server`. Trips, probe leases,
 //! fleet counts, manual control and the re-read pass all run under it with no command denied.
 
-mod fleet_support;
-
 use std::time::{Duration, Instant};
 
-use fleet_support::{Redis, all_reach, nodes_with, redis_server};
+use crate::support::{Redis, all_reach, nodes_with, redis_server};
 
 fn soon() -> Instant {
     Instant::now() + Duration::from_secs(5)
@@ -44,6 +42,7 @@ const RULE: &[&str] = &[
 
 #[test]
 fn the_fleet_runs_under_its_least_privilege_acl_user() {
+    let _shared = crate::support::shared();
     let Some(bin) = redis_server() else { return };
     let redis = Redis::start(&bin, &[]);
     let mut setuser = vec!["ACL", "SETUSER", "fleet"];
@@ -91,6 +90,7 @@ fn the_fleet_runs_under_its_least_privilege_acl_user() {
 
 #[test]
 fn a_wrong_password_is_a_store_error_not_a_panic() {
+    let _shared = crate::support::shared();
     let Some(bin) = redis_server() else { return };
     let redis = Redis::start(&bin, &[]);
     let mut setuser = vec!["ACL", "SETUSER", "fleet"];

@@ -1,4 +1,4 @@
-//! Fleet mode under store faults (issue 13): Redis killed and restarted, stopped and
+//! Fleet mode under store faults: Redis killed and restarted, stopped and
 //! continued, partitioned behind a proxy (latency, stalled and cut connections), flushed, and a
 //! subscriber that stops reading.
 //!
@@ -10,20 +10,13 @@
 //! - local breaking goes on: a failure during the fault opens that node's breaker at once;
 //! - every node converges to the fleet's state within 1 s of the store coming back (polled
 //!   with a deadline).
-
-mod fleet_support;
+//!
+//! Each runs [`alone`]: it runs four processes that time their calls, on a machine of two
+//! cores.
 
 use std::time::{Duration, Instant};
 
-use fleet_support::{Node, Proxy, Redis, all_reach, nodes, nodes_fleet, redis_server};
-
-/// One fault at a time: each test runs four processes that time their calls, on a machine of
-/// two cores.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::support::{Node, Proxy, Redis, all_reach, alone, nodes, nodes_fleet, redis_server};
 
 fn soon() -> Instant {
     Instant::now() + Duration::from_secs(5)
@@ -161,7 +154,7 @@ fn cut_off(
 /// every node is open again (its own state given back), and the fleet goes on.
 fn held_while_the_store_is_down(policy: &str, held: &str, failed: &str) {
     let Some(bin) = redis_server() else { return };
-    let _one = serial();
+    let _alone = alone();
     let mut redis = Redis::start(&bin, &[]);
     let prefix = format!("hold-{policy}");
     let fleet_keys = format!("on_store_error = \"{policy}\"\n");
@@ -222,7 +215,7 @@ fn on_store_error_closed_admits_every_call_until_the_store_returns() {
 #[test]
 fn redis_killed_and_restarted_mid_traffic() {
     let Some(bin) = redis_server() else { return };
-    let _one = serial();
+    let _alone = alone();
     let mut redis = Redis::start(&bin, &[]);
     let url = redis.url();
     cut_off(
@@ -238,7 +231,7 @@ fn redis_killed_and_restarted_mid_traffic() {
 #[test]
 fn redis_stopped_then_continued() {
     let Some(bin) = redis_server() else { return };
-    let _one = serial();
+    let _alone = alone();
     let mut redis = Redis::start(&bin, &[]);
     let url = redis.url();
     cut_off(
@@ -254,7 +247,7 @@ fn redis_stopped_then_continued() {
 #[test]
 fn a_partition_behind_a_proxy_with_latency_and_cut_connections() {
     let Some(bin) = redis_server() else { return };
-    let _one = serial();
+    let _alone = alone();
     let mut redis = Redis::start(&bin, &[]);
     let proxy = Proxy::start(redis.port);
     let url = proxy.url();
@@ -291,7 +284,7 @@ fn a_partition_behind_a_proxy_with_latency_and_cut_connections() {
 #[test]
 fn flushall_loses_the_records_and_the_open_fleet_writes_them_again() {
     let Some(bin) = redis_server() else { return };
-    let _one = serial();
+    let _alone = alone();
     let redis = Redis::start(&bin, &[]);
     let mut nodes = nodes(&redis.url(), "flush", 3);
     for n in nodes.iter_mut() {
@@ -324,7 +317,7 @@ fn flushall_loses_the_records_and_the_open_fleet_writes_them_again() {
 #[test]
 fn a_subscriber_that_stops_reading_catches_up_within_a_second() {
     let Some(bin) = redis_server() else { return };
-    let _one = serial();
+    let _alone = alone();
     let redis = Redis::start(&bin, &[]);
     let mut nodes = nodes(&redis.url(), "slow", 3);
     for n in nodes.iter_mut() {

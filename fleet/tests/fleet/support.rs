@@ -1,7 +1,6 @@
 //! What the fleet tests share: a real `redis-server` on a free loopback port, `fleet_node`
 //! processes driven over stdin, a loopback TCP proxy that can stall or cut connections, and
 //! polling with a deadline.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -9,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 /// Where `redis-server` is: `$BREAKERBOX_REDIS_SERVER`, else on the `PATH`. Without one, a
@@ -152,6 +151,7 @@ impl Drop for Redis {
 /// One state change a node printed.
 #[derive(Clone, Debug)]
 pub struct Ev {
+    #[expect(dead_code, reason = "shown only by `Debug`, in failure messages")]
     pub from: String,
     pub to: String,
     pub wall_ns: u128,
@@ -521,4 +521,18 @@ fn pump(
 pub fn percentile(values: &mut [u128], p: f64) -> u128 {
     values.sort_unstable();
     values[((values.len() - 1) as f64 * p).round() as usize]
+}
+
+/// The fault tests and the measurements run alone; every other test holds this shared.
+static MACHINE: RwLock<()> = RwLock::new(());
+
+/// Held by a test that times its calls (the fault tests, the measurements): no other test runs
+/// beside it.
+pub fn alone() -> RwLockWriteGuard<'static, ()> {
+    MACHINE.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Held by every other test: they run together, and never beside one that runs [`alone`].
+pub fn shared() -> RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(|e| e.into_inner())
 }

@@ -1,13 +1,11 @@
-//! Fleet mode end to end: a real `redis-server` and `fleet_node` processes (issue 13).
+//! Fleet mode end to end: a real `redis-server` and `fleet_node` processes.
 //!
 //! Each test starts its own server on a free loopback port (persistence off) and its nodes,
 //! and polls with deadlines: no test sleeps for an outcome.
 
-mod fleet_support;
-
 use std::time::{Duration, Instant};
 
-use fleet_support::{
+use crate::support::{
     Node, Redis, all_reach, config, nodes, nodes_with, redis_server, shared_redis, tempdir,
 };
 
@@ -17,6 +15,7 @@ fn soon() -> Instant {
 
 #[test]
 fn one_trip_opens_every_instance_and_a_reset_on_another_closes_them() {
+    let _shared = crate::support::shared();
     let Some(redis) = shared_redis() else { return };
     let mut nodes = nodes(&redis.url(), "trip", 3);
     assert_eq!(nodes[0].cmd("fail"), "ok open");
@@ -52,6 +51,7 @@ fn one_trip_opens_every_instance_and_a_reset_on_another_closes_them() {
 
 #[test]
 fn force_open_and_disable_on_one_instance_reach_every_instance() {
+    let _shared = crate::support::shared();
     let Some(redis) = shared_redis() else { return };
     let mut nodes = nodes(&redis.url(), "manual", 3);
     assert_eq!(nodes[2].cmd("force_open"), "ok");
@@ -69,12 +69,10 @@ fn force_open_and_disable_on_one_instance_reach_every_instance() {
 
 #[test]
 fn a_redis_cli_override_reaches_every_instance() {
+    let _shared = crate::support::shared();
     let Some(redis) = shared_redis() else { return };
     let mut nodes = nodes(&redis.url(), "ops", 3);
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../runtime/src/fleet/record.lua"
-    );
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/src/record.lua");
     // The documented override (docs/fleet.md): the script itself, mode `force`.
     let set = |state: &str| {
         redis.cli(&[
@@ -106,6 +104,7 @@ fn a_redis_cli_override_reaches_every_instance() {
 
 #[test]
 fn simultaneous_trips_make_one_record_and_every_instance_takes_it() {
+    let _shared = crate::support::shared();
     let Some(redis) = shared_redis() else { return };
     let mut nodes = nodes(&redis.url(), "race", 4);
     for round in 0..5 {
@@ -147,6 +146,7 @@ fn simultaneous_trips_make_one_record_and_every_instance_takes_it() {
 
 #[test]
 fn a_misspelt_fleet_key_stops_the_node_with_did_you_mean() {
+    let _shared = crate::support::shared();
     let dir = tempdir();
     let path = dir.join("misspelt.toml");
     std::fs::write(
@@ -168,6 +168,7 @@ fn a_misspelt_fleet_key_stops_the_node_with_did_you_mean() {
 
 #[test]
 fn instances_started_before_the_store_decide_alone_then_converge_when_it_starts() {
+    let _shared = crate::support::shared();
     let Some(bin) = redis_server() else { return };
     let mut redis = Redis::start(&bin, &[]);
     let url = redis.url();
@@ -194,6 +195,7 @@ fn instances_started_before_the_store_decide_alone_then_converge_when_it_starts(
 
 #[test]
 fn after_the_open_time_exactly_half_open_calls_probes_run_fleet_wide() {
+    let _shared = crate::support::shared();
     let Some(redis) = shared_redis() else { return };
     // Two probe slots (so two leases fleet-wide, one probe each), one success to close, and
     // leases that outlive the test.
@@ -257,6 +259,7 @@ fn after_the_open_time_exactly_half_open_calls_probes_run_fleet_wide() {
 
 #[test]
 fn the_fleets_summed_failures_trip_it_when_no_instance_alone_sees_min_calls() {
+    let _shared = crate::support::shared();
     let Some(redis) = shared_redis() else { return };
     // 50% over 10 s from 10 calls: each of three instances sees 4 failures, under min_calls.
     let keys = "failure_rate = 50\nwindow = \"10s\"\nmin_calls = 10\nopen_for = \"60s\"\n";
@@ -305,6 +308,7 @@ fn fleet_counts(redis: &Redis, prefix: &str) -> (u64, String) {
 
 #[test]
 fn a_reset_clears_the_fleets_counts_so_failures_from_before_it_do_not_trip_it_again() {
+    let _shared = crate::support::shared();
     let Some(redis) = shared_redis() else { return };
     // 50% over 10 s from 3 calls.
     let keys = "failure_rate = 50\nwindow = \"10s\"\nmin_calls = 3\nopen_for = \"60s\"\n";
@@ -383,10 +387,11 @@ fn commands(redis: &Redis) -> u64 {
 
 #[test]
 fn a_count_batch_costs_redis_four_commands_and_any_record_write_empties_the_window() {
+    let _shared = crate::support::shared();
     let Some(bin) = redis_server() else { return };
     // Its own server: commandstats count every client's commands.
     let redis = Redis::start(&bin, &[]);
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../runtime/src/fleet/");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/");
     let (record, count) = (format!("{dir}record.lua"), format!("{dir}count.lua"));
     let key = "{cost:payments}";
     let write = |state: &str, reason: &str| {

@@ -1,7 +1,7 @@
 //! Fleet mode in one run (docs/fleet.md): three processes share the breaker `payments` through
 //! Redis; one failure on the first opens it on all three, a reset on the third closes them.
 //!
-//!   cargo run -p breakerbox-integration --example fleet_demo
+//!   cargo run -p breakerbox-fleet --example fleet_demo
 //!
 //! Uses the Redis at `$BREAKERBOX_TEST_REDIS_URL`, or starts `redis-server` (the Debian
 //! package) on a free loopback port, persistence off, and stops it at the end. The three nodes

@@ -1,20 +1,18 @@
-//! Fleet mode's numbers for BENCHMARKS.md (issue 13): trip propagation across processes, and
+//! Fleet mode's numbers for BENCHMARKS.md: trip propagation across processes, and
 //! the Redis commands each instance sends in a steady closed state. A measurement, not a test:
 //! ignored by default, it asserts nothing about time and prints what it measured.
 //!
-//!   FLEET_NODES=3 cargo test -p breakerbox-integration --release --test fleet_numbers -- --ignored --nocapture
-//!   FLEET_NODES=8 cargo test -p breakerbox-integration --release --test fleet_numbers -- --ignored --nocapture
+//!   FLEET_NODES=3 cargo test -p breakerbox-fleet --release --test fleet numbers:: -- --ignored --nocapture
+//!   FLEET_NODES=8 cargo test -p breakerbox-fleet --release --test fleet numbers:: -- --ignored --nocapture
 //!
 //! `FLEET_TRAFFIC=fast` makes the steady-state traffic about 1 M successful calls a second per
 //! instance (default: one ignored call every 200 µs), and `FLEET_RATE=1` gives `payments` a
 //! failure rate over a 10 s time window, whose counts the fleet batches to Redis (Redis counts
 //! the commands after one window of traffic, so that old buckets leave it meanwhile).
 
-mod fleet_support;
-
 use std::time::{Duration, Instant};
 
-use fleet_support::{Node, Redis, all_reach, nodes, nodes_with, percentile, redis_server};
+use crate::support::{Node, Redis, all_reach, nodes, nodes_with, percentile, redis_server};
 
 /// Polls until every node but the first has printed `count` events, returns their last ones'
 /// wall times.
@@ -40,6 +38,7 @@ fn last_events(nodes: &[Node], count: usize, to: &str) -> Vec<u128> {
 #[test]
 #[ignore = "a measurement: run it with --ignored --nocapture"]
 fn propagation_and_steady_state_commands() {
+    let _alone = crate::support::alone();
     let Some(bin) = redis_server() else { return };
     let n: usize = std::env::var("FLEET_NODES")
         .ok()
