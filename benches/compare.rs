@@ -537,6 +537,29 @@ fn async_call(c: &mut Criterion) {
     g.finish();
 }
 
+/// Closed, one thread, all successes: what timing a call costs. `bb_call` times nothing (the
+/// `closed_ok` contender), `bb_latency` opts in with `latency = true`, and `bb_slow` has a
+/// `slow` threshold, which times its calls against it and into the histogram.
+fn latency(c: &mut Criterion) {
+    let mut g = c.benchmark_group("latency");
+    let inputs = || Inputs::every(0);
+    let base = || Config::builder().failures(5).open_for(LONG);
+    for (contender, config) in [
+        ("bb_call", base()),
+        ("bb_latency", base().latency(true)),
+        ("bb_slow", base().slow(Duration::from_secs(1))),
+    ] {
+        let b = Breaker::new(&format!("latency.{contender}"), config.build().unwrap());
+        one(&mut g, contender, inputs(), |x| b.call(|| protected(x)));
+        assert_closed(&b);
+        assert_eq!(
+            b.latency().map_or(0, |l| l.calls) > 0,
+            contender != "bb_call"
+        );
+    }
+    g.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -548,6 +571,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = closed, closed_2t, churn_2t, open, open_fallback, rate, rate_2t, async_call
+    targets = closed, closed_2t, churn_2t, open, open_fallback, rate, rate_2t, async_call, latency
 }
 criterion_main!(benches);

@@ -24,8 +24,8 @@
 //!
 //! - [`macro@circuit_breaker`] — the attribute, with every key and the code it expands to.
 //! - [`Breaker`], [`Config`], [`Outcome`], [`Rejected`] — the runtime API underneath.
-//! - [`FallbackReason`] — what a `fallback_with_reason` fallback is told: rejected (and why)
-//!   or timed out.
+//! - [`FallbackReason`] — what a `fallback_with_reason` fallback is told: rejected (and why),
+//!   timed out, or (with `fallback_on = "error"`) failed ([`CallFailed`]).
 //! - [`registry()`] — the process-wide breakers by name: snapshots, manual control, listeners;
 //!   [`Registry::check`] at startup reports names given different configs.
 //! - [`BreakerMap`] — a breaker per key (host, tenant, shard), bounded by `max_keys` and
@@ -126,7 +126,7 @@ pub use breakerbox_runtime::TomlWatcher;
 pub use breakerbox_tower as tower;
 
 mod fallback;
-pub use fallback::FallbackReason;
+pub use fallback::{CallFailed, FallbackReason};
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -17,7 +17,13 @@ pub use breakerbox_runtime::{
     Breaker, BreakerMap, ConfigBuilder, Outcome, Permit, Rejected, Timeout, Window,
 };
 
-pub use crate::FallbackReason;
+pub use crate::{CallFailed, FallbackReason};
+
+/// Whether a recorded outcome is one `fallback_on = "error"` answers: a failure or a trip.
+#[inline]
+pub fn failed(outcome: Outcome) -> bool {
+    matches!(outcome.verdict(), Outcome::Failure | Outcome::TripFor(_))
+}
 
 pub use breakerbox_runtime::__private::{Guarded, Registration, register};
 
@@ -383,6 +389,17 @@ impl<R> CauseNone for &Cause<'_, R> {
     #[inline]
     fn __breakerbox_cause(&self) -> Option<&dyn Display> {
         Option::None
+    }
+}
+
+/// The timeout of a call to a function whose attribute names `timeout`: the breaker's
+/// config's now (the attribute's value is one of its layers, which a file, a variable or a
+/// reload may change), or the attribute's should the config have none.
+#[inline]
+pub fn call_timeout(breaker: &Breaker, attribute: Duration) -> Duration {
+    match breaker.config().timeout() {
+        Option::Some(timeout) => timeout,
+        Option::None => attribute,
     }
 }
 

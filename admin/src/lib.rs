@@ -32,6 +32,7 @@
 //! | `GET /breakers/{family}/keys/{key}` | one key (percent-encoded in the path) |
 //! | `POST /breakers/{family}/keys/{key}/force-open`, `/disable`, `/reset`, `/trip-for` | the control, on that key alone |
 //! | `GET /events` | server-sent events: `state` on each change, `metrics` every second, `dropped` after a lag |
+//! | `GET /health` | [`Registry::health`](breakerbox_runtime::Registry::health) as Spring Boot's actuator answers it: `{"status": "UP", "components": {…}}`, `200` for `UP` and `DEGRADED`, `503` for `DOWN` |
 //! | `GET /metrics` | Prometheus text, with feature `metrics` and `Admin::prometheus` |
 //!
 //! `docs/admin.md` in the repository gives every JSON shape and the event stream's format.
@@ -66,6 +67,7 @@
 
 mod auth;
 mod control;
+mod health;
 mod keys;
 mod stream;
 mod view;
@@ -169,6 +171,7 @@ impl Admin {
             .route("/breakers/{name}/keys/{key}", get(keys::detail))
             .route("/breakers/{name}/keys/{key}/{action}", post(keys::act))
             .route("/events", get(stream::events))
+            .route("/health", get(health::health))
             .route("/metrics", get(metrics))
             .fallback(not_found)
             .method_not_allowed_fallback(method_not_allowed)
@@ -288,7 +291,7 @@ async fn not_found(uri: axum::http::Uri) -> Problem {
         StatusCode::NOT_FOUND,
         format!(
             "no admin endpoint at '{}'; there are GET /, /breakers, /breakers/{{name}}, \
-             /breakers/{{family}}/keys, /breakers/{{family}}/keys/{{key}}, /events, /metrics and \
+             /breakers/{{family}}/keys, /breakers/{{family}}/keys/{{key}}, /events, /health, /metrics and \
              POST /breakers/{{name}}/{{action}}, /breakers/{{family}}/keys/{{key}}/{{action}} \
              (actions: force-open, disable, reset, trip-for)",
             breakerbox_runtime::__edge::excerpt(uri.path())

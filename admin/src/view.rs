@@ -36,6 +36,30 @@ pub(crate) struct BreakerView {
     #[serde(skip_serializing_if = "Option::is_none")]
     config: Option<Config>,
     pub(crate) metrics: Metrics,
+    /// [`Breaker::latency`]: `null` for a breaker that does not time its calls.
+    latency: Option<LatencyView>,
+}
+
+/// The last minute's latency percentiles, in seconds (`null` without calls), and the calls
+/// they are of.
+#[derive(Serialize)]
+struct LatencyView {
+    calls: u64,
+    p50: Option<f64>,
+    p90: Option<f64>,
+    p99: Option<f64>,
+}
+
+impl From<breakerbox_runtime::LatencySnapshot> for LatencyView {
+    fn from(l: breakerbox_runtime::LatencySnapshot) -> LatencyView {
+        let s = |d: Option<Duration>| d.map(|d| d.as_secs_f64());
+        LatencyView {
+            calls: l.recent_calls,
+            p50: s(l.p50),
+            p90: s(l.p90),
+            p99: s(l.p99),
+        }
+    }
 }
 
 /// [`Explanation`] as JSON: its sentence, its short form, and its numbers.
@@ -84,6 +108,7 @@ impl BreakerView {
             explain: breaker.explain().into(),
             config: (!summary).then(|| breaker.config().clone()),
             metrics,
+            latency: breaker.latency().map(LatencyView::from),
         }
     }
 }

@@ -1,9 +1,15 @@
 //! The admin dashboard in a real browser: Debian's `chromium`, driven through `chromedriver`
 //! with the WebDriver client `fantoccini`, all on 127.0.0.1.
 //!
-//! The page is served by the admin router, mounted under `/admin` as an application would. The
-//! test trips a breaker and sees its tile turn open (the event stream), enters the token, clicks
-//! reset and sees the tile turn closed; it saves `target/dashboard.png` on the way.
+//! The page is served by the admin router, mounted under `/admin` as an application would, with
+//! traffic running through a breaker. The test checks what on-call reads on a tile during a real
+//! trip: the last 10 s by kind, calls per second without the rejections, latency p50/p99, error
+//! rate, a sparkline that keeps moving while open; sorting and filtering the tiles; a family's
+//! open keys with time left and last failure, a key search, and a key reset with the token; and
+//! every tile going grey and "stale" once the stream drops.
+//!
+//! It saves its pictures in `target/` (`dashboard.png`, `dashboard-stale.png`); with
+//! `BREAKERBOX_SCREENSHOTS=1` it writes them to `docs/img/` instead, the README's pictures.
 //!
 //! `scripts/test` installs `chromium` and `chromium-driver` when they are missing. Run alone
 //! without them, this test says so and passes; with `CI=true` it fails instead.
@@ -11,12 +17,14 @@
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use breakerbox_admin::Admin;
 use breakerbox_runtime::{Breaker, Config, ConfigBuilder, ManualClock, State, Window, registry};
 use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::Value;
 use serde_json::json;
 
 const TOKEN: &str = "dashboard-test-token";
@@ -141,8 +149,49 @@ async fn failed(browser: &Client, what: &str) -> ! {
     panic!("{what}\nthe page's text now (screenshot in target/dashboard-failure.png):\n{text}");
 }
 
+/// Where the pictures go: `docs/img/` with `BREAKERBOX_SCREENSHOTS=1`, else the target dir.
+fn picture(name: &str) -> PathBuf {
+    if std::env::var("BREAKERBOX_SCREENSHOTS").is_ok_and(|v| v == "1") {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/img");
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join(name)
+    } else {
+        target_dir().join(name)
+    }
+}
+
+async fn save(browser: &Client, name: &str) {
+    let shot = browser.screenshot().await.unwrap();
+    assert!(shot.starts_with(b"\x89PNG"), "a PNG");
+    std::fs::write(picture(name), &shot).unwrap();
+}
+
+/// Runs `script` (its body returns a value) until it returns `true`, each 50 ms, for at most
+/// [`DEADLINE`]; fails with `what` and the last value otherwise.
+async fn until(browser: &Client, what: &str, script: &str) {
+    let start = std::time::Instant::now();
+    let mut last = Value::Null;
+    while start.elapsed() < DEADLINE {
+        last = browser.execute(script, vec![]).await.unwrap();
+        if last == Value::Bool(true) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    failed(
+        browser,
+        &format!("{what} (the script's last answer: {last})"),
+    )
+    .await
+}
+
+/// The text of the first element `css` matches, as JavaScript reads it.
+fn text_of(css: &str) -> String {
+    format!("(document.querySelector({css:?}) || {{textContent: ''}}).textContent")
+}
+
 #[tokio::test]
-async fn the_dashboard_shows_a_trip_live_and_resets_with_the_token() {
+async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
     let (Some(chromium), Some(chromedriver)) = (
         on_path(&["chromium", "chromium-browser"]),
         on_path(&["chromedriver"]),
@@ -157,8 +206,19 @@ async fn the_dashboard_shows_a_trip_live_and_resets_with_the_token() {
         return;
     };
 
-    // Breakers in each state, so the page (and its screenshot) shows every colour.
-    let checkout = breaker("checkout");
+    // `checkout` times its calls; its traffic runs below, on its manual clock: each call takes
+    // 3 ms, one in ten 40 ms.
+    let clock = ManualClock::new();
+    registry().set_clock("checkout", clock.clone());
+    let checkout = registry().get_or_create("checkout", || {
+        Config::builder()
+            .failures(5)
+            .open_for(Duration::from_secs(3600))
+            .latency(true)
+            .build()
+            .unwrap()
+    });
+    // Breakers in each state, so the page (and its picture) shows every colour.
     let search = breaker_with(
         "search",
         Config::builder()
@@ -177,25 +237,67 @@ async fn the_dashboard_shows_a_trip_live_and_resets_with_the_token() {
     }
     breaker("payments").force_open();
     breaker("recommendations").disable();
-    let tenants = registry()
-        .family::<String>("tenants", || Config::builder().failures(1).build().unwrap())
+    let hosts = registry()
+        .family::<String>("hosts", || {
+            Config::builder()
+                .failures(1)
+                .open_for(Duration::from_secs(3600))
+                .build()
+                .unwrap()
+        })
         .unwrap();
-    for tenant in ["acme", "globex", "initech"] {
-        let _ = tenants.call(tenant, || {
-            if tenant == "globex" {
-                Err("quota exceeded")
+    for host in ["a.example", "b.example", "c.example", "api.internal"] {
+        let _ = hosts.call(host, || {
+            if host == "b.example" {
+                Err("connection refused")
             } else {
                 Ok(())
             }
         });
     }
 
-    // The application: the admin router under /admin, on a free loopback port.
-    let app = axum::Router::new().nest("/admin", Admin::new().token(TOKEN).router());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // The application: the admin router under /admin, on a free loopback port, on a runtime
+    // of its own, so that shutting that runtime down drops the page's event stream.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
     // axum's `nest` serves the page at `/admin` (not `/admin/`); the page finds `/admin/events`.
     let page = format!("http://{}/admin", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let app = axum::Router::new().nest("/admin", Admin::new().token(TOKEN).router());
+            tokio::select! {
+                _ = axum::serve(listener, app) => {}
+                _ = stopped => {}
+            }
+        });
+        // Dropping the runtime drops every connection's task with it.
+    });
+
+    // Traffic: a call every 5 ms, successes until `failing` is set, failures after.
+    let failing = Arc::new(AtomicBool::new(false));
+    let traffic = {
+        let (checkout, failing, clock) = (checkout.clone(), failing.clone(), clock.clone());
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_millis(5));
+            for n in 0u64.. {
+                every.tick().await;
+                let _ = checkout.call(|| {
+                    clock.advance(Duration::from_millis(if n % 10 == 0 { 40 } else { 3 }));
+                    if failing.load(Ordering::Relaxed) {
+                        Err("payment gateway answered 502")
+                    } else {
+                        Ok(())
+                    }
+                });
+            }
+        })
+    };
 
     let (_driver, port) = start_driver(&chromedriver);
     let mut caps = serde_json::Map::new();
@@ -205,7 +307,7 @@ async fn the_dashboard_shows_a_trip_live_and_resets_with_the_token() {
             "binary": chromium,
             "args": [
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,880", "--no-proxy-server",
+                "--window-size=1280,1100", "--no-proxy-server",
             ],
         }),
     );
@@ -218,7 +320,6 @@ async fn the_dashboard_shows_a_trip_live_and_resets_with_the_token() {
 
     browser.goto(&page).await.unwrap();
     tile_in(&browser, "checkout", "closed").await;
-    // Connected to the event stream before the trip, so the change arrives as an event.
     browser
         .wait()
         .at_most(DEADLINE)
@@ -226,37 +327,188 @@ async fn the_dashboard_shows_a_trip_live_and_resets_with_the_token() {
         .await
         .expect("the page connects to the event stream");
 
-    for _ in 0..2 {
-        let _ = checkout.call(|| Err::<(), _>("payment gateway answered 502"));
-    }
-    assert_eq!(checkout.state(), State::Open);
-    tile_in(&browser, "checkout", "open").await;
-    // The state event's refresh brings the last failure and the time left open.
     let tile = r#"section.tile[data-name="checkout"]"#;
-    let last = browser
-        .find(Locator::Css(tile))
-        .await
-        .unwrap()
-        .text()
+    let cell = |k: &str| format!(r#"{tile} td[data-k="{k}"]"#);
+    let field = |f: &str| format!(r#"{tile} dd[data-f="{f}"]"#);
+    // Closed, with traffic: successes in the last 10 s, calls per second, latency.
+    until(
+        &browser,
+        "checkout's tile shows its traffic and latency",
+        &format!(
+            "return Number({}) > 20 && Number({}) > 5 && {}.includes('ms') && {}.includes('ms') && {} === '0.0 %'",
+            text_of(&cell("success")),
+            text_of(&field("rate")),
+            text_of(&field("p50")),
+            text_of(&field("p99")),
+            text_of(&field("err")),
+        ),
+    )
+    .await;
+    // p50 is a 3 ms call, p99 a 40 ms one (each within 6.25%).
+    let p50 = browser
+        .execute(&format!("return {}", text_of(&field("p50"))), vec![])
         .await
         .unwrap();
-    assert!(last.contains("open"), "{last}");
-    // Breaker::explain's sentence on the tile, once the refresh brought it.
+    let p99 = browser
+        .execute(&format!("return {}", text_of(&field("p99"))), vec![])
+        .await
+        .unwrap();
+    let ms = |v: &Value| {
+        v.as_str()
+            .unwrap()
+            .trim_end_matches(" ms")
+            .parse::<f64>()
+            .unwrap()
+    };
+    assert!((ms(&p50) - 3.0).abs() <= 3.0 / 16.0 + 0.05, "p50 {p50}");
+    assert!((ms(&p99) - 40.0).abs() <= 40.0 / 16.0 + 0.5, "p99 {p99}");
+
+    // The trip, with the traffic going on.
+    failing.store(true, Ordering::Relaxed);
+    tile_in(&browser, "checkout", "open").await;
+    assert_eq!(checkout.state(), State::Open);
     browser
         .wait()
         .at_most(DEADLINE)
         .for_element(Locator::XPath(
-            r#"//section[@data-name="checkout"]/div[@class="why" and contains(., "because 2 calls failed in a row (threshold 2); last failure: 'payment gateway answered 502'")]"#,
+            r#"//section[@data-name="checkout"]/div[@class="why" and contains(., "because 5 calls failed in a row (threshold 5); last failure: 'payment gateway answered 502'")]"#,
         ))
         .await
         .expect("the explanation on the tile");
+    until(
+        &browser,
+        "the tile counts failures and rejections and an error rate",
+        &format!(
+            "return Number({}) >= 5 && Number({}) > 10 && parseFloat({}) > 0",
+            text_of(&cell("failure")),
+            text_of(&cell("rejected")),
+            text_of(&field("err")),
+        ),
+    )
+    .await;
+    // The sparkline moves each tick while open: rejections are its traffic.
+    let points = format!(
+        r#"return document.querySelector('{tile} polyline.rejected').getAttribute('points')"#
+    );
+    let before = browser.execute(&points, vec![]).await.unwrap();
+    until(
+        &browser,
+        "the sparkline moves while open",
+        &format!(
+            "return document.querySelector('{tile} polyline.rejected').getAttribute('points') !== {before}"
+        ),
+    )
+    .await;
+    save(&browser, "dashboard.png").await;
 
-    let shot = browser.screenshot().await.unwrap();
-    let path = target_dir().join("dashboard.png");
-    std::fs::write(&path, &shot).unwrap();
-    assert!(shot.starts_with(b"\x89PNG"), "a PNG at {}", path.display());
+    // Sorted by state: open tiles first, in rank order all the way down.
+    browser
+        .find(Locator::Css("#sort"))
+        .await
+        .unwrap()
+        .select_by_value("state")
+        .await
+        .unwrap();
+    until(
+        &browser,
+        "tiles sorted by state",
+        r#"const rank = {"open": 0, "forced-open": 1, "half-open": 2, "disabled": 3, "closed": 4};
+           const r = [...document.querySelectorAll("section.tile")].map((t) => rank[t.dataset.state]);
+           return r[0] === 0 && r.every((v, i) => i === 0 || r[i - 1] <= v);"#,
+    )
+    .await;
+    // By error rate: the shown rates never go up down the page.
+    browser
+        .find(Locator::Css("#sort"))
+        .await
+        .unwrap()
+        .select_by_value("error")
+        .await
+        .unwrap();
+    until(
+        &browser,
+        "tiles sorted by error rate",
+        r#"const e = [...document.querySelectorAll("section.tile:not(.family)")].map((t) => {
+             const v = parseFloat(t.querySelector('dd[data-f="err"]').textContent);
+             return Number.isNaN(v) ? -1 : v; });
+           return e[0] > 0 && e.every((v, i) => i === 0 || e[i - 1] >= v);"#,
+    )
+    .await;
+    // Filtered by name: only checkout is shown.
+    browser
+        .find(Locator::Id("filter"))
+        .await
+        .unwrap()
+        .send_keys("check")
+        .await
+        .unwrap();
+    until(
+        &browser,
+        "the filter leaves checkout alone",
+        r#"const shown = [...document.querySelectorAll("section.tile")].filter((t) => !t.hidden);
+           return shown.length === 1 && shown[0].dataset.name === "checkout";"#,
+    )
+    .await;
+    browser
+        .find(Locator::Id("filter"))
+        .await
+        .unwrap()
+        .clear()
+        .await
+        .unwrap();
+    browser
+        .execute(
+            "document.getElementById('filter').dispatchEvent(new Event('input')); return true",
+            vec![],
+        )
+        .await
+        .unwrap();
 
-    // Without the token the click is refused, and the tile says why.
+    // Calls per second leave the rejections out: 10 s after the trip, nothing ran, and the
+    // rejections go on.
+    until(
+        &browser,
+        "calls/s reads 0.0 while only rejections arrive",
+        &format!(
+            "return {} === '0.0' && Number({}) > 100 && Number({}) === 0",
+            text_of(&field("rate")),
+            text_of(&cell("rejected")),
+            text_of(&cell("success")),
+        ),
+    )
+    .await;
+    traffic.abort();
+
+    // The family: its open key with time left and last failure, and a search for any key.
+    let family = r#"section.tile.family[data-family="hosts"]"#;
+    let open_key = format!(r#"{family} ul.open-keys li[data-key="b.example"]"#);
+    until(
+        &browser,
+        "the family lists its open key with time left and last failure",
+        &format!(
+            "return {}.startsWith('open for ') && {}.includes('connection refused')",
+            text_of(&format!("{open_key} .left")),
+            text_of(&format!("{open_key} .last")),
+        ),
+    )
+    .await;
+    browser
+        .find(Locator::Css(&format!("{family} input.key-search")))
+        .await
+        .unwrap()
+        .send_keys("api.int")
+        .await
+        .unwrap();
+    browser
+        .wait()
+        .at_most(DEADLINE)
+        .for_element(Locator::Css(&format!(
+            r#"{family} ul.key-results li[data-key="api.internal"][data-state="closed"]"#
+        )))
+        .await
+        .expect("the key search finds a closed key");
+
+    // The controls need the token: a refusal first, then the reset of checkout and of the key.
     let reset = format!(r#"{tile} button[data-action="reset"]"#);
     browser
         .find(Locator::Css(&reset))
@@ -274,7 +526,6 @@ async fn the_dashboard_shows_a_trip_live_and_resets_with_the_token() {
         .await
         .expect("the refusal shown on the tile");
     assert_eq!(checkout.state(), State::Open);
-
     browser
         .find(Locator::Id("token"))
         .await
@@ -291,11 +542,41 @@ async fn the_dashboard_shows_a_trip_live_and_resets_with_the_token() {
         .unwrap();
     tile_in(&browser, "checkout", "closed").await;
     assert_eq!(checkout.state(), State::Closed);
-    std::fs::write(
-        target_dir().join("dashboard-reset.png"),
-        browser.screenshot().await.unwrap(),
+    let key_reset = format!(r#"{open_key} button[data-key-action="reset"]"#);
+    browser
+        .find(Locator::Css(&key_reset))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until(
+        &browser,
+        "the key's reset is done and the family lists no open key",
+        &format!(
+            "return document.querySelector({open_key:?}) === null && {} === '0'",
+            text_of(&format!(r#"{family} dd[data-f="open"]"#))
+        ),
     )
-    .unwrap();
+    .await;
+    assert_eq!(
+        hosts.breaker(&"b.example".to_owned()).state(),
+        State::Closed
+    );
+
+    // The stream drops (the server's runtime goes): every tile goes grey and says "stale".
+    stop.send(()).unwrap();
+    server.join().unwrap();
+    until(
+        &browser,
+        "every tile says stale",
+        r#"const all = [...document.querySelectorAll("section.tile")];
+           return all.length >= 5 && all.every((t) => t.classList.contains("stale")
+             && getComputedStyle(t.querySelector(".stale-label")).display !== "none"
+             && t.querySelector(".stale-label").textContent === "stale");"#,
+    )
+    .await;
+    save(&browser, "dashboard-stale.png").await;
 
     browser.close().await.unwrap();
 }

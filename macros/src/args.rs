@@ -12,6 +12,7 @@ use syn::{Expr, ExprPath, LitStr, Path};
 pub(crate) const KEYS: &[&str] = &[
     "name",
     "key",
+    "config",
     "failures",
     "failures_within",
     "failure_rate",
@@ -36,6 +37,7 @@ pub(crate) const KEYS: &[&str] = &[
     "timeout",
     "fallback",
     "fallback_with_reason",
+    "fallback_on",
     "classify",
     "probe",
     "crate",
@@ -66,6 +68,16 @@ pub(crate) enum Window {
     Time(u64),
 }
 
+/// When the fallback answers (`fallback_on = "…"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FallbackOn {
+    /// Rejected and timed-out calls: the default.
+    Rejected,
+    /// Those, and calls that ran and failed (an `Err` recorded as a failure, or an outcome
+    /// `classify` calls a failure).
+    Error,
+}
+
 /// The breaker's name: a string literal, or a `&str` constant shared by several functions.
 pub(crate) enum Name {
     /// `name = "users"`, checked to be non-empty.
@@ -82,6 +94,9 @@ pub(crate) struct Args {
     /// `key = expr`: a breaker per distinct value of `expr`, an expression over the
     /// function's arguments (type-checked by the compiler where it is written).
     pub(crate) key: Option<Key<Expr>>,
+    /// `config = "<name>"`: the `[configs.<name>]` table of a config file under the
+    /// attribute's keys.
+    pub(crate) config: Option<Key<LitStr>>,
     pub(crate) failures: Option<Key<u32>>,
     pub(crate) failures_within: Option<Key<u64>>,
     pub(crate) failure_rate: Option<Key<u8>>,
@@ -110,6 +125,7 @@ pub(crate) struct Args {
     pub(crate) fallback: Option<Key<ExprPath>>,
     /// The fallback came from `fallback_with_reason`: it takes a `FallbackReason` last.
     pub(crate) fallback_with_reason: bool,
+    pub(crate) fallback_on: Option<Key<FallbackOn>>,
     pub(crate) classify: Option<Key<ExprPath>>,
     pub(crate) krate: Option<Key<Path>>,
 }

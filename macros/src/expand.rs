@@ -10,7 +10,7 @@ use quote::{ToTokens, format_ident, quote};
 use syn::ext::IdentExt;
 use syn::{Expr, ItemFn, Stmt};
 
-use crate::args::{Args, Errors, Key, Name, Window};
+use crate::args::{Args, Errors, FallbackOn, Key, Name, Window};
 use crate::{func, parse, valid};
 
 /// `#[circuit_breaker(attr)] item`, without `proc_macro` types so it can be unit-tested.
@@ -133,6 +133,7 @@ fn configure(args: &Args, private: &TokenStream) -> TokenStream {
         ("probe_timeout", &args.probe_timeout),
         ("probe_every", &args.probe_every),
         ("idle_for", &args.idle_for),
+        ("timeout", &args.timeout),
     ] {
         if let Some(value) = value {
             let method = format_ident!("{method}");
@@ -294,6 +295,13 @@ impl<'a> Ctx<'a> {
         let configure = configure(args, private);
         // A keyed function's registration says so: its name is a family's, not a breaker's.
         let keyed = args.key.is_some().then(|| quote!(.keyed()));
+        // A function with `timeout` reads the breaker's at each call: a file may set it.
+        let timed = args.timeout.is_some().then(|| quote!(.timed()));
+        // `config = "<name>"`: a file's `[configs.<name>]` under the attribute's keys.
+        let base = args.config.as_ref().map(|config| {
+            let name = &config.value;
+            quote!(.base(#name))
+        });
         let registration_static = quote! {
             static #registration: #private::Registration = #private::Registration::new(
                 #name,
@@ -301,7 +309,7 @@ impl<'a> Ctx<'a> {
                 ::core::file!(),
                 ::core::line!(),
                 ::core::column!(),
-            ) #keyed;
+            ) #keyed #timed #base;
         };
         match &args.key {
             None => quote! {
@@ -403,6 +411,10 @@ impl<'a> Ctx<'a> {
         // Giving it up front keeps the coercions the body relies on (`&String` to `&str`,
         // `Box<T>` to `Box<dyn Trait>`) and lets `?` pick its error type.
         let hint = func::type_hint(&function.sig.output);
+        // With `fallback_on = "error"` the fallback may answer after the body ran, so the
+        // body borrows the arguments it does not move (plain `||` and `async`, not `move`).
+        let on_error = self.on_error();
+        let capture = (!on_error).then(|| quote!(move));
         if function.sig.asyncness.is_none() {
             let closure_output = hint.as_ref().map(|ty| quote!(-> #ty));
             // Forced to be `FnOnce` by moving a non-`Copy` marker into it, so a body that moves
@@ -411,7 +423,7 @@ impl<'a> Ctx<'a> {
             // `unused_braces` never blames the user (tracing repro_1831).
             return quote! {
                 let #once = #private::ForceFnOnce;
-                let #result = (move || #closure_output {
+                let #result = (#capture || #closure_output {
                     #private::ForceFnOnce::consume(#once);
                     #(#stmts)*
                 })();
@@ -443,10 +455,14 @@ impl<'a> Ctx<'a> {
         let Some(timeout) = &args.timeout else {
             return quote! {
                 let (#result, #permit) =
-                    #private::Guarded::new(#permit, async move { #fake_return #(#stmts)* }).await;
+                    #private::Guarded::new(#permit, async #capture { #fake_return #(#stmts)* }).await;
             };
         };
+        // The breaker's timeout now: the attribute's is one layer of its config, which a file,
+        // a variable or a reload may change.
         let after = duration(private, timeout.value);
+        let after = quote!(#private::call_timeout(&#breaker, #after));
+        let now = syn::Ident::new("__breakerbox_after", Span::mixed_site());
         let key = syn::Ident::new("timeout", timeout.key);
         let require = locate(quote!(#private::require_tokio!{}), &key);
         // With a fallback the arguments must still be there after a timeout, so the body
@@ -459,11 +475,12 @@ impl<'a> Ctx<'a> {
         quote! {
             let (#result, #permit) = {
                 #require
-                let #result = #private::timeout(#after, async #capture { #fake_return #(#stmts)* });
+                let #now = #after;
+                let #result = #private::timeout(#now, async #capture { #fake_return #(#stmts)* });
                 match #private::Guarded::new(#permit, #result).await {
                     (#private::Option::Some(#result), #permit) => (#result, #permit),
                     (#private::Option::None, #permit) => {
-                        let #elapsed = #private::Timeout::new(#private::Breaker::name(&#breaker), #after);
+                        let #elapsed = #private::Timeout::new(#private::Breaker::name(&#breaker), #now);
                         #private::Permit::record_with(
                             #permit,
                             #private::Outcome::Failure,
@@ -525,16 +542,48 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// `fallback_on = "error"`: the fallback also answers calls that ran and failed.
+    fn on_error(&self) -> bool {
+        matches!(
+            self.args.fallback_on,
+            Some(Key {
+                value: FallbackOn::Error,
+                ..
+            })
+        )
+    }
+
     /// Records `result` by its classified outcome, then evaluates to it. A success records
     /// without a cause, so nothing takes the result's address on the path every call takes.
+    /// With `fallback_on = "error"`, a failure (or a trip) is answered by the fallback once
+    /// recorded.
     fn record_outcome(&self, outcome_type: TokenStream, classify: TokenStream) -> TokenStream {
         let Ctx {
+            args,
             private,
+            breaker,
             permit,
             result,
             outcome,
             ..
         } = self;
+        let classified = args.classify.is_some();
+        let failed = quote!(#private::FallbackReason::Failed(#private::CallFailed::new(
+            #private::Breaker::clone(&#breaker),
+            #outcome,
+            #classified,
+        )));
+        // `valid` makes sure `fallback_on` comes with a fallback.
+        let answer = self
+            .fallback_call(failed)
+            .filter(|_| self.on_error())
+            .map(|call| {
+                quote! {
+                    if #private::failed(#outcome) {
+                        return #call;
+                    }
+                }
+            });
         quote! {
             let #outcome: #outcome_type = #classify;
             if let #private::Outcome::Success = #outcome {
@@ -546,6 +595,7 @@ impl<'a> Ctx<'a> {
                     #outcome,
                     (&#private::Cause(&#result)).__breakerbox_cause(),
                 );
+                #answer
             }
             #result
         }

@@ -72,6 +72,7 @@ use proc_macro::TokenStream;
 /// |---|---|---|---|
 /// | `name` | the registry name: a string, or the path of a `&str` constant | the module path and function name, e.g. `"my_app::client::fetch_user"` | `name = "users"` or `name = names::USERS` |
 /// | `key` | a breaker per distinct value of this expression over the arguments, which must be `AsRef<str>`; see [Per-key breakers](#per-key-breakers) | one breaker | `key = url.host_str().unwrap_or("")` |
+/// | `config` | a config file's `[configs.<name>]` table, under the attribute's keys: its name, in ASCII letters, digits, `_` and `-`. Every file `registry().load_toml` loads must have that table (else a `LoadError::UnknownConfig` naming this attribute); until one is loaded the attribute's keys stand alone, and a warning says so when the breaker is made. See docs/configuration.md | — | `config = "fast"` |
 /// | `failures` | trip after this many failures in a row (≥ 1) | `5` | `failures = 3` |
 /// | `failures_within` | count failures in a row only within this duration of the first; with `failures` only | — | `failures_within = "10s"` |
 /// | `failure_rate` | trip when this percentage (1–100) of the window's calls fail; replaces `failures` | — | `failure_rate = 50` |
@@ -94,9 +95,10 @@ use proc_macro::TokenStream;
 /// | `latency` | time every call into a latency histogram, read with `Breaker::latency` (p50/p90/p99 of the last minute); a breaker with `slow` times its calls anyway | `false` | `latency = true` |
 /// | `health` | whether `Registry::health` (the admin router's `GET /health`) counts this breaker | `true` | `health = false` |
 /// | `critical` | this breaker open makes the health `DOWN` rather than `DEGRADED`; with `key`, any open key | `false` | `critical = true` |
-/// | `timeout` | `async fn` only, needs the `tokio` feature: a call still running after this is dropped and counts as a failure | — | `timeout = "500ms"` |
+/// | `timeout` | `async fn` only, needs the `tokio` feature: a call still running after this is dropped and counts as a failure. It is the breaker's `timeout` config key too: each call reads the breaker's value, which a config file's table, a variable or a reload may replace (docs/configuration.md) | — | `timeout = "500ms"` |
 /// | `fallback` | the function that answers rejected (and timed-out) calls; see [Fallbacks](#fallbacks) | — | `fallback = cached_user` |
 /// | `fallback_with_reason` | instead of `fallback`: a fallback that is also told why it answers, as a last `breakerbox::FallbackReason` argument | — | `fallback_with_reason = cached_user` |
+/// | `fallback_on` | with a fallback: `"rejected"`, it answers rejected (and timed-out) calls; `"error"`, also calls that ran and failed; see [Fallbacks](#fallbacks) | `"rejected"` | `fallback_on = "error"` |
 /// | `classify` | a `fn(&ReturnType) -> Outcome` that judges each call; see [Outcomes](#outcomes) | `Ok` is a success, `Err` a failure | `classify = by_status` |
 /// | `crate` | where breakerbox is; see [Renaming the crate](#renaming-the-crate) | `::breakerbox` | `crate = "my_crate::breakerbox"` |
 ///
@@ -134,7 +136,8 @@ use proc_macro::TokenStream;
 /// # Fallbacks
 ///
 /// `fallback = path` names a function (a path, not a string or a closure) that answers
-/// while the breaker rejects calls, and, with `timeout`, calls that ran out of time:
+/// while the breaker rejects calls, and, with `timeout`, calls that ran out of time (with
+/// `fallback_on = "error"`, also calls that failed; see below):
 ///
 /// - It is called with the function's arguments, in order; for a method, `self` comes first
 ///   (`fallback = Self::cached`, taking `&self`, `&mut self`, `self` or `self: Arc<Self>`
@@ -174,6 +177,38 @@ use proc_macro::TokenStream;
 ///     }
 /// }
 /// # assert_eq!(quote("X").unwrap(), 42);
+/// ```
+///
+/// `fallback_on = "error"` makes the fallback also answer a call that ran, while the breaker
+/// was closed or half-open, and failed: an `Err` (by the default classifier), or a result that
+/// `classify` judges a failure or a trip (`Outcome::Failure`, `TripFor`, with or without a
+/// reason), such as an HTTP 500 that comes back as `Ok(response)`. The failure is recorded
+/// first, as without it; then the fallback's answer is returned. `fallback_with_reason` is
+/// told `FallbackReason::Failed(failed)`, where `failed.classified()` tells a `classify`
+/// verdict from an `Err` and `failed.outcome()` gives the verdict and its reason. A panic is
+/// not answered: it is a bug in the program rather than an answer of the service, so it is
+/// recorded as a failure and goes on. As with `timeout`, the body must then not move the
+/// arguments the fallback receives. The default, `"rejected"`, is the behaviour without the key.
+///
+/// ```
+/// use breakerbox::{Outcome, circuit_breaker};
+///
+/// pub struct Response(pub u16);
+///
+/// fn by_status(r: &Response) -> Outcome {
+///     if r.0 >= 500 { Outcome::failure_with("HTTP 5xx") } else { Outcome::Success }
+/// }
+///
+/// fn degraded(_path: &str) -> Response {
+///     Response(203)
+/// }
+///
+/// #[circuit_breaker(name = "doc-on-error", classify = by_status, fallback = degraded, fallback_on = "error")]
+/// fn get(path: &str) -> Response {
+///     Response(if path == "/broken" { 500 } else { 200 })
+/// }
+/// assert_eq!(get("/").0, 200);
+/// assert_eq!(get("/broken").0, 203, "the 500 was recorded, then answered by the fallback");
 /// ```
 ///
 /// Without a fallback, a rejected call returns `Err(From::from(rejected))`: the function must
@@ -386,7 +421,8 @@ use proc_macro::TokenStream;
 ///     };
 ///     // The body, as a closure that is called once (`FnOnce`), so that it can move its
 ///     // arguments and return borrows of them. An `async fn` runs `async move { body }.await`
-///     // instead; with `timeout`, inside `tokio::time::timeout`.
+///     // instead; with `timeout`, inside `tokio::time::timeout`, for the breaker's timeout at
+///     // that call (`breaker.config().timeout()`: the attribute's, or a file's over it).
 ///     let __breakerbox_once = __private::ForceFnOnce;
 ///     let __breakerbox_result = (move || -> Result<u32, Error> {
 ///         __private::ForceFnOnce::consume(__breakerbox_once);

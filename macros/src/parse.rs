@@ -9,15 +9,15 @@ use proc_macro2::TokenStream;
 use syn::meta::ParseNestedMeta;
 use syn::parse::Parser;
 use syn::spanned::Spanned;
-use syn::{Expr, ExprPath, Path, Token};
+use syn::{Expr, ExprPath, LitStr, Path, Token};
 
-use crate::args::{Args, Errors, KEYS, Key, Name, Window};
+use crate::args::{Args, Errors, FallbackOn, KEYS, Key, Name, Window};
 // Shared with the runtime: `macros/src/suggest.rs` is a symlink to `runtime/src/suggest.rs`.
 #[path = "suggest.rs"]
 mod suggest;
 use crate::values::{
-    MAX_HALF_OPEN_CALLS, backoff_value, boolean, count, crate_path, duration_value, example,
-    fn_path, jitter_value, name_value, percent, window_value,
+    MAX_HALF_OPEN_CALLS, backoff_value, boolean, config_value, count, crate_path, duration_value,
+    example, fallback_on_value, fn_path, jitter_value, name_value, percent, window_value,
 };
 
 /// One key as written: whether it was seen (for duplicates) and its value if it was valid.
@@ -40,6 +40,7 @@ impl<T> Default for Slot<T> {
 struct Raw {
     name: Slot<Name>,
     key: Slot<Expr>,
+    config: Slot<LitStr>,
     failures: Slot<u32>,
     failures_within: Slot<u64>,
     failure_rate: Slot<u8>,
@@ -65,6 +66,7 @@ struct Raw {
     timeout: Slot<u64>,
     fallback: Slot<ExprPath>,
     fallback_with_reason: Slot<ExprPath>,
+    fallback_on: Slot<FallbackOn>,
     classify: Slot<ExprPath>,
     krate: Slot<Path>,
 }
@@ -126,6 +128,7 @@ pub(crate) fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
         match text.as_str() {
             "name" => key!(name, name_value),
             "key" => key!(key, |e: &Expr| Ok::<_, syn::Error>(e.clone())),
+            "config" => key!(config, config_value),
             "failures" => key!(failures, |e: &Expr| count(
                 e,
                 "failures",
@@ -193,6 +196,7 @@ pub(crate) fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
                 e,
                 "fallback_with_reason"
             )),
+            "fallback_on" => key!(fallback_on, fallback_on_value),
             "classify" => key!(classify, |e: &Expr| fn_path(e, "classify")),
             "crate" => key!(krate, crate_path),
             _ => errors.push(syn::Error::new(
@@ -250,6 +254,7 @@ impl Raw {
         Args {
             name: self.name.value,
             key: self.key.value,
+            config: self.config.value,
             failures: self.failures.value,
             failures_within: self.failures_within.value,
             failure_rate: self.failure_rate.value,
@@ -275,6 +280,7 @@ impl Raw {
             timeout: self.timeout.value,
             fallback,
             fallback_with_reason,
+            fallback_on: self.fallback_on.value,
             classify: self.classify.value,
             krate: self.krate.value,
         }

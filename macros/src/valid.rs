@@ -30,6 +30,13 @@ pub(crate) fn check(args: &Args, errors: &mut Errors) {
         }
     }
     probe(args, errors);
+    if let (Some(on), None) = (&args.fallback_on, &args.fallback) {
+        errors.push(syn::Error::new(
+            on.key,
+            "`fallback_on` says when the fallback answers, but there is no fallback: add \
+             `fallback = path` (or `fallback_with_reason = path`), or remove `fallback_on`",
+        ));
+    }
     if let (Some(_), Some(rate)) = (&args.failures, &args.failure_rate) {
         errors.push(syn::Error::new(
             rate.key,
@@ -359,6 +366,10 @@ mod mirror {
             ("max_concurrent = 0", |b| b.max_concurrent(0)),
             ("max_concurrent = 1", |b| b.max_concurrent(1)),
         ],
+        &[
+            ("timeout = \"0s\"", |b| b.timeout(ms(0))),
+            ("timeout = \"500ms\"", |b| b.timeout(ms(500))),
+        ],
     ];
 
     #[test]
@@ -408,9 +419,10 @@ mod mirror {
         const FUNCTION_ONLY: &[&str] = &[
             "name",
             "key",
-            "timeout",
+            "config",
             "fallback",
             "fallback_with_reason",
+            "fallback_on",
             "classify",
             "probe",
             "crate",

@@ -3,7 +3,7 @@
 
 use syn::{Expr, ExprPath, Lit, Path};
 
-use crate::args::{Name, Window};
+use crate::args::{FallbackOn, Name, Window};
 use crate::duration;
 
 /// Largest count window the runtime accepts.
@@ -35,6 +35,8 @@ pub(crate) fn example(key: &str) -> &'static str {
         "probe" => "probe = my_health_check",
         "probe_every" => "probe_every = \"5s\"",
         "key" => "key = url.host_str().unwrap_or(\"\")",
+        "config" => "config = \"fast\"",
+        "fallback_on" => "fallback_on = \"error\"",
         "max_keys" => "max_keys = 10000",
         "idle_for" => "idle_for = \"10m\"",
         "latency" => "latency = true",
@@ -203,6 +205,62 @@ pub(crate) fn duration_value(expr: &Expr, key: &str) -> syn::Result<u64> {
             format!(
                 "expected a duration string for `{key}`, like `{key} = \"2s\"` or `{key} = \"250ms\"`"
             ),
+        )),
+    }
+}
+
+/// `config = "fast"`: the name of a `[configs.<name>]` table, written as TOML writes a bare
+/// key (ASCII letters, digits, `_` and `-`), so that the table needs no quotes.
+pub(crate) fn config_value(expr: &Expr) -> syn::Result<syn::LitStr> {
+    const WHAT: &str = "`config` names a `[configs.<name>]` table of the config file, which lies \
+                        under this attribute's keys";
+    let Some(Lit::Str(text)) = literal(expr) else {
+        return Err(syn::Error::new_spanned(
+            expr,
+            format!("{WHAT}: write its name as a string, like `config = \"fast\"`"),
+        ));
+    };
+    let name = text.value();
+    if name.is_empty() {
+        return Err(syn::Error::new(
+            text.span(),
+            "`config = \"\"` names no table: write the name of a `[configs.<name>]` table of \
+             the config file, like `config = \"fast\"`",
+        ));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        return Err(syn::Error::new(
+            text.span(),
+            format!(
+                "`config = {name:?}` cannot name a `[configs.<name>]` table: {bad:?} is not one \
+                 of the ASCII letters, digits, `_` and `-` a table's name is written with; \
+                 like `config = \"fast\"` or `config = \"slow-backends\"`"
+            ),
+        ));
+    }
+    Ok(text.clone())
+}
+
+/// `fallback_on = "rejected"` (the default) or `"error"`.
+pub(crate) fn fallback_on_value(expr: &Expr) -> syn::Result<FallbackOn> {
+    const ALLOWED: &str = "`\"rejected\"` (the default: calls the breaker rejects, and calls \
+                           past `timeout`) or `\"error\"` (those, and calls that ran and \
+                           failed)";
+    match literal(expr) {
+        Some(Lit::Str(text)) => match text.value().as_str() {
+            "rejected" => Ok(FallbackOn::Rejected),
+            "error" => Ok(FallbackOn::Error),
+            other => Err(syn::Error::new(
+                text.span(),
+                format!("`fallback_on = {other:?}` is not a choice: write {ALLOWED}"),
+            )),
+        },
+        _ => Err(syn::Error::new_spanned(
+            expr,
+            format!("`fallback_on` is a string: write {ALLOWED}, like `fallback_on = \"error\"`"),
         )),
     }
 }

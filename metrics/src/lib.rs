@@ -28,6 +28,14 @@
 //! | `breakerbox_failure_rate` | gauge | `name` | the rate window's failure rate, in percent (0–100) |
 //! | `breakerbox_slow_rate` | gauge | `name` | the rate window's slow-call rate, in percent (0–100) |
 //! | `breakerbox_opened_total` | counter | `name` | times the breaker opened |
+//! | `breakerbox_call_duration_seconds` | histogram | `name` | for a breaker that times its calls (a `slow` threshold, or `latency = true`): each call's duration, as [`Breaker::latency`] buckets them |
+//! | `breakerbox_call_duration_last_minute_seconds` | gauge | `name`, `quantile` | the same breakers: the p50, p90 and p99 (`quantile` `0.5`, `0.9`, `0.99`) of the last minute's calls; absent while it had none |
+//!
+//! The histogram is fed at each export with the calls timed since the last: each at its
+//! bucket's midpoint (within 6.25% of its duration), through `Histogram::record_many`, so
+//! the recorder's own buckets or summary apply. For Prometheus buckets, set them with
+//! `PrometheusBuilder::set_buckets_for_metric(Matcher::Full("breakerbox_call_duration_seconds".into()), &[…])`;
+//! `docs/grafana/breakerbox.json` reads `breakerbox_call_duration_seconds_bucket`.
 //!
 //! `success`, `failure`, `ignored` and `rejected` partition the calls; `slow` counts calls that
 //! took at least the `slow` threshold *whatever their outcome*, so leave it out of sums:
@@ -73,11 +81,13 @@
 
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 
-use metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
+use metrics::{
+    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
 
 use breakerbox_runtime::__edge;
 use breakerbox_runtime::{Breaker, BreakerMap, FamilySnapshot, State, registry};
@@ -104,6 +114,16 @@ pub fn state_code(state: State) -> f64 {
 }
 
 fn describe() {
+    describe_histogram!(
+        "breakerbox_call_duration_seconds",
+        Unit::Seconds,
+        "Durations of the calls through a circuit breaker that times them (slow threshold or latency = true)."
+    );
+    describe_gauge!(
+        "breakerbox_call_duration_last_minute_seconds",
+        Unit::Seconds,
+        "The p50, p90 and p99 of the last minute's call durations, by quantile."
+    );
     describe_counter!(
         "breakerbox_calls_total",
         Unit::Count,
@@ -344,5 +364,51 @@ pub fn record(breaker: &Breaker) {
     if config.slow_rate().is_some() {
         gauge!("breakerbox_slow_rate", "name" => name.clone()).set(m.slow_rate.unwrap_or(0.0));
     }
+    if let Some(latency) = breaker.latency() {
+        record_latency(&name, &latency);
+    }
     counter!("breakerbox_opened_total", "name" => name).absolute(m.times_opened);
+}
+
+/// The calls timed since the last export, by bucket upper bound (in nanoseconds), per breaker.
+fn exported_latency() -> &'static Mutex<BTreeMap<String, BTreeMap<u128, u64>>> {
+    static EXPORTED: Mutex<BTreeMap<String, BTreeMap<u128, u64>>> = Mutex::new(BTreeMap::new());
+    &EXPORTED
+}
+
+/// Feeds `breakerbox_call_duration_seconds` the calls timed since the last export, and sets
+/// the last minute's quantiles.
+fn record_latency(name: &str, latency: &breakerbox_runtime::LatencySnapshot) {
+    let mut new = Vec::new();
+    {
+        let mut all = exported_latency().lock().unwrap_or_else(|e| e.into_inner());
+        let seen = all.entry(name.to_owned()).or_default();
+        for ((upper, count), (at, _)) in latency.buckets().zip(latency.bucket_values()) {
+            let before = seen.insert(upper.as_nanos(), count).unwrap_or(0);
+            // Fewer than before: a breaker of that name made again, counting from 0.
+            let delta = if count >= before {
+                count - before
+            } else {
+                count
+            };
+            if delta > 0 {
+                new.push((at.as_secs_f64(), delta));
+            }
+        }
+    }
+    // Outside the lock: the recorder is the application's code.
+    let h = histogram!("breakerbox_call_duration_seconds", "name" => name.to_owned());
+    for (at, delta) in new {
+        h.record_many(at, usize::try_from(delta).unwrap_or(usize::MAX));
+    }
+    for (quantile, value) in [
+        ("0.5", latency.p50),
+        ("0.9", latency.p90),
+        ("0.99", latency.p99),
+    ] {
+        if let Some(v) = value {
+            gauge!("breakerbox_call_duration_last_minute_seconds", "name" => name.to_owned(), "quantile" => quantile)
+                .set(v.as_secs_f64());
+        }
+    }
 }

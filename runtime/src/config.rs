@@ -108,6 +108,9 @@ pub struct Config {
     pub(crate) health: bool,
     /// Whether this breaker open makes the registry's health DOWN, not DEGRADED.
     pub(crate) critical: bool,
+    /// How long a call may run before it is dropped and counted as a failure: read at each
+    /// call by an `async fn` whose `#[circuit_breaker]` attribute names `timeout`.
+    pub(crate) timeout: Option<Duration>,
 }
 
 impl Default for Config {
@@ -136,6 +139,7 @@ impl Default for Config {
             latency: false,
             health: true,
             critical: false,
+            timeout: None,
         }
     }
 }
@@ -257,6 +261,13 @@ impl Config {
         self.slow.is_some() || self.latency
     }
 
+    /// How long a call may run before it is dropped and counted as a failure, if set. The
+    /// breaker itself does not time calls out: an `async fn` whose `#[circuit_breaker]`
+    /// attribute names `timeout` reads this value at each call, so a config file, a variable
+    /// or a reload changes it from the next call on.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
     /// Whether calls are recorded into a rate window.
     pub(crate) fn uses_window(&self) -> bool {
         self.failure_rate.is_some() || self.slow_rate.is_some()
@@ -419,6 +430,11 @@ impl ConfigBuilder {
         /// as Spring's `allowHealthIndicatorToFail` does. For a keyed family it applies to
         /// each key: any open key of a critical family is `DOWN`.
         critical: bool => |c, v| c.critical = v;
+        /// How long a call may run before it is dropped and counted as a failure (longer
+        /// than zero; unset by default). Honoured by an `async fn` whose `#[circuit_breaker]`
+        /// attribute names `timeout`, which reads it at each call; the breaker's own
+        /// `call`/`call_async` do not time calls out.
+        timeout: Duration => |c, v| c.timeout = Some(v);
     }
 
     /// While the breaker is open, call `probe` every [`probe_every`](ConfigBuilder::probe_every)
@@ -622,6 +638,11 @@ impl ConfigBuilder {
         }
         if c.idle_for.is_zero() {
             return Err(range("idle_for", "longer than zero", &c.idle_for));
+        }
+        if let Some(t) = c.timeout
+            && t.is_zero()
+        {
+            return Err(range("timeout", "longer than zero", &t));
         }
         Ok(c)
     }

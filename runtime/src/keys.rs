@@ -1,5 +1,5 @@
 //! The keys of a breaker's config as text: the attribute's, less those that belong to the
-//! function (`name`, `key`, `timeout`, `fallback`, `classify`, `crate`).
+//! function (`name`, `key`, `config`, `fallback`, `fallback_on`, `classify`, `probe`, `crate`).
 
 /// The keys a config file, an environment variable or a serialized [`Config`](crate::Config)
 /// may hold, in the order the docs list them. The macro crate's test `keys_mirror_the_runtime`
@@ -27,6 +27,7 @@ pub const KEYS: &[&str] = &[
     "latency",
     "health",
     "critical",
+    "timeout",
 ];
 
 /// Keys of the attribute that configure the function, not the breaker.
@@ -34,9 +35,10 @@ pub const KEYS: &[&str] = &[
 pub(crate) const ATTRIBUTE_ONLY: &[&str] = &[
     "name",
     "key",
-    "timeout",
+    "config",
     "fallback",
     "fallback_with_reason",
+    "fallback_on",
     "classify",
     "probe",
     "crate",

@@ -41,6 +41,12 @@ pub struct Registration {
     column: u32,
     /// `#[circuit_breaker(key = …)]`: the name is a keyed family's, not a breaker's.
     keyed: bool,
+    /// `#[circuit_breaker(timeout = …)]` on an `async fn`: each call reads the breaker's
+    /// `timeout`, so every layer of configuration may set it.
+    timed: bool,
+    /// `#[circuit_breaker(config = "<name>")]`: the `[configs.<name>]` table of a config file
+    /// under the attribute's keys.
+    base: Option<&'static str>,
     /// Whether `config` has logged that the runtime rejected the attribute's config. std's,
     /// not loom's: a flag, no protocol.
     reported: std::sync::atomic::AtomicBool,
@@ -62,6 +68,8 @@ impl Registration {
             line,
             column,
             keyed: false,
+            timed: false,
+            base: None,
             reported: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -73,6 +81,34 @@ impl Registration {
             keyed: true,
             ..self
         }
+    }
+
+    /// The same registration for a function whose attribute names `timeout`: its calls are
+    /// timed out after the breaker's current `timeout`, read at each call.
+    pub const fn timed(self) -> Registration {
+        Registration {
+            timed: true,
+            ..self
+        }
+    }
+
+    /// The same registration for a function whose attribute names a base with
+    /// `config = "<name>"`: a config file's `[configs.<name>]` table under its keys.
+    pub const fn base(self, name: &'static str) -> Registration {
+        Registration {
+            base: Some(name),
+            ..self
+        }
+    }
+
+    /// The `[configs.<name>]` table the attribute takes as its base (`config = "<name>"`).
+    pub fn base_name(&self) -> Option<&'static str> {
+        self.base
+    }
+
+    /// Whether the function's calls read the breaker's `timeout` (its attribute names one).
+    pub fn is_timed(&self) -> bool {
+        self.timed
     }
 
     /// Whether the function is keyed (`key = …`).
@@ -176,7 +212,7 @@ macro_rules! __breakerbox_register {
 }
 
 /// A config's policy keys, named as in the attribute and the TOML file, with their values.
-pub(crate) fn keys(config: &Config) -> [(&'static str, String); 22] {
+pub(crate) fn keys(config: &Config) -> [(&'static str, String); 23] {
     // Destructured, so that a new field of `Config` must be named here (and in `value`).
     let Config {
         failures: _,
@@ -201,6 +237,7 @@ pub(crate) fn keys(config: &Config) -> [(&'static str, String); 22] {
         latency: _,
         health: _,
         critical: _,
+        timeout: _,
         clock: _,
     } = config;
     [
@@ -226,6 +263,7 @@ pub(crate) fn keys(config: &Config) -> [(&'static str, String); 22] {
         "latency",
         "health",
         "critical",
+        "timeout",
     ]
     .map(|key| (key, value(config, key)))
 }
@@ -266,6 +304,7 @@ pub(crate) fn value(config: &Config, key: &str) -> String {
         "latency" => c.latency.to_string(),
         "health" => c.health.to_string(),
         "critical" => c.critical.to_string(),
+        "timeout" => span(c.timeout),
         _ => String::new(),
     }
 }
@@ -298,6 +337,7 @@ pub(crate) fn same_policy(a: &Config, b: &Config) -> bool {
         latency,
         health,
         critical,
+        timeout,
         clock: _,
     } = a;
     *failures == b.failures
@@ -322,11 +362,12 @@ pub(crate) fn same_policy(a: &Config, b: &Config) -> bool {
         && *latency == b.latency
         && *health == b.health
         && *critical == b.critical
+        && *timeout == b.timeout
 }
 
 /// The keys whose values differ among `configs`, in the attribute's order.
 fn differing<'a>(configs: impl IntoIterator<Item = &'a Config>) -> Vec<&'static str> {
-    let all: Vec<[(&'static str, String); 22]> = configs.into_iter().map(keys).collect();
+    let all: Vec<[(&'static str, String); 23]> = configs.into_iter().map(keys).collect();
     let Some(first) = all.first() else {
         return Vec::new();
     };

@@ -240,12 +240,37 @@ impl Registry {
     /// The breaker of a `#[circuit_breaker]` function, at its first call. Not public API.
     #[doc(hidden)]
     pub fn registered_breaker(&self, registration: &'static Registration) -> Breaker {
-        self.obtain(
+        let breaker = self
+            .obtain(
+                registration.name(),
+                || registration.config(),
+                registration.site(),
+            )
+            .unwrap_or_else(ConfigConflict::into_breaker);
+        self.warn_unapplied_base(registration);
+        breaker
+    }
+
+    /// Logs, at the breaker's making, that its attribute's `config = "<name>"` is not applied
+    /// because no config file has reached it yet: it runs with the attribute's keys over the
+    /// built-in defaults until a file with that `[configs.<name>]` table is loaded.
+    pub(crate) fn warn_unapplied_base(&self, registration: &'static Registration) {
+        let Some(base) = registration.base_name() else {
+            return;
+        };
+        #[cfg(feature = "serde")]
+        if lock(&self.sources).contains_key(registration.name()) {
+            return;
+        }
+        tracing::warn!(
+            target: "breakerbox",
+            name = registration.name(),
+            "circuit breaker '{}' ({}) takes `config = \"{base}\"`, but no config file has \
+             been loaded with a [configs.{base}] table: it runs with its attribute's keys over \
+             the built-in defaults until `registry().load_toml` loads one",
             registration.name(),
-            || registration.config(),
             registration.site(),
-        )
-        .unwrap_or_else(ConfigConflict::into_breaker)
+        );
     }
 
     /// The breaker `name`, created if it does not exist; `Err` if `site` asks for a config that

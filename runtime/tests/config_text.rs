@@ -37,15 +37,15 @@ fn the_longest_duration_reads_back() {
     assert_eq!(config.open_for(), Duration::MAX);
 }
 
-/// "`timeout` `timeout` belongs…": the key once.
+/// "`classify` `classify` belongs…": the key once.
 #[test]
 fn an_attribute_key_in_a_file_is_named_once() {
     let e = registry()
-        .load_toml_str("t.toml", "[breakers.text-t]\ntimeout = \"1s\"\n")
+        .load_toml_str("t.toml", "[breakers.text-t]\nclassify = \"by_status\"\n")
         .unwrap_err()
         .to_string();
     assert!(
-        e.starts_with("t.toml:2: [breakers.text-t] `timeout` belongs to the function's"),
+        e.starts_with("t.toml:2: [breakers.text-t] `classify` belongs to the function's"),
         "{e}"
     );
 }

@@ -9,6 +9,7 @@ mod controls;
 mod events;
 mod keys;
 mod keys_stream;
+mod latency;
 mod refusals;
 mod stream;
 mod support;

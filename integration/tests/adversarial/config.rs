@@ -136,12 +136,12 @@ fn config_messages_do_not_repeat_the_key() {
     let err = registry()
         .load_toml_str(
             "t.toml",
-            "[breakers.adv-timeout]\ndynamic = true\ntimeout = \"1s\"\n",
+            "[breakers.adv-classify]\ndynamic = true\nclassify = \"by_status\"\n",
         )
         .unwrap_err();
     let text = err.to_string();
-    assert!(!text.contains("`timeout` `timeout`"), "{text}");
-    assert!(text.contains("timeout"), "{text}");
+    assert!(!text.contains("`classify` `classify`"), "{text}");
+    assert!(text.contains("classify"), "{text}");
 }
 
 #[test]

@@ -8,6 +8,7 @@ use breakerbox_metrics as export;
 mod breakers;
 mod key_events;
 mod keyed;
+mod latency;
 mod rebuilt;
 
 /// Held by the tests that export families or change the export's settings: those are

@@ -118,6 +118,7 @@ fn config_hash(config: &Config) -> u64 {
         latency,
         health,
         critical,
+        timeout,
         clock,
     } = config;
     let mut h = std::hash::DefaultHasher::new();
@@ -125,7 +126,7 @@ fn config_hash(config: &Config) -> u64 {
     (slow, slow_rate, open_for, max_open_for).hash(&mut h);
     (half_open_calls, successes, probe_timeout, max_concurrent).hash(&mut h);
     (max_keys, idle_for, probe_every).hash(&mut h);
-    (latency, health, critical).hash(&mut h);
+    (latency, health, critical, timeout).hash(&mut h);
     if let Some(probe) = probe {
         probe.hash_into(&mut h);
     }

@@ -172,5 +172,8 @@ pub(crate) fn code_keys(mut b: ConfigBuilder, config: &Config) -> ConfigBuilder 
     if config.critical != d.critical {
         b = b.critical(config.critical);
     }
+    if let Some(v) = config.timeout {
+        b = b.timeout(v);
+    }
     b
 }

@@ -153,6 +153,24 @@ pub enum LoadError {
         /// The known breaker it most likely means, if one is close.
         suggestion: Option<String>,
     },
+    /// A `#[circuit_breaker(config = "<name>")]` attribute names a base the file does not
+    /// have: every load must define the `[configs.<name>]` tables the attributes take.
+    #[error(
+        "{}: no [configs.{}] table for breaker `{}`, whose {site} takes `config = \"{}\"`{hint}",
+        path.display(), Cut(config), Name(breaker), Cut(config)
+    )]
+    UnknownConfig {
+        /// The file.
+        path: PathBuf,
+        /// The breaker's (or keyed family's) name.
+        breaker: String,
+        /// The base the attribute names.
+        config: String,
+        /// The attribute (boxed: it is larger than the other errors).
+        site: Box<Site>,
+        /// "; did you mean `fast`?", or the file's bases, or how to write one.
+        hint: String,
+    },
     /// `Registry::watch_toml` (feature `watch`) cannot watch the file (it names no file, its
     /// directory cannot be watched, or the thread cannot start), or the watch reported an
     /// error.
@@ -214,7 +232,10 @@ impl LoadError {
             | LoadError::UnknownBreaker { line, .. }
             | LoadError::AlreadyCreated { line, .. }
             | LoadError::NotReloadable { line, .. } => Some(*line),
-            LoadError::Read { .. } | LoadError::Env { .. } | LoadError::Watch { .. } => None,
+            LoadError::Read { .. }
+            | LoadError::Env { .. }
+            | LoadError::Watch { .. }
+            | LoadError::UnknownConfig { .. } => None,
         }
     }
 
@@ -223,6 +244,7 @@ impl LoadError {
         match self {
             LoadError::Invalid { key, .. } | LoadError::InvalidShared { key, .. } => Some(key),
             LoadError::NotReloadable { key, .. } => key.as_deref(),
+            LoadError::UnknownConfig { .. } => Some("config"),
             _ => None,
         }
     }
@@ -267,7 +289,8 @@ impl Registry {
     /// Keys are the attribute's (`failures`, `failure_rate`, `window` as a count or `"10s"`,
     /// `min_calls`, `slow`, `slow_rate`, `open_for`, `max_open_for`, `backoff`, `jitter`,
     /// `half_open_calls`, `successes`, `probe_timeout`, `max_concurrent`, `probe_every` (the
-    /// probe function stays the code's), and for a keyed family `max_keys` and `idle_for`),
+    /// probe function stays the code's), `timeout` (for a function whose attribute names one;
+    /// see docs/configuration.md), and for a keyed family `max_keys` and `idle_for`),
     /// and durations read as in the attribute, with the same messages. Other top-level tables
     /// than `breakers`, `defaults` and `configs` are ignored, so the file can be the
     /// application's own config; but one spelt one edit away from `breakers` (`[breaker.x]`,
@@ -432,8 +455,28 @@ impl Registry {
         // with `[defaults]` every annotated breaker and keyed family.
         let mut targets: BTreeSet<String> = parsed.breakers.keys().cloned().collect();
         targets.extend(env.keys().cloned());
+        let attributes = self.attribute_names();
         if parsed.defaults.is_some() {
-            targets.extend(self.attribute_names());
+            targets.extend(attributes.iter().cloned());
+        }
+        // An attribute's `config = "<name>"` must name a base of the file, which reaches it.
+        for name in &attributes {
+            let Some(r) = self.attribute(name) else {
+                continue;
+            };
+            let Some(base) = r.base_name() else {
+                continue;
+            };
+            if !parsed.configs.contains_key(base) {
+                return Err(LoadError::UnknownConfig {
+                    path: path.to_owned(),
+                    breaker: name.clone(),
+                    config: base.to_owned(),
+                    site: Box::new(r.site()),
+                    hint: base_hint(base, &parsed.configs),
+                });
+            }
+            targets.insert(name.clone());
         }
         let path: Arc<Path> = path.into();
         let defaults = parsed.defaults.as_ref().map(|d| Arc::new(d.keys.clone()));
@@ -454,7 +497,12 @@ impl Registry {
                 _ => Place::Line(1),
             };
             let code = self.code_config(&name);
-            let own = match (self.attribute(&name), &code) {
+            let attribute = self.attribute(&name);
+            // A table's `base` is above the attribute, and replaces the attribute's `config`.
+            let base = table
+                .and_then(|t| t.base.as_ref().map(|(base, _)| base.clone()))
+                .or_else(|| attribute.and_then(|r| r.base_name()).map(str::to_owned));
+            let own = match (attribute, &code) {
                 (Some(r), _) => Own::Attribute(r),
                 (None, Some((site, config))) => Own::Code(*site, config),
                 (None, None) => Own::None,
@@ -466,9 +514,10 @@ impl Registry {
                     Place::Env(_) => 1,
                 },
                 defaults: defaults.clone(),
-                base: table
-                    .and_then(|t| t.base.as_ref())
-                    .map(|(base, _)| (base.clone(), bases[base.as_str()].clone())),
+                base: base.map(|base| {
+                    let keys = bases[base.as_str()].clone();
+                    (base, keys)
+                }),
                 table: table.map(|t| t.keys.clone()),
                 env: vars,
                 name,
@@ -606,6 +655,7 @@ impl Layers {
     /// The layers up to the name's table, with `own` under the table.
     fn under_table(&self, own: Own<'_>) -> Result<Merge<'_>, LoadError> {
         let mut m = Merge::new(&self.path, self.name.clone(), self.line);
+        m.owned_by(own);
         if let Some(defaults) = &self.defaults {
             m.text(defaults, |line| Source::Defaults { line })?;
         }
@@ -736,7 +786,23 @@ fn check_base(
     if configs.contains_key(base) {
         return Ok(());
     }
-    let hint = match closest(base, configs.keys().map(String::as_str)) {
+    Err(LoadError::Invalid {
+        path: path.to_owned(),
+        line: *line,
+        breaker: name.to_owned(),
+        key: BASE.to_owned(),
+        message: format!(
+            "`{}` names no `[configs.<name>]` table{}",
+            Cut(base),
+            base_hint(base, configs)
+        ),
+    })
+}
+
+/// After "names no `[configs.<name>]` table": "; did you mean `fast`?", or the file's bases,
+/// or how to write one.
+fn base_hint(base: &str, configs: &BTreeMap<String, Table>) -> String {
+    match closest(base, configs.keys().map(String::as_str)) {
         Some(near) => format!("; did you mean `{}`?", Cut(near)),
         None if configs.is_empty() => {
             "; the file has none: add one, like `[configs.fast]` followed by `open_for = \"5s\"`"
@@ -751,12 +817,5 @@ fn check_base(
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-    };
-    Err(LoadError::Invalid {
-        path: path.to_owned(),
-        line: *line,
-        breaker: name.to_owned(),
-        key: BASE.to_owned(),
-        message: format!("`{}` names no `[configs.<name>]` table{hint}", Cut(base)),
-    })
+    }
 }

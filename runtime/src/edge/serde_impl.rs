@@ -201,6 +201,14 @@ pub(crate) fn apply(
         "latency" => b.latency(boolean()?),
         "health" => b.health(boolean()?),
         "critical" => b.critical(boolean()?),
+        "timeout" => b.timeout(duration()?),
+        "config" => {
+            return Err(
+                "is the attribute's way to take a `[configs.<name>]` table; a table takes one \
+                 with `base = \"<name>\"`"
+                    .to_owned(),
+            );
+        }
         _ if ATTRIBUTE_ONLY.contains(&key) => {
             return Err(format!(
                 "belongs to the function's `#[circuit_breaker(...)]` attribute, not to the breaker's config; valid keys here: {}",
@@ -254,6 +262,9 @@ impl Serialize for Config {
         m.serialize_entry("latency", &self.latency)?;
         m.serialize_entry("health", &self.health)?;
         m.serialize_entry("critical", &self.critical)?;
+        if let Some(t) = self.timeout {
+            m.serialize_entry("timeout", &d(t))?;
+        }
         m.end()
     }
 }

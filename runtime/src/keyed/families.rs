@@ -193,7 +193,9 @@ impl Registry {
         &self,
         registration: &'static Registration,
     ) -> Result<BreakerMap<String>, KeyTypeMismatch> {
-        self.family_at(registration.name(), || registration.config(), None)
+        let family = self.family_at(registration.name(), || registration.config(), None);
+        self.warn_unapplied_base(registration);
+        family
     }
 
     fn family_at<K>(

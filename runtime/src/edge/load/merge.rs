@@ -85,6 +85,10 @@ pub(super) struct Merge<'p> {
     b: ConfigBuilder,
     /// Each key's layer, by its place in [`KEYS`].
     from: Vec<Source>,
+    /// The attribute of a function whose calls read no `timeout` (its attribute names
+    /// none): `[defaults]` and bases leave its `timeout` alone, and a table or variable
+    /// setting it is an error.
+    untimed: Option<Site>,
 }
 
 fn index(key: &str) -> Option<usize> {
@@ -99,6 +103,16 @@ impl<'p> Merge<'p> {
             line,
             b: Config::builder(),
             from: vec![Source::Default; KEYS.len()],
+            untimed: None,
+        }
+    }
+
+    /// The breaker belongs to `own`: an attribute without `timeout` takes none from a file.
+    pub(super) fn owned_by(&mut self, own: Own<'_>) {
+        if let Own::Attribute(r) = own
+            && !r.is_timed()
+        {
+            self.untimed = Some(r.site());
         }
     }
 
@@ -119,6 +133,26 @@ impl<'p> Merge<'p> {
     ) -> Result<(), LoadError> {
         self.switch(|name| keys.iter().any(|(key, _, _)| key == name));
         for (key, value, origin) in keys {
+            if key == "timeout"
+                && let Some(site) = self.untimed
+            {
+                // A shared table's `timeout` is for the functions that can time out.
+                if let Origin::File { line } = origin
+                    && matches!(source(*line), Source::Defaults { .. } | Source::Base { .. })
+                {
+                    continue;
+                }
+                return Err(self.bad(
+                    key,
+                    origin,
+                    format!(
+                        "cannot apply: the function of breaker `{}` ({site}) has no `timeout` in \
+                         its attribute, so nothing times its calls out; add `timeout = \"…\"` \
+                         to the attribute of its `async fn`, and this value replaces it",
+                        Cut(&self.breaker)
+                    ),
+                ));
+            }
             let b = core::mem::take(&mut self.b);
             self.b = apply(b, key, value, Dialect::Text).map_err(|m| self.bad(key, origin, m))?;
             let line = match origin {

@@ -154,7 +154,7 @@ fn key_tables_are_validated_like_any_table() {
     );
     assert_eq!(
         e,
-        "breakers.toml:5: [breakers.load-keyed-bad.keys.\"h\"] `failure` unknown key; did you mean `failures`? valid keys: failures, failures_within, failure_rate, window, min_calls, slow, slow_rate, open_for, max_open_for, backoff, jitter, half_open_calls, successes, probe_timeout, max_concurrent, probe_every, max_keys, idle_for, latency, health, critical"
+        "breakers.toml:5: [breakers.load-keyed-bad.keys.\"h\"] `failure` unknown key; did you mean `failures`? valid keys: failures, failures_within, failure_rate, window, min_calls, slow, slow_rate, open_for, max_open_for, backoff, jitter, half_open_calls, successes, probe_timeout, max_concurrent, probe_every, max_keys, idle_for, latency, health, critical, timeout"
     );
     // Combinations are checked with the family's keys under the key's.
     let e = err(
@@ -238,9 +238,9 @@ fn unknown_key_names_line_suggests_and_lists_keys() {
 
 #[test]
 fn attribute_only_keys_are_explained_once() {
-    let e = err("[breakers.t]\ntimeout = \"1s\"\n", &[]);
+    let e = err("[breakers.t]\nfallback = \"cached\"\n", &[]);
     assert!(
-        e.starts_with("breakers.toml:2: [breakers.t] `timeout` belongs to the function's `#[circuit_breaker(...)]` attribute, not to the breaker's config; valid keys here: failures,"),
+        e.starts_with("breakers.toml:2: [breakers.t] `fallback` belongs to the function's `#[circuit_breaker(...)]` attribute, not to the breaker's config; valid keys here: failures,"),
         "{e}"
     );
 }

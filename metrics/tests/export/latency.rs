@@ -1,0 +1,99 @@
+//! Latency in the export: `breakerbox_call_duration_seconds` fed with the calls timed since
+//! the last export, and the last minute's quantiles as gauges.
+
+use std::time::Duration;
+
+use breakerbox_runtime::{Config, ManualClock, registry};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+
+use crate::export;
+
+/// The histogram's values and the quantile gauges of breaker `name` in one snapshot.
+fn read(snapshotter: &Snapshotter, name: &str) -> (Vec<f64>, Vec<(String, f64)>) {
+    let (mut values, mut quantiles) = (Vec::new(), Vec::new());
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let key = key.key();
+        let label = |k: &str| {
+            key.labels()
+                .find(|l| l.key() == k)
+                .map(|l| l.value().to_owned())
+        };
+        if label("name").as_deref() != Some(name) {
+            continue;
+        }
+        match (key.name(), value) {
+            ("breakerbox_call_duration_seconds", DebugValue::Histogram(v)) => {
+                values.extend(v.into_iter().map(|f| f.0));
+            }
+            ("breakerbox_call_duration_last_minute_seconds", DebugValue::Gauge(g)) => {
+                quantiles.push((label("quantile").unwrap(), g.0));
+            }
+            _ => {}
+        }
+    }
+    values.sort_by(f64::total_cmp);
+    quantiles.sort_by(|a, b| a.0.cmp(&b.0));
+    (values, quantiles)
+}
+
+fn near(got: f64, want: f64) -> bool {
+    (got - want).abs() <= want / 16.0
+}
+
+#[test]
+fn each_timed_call_is_exported_once_near_its_duration() {
+    let _settings = crate::settings();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let clock = ManualClock::new();
+    registry().set_clock("export-latency", clock.clone());
+    let b = registry().get_or_create("export-latency", || {
+        Config::builder().latency(true).build().unwrap()
+    });
+    let call = |ms| {
+        let _ = b.call(|| {
+            clock.advance(Duration::from_millis(ms));
+            Ok::<_, &str>(())
+        });
+    };
+    metrics::with_local_recorder(&recorder, || {
+        for ms in [2, 2, 40] {
+            call(ms);
+        }
+        export::record_all();
+        let (values, quantiles) = read(&snapshotter, "export-latency");
+        assert_eq!(values.len(), 3, "{values:?}");
+        assert!(
+            near(values[0], 0.002) && near(values[1], 0.002) && near(values[2], 0.040),
+            "{values:?}"
+        );
+        let q: Vec<&str> = quantiles.iter().map(|(q, _)| q.as_str()).collect();
+        assert_eq!(q, ["0.5", "0.9", "0.99"]);
+        assert!(
+            near(quantiles[0].1, 0.002) && near(quantiles[2].1, 0.040),
+            "{quantiles:?}"
+        );
+
+        // Exported again with one call more: only that one is new.
+        call(7);
+        export::record_all();
+        let (values, _) = read(&snapshotter, "export-latency");
+        assert_eq!(values.len(), 1, "{values:?}");
+        assert!(near(values[0], 0.007), "{values:?}");
+        export::record_all();
+        assert!(read(&snapshotter, "export-latency").0.is_empty());
+    });
+}
+
+#[test]
+fn a_breaker_that_times_nothing_exports_no_latency() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let b = registry().get_or_create("export-no-latency", Config::default);
+    metrics::with_local_recorder(&recorder, || {
+        b.call(|| Ok::<_, &str>(())).unwrap();
+        export::record(&b);
+        let (values, quantiles) = read(&snapshotter, "export-no-latency");
+        assert!(values.is_empty() && quantiles.is_empty());
+    });
+}

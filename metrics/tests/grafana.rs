@@ -1,0 +1,229 @@
+//! docs/grafana/breakerbox.json queries only what the export emits: every metric name and
+//! every label its PromQL names is in the Prometheus text that `record_all` makes through
+//! `metrics-exporter-prometheus`, for breakers and a family in every state the panels show.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use breakerbox_runtime::{Config, ManualClock, Window, registry};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+
+/// Metric name → the labels its series carry, from Prometheus text.
+fn emitted(text: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut all: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let (name, rest) = match line.find(['{', ' ']) {
+            Some(i) => line.split_at(i),
+            None => continue,
+        };
+        let labels = all.entry(name.to_owned()).or_default();
+        if let Some(body) = rest.strip_prefix('{').and_then(|r| r.split('}').next()) {
+            for pair in body.split("\",") {
+                if let Some((label, _)) = pair.split_once('=') {
+                    labels.insert(label.trim().to_owned());
+                }
+            }
+        }
+    }
+    all
+}
+
+/// What one PromQL expression names: `(metric, labels matched in its braces)` for each
+/// selector, and the labels of its `by (…)` clauses.
+fn named(expr: &str) -> (Vec<(String, Vec<String>)>, Vec<String>) {
+    let bytes = expr.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b':';
+    let (mut selectors, mut by) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'"' {
+            // A string: skip it whole.
+            i += 1;
+            while i < bytes.len() && bytes[i] != b'"' {
+                i += if bytes[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+            continue;
+        }
+        if !ident(bytes[i]) || (i > 0 && ident(bytes[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && ident(bytes[i]) {
+            i += 1;
+        }
+        let word = &expr[start..i];
+        let rest = expr[i..].trim_start();
+        if word == "by" && rest.starts_with('(') {
+            let list = &rest[1..rest.find(')').expect("a closed by (…)")];
+            by.extend(list.split(',').map(|l| l.trim().to_owned()));
+        } else if word.starts_with("breakerbox_") {
+            let mut labels = Vec::new();
+            if let Some(body) = rest.strip_prefix('{') {
+                // Matchers up to the closing brace: `label op "string"`, strings skipped whole.
+                let body = body.as_bytes();
+                let (mut j, mut label) = (0, String::new());
+                while j < body.len() && body[j] != b'}' {
+                    match body[j] {
+                        b'"' => {
+                            j += 1;
+                            while j < body.len() && body[j] != b'"' {
+                                j += if body[j] == b'\\' { 2 } else { 1 };
+                            }
+                        }
+                        b'=' | b'!' if !label.is_empty() => labels.push(std::mem::take(&mut label)),
+                        c if ident(c) => label.push(c as char),
+                        _ => {}
+                    }
+                    j += 1;
+                }
+            }
+            selectors.push((word.to_owned(), labels));
+        }
+    }
+    (selectors, by)
+}
+
+/// Every PromQL expression of the dashboard: its panels' targets and its variables' queries.
+fn expressions(dashboard: &serde_json::Value) -> Vec<String> {
+    let mut all = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            all.push(target["expr"].as_str().unwrap().to_owned());
+        }
+    }
+    for var in dashboard["templating"]["list"].as_array().unwrap() {
+        if let Some(q) = var["query"]["query"].as_str() {
+            // `label_values(metric, label)`: the metric, and the label as a matcher.
+            let inner = q.trim_start_matches("label_values(").trim_end_matches(')');
+            let (metric, label) = inner.split_once(',').unwrap();
+            all.push(format!("{}{{{}=\"\"}}", metric.trim(), label.trim()));
+        }
+    }
+    all
+}
+
+/// The Prometheus text of an export of breakers and a family in every state the panels show.
+fn export_text() -> String {
+    let recorder = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full("breakerbox_call_duration_seconds".into()),
+            &[0.001, 0.01, 0.1, 1.0],
+        )
+        .unwrap()
+        .build_recorder();
+    let handle = recorder.handle();
+    let clock = ManualClock::new();
+    registry().set_clock("grafana-rate", clock.clone());
+    let rate = registry().get_or_create("grafana-rate", || {
+        Config::builder()
+            .failure_rate(50)
+            .window(Window::Calls(10))
+            .min_calls(4)
+            .slow(Duration::from_millis(100))
+            .slow_rate(90)
+            .latency(true)
+            .build()
+            .unwrap()
+    });
+    let hosts = registry()
+        .family::<String>("grafana-hosts", || {
+            Config::builder().failures(1).build().unwrap()
+        })
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        breakerbox_metrics::install();
+        for i in 0..6 {
+            let _ = rate.call(|| {
+                clock.advance(Duration::from_millis(if i == 0 { 150 } else { 5 }));
+                if i % 2 == 0 { Err("down") } else { Ok(()) }
+            });
+        }
+        let _ = rate.call(|| Ok::<_, &str>(())); // rejected: it tripped
+        let _ = rate.call_with(|| (), |_| breakerbox_runtime::Outcome::Ignored);
+        hosts
+            .call(&"up.example".to_owned(), || Ok::<_, &str>(()))
+            .unwrap();
+        let _ = hosts.call(&"down.example".to_owned(), || Err::<(), _>("refused"));
+        let _ = hosts.call(&"down.example".to_owned(), || Ok::<_, &str>(()));
+        breakerbox_metrics::record_all();
+    });
+    handle.render()
+}
+
+#[test]
+fn the_grafana_dashboard_queries_only_metrics_and_labels_the_export_emits() {
+    let dashboard: serde_json::Value =
+        serde_json::from_str(include_str!("../../docs/grafana/breakerbox.json")).unwrap();
+    let text = export_text();
+    let emitted = emitted(&text);
+    let exprs = expressions(&dashboard);
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    let mut metrics_used = BTreeSet::new();
+    for expr in &exprs {
+        let (selectors, by) = named(expr);
+        assert!(!selectors.is_empty(), "no breakerbox metric in {expr}");
+        let mut labels_here = BTreeSet::new();
+        for (metric, labels) in selectors {
+            let Some(has) = emitted.get(&metric) else {
+                panic!("`{metric}` (in {expr}) is not emitted; the export emits:\n{text}");
+            };
+            for label in labels {
+                assert!(
+                    has.contains(&label),
+                    "`{metric}` has no label `{label}` (in {expr}): {has:?}"
+                );
+            }
+            labels_here.extend(has.iter().cloned());
+            metrics_used.insert(metric);
+        }
+        for label in by {
+            assert!(
+                labels_here.contains(&label),
+                "`by ({label})` names no label of the metrics of {expr}"
+            );
+        }
+    }
+    // What the issue asks the dashboard to show: state, rates, rejections, latency, open keys.
+    for metric in [
+        "breakerbox_state",
+        "breakerbox_calls_total",
+        "breakerbox_failure_rate",
+        "breakerbox_call_duration_seconds_bucket",
+        "breakerbox_family_open_keys",
+        "breakerbox_key_state",
+    ] {
+        assert!(
+            metrics_used.contains(metric),
+            "the dashboard does not query {metric}"
+        );
+    }
+}
+
+#[test]
+fn the_query_reader_finds_metrics_labels_and_groupings() {
+    let (selectors, by) = named(
+        r#"sum by (name, le) (rate(breakerbox_x_bucket{name=~"$name", outcome!="a,b}"}[5m])) / breakerbox_y"#,
+    );
+    assert_eq!(
+        selectors,
+        [
+            (
+                "breakerbox_x_bucket".to_owned(),
+                vec!["name".to_owned(), "outcome".to_owned()]
+            ),
+            ("breakerbox_y".to_owned(), vec![])
+        ]
+    );
+    assert_eq!(by, ["name", "le"]);
+    let e = emitted("# HELP x\nbreakerbox_a{name=\"n\",outcome=\"o\"} 1\nbreakerbox_b 2\n");
+    assert_eq!(
+        e["breakerbox_a"],
+        BTreeSet::from(["name".to_owned(), "outcome".to_owned()])
+    );
+    assert!(e["breakerbox_b"].is_empty());
+}

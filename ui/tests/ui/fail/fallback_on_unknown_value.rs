@@ -1,0 +1,24 @@
+//! `fallback_on` is `"rejected"` or `"error"`.
+use breakerbox::{Rejected, circuit_breaker};
+
+#[derive(Debug)]
+pub struct Error;
+
+impl From<Rejected> for Error {
+    fn from(_: Rejected) -> Self {
+        Error
+    }
+}
+
+fn cached() -> Result<(), Error> {
+    Ok(())
+}
+
+#[circuit_breaker(fallback = cached, fallback_on = "failure")]
+fn call() -> Result<(), Error> {
+    Ok(())
+}
+
+fn main() {
+    let _ = cached;
+}
