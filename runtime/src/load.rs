@@ -6,13 +6,13 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::serde_impl::{Dialect, Raw, apply};
 use crate::config::sources::KeySource;
 use crate::config::{Config, ConfigBuilder};
 use crate::duration::excerpt;
 use crate::keys::KEYS;
 use crate::registration::Site;
 use crate::registry::{Layered, Registry};
+use crate::serde_impls::{Dialect, Raw, apply};
 use crate::suggest::closest;
 
 mod env;

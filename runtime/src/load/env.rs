@@ -5,8 +5,8 @@ use std::ffi::OsString;
 use std::path::Path;
 
 use super::{Cut, ENV_PREFIX, Keys, LoadError, Name, Origin};
-use crate::edge::serde_impl::{Raw, did_you_mean};
 use crate::keys::KEYS;
+use crate::serde_impls::{Raw, did_you_mean};
 use crate::suggest::closest;
 
 /// A breaker's name as it is written in an environment variable: ASCII letters in capitals,

@@ -9,9 +9,9 @@ use std::path::Path;
 use super::{Cut, LoadError, Origin};
 use crate::config::sources::{ConfigSource, KeySource, code_keys};
 use crate::config::{Config, ConfigBuilder, ConfigError};
-use crate::edge::serde_impl::{Dialect, Raw, apply};
 use crate::keys::KEYS;
 use crate::registration::{Registration, Site, keys as values_of, value};
+use crate::serde_impls::{Dialect, Raw, apply};
 
 /// Where a key's value came from.
 #[derive(Clone, Debug, PartialEq, Eq)]

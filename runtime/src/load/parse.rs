@@ -7,7 +7,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::{BASE, CONFIGS, Cut, DEFAULTS, DYNAMIC, KEYS_TABLE, LoadError, Origin, Table};
-use crate::edge::serde_impl::Raw;
+use crate::serde_impls::Raw;
 
 #[cfg(test)]
 thread_local! {

@@ -1,7 +1,7 @@
 //! Environment variables over the file.
 
 use super::*;
-use crate::edge::load::env::env_name;
+use crate::load::env::env_name;
 
 #[test]
 fn env_errors_name_the_variable() {

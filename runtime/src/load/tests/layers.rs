@@ -241,7 +241,7 @@ fn a_table_changes_only_its_keys_of_a_breaker_made_in_code_after_the_load() {
     assert_eq!(logged.len(), 1, "{logged:?}");
     assert!(
         logged[0].starts_with(&format!(
-            "circuit breaker 'layer-dyn2': the config file's keys do not go with the config of get_or_create at runtime/src/edge/load/tests/layers.rs:{line} (breakers.toml:3: [breakers.layer-dyn2] `max_open_for` must be at least `open_for`, got 20s with open_for 30s"
+            "circuit breaker 'layer-dyn2': the config file's keys do not go with the config of get_or_create at runtime/src/load/tests/layers.rs:{line} (breakers.toml:3: [breakers.layer-dyn2] `max_open_for` must be at least `open_for`, got 20s with open_for 30s"
         )),
         "{logged:?}"
     );

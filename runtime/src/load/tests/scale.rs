@@ -1,7 +1,7 @@
 //! The loader reads its text once, in time linear in its size.
 
 use super::*;
-use crate::edge::load::parse::SCANNED;
+use crate::load::parse::SCANNED;
 
 fn tables(n: usize) -> String {
     let mut text = String::with_capacity(n * 64);
