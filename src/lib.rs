@@ -93,6 +93,11 @@ pub use breakerbox_runtime::*;
 #[cfg(feature = "admin")]
 #[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
 pub use breakerbox_admin as admin;
+/// Fleet mode: breakers shared across processes and hosts through Redis (the
+/// `breakerbox-fleet` crate; `docs/fleet.md`).
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use breakerbox_fleet as fleet;
 /// `Outcome`s from HTTP statuses and `Retry-After` headers (the `breakerbox-http` crate).
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
@@ -115,9 +120,6 @@ pub use breakerbox_runtime::TokioClock;
 #[cfg(feature = "watch")]
 #[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
 pub use breakerbox_runtime::TomlWatcher;
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use breakerbox_runtime::fleet;
 /// A tower `Layer` and `Service` around any service (the `breakerbox-tower` crate).
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]

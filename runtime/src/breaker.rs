@@ -578,14 +578,12 @@ impl Breaker {
 
     /// How many times `force_open`, `disable`, `reset` or `trip_for` were called on it, whether
     /// or not they changed its state (fleet mode: a hand on a breaker it holds).
-    #[cfg(feature = "redis")]
     pub(crate) fn manual_changes(&self) -> u32 {
         self.inner().manual_changes()
     }
 
     /// The generation of its state: it moves with every transition (fleet mode: whether the
     /// breaker changed while a store operation about it was in flight).
-    #[cfg(feature = "redis")]
     pub(crate) fn generation(&self) -> u32 {
         self.inner().state.load(Ordering::Acquire).generation()
     }
@@ -593,7 +591,6 @@ impl Breaker {
     /// The current half-open round's probes: how many were admitted, and how many of those
     /// succeeded; `None` unless half-open. Fleet mode reads it to know whether its probe leases
     /// still cover probes in flight.
-    #[cfg(feature = "redis")]
     pub(crate) fn probe_round(&self) -> Option<(u32, u32)> {
         let inner = self.inner();
         let word = inner.state.load(Ordering::Acquire);

@@ -93,3 +93,44 @@ pub fn cancel(permit: crate::OwnedPermit) {
 pub fn discard_panic(payload: Box<dyn core::any::Any + Send>) {
     crate::event::discard(payload);
 }
+
+/// What fleet mode reads of a breaker beyond its public API, as methods.
+pub trait BreakerExt {
+    /// How many times `force_open`, `disable`, `reset` or `trip_for` were called on it,
+    /// whether or not they changed its state: a hand on a breaker the fleet holds.
+    fn manual_changes(&self) -> u32;
+    /// The generation of its state, which moves with every transition: whether the breaker
+    /// changed while a store operation about it was in flight.
+    fn generation(&self) -> u32;
+    /// The current half-open round's probes: how many were admitted, and how many of those
+    /// succeeded; `None` unless half-open.
+    fn probe_round(&self) -> Option<(u32, u32)>;
+}
+
+impl BreakerExt for Breaker {
+    #[inline]
+    fn manual_changes(&self) -> u32 {
+        Breaker::manual_changes(self)
+    }
+    #[inline]
+    fn generation(&self) -> u32 {
+        Breaker::generation(self)
+    }
+    #[inline]
+    fn probe_round(&self) -> Option<(u32, u32)> {
+        Breaker::probe_round(self)
+    }
+}
+
+/// What fleet mode reads of the registry beyond its public API, as methods.
+pub trait RegistryExt {
+    /// The registry breaker `name` if it exists, without making it (unlike `get_or_create`)
+    /// and without resolving a config for it.
+    fn existing(&self, name: &str) -> Option<Breaker>;
+}
+
+impl RegistryExt for Registry {
+    fn existing(&self, name: &str) -> Option<Breaker> {
+        Registry::existing(self, name)
+    }
+}

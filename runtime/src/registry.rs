@@ -435,7 +435,6 @@ impl Registry {
     /// The breaker `name` if it has been created; unlike [`get`](Registry::get), creates no
     /// annotated one (the fleet shares breakers as they are created, and must not create them
     /// before `load_toml` configures them; `reload_toml` reconfigures only those).
-    #[cfg(any(feature = "redis", feature = "serde"))]
     pub(crate) fn existing(&self, name: &str) -> Option<Breaker> {
         read(&self.breakers).get(name).map(|e| e.breaker.clone())
     }

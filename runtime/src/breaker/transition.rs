@@ -28,7 +28,6 @@ struct Change<'a> {
 
 impl Inner {
     /// How many times `manual` ran (see `Cold::manual`); 0 before any did.
-    #[cfg(feature = "redis")]
     pub(super) fn manual_changes(&self) -> u32 {
         self.cold
             .get()

@@ -1,0 +1,237 @@
+//! One instance of a fleet, driven line by line on stdin: what the fleet tests start 3 to 5
+//! times as real processes, and what `docs/fleet.md`'s demo runs.
+//!
+//! ```text
+//! fleet_node <config.toml>
+//! ```
+//!
+//! The file has a `[breakers.payments]` table and a `[fleet]` table (see `docs/fleet.md`).
+//! Commands (one per line; each answers one line):
+//!
+//! - `fail`, `succeed` — one call through `payments`; answers `ok <state>` or `rejected <state>`
+//! - `hold` — asks for a permit and keeps it (a call in flight); answers `ok <state>` or
+//!   `rejected <state>`
+//! - `release` — records a success for every held permit; `ok <state>`
+//! - `state` — `state <state>`
+//! - `force_open`, `disable`, `reset`, `trip <ms>` — manual control; `ok`
+//! - `traffic on|off` — a thread making an ignored call every 200 µs, timing each
+//! - `traffic fast` — a thread making successful calls at about 1 M a second (1 000 each
+//!   millisecond), untimed: the load at which the fleet's per-instance commands are measured
+//! - `lat` — `lat <p50 ns> <p99 ns> <max ns> <calls>` of that traffic since the last `lat`
+//! - `resync` — `resync true|false`: re-read every record now
+//! - `status` — `status <connected> <pushed> <applied> <store errors> <resyncs>`
+//! - `quit`
+//!
+//! Every state change of `payments` is also printed as it happens, from whichever thread made
+//! it: `event <from> <to> <wall-clock ns> <reason>`.
+
+use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use breakerbox_fleet::{Fleet, FleetConfig};
+use breakerbox_runtime::{Breaker, Config, Outcome, registry};
+
+fn say(line: &str) {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn main() {
+    let path = std::env::args()
+        .nth(1)
+        .expect("usage: fleet_node <config.toml>");
+    run(&path);
+}
+
+/// The node: reads its config from `path`, then commands from stdin until `quit` or its end.
+pub fn run(path: &str) {
+    let text = std::fs::read_to_string(path).expect("read the config");
+    if let Err(e) = registry().load_toml_str(path, &text) {
+        eprintln!("{e}");
+        std::process::exit(2);
+    }
+    let config = match FleetConfig::from_toml_str(path, &text) {
+        Ok(Some(config)) => config,
+        Ok(None) => {
+            eprintln!("{path}: no [fleet] table");
+            std::process::exit(2);
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let breaker = registry().get_or_create("payments", Config::default);
+    breaker.on_state_change(|e| {
+        let wall = e.wall.duration_since(UNIX_EPOCH).unwrap_or_default();
+        say(&format!(
+            "event {} {} {} {}",
+            e.from,
+            e.to,
+            wall.as_nanos(),
+            e.reason
+        ));
+    });
+    let fleet = {
+        let _guard = runtime.enter();
+        Fleet::start(config).expect("start the fleet")
+    };
+    let traffic = Traffic::default();
+    let mut held = Vec::new();
+    say(&format!("ready {}", fleet.instance()));
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let mut words = line.split_whitespace();
+        let answer = match (words.next(), words.next()) {
+            (Some("fail"), _) => call(&breaker, Err("refused")),
+            (Some("succeed"), _) => call(&breaker, Ok(())),
+            (Some("hold"), _) => match breaker.try_acquire_owned() {
+                Ok(permit) => {
+                    held.push(permit);
+                    format!("ok {}", breaker.state())
+                }
+                Err(_) => format!("rejected {}", breaker.state()),
+            },
+            (Some("release"), _) => {
+                for permit in held.drain(..) {
+                    permit.record(Outcome::Success);
+                }
+                format!("ok {}", breaker.state())
+            }
+            (Some("state"), _) => format!("state {}", breaker.state()),
+            (Some("force_open"), _) => ok(|| breaker.force_open()),
+            (Some("disable"), _) => ok(|| breaker.disable()),
+            (Some("reset"), _) => ok(|| breaker.reset()),
+            (Some("trip"), Some(ms)) => match ms.parse() {
+                Ok(ms) => ok(|| breaker.trip_for(Duration::from_millis(ms))),
+                Err(_) => "error: trip <ms>".to_owned(),
+            },
+            (Some("traffic"), Some("fast")) => {
+                traffic.fast(&breaker);
+                "ok".to_owned()
+            }
+            (Some("traffic"), Some(on)) => {
+                traffic.set(&breaker, on == "on");
+                "ok".to_owned()
+            }
+            (Some("lat"), _) => traffic.report(),
+            (Some("resync"), _) => format!("resync {}", runtime.block_on(fleet.resync())),
+            (Some("status"), _) => {
+                let s = fleet.status();
+                format!(
+                    "status {} {} {} {} {}",
+                    s.connected, s.pushed, s.applied, s.store_errors, s.resyncs
+                )
+            }
+            (Some("quit"), _) => break,
+            _ => format!("error: unknown command {line:?}"),
+        };
+        say(&answer);
+    }
+    traffic.set(&breaker, false);
+    drop(fleet);
+}
+
+fn call(breaker: &Breaker, result: Result<(), &'static str>) -> String {
+    match breaker.call(|| result) {
+        Err(breakerbox_runtime::Error::Rejected(_)) => format!("rejected {}", breaker.state()),
+        _ => format!("ok {}", breaker.state()),
+    }
+}
+
+fn ok(f: impl FnOnce()) -> String {
+    f();
+    "ok".to_owned()
+}
+
+/// Background calls, each timed: what a call costs while the store is failing.
+#[derive(Default)]
+struct Traffic {
+    running: Arc<AtomicBool>,
+    samples: Arc<Mutex<Vec<u64>>>,
+    /// Calls made by `traffic fast` (untimed).
+    fast: Arc<std::sync::atomic::AtomicU64>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Traffic {
+    fn set(&self, breaker: &Breaker, on: bool) {
+        let mut thread = self.thread.lock().unwrap();
+        if on && thread.is_none() {
+            self.running.store(true, Ordering::SeqCst);
+            let (running, samples, breaker) =
+                (self.running.clone(), self.samples.clone(), breaker.clone());
+            *thread = Some(std::thread::spawn(move || {
+                let mut batch = Vec::with_capacity(256);
+                while running.load(Ordering::Relaxed) {
+                    let start = Instant::now();
+                    // Ignored: the traffic neither trips the breaker nor resets a streak.
+                    let _ = breaker.call_with(|| (), |_| Outcome::Ignored);
+                    batch.push(start.elapsed().as_nanos() as u64);
+                    if batch.len() == 32 {
+                        samples.lock().unwrap().append(&mut batch);
+                    }
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                samples.lock().unwrap().append(&mut batch);
+            }));
+        } else if !on {
+            self.running.store(false, Ordering::SeqCst);
+            if let Some(t) = thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+
+    /// Successful calls at about 1 M a second until `traffic off`: 1 000 calls, then a wait for
+    /// the next millisecond.
+    fn fast(&self, breaker: &Breaker) {
+        let mut thread = self.thread.lock().unwrap();
+        if thread.is_some() {
+            return;
+        }
+        self.running.store(true, Ordering::SeqCst);
+        let (running, fast, breaker) = (self.running.clone(), self.fast.clone(), breaker.clone());
+        *thread = Some(std::thread::spawn(move || {
+            let start = Instant::now();
+            let mut ms = 0u64;
+            while running.load(Ordering::Relaxed) {
+                for _ in 0..1_000 {
+                    let _ = breaker.call(|| Ok::<(), &str>(()));
+                }
+                fast.fetch_add(1_000, Ordering::Relaxed);
+                ms += 1;
+                let next = start + Duration::from_millis(ms);
+                if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+            }
+        }));
+    }
+
+    fn report(&self) -> String {
+        let mut samples = std::mem::take(&mut *self.samples.lock().unwrap());
+        let fast = self.fast.swap(0, Ordering::Relaxed);
+        if samples.is_empty() {
+            return format!("lat 0 0 0 {fast}");
+        }
+        samples.sort_unstable();
+        let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
+        format!(
+            "lat {} {} {} {}",
+            at(0.5),
+            at(0.99),
+            samples[samples.len() - 1],
+            samples.len() as u64 + fast
+        )
+    }
+}

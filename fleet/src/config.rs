@@ -1,0 +1,446 @@
+//! What a fleet connects to and which breakers it shares: in code, or from a `[fleet]` table.
+
+use core::fmt;
+use core::time::Duration;
+use std::path::{Path, PathBuf};
+
+use toml::de::{DeTable, DeValue};
+
+use breakerbox_runtime::__edge::closest;
+
+/// How a [`Fleet`](super::Fleet) connects and what it shares.
+///
+/// ```
+/// use breakerbox_fleet::FleetConfig;
+/// use std::time::Duration;
+///
+/// let config = FleetConfig::new("redis://127.0.0.1:6379/")
+///     .prefix("shop")
+///     .share("payments*")
+///     .resync_every(Duration::from_secs(1));
+/// assert!(config.shares("payments-eu"));
+/// assert!(!config.shares("search"));
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct FleetConfig {
+    pub(crate) url: String,
+    pub(crate) prefix: String,
+    pub(crate) share: Vec<String>,
+    pub(crate) instance: Option<String>,
+    pub(crate) resync_every: Duration,
+    pub(crate) timeout: Duration,
+    pub(crate) on_store_error: OnStoreError,
+}
+
+/// What the shared breakers do while the store is unreachable: from the first store operation
+/// that fails or times out (or the connection's loss) until one succeeds again. Set with
+/// [`FleetConfig::on_store_error`] or `[fleet] on_store_error = "local" | "open" | "closed"`.
+///
+/// "Open" and "closed" are the breaker's states, not the traffic's: `Open` rejects every
+/// call (in availability terms, it fails closed), `Closed` admits every call (fails open).
+/// `docs/fleet.md` has the table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnStoreError {
+    /// Each instance decides alone with its local breaker, which trips and probes as without
+    /// fleet mode; its changes are written when the store answers again. The default.
+    #[default]
+    Local,
+    /// Every shared breaker is held forced open (reason `imported`: not written to the
+    /// store): every call is rejected, as
+    /// [`RejectReason::ForcedOpen`](breakerbox_runtime::RejectReason::ForcedOpen). For a dependency that
+    /// must not be hit by a fleet that cannot coordinate.
+    Open,
+    /// Every shared breaker is held disabled (reason `imported`): every call is admitted and
+    /// none is judged, so nothing trips. For a dependency whose calls matter more than its
+    /// protection.
+    Closed,
+}
+
+impl OnStoreError {
+    /// Its name in TOML: `local`, `open`, `closed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnStoreError::Local => "local",
+            OnStoreError::Open => "open",
+            OnStoreError::Closed => "closed",
+        }
+    }
+}
+
+/// The values of `on_store_error`.
+const ON_STORE_ERROR: [&str; 3] = ["local", "open", "closed"];
+
+impl FleetConfig {
+    /// A fleet on the Redis server at `url` (`redis://host:port/db`), with prefix `breakerbox`,
+    /// sharing nothing yet, re-reading every shared record each second, and giving up on a
+    /// store operation after 250 ms.
+    pub fn new(url: impl Into<String>) -> FleetConfig {
+        FleetConfig {
+            url: url.into(),
+            prefix: "breakerbox".to_owned(),
+            share: Vec::new(),
+            instance: None,
+            resync_every: Duration::from_secs(1),
+            timeout: Duration::from_millis(250),
+            on_store_error: OnStoreError::Local,
+        }
+    }
+
+    /// The first part of every key and channel (`{<prefix>:<name>}`, `<prefix>:changes`), so
+    /// that several applications can share one Redis.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> FleetConfig {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Shares the registry's breakers whose names match `pattern`: a name, or a glob where `*`
+    /// stands for any run of characters and `?` for one (`payments*`).
+    pub fn share(mut self, pattern: impl Into<String>) -> FleetConfig {
+        self.share.push(pattern.into());
+        self
+    }
+
+    /// Names this process in the records it writes (their `origin`). By default the host
+    /// name, the process id and a random number.
+    pub fn instance(mut self, id: impl Into<String>) -> FleetConfig {
+        self.instance = Some(id.into());
+        self
+    }
+
+    /// How often every shared record is read again (pub/sub loses messages while a connection
+    /// is down). While the store is failing, it is tried every quarter of this, at most every
+    /// 100 ms.
+    pub fn resync_every(mut self, every: Duration) -> FleetConfig {
+        self.resync_every = every.max(Duration::from_millis(10));
+        self
+    }
+
+    /// How long a store operation may take before it counts as failed. It never delays a call:
+    /// only the fleet's own task waits.
+    pub fn timeout(mut self, timeout: Duration) -> FleetConfig {
+        self.timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// What the shared breakers do while the store is unreachable ([`OnStoreError`]): decide
+    /// locally (the default), reject every call, or admit every call. When the store answers
+    /// again, each breaker held so gets back the state it had (its open time counted on),
+    /// then takes on any newer record of the fleet's. A call never waits on the store either
+    /// way.
+    pub fn on_store_error(mut self, policy: OnStoreError) -> FleetConfig {
+        self.on_store_error = policy;
+        self
+    }
+
+    /// Whether the registry's breaker `name` is shared.
+    pub fn shares(&self, name: &str) -> bool {
+        self.share.iter().any(|p| glob(p, name))
+    }
+
+    /// The `[fleet]` table of a TOML file, if it has one. Other tables are not read, so this is
+    /// the same file as [`Registry::load_toml`](breakerbox_runtime::Registry::load_toml)'s.
+    ///
+    /// ```toml
+    /// [fleet]
+    /// url = "redis://127.0.0.1:6379/"
+    /// prefix = "shop"            # optional, "breakerbox" by default
+    /// share = ["payments*", "inventory"]
+    /// instance = "web-3"         # optional
+    /// resync_every = "1s"        # optional
+    /// timeout = "250ms"          # optional
+    /// on_store_error = "local"   # optional: "local", "open" or "closed" (OnStoreError)
+    /// ```
+    pub fn from_toml(path: impl AsRef<Path>) -> Result<Option<FleetConfig>, FleetConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| FleetConfigError {
+            path: path.to_owned(),
+            line: None,
+            message: format!("cannot read it: {e}"),
+        })?;
+        FleetConfig::from_toml_str(path, &text)
+    }
+
+    /// [`from_toml`](FleetConfig::from_toml) from a string; `origin` names it in errors.
+    pub fn from_toml_str(
+        origin: impl AsRef<Path>,
+        text: &str,
+    ) -> Result<Option<FleetConfig>, FleetConfigError> {
+        let path = origin.as_ref();
+        let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+        let err = |offset: Option<usize>, message: String| FleetConfigError {
+            path: path.to_owned(),
+            line: offset.map(line_of),
+            message,
+        };
+        let doc = DeTable::parse(text)
+            .map_err(|e| err(e.span().map(|s| s.start), e.message().trim_end().to_owned()))?;
+        let Some((key, table)) = doc.get_ref().get_key_value("fleet") else {
+            return Ok(None);
+        };
+        let DeValue::Table(table) = table.get_ref() else {
+            return Err(err(
+                Some(key.span().start),
+                "`fleet` must be a table, like `[fleet]` followed by `url = \"redis://127.0.0.1:6379/\"`".to_owned(),
+            ));
+        };
+        let mut url = None;
+        let mut config = FleetConfig::new("");
+        for (k, v) in table.iter() {
+            let at = Some(k.span().start);
+            let string = |what: &str| match v.get_ref() {
+                DeValue::String(s) => Ok(s.to_string()),
+                _ => Err(err(at, format!("[fleet] `{}` must be {what}", k.get_ref()))),
+            };
+            let duration = |what: &str| {
+                let text = string(what)?;
+                breakerbox_runtime::__edge::parse_any_duration(&text)
+                    .map_err(|m| err(at, format!("[fleet] `{}`: {m}", k.get_ref())))
+            };
+            match k.get_ref().as_ref() {
+                "url" => url = Some(string("a string, like \"redis://127.0.0.1:6379/\"")?),
+                "prefix" => config.prefix = string("a string, like \"shop\"")?,
+                "instance" => config.instance = Some(string("a string, like \"web-3\"")?),
+                "resync_every" => config.resync_every = duration("a duration, like \"1s\"")?,
+                "timeout" => config.timeout = duration("a duration, like \"250ms\"")?,
+                "on_store_error" => {
+                    let value = string("one of \"local\", \"open\", \"closed\"")?;
+                    config.on_store_error = match value.as_str() {
+                        "local" => OnStoreError::Local,
+                        "open" => OnStoreError::Open,
+                        "closed" => OnStoreError::Closed,
+                        other => {
+                            let hint = closest(other, ON_STORE_ERROR.iter().copied())
+                                .map_or_else(String::new, |s| format!("; did you mean `{s}`?"));
+                            return Err(err(
+                                Some(v.span().start),
+                                format!(
+                                    "[fleet] `on_store_error` cannot be `{}`{hint} (one of: {})",
+                                    breakerbox_runtime::__edge::excerpt(other),
+                                    ON_STORE_ERROR.join(", ")
+                                ),
+                            ));
+                        }
+                    };
+                }
+                "share" => {
+                    let DeValue::Array(items) = v.get_ref() else {
+                        return Err(err(
+                            at,
+                            "[fleet] `share` must be an array of names or patterns, like [\"payments*\"]".to_owned(),
+                        ));
+                    };
+                    for item in items.iter() {
+                        let DeValue::String(s) = item.get_ref() else {
+                            return Err(err(
+                                at,
+                                "[fleet] `share` must hold strings: names or patterns like \"payments*\"".to_owned(),
+                            ));
+                        };
+                        config.share.push(s.to_string());
+                    }
+                }
+                other => {
+                    let hint = closest(other, KEYS.iter().copied())
+                        .map_or_else(String::new, |s| format!("; did you mean `{s}`?"));
+                    return Err(err(
+                        at,
+                        format!(
+                            "[fleet] unknown key `{}`{hint} (keys: {})",
+                            breakerbox_runtime::__edge::excerpt(other),
+                            KEYS.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        config.url = url.ok_or_else(|| {
+            err(
+                Some(key.span().start),
+                "[fleet] needs `url`, like `url = \"redis://127.0.0.1:6379/\"`".to_owned(),
+            )
+        })?;
+        Ok(Some(config))
+    }
+}
+
+/// The keys of a `[fleet]` table.
+const KEYS: [&str; 7] = [
+    "url",
+    "prefix",
+    "share",
+    "instance",
+    "resync_every",
+    "timeout",
+    "on_store_error",
+];
+
+/// Why a `[fleet]` table could not be read: the file, the line and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FleetConfigError {
+    /// The file (or the origin given to [`FleetConfig::from_toml_str`]).
+    pub path: PathBuf,
+    /// The line, from 1, when the error is about one.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for FleetConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.path.display(), self.message),
+            None => write!(f, "{}: {}", self.path.display(), self.message),
+        }
+    }
+}
+
+impl std::error::Error for FleetConfigError {}
+
+/// Whether `name` matches `pattern`, where `*` is any run of characters and `?` one. Linear
+/// backtracking on the last `*`: `O(pattern × name)` at worst.
+pub(crate) fn glob(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    let (mut i, mut j) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while j < n.len() {
+        if i < p.len() && (p[i] == '?' || p[i] == n[j]) {
+            i += 1;
+            j += 1;
+        } else if i < p.len() && p[i] == '*' {
+            star = Some((i, j));
+            i += 1;
+        } else if let Some((si, sj)) = star {
+            i = si + 1;
+            j = sj + 1;
+            star = Some((si, sj + 1));
+        } else {
+            return false;
+        }
+    }
+    p[i..].iter().all(|c| *c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_names_and_patterns() {
+        assert!(glob("payments", "payments"));
+        assert!(!glob("payments", "payments-eu"));
+        assert!(glob("payments*", "payments-eu"));
+        assert!(glob("payments*", "payments"));
+        assert!(glob("*-eu", "payments-eu"));
+        assert!(glob("p?y*s", "payments"));
+        assert!(glob("*", ""));
+        assert!(!glob("a*b", "acbd"));
+        assert!(glob("a*b*c", "aXbYbZc"));
+    }
+
+    #[test]
+    fn a_fleet_table_reads_every_key() {
+        let text = "[breakers.payments]\nfailures = 3\n\n[fleet]\nurl = \"redis://127.0.0.1:7000/\"\nprefix = \"shop\"\nshare = [\"payments*\", \"inventory\"]\ninstance = \"web-3\"\nresync_every = \"2s\"\ntimeout = \"100ms\"\non_store_error = \"open\"\n";
+        let config = FleetConfig::from_toml_str("app.toml", text)
+            .unwrap()
+            .unwrap();
+        assert_eq!(config.url, "redis://127.0.0.1:7000/");
+        assert_eq!(config.prefix, "shop");
+        assert_eq!(config.share, ["payments*", "inventory"]);
+        assert_eq!(config.instance.as_deref(), Some("web-3"));
+        assert_eq!(config.resync_every, Duration::from_secs(2));
+        assert_eq!(config.timeout, Duration::from_millis(100));
+        assert_eq!(config.on_store_error, OnStoreError::Open);
+        assert!(config.shares("payments-eu") && config.shares("inventory"));
+    }
+
+    #[test]
+    fn no_fleet_table_is_no_fleet() {
+        let text = "[breakers.payments]\nfailures = 3\n";
+        assert_eq!(FleetConfig::from_toml_str("app.toml", text).unwrap(), None);
+    }
+
+    #[test]
+    fn a_misspelt_key_gets_did_you_mean_and_its_line() {
+        let text = "[fleet]\nurl = \"redis://127.0.0.1/\"\nshares = [\"payments*\"]\n";
+        let e = FleetConfig::from_toml_str("app.toml", text).unwrap_err();
+        assert_eq!(e.line, Some(3));
+        assert!(
+            e.to_string()
+                .starts_with("app.toml:3: [fleet] unknown key `shares`; did you mean `share`?"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn on_store_error_reads_its_three_values_and_names_a_wrong_one() {
+        let read = |v: &str| {
+            FleetConfig::from_toml_str(
+                "f.toml",
+                &format!("[fleet]\nurl = \"r\"\non_store_error = {v}\n"),
+            )
+        };
+        assert_eq!(
+            FleetConfig::new("r").on_store_error,
+            OnStoreError::Local,
+            "the default"
+        );
+        for policy in [
+            OnStoreError::Local,
+            OnStoreError::Open,
+            OnStoreError::Closed,
+        ] {
+            let got = read(&format!("\"{}\"", policy.as_str())).unwrap().unwrap();
+            assert_eq!(got.on_store_error, policy);
+        }
+        let e = read("\"closd\"").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f.toml:3: [fleet] `on_store_error` cannot be `closd`; did you mean `closed`? (one of: local, open, closed)"
+        );
+        let e = read("\"fail-open\"").unwrap_err();
+        assert!(
+            e.to_string().ends_with("(one of: local, open, closed)"),
+            "{e}"
+        );
+        let e = read("true").unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "[fleet] `on_store_error` must be one of \"local\", \"open\", \"closed\""
+            ),
+            "{e}"
+        );
+        let e = FleetConfig::from_toml_str(
+            "f.toml",
+            "[fleet]\nurl = \"r\"\non_store_eror = \"open\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("did you mean `on_store_error`?"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn wrong_values_are_named() {
+        let cases = [
+            ("[fleet]\nprefix = \"x\"\n", "[fleet] needs `url`"),
+            ("[fleet]\nurl = 5\n", "[fleet] `url` must be a string"),
+            (
+                "[fleet]\nurl = \"r\"\nshare = \"payments\"\n",
+                "[fleet] `share` must be an array",
+            ),
+            ("[fleet]\nurl = \"r\"\nshare = [1]\n", "must hold strings"),
+            (
+                "[fleet]\nurl = \"r\"\ntimeout = \"fast\"\n",
+                "[fleet] `timeout`:",
+            ),
+            ("fleet = 3\n", "`fleet` must be a table"),
+        ];
+        for (text, wanted) in cases {
+            let e = FleetConfig::from_toml_str("f.toml", text).unwrap_err();
+            assert!(e.to_string().contains(wanted), "{text:?}: {e}");
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! Fleet-wide half-open: probe leases (`probe.lua`). One lease is one probe.
+//!
+//! Every instance holds an open record one `probe_timeout` past its open time. When the
+//! record's open time runs out, each instance's task asks for leases: at most
+//! `half_open_calls` leases exist at once, fleet-wide, and an instance is granted every free
+//! one, provided they are at least `successes` (fewer probes could not close its round). An
+//! instance granted `n` sets its breaker's probe budget to `n`
+//! ([`Breaker::set_probe_budget`]) and takes the record on with no open time left, so its
+//! next calls probe, `n` of them at most; the others stay open and ask again when the
+//! earliest lease expires. A probe's outcome is written as any change (a re-open or a close),
+//! and that write drops the leases. Any change, local or remote, lifts the budget: while the
+//! store fails, an instance's hold runs out and it probes on its own, `half_open_calls` of
+//! them.
+
+use core::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Answer, Task};
+
+/// Probe leases this instance holds for a breaker.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Lease {
+    /// When they end here: their life from the moment the ask was sent, which is before the
+    /// store granted them.
+    until: Instant,
+    /// The ask's round trip.
+    rtt: Duration,
+}
+use crate::store::Script;
+use breakerbox_runtime::__edge::BreakerExt;
+use breakerbox_runtime::{Breaker, SharedState, State};
+
+/// `state` as this instance takes it on: an open record held one `probe_timeout` longer.
+pub(super) fn held(breaker: &Breaker, mut state: SharedState) -> SharedState {
+    if state.state == State::Open {
+        let hold = breaker.config().probe_timeout();
+        state.open_remaining = Some(state.open_remaining.unwrap_or_default() + hold);
+    }
+    state
+}
+
+impl Task {
+    /// The earliest moment a tracked breaker asks for a lease.
+    pub(super) fn next_probe(&self) -> Option<Instant> {
+        self.tracked.values().filter_map(|t| t.probe_at).min()
+    }
+
+    /// Asks for a lease for every breaker whose moment has come, or checks the leases held.
+    pub(super) async fn probe_due(&mut self) {
+        let now = Instant::now();
+        let due: Vec<(String, Option<Lease>)> = self
+            .tracked
+            .iter()
+            .filter(|(_, t)| t.probe_at.is_some_and(|at| at <= now))
+            .map(|(name, t)| (name.clone(), t.lease))
+            .collect();
+        for (name, lease) in due {
+            match lease {
+                Some(lease) => self.check_lease(&name, lease).await,
+                None => self.probe(&name).await,
+            }
+        }
+    }
+
+    /// Whether `breaker` is open here for longer than the fleet's record holds it (its open
+    /// time plus one `probe_timeout`).
+    fn outlasts_the_fleet(&self, name: &str, breaker: &Breaker) -> bool {
+        let Some(left) = breaker.export_state().open_remaining else {
+            return false;
+        };
+        let now = Instant::now();
+        let hold = self
+            .tracked
+            .get(name)
+            .and_then(|t| t.open_until)
+            .map_or(Duration::ZERO, |until| until.saturating_duration_since(now))
+            + breaker.config().probe_timeout();
+        left > hold + Duration::from_millis(10)
+    }
+
+    /// A lease held here, at half its life or at its end. Probes in flight keep the leases
+    /// (renewed, so no other instance starts probes while they run). With none in flight at
+    /// half its life, no new probe starts under it (one started then could outlast it); at its
+    /// end this instance stops probing for the fleet and waits its turn again, so an idle
+    /// holder never leaves its probe budget behind.
+    async fn check_lease(&mut self, name: &str, lease: Lease) {
+        let Some(breaker) = self.breaker(name) else {
+            return;
+        };
+        let in_flight = |b: &Breaker| b.probe_round().is_some_and(|(a, s)| a > s);
+        if in_flight(&breaker) {
+            return self.probe(name).await;
+        }
+        if Instant::now() >= lease.until {
+            return self.relinquish(name, &breaker, lease);
+        }
+        // The budget first, then a second look: a probe admitted in between is renewed for.
+        let admitted = breaker.probe_round().map_or(0, |(a, _)| a);
+        breaker.set_probe_budget(Some(admitted));
+        if in_flight(&breaker) {
+            return self.probe(name).await;
+        }
+        if let Some(t) = self.tracked.get_mut(name) {
+            t.probe_at = Some(lease.until);
+        }
+    }
+
+    /// The lease ran out with no probe in flight: no new probe from here, the breaker held
+    /// open like the others', and the leases asked for again once the store has dropped them
+    /// (after the others waiting have asked).
+    fn relinquish(&mut self, name: &str, breaker: &Breaker, lease: Lease) {
+        breaker.set_probe_budget(Some(0));
+        let ttl = breaker.config().probe_timeout();
+        let again = lease.until + lease.rtt + ttl / 4;
+        if let Some(t) = self.tracked.get_mut(name) {
+            t.lease = None;
+            t.probe_at = Some(again);
+        }
+        if matches!(breaker.state(), State::Open | State::HalfOpen) {
+            let wait = again.saturating_duration_since(Instant::now());
+            let reopens = breaker.export_state().reopens;
+            self.import_own(
+                name,
+                breaker,
+                &held(breaker, SharedState::new(State::Open, Some(wait), reopens)),
+            );
+        }
+        // Held open, it decides alone again only if its hold runs out (the store unreachable).
+        breaker.set_probe_budget(None);
+    }
+
+    async fn probe(&mut self, name: &str) {
+        let Some(breaker) = self.breaker(name) else {
+            return;
+        };
+        let Some(epoch) = self.tracked.get(name).map(|t| t.applied) else {
+            return;
+        };
+        if self.left_alone(name) {
+            // Its keys hold what this instance cannot read: asked again after the backoff.
+            if let Some(t) = self.tracked.get_mut(name) {
+                t.probe_at = Some(Instant::now() + Duration::from_millis(100));
+            }
+            return;
+        }
+        let config = breaker.config();
+        let limit = config.half_open_calls().max(1).to_string();
+        let fewest = config.successes().max(1).to_string();
+        let ttl = config.probe_timeout();
+        let ttl_ms = ttl.as_millis().max(1).to_string();
+        let keys = vec![self.key(name), self.probes_key(name)];
+        let args = vec![
+            epoch.to_string(),
+            limit,
+            ttl_ms,
+            self.shared.instance.clone(),
+            fewest,
+        ];
+        let sent = Instant::now();
+        let generation = breaker.generation();
+        let reply = self.ask::<(i64, i64)>(Script::Probe, keys, args).await;
+        if breaker.generation() != generation && !matches!(reply, Answer::Failed) {
+            // The breaker changed while the ask was out (a reset, a trip by hand or by
+            // calls): that change is written and the record read again before any lease is
+            // taken on, rather than a grant for the opening it asked about ending this one.
+            // It asks again soon, after that change has been written (or the record read).
+            if let Some(t) = self.tracked.get_mut(name) {
+                t.probe_at = Some(Instant::now() + Duration::from_millis(100));
+                t.lease = None;
+            }
+            self.owed = true;
+            return;
+        }
+        let retry = |task: &mut Task, after: Duration| {
+            if let Some(t) = task.tracked.get_mut(name) {
+                t.probe_at = Some(Instant::now() + after);
+            }
+        };
+        match reply {
+            Answer::Done(_) if self.outlasts_the_fleet(name, &breaker) => {
+                // Opened here for longer than the fleet's record (a `trip_for` of an open
+                // breaker): the grant would end that; asked again when it runs out.
+                let left = breaker.export_state().open_remaining.unwrap_or_default();
+                if let Some(t) = self.tracked.get_mut(name) {
+                    t.probe_at = Some(Instant::now() + left);
+                    t.lease = None;
+                }
+            }
+            Answer::Done((leases, _)) if leases > 0 => {
+                // The lease runs from before the ask left, so it ends here no later than in
+                // the store.
+                let lease = Lease {
+                    until: sent + ttl,
+                    rtt: sent.elapsed(),
+                };
+                if let Some(t) = self.tracked.get_mut(name) {
+                    t.lease = Some(lease);
+                    t.probe_at = Some(sent + ttl / 2);
+                }
+                if breaker.state() == State::HalfOpen {
+                    // Renewed while its probes run: one probe per lease again.
+                    breaker.set_probe_budget(Some(u32::try_from(leases).unwrap_or(u32::MAX)));
+                } else if breaker.state() == State::Open {
+                    // One probe per lease, set before the breaker may go half-open.
+                    breaker.set_probe_budget(Some(u32::try_from(leases).unwrap_or(u32::MAX)));
+                    // No open time left: the next call probes.
+                    let reopens = breaker.export_state().reopens;
+                    self.import(
+                        name,
+                        &breaker,
+                        &SharedState::new(State::Open, Some(Duration::ZERO), reopens),
+                        false,
+                    );
+                }
+            }
+            Answer::Done((_, wait)) if wait >= 0 => {
+                let wait = Duration::from_millis(wait as u64);
+                if self
+                    .tracked
+                    .get_mut(name)
+                    .and_then(|t| t.lease.take())
+                    .is_some()
+                {
+                    // Held here, and gone from the store before the renewal came: the probes
+                    // in flight finish, no new one starts.
+                    let admitted = breaker.probe_round().map_or(0, |(a, _)| a);
+                    breaker.set_probe_budget(Some(admitted));
+                }
+                retry(self, wait);
+                if breaker.state() == State::Open {
+                    // Still not this instance's turn: held until it may ask again.
+                    let reopens = breaker.export_state().reopens;
+                    self.import(
+                        name,
+                        &breaker,
+                        &held(&breaker, SharedState::new(State::Open, Some(wait), reopens)),
+                        false,
+                    );
+                }
+            }
+            Answer::Done(_) => {
+                // The record moved on: the next resync takes it on.
+                if let Some(t) = self.tracked.get_mut(name) {
+                    t.probe_at = None;
+                }
+                self.owed = true;
+            }
+            Answer::Unreadable(why) => {
+                self.troubled(name, &why);
+                retry(self, Duration::from_millis(100));
+            }
+            Answer::Failed => retry(self, Duration::from_millis(100)),
+        }
+    }
+}

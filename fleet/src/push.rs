@@ -1,0 +1,178 @@
+//! Writing local changes: the pending changes of the shared breakers, manual ones first, each
+//! written (`cas` or `force`) only if the breaker still holds it.
+
+use core::time::Duration;
+use std::sync::atomic::Ordering;
+
+use super::{Answer, Intent, Task, lease};
+
+/// How writing one change ended.
+pub(super) enum Pushed {
+    /// Written, or nothing of it left to write.
+    Done,
+    /// Kept for later: the key holds what this instance cannot read.
+    Kept,
+    /// The store failed.
+    Failed,
+}
+use crate::record::state_name;
+use breakerbox_runtime::State;
+
+impl Task {
+    /// Writes the pending local changes, manual ones first; stops at the first failure of the
+    /// store and keeps what is left for the next tick. A change over a record this instance
+    /// cannot read is kept, and tried again after that record's backoff (`Task::troubled`),
+    /// while the others are written.
+    pub(super) async fn flush(&mut self) -> bool {
+        if self.holding() {
+            // Held for a failing store: the breakers' states are the hold's, not the changes
+            // to write. Written once a `PING` answers and the breakers are given back (`tick`).
+            return false;
+        }
+        let names: Vec<String> = self.pending.keys().cloned().collect();
+        for name in names {
+            if self.left_alone(&name) {
+                continue;
+            }
+            let Some(mut pending) = self.pending.remove(&name) else {
+                continue;
+            };
+            if let Some((state, reason)) = pending.manual {
+                let intent = Intent::Manual(state);
+                match self
+                    .push(&name, intent, reason.to_string(), pending.reimport)
+                    .await
+                {
+                    Pushed::Done => pending.manual = None,
+                    Pushed::Kept => {
+                        self.pending.insert(name, pending);
+                        continue;
+                    }
+                    Pushed::Failed => {
+                        self.pending.insert(name, pending);
+                        return false;
+                    }
+                }
+            }
+            if let Some((intent, reason)) = pending.auto {
+                match self.push(&name, intent, reason.to_string(), false).await {
+                    Pushed::Done => {}
+                    Pushed::Kept => {
+                        self.pending.insert(name, pending);
+                    }
+                    Pushed::Failed => {
+                        self.pending.insert(name, pending);
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Writes one change if the breaker still holds it. With `reimport` (a manual change a
+    /// record was taken on over), the breaker takes the written record on.
+    pub(super) async fn push(
+        &mut self,
+        name: &str,
+        intent: Intent,
+        reason: String,
+        reimport: bool,
+    ) -> Pushed {
+        let Some(breaker) = self.breaker(name) else {
+            return Pushed::Done;
+        };
+        if self.tracked.get(name).is_some_and(|t| t.holds(intent)) {
+            return Pushed::Done;
+        }
+        let now = breaker.export_state();
+        let (mode, state, open_for) = match intent {
+            Intent::Trip if now.state == State::Open => {
+                ("cas", State::Open, now.open_remaining.unwrap_or_default())
+            }
+            Intent::Close if now.state == State::Closed => ("cas", State::Closed, Duration::ZERO),
+            Intent::Manual(state) => ("force", state, Duration::ZERO),
+            Intent::Again(state) if now.state == state => ("cas", state, Duration::ZERO),
+            // The breaker has moved on (the trip's open time ran out, a remote change came in):
+            // nothing of it to write.
+            _ => return Pushed::Done,
+        };
+        let expected = self.tracked.get(name).map_or(0, |t| t.applied).to_string();
+        let open_ms = open_for.as_millis().max(1).to_string();
+        let reopens = now.reopens.to_string();
+        let last_failure = match state {
+            State::Open => breaker
+                .last_failure()
+                .map(|f| f.to_string())
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        let instance = self.shared.instance.clone();
+        let channel = self.channel.clone();
+        let args = [
+            mode,
+            &expected,
+            state_name(state),
+            &open_ms,
+            &reopens,
+            &reason,
+            &last_failure,
+            &instance,
+            &channel,
+            name,
+        ];
+        let mut record = match self.invoke(name, &args).await {
+            Answer::Done(record) => record,
+            Answer::Unreadable(why) => {
+                // Over what this instance cannot read the change is kept, and written once the
+                // key holds a record again (or nothing): a foreign value that is removed later
+                // leaves this breaker's change to be written, as over a vanished record.
+                self.troubled(name, &why);
+                return Pushed::Kept;
+            }
+            Answer::Failed => return Pushed::Failed,
+        };
+        if !record.changed && record.epoch == 0 && expected != "0" {
+            // The record vanished (FLUSHALL, a restart): write over "no record" instead.
+            let mut args = args;
+            args[1] = "0";
+            record = match self.invoke(name, &args).await {
+                Answer::Done(record) => record,
+                Answer::Unreadable(why) => {
+                    self.troubled(name, &why);
+                    return Pushed::Kept;
+                }
+                Answer::Failed => return Pushed::Failed,
+            };
+        }
+        if record.changed {
+            if let Some(t) = self.tracked.get_mut(name) {
+                t.saw(&record);
+            }
+            if record.state == State::Open && breaker.state() == State::Open {
+                // Tripped here: held open like the others until a lease says probe.
+                self.import(
+                    name,
+                    &breaker,
+                    &lease::held(&breaker, record.shared_state()),
+                    false,
+                );
+            } else if reimport && breaker.state() != record.state {
+                // A manual change, with an older record taken on over it here meanwhile: the
+                // write made it the fleet's newest record, so this breaker holds it too.
+                self.import(
+                    name,
+                    &breaker,
+                    &lease::held(&breaker, record.shared_state()),
+                    false,
+                );
+                self.shared.applied.fetch_add(1, Ordering::Relaxed);
+            }
+            self.shared.pushed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            // Another instance changed it first: its record wins here too.
+            self.apply(name, &record);
+        }
+        Pushed::Done
+    }
+}

@@ -1,0 +1,246 @@
+//! The periodic re-read: pub/sub loses what is published while a connection is down, so every
+//! `resync_every` (and within 100 ms after a failure) the task subscribes if it must, writes
+//! what is pending and reads every shared record again.
+
+use std::sync::atomic::Ordering;
+
+use tokio::sync::oneshot;
+
+use super::push::Pushed;
+use super::{Answer, Intent, READ_BATCH, Task, Tracked};
+use crate::record::{READ_FIELDS, Record};
+use breakerbox_runtime::__edge::RegistryExt;
+use breakerbox_runtime::State;
+use breakerbox_runtime::registry;
+
+impl Task {
+    /// Tracks the registry's breakers the config shares that are not tracked yet.
+    pub(super) fn track_registry(&mut self) {
+        if self.shared.config.share.is_empty() {
+            return;
+        }
+        for name in registry().names() {
+            if !self.tracked.contains_key(&name)
+                && self.shared.config.shares(&name)
+                && let Some(b) = registry().existing(&name)
+            {
+                self.track(&name, b.downgrade());
+            }
+        }
+    }
+
+    /// Subscribes if not yet, finds newly created shared registry breakers, writes what is
+    /// pending, and re-reads every record. `true` if every store operation succeeded.
+    pub(super) async fn tick(&mut self) -> bool {
+        let mut asked = Vec::new();
+        if self.holding() {
+            // Held while the store was unreachable: given back once it answers, before the
+            // pending changes are written and the records read.
+            let limit = self.shared.config.timeout * 2;
+            match tokio::time::timeout(limit, self.store.ping()).await {
+                Ok(Ok(_)) => {
+                    self.shared.connected.store(true, Ordering::Relaxed);
+                    // Every change told so far first: one made by hand during the hold stands,
+                    // and is not given back over.
+                    while let Ok(more) = self.rx.try_recv() {
+                        asked.extend(self.note(more));
+                    }
+                    self.give_back();
+                }
+                Ok(Err(e)) => {
+                    self.failed(&e.to_string());
+                    return false;
+                }
+                Err(_) => {
+                    self.failed("timed out");
+                    return false;
+                }
+            }
+        }
+        if !self.subscribed {
+            let channel = self.channel.clone();
+            let limit = self.shared.config.timeout * 2;
+            match tokio::time::timeout(limit, self.store.subscribe(channel)).await {
+                Ok(Ok(())) => self.subscribed = true,
+                Ok(Err(e)) => self.failed(&e.to_string()),
+                Err(_) => self.failed("timed out"),
+            }
+            if !self.subscribed {
+                return false;
+            }
+        }
+        self.track_registry();
+        if !self.flush().await {
+            return false;
+        }
+        let mut read = self.read_all(&mut asked).await;
+        // A resync asked for during a pass came after some records were read (a user who
+        // overwrote one and then asked must see it read): it is answered by a whole pass
+        // begun after it.
+        while read && !asked.is_empty() {
+            self.shared.resyncs.fetch_add(1, Ordering::Relaxed);
+            let waiting = std::mem::take(&mut asked);
+            read = self.read_all(&mut asked).await;
+            for done in waiting {
+                let _ = done.send(read);
+            }
+        }
+        for done in asked {
+            let _ = done.send(read);
+        }
+        if !read {
+            return false;
+        }
+        self.tracked.retain(|_, t| t.breaker.upgrade().is_some());
+        self.owed = false;
+        self.shared.resyncs.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Re-reads every tracked record, `READ_BATCH` records a round trip (one pipeline of
+    /// `TIME` and an `HMGET` per record). As in `step`, before each batch the local changes told meanwhile are
+    /// written, so an older record never wins over them, and the records published meanwhile
+    /// are taken on, so a change published during a long pass waits for one batch at most; a
+    /// resync asked for meanwhile goes into `asked`, for the pass after.
+    async fn read_all(&mut self, asked: &mut Vec<oneshot::Sender<bool>>) -> bool {
+        let names: Vec<String> = self.tracked.keys().cloned().collect();
+        for batch in names.chunks(READ_BATCH) {
+            while let Ok(more) = self.rx.try_recv() {
+                asked.extend(self.note(more));
+            }
+            while let Ok(push) = self.pushes.try_recv() {
+                self.on_push(push);
+            }
+            if !self.flush().await {
+                return false;
+            }
+            // A record in its backoff (`Task::troubled`) is skipped: the others are read.
+            let due: Vec<&String> = batch.iter().filter(|n| !self.left_alone(n)).collect();
+            if due.is_empty() {
+                continue;
+            }
+            // `TIME`, then each record's fields: plain commands, one round trip, no script
+            // (what `record.lua` does in `read` mode, for a batch).
+            let mut commands = vec![vec!["TIME".to_owned()]];
+            for name in &due {
+                let mut hmget = vec!["HMGET".to_owned(), self.key(name)];
+                hmget.extend(READ_FIELDS.iter().map(|f| (*f).to_owned()));
+                commands.push(hmget);
+            }
+            let seen: Vec<u64> = due
+                .iter()
+                .map(|n| self.tracked.get(*n).map_or(0, |t| t.applied))
+                .collect();
+            let limit = self.shared.config.timeout * 2;
+            let mut replies = match tokio::time::timeout(limit, self.store.pipeline(commands)).await
+            {
+                Ok(Ok(replies)) if replies.len() == due.len() + 1 => replies.into_iter(),
+                Ok(Ok(_)) => {
+                    self.failed("a pipeline's replies do not match its commands");
+                    return false;
+                }
+                Ok(Err(e)) => {
+                    self.failed(&e.to_string());
+                    return false;
+                }
+                Err(_) => {
+                    self.failed("timed out");
+                    return false;
+                }
+            };
+            let now_ms = match replies.next().map(|t| {
+                t.and_then(|v| redis::from_redis_value::<(u64, u64)>(v).map_err(Into::into))
+            }) {
+                Some(Ok((secs, micros))) => secs * 1000 + micros / 1000,
+                Some(Err(e)) => {
+                    self.failed(&e.to_string());
+                    return false;
+                }
+                None => return false,
+            };
+            self.shared.connected.store(true, Ordering::Relaxed);
+            // What was told while the batch was read is written first: those records were
+            // read before it, and must not win over it.
+            while let Ok(more) = self.rx.try_recv() {
+                asked.extend(self.note(more));
+            }
+            if !self.flush().await {
+                return false;
+            }
+            for ((name, reply), seen) in due.into_iter().zip(replies).zip(seen) {
+                if self.tracked.get(name).map_or(0, |t| t.applied) != seen {
+                    // Written or taken on since it was read: the read is older than that.
+                    continue;
+                }
+                let answer = match self.answer_of::<Vec<Option<String>>>(reply) {
+                    Answer::Done(fields) => match Record::from_hash(now_ms, &fields) {
+                        Some(record) => {
+                            self.readable(name);
+                            Answer::Done(record)
+                        }
+                        None => Answer::Unreadable(
+                            "a record this instance cannot read (another version's?)".to_owned(),
+                        ),
+                    },
+                    Answer::Unreadable(why) => Answer::Unreadable(why),
+                    Answer::Failed => Answer::Failed,
+                };
+                if !self.take_read(name, answer).await {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// What one read of a pass found, taken on: a record that differs from the one last seen,
+    /// a vanished one written again. `false` if the store failed meanwhile.
+    async fn take_read(&mut self, name: &str, answer: Answer<Record>) -> bool {
+        let record = match answer {
+            Answer::Done(record) => record,
+            Answer::Unreadable(why) => {
+                // An unreadable record is skipped: the pass goes on to the others.
+                self.troubled(name, &why);
+                return true;
+            }
+            Answer::Failed => return false,
+        };
+        let applied = self.tracked.get(name).map_or(0, |t| t.applied);
+        if record.epoch == 0 {
+            // No record: never written, or flushed. If there was one, a breaker that is not
+            // closed here says so again, as a `cas` over "no record", so that of several
+            // instances doing it at once one wins and the others take its record on.
+            let mut vanished = false;
+            if let Some(t) = self.tracked.get_mut(name) {
+                vanished = applied != 0 || t.vanished;
+                if applied != 0 {
+                    *t = Tracked::new(t.breaker.clone());
+                    // Until a record is seen or written again: a write below that fails (the
+                    // store, a foreign value) is tried again by the next pass.
+                    t.vanished = true;
+                }
+            }
+            if !vanished {
+                // Never seen one: a change made here is written by its own pending write.
+                return true;
+            }
+            let Some(breaker) = self.breaker(name) else {
+                return true;
+            };
+            const AGAIN: &str = "written again: the record had vanished";
+            let pushed = match breaker.state() {
+                State::Open => self.push(name, Intent::Trip, AGAIN.to_owned(), false).await,
+                s @ (State::ForcedOpen | State::Disabled) => {
+                    self.push(name, Intent::Again(s), AGAIN.to_owned(), false)
+                        .await
+                }
+                _ => Pushed::Done,
+            };
+            return !matches!(pushed, Pushed::Failed);
+        }
+        if record.epoch != applied {
+            self.apply(name, &record);
+        }
+        true
+    }
+}

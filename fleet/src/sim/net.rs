@@ -1,0 +1,299 @@
+//! The simulated network between the instances and the model store, and its faults.
+//!
+//! Each instance's fleet task gets a `SimStore`, the `Store` the task uses in production is a
+//! Redis connection. A request travels to the model (a delay), runs there atomically at the
+//! model's time of arrival, and its reply travels back (another delay) or is lost. Published
+//! messages go to every subscribed connection, each copy with its own delay (so they reorder),
+//! and may be lost or duplicated. Faults are switched on and off by the world (`world.rs`):
+//! a connection cut (a disconnection push, every command failing with an I/O error until it is
+//! restored, its subscription restored with it, as the connection manager does), commands
+//! refused (an ACL: `NOPERM`, published messages still delivered), the server stopped
+//! (`SIGSTOP`: nothing is answered until it continues).
+
+use core::time::Duration;
+use std::sync::{Arc, Mutex};
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use redis::{ErrorKind, PushInfo, PushKind, RedisError, RedisResult, Value};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::model::{Model, error};
+use crate::store::{Reply, Script, Store};
+
+/// The server's time at the simulation's start, in ms since the Unix epoch.
+const BASE_MS: u64 = 1_800_000_000_000;
+
+/// How the network misbehaves at the moment.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Weather {
+    /// Each way's delay is uniform in 0..=this (ms).
+    pub(super) delay_ms: u64,
+    /// The chance that a reply is lost (the request did run).
+    pub(super) lose_reply: f64,
+    /// The chance that a published message is lost, or delivered twice, on one connection.
+    pub(super) lose_message: f64,
+    pub(super) repeat_message: f64,
+}
+
+/// One instance's connection.
+pub(super) struct Conn {
+    pushes: mpsc::UnboundedSender<PushInfo>,
+    /// The channels it subscribed to, kept across a cut (resubscribed when restored).
+    channels: Vec<Vec<u8>>,
+    pub(super) cut: bool,
+    pub(super) refused: bool,
+    /// The instance is gone: nothing reaches it any more.
+    pub(super) dead: bool,
+}
+
+/// Everything the instances share: the model, the connections, the weather, the dice.
+pub(super) struct Net {
+    pub(super) model: Model,
+    pub(super) conns: Vec<Conn>,
+    pub(super) stopped: bool,
+    pub(super) weather: Weather,
+    pub(super) rng: ChaCha8Rng,
+    start: Instant,
+    pub(super) trace: Vec<String>,
+    pub(super) tracing: bool,
+}
+
+pub(super) type Shared = Arc<Mutex<Net>>;
+
+impl Net {
+    pub(super) fn new(rng: ChaCha8Rng, tracing: bool) -> Net {
+        Net {
+            model: Model::new(),
+            conns: Vec::new(),
+            stopped: false,
+            weather: Weather::default(),
+            rng,
+            start: Instant::now(),
+            trace: Vec::new(),
+            tracing,
+        }
+    }
+
+    /// The simulation's time since its start.
+    pub(super) fn elapsed(&self) -> Duration {
+        Instant::now() - self.start
+    }
+
+    /// The server's time: ms since the Unix epoch, and the µs within that ms.
+    pub(super) fn server_time(&self) -> (u64, u64) {
+        let us = self.elapsed().as_micros() as u64;
+        (BASE_MS + us / 1000, us % 1000)
+    }
+
+    pub(super) fn note(&mut self, what: impl FnOnce() -> String) {
+        if self.tracing {
+            let at = self.elapsed();
+            self.trace
+                .push(format!("{:>9.3}s {}", at.as_secs_f64(), what()));
+        }
+    }
+
+    fn delay(&mut self) -> Duration {
+        let max = self.weather.delay_ms;
+        Duration::from_millis(if max == 0 {
+            0
+        } else {
+            self.rng.random_range(0..=max)
+        })
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && self.rng.random_bool(p.min(1.0))
+    }
+
+    /// A new connection; its pushes arrive on the receiver.
+    pub(super) fn connect(&mut self) -> (usize, mpsc::UnboundedReceiver<PushInfo>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.conns.push(Conn {
+            pushes: tx,
+            channels: Vec::new(),
+            cut: false,
+            refused: false,
+            dead: false,
+        });
+        (self.conns.len() - 1, rx)
+    }
+
+    /// Cuts connection `id`: it is told so, and every command fails until it is restored.
+    pub(super) fn cut(&mut self, id: usize) {
+        let c = &mut self.conns[id];
+        if !c.cut && !c.dead {
+            c.cut = true;
+            let _ = c.pushes.send(PushInfo {
+                kind: PushKind::Disconnection,
+                data: Vec::new(),
+            });
+        }
+    }
+
+    /// Why connection `id` cannot run a command now, if it cannot.
+    fn refusal(&self, id: usize) -> Option<RedisResult<Value>> {
+        let c = &self.conns[id];
+        if c.cut || c.dead {
+            Some(Err(RedisError::from((
+                ErrorKind::Io,
+                "simulated: connection cut",
+            ))))
+        } else if c.refused {
+            Some(error(
+                "NOPERM User fleet has no permissions to run the 'evalsha' command",
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// Runs `script` on the model now and sends what it published on its way.
+    fn run(
+        &mut self,
+        id: usize,
+        script: Script,
+        keys: &[String],
+        args: &[String],
+    ) -> RedisResult<Value> {
+        let (ms, us) = self.server_time();
+        let (reply, published) = self.model.eval(script, keys, args, ms, us);
+        self.note(|| format!("conn {id}: {script:?} {args:?} -> {reply:?}"));
+        for (channel, payload) in published {
+            self.publish(&channel, &payload);
+        }
+        reply
+    }
+
+    /// Delivers `payload` to every connection subscribed to `channel`, each copy delayed on
+    /// its own, maybe lost, maybe twice.
+    pub(super) fn publish(&mut self, channel: &[u8], payload: &[u8]) {
+        for id in 0..self.conns.len() {
+            let c = &self.conns[id];
+            if c.cut || c.dead || !c.channels.iter().any(|ch| ch == channel) {
+                continue;
+            }
+            if self.chance(self.weather.lose_message) {
+                self.note(|| format!("conn {id}: a message lost"));
+                continue;
+            }
+            let copies = if self.chance(self.weather.repeat_message) {
+                2
+            } else {
+                1
+            };
+            for _ in 0..copies {
+                let after = self.delay();
+                let push = PushInfo {
+                    kind: PushKind::Message,
+                    data: vec![
+                        Value::BulkString(channel.to_vec()),
+                        Value::BulkString(payload.to_vec()),
+                    ],
+                };
+                let tx = self.conns[id].pushes.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(after).await;
+                    let _ = tx.send(push);
+                });
+            }
+        }
+    }
+
+    /// Restores connection `id` after a cut, with its subscriptions.
+    pub(super) fn restore(&mut self, id: usize) {
+        self.conns[id].cut = false;
+    }
+}
+
+/// One instance's store: requests over the simulated network to the model.
+pub(super) struct SimStore {
+    pub(super) id: usize,
+    pub(super) net: Shared,
+}
+
+impl SimStore {
+    /// Waits out a stopped server, then runs `op` on the network at arrival, then the reply's
+    /// way back (or for ever, if it is lost).
+    fn exchange<T: Send + 'static>(
+        &mut self,
+        op: impl FnOnce(&mut Net, usize) -> RedisResult<T> + Send + 'static,
+    ) -> Reply<'_, T> {
+        let net = self.net.clone();
+        let id = self.id;
+        Box::pin(async move {
+            let (there, back, lost) = {
+                let mut n = net.lock().unwrap();
+                if let Some(Err(e)) = n.refusal(id) {
+                    // Refused or cut at once: the client knows without a round trip.
+                    return Err(e);
+                }
+                let lose = n.weather.lose_reply;
+                (n.delay(), n.delay(), n.chance(lose))
+            };
+            tokio::time::sleep(there).await;
+            while net.lock().unwrap().stopped {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let reply = {
+                let mut n = net.lock().unwrap();
+                match n.refusal(id) {
+                    Some(Err(e)) => return Err(e),
+                    Some(Ok(_)) => unreachable!("a refusal is an error"),
+                    None => op(&mut n, id),
+                }
+            };
+            if lost {
+                net.lock()
+                    .unwrap()
+                    .note(|| format!("conn {id}: a reply lost"));
+                core::future::pending::<()>().await;
+            }
+            tokio::time::sleep(back).await;
+            if net.lock().unwrap().conns[id].cut {
+                return Err(RedisError::from((
+                    ErrorKind::Io,
+                    "simulated: connection cut",
+                )));
+            }
+            reply
+        })
+    }
+}
+
+impl Store for SimStore {
+    fn eval(&mut self, script: Script, keys: Vec<String>, args: Vec<String>) -> Reply<'_, Value> {
+        self.exchange(move |n, id| n.run(id, script, &keys, &args))
+    }
+
+    fn pipeline(&mut self, commands: Vec<Vec<String>>) -> Reply<'_, Vec<RedisResult<Value>>> {
+        // One round trip; the commands run one after another at its arrival.
+        self.exchange(move |n, id| {
+            let (ms, us) = n.server_time();
+            let replies = n.model.command(&commands, ms, us);
+            n.note(|| format!("conn {id}: pipeline of {} commands", commands.len()));
+            Ok(replies)
+        })
+    }
+
+    fn ping(&mut self) -> Reply<'_, ()> {
+        self.exchange(|n, id| {
+            n.note(|| format!("conn {id}: PING"));
+            Ok(())
+        })
+    }
+
+    fn subscribe(&mut self, channel: String) -> Reply<'_, ()> {
+        self.exchange(move |n, id| {
+            n.note(|| format!("conn {id}: SUBSCRIBE {channel}"));
+            let ch = channel.into_bytes();
+            let c = &mut n.conns[id];
+            if !c.channels.contains(&ch) {
+                c.channels.push(ch);
+            }
+            Ok(())
+        })
+    }
+}

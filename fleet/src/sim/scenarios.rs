@@ -1,0 +1,384 @@
+//! The fleet's fault paths, one scripted scenario each, on the simulator's model store and
+//! paused clock: the instances run the production fleet code, and every step is exact.
+
+use core::time::Duration;
+use std::sync::{Arc, Mutex};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tokio::time::{Instant, sleep};
+
+use super::harness::{Cluster, PREFIX, cluster, consecutive, fail, paused};
+use super::model::Val;
+use super::net::{Net, Shared, SimStore, Weather};
+use super::world::SimClock;
+use crate::{Fleet, FleetConfig, OnStoreError};
+use breakerbox_runtime::{Breaker, Config, State};
+
+fn foreign_values() -> [(&'static str, Val); 2] {
+    let mut hash = std::collections::BTreeMap::new();
+    hash.insert(b"epoch".to_vec(), b"not-a-number".to_vec());
+    hash.insert(b"state".to_vec(), b"open".to_vec());
+    [
+        (
+            "a string",
+            Val::Str(b"left by another application".to_vec()),
+        ),
+        ("a hash whose epoch is no number", Val::Hash(hash)),
+    ]
+}
+
+const POLICIES: [OnStoreError; 3] = [
+    OnStoreError::Local,
+    OnStoreError::Open,
+    OnStoreError::Closed,
+];
+
+#[test]
+fn a_foreign_value_under_one_key_leaves_every_other_breaker_shared() {
+    for policy in POLICIES {
+        for (what, value) in foreign_values() {
+            paused(|| async move {
+                let c = cluster(
+                    3,
+                    &["junk", "payments", "untouched"],
+                    consecutive(1),
+                    policy,
+                );
+                sleep(Duration::from_millis(50)).await;
+                c.put("junk", value);
+                // The junk breaker trips here: its write meets the foreign value.
+                fail(&c.breakers[0][0]);
+                sleep(Duration::from_millis(300)).await;
+                // Another breaker trips on instance 1: the fleet takes it on as ever.
+                fail(&c.breakers[1][1]);
+                sleep(Duration::from_secs(1)).await;
+                let context = format!("{policy:?}, {what}");
+                assert_eq!(
+                    c.states(1),
+                    [State::Open; 3],
+                    "{context}: payments opens everywhere"
+                );
+                assert_eq!(
+                    c.record_state("payments").as_deref(),
+                    Some("open"),
+                    "{context}"
+                );
+                // An untouched breaker is neither held nor rejecting: the store answers.
+                for k in 0..3 {
+                    let b = &c.breakers[k][2];
+                    assert_eq!(b.state(), State::Closed, "{context}: instance {k}");
+                    let admitted = (0..100)
+                        .filter(|_| b.call(|| Ok::<_, &str>(())).is_ok())
+                        .count();
+                    assert_eq!(admitted, 100, "{context}: instance {k}");
+                    let status = c.fleets[k].as_ref().unwrap().status();
+                    assert!(status.connected, "{context}: instance {k}: {status:?}");
+                }
+                // The junk breaker stays open where it tripped, and nowhere else yet.
+                assert_eq!(
+                    c.states(0),
+                    [State::Open, State::Closed, State::Closed],
+                    "{context}"
+                );
+                // The value is removed: the trip kept here is written, every instance takes it
+                // on within a second.
+                c.delete("junk");
+                sleep(Duration::from_secs(1)).await;
+                assert_eq!(c.record_state("junk").as_deref(), Some("open"), "{context}");
+                assert_eq!(
+                    c.states(0),
+                    [State::Open; 3],
+                    "{context}: junk, once readable"
+                );
+            });
+        }
+    }
+}
+
+#[test]
+fn a_record_that_was_foreign_and_then_vanished_is_written_again() {
+    for (what, value) in foreign_values() {
+        paused(|| async move {
+            let c = cluster(3, &["payments"], consecutive(1), OnStoreError::Local);
+            sleep(Duration::from_millis(50)).await;
+            assert_eq!(c.record_state("payments"), None, "no record yet");
+            c.put("payments", value);
+            fail(&c.breakers[0][0]);
+            sleep(Duration::from_secs(2)).await;
+            assert_eq!(
+                c.states(0),
+                [State::Open, State::Closed, State::Closed],
+                "{what}"
+            );
+            c.delete("payments");
+            sleep(Duration::from_secs(1)).await;
+            assert_eq!(
+                c.record_state("payments").as_deref(),
+                Some("open"),
+                "{what}"
+            );
+            assert_eq!(
+                c.states(0),
+                [State::Open; 3],
+                "{what}: converged within 1 s"
+            );
+        });
+    }
+}
+
+#[test]
+fn a_trip_taken_on_during_a_hold_is_held_when_the_store_answers() {
+    for policy in [OnStoreError::Open, OnStoreError::Closed] {
+        paused(|| async move {
+            let c = cluster(2, &["payments"], consecutive(1), policy);
+            sleep(Duration::from_millis(50)).await;
+            // An ACL refuses instance 0's commands; its subscription goes on. Its next re-read
+            // (within `resync_every`) finds out.
+            c.net.lock().unwrap().conns[c.conns[0]].refused = true;
+            sleep(Duration::from_millis(1_100)).await;
+            let held = if policy == OnStoreError::Open {
+                State::ForcedOpen
+            } else {
+                State::Disabled
+            };
+            assert_eq!(c.breakers[0][0].state(), held, "{policy:?}: held");
+            // Instance 1 trips: the record is written and published.
+            fail(&c.breakers[1][0]);
+            sleep(Duration::from_millis(100)).await;
+            assert_eq!(c.breakers[0][0].state(), held, "{policy:?}: still held");
+            c.net.lock().unwrap().conns[c.conns[0]].refused = false;
+            sleep(Duration::from_secs(1)).await;
+            assert_eq!(
+                c.states(0),
+                [State::Open, State::Open],
+                "{policy:?}: the fleet's trip"
+            );
+        });
+    }
+}
+
+#[test]
+fn dropping_the_fleet_while_the_store_is_down_gives_every_breaker_back() {
+    for policy in [OnStoreError::Open, OnStoreError::Closed] {
+        paused(|| async move {
+            let mut c = cluster(1, &["payments", "tripped"], consecutive(1), policy);
+            sleep(Duration::from_millis(50)).await;
+            fail(&c.breakers[0][1]);
+            sleep(Duration::from_millis(50)).await;
+            let before = c.breakers[0][1].export_state().open_remaining.unwrap();
+            c.net.lock().unwrap().stopped = true;
+            sleep(Duration::from_millis(1_500)).await;
+            let held = if policy == OnStoreError::Open {
+                State::ForcedOpen
+            } else {
+                State::Disabled
+            };
+            let states = |c: &Cluster| c.breakers[0].iter().map(Breaker::state).collect::<Vec<_>>();
+            assert_eq!(
+                states(&c),
+                [held, held],
+                "{policy:?}: held while the store is down"
+            );
+            drop(c.fleets[0].take());
+            // At once, not when the task next runs.
+            assert_eq!(
+                states(&c),
+                [State::Closed, State::Open],
+                "{policy:?}: given back"
+            );
+            let left = c.breakers[0][1].export_state().open_remaining.unwrap();
+            assert_eq!(
+                before - left,
+                Duration::from_millis(1_500),
+                "{policy:?}: open time counted on"
+            );
+        });
+    }
+}
+
+#[test]
+fn losing_the_fleets_runtime_while_the_store_is_down_gives_every_breaker_back() {
+    let net: Shared = Arc::new(Mutex::new(Net::new(ChaCha8Rng::seed_from_u64(7), false)));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let (fleet, breaker) = rt.block_on(async {
+        let (conn, pushes) = net.lock().unwrap().connect();
+        let fleet = Fleet::with_store(
+            FleetConfig::new("redis://sim/")
+                .prefix(PREFIX)
+                .timeout(Duration::from_millis(100))
+                .on_store_error(OnStoreError::Open),
+            Box::new(SimStore {
+                id: conn,
+                net: net.clone(),
+            }),
+            pushes,
+            &tokio::runtime::Handle::current(),
+        );
+        let breaker = Breaker::new("payments", consecutive(1)(SimClock(Instant::now())));
+        fleet.share(&breaker);
+        net.lock().unwrap().stopped = true;
+        sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(breaker.state(), State::ForcedOpen, "held");
+        (fleet, breaker)
+    });
+    drop(rt);
+    assert_eq!(
+        breaker.state(),
+        State::Closed,
+        "the runtime is gone: given back"
+    );
+    drop(fleet);
+}
+
+#[test]
+fn an_idle_fleet_runs_at_most_half_open_calls_probes() {
+    paused(|| async {
+        let config = |clock: SimClock| {
+            Config::builder()
+                .failures(1)
+                .open_for(Duration::from_secs(1))
+                .half_open_calls(2)
+                .successes(1)
+                .probe_timeout(Duration::from_secs(1))
+                .clock(clock)
+                .build()
+                .unwrap()
+        };
+        let c = cluster(3, &["payments"], config, OnStoreError::Local);
+        sleep(Duration::from_millis(50)).await;
+        fail(&c.breakers[0][0]);
+        // No calls for 3.2 s: open time, the leases of whoever asked first, and more.
+        sleep(Duration::from_millis(3_200)).await;
+        // Then every instance tries three calls within 600 ms, each kept in flight.
+        let mut probes = Vec::new();
+        for round in 0..3 {
+            for k in 0..3 {
+                if let Ok(p) = c.breakers[k][0].try_acquire_owned() {
+                    assert!(
+                        p.is_probe(),
+                        "round {round}, instance {k}: half-open calls probe"
+                    );
+                    probes.push((k, p));
+                }
+            }
+            sleep(Duration::from_millis(200)).await;
+        }
+        let who: Vec<usize> = probes.iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            probes.len(),
+            2,
+            "half_open_calls = 2 fleet-wide; probes from {who:?}"
+        );
+    });
+}
+
+#[test]
+fn a_foreign_message_on_the_channel_leaves_the_task_running() {
+    paused(|| async {
+        let c = cluster(2, &["payments"], consecutive(1), OnStoreError::Local);
+        sleep(Duration::from_millis(50)).await;
+        for payload in [
+            &b"18446744073709551615:x"[..],
+            b"1:a18446744073709551615:",
+            b"\xff\xfe:garbage",
+            b"",
+        ] {
+            c.net
+                .lock()
+                .unwrap()
+                .publish(format!("{PREFIX}:changes").as_bytes(), payload);
+        }
+        sleep(Duration::from_millis(50)).await;
+        for (k, f) in c.fleets.iter().enumerate() {
+            assert!(
+                !f.as_ref().unwrap().task.is_finished(),
+                "instance {k}'s task runs"
+            );
+        }
+        fail(&c.breakers[0][0]);
+        sleep(Duration::from_millis(50)).await;
+        assert_eq!(c.states(0), [State::Open, State::Open], "still shared");
+    });
+}
+
+#[test]
+fn a_slow_store_holds_and_gives_back_without_losing_the_fleets_trip() {
+    paused(|| async {
+        let c = cluster(2, &["payments"], consecutive(1), OnStoreError::Open);
+        sleep(Duration::from_millis(50)).await;
+        c.net.lock().unwrap().weather = Weather {
+            delay_ms: 300,
+            ..Weather::default()
+        };
+        fail(&c.breakers[1][0]);
+        sleep(Duration::from_secs(2)).await;
+        c.net.lock().unwrap().weather = Weather::default();
+        sleep(Duration::from_secs(1)).await;
+        assert_eq!(c.record_state("payments").as_deref(), Some("open"));
+        assert_eq!(c.states(0), [State::Open, State::Open]);
+    });
+}
+
+#[test]
+fn a_change_published_during_a_long_pass_is_taken_on_before_the_pass_ends() {
+    paused(|| async {
+        // Instance 0 shares 600 breakers: its re-read pass takes three batches, 200 ms each
+        // over a store 100 ms away. Instance 1 shares the last of them.
+        let names: Vec<String> = (0..600).map(|i| format!("b{i:03}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let c = cluster(1, &refs, consecutive(1), OnStoreError::Local);
+        let other = {
+            let (conn, pushes) = c.net.lock().unwrap().connect();
+            let fleet = Fleet::with_store(
+                FleetConfig::new("redis://sim/")
+                    .prefix(PREFIX)
+                    .instance("other")
+                    .timeout(Duration::from_millis(500)),
+                Box::new(SimStore {
+                    id: conn,
+                    net: c.net.clone(),
+                }),
+                pushes,
+                &tokio::runtime::Handle::current(),
+            );
+            let b = Breaker::new("b599", consecutive(1)(SimClock(Instant::now())));
+            fleet.share(&b);
+            (fleet, b)
+        };
+        sleep(Duration::from_millis(1_500)).await;
+        c.net.lock().unwrap().weather = Weather {
+            delay_ms: 100,
+            ..Weather::default()
+        };
+        // The end of one of instance 0's passes, then the start of its next (1 s later).
+        let fleet = c.fleets[0].as_ref().unwrap();
+        let passes = fleet.status().resyncs;
+        while fleet.status().resyncs == passes {
+            sleep(Duration::from_millis(1)).await;
+        }
+        sleep(Duration::from_millis(1_050)).await;
+        let during = fleet.status().resyncs;
+        fail(&other.1);
+        let tripped = Instant::now();
+        while c.breakers[0][599].state() != State::Open {
+            sleep(Duration::from_millis(1)).await;
+            assert!(tripped.elapsed() < Duration::from_secs(2), "never taken on");
+        }
+        let took = tripped.elapsed();
+        assert_eq!(
+            fleet.status().resyncs,
+            during,
+            "taken on mid-pass, after {took:?}"
+        );
+        assert!(
+            took <= Duration::from_millis(400),
+            "one batch's wait at most: {took:?}"
+        );
+        drop(other);
+    });
+}

@@ -1,0 +1,113 @@
+//! Fleet mode under the least privilege docs/fleet.md gives: an ACL user allowed exactly the
+//! fleet's commands, its keys and its channel, on a real `redis-server`. Trips, probe leases,
+//! fleet counts, manual control and the re-read pass all run under it with no command denied.
+
+use std::time::{Duration, Instant};
+
+use crate::support::{Redis, all_reach, nodes_with, redis_server};
+
+fn soon() -> Instant {
+    Instant::now() + Duration::from_secs(5)
+}
+
+/// The rule of docs/fleet.md ("Least privilege"), for the prefix `acl`.
+const RULE: &[&str] = &[
+    "on",
+    ">fleet-secret",
+    "resetkeys",
+    "resetchannels",
+    "~{acl:*",
+    "&acl:changes",
+    "-@all",
+    "+hello",
+    "+auth",
+    "+ping",
+    "+subscribe",
+    "+evalsha",
+    "+script|load",
+    "+time",
+    "+hmget",
+    "+hset",
+    "+hgetall",
+    "+hdel",
+    "+del",
+    "+publish",
+    "+zadd",
+    "+zcard",
+    "+zrange",
+    "+zremrangebyscore",
+    "+zscore",
+    "+pexpire",
+];
+
+#[test]
+fn the_fleet_runs_under_its_least_privilege_acl_user() {
+    let _shared = crate::support::shared();
+    let Some(bin) = redis_server() else { return };
+    let redis = Redis::start(&bin, &[]);
+    let mut setuser = vec!["ACL", "SETUSER", "fleet"];
+    setuser.extend_from_slice(RULE);
+    assert_eq!(redis.cli(&setuser), "OK");
+    assert_eq!(redis.cli(&["ACL", "LOG", "RESET"]), "OK");
+    let url = redis
+        .url()
+        .replace("redis://", "redis://fleet:fleet-secret@");
+    // A failure rate over a time window (fleet counts: count.lua), short open times (probe
+    // leases: probe.lua), one success to close.
+    let keys = "failure_rate = 50\nwindow = \"10s\"\nmin_calls = 2\nopen_for = \"300ms\"\nhalf_open_calls = 1\nsuccesses = 1\nprobe_timeout = \"5s\"\n";
+    let mut nodes = nodes_with(&url, "acl", 3, keys);
+    // Calls judged while closed are counted fleet-wide; two failures on one node trip it.
+    assert_eq!(nodes[1].cmd("succeed"), "ok closed");
+    assert_eq!(nodes[0].cmd("fail"), "ok closed");
+    assert_eq!(nodes[0].cmd("fail"), "ok open");
+    all_reach(&mut nodes, "open", soon()).unwrap();
+    assert_eq!(redis.hget("{acl:payments}", "state"), "open");
+    // The open time runs out: one instance is granted the lease, probes and closes the fleet.
+    let deadline = soon();
+    'probe: loop {
+        for node in nodes.iter_mut() {
+            if node.cmd("succeed") == "ok closed" {
+                break 'probe;
+            }
+        }
+        assert!(Instant::now() < deadline, "no instance probed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    all_reach(&mut nodes, "closed", soon()).unwrap();
+    // Manual control, written with `force`.
+    assert_eq!(nodes[2].cmd("force_open"), "ok");
+    all_reach(&mut nodes, "forced-open", soon()).unwrap();
+    assert_eq!(nodes[1].cmd("reset"), "ok");
+    all_reach(&mut nodes, "closed", soon()).unwrap();
+    // Nothing was denied, and no store operation failed.
+    assert_eq!(redis.cli(&["ACL", "LOG"]), "", "denied commands");
+    for node in nodes.iter_mut() {
+        let (connected, _, _, store_errors, _) = node.status();
+        assert!(connected, "{}", node.name);
+        assert_eq!(store_errors, 0, "{}", node.name);
+    }
+}
+
+#[test]
+fn a_wrong_password_is_a_store_error_not_a_panic() {
+    let _shared = crate::support::shared();
+    let Some(bin) = redis_server() else { return };
+    let redis = Redis::start(&bin, &[]);
+    let mut setuser = vec!["ACL", "SETUSER", "fleet"];
+    setuser.extend_from_slice(RULE);
+    assert_eq!(redis.cli(&setuser), "OK");
+    let url = redis.url().replace("redis://", "redis://fleet:wrong@");
+    let mut nodes = nodes_with(&url, "acl", 1, "failures = 1\n");
+    // The breaker decides alone: calls go on, the trip is local, the store is unreachable.
+    assert_eq!(nodes[0].cmd("fail"), "ok open");
+    let deadline = soon();
+    loop {
+        let (connected, _, _, store_errors, _) = nodes[0].status();
+        if !connected && store_errors > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never told the store failed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(nodes[0].state(), "open");
+}

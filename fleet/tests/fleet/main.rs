@@ -1,0 +1,18 @@
+//! Fleet mode (`breakerbox-fleet`, `breakerbox::fleet`) across processes: a real
+//! `redis-server` and `fleet_node` processes (this crate's binary) driven over stdin. Each test
+//! starts its own server on a free loopback port (persistence off) and its nodes, and polls with
+//! deadlines: no test sleeps for an outcome.
+//!
+//! - `together` — trips, controls, probes and counts reach every instance;
+//! - `acl` — under the least-privilege Redis user docs/fleet.md gives;
+//! - `faults` — the store killed, stopped, partitioned, flushed; a subscriber that stops reading;
+//! - `numbers` — the measurements behind BENCHMARKS.md (ignored by default).
+//!
+//! The fault tests and the measurements time their calls, so each runs
+//! [`alone`](support::alone).
+
+mod acl;
+mod faults;
+mod numbers;
+mod support;
+mod together;
