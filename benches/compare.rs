@@ -549,7 +549,7 @@ fn latency(c: &mut Criterion) {
         ("bb_latency", base().latency(true)),
         ("bb_slow", base().slow(Duration::from_secs(1))),
     ] {
-        let b = Breaker::new(&format!("latency.{contender}"), config.build().unwrap());
+        let b = Breaker::new(format!("latency.{contender}"), config.build().unwrap());
         one(&mut g, contender, inputs(), |x| b.call(|| protected(x)));
         assert_closed(&b);
         assert_eq!(
