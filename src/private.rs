@@ -442,3 +442,31 @@ macro_rules! __breakerbox_require_tokio {
 }
 
 pub use crate::__breakerbox_require_tokio as require_tokio;
+
+/// `replay = …`: the replay crate's support, or without the `replay` feature stand-ins with
+/// the same shapes, so that the only error is the one from [`require_replay!`].
+#[cfg(feature = "replay")]
+pub use breakerbox_replay::__private as replay;
+#[cfg(not(feature = "replay"))]
+#[path = "replay_stub.rs"]
+pub mod replay;
+
+#[cfg(feature = "replay")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __breakerbox_require_replay {
+    () => {};
+}
+
+#[cfg(not(feature = "replay"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __breakerbox_require_replay {
+    () => {
+        ::core::compile_error! {
+            "`replay` needs the `replay` feature of breakerbox: add `features = [\"replay\"]` to the breakerbox dependency in Cargo.toml"
+        }
+    };
+}
+
+pub use crate::__breakerbox_require_replay as require_replay;

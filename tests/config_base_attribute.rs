@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+#[allow(dead_code)]
+#[path = "attribute/support.rs"]
 mod support;
 
 use breakerbox::{ConfigSource, LoadError, Site, circuit_breaker, registry};

@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+#[allow(dead_code)]
+#[path = "attribute/support.rs"]
 mod support;
 
 use breakerbox::{ConfigSource, LoadError, circuit_breaker, registry};

@@ -122,7 +122,7 @@ pub(crate) async fn act(
 }
 
 /// The breaker of `family`'s key `key`, or a `404` that names what is missing.
-fn find(family: &str, key: &str) -> Result<Breaker, Problem> {
+pub(crate) fn find(family: &str, key: &str) -> Result<Breaker, Problem> {
     registry().key_breaker(family, key).map_err(not_found)
 }
 

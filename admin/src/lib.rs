@@ -26,10 +26,12 @@
 //! | `GET /` | the dashboard: one HTML page, its script and style inline, nothing loaded from elsewhere |
 //! | `GET /breakers` | `{"breakers": [...], "families": [...], "control": bool}` |
 //! | `GET /breakers/{name}` | one breaker: state, config, metrics, last failure, time left open; or a keyed family |
+//! | `GET /breakers/{name}/config` | each key of its config: the effective value and where it came from (default, file and line, variable, attribute) |
 //! | `POST /breakers/{name}/force-open`, `/disable`, `/reset` | the control, with an empty body (or `{}`) |
 //! | `POST /breakers/{name}/trip-for` | opens it for `{"duration": "30s"}` (the attribute's duration text) |
 //! | `GET /breakers/{family}/keys` | a page of a keyed family's keys: `?sort=key\|state\|failure_rate\|volume&offset=&limit=&q=` (`limit` at most 500) |
 //! | `GET /breakers/{family}/keys/{key}` | one key (percent-encoded in the path) |
+//! | `GET /breakers/{family}/keys/{key}/config` | where each key of that key's config came from |
 //! | `POST /breakers/{family}/keys/{key}/force-open`, `/disable`, `/reset`, `/trip-for` | the control, on that key alone |
 //! | `GET /events` | server-sent events: `state` on each change, `metrics` every second, `dropped` after a lag |
 //! | `GET /health` | [`Registry::health`](breakerbox_runtime::Registry::health) as Spring Boot's actuator answers it: `{"status": "UP", "components": {…}}`, `200` for `UP` and `DEGRADED`, `503` for `DOWN` |
@@ -69,6 +71,7 @@ mod auth;
 mod control;
 mod health;
 mod keys;
+mod sources;
 mod stream;
 mod view;
 
@@ -167,8 +170,10 @@ impl Admin {
             .route("/breakers", get(view::list))
             .route("/breakers/{name}", get(view::detail))
             .route("/breakers/{name}/{action}", post(control::act))
+            .route("/breakers/{name}/config", get(sources::breaker))
             .route("/breakers/{name}/keys", get(keys::list))
             .route("/breakers/{name}/keys/{key}", get(keys::detail))
+            .route("/breakers/{name}/keys/{key}/config", get(sources::key))
             .route("/breakers/{name}/keys/{key}/{action}", post(keys::act))
             .route("/events", get(stream::events))
             .route("/health", get(health::health))

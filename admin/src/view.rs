@@ -202,7 +202,7 @@ pub(crate) fn find(name: &str) -> Result<Breaker, Problem> {
     registry().get(name).ok_or_else(|| unknown(name))
 }
 
-fn unknown(name: &str) -> Problem {
+pub(crate) fn unknown(name: &str) -> Problem {
     let names = registry().names();
     let hint = match __edge::closest(name, names.iter().map(String::as_str)) {
         Some(near) => format!("; did you mean '{near}'?"),

@@ -40,6 +40,12 @@ pub(crate) const KEYS: &[&str] = &[
     "fallback_on",
     "classify",
     "probe",
+    "replay",
+    "replay_key",
+    "replay_max",
+    "replay_ttl",
+    "replay_rate",
+    "replay_attempts",
     "crate",
 ];
 
@@ -87,6 +93,15 @@ pub(crate) enum Name {
     Expr(Expr),
 }
 
+/// Where `replay = …` journals rejected calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Journal {
+    /// `replay = "memory"`.
+    Memory,
+    /// `replay = "disk"`: a file per breaker under `$BREAKERBOX_REPLAY_DIR`.
+    Disk,
+}
+
 /// The validated attribute.
 #[derive(Default)]
 pub(crate) struct Args {
@@ -127,6 +142,14 @@ pub(crate) struct Args {
     pub(crate) fallback_with_reason: bool,
     pub(crate) fallback_on: Option<Key<FallbackOn>>,
     pub(crate) classify: Option<Key<ExprPath>>,
+    /// `replay = "memory" | "disk"`: calls rejected while open are journaled and replayed.
+    pub(crate) replay: Option<Key<Journal>>,
+    /// `replay_key = expr`: the journal entry's key, an expression over the arguments.
+    pub(crate) replay_key: Option<Key<Expr>>,
+    pub(crate) replay_max: Option<Key<u32>>,
+    pub(crate) replay_ttl: Option<Key<u64>>,
+    pub(crate) replay_rate: Option<Key<u32>>,
+    pub(crate) replay_attempts: Option<Key<u32>>,
     pub(crate) krate: Option<Key<Path>>,
 }
 

@@ -10,7 +10,7 @@ use quote::{ToTokens, format_ident, quote};
 use syn::ext::IdentExt;
 use syn::{Expr, ItemFn, Stmt};
 
-use crate::args::{Args, Errors, FallbackOn, Key, Name, Window};
+use crate::args::{Args, Errors, FallbackOn, Journal, Key, Name, Window};
 use crate::{func, parse, valid};
 
 /// `#[circuit_breaker(attr)] item`, without `proc_macro` types so it can be unit-tested.
@@ -49,6 +49,17 @@ fn try_expand(attr: TokenStream, item: &TokenStream) -> Result<TokenStream, Erro
     errors.finish()?;
     let body = body(&function, &args);
     function.block.stmts = vec![Stmt::Expr(Expr::Verbatim(body), None)];
+    if args.replay.is_some() {
+        // The body, with its `mut` arguments, moved to a function of its own: the wrapper's
+        // arguments are only passed on.
+        for arg in &mut function.sig.inputs {
+            if let syn::FnArg::Typed(typed) = arg
+                && matches!(&*typed.pat, syn::Pat::Ident(ident) if ident.mutability.is_some())
+            {
+                typed.attrs.push(syn::parse_quote!(#[allow(unused_mut)]));
+            }
+        }
+    }
     Ok(function.into_token_stream())
 }
 
@@ -217,6 +228,9 @@ struct Ctx<'a> {
     once: syn::Ident,
     config: syn::Ident,
     elapsed: syn::Ident,
+    /// With `replay`: the body as a function of the arguments, and the started replay.
+    body_fn: syn::Ident,
+    replay: syn::Ident,
 }
 
 impl<'a> Ctx<'a> {
@@ -245,6 +259,8 @@ impl<'a> Ctx<'a> {
             once: mixed("__breakerbox_once"),
             config: mixed("__breakerbox_config"),
             elapsed: mixed("__breakerbox_timeout"),
+            body_fn: mixed("__breakerbox_body"),
+            replay: mixed("__breakerbox_replay"),
         }
     }
 
@@ -364,7 +380,7 @@ impl<'a> Ctx<'a> {
         } = self;
         let lookup = self.lookup();
         let reject_reason = quote!(#private::FallbackReason::Rejected(#rejected));
-        let (reject_pattern, on_reject) = match self.fallback_call(reject_reason) {
+        let (reject_pattern, mut on_reject) = match self.fallback_call(reject_reason) {
             Some(call) if args.fallback_with_reason => (quote!(#rejected), call),
             Some(call) => (quote!(_), call),
             None => (
@@ -373,6 +389,14 @@ impl<'a> Ctx<'a> {
                 locate(quote!(#private::reject(#rejected)), &self.output),
             ),
         };
+        let replay = self.replay_prelude();
+        if replay.is_some() {
+            let journal = self.journal(rejected);
+            on_reject = quote!({
+                #journal
+                #on_reject
+            });
+        }
         // With `key`, the lookup has already asked for the permit.
         let acquire = match &args.key {
             None => quote!(#private::Breaker::try_acquire(&#breaker)),
@@ -380,6 +404,7 @@ impl<'a> Ctx<'a> {
         };
         quote! {
             #lookup
+            #replay
             let #permit = match #acquire {
                 #private::Result::Ok(#permit) => #permit,
                 #private::Result::Err(#reject_pattern) => {
@@ -415,7 +440,16 @@ impl<'a> Ctx<'a> {
         // body borrows the arguments it does not move (plain `||` and `async`, not `move`).
         let on_error = self.on_error();
         let capture = (!on_error).then(|| quote!(move));
+        // With `replay` the body is a function of the arguments (see `replay_prelude`).
+        let replay_call = args.replay.is_some().then(|| {
+            let body_fn = &self.body_fn;
+            let names = replay_names(function);
+            quote!(#body_fn(#(#names),*))
+        });
         if function.sig.asyncness.is_none() {
+            if let Some(call) = &replay_call {
+                return quote!(let #result = #call;);
+            }
             let closure_output = hint.as_ref().map(|ty| quote!(-> #ty));
             // Forced to be `FnOnce` by moving a non-`Copy` marker into it, so a body that moves
             // its arguments or returns borrows of them compiles as it did unwrapped
@@ -452,10 +486,12 @@ impl<'a> Ctx<'a> {
         // The permit is held by `Guarded` across the `.await`: a panic out of the body is a
         // failure even when a catcher stops it first, and the future dropped unfinished is a
         // cancelled call even while a sibling's panic unwinds the task.
+        let body = replay_call
+            .clone()
+            .unwrap_or_else(|| quote!(async #capture { #fake_return #(#stmts)* }));
         let Some(timeout) = &args.timeout else {
             return quote! {
-                let (#result, #permit) =
-                    #private::Guarded::new(#permit, async #capture { #fake_return #(#stmts)* }).await;
+                let (#result, #permit) = #private::Guarded::new(#permit, #body).await;
             };
         };
         // The breaker's timeout now: the attribute's is one layer of its config, which a file,
@@ -468,6 +504,8 @@ impl<'a> Ctx<'a> {
         // With a fallback the arguments must still be there after a timeout, so the body
         // borrows what it does not move (plain `async`, not `async move`).
         let capture = args.fallback.is_none().then(|| quote!(move));
+        let body =
+            replay_call.unwrap_or_else(|| quote!(async #capture { #fake_return #(#stmts)* }));
         let timeout_reason = quote!(#private::FallbackReason::TimedOut(#elapsed));
         let on_timeout = self
             .fallback_call(timeout_reason)
@@ -476,7 +514,7 @@ impl<'a> Ctx<'a> {
             let (#result, #permit) = {
                 #require
                 let #now = #after;
-                let #result = #private::timeout(#now, async #capture { #fake_return #(#stmts)* });
+                let #result = #private::timeout(#now, #body);
                 match #private::Guarded::new(#permit, #result).await {
                     (#private::Option::Some(#result), #permit) => (#result, #permit),
                     (#private::Option::None, #permit) => {
@@ -598,6 +636,181 @@ impl<'a> Ctx<'a> {
                 #answer
             }
             #result
+        }
+    }
+}
+
+/// The names of the function's arguments, as `replay` passes them on (each `name: Type`,
+/// checked by `func::check`).
+fn replay_names(function: &ItemFn) -> Vec<syn::Ident> {
+    function
+        .sig
+        .inputs
+        .iter()
+        .filter_map(|arg| match arg {
+            syn::FnArg::Typed(typed) => match &*typed.pat {
+                syn::Pat::Ident(ident) => Some(ident.ident.clone()),
+                _ => None,
+            },
+            syn::FnArg::Receiver(_) => None,
+        })
+        .collect()
+}
+
+impl Ctx<'_> {
+    /// With `replay`: each argument checked for what its journal needs (at the argument),
+    /// the body as a function of the arguments, and the replay, started at the first call
+    /// inside a tokio runtime.
+    fn replay_prelude(&self) -> Option<TokenStream> {
+        let Ctx {
+            function,
+            args,
+            private,
+            breaker,
+            body_fn,
+            replay,
+            ..
+        } = self;
+        let journal = args.replay.as_ref()?;
+        let (check, start) = match journal.value {
+            Journal::Memory => (quote!(memory_arg), quote!(memory)),
+            Journal::Disk => (quote!(disk_arg), quote!(disk)),
+        };
+        let key = syn::Ident::new("replay", journal.key);
+        let require = locate(quote!(#private::require_replay!{}), &key);
+        let names = replay_names(function);
+        let types: Vec<&syn::Type> = function
+            .sig
+            .inputs
+            .iter()
+            .filter_map(|arg| match arg {
+                syn::FnArg::Typed(typed) => Some(&*typed.ty),
+                syn::FnArg::Receiver(_) => None,
+            })
+            .collect();
+        let checks = function.sig.inputs.iter().filter_map(|arg| match arg {
+            syn::FnArg::Typed(typed) => {
+                let syn::Pat::Ident(ident) = &*typed.pat else {
+                    return None;
+                };
+                let name = &ident.ident;
+                Some(locate(quote!(#private::replay::#check(&#name);), typed))
+            }
+            syn::FnArg::Receiver(_) => None,
+        });
+        let params = function.sig.inputs.iter();
+        let asyncness = &function.sig.asyncness;
+        let output = &function.sig.output;
+        let stmts = &function.block.stmts;
+        let mut config = quote!(#private::replay::ReplayConfig::new());
+        if let Some(max) = &args.replay_max {
+            let max = max.value as usize;
+            config.extend(quote!(.max_entries(#max)));
+        }
+        if let Some(ttl) = &args.replay_ttl {
+            let ttl = duration(private, ttl.value);
+            config.extend(quote!(.ttl(#ttl)));
+        }
+        if let Some(rate) = &args.replay_rate {
+            let rate = rate.value;
+            config.extend(quote!(.rate(#rate)));
+        }
+        if let Some(attempts) = &args.replay_attempts {
+            let attempts = attempts.value;
+            config.extend(quote!(.attempts(#attempts)));
+        }
+        let dot_await = &self.dot_await;
+        let call = quote!(#body_fn(#(#names),*) #dot_await);
+        let result = syn::Ident::new("__breakerbox_result", Span::mixed_site());
+        let error = syn::Ident::new("__breakerbox_error", Span::mixed_site());
+        let outcome = match &args.classify {
+            Some(classify) => {
+                let path = &classify.value;
+                quote! {
+                    match #path(&#result) {
+                        #private::Outcome::Success | #private::Outcome::Ignored => #private::Result::Ok(()),
+                        _ => {
+                            use #private::{CauseDisplay as _, CauseNone as _};
+                            #private::Result::Err(#private::replay::failure_message(
+                                (&#private::Cause(&#result)).__breakerbox_cause(),
+                            ))
+                        }
+                    }
+                }
+            }
+            None => quote! {
+                match #result {
+                    #private::Result::Ok(_) => #private::Result::Ok(()),
+                    #private::Result::Err(#error) => {
+                        use #private::{ErrorCauseDisplay as _, ErrorCauseNone as _};
+                        #private::Result::Err(#private::replay::failure_message(
+                            (&#private::ErrorCause(&#error)).__breakerbox_error_cause(),
+                        ))
+                    }
+                }
+            },
+        };
+        // A synchronous body runs when the replay is called, an async one when it is polled.
+        let replay_fn = if asyncness.is_some() {
+            quote!(|(#(#names,)*): (#(#types,)*)| async move {
+                let #result = #call;
+                #outcome
+            })
+        } else {
+            quote!(|(#(#names,)*): (#(#types,)*)| {
+                let #result = #call;
+                let #result = #outcome;
+                async move { #result }
+            })
+        };
+        let slot = syn::Ident::new("__BREAKERBOX_REPLAY", Span::mixed_site());
+        Some(quote! {
+            #require
+            #(#checks)*
+            #[allow(clippy::too_many_arguments)]
+            #asyncness fn #body_fn(#(#params),*) #output {
+                #(#stmts)*
+            }
+            static #slot: #private::replay::ReplaySlot<(#(#types,)*)> =
+                #private::replay::ReplaySlot::new();
+            let #replay = #private::replay::ReplaySlot::get(&#slot, || {
+                #private::replay::#start(&*#breaker, #config, #replay_fn)
+            });
+        })
+    }
+
+    /// Journals a rejected call's arguments (under its `replay_key`), marking the rejection
+    /// journaled if they were.
+    fn journal(&self, rejected: &syn::Ident) -> TokenStream {
+        let Ctx {
+            function,
+            args,
+            private,
+            replay,
+            ..
+        } = self;
+        let names = replay_names(function);
+        let key = match &args.replay_key {
+            Some(key) => {
+                let expr = &key.value;
+                let key_str = locate(quote!(#private::KeyStr::key_str(&(#expr))), expr);
+                quote!(#private::Option::Some(#private::String::from(#key_str)))
+            }
+            None => quote!(#private::Option::None),
+        };
+        quote! {
+            let #rejected = match #replay {
+                #private::Option::Some(#replay) => {
+                    let __breakerbox_key = #key;
+                    #private::replay::Replay::journal_keyed(
+                        #replay,
+                        #rejected,
+                        __breakerbox_key,
+                        (#(#names,)*),
+                    )
+                }
+                #private::Option::None => #rejected,
+            };
         }
     }
 }

@@ -101,6 +101,9 @@ pub(crate) fn check(item: &ItemFn, args: &Args, errors: &mut Errors) {
             ));
         }
     }
+    if args.replay.is_some() {
+        replay_shape(sig, errors);
+    }
     if let Some(fallback) = &args.fallback {
         if calls_itself(&fallback.value, &sig.ident) {
             errors.push(syn::Error::new_spanned(
@@ -120,6 +123,45 @@ pub(crate) fn check(item: &ItemFn, args: &Args, errors: &mut Errors) {
                      fallback: write `name: Type` and destructure it in the body (`_name` if it \
                      is unused)",
                 ));
+            }
+        }
+    }
+}
+
+/// `replay` re-runs the body later, from a task, with the journaled arguments: it needs a
+/// function of owned, named arguments only, with no `self` and no generic parameters.
+fn replay_shape(sig: &syn::Signature, errors: &mut Errors) {
+    const WHY: &str = "`replay` journals the arguments and runs the body again later, from a \
+                       task of its own";
+    if let Some(param) = sig.generics.params.first() {
+        errors.push(syn::Error::new_spanned(
+            param,
+            format!("{WHY}: it needs a function without generic parameters (lifetimes included)"),
+        ));
+    }
+    for arg in &sig.inputs {
+        match arg {
+            FnArg::Receiver(receiver) => errors.push(syn::Error::new_spanned(
+                receiver,
+                format!(
+                    "{WHY}, where there is no `self`: put it on a free function (or an \
+                     associated function) that takes what the call needs as arguments"
+                ),
+            )),
+            FnArg::Typed(typed) => {
+                if fallback_ident(&typed.pat).is_none() {
+                    errors.push(syn::Error::new_spanned(
+                        &typed.pat,
+                        format!("{WHY}: every argument needs a name, `name: Type`"),
+                    ));
+                } else if matches!(&*typed.ty, Type::ImplTrait(_)) {
+                    errors.push(syn::Error::new_spanned(
+                        &typed.ty,
+                        format!(
+                            "{WHY}: an `impl Trait` argument cannot be journaled; name its type"
+                        ),
+                    ));
+                }
             }
         }
     }

@@ -100,6 +100,12 @@ use proc_macro::TokenStream;
 /// | `fallback_with_reason` | instead of `fallback`: a fallback that is also told why it answers, as a last `breakerbox::FallbackReason` argument | — | `fallback_with_reason = cached_user` |
 /// | `fallback_on` | with a fallback: `"rejected"`, it answers rejected (and timed-out) calls; `"error"`, also calls that ran and failed; see [Fallbacks](#fallbacks) | `"rejected"` | `fallback_on = "error"` |
 /// | `classify` | a `fn(&ReturnType) -> Outcome` that judges each call; see [Outcomes](#outcomes) | `Ok` is a success, `Err` a failure | `classify = by_status` |
+/// | `replay` | feature `replay`: calls rejected while open are journaled, `"memory"` (arguments `Clone + Send + 'static`) or `"disk"` (a file per breaker under `$BREAKERBOX_REPLAY_DIR`, default `./breakerbox-replay`; arguments `Serialize + DeserializeOwned + Send + 'static`), and replayed through the breaker once it closes; the rejection's `journaled()` says so. Only for calls safe to repeat; not with `key`, `fallback` or `self`; see [Replay](#replay) | — | `replay = "disk"` |
+/// | `replay_key` | with `replay`: the entry's key, an `AsRef<str>` expression over the arguments; a call whose key is queued already is not journaled again | none | `replay_key = order.id.to_string()` |
+/// | `replay_max` | with `replay`: at most this many entries; a call beyond is not journaled | `10000` | `replay_max = 50000` |
+/// | `replay_ttl` | with `replay`: an entry not replayed within this expires | `"1h"` | `replay_ttl = "15m"` |
+/// | `replay_rate` | with `replay`: at most this many replays a second | `10` | `replay_rate = 50` |
+/// | `replay_attempts` | with `replay`: failed replays before an entry is a dead letter | `5` | `replay_attempts = 3` |
 /// | `crate` | where breakerbox is; see [Renaming the crate](#renaming-the-crate) | `::breakerbox` | `crate = "my_crate::breakerbox"` |
 ///
 /// Durations are strings: a number, optionally with a fraction, and one unit of `ns`, `us`,
@@ -343,6 +349,21 @@ use proc_macro::TokenStream;
 /// assert_eq!(registry().get("doc-orders").unwrap().config().failures(), Some(3));
 /// # }
 /// ```
+///
+/// # Replay
+///
+/// With `replay = "memory"` or `replay = "disk"` (feature `replay`), a call rejected while the
+/// breaker is open (half-open and full, or forced open) is journaled with its arguments, and
+/// the function returns its error built `From<Rejected>` as usual, the `Rejected` saying
+/// [`journaled()`](breakerbox_runtime::Rejected::journaled): answer "accepted" (HTTP 202). Once
+/// the breaker closes, the journaled calls run the body again, through the breaker, oldest
+/// first, `replay_rate` a second. The body is moved into a function of the arguments, so the
+/// function takes named, owned arguments, no `self` and no generic parameters; each argument
+/// must be `Clone + Send + 'static` (memory) or `Serialize + DeserializeOwned + Send +
+/// 'static` (disk), a compile error at the argument otherwise. The replay starts at the
+/// function's first call inside a tokio runtime (a disk journal's entries from the last run
+/// replay from then). **Replay runs a call again, perhaps more than once: use it only for
+/// calls that are safe to repeat.** `docs/replay.md` has the guarantees and the limits.
 ///
 /// # Per-key breakers
 ///

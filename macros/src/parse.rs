@@ -11,7 +11,7 @@ use syn::parse::Parser;
 use syn::spanned::Spanned;
 use syn::{Expr, ExprPath, LitStr, Path, Token};
 
-use crate::args::{Args, Errors, FallbackOn, KEYS, Key, Name, Window};
+use crate::args::{Args, Errors, FallbackOn, Journal, KEYS, Key, Name, Window};
 // Shared with the runtime: `macros/src/suggest.rs` is a symlink to `runtime/src/suggest.rs`.
 #[path = "suggest.rs"]
 mod suggest;
@@ -68,6 +68,12 @@ struct Raw {
     fallback_with_reason: Slot<ExprPath>,
     fallback_on: Slot<FallbackOn>,
     classify: Slot<ExprPath>,
+    replay: Slot<Journal>,
+    replay_key: Slot<Expr>,
+    replay_max: Slot<u32>,
+    replay_ttl: Slot<u64>,
+    replay_rate: Slot<u32>,
+    replay_attempts: Slot<u32>,
     krate: Slot<Path>,
 }
 
@@ -198,6 +204,30 @@ pub(crate) fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
             )),
             "fallback_on" => key!(fallback_on, fallback_on_value),
             "classify" => key!(classify, |e: &Expr| fn_path(e, "classify")),
+            "replay" => key!(replay, journal_value),
+            "replay_key" => key!(replay_key, |e: &Expr| Ok::<_, syn::Error>(e.clone())),
+            "replay_max" => key!(replay_max, |e: &Expr| count(
+                e,
+                "replay_max",
+                1,
+                u64::from(u32::MAX),
+                "how many rejected calls the journal keeps"
+            )),
+            "replay_ttl" => key!(replay_ttl, |e: &Expr| duration_value(e, "replay_ttl")),
+            "replay_rate" => key!(replay_rate, |e: &Expr| count(
+                e,
+                "replay_rate",
+                1,
+                u64::from(u32::MAX),
+                "how many journaled calls are replayed a second"
+            )),
+            "replay_attempts" => key!(replay_attempts, |e: &Expr| count(
+                e,
+                "replay_attempts",
+                1,
+                u64::from(u32::MAX),
+                "how many failed replays of a call make it a dead letter"
+            )),
             "crate" => key!(krate, crate_path),
             _ => errors.push(syn::Error::new(
                 key.span(),
@@ -282,9 +312,37 @@ impl Raw {
             fallback_with_reason,
             fallback_on: self.fallback_on.value,
             classify: self.classify.value,
+            replay: self.replay.value,
+            replay_key: self.replay_key.value,
+            replay_max: self.replay_max.value,
+            replay_ttl: self.replay_ttl.value,
+            replay_rate: self.replay_rate.value,
+            replay_attempts: self.replay_attempts.value,
             krate: self.krate.value,
         }
     }
+}
+
+/// `replay = "memory"` or `replay = "disk"`.
+fn journal_value(expr: &Expr) -> syn::Result<Journal> {
+    if let Expr::Lit(syn::ExprLit {
+        lit: syn::Lit::Str(text),
+        ..
+    }) = expr
+    {
+        match text.value().as_str() {
+            "memory" => return Ok(Journal::Memory),
+            "disk" => return Ok(Journal::Disk),
+            _ => {}
+        }
+    }
+    Err(syn::Error::new_spanned(
+        expr,
+        "`replay` says where rejected calls are journaled: `replay = \"memory\"` (lost with \
+         the process; arguments `Clone`) or `replay = \"disk\"` (a file per breaker under \
+         `$BREAKERBOX_REPLAY_DIR`, kept across restarts; arguments `Serialize + \
+         DeserializeOwned`)",
+    ))
 }
 
 fn path_text(path: &Path) -> String {

@@ -30,6 +30,7 @@ pub(crate) fn check(args: &Args, errors: &mut Errors) {
         }
     }
     probe(args, errors);
+    replay(args, errors);
     if let (Some(on), None) = (&args.fallback_on, &args.fallback) {
         errors.push(syn::Error::new(
             on.key,
@@ -140,6 +141,51 @@ pub(crate) fn check(args: &Args, errors: &mut Errors) {
 
 /// `probe` and `probe_every`: a probe is called with no arguments from the registration's
 /// static, so it cannot name `Self` (a static cannot) nor check one key's service.
+/// The `replay_*` keys need `replay`; replay journals one breaker's calls (not a keyed
+/// family's), and answers a rejected call with its `Rejected`, marked journaled (not a
+/// fallback).
+fn replay(args: &Args, errors: &mut Errors) {
+    if args.replay.is_none() {
+        for (key, span) in [
+            ("replay_key", args.replay_key.as_ref().map(|k| k.key)),
+            ("replay_max", args.replay_max.as_ref().map(|k| k.key)),
+            ("replay_ttl", args.replay_ttl.as_ref().map(|k| k.key)),
+            ("replay_rate", args.replay_rate.as_ref().map(|k| k.key)),
+            (
+                "replay_attempts",
+                args.replay_attempts.as_ref().map(|k| k.key),
+            ),
+        ] {
+            if let Some(span) = span {
+                errors.push(syn::Error::new(
+                    span,
+                    format!(
+                        "`{key}` only matters with `replay`: add `replay = \"memory\"` or \
+                         `replay = \"disk\"` to journal calls rejected while open, or remove \
+                         `{key}`"
+                    ),
+                ));
+            }
+        }
+        return;
+    }
+    if let Some(key) = &args.key {
+        errors.push(syn::Error::new(
+            key.key,
+            "`replay` journals the calls of one breaker, not of a keyed family: remove `key`, \
+             or `replay` (a per-key journal is not supported)",
+        ));
+    }
+    if let Some(fallback) = &args.fallback {
+        errors.push(syn::Error::new(
+            fallback.key,
+            "with `replay`, a rejected call's arguments go to the journal and the function \
+             returns its `Rejected`, whose `journaled()` says whether it was journaled (answer \
+             202 from that): remove the fallback, or `replay`",
+        ));
+    }
+}
+
 fn probe(args: &Args, errors: &mut Errors) {
     if let (Some(every), None) = (&args.probe_every, &args.probe) {
         errors.push(syn::Error::new(
@@ -425,6 +471,12 @@ mod mirror {
             "fallback_on",
             "classify",
             "probe",
+            "replay",
+            "replay_key",
+            "replay_max",
+            "replay_ttl",
+            "replay_rate",
+            "replay_attempts",
             "crate",
         ];
         let config_keys: Vec<&str> = crate::args::KEYS

@@ -46,6 +46,12 @@ pub(crate) fn example(key: &str) -> &'static str {
         "fallback" => "fallback = my_fallback",
         "fallback_with_reason" => "fallback_with_reason = my_fallback",
         "classify" => "classify = my_classify",
+        "replay" => "replay = \"memory\"",
+        "replay_key" => "replay_key = order.id.to_string()",
+        "replay_max" => "replay_max = 10000",
+        "replay_ttl" => "replay_ttl = \"1h\"",
+        "replay_rate" => "replay_rate = 10",
+        "replay_attempts" => "replay_attempts = 5",
         "crate" => "crate = \"my_crate::breakerbox\"",
         _ => "key = value",
     }

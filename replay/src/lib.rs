@@ -29,6 +29,10 @@
 //! - `stats` — the counts as `metrics` (feature `metrics`).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// Support for `#[circuit_breaker(replay = …)]`. Not public API.
+#[doc(hidden)]
+#[path = "attribute.rs"]
+pub mod __private;
 mod book;
 mod config;
 mod disk;

@@ -486,7 +486,9 @@ async fn drive<A: Send + 'static>(shared: Arc<Shared<A>>) {
                         let wait = shared.config.backoff_after(attempts.saturating_add(1));
                         paused = Some((closes, shared.clock.now().saturating_add(wait)));
                     }
-                    Ran::NotRun => continue,
+                    // Refused: open again (the loop then waits for it to close), or closed with
+                    // its `max_concurrent` calls running, tried again after the spacing.
+                    Ran::NotRun => {}
                 }
                 tokio::time::sleep(shared.config.spacing()).await;
             }

@@ -73,6 +73,11 @@ fn entries_survive_a_restart_with_their_keys_attempts_and_dead_letters() {
         assert_eq!(replay(1, Settled::Failed), "B");
         assert_eq!(replay(100, Settled::Failed), "B");
         assert_eq!(replay(100, Settled::Failed), "C");
+        // "D" is being replayed when the process ends: queued again after the restart.
+        let Take::Due(d) = journal.take(Duration::from_secs(100)) else {
+            panic!("D is due")
+        };
+        assert_eq!(d.args, "D");
     }
     let (journal, recovery) = DiskJournal::<String>::open("restart", &path, &config).unwrap();
     assert_eq!(

@@ -505,3 +505,31 @@ fn a_replayer_outside_a_tokio_runtime_is_an_error_not_a_panic() {
         Err(breakerbox_replay::StartError::NoRuntime)
     ));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_replay_refused_by_a_full_bulkhead_waits_and_is_not_counted_as_an_attempt() {
+    let config = Config::builder()
+        .max_concurrent(1)
+        .clock(TokioClock)
+        .build()
+        .unwrap();
+    let breaker = Breaker::new("bulkhead-replay", config);
+    let log = Log::new();
+    let replay = replay_with(&breaker, ReplayConfig::new().rate(10), &log, |_| false);
+    breaker.force_open();
+    journal(&replay, 1);
+    breaker.reset();
+    let held = breaker.try_acquire().unwrap();
+    sleep(Duration::from_secs(1)).await;
+    assert!(log.args().is_empty());
+    // Tried about every 100 ms meanwhile, not in a busy loop, and no attempt counted.
+    assert!(
+        breaker.metrics().rejected <= 12,
+        "{}",
+        breaker.metrics().rejected
+    );
+    assert_eq!(replay.entries()[0].attempts, 0);
+    drop(held);
+    sleep(Duration::from_millis(200)).await;
+    assert_eq!(log.args(), [1]);
+}

@@ -28,8 +28,8 @@
 //!   generation starts it over, and a permit of an older generation gives nothing back. So a
 //!   transition frees every place, even that of a permit that never records.
 //!
-//! `tests/loom.rs` model-checks each of these; `tests/model/` checks the whole state machine
-//! against a plain reference model.
+//! `tests/loom/breaker.rs` model-checks each of these; `tests/model/` checks the whole state
+//! machine against a plain reference model.
 //!
 //! # Where each part is
 //!

@@ -37,7 +37,7 @@
 //! Incarnations are 48 bits: a token repeats only after 2^48 exits from one seat. A thread
 //! that finds every seat taken (more than `SEATS` live threads have counted) gets none and
 //! counts on the shared path for the rest of its life. The same protocol runs under loom, with
-//! a few seats and loom's thread-locals, in `tests/loom_windows.rs` and the models below.
+//! a few seats and loom's thread-locals, in `tests/loom/windows.rs` and the models below.
 
 use core::cell::Cell;
 use core::cmp::Reverse;
@@ -123,7 +123,7 @@ struct Seats {
     incarnation: [AtomicU64; SEATS],
     /// A std mutex even under loom: it only hands out indices (a seat's hand-over is ordered
     /// by its incarnation, see `take`), holds no loom operation, and a loom mutex here
-    /// multiplied the interleavings of every model in `tests/loom.rs`.
+    /// multiplied the interleavings of every model in `tests/loom/breaker.rs`.
     free: std::sync::Mutex<Free>,
 }
 
@@ -403,7 +403,7 @@ impl Spill {
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-/// The stripe protocol under loom, with the slots in view (`tests/loom_windows.rs` models it
+/// The stripe protocol under loom, with the slots in view (`tests/loom/windows.rs` models it
 /// through a breaker).
 #[cfg(all(test, loom))]
 mod loom_tests;

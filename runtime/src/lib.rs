@@ -18,7 +18,7 @@
 //!
 //! The core, with no optional dependency. Each module imports only from those below it in
 //! the import graph (no circle): `state`, `identity`, `error`, `event`, `config` … at the
-//! bottom, then `breaker`, then `registry` and `keyed`, then the edges.
+//! bottom, then `breaker`, then `registry` and `keyed`, then `load`.
 //!
 //! - `breaker` — [`Breaker`], the handle and its API; below it, one file per seam: `inner`
 //!   (the shared state's layout), `cold` (the parts few breakers use), `admit`, `record`,
@@ -52,23 +52,22 @@
 //!   `keyed/reload` a registry family's config replaced live.
 //! - `duration` — the one duration parser and printer (`"250ms"`), shared with the attribute.
 //! - `serde_duration` (feature `serde`) — durations as that text in the `serde` derives of
-//!   [`Metrics`] and [`Event`], here so that the core never names an edge.
+//!   [`Metrics`] and [`Event`], here so that the core never names `serde_impls`.
 //! - `suggest` — "did you mean …?" for misspelt keys and names, shared with the attribute.
 //! - `keys` — the config's keys as text, for the TOML loader and the attribute's key list.
 //! - `sync` — std's atomics and locks, or loom's under `cfg(loom)` for the model checks.
 //!
-//! The edges, each behind a cargo feature, in `edge/` (their public paths are at the root):
+//! With feature `serde`, below nothing but the core:
 //!
-//! - `tower` (feature `tower`) — `tower::CircuitBreakerLayer` around any `Service`.
-//! - `http` (feature `http`) — `http::HttpClassifier` and `http::parse_retry_after`.
-//! - `export` (feature `metrics`) — snapshots through the `metrics` crate.
-//! - `load` (feature `serde`) — `Registry::load_toml`, `reload_toml` and their `LoadError`;
-//!   `load/watch` (feature `watch`) — `Registry::watch_toml` and its `TomlWatcher`.
-//! - `serde_impl` (feature `serde`) — `Serialize`/`Deserialize` for configs, metrics, states, events.
-//! - `admin` (feature `admin`; in `admin/`, not `edge/`, being a tree of its own with its
-//!   page) — `admin::router()`: an axum router with JSON views, controls, an event stream and a
-//!   dashboard.
-//! - `fleet` (feature `redis`) — `fleet::Fleet`: breakers shared across processes through Redis.
+//! - `serde_impls` — `Serialize`/`Deserialize` for configs, metrics, states, events.
+//! - `load` — `Registry::load_toml`, `reload_toml` and their `LoadError`; `load/watch`
+//!   (feature `watch`) — `Registry::watch_toml` and its `TomlWatcher`.
+//!
+//! `__edge` (hidden, no semver promise) gives the integration crates what they need of the
+//! core that users should not see. The integrations are crates of their own, each behind a
+//! feature of the `breakerbox` facade: `breakerbox-tower` (`breakerbox::tower`),
+//! `breakerbox-http` (`breakerbox::http`), `breakerbox-metrics` (`breakerbox::export`),
+//! `breakerbox-admin` (`breakerbox::admin`), `breakerbox-fleet` (`breakerbox::fleet`).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod breaker;
@@ -76,7 +75,6 @@ mod clock;
 mod config;
 mod counters;
 mod duration;
-mod edge;
 mod error;
 mod event;
 mod explain;
@@ -86,6 +84,8 @@ mod keyed;
 #[doc(hidden)]
 pub mod keys;
 mod latency;
+#[cfg(feature = "serde")]
+mod load;
 mod metrics;
 mod outcome;
 mod probe;
@@ -94,6 +94,8 @@ mod registry;
 mod reload;
 #[cfg(feature = "serde")]
 mod serde_duration;
+#[cfg(feature = "serde")]
+mod serde_impls;
 mod state;
 mod suggest;
 mod sync;
@@ -110,12 +112,6 @@ pub use clock::system::stop as __stop_system_timer;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::sources::{ConfigSource, KeySource};
 pub use config::{Config, ConfigBuilder, ConfigError, Window};
-#[cfg(feature = "serde")]
-#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
-pub use edge::load::LoadError;
-#[cfg(feature = "watch")]
-#[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
-pub use edge::load::TomlWatcher;
 pub use error::{RejectReason, Timeout};
 pub use event::{Event, Reason};
 pub use explain::{Cause, Explanation, Progress};
@@ -127,6 +123,12 @@ pub use keyed::{
     KeyMetrics, KeyOrder, KeyPage, KeyQuery, KeyTypeMismatch,
 };
 pub use latency::LatencySnapshot;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use load::LoadError;
+#[cfg(feature = "watch")]
+#[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
+pub use load::TomlWatcher;
 pub use metrics::Metrics;
 pub use outcome::{FailureReason, Outcome};
 pub use probe::{HealthProbes, IntoProbe, Probe, ProbeOutcome};

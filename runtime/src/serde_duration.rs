@@ -1,6 +1,6 @@
 //! `#[serde(with = …)]` for durations as text (`"250ms"`, `"2s"`): what the core's
-//! `Serialize`/`Deserialize` derives (`Metrics`, `Event`) and `edge::serde_impl` write
-//! durations with. Here, in the core, so that the core's derives never name an edge module.
+//! `Serialize`/`Deserialize` derives (`Metrics`, `Event`) and `serde_impls` write
+//! durations with. Here, in the core, so that the core's derives never name `serde_impls`.
 
 use core::time::Duration;
 

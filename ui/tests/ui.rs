@@ -7,16 +7,25 @@
 //!
 //! `timeout` depends on the facade's `tokio` feature, so its cases are split by feature:
 //! `pass-tokio/` and `fail-tokio/` with it, `fail-without-tokio/` without.
+//!
+//! `replay` depends on the facade's `replay` feature (which implies `tokio`): `pass-replay/` and
+//! `fail-replay/` with it, `fail-without-replay/` without.
 
 #[test]
 fn ui() {
     let t = trybuild::TestCases::new();
     t.pass("tests/ui/pass/*.rs");
     t.compile_fail("tests/ui/fail/*.rs");
-    #[cfg(feature = "tokio")]
+    #[cfg(any(feature = "tokio", feature = "replay"))]
     t.pass("tests/ui/pass-tokio/*.rs");
-    #[cfg(feature = "tokio")]
+    #[cfg(any(feature = "tokio", feature = "replay"))]
     t.compile_fail("tests/ui/fail-tokio/*.rs");
-    #[cfg(not(feature = "tokio"))]
+    #[cfg(not(any(feature = "tokio", feature = "replay")))]
     t.compile_fail("tests/ui/fail-without-tokio/*.rs");
+    #[cfg(feature = "replay")]
+    t.pass("tests/ui/pass-replay/*.rs");
+    #[cfg(feature = "replay")]
+    t.compile_fail("tests/ui/fail-replay/*.rs");
+    #[cfg(not(feature = "replay"))]
+    t.compile_fail("tests/ui/fail-without-replay/*.rs");
 }

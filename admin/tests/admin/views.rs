@@ -158,10 +158,8 @@ async fn no_cors_header_is_sent_even_when_asked() {
 }
 
 #[tokio::test]
-async fn prometheus_text_comes_from_the_recorder_the_application_installed() {
+async fn without_a_renderer_metrics_is_a_404_that_says_what_it_needs() {
     let _shared = crate::support::shared().await;
-    let (b, _clock) = breaker("adm-prom");
-    b.force_open();
     let (status, _, body) = send(&admin::router(), get("/metrics")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(
@@ -169,7 +167,14 @@ async fn prometheus_text_comes_from_the_recorder_the_application_installed() {
         "no Prometheus text here: it needs the `metrics` feature and \
          `Admin::new().prometheus(move || handle.render())` with your recorder's handle"
     );
+}
 
+#[cfg(feature = "metrics")]
+#[tokio::test]
+async fn prometheus_text_comes_from_the_recorder_the_application_installed() {
+    let _shared = crate::support::shared().await;
+    let (b, _clock) = breaker("adm-prom");
+    b.force_open();
     let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .unwrap();

@@ -10,7 +10,7 @@
 //!   until its handle there is the last one: its slot freed (after the last pinned call) and
 //!   every permit recorded. Then a sweep or `evicted` folds its counts into the totals and
 //!   drops it, in the same critical section. So every call's outcome is counted once, in a
-//!   live breaker or in the evicted totals (`tests/keyed_race.rs` checks this under racing
+//!   live breaker or in the evicted totals (`tests/keyed/races.rs` checks this under racing
 //!   eviction).
 //! * Recency costs a call two plain loads and, once per sweep, a store: each slot keeps the
 //!   sweep `tick` in which a call last found it, and each sweep turns "touched since the last
@@ -33,7 +33,7 @@
 //!   the key's breaker in the family, creating it if the key has none, if that one is closed.
 //!   Counts are not carried: the late call is counted once, in the evicted totals. A closed
 //!   key's failure streak is not carried either (an eviction of a closed key forgets it);
-//!   only an opening is. `tests/keyed_race.rs` checks this with racing evictions
+//!   only an opening is. `tests/keyed/races.rs` checks this with racing evictions
 //!   (`failures_across_racing_evictions_always_reach_the_key`); the listener costs an
 //!   eviction a few small allocations, freed with the breaker.
 //! * When open keys fill the map: it grows past `max_keys` with keys it may not forget, up to

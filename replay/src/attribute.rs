@@ -1,0 +1,189 @@
+//! Support for `#[circuit_breaker(replay = …)]`, re-exported by the facade's `__private`. Not
+//! public API.
+
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use breakerbox_runtime::Breaker;
+
+use crate::StartError;
+pub use crate::{Replay, ReplayConfig};
+
+/// The attribute's replay of one function: started at the function's first call inside a
+/// tokio runtime (where a disk journal's entries from the last run start replaying), tried
+/// again at each later call until it starts.
+pub struct ReplaySlot<A> {
+    cell: OnceLock<Replay<A>>,
+    init: Mutex<()>,
+}
+
+impl<A> Default for ReplaySlot<A> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<A> ReplaySlot<A> {
+    /// Not started.
+    pub const fn new() -> Self {
+        ReplaySlot {
+            cell: OnceLock::new(),
+            init: Mutex::new(()),
+        }
+    }
+}
+
+impl<A: Send + 'static> ReplaySlot<A> {
+    /// The replay, if it has started or starts now.
+    #[inline]
+    pub fn get(&self, start: impl FnOnce() -> Result<Replay<A>, StartError>) -> Option<&Replay<A>> {
+        match self.cell.get() {
+            Some(replay) => Some(replay),
+            None => self.start(start),
+        }
+    }
+
+    /// Starts it, one thread at a time (two disk journals must never open one file).
+    #[cold]
+    #[inline(never)]
+    fn start(&self, start: impl FnOnce() -> Result<Replay<A>, StartError>) -> Option<&Replay<A>> {
+        let _one = self.init.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(replay) = self.cell.get() {
+            return Some(replay);
+        }
+        match start() {
+            Ok(replay) => Some(self.cell.get_or_init(|| replay)),
+            Err(e) => {
+                tracing::warn!(target: "breakerbox", error = %e, "a #[circuit_breaker(replay = …)] function's replay could not start; its rejected calls are not journaled");
+                None
+            }
+        }
+    }
+}
+
+/// Where `replay = "disk"` keeps its journals: `$BREAKERBOX_REPLAY_DIR`, or
+/// `breakerbox-replay` in the working directory.
+pub fn dir() -> PathBuf {
+    std::env::var_os("BREAKERBOX_REPLAY_DIR")
+        .map_or_else(|| PathBuf::from("breakerbox-replay"), PathBuf::from)
+}
+
+/// A journal file's name for a breaker: its name with every byte but ASCII letters, digits,
+/// `-` and `_` written as `%xx`, so that two names never share a file.
+pub fn file_name(breaker: &str) -> String {
+    let mut name = String::with_capacity(breaker.len() + 8);
+    for byte in breaker.bytes() {
+        if byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_' {
+            name.push(byte as char);
+        } else {
+            name.push_str(&format!("%{byte:02x}"));
+        }
+    }
+    name.push_str(".journal");
+    name
+}
+
+/// Starts `replay = "memory"`.
+pub fn memory<A, F, Fut>(
+    breaker: &Breaker,
+    config: ReplayConfig,
+    replay: F,
+) -> Result<Replay<A>, StartError>
+where
+    A: MemoryArgs,
+    F: Fn(A) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    Replay::builder(breaker).config(config).memory(replay)
+}
+
+/// Starts `replay = "disk"`: the journal `dir()/file_name(breaker)`, made if missing.
+pub fn disk<A, F, Fut>(
+    breaker: &Breaker,
+    config: ReplayConfig,
+    replay: F,
+) -> Result<Replay<A>, StartError>
+where
+    A: DiskArgs,
+    F: Fn(A) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    let dir = dir();
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(file_name(breaker.name()));
+    let (replay, recovery) = Replay::builder(breaker)
+        .config(config)
+        .disk(&path, replay)?;
+    tracing::info!(target: "breakerbox", breaker = %breaker.name(), path = %path.display(), entries = recovery.entries, dead_letters = recovery.dead_letters, skipped = recovery.skipped.len(), "a replay journal was opened");
+    Ok(replay)
+}
+
+/// What `replay = "memory"` journals: each argument must be `Clone + Send + 'static`.
+#[diagnostic::on_unimplemented(
+    message = "`#[circuit_breaker(replay = \"memory\")]` journals this argument, so it must be `Clone + Send + 'static`, but `{Self}` is not",
+    label = "journaled for replay: needs `Clone + Send + 'static`",
+    note = "a rejected call's arguments wait in memory until the breaker closes, and each replay gets a copy: derive or implement `Clone`, and own the data (no borrowed arguments)"
+)]
+pub trait MemoryArg {}
+
+#[diagnostic::do_not_recommend]
+impl<T: Clone + Send + 'static> MemoryArg for T {}
+
+/// Checks one argument of a `replay = "memory"` function (the call is located at it).
+#[inline(always)]
+pub fn memory_arg<T: MemoryArg>(_: &T) {}
+
+/// What `replay = "disk"` journals: each argument must be `Serialize + DeserializeOwned +
+/// Send + 'static`.
+#[diagnostic::on_unimplemented(
+    message = "`#[circuit_breaker(replay = \"disk\")]` writes this argument to disk, so it must be `Serialize + DeserializeOwned + Send + 'static`, but `{Self}` is not",
+    label = "journaled to disk: needs `serde::Serialize + serde::de::DeserializeOwned`",
+    note = "derive `serde::Serialize` and `serde::Deserialize` for it (owning its data: no borrowed arguments), or use `replay = \"memory\"`, which needs `Clone` instead"
+)]
+pub trait DiskArg {}
+
+#[diagnostic::do_not_recommend]
+impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> DiskArg for T {}
+
+/// Checks one argument of a `replay = "disk"` function (the call is located at it).
+#[inline(always)]
+pub fn disk_arg<T: DiskArg>(_: &T) {}
+
+/// The arguments of a `replay = "memory"` function, as one tuple: what the journal holds.
+/// Each argument is checked on its own first (`memory_arg`), where the error is clearer.
+#[diagnostic::on_unimplemented(
+    message = "`#[circuit_breaker(replay = \"memory\")]` journals the arguments as one `{Self}`, which is not `Clone + Send + 'static`: see the error at the argument that is not",
+    label = "the journaled arguments"
+)]
+pub trait MemoryArgs: Clone + Send + 'static {}
+
+#[diagnostic::do_not_recommend]
+impl<T: Clone + Send + 'static> MemoryArgs for T {}
+
+/// The arguments of a `replay = "disk"` function, as one tuple (see [`MemoryArgs`]).
+#[diagnostic::on_unimplemented(
+    message = "`#[circuit_breaker(replay = \"disk\")]` journals the arguments as one `{Self}`, which is not `Serialize + DeserializeOwned + Send + 'static`: see the error at the argument that is not",
+    label = "the journaled arguments"
+)]
+pub trait DiskArgs: serde::Serialize + serde::de::DeserializeOwned + Send + 'static {}
+
+#[diagnostic::do_not_recommend]
+impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> DiskArgs for T {}
+
+/// A failed replay's message: the error's `Display`, where it has one.
+pub fn failure_message(cause: Option<&dyn core::fmt::Display>) -> String {
+    cause.map_or_else(|| "the replay failed".to_owned(), |c| c.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file_name;
+
+    #[test]
+    fn journal_file_names_keep_names_apart() {
+        assert_eq!(file_name("hooks"), "hooks.journal");
+        assert_eq!(file_name("a/b"), "a%2fb.journal");
+        assert_eq!(file_name("a%2fb"), "a%252fb.journal");
+        assert_eq!(file_name("app::send"), "app%3a%3asend.journal");
+    }
+}

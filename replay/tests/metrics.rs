@@ -1,0 +1,72 @@
+//! The journal's counts through the `metrics` crate (feature `metrics`).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use breakerbox_replay::{Replay, ReplayConfig};
+use breakerbox_runtime::{Breaker, Config, TokioClock};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+#[test]
+fn queued_deduplicated_refused_replayed_and_failed_entries_are_counted() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let config = Config::builder()
+                .failures(10)
+                .clock(TokioClock)
+                .build()
+                .unwrap();
+            let breaker = Breaker::new("metered", config);
+            let replay = Replay::builder(&breaker)
+                .clock(TokioClock)
+                .config(ReplayConfig::new().max_entries(3).attempts(1))
+                .key(|n: &u32| n.to_string())
+                .memory(|n: u32| async move { if n == 2 { Err("down") } else { Ok(()) } })
+                .unwrap();
+            breaker.force_open();
+            for n in [1, 1, 2, 3, 4] {
+                let _ = replay.call(n, |_| Ok::<(), &str>(()));
+            }
+            breaker.reset();
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        });
+    });
+    let mut counts = HashMap::new();
+    let mut entries = None;
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let key = key.key();
+        let label = |name: &str| {
+            key.labels()
+                .find(|l| l.key() == name)
+                .map(|l| l.value().to_owned())
+        };
+        assert_eq!(label("journal").as_deref(), Some("metered"));
+        match (key.name(), value) {
+            ("breakerbox_replay_total", DebugValue::Counter(n)) => {
+                counts.insert(label("event").unwrap(), n);
+            }
+            ("breakerbox_replay_entries", DebugValue::Gauge(g)) => entries = Some(g.into_inner()),
+            _ => {}
+        }
+    }
+    let expected: HashMap<String, u64> = [
+        ("queued", 3),
+        ("deduplicated", 1),
+        ("refused", 1),
+        ("replayed", 2),
+        ("failed", 1),
+        ("dead_lettered", 1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(counts, expected);
+    assert_eq!(entries, Some(0.0));
+}

@@ -1,0 +1,254 @@
+//! Environment variables over the file.
+
+use super::*;
+use crate::load::env::env_name;
+
+#[test]
+fn env_errors_name_the_variable() {
+    let file = "[breakers.env-x]\ndynamic = true\nfailures = 3\n";
+    assert_eq!(
+        err(file, &[("BREAKERBOX__ENV_X__FAILURES", "zero")]),
+        "environment variable BREAKERBOX__ENV_X__FAILURES: `failures` must be a whole number, got a string"
+    );
+    assert_eq!(
+        err(file, &[("BREAKERBOX__ENV_X__FAILURES", "0")]),
+        "environment variable BREAKERBOX__ENV_X__FAILURES: `failures` must be at least 1, got 0"
+    );
+    assert!(err(file, &[("BREAKERBOX__ENV_X__COLOUR", "red")])
+        .starts_with("environment variable BREAKERBOX__ENV_X__COLOUR: unknown key `colour`; valid keys: failures,"));
+    assert!(err(file, &[("BREAKERBOX__ENV_X__FAILURE", "3")])
+        .starts_with("environment variable BREAKERBOX__ENV_X__FAILURE: unknown key `failure`; did you mean `failures`? valid keys: failures,"));
+    let two = "[breakers.a-b]\ndynamic = true\nfailures = 3\n[breakers.a_b]\ndynamic = true\nfailures = 3\n";
+    assert!(
+        err(two, &[("BREAKERBOX__A_B__FAILURES", "2")])
+            .ends_with("A_B could be any of the breakers 'a-b' and 'a_b'; rename one of them")
+    );
+    assert!(err(file, &[("BREAKERBOX__FAILURES", "3")]).starts_with(
+        "environment variable BREAKERBOX__FAILURES: write it `BREAKERBOX__<NAME>__<KEY>`"
+    ));
+    assert!(err(file, &[("BREAKERBOX____FAILURES", "3")]).starts_with(
+        "environment variable BREAKERBOX____FAILURES: write it `BREAKERBOX__<NAME>__<KEY>`"
+    ));
+}
+
+/// D06: the key is split from the right, so names with `::` (the attribute's default
+/// names) and names that start or end with punctuation can be addressed.
+#[test]
+fn env_addresses_every_default_name() {
+    let text = r#"
+[breakers."load_app::client::fetch_user"]
+dynamic = true
+failures = 3
+
+[breakers."load-users!"]
+dynamic = true
+failures = 3
+
+[breakers."_load_lead"]
+dynamic = true
+failures = 3
+
+[breakers."load::Caps::x9"]
+dynamic = true
+failures = 3
+"#;
+    load(
+        text,
+        &[
+            ("BREAKERBOX__LOAD_APP__CLIENT__FETCH_USER__FAILURES", "7"),
+            ("BREAKERBOX__LOAD_USERS___OPEN_FOR", "5s"),
+            ("BREAKERBOX___LOAD_LEAD__MAX_CONCURRENT", "2"),
+            ("BREAKERBOX__load__caps__X9__failures", "9"),
+        ],
+    )
+    .unwrap();
+    let config = |name: &str| {
+        registry()
+            .get_or_create(name, Config::default)
+            .config()
+            .clone()
+    };
+    assert_eq!(config("load_app::client::fetch_user").failures(), Some(7));
+    assert_eq!(config("load-users!").open_for(), Duration::from_secs(5));
+    assert_eq!(config("_load_lead").max_concurrent(), Some(2));
+    assert_eq!(config("load::Caps::x9").failures(), Some(9));
+    assert_eq!(
+        env_name("my_app::client::fetch_user"),
+        "MY_APP__CLIENT__FETCH_USER"
+    );
+}
+
+/// A variable reaches a breaker whatever the file holds, and one that reaches no breaker is an
+/// error that names the variable and the breaker it most likely means.
+#[test]
+fn a_variable_naming_no_known_breaker_is_an_error_with_a_suggestion() {
+    let e = load(
+        "[breakers.load-mine]\ndynamic = true\nfailures = 2\n",
+        &[("BREAKERBOX__LOAD_MNE__FAILURES", "3")],
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "environment variable BREAKERBOX__LOAD_MNE__FAILURES: names no known breaker or keyed family (`LOAD_MNE`); did you mean `BREAKERBOX__LOAD_MINE__FAILURES` (breaker 'load-mine')? A breaker made at run time needs a `[breakers.<name>]` table with `dynamic = true` in breakers.toml for a variable to reach it."
+    );
+    // Nothing near: no suggestion, and nothing was configured.
+    let e = err(
+        "[breakers.load-mine]\ndynamic = true\nfailures = 2\n",
+        &[("BREAKERBOX__SOMEONE_ELSE_ENTIRELY__OPEN_FOR", "2s")],
+    );
+    assert!(
+        e.starts_with("environment variable BREAKERBOX__SOMEONE_ELSE_ENTIRELY__OPEN_FOR: names no known breaker or keyed family (`SOMEONE_ELSE_ENTIRELY`). A breaker"),
+        "{e}"
+    );
+    let mine = registry().get_or_create("load-mine", Config::default);
+    assert_eq!(mine.config().failures(), Some(5));
+}
+
+/// A variable applies to a known breaker the file has no table for, over its own config.
+#[test]
+fn a_variable_applies_to_a_breaker_without_a_table() {
+    let made = registry().get_or_create("load-untabled", || {
+        Config::builder().failures(3).build().unwrap()
+    });
+    let names = load(
+        "[other]\nx = 1\n",
+        &[("BREAKERBOX__LOAD_UNTABLED__OPEN_FOR", "2s")],
+    )
+    .unwrap();
+    assert_eq!(names, ["load-untabled"]);
+    assert_eq!(made.config().open_for(), Duration::from_secs(2));
+    // The code's own key stays.
+    assert_eq!(made.config().failures(), Some(3));
+}
+
+/// Issue 10: the file's own mistake is the error, whatever the environment holds.
+#[test]
+fn env_never_hides_the_files_own_error() {
+    let e = load(
+        "[breakers.load-typo]\ndynamic = true\nfailurs = 3\n",
+        &[
+            ("BREAKERBOX__NO_SUCH_BREAKER__FAILURES", "3"),
+            ("BREAKERBOX__LOAD_TYPO__FAILURES", "zero"),
+            ("BREAKERBOX__LOAD_TYPO__COLOUR", "red"),
+            ("BREAKERBOX__MALFORMED", "1"),
+        ],
+    )
+    .unwrap_err();
+    assert_eq!(e.line(), Some(3));
+    assert_eq!(e.key(), Some("failurs"));
+    assert!(
+        e.to_string().starts_with(
+            "breakers.toml:3: [breakers.load-typo] `failurs` unknown key; did you mean `failures`?"
+        ),
+        "{e}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_value_that_is_not_utf8_names_the_variable() {
+    use std::os::unix::ffi::OsStringExt;
+    let env = vec![(
+        OsString::from("BREAKERBOX__LOAD_BYTES__FAILURES"),
+        OsString::from_vec(vec![b'3', 0xff]),
+    )];
+    let e = registry()
+        .load_with_env(
+            Path::new("breakers.toml"),
+            "[breakers.load-bytes]\ndynamic = true\n",
+            env,
+        )
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "environment variable BREAKERBOX__LOAD_BYTES__FAILURES: its value is not valid UTF-8; write it as text, like `30s` or `5`"
+    );
+    // A name that is not UTF-8 and does not start with our prefix is not ours.
+    let env = vec![(OsString::from_vec(vec![b'B', 0xff]), OsString::from("1"))];
+    registry()
+        .load_with_env(Path::new("b.toml"), "", env)
+        .unwrap();
+    // One that starts with it is, and cannot be read: an error rather than ignored.
+    let mut name = b"BREAKERBOX__LOAD_BYTES__FAIL".to_vec();
+    name.push(0xff);
+    let env = vec![(OsString::from_vec(name), OsString::from("1"))];
+    let e = registry()
+        .load_with_env(Path::new("b.toml"), "", env)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "environment variable BREAKERBOX__LOAD_BYTES__FAIL\u{fffd}: its name is not valid UTF-8; write it `BREAKERBOX__<NAME>__<KEY>` in ASCII"
+    );
+}
+
+#[test]
+fn huge_values_give_short_messages() {
+    let huge = "9".repeat(200_000);
+    for (text, env) in [
+        (format!("[breakers.h]\nopen_for = \"{huge}x\"\n"), None),
+        (format!("[breakers.h]\nopen_for = \"{huge}s\"\n"), None),
+        (format!("[breakers.h]\n{huge}x = 1\n"), None),
+        (format!("[breakers.\"{huge}\"]\nfailures = 1\n"), None),
+        (format!("[breakers]\n\"{huge}\" = 1\n"), None),
+        (
+            "[breakers.load-huge]\ndynamic = true\n".to_owned(),
+            Some(("BREAKERBOX__LOAD_HUGE__OPEN_FOR", format!("{huge} s"))),
+        ),
+        (
+            "[breakers.load-huge]\ndynamic = true\n".to_owned(),
+            Some(("BREAKERBOX__LOAD_HUGE__FAILURES", huge.clone())),
+        ),
+    ] {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let e = err(&text, &env);
+        assert!(e.len() < 400, "{} bytes: {}", e.len(), &e[..400]);
+    }
+    let e = err(&format!("[breakers.h]\nopen_for = \"{huge}x\"\n"), &[]);
+    assert!(e.contains("…\" (200001 bytes)"), "{e}");
+}
+
+/// A variable's name, up to 256 bytes, is shown whole: the user can tell which one is meant.
+#[cfg(unix)]
+#[test]
+fn a_long_variable_name_is_shown_whole_and_only_a_longer_one_cut() {
+    use std::os::unix::ffi::OsStringExt;
+    let bad = |var: &str| {
+        let env = vec![(OsString::from(var), OsString::from_vec(vec![b'3', 0xff]))];
+        registry()
+            .load_with_env(Path::new("breakers.toml"), "", env)
+            .unwrap_err()
+            .to_string()
+    };
+    let name = format!("LOAD_CHECK_XY_{}", "INVENTORY_".repeat(22));
+    let var = format!("BREAKERBOX__{name}__FAILURES");
+    assert_eq!(var.len(), 256);
+    assert_eq!(
+        bad(&var),
+        format!(
+            "environment variable {var}: its value is not valid UTF-8; write it as text, like `30s` or `5`"
+        )
+    );
+    let longer = format!("{var}X");
+    let e = bad(&longer);
+    assert!(
+        e.starts_with(&format!("environment variable {var}… (257 bytes): ")),
+        "{e}"
+    );
+}
+
+/// Two variables for one key of one breaker are an error: which would win depends on their
+/// order.
+#[test]
+fn two_variables_for_one_key_are_an_error() {
+    let e = err(
+        "[breakers.load-twice]\ndynamic = true\n",
+        &[
+            ("BREAKERBOX__LOAD_TWICE__OPEN_FOR", "2s"),
+            ("BREAKERBOX__load_twice__open_for", "3s"),
+        ],
+    );
+    assert_eq!(
+        e,
+        "environment variable BREAKERBOX__load_twice__open_for: sets `open_for` of 'load-twice', and so does BREAKERBOX__LOAD_TWICE__OPEN_FOR; keep one of them"
+    );
+}

@@ -1,0 +1,117 @@
+//! Heap bytes, counted by a global allocator (not RSS, not time): breakers with distinct names
+//! give their memory back when dropped (D10), a key costs at most 256 bytes beside the key
+//! itself, and streaming many keys through a bounded family leaves the heap flat. One test, run
+//! alone in a process of its own (`crate::alone`), so that nothing else allocates while it
+//! counts.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use breakerbox_runtime::{Breaker, Config};
+
+struct Counting;
+
+static LIVE: AtomicI64 = AtomicI64::new(0);
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts around it.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn live() -> i64 {
+    LIVE.load(Ordering::Relaxed)
+}
+
+#[test]
+fn memory_comes_back() {
+    crate::alone::alone(
+        concat!(module_path!(), "::memory_comes_back"),
+        memory_comes_back_alone,
+    );
+}
+
+fn memory_comes_back_alone() {
+    breakers_with_distinct_names_return_their_memory();
+    keyed();
+}
+
+/// D10: names were interned for the process, ~60 heap bytes each that never came back.
+fn breakers_with_distinct_names_return_their_memory() {
+    let config = Config::default();
+    for i in 0..1_000 {
+        drop(Breaker::new(format!("warm-{i}"), config.clone()));
+    }
+    let before = live();
+    for i in 0..50_000 {
+        drop(Breaker::new(format!("distinct-{i}"), config.clone()));
+    }
+    let grown = live() - before;
+    assert!(
+        grown <= 4096,
+        "50 000 dropped breakers left {grown} heap bytes"
+    );
+}
+
+fn keyed() {
+    use breakerbox_runtime::BreakerMap;
+
+    // What a key costs: a family of 10 000 `u64` keys, a consecutive-failure config.
+    let config = Config::builder()
+        .failures(5)
+        .max_keys(20_000)
+        .build()
+        .unwrap();
+    let before = live();
+    let map: BreakerMap<u64> = BreakerMap::new("cost", config);
+    for k in 0..10_000u64 {
+        map.call(&k, || Ok::<_, &str>(())).unwrap();
+    }
+    let per_key = (live() - before) / 10_000;
+    let key = std::mem::size_of::<u64>() as i64;
+    assert!(per_key <= 256 + key, "a key costs {per_key} heap bytes");
+    drop(map);
+    assert!(
+        live() - before <= 4096,
+        "a dropped family left {}",
+        live() - before
+    );
+
+    // Streaming 50 000 distinct keys through `max_keys = 1 000` leaves the heap flat after
+    // warm-up.
+    let config = Config::builder().max_keys(1_000).build().unwrap();
+    let map: BreakerMap<String> = BreakerMap::new("stream", config);
+    let mut warm = 0;
+    for i in 0..50_000u64 {
+        map.call(&format!("host-{i}.example"), || Ok::<_, &str>(()))
+            .unwrap();
+        assert!(map.len() <= 1_000, "{} keys held", map.len());
+        if i == 10_000 {
+            warm = live();
+        }
+    }
+    let grown = live() - warm;
+    assert!(
+        grown <= 64 << 10,
+        "40 000 more keys grew the heap by {grown} bytes"
+    );
+    assert_eq!(map.evicted().keys + map.len() as u64, 50_000);
+}

@@ -1,0 +1,199 @@
+//! Keyed families under racing threads: eviction running while calls, permits and failures
+//! cross it; every count adds up exactly, and no failing key is forgotten.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use breakerbox_runtime::{BreakerMap, Config, Error, ManualClock, Outcome, State, live_breakers};
+
+use crate::support::{config, serial};
+
+/// Threads call random keys of a space far larger than `max_keys` while eviction runs (on
+/// their inserts and from a sweeping thread). Every call's outcome must be counted once: in a
+/// live breaker, the overflow breaker, or the evicted totals.
+#[test]
+fn eviction_racing_calls_loses_and_doubles_no_count() {
+    let _s = serial();
+    let before = live_breakers();
+    let config = Config::builder()
+        .failures(3)
+        .open_for(Duration::from_millis(1))
+        .max_keys(16)
+        .build()
+        .unwrap();
+    let map: BreakerMap<u64> = BreakerMap::new("race", config);
+    const THREADS: u64 = 3;
+    const CALLS: u64 = 20_000;
+    let done = AtomicBool::new(false);
+    let (ok_n, err_n, rej_n) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                map.sweep();
+                std::thread::yield_now();
+            }
+        });
+        let workers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (map, ok_n, err_n, rej_n) = (&map, &ok_n, &err_n, &rej_n);
+                s.spawn(move || {
+                    let mut x = t.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                    for i in 0..CALLS {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let key = x % 200;
+                        let r = if i % 4 == 0 {
+                            // Through a permit, the path that holds an owned pin.
+                            match map.try_acquire(&key) {
+                                Ok(p) => {
+                                    p.record(if i % 8 == 0 {
+                                        Outcome::Failure
+                                    } else {
+                                        Outcome::Success
+                                    });
+                                    if i % 8 == 0 { 1 } else { 0 }
+                                }
+                                Err(_) => 2,
+                            }
+                        } else {
+                            match map.call(&key, || if x % 5 == 0 { Err("e") } else { Ok(()) }) {
+                                Ok(()) => 0,
+                                Err(Error::Inner(_)) => 1,
+                                Err(Error::Rejected(_)) => 2,
+                            }
+                        };
+                        [ok_n, err_n, rej_n][r].fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    let (mut calls, mut oks, mut errs, mut rejs) = (0, 0, 0, 0);
+    let mut add = |m: breakerbox_runtime::Metrics| {
+        calls += m.calls;
+        oks += m.successes;
+        errs += m.failures;
+        rejs += m.rejected;
+    };
+    map.for_each(|_, b| add(b.metrics()));
+    if let Some(o) = map.overflow() {
+        add(o.metrics());
+    }
+    let ev = map.evicted();
+    assert!(ev.keys > 0, "no eviction ran");
+    assert_eq!(calls + ev.calls, THREADS * CALLS);
+    assert_eq!(oks + ev.successes, ok_n.load(Ordering::Relaxed));
+    assert_eq!(errs + ev.failures, err_n.load(Ordering::Relaxed));
+    assert_eq!(rejs + ev.rejected, rej_n.load(Ordering::Relaxed));
+    drop(map);
+    assert_eq!(live_breakers(), before);
+}
+
+/// Threads hold permits while their own and each other's calls insert keys and evict others
+/// (pressure sweeps on a family far smaller than the key space), and fail some of them after
+/// the key was evicted. Each failure opens its breaker for good (the clock stands still), so
+/// right after it the family must hold the key, open: the opening reached the key's breaker
+/// whatever eviction did meanwhile. And every outcome is counted once.
+#[test]
+fn failures_across_racing_evictions_always_reach_the_key() {
+    let _s = serial();
+    let before = live_breakers();
+    let clock = ManualClock::new();
+    let map: BreakerMap<u64> = BreakerMap::new("race-carry", config(&clock, 64, 3_600));
+    const THREADS: u64 = 3;
+    const ROUNDS: u64 = 2_000;
+    let (ok_n, err_n, rej_n) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let (across, lost) = (AtomicU64::new(0), AtomicU64::new(0));
+    // At most this many failures, so the open keys (never evicted) leave room for the others.
+    let budget = AtomicU64::new(40);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (map, ok_n, err_n, rej_n) = (&map, &ok_n, &err_n, &rej_n);
+            let (across, lost, budget) = (&across, &lost, &budget);
+            s.spawn(move || {
+                let mut x = (t + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                let mut next = move || {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x
+                };
+                for _ in 0..ROUNDS {
+                    let key = next() % 400;
+                    let permit = match map.try_acquire(&key) {
+                        Ok(p) => p,
+                        Err(_) => {
+                            rej_n.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                    };
+                    // Other keys meanwhile: inserts that sweep and evict.
+                    for _ in 0..8 {
+                        let other = next() % 400;
+                        match map.call(&other, || Ok::<_, &str>(())) {
+                            Ok(()) => ok_n.fetch_add(1, Ordering::Relaxed),
+                            Err(_) => rej_n.fetch_add(1, Ordering::Relaxed),
+                        };
+                    }
+                    // A permit of the overflow breaker (the family full, a key not held) opens
+                    // that breaker, not the key's.
+                    let shared = map.overflow().is_some_and(|o| o.ptr_eq(permit.breaker()));
+                    let moved =
+                        !shared && !map.get(&key).is_some_and(|b| b.ptr_eq(permit.breaker()));
+                    // Fail permits whose key was evicted, and a few others, while the budget lasts.
+                    let fail = (moved || next() % 256 == 0)
+                        && budget
+                            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                                b.checked_sub(1)
+                            })
+                            .is_ok();
+                    if fail {
+                        across.fetch_add(u64::from(moved), Ordering::Relaxed);
+                        permit.failure();
+                        err_n.fetch_add(1, Ordering::Relaxed);
+                        if !shared && !map.get(&key).is_some_and(|b| b.state() == State::Open) {
+                            lost.fetch_add(1, Ordering::Relaxed);
+                        }
+                    } else {
+                        permit.success();
+                        ok_n.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    assert!(
+        across.load(Ordering::Relaxed) > 0,
+        "no failure came after its key's eviction"
+    );
+    assert_eq!(
+        lost.load(Ordering::Relaxed),
+        0,
+        "failing keys forgotten by eviction"
+    );
+    let (mut calls, mut oks, mut errs, mut rejs) = (0, 0, 0, 0);
+    let mut add = |m: breakerbox_runtime::Metrics| {
+        calls += m.calls;
+        oks += m.successes;
+        errs += m.failures;
+        rejs += m.rejected;
+    };
+    map.for_each(|_, b| add(b.metrics()));
+    if let Some(o) = map.overflow() {
+        add(o.metrics());
+    }
+    let ev = map.evicted();
+    assert!(ev.keys > 0, "no eviction ran");
+    let (ok_n, err_n, rej_n) = (ok_n.into_inner(), err_n.into_inner(), rej_n.into_inner());
+    assert_eq!(calls + ev.calls, ok_n + err_n + rej_n);
+    assert_eq!(oks + ev.successes, ok_n);
+    assert_eq!(errs + ev.failures, err_n);
+    assert_eq!(rejs + ev.rejected, rej_n);
+    drop(map);
+    assert_eq!(live_breakers(), before);
+}
