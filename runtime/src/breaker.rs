@@ -54,6 +54,7 @@ mod events;
 mod guarded;
 mod inner;
 mod live;
+mod orphans;
 mod permit;
 mod record;
 mod rejected;
@@ -161,8 +162,22 @@ impl Drop for Breaker {
 #[inline(never)]
 unsafe fn free(ptr: NonNull<Inner>) {
     fence(Ordering::Acquire);
-    // SAFETY: this was the last handle to a `Breaker::new` breaker; no other handle or
-    // borrow of it remains (permits borrow a handle, owned permits hold one), and a weak
+    // SAFETY: the last handle, after its Acquire fence.
+    if unsafe { orphans::adopt(ptr) } {
+        return; // the last of its rejections frees it
+    }
+    // SAFETY: no rejection of it is left, and the last handle is gone.
+    unsafe { destroy(ptr) };
+}
+
+/// Drops a `Breaker::new` breaker's contents and gives back its handles' weak share.
+///
+/// # Safety
+/// No handle to `ptr` is left, nor any rejection of it, and what they did happens before.
+unsafe fn destroy(ptr: NonNull<Inner>) {
+    // SAFETY: the last handle to a `Breaker::new` breaker is gone, and so is every rejection
+    // of it; no other handle or borrow of it remains (permits borrow a handle, owned permits
+    // hold one), and a weak
     // handle can no longer make one (`refs` is 0 for good). `Inner` has no `Drop` of its
     // own, so this drops its fields one by one through `ptr` and never makes a reference
     // to the whole: a weak handle may read `refs` (never dropped, an atomic) meanwhile.
@@ -324,7 +339,9 @@ impl Breaker {
         self.inner()
             .acquire()
             .map_err(|(reason, retry_after_ns)| Rejected {
-                breaker: self.clone(),
+                // No reference count: the rejection was counted, which keeps the breaker
+                // alive until it is dropped (see `orphans`).
+                inner: self.0,
                 reason,
                 retry_after_ns,
             })

@@ -27,10 +27,11 @@ pub mod sources;
 pub enum Window {
     /// The last `n` finished calls (1 to 10 000), whichever threads made them.
     ///
-    /// Exact, at a price under contention: each call takes its place in the window with one
-    /// atomic increment, shared by every thread on the breaker. Where many threads share one
-    /// breaker, [`Window::Time`] scales better: each thread counts its calls in words of its
-    /// own.
+    /// A call's place is its number among the breaker's calls, which each thread counts on a
+    /// counter line of its own, so a success writes nothing other threads read; failures and
+    /// slow calls mark their places under a lock. On one thread the window is exactly the last
+    /// `n` calls; with several, the last `n` in the order their calls were counted (two
+    /// failures counted at the same moment take neighbouring places).
     Calls(u32),
     /// The calls of the last span of time (at least 10 ms), kept in 10 buckets that slide one
     /// tenth of the span at a time.

@@ -86,18 +86,27 @@ impl RateWindow {
     /// calls slide out of a time window.
     ///
     /// `slot` is the recording thread's counter slot: a time window counts the calls of a
-    /// thread with a stripe of its own in words only that thread writes.
+    /// thread with a stripe of its own in words only that thread writes. `calls` gives the
+    /// breaker's call count (successes and failures, this one counted): a count window's
+    /// places (read only for a failure or slow call).
     #[inline]
     pub(crate) fn record(
         &self,
         failed: bool,
         slow: bool,
         now: u64,
-        min_calls: u32,
         slot: Slot,
+        calls: impl FnOnce() -> u64,
     ) -> bool {
         match self {
-            RateWindow::Calls(w) => w.record(failed, slow, min_calls) || failed || slow,
+            RateWindow::Calls(w) => {
+                if failed || slow {
+                    w.record(failed, slow, calls);
+                    true
+                } else {
+                    w.success()
+                }
+            }
             RateWindow::Time(w) => {
                 w.record(failed, slow, now, slot)
                     || failed
@@ -113,32 +122,39 @@ impl RateWindow {
     /// breaker's first counter stripe is inlined into the recording path: a load of the
     /// recent time, the bucket's number, a load and a store of that thread's own word, and
     /// the `short` flag. No clock read: that alone cost ~12 ns, most of the success.
+    /// PERF(`rate_count_100/bb_call`, `rate_count_100_2t/bb_call`): a count window's success
+    /// is the `short` flag's load; the call was counted on the thread's own line already.
     #[inline(always)]
-    pub(crate) fn record_success(&self, clock: &ClockRef, min_calls: u32, slot: Slot) -> bool {
+    pub(crate) fn record_success(&self, clock: &ClockRef, slot: Slot) -> bool {
         match self {
             RateWindow::Time(w) => {
                 w.record_success(clock.recent(), slot, || clock.coarse())
                     || w.short.load(Ordering::Relaxed)
             }
-            RateWindow::Calls(w) => w.record(false, false, min_calls),
+            RateWindow::Calls(w) => w.success(),
         }
     }
 
-    /// Notes whether the last judgment found fewer than `min_calls` calls. A time window
-    /// cannot tell cheaply when it crosses `min_calls` (its calls are counted per thread), so
+    /// Notes whether the last judgment found fewer than `min_calls` calls. Neither window
+    /// can tell cheaply when it crosses `min_calls` (their calls are counted per thread), so
     /// until a judgment finds enough calls, every call is judged: a success that brings the
     /// window to `min_calls` may trip it.
     pub(crate) fn judged(&self, short: bool) {
-        if let RateWindow::Time(w) = self
-            && w.short.load(Ordering::Relaxed) != short
-        {
-            w.short.store(short, Ordering::Relaxed);
+        match self {
+            RateWindow::Calls(w) => w.judged(short),
+            RateWindow::Time(w) => {
+                if w.short.load(Ordering::Relaxed) != short {
+                    w.short.store(short, Ordering::Relaxed);
+                }
+            }
         }
     }
 
-    pub(crate) fn tally(&self, now: u64) -> Tally {
+    /// The window's calls, failures and slow calls at `now`; `calls` gives the breaker's call
+    /// count (read by a count window).
+    pub(crate) fn tally(&self, now: u64, calls: impl FnOnce() -> u64) -> Tally {
         match self {
-            RateWindow::Calls(w) => w.tally(),
+            RateWindow::Calls(w) => w.tally(calls),
             RateWindow::Time(w) => w.tally(now),
         }
     }
@@ -205,10 +221,28 @@ impl RateWindow {
         }
     }
 
-    /// Empties the window. Called with the transition lock held.
-    pub(crate) fn clear(&self) {
+    /// A call counted among the breaker's calls that does not enter the window (stale, or a
+    /// `TripFor`): a count window leaves it out of its places.
+    #[cold]
+    pub(crate) fn exclude(&self) {
+        if let RateWindow::Calls(w) = self {
+            w.exclude();
+        }
+    }
+
+    /// The breaker leaves the closed state (transition lock held, after `seal`): a count
+    /// window holds its calls until the next clear.
+    pub(crate) fn freeze(&self, calls: impl FnOnce() -> u64) {
+        if let RateWindow::Calls(w) = self {
+            w.freeze(calls);
+        }
+    }
+
+    /// Empties the window. Called with the transition lock held; `calls` gives the breaker's
+    /// call count (a count window's calls are those counted after it).
+    pub(crate) fn clear(&self, calls: impl FnOnce() -> u64) {
         match self {
-            RateWindow::Calls(w) => w.clear(),
+            RateWindow::Calls(w) => w.clear(calls),
             RateWindow::Time(w) => w.clear(),
         }
     }

@@ -195,6 +195,13 @@ impl Inner {
         self.counts.add(&self.owner, &self.spill, kind)
     }
 
+    /// The calls a count window places: successes and failures (ignored calls and rejections
+    /// are not in a window), summed over the threads' counter lines.
+    pub(super) fn window_calls(&self) -> u64 {
+        self.counts.total(&self.spill, Count::Success)
+            + self.counts.total(&self.spill, Count::Failure)
+    }
+
     pub(super) fn cold(&self) -> &Cold {
         self.cold.get_or_init(Box::default)
     }
@@ -230,7 +237,10 @@ impl Inner {
             } else {
                 0
             };
-        let tally = self.window.as_ref().map(|w| w.tally(now));
+        let tally = self
+            .window
+            .as_ref()
+            .map(|w| w.tally(now, || self.window_calls()));
         let rate = |n: u64, calls: u64| (calls > 0).then(|| n as f64 * 100.0 / calls as f64);
         Metrics {
             name: self.identity.name().to_string(),

@@ -63,7 +63,7 @@ impl Inner {
             None => Default::default(),
         };
         let window = self.window.as_ref().map(|w| {
-            let t = w.tally(now);
+            let t = w.tally(now, || self.window_calls());
             (t.failures, t.slow, t.calls)
         });
         Explanation::new(Parts {
@@ -230,11 +230,6 @@ impl Breaker {
         if self.inner().cold.get().is_some() {
             self.inner().deliver();
         }
-    }
-
-    /// The breaker's clock now, coarse: for the time left of a timed rejection.
-    pub(crate) fn coarse_now(&self) -> u64 {
-        self.inner().clock().coarse()
     }
 }
 

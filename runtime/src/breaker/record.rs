@@ -71,16 +71,29 @@ impl Inner {
     #[inline]
     pub(super) fn record_window_success(&self, window: &RateWindow, generation: u32, slot: Slot) {
         if generation != self.state.load(Ordering::Relaxed).generation() {
+            window.exclude();
             return; // stale
         }
         // A time window dates a success by the recent time, a judgment by the clock.
-        if window.record_success(self.clock(), self.config.min_calls, slot) {
+        if window.record_success(self.clock(), slot) {
             let now = if window.needs_clock() {
                 self.clock().coarse()
             } else {
                 0 // read by `judge_rates`
             };
             self.judge_rates(window, generation, now, None);
+        }
+    }
+
+    /// A call counted among the breaker's that is not the closed state's (a probe, a disabled
+    /// call) and is recorded while the breaker is closed (after a reset, say): a count window
+    /// leaves it out. While the breaker is not closed its count window holds still, and the
+    /// next clear starts from the calls counted by then, so nothing is to be left out.
+    fn exclude_if_closed(&self) {
+        if let Some(window) = &self.window
+            && self.state.load(Ordering::Relaxed).state() == State::Closed
+        {
+            window.exclude();
         }
     }
 
@@ -142,6 +155,9 @@ impl Inner {
                 | Outcome::FailureWith(_)
                 | Outcome::TripForWith(..) => Count::Failure,
             });
+            if !matches!(outcome, Outcome::Ignored) {
+                self.exclude_if_closed();
+            }
             return;
         }
         if ticket.kind() == Kind::Closed && self.config.max_concurrent.is_some() {
@@ -168,6 +184,9 @@ impl Inner {
             Outcome::Ignored => self.count(Count::Ignored),
         };
         if let Outcome::TripFor(d) = outcome {
+            if let Some(window) = &self.window {
+                window.exclude();
+            }
             // The service said how long to stay away: honour it whatever the generation.
             let now = self.clock().coarse();
             let from = [State::Closed, State::Open, State::HalfOpen];
@@ -182,7 +201,12 @@ impl Inner {
             Kind::Closed => {
                 self.record_closed(ticket.generation(), outcome, failed, slow, cause, slot);
             }
-            Kind::Probe => self.record_probe(ticket.generation(), outcome, failed || slow, cause),
+            Kind::Probe => {
+                if !matches!(outcome, Outcome::Ignored) {
+                    self.exclude_if_closed();
+                }
+                self.record_probe(ticket.generation(), outcome, failed || slow, cause);
+            }
             Kind::Disabled => {}
         }
     }
@@ -222,12 +246,14 @@ impl Inner {
             let against = failed || slow;
             if against {
                 if !window.enter(generation) {
+                    window.exclude();
                     return; // stale: admitted before the last transition
                 }
             } else if generation != self.state.load(Ordering::Relaxed).generation() {
+                window.exclude();
                 return; // stale
             }
-            let judge = window.record(failed, slow, now, self.config.min_calls, slot);
+            let judge = window.record(failed, slow, now, slot, || self.window_calls());
             if against {
                 // Left before judging: a trip takes the transition lock, under which a seal
                 // waits for this record.
@@ -398,13 +424,7 @@ impl Inner {
         now: u64,
         cause: Option<&dyn fmt::Display>,
     ) {
-        // A count window records without the time; a transition needs it.
-        let now = if window.needs_clock() {
-            now
-        } else {
-            self.clock().coarse()
-        };
-        let t = window.tally(now);
+        let t = window.tally(now, || self.window_calls());
         let short = t.calls < u64::from(self.config.min_calls);
         window.judged(short);
         if short || t.calls == 0 {
@@ -431,6 +451,13 @@ impl Inner {
         };
         *self.cold().tally.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((generation, bad.min(t.calls), t.calls));
+        // A count window records and judges without the time (a judgment of every success
+        // while the window is short reads no clock); a transition needs it.
+        let now = if window.needs_clock() {
+            now
+        } else {
+            self.clock().coarse()
+        };
         self.transition(
             generation,
             &[State::Closed],

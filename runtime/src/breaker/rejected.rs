@@ -1,11 +1,12 @@
-//! [`Rejected`], a refused call (it holds a handle to its breaker), and [`Error`], a call's
+//! [`Rejected`], a refused call (it keeps its breaker alive without a handle), and [`Error`], a call's
 //! error through the breaker.
 
 use core::fmt;
+use core::ptr::NonNull;
 use core::time::Duration;
 use std::sync::Arc;
 
-use super::Breaker;
+use super::inner::Inner;
 use crate::error::{NO_RETRY, RejectReason, Secs};
 
 /// In [`Rejected::reason`]'s word: the call was written to a replay journal.
@@ -19,33 +20,79 @@ const JOURNALED: u64 = 1 << 9;
 /// Functions under `#[circuit_breaker]` without a fallback return it through their own error
 /// type, which must implement `From<Rejected>`.
 ///
-/// Building one allocates nothing: it holds a handle to the breaker, whose name and last
-/// failure are read when the error is displayed, so `last_failure` is the newest one at that
-/// moment. The handle costs nothing for a registry breaker (what `#[circuit_breaker]` uses)
-/// and a reference-count increment for a [`Breaker::new`] or keyed one, which a `Rejected`
-/// keeps alive until it is dropped.
-#[derive(Clone)]
+/// Building one allocates nothing and writes no memory shared with other threads: the breaker
+/// counted the rejection on the calling thread's own counter line, and that count keeps the
+/// breaker (its name, key, last failure and clock) alive until the `Rejected` is dropped, even
+/// after its last [`Breaker`] handle. Its name and last failure are read when the error is
+/// displayed, so `last_failure` is the newest one at that moment. A rejection is not a handle:
+/// while only rejections of a [`Breaker::new`] breaker are left, its
+/// [`WeakBreaker`](crate::WeakBreaker)s no longer upgrade, and its memory is returned when the
+/// last of them is dropped.
 pub struct Rejected {
-    pub(crate) breaker: Breaker,
+    /// The breaker, kept alive by the rejection's count (see `orphans`): no reference count.
+    pub(super) inner: NonNull<Inner>,
     /// The [`RejectReason`] as a full word. PERF(`closed_ok/bb_call`): a one-byte field here
     /// sits, in `Result<Permit, Rejected>`, over a permit's `u64`, and LLVM moves that word as
     /// a byte and seven, stalling store forwarding on every admitted call.
-    pub(crate) reason: u64,
+    pub(super) reason: u64,
     /// Nanoseconds; `NO_RETRY` for none.
-    pub(crate) retry_after_ns: u64,
+    pub(super) retry_after_ns: u64,
+}
+
+// SAFETY: a `Rejected` only reads its breaker (an `Inner`, `Send + Sync`) through shared
+// references, and its count is given back through atomics from whichever thread drops it.
+unsafe impl Send for Rejected {}
+// SAFETY: as above; `&Rejected` only reads.
+unsafe impl Sync for Rejected {}
+
+impl Clone for Rejected {
+    fn clone(&self) -> Rejected {
+        let inner = self.inner();
+        if !inner.registered {
+            inner.counts.clone_rejection(&inner.spill);
+        }
+        Rejected {
+            inner: self.inner,
+            reason: self.reason,
+            retry_after_ns: self.retry_after_ns,
+        }
+    }
+}
+
+impl Drop for Rejected {
+    /// PERF(`open_1t/bb_call`, `open_2t/bb_call`): for a `Breaker::new` breaker, a count on the
+    /// thread's own line and a fence; nothing for a registry one.
+    #[inline]
+    fn drop(&mut self) {
+        let inner = self.inner();
+        if inner.registered {
+            return;
+        }
+        inner.counts.release(&inner.owner, &inner.spill);
+        // SAFETY: a `Breaker::new` breaker, which this rejection touches no more.
+        unsafe { super::orphans::released(self.inner) };
+    }
 }
 
 impl Rejected {
+    #[inline]
+    fn inner(&self) -> &Inner {
+        // SAFETY: a rejection keeps its breaker alive until it is dropped (see `orphans`): a
+        // registry breaker lives for the process, and a `Breaker::new` one is freed only once
+        // every rejection counted on it has counted its drop.
+        unsafe { self.inner.as_ref() }
+    }
+
     /// The name of the breaker that refused the call.
     pub fn name(&self) -> &str {
-        self.breaker.name()
+        self.inner().identity.name()
     }
 
     /// For a breaker of a keyed family ([`BreakerMap`](crate::BreakerMap), `#[circuit_breaker(key
     /// = …)]`), the key whose breaker refused the call, as it displays; [`name`](Rejected::name)
     /// is the family's. `None` for other breakers.
     pub fn key(&self) -> Option<&str> {
-        self.breaker.key()
+        self.inner().key()
     }
 
     /// Why the call was refused.
@@ -65,8 +112,9 @@ impl Rejected {
         if self.reason & crate::timer::RETRY_AT == 0 {
             return Some(Duration::from_nanos(self.retry_after_ns));
         }
-        let now =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.breaker.coarse_now()));
+        let now = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.inner().clock().coarse()
+        }));
         match now {
             Ok(now) => Some(Duration::from_nanos(
                 self.retry_after_ns.saturating_sub(now),
@@ -80,7 +128,7 @@ impl Rejected {
 
     /// The message of the failure that last tripped the breaker, if it had one.
     pub fn last_failure(&self) -> Option<Arc<str>> {
-        self.breaker.last_failure()
+        self.inner().last_failure()
     }
 
     /// Whether the refused call was written to a replay journal (the `breakerbox-replay`

@@ -132,6 +132,9 @@ impl Inner {
             // Records of the generation that ends here are finished, and later ones refused,
             // before the window is cleared or the new state published.
             w.seal(next);
+            if was == State::Closed {
+                w.freeze(|| self.window_calls());
+            }
         }
         if was == State::Open
             && let Some(cold) = self.cold.get()
@@ -185,7 +188,7 @@ impl Inner {
             State::Closed => {
                 self.streak.store(Streak::new(next), Ordering::Relaxed);
                 if let Some(w) = &self.window {
-                    w.clear();
+                    w.clear(|| self.window_calls());
                 }
                 self.reopens.store(0, Ordering::Relaxed);
             }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use breakerbox_runtime::{Breaker, Clock, Config, ConfigBuilder, ManualClock, Window};
+use breakerbox_runtime::{Breaker, Clock, Config, ConfigBuilder, ManualClock, State, Window};
 
 /// A manual clock that counts its reads.
 struct CountingClock {
@@ -54,10 +54,10 @@ fn a_closed_success_reads_no_clock() {
     }
 }
 
-/// The README's qualification: a count window reads the clock only when it judges the rate,
-/// once in these 1000 successes.
+/// The README's qualification: a count window reads the clock only when it trips, so not in
+/// these 1000 successes (it judges the first `min_calls` of them, without the clock).
 #[test]
-fn a_count_window_reads_the_clock_only_to_judge() {
+fn a_count_window_reads_the_clock_only_to_trip() {
     let (b, reads) = counted(
         Config::builder()
             .failure_rate(50)
@@ -68,7 +68,15 @@ fn a_count_window_reads_the_clock_only_to_judge() {
     for _ in 0..1000 {
         b.call(|| Ok::<_, &str>(())).unwrap();
     }
-    assert_eq!(reads.load(Ordering::SeqCst) - before, 1);
+    assert_eq!(reads.load(Ordering::SeqCst) - before, 0);
+    // Its trip reads it once (for the opening's time).
+    for _ in 0..100 {
+        if b.call(|| Err::<(), _>("down")).is_err() && b.state() == State::Open {
+            break;
+        }
+    }
+    assert_eq!(b.state(), State::Open);
+    assert!(reads.load(Ordering::SeqCst) - before >= 1);
 }
 
 /// The other qualification: with `slow` or a time window, every call reads the clock.

@@ -32,10 +32,14 @@ fn a_rejection_outlives_its_breaker() {
     let r = b.try_acquire().unwrap_err();
     let weak = b.downgrade();
     drop(b);
-    assert!(weak.upgrade().is_some(), "the Rejected holds a handle");
+    // A rejection keeps what it shows, not a handle: the weak one no longer upgrades.
+    assert!(weak.upgrade().is_none(), "a Rejected is not a handle");
     assert_eq!(r.name(), "adv-d10-rejected");
     assert!(r.to_string().contains("adv-d10-rejected"));
+    let copy = r.clone();
     drop(r);
+    assert!(copy.to_string().contains("adv-d10-rejected"));
+    drop(copy);
     assert!(weak.upgrade().is_none());
 }
 

@@ -1,5 +1,6 @@
-//! loom models of the atomic protocols: the breaker's (`breaker`), the open timer's
-//! (`timers`) and the rate windows' and counter stripes' (`windows`).
+//! loom models of the atomic protocols: the breaker's (`breaker`), how a rejection keeps its
+//! breaker alive (`rejected`), the open timer's (`timers`) and the rate windows' and counter
+//! stripes' (`windows`).
 //!
 //! ```sh
 //! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
@@ -10,5 +11,6 @@
 #![cfg(loom)]
 
 mod breaker;
+mod rejected;
 mod timers;
 mod windows;
