@@ -30,6 +30,7 @@ pub struct FleetConfig {
     pub(crate) resync_every: Duration,
     pub(crate) timeout: Duration,
     pub(crate) on_store_error: OnStoreError,
+    pub(crate) tls_ca: Option<PathBuf>,
 }
 
 /// What the shared breakers do while the store is unreachable: from the first store operation
@@ -84,6 +85,7 @@ impl FleetConfig {
             resync_every: Duration::from_secs(1),
             timeout: Duration::from_millis(250),
             on_store_error: OnStoreError::Local,
+            tls_ca: None,
         }
     }
 
@@ -133,6 +135,14 @@ impl FleetConfig {
         self
     }
 
+    /// Trusts the certificate authority in the PEM file at `path` for TLS (`rediss://`,
+    /// `rediss+sentinel://`, `rediss+cluster://`) instead of the system's roots: for a private
+    /// CA. The file is read at start; TLS needs the feature `tls`.
+    pub fn tls_ca(mut self, path: impl Into<PathBuf>) -> FleetConfig {
+        self.tls_ca = Some(path.into());
+        self
+    }
+
     /// Whether the registry's breaker `name` is shared.
     pub fn shares(&self, name: &str) -> bool {
         self.share.iter().any(|p| glob(p, name))
@@ -150,6 +160,7 @@ impl FleetConfig {
     /// resync_every = "1s"        # optional
     /// timeout = "250ms"          # optional
     /// on_store_error = "local"   # optional: "local", "open" or "closed" (OnStoreError)
+    /// tls_ca = "ca.pem"          # optional: the CA of a rediss:// server (feature `tls`)
     /// ```
     pub fn from_toml(path: impl AsRef<Path>) -> Result<Option<FleetConfig>, FleetConfigError> {
         let path = path.as_ref();
@@ -200,6 +211,14 @@ impl FleetConfig {
             match k.get_ref().as_ref() {
                 "url" => url = Some(string("a string, like \"redis://127.0.0.1:6379/\"")?),
                 "prefix" => config.prefix = string("a string, like \"shop\"")?,
+                "tls_ca" => {
+                    // Relative to the file's own directory.
+                    let ca = PathBuf::from(string("a path, like \"ca.pem\"")?);
+                    config.tls_ca = Some(match path.parent() {
+                        Some(dir) if ca.is_relative() => dir.join(ca),
+                        _ => ca,
+                    });
+                }
                 "instance" => config.instance = Some(string("a string, like \"web-3\"")?),
                 "resync_every" => config.resync_every = duration("a duration, like \"1s\"")?,
                 "timeout" => config.timeout = duration("a duration, like \"250ms\"")?,
@@ -265,7 +284,7 @@ impl FleetConfig {
 }
 
 /// The keys of a `[fleet]` table.
-const KEYS: [&str; 7] = [
+const KEYS: [&str; 8] = [
     "url",
     "prefix",
     "share",
@@ -273,6 +292,7 @@ const KEYS: [&str; 7] = [
     "resync_every",
     "timeout",
     "on_store_error",
+    "tls_ca",
 ];
 
 /// Why a `[fleet]` table could not be read: the file, the line and what is wrong.

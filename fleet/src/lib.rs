@@ -67,7 +67,9 @@
 //!   was taken on over all the same (in the moment before its message) is written, and then
 //!   taken on here too.
 //!
-//! Not supported: Redis Cluster and Sentinel (the keys are cluster-ready).
+//! - **Production Redis.** TLS (`rediss://`, feature `tls`), Sentinel (`redis+sentinel://`,
+//!   feature `sentinel`), Cluster (`redis+cluster://`, feature `cluster`); [`Fleet::connect`]
+//!   checks the connection at start (docs/fleet.md, "Production Redis").
 //!
 //! The task talks to the store only through one seam (`store.rs`), so a deterministic
 //! simulator (`sim/`, tests only) runs several instances of this code against a model store
@@ -75,6 +77,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod config;
+mod connect;
 mod record;
 #[cfg(test)]
 mod sim;
@@ -107,12 +110,29 @@ pub struct Fleet {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FleetError {
-    /// The URL is not a Redis URL the client accepts.
-    #[error("fleet: bad Redis URL `{url}`: {source}")]
+    /// The URL is not a Redis URL the client accepts, or needs a feature this build lacks.
+    #[error("fleet: bad Redis URL `{url}`: {reason}")]
     Url {
-        /// The URL.
+        /// The URL, its password shown as `***`.
         url: String,
         /// Why.
+        reason: String,
+    },
+    /// The [`tls_ca`](FleetConfig::tls_ca) file could not be read.
+    #[error("fleet: cannot read the TLS CA file `{}`: {source}", path.display())]
+    TlsCa {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// [`Fleet::connect`] could not reach the store, log in or agree on TLS: a wrong password
+    /// or user, a certificate it does not trust, nothing listening.
+    #[error("fleet: cannot connect to `{url}`: {source}")]
+    Connect {
+        /// The URL, its password shown as `***`.
+        url: String,
+        /// Why, as the client says it.
         source: redis::RedisError,
     },
     /// [`Fleet::start`] was called outside a tokio runtime.
@@ -139,6 +159,9 @@ pub struct FleetStatus {
     pub pending: u64,
     /// Breakers this fleet shares.
     pub shared: u64,
+    /// The last store failure, as the client said it (`None` before the first): a wrong
+    /// password shows here when the fleet was started with [`Fleet::start`].
+    pub last_error: Option<String>,
 }
 
 /// What the listeners and the handle share with the task.
@@ -158,6 +181,8 @@ pub(crate) struct Shared {
     /// breaker and the state it gets back. Here rather than in the task, so that dropping the
     /// `Fleet` gives them back at once, whatever the task is doing.
     pub(crate) held: Mutex<Option<BTreeMap<String, Held>>>,
+    /// `FleetStatus::last_error`.
+    pub(crate) last_error: Mutex<Option<String>>,
 }
 
 /// A breaker held forced open or disabled while the store is unreachable.
@@ -215,12 +240,36 @@ impl Fleet {
     /// no breaker, but a remote change must find the breaker created.
     pub fn start(config: FleetConfig) -> Result<Fleet, FleetError> {
         let handle = tokio::runtime::Handle::try_current().map_err(|_| FleetError::NoRuntime)?;
-        let client = redis::Client::open(resp3(&config.url)).map_err(|source| FleetError::Url {
-            url: config.url.clone(),
-            source,
-        })?;
-        let (store, pushes) = store::RedisStore::connect(client, config.timeout);
+        let (store, pushes) = production_store(&config)?;
         Ok(Fleet::with_store(config, Box::new(store), pushes, &handle))
+    }
+
+    /// Starts the fleet as [`start`](Fleet::start) does, once its store has answered a `PING`
+    /// (connected, logged in, TLS agreed): a wrong password or user, a certificate it does not
+    /// trust or nothing listening is an error here ([`FleetError::Connect`]), where `start`
+    /// would only count store errors. Waits at most eight [`timeout`](FleetConfig::timeout)s
+    /// (at least 2 s). After it, the fleet reconnects by itself as `start`'s does.
+    ///
+    /// `start` stays lazy on purpose: an application that must come up while its Redis is
+    /// down uses it and decides locally until Redis answers.
+    pub async fn connect(config: FleetConfig) -> Result<Fleet, FleetError> {
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| FleetError::NoRuntime)?;
+        let (mut store, pushes) = production_store(&config)?;
+        let limit = (config.timeout * 8).max(core::time::Duration::from_secs(2));
+        let answer = tokio::time::timeout(limit, store::Store::ping(&mut store)).await;
+        let source = match answer {
+            Ok(Ok(())) => return Ok(Fleet::with_store(config, Box::new(store), pushes, &handle)),
+            Ok(Err(e)) => e,
+            Err(_) => redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "no answer",
+                format!("nothing within {limit:?}"),
+            )),
+        };
+        Err(FleetError::Connect {
+            url: redact(&config.url),
+            source,
+        })
     }
 
     /// A fleet over any store (the simulator's model, in tests), its task spawned on `handle`.
@@ -244,6 +293,7 @@ impl Fleet {
             pending: AtomicU64::new(0),
             shared: AtomicU64::new(0),
             held: Mutex::new(None),
+            last_error: Mutex::new(None),
         });
         if !shared.config.share.is_empty() {
             let weak = Arc::downgrade(&shared);
@@ -303,6 +353,11 @@ impl Fleet {
             resyncs: s.resyncs.load(Ordering::Relaxed),
             pending: s.pending.load(Ordering::Relaxed),
             shared: s.shared.load(Ordering::Relaxed),
+            last_error: s
+                .last_error
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
         }
     }
 }
@@ -343,14 +398,44 @@ impl core::fmt::Debug for Fleet {
     }
 }
 
-/// The URL with RESP3 asked for: push messages (pub/sub on the command connection) need it.
-fn resp3(url: &str) -> String {
-    if url.contains("protocol=") {
-        url.to_owned()
-    } else if url.contains('?') {
-        format!("{url}&protocol=resp3")
-    } else {
-        format!("{url}?protocol=resp3")
+/// The store `config` names, not connected yet.
+fn production_store(
+    config: &FleetConfig,
+) -> Result<(store::RedisStore, mpsc::UnboundedReceiver<redis::PushInfo>), FleetError> {
+    let bad = |reason: String| FleetError::Url {
+        url: redact(&config.url),
+        reason,
+    };
+    let target = connect::Target::parse(&config.url).map_err(|e| bad(e.0))?;
+    let ca = match &config.tls_ca {
+        Some(path) => Some(std::fs::read(path).map_err(|source| FleetError::TlsCa {
+            path: path.clone(),
+            source,
+        })?),
+        None => None,
+    };
+    let (con, pushes) =
+        connect::Connector::new(&target, ca.as_deref(), config.timeout).map_err(bad)?;
+    Ok((store::RedisStore::new(con), pushes))
+}
+
+/// `url` with its password, if any, shown as `***`.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let end = rest.find('/').unwrap_or(rest.len());
+    match rest[..end].rsplit_once('@') {
+        Some((info, hosts)) => {
+            let user = info.split_once(':').map_or(info, |(u, _)| u);
+            let shown = if info.contains(':') {
+                format!("{user}:***")
+            } else {
+                "***".to_owned()
+            };
+            format!("{scheme}://{shown}@{hosts}{}", &rest[end..])
+        }
+        None => url.to_owned(),
     }
 }
 
@@ -373,14 +458,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn resp3_is_asked_for_once() {
-        assert_eq!(resp3("redis://h:1/"), "redis://h:1/?protocol=resp3");
+    fn a_url_is_shown_without_its_password() {
         assert_eq!(
-            resp3("redis://h:1/?db=2"),
+            redact("rediss://fleet:s3cret@h:1/"),
+            "rediss://fleet:***@h:1/"
+        );
+        assert_eq!(redact("redis://:s3cret@h:1/0"), "redis://:***@h:1/0");
+        assert_eq!(redact("redis://token@h:1/"), "redis://***@h:1/");
+        assert_eq!(redact("redis://h:1/"), "redis://h:1/");
+        assert_eq!(
+            redact("redis+sentinel://u:p@a:1,b:2/m"),
+            "redis+sentinel://u:***@a:1,b:2/m"
+        );
+    }
+
+    #[test]
+    fn resp3_is_asked_for_once() {
+        assert_eq!(
+            connect::resp3("redis://h:1/"),
+            "redis://h:1/?protocol=resp3"
+        );
+        assert_eq!(
+            connect::resp3("redis://h:1/?db=2"),
             "redis://h:1/?db=2&protocol=resp3"
         );
         assert_eq!(
-            resp3("redis://h:1/?protocol=resp3"),
+            connect::resp3("redis://h:1/?protocol=resp3"),
             "redis://h:1/?protocol=resp3"
         );
     }

@@ -7,11 +7,10 @@
 
 use core::future::Future;
 use core::pin::Pin;
-use core::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{ErrorKind, PushInfo, RedisError, RedisResult, ServerErrorKind, Value};
-use tokio::sync::mpsc;
+use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+
+use crate::connect::{Connector, Handle};
 
 /// A store operation in flight.
 pub(crate) type Reply<'a, T> = Pin<Box<dyn Future<Output = RedisResult<T>> + Send + 'a>>;
@@ -72,37 +71,35 @@ pub(crate) fn is_record_problem(e: &RedisError) -> bool {
     }
 }
 
-/// The production store: one `ConnectionManager` connection (RESP3, pushes on it).
+/// The production store: one connection at a time (RESP3, pushes on it) to one node, to the
+/// master a Sentinel names, or to a Cluster (`connect.rs`).
 pub(crate) struct RedisStore {
-    con: ConnectionManager,
+    con: Connector,
     scripts: [redis::Script; 3],
 }
 
 impl RedisStore {
-    /// A lazily connecting store (it connects on first use and again after each loss, with
-    /// backoff), and the receiver of its push messages: published records and disconnections.
-    pub(crate) fn connect(
-        client: redis::Client,
-        timeout: Duration,
-    ) -> (RedisStore, mpsc::UnboundedReceiver<PushInfo>) {
-        let (push_tx, pushes) = mpsc::unbounded_channel();
-        let config = ConnectionManagerConfig::new()
-            .set_push_sender(push_tx)
-            .set_automatic_resubscription()
-            .set_response_timeout(Some(timeout))
-            .set_connection_timeout(Some(timeout))
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(200))
-            .set_number_of_retries(4);
-        let con = ConnectionManager::new_lazy_with_config(client, config)
-            .expect("a push sender is set, so resubscription is allowed");
-        let store = RedisStore {
+    /// A store that connects on first use and again after each loss.
+    pub(crate) fn new(con: Connector) -> RedisStore {
+        RedisStore {
             con,
             scripts: [Script::Record, Script::Probe, Script::Count]
                 .map(|s| redis::Script::new(s.source())),
-        };
-        (store, pushes)
+        }
     }
+}
+
+/// `op` on the connector's connection; its end told to the connector.
+async fn on<T, F>(con: &mut Connector, op: impl FnOnce(Handle) -> F) -> RedisResult<T>
+where
+    F: Future<Output = RedisResult<T>>,
+{
+    let result = match con.handle().await {
+        Ok(handle) => op(handle).await,
+        Err(e) => Err(e),
+    };
+    con.done(result.as_ref().err());
+    result
 }
 
 impl Store for RedisStore {
@@ -115,35 +112,56 @@ impl Store for RedisStore {
         for a in args {
             invocation.arg(a);
         }
-        let con = &mut self.con;
         // `EVALSHA`, loading the script again after `NOSCRIPT` (a restart, `SCRIPT FLUSH`).
-        Box::pin(async move { invocation.invoke_async::<Value>(con).await })
+        Box::pin(on(&mut self.con, move |mut con| async move {
+            invocation.invoke_async::<Value>(&mut con).await
+        }))
     }
 
     fn pipeline(&mut self, commands: Vec<Vec<String>>) -> Reply<'_, Vec<RedisResult<Value>>> {
-        let con = &mut self.con;
-        Box::pin(async move {
+        Box::pin(on(&mut self.con, move |mut con| async move {
+            let cmd = |command: &Vec<String>| {
+                let (name, args) = command.split_first().expect("a command has a name");
+                let mut cmd = redis::cmd(name);
+                cmd.arg(args);
+                cmd
+            };
+            #[cfg(feature = "cluster")]
+            if con.one_slot_pipelines() {
+                // A Cluster pipeline cannot span slots: each command on its own, all at once.
+                let replies = commands.iter().map(|command| {
+                    let mut con = con.clone();
+                    let cmd = cmd(command);
+                    async move { cmd.query_async::<Value>(&mut con).await }
+                });
+                let replies = futures_util::future::join_all(replies).await;
+                if let Some(Err(e)) = replies.iter().find(|r| {
+                    r.as_ref().is_err_and(|e| {
+                        !matches!(e.kind(), ErrorKind::Server(_) | ErrorKind::Extension)
+                    })
+                }) {
+                    return Err(e.clone());
+                }
+                return Ok(replies);
+            }
             let mut pipe = redis::pipe();
             pipe.ignore_errors();
             for command in &commands {
-                let (name, args) = command.split_first().expect("a command has a name");
-                pipe.cmd(name).arg(args);
+                pipe.add_command(cmd(command));
             }
-            pipe.query_async(con).await
-        })
+            pipe.query_async(&mut con).await
+        }))
     }
 
     fn ping(&mut self) -> Reply<'_, ()> {
-        let con = &mut self.con;
-        Box::pin(async move {
-            redis::cmd("PING").query_async::<String>(con).await?;
+        Box::pin(on(&mut self.con, |mut con| async move {
+            redis::cmd("PING").query_async::<String>(&mut con).await?;
             Ok(())
-        })
+        }))
     }
 
     fn subscribe(&mut self, channel: String) -> Reply<'_, ()> {
-        let con = &mut self.con;
-        Box::pin(async move { con.subscribe(&channel).await })
+        Box::pin(self.con.subscribe(channel))
     }
 }
 

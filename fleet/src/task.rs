@@ -216,12 +216,8 @@ struct Timers {
 
 impl Task {
     #[cfg(test)]
-    pub(crate) fn new(
-        client: redis::Client,
-        shared: Arc<Shared>,
-        rx: mpsc::UnboundedReceiver<Message>,
-    ) -> Task {
-        let (store, pushes) = super::store::RedisStore::connect(client, shared.config.timeout);
+    pub(crate) fn new(shared: Arc<Shared>, rx: mpsc::UnboundedReceiver<Message>) -> Task {
+        let (store, pushes) = super::production_store(&shared.config).expect("a good URL");
         Task::with_store(Box::new(store), pushes, shared, rx)
     }
 
@@ -647,6 +643,11 @@ impl Task {
             tracing::warn!(target: "breakerbox", "fleet: the store failed ({why}); breakers decide locally until it answers");
         }
         self.shared.store_errors.fetch_add(1, Ordering::Relaxed);
+        *self
+            .shared
+            .last_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(why.to_owned());
         self.owed = true;
         self.hold();
     }

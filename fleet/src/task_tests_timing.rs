@@ -172,7 +172,12 @@ async fn a_foreign_value_in_a_real_redis_leaves_the_other_breakers_shared() {
             }
             assert!(shared.connected.load(Ordering::Relaxed), "{context}");
             assert!(!task.holding(), "{context}: nothing held");
-            assert_eq!(shared.store_errors.load(Ordering::Relaxed), 0, "{context}");
+            assert_eq!(
+                shared.store_errors.load(Ordering::Relaxed),
+                0,
+                "{context}: {:?}",
+                shared.last_error.lock().unwrap()
+            );
             let record = task.invoke("fine", &["read"]).await.done().unwrap();
             assert_eq!(
                 record.state,

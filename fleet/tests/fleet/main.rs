@@ -6,13 +6,23 @@
 //! - `together` — trips, controls, probes and counts reach every instance;
 //! - `acl` — under the least-privilege Redis user docs/fleet.md gives;
 //! - `faults` — the store killed, stopped, partitioned, flushed; a subscriber that stops reading;
-//! - `numbers` — the measurements behind BENCHMARKS.md (ignored by default).
+//! - `numbers` — the measurements behind BENCHMARKS.md (ignored by default);
+//! - `tls`, `sentinel`, `cluster` — production setups (features of the same names), their
+//!   servers started by `servers`, the instances in this process (`instances`).
 //!
 //! The fault tests and the measurements time their calls, so each runs
 //! [`alone`](support::alone).
 
 mod acl;
+#[cfg(feature = "cluster")]
+mod cluster;
 mod faults;
+mod instances;
 mod numbers;
+#[cfg(feature = "sentinel")]
+mod sentinel;
+mod servers;
 mod support;
+#[cfg(feature = "tls")]
+mod tls;
 mod together;
