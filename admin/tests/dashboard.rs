@@ -542,14 +542,17 @@ async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
         .unwrap();
     tile_in(&browser, "checkout", "closed").await;
     assert_eq!(checkout.state(), State::Closed);
+    // The open-key list is drawn again on every tick, so a button found by one WebDriver
+    // command may be gone by the next: the page finds and clicks it in one script.
     let key_reset = format!(r#"{open_key} button[data-key-action="reset"]"#);
-    browser
-        .find(Locator::Css(&key_reset))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    until(
+        &browser,
+        "the key's reset button is clicked",
+        &format!(
+            "const b = document.querySelector({key_reset:?}); if (!b) return false; b.click(); return true"
+        ),
+    )
+    .await;
     until(
         &browser,
         "the key's reset is done and the family lists no open key",
