@@ -355,7 +355,7 @@ use proc_macro::TokenStream;
 /// With `replay = "memory"` or `replay = "disk"` (feature `replay`), a call rejected while the
 /// breaker is open (half-open and full, or forced open) is journaled with its arguments, and
 /// the function returns its error built `From<Rejected>` as usual, the `Rejected` saying
-/// [`journaled()`](breakerbox_runtime::Rejected::journaled): answer "accepted" (HTTP 202). Once
+/// `Rejected::journaled()`: answer "accepted" (HTTP 202). Once
 /// the breaker closes, the journaled calls run the body again, through the breaker, oldest
 /// first, `replay_rate` a second. The body is moved into a function of the arguments, so the
 /// function takes named, owned arguments, no `self` and no generic parameters; each argument
