@@ -23,9 +23,9 @@ const JOURNALED: u64 = 1 << 9;
 /// Building one allocates nothing and writes no memory shared with other threads: the breaker
 /// counted the rejection on the calling thread's own counter line, and that count keeps the
 /// breaker (its name, key, last failure and clock) alive until the `Rejected` is dropped, even
-/// after its last [`Breaker`] handle. Its name and last failure are read when the error is
+/// after its last [`Breaker`](crate::Breaker) handle. Its name and last failure are read when the error is
 /// displayed, so `last_failure` is the newest one at that moment. A rejection is not a handle:
-/// while only rejections of a [`Breaker::new`] breaker are left, its
+/// while only rejections of a [`Breaker::new`](crate::Breaker::new) breaker are left, its
 /// [`WeakBreaker`](crate::WeakBreaker)s no longer upgrade, and its memory is returned when the
 /// last of them is dropped.
 pub struct Rejected {
@@ -102,7 +102,7 @@ impl Rejected {
 
     /// How long until an open breaker lets a probe through; `None` where no time is known.
     ///
-    /// For a breaker whose timer moves it on (see [`Breaker::state`]), the rejection read no
+    /// For a breaker whose timer moves it on (see [`Breaker::state`](crate::Breaker::state)), the rejection read no
     /// clock: this reads the breaker's clock now and gives the time left until the deadline
     /// the breaker had when it refused the call (`None` if that clock panics).
     pub fn retry_after(&self) -> Option<Duration> {
