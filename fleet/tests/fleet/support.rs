@@ -40,9 +40,26 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// The server `scripts/test` started (`$BREAKERBOX_TEST_REDIS_URL`), or one of the test's own.
-/// Tests that share it use key prefixes of their own.
-pub fn shared_redis() -> Option<Redis> {
+/// The server `scripts/test` started (`$BREAKERBOX_TEST_REDIS_URL`), or one of the test's own,
+/// with no key under `prefix` (`{prefix:…`). Tests that share it use key prefixes of their own;
+/// the keys a run before left there (scripts/test runs this binary once per feature set against
+/// the same server) are deleted first.
+pub fn shared_redis(prefix: &str) -> Option<Redis> {
+    let redis = shared_server()?;
+    let pattern = format!("{{{prefix}:*");
+    let keys = redis.cli(&["--scan", "--pattern", &pattern]);
+    for key in keys.lines().filter(|k| !k.is_empty()) {
+        redis.cli(&["DEL", key]);
+    }
+    assert_eq!(
+        redis.cli(&["--scan", "--pattern", &pattern]),
+        "",
+        "{pattern} left"
+    );
+    Some(redis)
+}
+
+fn shared_server() -> Option<Redis> {
     if let Ok(url) = std::env::var("BREAKERBOX_TEST_REDIS_URL") {
         let port = url
             .trim_end_matches('/')
@@ -203,7 +220,11 @@ pub fn config_fleet(
 }
 
 pub fn tempdir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("breakerbox-fleet-{}", std::process::id()));
+    // One directory per call: the tests of this binary run in parallel, and two of them may
+    // write a config of the same prefix and instance name.
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("breakerbox-fleet-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

@@ -16,7 +16,9 @@ fn soon() -> Instant {
 #[test]
 fn one_trip_opens_every_instance_and_a_reset_on_another_closes_them() {
     let _shared = crate::support::shared();
-    let Some(redis) = shared_redis() else { return };
+    let Some(redis) = shared_redis("trip") else {
+        return;
+    };
     let mut nodes = nodes(&redis.url(), "trip", 3);
     assert_eq!(nodes[0].cmd("fail"), "ok open");
     all_reach(&mut nodes, "open", soon()).unwrap();
@@ -52,7 +54,9 @@ fn one_trip_opens_every_instance_and_a_reset_on_another_closes_them() {
 #[test]
 fn force_open_and_disable_on_one_instance_reach_every_instance() {
     let _shared = crate::support::shared();
-    let Some(redis) = shared_redis() else { return };
+    let Some(redis) = shared_redis("manual") else {
+        return;
+    };
     let mut nodes = nodes(&redis.url(), "manual", 3);
     assert_eq!(nodes[2].cmd("force_open"), "ok");
     all_reach(&mut nodes, "forced-open", soon()).unwrap();
@@ -70,7 +74,9 @@ fn force_open_and_disable_on_one_instance_reach_every_instance() {
 #[test]
 fn a_redis_cli_override_reaches_every_instance() {
     let _shared = crate::support::shared();
-    let Some(redis) = shared_redis() else { return };
+    let Some(redis) = shared_redis("ops") else {
+        return;
+    };
     let mut nodes = nodes(&redis.url(), "ops", 3);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/src/record.lua");
     // The documented override (docs/fleet.md): the script itself, mode `force`.
@@ -105,7 +111,9 @@ fn a_redis_cli_override_reaches_every_instance() {
 #[test]
 fn simultaneous_trips_make_one_record_and_every_instance_takes_it() {
     let _shared = crate::support::shared();
-    let Some(redis) = shared_redis() else { return };
+    let Some(redis) = shared_redis("race") else {
+        return;
+    };
     let mut nodes = nodes(&redis.url(), "race", 4);
     for round in 0..5 {
         // Four trips at once: each instance's write compares the epoch it last saw.
@@ -196,7 +204,9 @@ fn instances_started_before_the_store_decide_alone_then_converge_when_it_starts(
 #[test]
 fn after_the_open_time_exactly_half_open_calls_probes_run_fleet_wide() {
     let _shared = crate::support::shared();
-    let Some(redis) = shared_redis() else { return };
+    let Some(redis) = shared_redis("lease") else {
+        return;
+    };
     // Two probe slots (so two leases fleet-wide, one probe each), one success to close, and
     // leases that outlive the test.
     let keys = "failures = 1\nopen_for = \"300ms\"\nhalf_open_calls = 2\nsuccesses = 1\nprobe_timeout = \"60s\"\n";
@@ -260,7 +270,9 @@ fn after_the_open_time_exactly_half_open_calls_probes_run_fleet_wide() {
 #[test]
 fn the_fleets_summed_failures_trip_it_when_no_instance_alone_sees_min_calls() {
     let _shared = crate::support::shared();
-    let Some(redis) = shared_redis() else { return };
+    let Some(redis) = shared_redis("counts") else {
+        return;
+    };
     // 50% over 10 s from 10 calls: each of three instances sees 4 failures, under min_calls.
     let keys = "failure_rate = 50\nwindow = \"10s\"\nmin_calls = 10\nopen_for = \"60s\"\n";
     let mut nodes = nodes_with(&redis.url(), "counts", 3, keys);
@@ -309,7 +321,9 @@ fn fleet_counts(redis: &Redis, prefix: &str) -> (u64, String) {
 #[test]
 fn a_reset_clears_the_fleets_counts_so_failures_from_before_it_do_not_trip_it_again() {
     let _shared = crate::support::shared();
-    let Some(redis) = shared_redis() else { return };
+    let Some(redis) = shared_redis("countreset") else {
+        return;
+    };
     // 50% over 10 s from 3 calls.
     let keys = "failure_rate = 50\nwindow = \"10s\"\nmin_calls = 3\nopen_for = \"60s\"\n";
     let mut nodes = nodes_with(&redis.url(), "countreset", 2, keys);
