@@ -1,4 +1,4 @@
-//! breakerbox against the direct call and the Rust peers, case by case (issue 4).
+//! breakerbox against the direct call and the Rust peers, case by case.
 //!
 //! Each criterion group is one case; each function in it one contender. `scripts/bench` runs
 //! this and `benches/memory.rs`, and rewrites the table in BENCHMARKS.md from
@@ -471,7 +471,7 @@ fn rate_2t(c: &mut Criterion) {
     }
 }
 
-/// Thread churn (D16): two threads on one shared breaker, closed, all successes. The same two
+/// Thread churn: two threads on one shared breaker, closed, all successes. The same two
 /// threads every round (`same_threads`, like `closed_2t`'s `bb_call`), against two new threads
 /// every round (`new_threads`: a pool that grows and shrinks, `spawn_blocking`). A thread that
 /// exits leaves its counter stripe to the next; the target is new / same ≤ 1.1.

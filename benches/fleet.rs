@@ -1,4 +1,4 @@
-//! Fleet mode's cost on the call path (issue 13): a closed call through a breaker the fleet
+//! Fleet mode's cost on the call path: a closed call through a breaker the fleet
 //! shares, against the same call through one it does not.
 //!
 //! The fleet adds one state-change listener to a shared breaker and nothing to a call that

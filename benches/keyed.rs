@@ -1,4 +1,4 @@
-//! Per-key breakers (issue 12): a key lookup plus a closed call at 10 000 keys, against the
+//! Per-key breakers: a key lookup plus a closed call at 10 000 keys, against the
 //! direct call and against the maps one could keep breakers in by hand.
 //!
 //! Contenders, each holding 10 000 `String` keys (`host-<i>.example`) looked up by `&str` in a

@@ -1,4 +1,4 @@
-//! Per-key breakers' memory (issue 12, D10), what criterion cannot time:
+//! Per-key breakers' memory, what criterion cannot time:
 //! - heap bytes per key of a `BreakerMap` (a consecutive-failure config), beside the key;
 //! - RSS while 1 M distinct keys stream through a family with `max_keys = 10 000`;
 //! - RSS and live heap after creating and dropping 1 M `Breaker::new` with distinct names.
@@ -105,7 +105,7 @@ fn main() {
     let evicted = map.evicted().keys;
     drop(map);
 
-    // D10: breakers with distinct names, created and dropped.
+    // Breakers with distinct names, created and dropped: their names are freed with them.
     let (rss_before, heap_before, live_before) = (rss(), live(), live_breakers());
     for i in 0..million {
         drop(Breaker::new(format!("bench.named-{i}"), Config::default()));

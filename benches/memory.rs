@@ -1,5 +1,5 @@
 //! What criterion cannot time: bytes per breaker, heap growth over a million state changes, the
-//! size of the futures, and the registry creating and resolving 10,000 names (issue 4).
+//! size of the futures, and the registry creating and resolving 10,000 names.
 //!
 //! A counting global allocator sees every heap byte. Results go to stdout and to
 //! `target/criterion/facts.json`, which `scripts/bench` reads. `--quick` does a fraction of the

@@ -1,4 +1,4 @@
-//! What journaling a rejected call costs (issue 26): a rejection of an open breaker, plain and
+//! What journaling a rejected call costs: a rejection of an open breaker, plain and
 //! journaled in memory; and journaled on local disk, where each call returns once its entry is
 //! synced, from 1 and from 16 threads (group commit: calls journaled during a sync share the
 //! next one, so the time per entry falls with the callers waiting).

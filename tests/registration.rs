@@ -1,5 +1,5 @@
 //! Annotated breakers are known before their first call, and configs that disagree are
-//! reported with every site's file and line (issue 10, items 1 and 2).
+//! reported with every site's file and line.
 //!
 //! The registry is one per process: each test uses names of its own, and no test here lists
 //! every breaker (that would create them all, and `configure_before_listing` needs its breaker

@@ -48,14 +48,16 @@
 
 mod admit;
 mod cause;
+mod config_change;
 pub(crate) use cause::displayed;
-mod cold;
+mod extras;
 mod events;
 mod guarded;
 mod inner;
-mod live;
+mod open_timer;
 mod orphans;
 mod permit;
+mod probing;
 mod record;
 mod rejected;
 #[cfg(all(test, not(loom)))]
@@ -459,7 +461,7 @@ impl Breaker {
     /// assert_eq!(*seen.lock().unwrap(), [(State::Closed, State::ForcedOpen)]);
     /// ```
     pub fn on_state_change(&self, listener: impl Fn(&Event) + Send + Sync + 'static) {
-        self.inner().cold().listeners.add(Arc::new(listener));
+        self.inner().extras().listeners.add(Arc::new(listener));
     }
 
     /// The message of the failure that last tripped the breaker.
@@ -505,7 +507,7 @@ impl Breaker {
             return None;
         }
         let now = inner.clock().precise();
-        Some(match inner.cold.get().and_then(|c| c.latency.get()) {
+        Some(match inner.extras.get().and_then(|c| c.latency.get()) {
             Some(latency) => latency.snapshot(now),
             None => crate::latency::LatencySnapshot::empty(),
         })
@@ -571,7 +573,7 @@ impl Breaker {
     pub fn set_probe_budget(&self, budget: Option<u32>) {
         let stored = budget.map_or(0, |b| b.min(u32::MAX - 1) + 1);
         self.inner()
-            .cold()
+            .extras()
             .probe_budget
             .store(stored, std::sync::atomic::Ordering::Relaxed);
     }

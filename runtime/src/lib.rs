@@ -16,58 +16,76 @@
 //!
 //! # Where things are
 //!
-//! The core, with no optional dependency. Each module imports only from those below it in
-//! the import graph (no circle): `state`, `identity`, `error`, `event`, `config` … at the
-//! bottom, then `breaker`, then `registry` and `keyed`, then `load`.
+//! Floors, bottom up: each module imports only from the modules listed before it (a test,
+//! `integration/tests/layers.rs`, keeps this map true and complete), and no folder's files
+//! import each other in a circle.
 //!
-//! - `breaker` — [`Breaker`], the handle and its API; below it, one file per seam: `inner`
-//!   (the shared state's layout), `cold` (the parts few breakers use), `admit`, `record`,
-//!   `transition`, `events`, `cause`, `permit` ([`Permit`], [`OwnedPermit`]), `weak`
-//!   ([`WeakBreaker`]), `rejected` ([`Rejected`], [`Error`]), `live` (the open timer,
-//!   `explain`, `reconfigure`).
-//! - `state` — [`State`], [`SharedState`], and the packed words the protocols run on.
-//! - `identity` — a breaker's name, shared by a keyed family's breakers.
-//! - `config` — [`Config`] and [`ConfigBuilder`]: what a breaker does, validated once;
-//!   `config/pool` shares one allocation between equal configs.
-//! - `window` — the sliding count and time windows behind `failure_rate` and `slow_rate`.
-//! - `counters` — per-thread striped call counters, exact without an atomic read-modify-write
-//!   on the call path.
-//! - `clock` — [`Clock`], [`SystemClock`], [`ManualClock`] (and `TokioClock`); the system
-//!   clock's timer thread.
-//! - `timer` — [`Timers`]: the wake-ups that half-open an open breaker without a call. Below
-//!   `clock`; it names the breaker only through its `Target` trait.
-//! - `probe` — [`Probe`], [`IntoProbe`], [`HealthProbes`]: health probes run while a breaker
-//!   is open, ticked by the clock's timers.
-//! - `explain` — [`Explanation`], [`Cause`], [`Progress`]: `Breaker::explain`'s data, and in
-//!   `explain/text` its sentences.
-//! - `reload` — [`ReconfigureError`] and the live config a reload swaps.
-//! - `event` — [`Event`] and [`Reason`]: state changes as told to listeners and `tracing`;
-//!   the listener lists, a breaker's and the registry's.
-//! - `error` — [`RejectReason`], [`Timeout`], and how admission encodes a refusal.
-//! - `metrics`, `outcome` — [`Metrics`] snapshots; [`Outcome`], a finished call's verdict.
-//! - `registry` — [`registry()`]: one breaker per name, listeners, families.
-//! - `registration` — the link-time list of `#[circuit_breaker]` functions, and the conflicts
-//!   [`Registry::check`] reports ([`Conflicts`], [`Conflict`], [`Site`], [`ConfigConflict`]).
-//! - `keyed` — [`BreakerMap`]: a breaker per key, bounded by `max_keys` and `idle_for`;
-//!   `keyed/reload` a registry family's config replaced live.
+//! The vocabulary, which names no breaker:
+//!
+//! - `sync` — std's atomics and locks, or loom's under `cfg(loom)` for the model checks.
 //! - `duration` — the one duration parser and printer (`"250ms"`), shared with the attribute.
 //! - `serde_duration` (feature `serde`) — durations as that text in the `serde` derives of
 //!   [`Metrics`] and [`Event`], here so that the core never names `serde_impls`.
 //! - `suggest` — "did you mean …?" for misspelt keys and names, shared with the attribute.
 //! - `keys` — the config's keys as text, for the TOML loader and the attribute's key list.
-//! - `sync` — std's atomics and locks, or loom's under `cfg(loom)` for the model checks.
+//! - `site` — [`Site`]: where a config was given (an attribute, a call), as reports name it.
+//! - `error` — [`RejectReason`], [`Timeout`], and how admission encodes a refusal.
+//! - `identity` — a breaker's name, shared by a keyed family's breakers.
+//! - `probe` — [`Probe`], [`IntoProbe`], [`HealthProbes`]: the health probe a config holds.
+//! - `state` — [`State`], [`SharedState`], and the packed words the protocols run on.
+//! - `counters` — per-thread striped call counters, exact without an atomic read-modify-write
+//!   on the call path.
+//! - `latency` — the latency histogram of a breaker that times its calls.
+//! - `event` — [`Event`] and [`Reason`]: state changes as told to listeners and `tracing`;
+//!   the listener lists, a breaker's and the registry's.
+//! - `metrics` — [`Metrics`] snapshots.
+//! - `timer` — [`Timers`]: the wake-ups that half-open an open breaker without a call; it
+//!   names the breaker only through its `Target` trait.
+//! - `clock` — [`Clock`], [`SystemClock`], [`ManualClock`] (and `TokioClock`); the system
+//!   clock's timer thread.
 //!
-//! With feature `serde`, below nothing but the core:
+//! What a breaker does, and what it judges with:
 //!
-//! - `serde_impls` — `Serialize`/`Deserialize` for configs, metrics, states, events.
-//! - `load` — `Registry::load_toml`, `reload_toml` and their `LoadError`; `load/watch`
-//!   (feature `watch`) — `Registry::watch_toml` and its `TomlWatcher`.
+//! - `config` — [`Config`] and [`ConfigBuilder`]: what a breaker does, validated once;
+//!   `config/pool` shares one allocation between equal configs, `config/sources` tells where
+//!   each key's value came from.
+//! - `window` — the sliding count and time windows behind `failure_rate` and `slow_rate`.
+//! - `explain` — [`Explanation`], [`Cause`], [`Progress`]: `Breaker::explain`'s data, and in
+//!   `explain/text` its sentences.
+//! - `outcome` — [`Outcome`], a finished call's verdict.
+//! - `reconfigure` — [`ReconfigureError`], which configs a live breaker can take, and the
+//!   config slot a reload swaps.
+//! - `serde_impls` (feature `serde`) — `Serialize`/`Deserialize` for configs, metrics, states,
+//!   events.
 //!
-//! `__edge` (hidden, no semver promise) gives the integration crates what they need of the
-//! core that users should not see. The integrations are crates of their own, each behind a
-//! feature of the `breakerbox` facade: `breakerbox-tower` (`breakerbox::tower`),
-//! `breakerbox-http` (`breakerbox::http`), `breakerbox-metrics` (`breakerbox::export`),
-//! `breakerbox-admin` (`breakerbox::admin`), `breakerbox-fleet` (`breakerbox::fleet`).
+//! The breaker:
+//!
+//! - `breaker` — [`Breaker`], the handle and its API; below it, one file per seam: `inner`
+//!   (the shared state's layout), `extras` (the parts few breakers use, made on first use),
+//!   `admit`, `record`, `transition`, `events`, `cause` (a failure's message, `explain`),
+//!   `permit` ([`Permit`], [`OwnedPermit`]), `weak` ([`WeakBreaker`]), `rejected`
+//!   ([`Rejected`], [`Error`]), `orphans`, `guarded`, `open_timer`, `probing` (health probes
+//!   run while open), `config_change` (`reconfigure`).
+//!
+//! Many breakers:
+//!
+//! - `registration` — the link-time list of `#[circuit_breaker]` functions, and the conflicts
+//!   [`Registry::check`] reports ([`Conflicts`], [`Conflict`], [`ConfigConflict`]).
+//! - `registry` — [`registry()`]: one breaker per name, listeners.
+//! - `keyed` — [`BreakerMap`]: a breaker per key, bounded by `max_keys` and `idle_for`; the
+//!   registry's families (`keyed/families`), and a family's config replaced live
+//!   (`keyed/family_config`, with the single keys' configs in `keyed/key_configs`).
+//! - `health` — [`Registry::health`]: UP, DEGRADED or DOWN.
+//! - `load` (feature `serde`) — `Registry::load_toml`, `reload_toml` and their `LoadError`,
+//!   the layers merged key by key and the environment; `load/watch` (feature `watch`) —
+//!   `Registry::watch_toml` and its `TomlWatcher`.
+//! - `__edge` (hidden, `for_edges.rs`) — what the integration crates need of the core that
+//!   users should not see; no semver promise.
+//!
+//! The integrations are crates of their own, each behind a feature of the `breakerbox` facade:
+//! `breakerbox-tower` (`breakerbox::tower`), `breakerbox-http` (`breakerbox::http`),
+//! `breakerbox-metrics` (`breakerbox::export`), `breakerbox-admin` (`breakerbox::admin`),
+//! `breakerbox-fleet` (`breakerbox::fleet`), `breakerbox-replay` (`breakerbox::replay`).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod breaker;
@@ -91,11 +109,12 @@ mod outcome;
 mod probe;
 mod registration;
 mod registry;
-mod reload;
+mod reconfigure;
 #[cfg(feature = "serde")]
 mod serde_duration;
 #[cfg(feature = "serde")]
 mod serde_impls;
+mod site;
 mod state;
 mod suggest;
 mod sync;
@@ -134,7 +153,7 @@ pub use outcome::{FailureReason, Outcome};
 pub use probe::{HealthProbes, IntoProbe, Probe, ProbeOutcome};
 pub use registration::{ConfigConflict, Conflict, Conflicts, Site, TwoFiles};
 pub use registry::{Registry, registry};
-pub use reload::ReconfigureError;
+pub use reconfigure::ReconfigureError;
 pub use state::{SharedState, State};
 pub use timer::Timers;
 

@@ -580,7 +580,7 @@ impl Registry {
     fn known_names(&self) -> HashSet<String> {
         let mut known: HashSet<String> = self.names().into_iter().collect();
         known.extend(self.keyed_names().map(str::to_owned));
-        known.extend(crate::keyed::reload::families().into_keys());
+        known.extend(crate::keyed::families::reloadable().into_keys());
         known.extend(self.preset_names());
         known
     }

@@ -26,8 +26,7 @@ use std::collections::BTreeSet;
 use crate::breaker::Breaker;
 use crate::config::{Config, ConfigBuilder, Window};
 
-mod site;
-pub use site::Site;
+pub use crate::site::Site;
 
 /// One `#[circuit_breaker]` function, as the attribute registers it at link time. Not public
 /// API: built only by the code the attribute generates.

@@ -564,7 +564,7 @@ impl Registry {
     pub fn config_sources(&self, name: &str) -> Option<Vec<KeySource>> {
         let current = match self.existing(name) {
             Some(b) => b.config().clone(),
-            None => match crate::keyed::reload::families().get(name) {
+            None => match crate::keyed::families::reloadable().get(name) {
                 Some(family) => family.config(),
                 None => {
                     let preset = self.family_preset(name).config;

@@ -63,7 +63,7 @@ impl Word {
 pub(crate) const RETRY_AT: u64 = 1 << 8;
 
 /// What an armed wake-up moves on: a breaker, held weakly so that a timer never keeps it
-/// alive. The breaker implements it (`breaker/live.rs`), so that the timers, which sit below
+/// alive. The breaker implements it (`breaker/open_timer.rs`), so that the timers, which sit below
 /// the clock (`Clock::timers` returns them), need not name the breaker.
 pub(crate) trait Target: Send + Sync {
     /// The wake-up armed at `at` for the opening `generation` is due: moves the breaker from

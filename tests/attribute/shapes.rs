@@ -1,5 +1,4 @@
-//! Valid function shapes `#[circuit_breaker]` must compile as written (each failed to compile
-//! before its fix; found by an adversarial review of the macro): a parameter under `#[cfg]`
+//! Valid function shapes `#[circuit_breaker]` must compile as written: a parameter under `#[cfg]`
 //! with a fallback, and a function without a return type whose body diverges.
 #![allow(missing_docs)]
 

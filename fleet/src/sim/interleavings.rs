@@ -329,7 +329,7 @@ fn calls_admitted_while_held_disabled_are_not_counted_for_the_fleet() {
 }
 
 /// A reset of a closed breaker, which changes no state and tells no event, still reaches the
-/// fleet (found by `Breaker::manual_changes` at the next count batch): its write empties the
+/// fleet (the task finds it through `Breaker::manual_changes` at the next count batch): its write empties the
 /// fleet's counts, so the failures from before it never trip the fleet after it.
 #[test]
 fn a_reset_of_a_closed_breaker_clears_the_fleets_counts() {

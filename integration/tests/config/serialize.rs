@@ -198,7 +198,7 @@ fn load_toml_configures_breakers_from_a_file() {
     );
 }
 
-/// D14: what serializes deserializes, durations past `u64::MAX` nanoseconds included.
+/// What serializes deserializes, durations past `u64::MAX` nanoseconds included.
 #[test]
 fn durations_past_u64_nanoseconds_round_trip() {
     let config = Config::builder()

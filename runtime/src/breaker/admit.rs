@@ -168,7 +168,7 @@ impl Inner {
     /// budget (`Breaker::set_probe_budget`). Read on the half-open slow path only.
     pub(super) fn probe_limit(&self) -> u32 {
         let limit = self.config.half_open_calls;
-        match self.cold.get().map_or(0, |c| {
+        match self.extras.get().map_or(0, |c| {
             c.probe_budget.load(std::sync::atomic::Ordering::Relaxed)
         }) {
             0 => limit,

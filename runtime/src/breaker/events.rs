@@ -1,7 +1,7 @@
 //! Telling state changes: the queue of events not yet told, delivered in order by one thread
 //! at a time, to the breaker's listeners, then the registry's.
 
-use super::cold::Pending;
+use super::extras::Pending;
 use super::inner::Inner;
 use crate::event::Event;
 use crate::state::State;
@@ -20,7 +20,7 @@ impl Drop for Delivering<'_> {
 impl Inner {
     /// Tells queued events, unless another thread is at it: that one will tell ours too.
     pub(super) fn deliver(&self) {
-        let pending = &self.cold().pending;
+        let pending = &self.extras().pending;
         {
             let mut p = lock(pending);
             if p.delivering {
@@ -61,8 +61,8 @@ impl Inner {
         // Each listener's panic is caught (see `event::tell`): one that panics while this
         // thread is unwinding (a permit recording a panicking call's failure) would otherwise
         // abort.
-        if let Some(cold) = self.cold.get() {
-            cold.listeners.notify(event);
+        if let Some(extras) = self.extras.get() {
+            extras.listeners.notify(event);
         }
         if self.tells_registry {
             crate::event::registry_wide().notify(event);

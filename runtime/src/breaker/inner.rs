@@ -4,7 +4,7 @@ use core::time::Duration;
 
 use once_cell::race::OnceBox;
 
-use super::cold::Cold;
+use super::extras::Extras;
 use crate::clock::ClockRef;
 use crate::config::{Config, intern};
 use crate::counters::{Count, Counts, Slot, Spill};
@@ -34,8 +34,8 @@ pub(super) struct Inner {
     /// Shared by every breaker with an equal config (see `intern`): per-key breakers made by
     /// the thousand from one config pay for it once.
     /// Replaceable by a reload (`Breaker::reconfigure`): the configs it replaced are kept in
-    /// `Cold::retired` while the breaker lives.
-    pub(super) config: crate::reload::LiveConfig,
+    /// `Extras::retired` while the breaker lives.
+    pub(super) config: crate::reconfigure::LiveConfig,
     pub(super) window: Option<Box<RateWindow>>,
     /// The name: one word, shared by the breakers of a keyed family. Freed with the breaker.
     pub(super) identity: Identity,
@@ -72,7 +72,7 @@ pub(super) struct Inner {
     // Line 2. Written on the slower paths.
     pub(super) spill: Spill,
     /// What few breakers use, allocated on first use.
-    pub(super) cold: OnceBox<Cold>,
+    pub(super) extras: OnceBox<Extras>,
     /// When the current `failures_within` streak started; see `record_within_failure`.
     pub(super) mark: AtomicU64,
     pub(super) probe: Atomic<Round>,
@@ -159,7 +159,7 @@ impl Inner {
             active: Atomic::new(Places::new(0, 0)),
             times_opened: AtomicU64::new(0),
             transition: Mutex::new(()),
-            cold: OnceBox::new(),
+            extras: OnceBox::new(),
             refs: AtomicUsize::new(1),
             weak: AtomicU32::new(1),
             registered,
@@ -175,7 +175,7 @@ impl Inner {
             owner: AtomicU64::new(0),
             counts: Counts::default(),
             spill: Spill::default(),
-            config: crate::reload::LiveConfig::new(intern(config)),
+            config: crate::reconfigure::LiveConfig::new(intern(config)),
         }
     }
 
@@ -202,8 +202,8 @@ impl Inner {
             + self.counts.total(&self.spill, Count::Failure)
     }
 
-    pub(super) fn cold(&self) -> &Cold {
-        self.cold.get_or_init(Box::default)
+    pub(super) fn extras(&self) -> &Extras {
+        self.extras.get_or_init(Box::default)
     }
 
     pub(super) fn metrics(&self) -> Metrics {

@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use super::cause::{Guarded, message};
+use super::cause::{CaughtDisplay, message};
 use super::inner::Inner;
 use super::permit::{Kind, Ticket};
 use crate::clock::nanos;
@@ -176,9 +176,9 @@ impl Inner {
             | Outcome::FailureWith(_)
             | Outcome::TripForWith(..) => {
                 // Counted first: the log formats the user's `Display`, which may panic (caught
-                // by `Guarded`, but counting must not depend on that).
+                // by `CaughtDisplay`, but counting must not depend on that).
                 let slot = self.count(Count::Failure);
-                tracing::debug!(target: "breakerbox", name = %self.identity.name(), key = self.key(), cause = cause.map(|c| tracing::field::display(Guarded(c))), "call failed");
+                tracing::debug!(target: "breakerbox", name = %self.identity.name(), key = self.key(), cause = cause.map(|c| tracing::field::display(CaughtDisplay(c))), "call failed");
                 slot
             }
             Outcome::Ignored => self.count(Count::Ignored),
@@ -217,7 +217,7 @@ impl Inner {
     fn timed(&self, started: u64) -> bool {
         let now = self.clock().precise();
         let took = now.saturating_sub(started);
-        self.cold().latency.get_or_default().record(took, now);
+        self.extras().latency.get_or_default().record(took, now);
         self.config
             .slow
             .is_some_and(|threshold| took >= nanos(threshold))
@@ -433,7 +433,7 @@ impl Inner {
                 // to name then. Formatted only while the window is short, so at most
                 // `min_calls` times per count window.
                 let text = message(cause);
-                *self.cold().behind.lock().unwrap_or_else(|e| e.into_inner()) =
+                *self.extras().behind.lock().unwrap_or_else(|e| e.into_inner()) =
                     Some((generation, text));
             }
             return;
@@ -449,7 +449,7 @@ impl Inner {
             Reason::FailureRate(_) => t.failures,
             _ => t.slow,
         };
-        *self.cold().tally.lock().unwrap_or_else(|e| e.into_inner()) =
+        *self.extras().tally.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((generation, bad.min(t.calls), t.calls));
         // A count window records and judges without the time (a judgment of every success
         // while the window is short reads no clock); a transition needs it.

@@ -144,7 +144,7 @@ fn weak_and_strong_handles_dropped_across_threads() {
     }
 }
 
-/// Creating a breaker costs O(1) amortized whatever the number of live breakers (D08):
+/// Creating a breaker costs O(1) amortized whatever the number of live breakers:
 /// 100 000 live breakers, each with a clock of its own (so no two configs are equal), and
 /// 100 000 with distinct plain configs, are created with a bounded number of pool
 /// comparisons and sweep steps per creation. The scan this replaces made ~N²/2.

@@ -27,15 +27,15 @@ struct Change<'a> {
 }
 
 impl Inner {
-    /// How many times `manual` ran (see `Cold::manual`); 0 before any did.
+    /// How many times `manual` ran (see `Extras::manual`); 0 before any did.
     pub(super) fn manual_changes(&self) -> u32 {
-        self.cold
+        self.extras
             .get()
             .map_or(0, |c| c.manual.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     pub(super) fn manual(&self, to: State, open_for: Option<Duration>) {
-        self.cold()
+        self.extras()
             .manual
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let now = self.clock().coarse();
@@ -120,7 +120,7 @@ impl Inner {
         };
         // A stopped or replaced health-probe episode, dropped after the lock (it holds the
         // user's probe function).
-        let mut probing = crate::probe::Retired::default();
+        let mut probing = super::probing::Retired::default();
         let guard = lock(&self.transition);
         let word = self.state.load(Ordering::Acquire);
         let was = word.state();
@@ -137,10 +137,10 @@ impl Inner {
             }
         }
         if was == State::Open
-            && let Some(cold) = self.cold.get()
+            && let Some(extras) = self.extras.get()
         {
             // Leaving this opening, by any path: its health probes stop.
-            cold.probing.stop(&mut probing);
+            extras.probing.stop(&mut probing);
         }
         let mut timed = false;
         let mut why = crate::explain::Why {
@@ -169,7 +169,7 @@ impl Inner {
                 }
                 why.open_for = Some(d);
                 if matches!(reason, Reason::FailureRate(_) | Reason::SlowRate(_)) {
-                    let mut tally = self.cold().tally.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut tally = self.extras().tally.lock().unwrap_or_else(|e| e.into_inner());
                     why.tally = tally
                         .take()
                         .filter(|(g, _, _)| Some(*g) == expect)
@@ -181,7 +181,7 @@ impl Inner {
                     self.times_opened.fetch_add(1, Ordering::Relaxed);
                 }
                 // The message of the failure that tripped it this time; none if it had none,
-                // rather than an earlier trip's (allocating the cold part only to store one).
+                // rather than an earlier trip's (allocating the extras only to store one).
                 self.set_last_failure(message.clone());
             }
             State::HalfOpen => self.probe.store(Round::new(next), Ordering::Relaxed),
@@ -200,7 +200,7 @@ impl Inner {
         }
         self.state_since.store(now, Ordering::Relaxed);
         let wall = why.wall.unwrap_or_else(std::time::SystemTime::now);
-        *self.cold().why.lock().unwrap_or_else(|e| e.into_inner()) = why;
+        *self.extras().why.lock().unwrap_or_else(|e| e.into_inner()) = why;
         let word = Word::new(next, to);
         // An armed timer lets rejections skip the clock (see `crate::timer`).
         let word = if timed { word.timed() } else { word };
@@ -208,7 +208,7 @@ impl Inner {
         // A reset of a closed breaker, say, clears counts but has no state change to tell.
         let changed = was != to;
         if changed {
-            lock(&self.cold().pending).events.push_back(Event {
+            lock(&self.extras().pending).events.push_back(Event {
                 name: self.identity.name().to_string(),
                 key: self.key().map(str::to_owned),
                 failure: message.as_deref().map(str::to_owned),
@@ -266,20 +266,20 @@ impl Inner {
     fn start_probing(
         &self,
         probe: &crate::probe::Probe,
-        timers: &super::live::TimerSource,
+        timers: &super::open_timer::TimerSource,
         generation: u32,
         now: u64,
-        retired: &mut crate::probe::Retired,
+        retired: &mut super::probing::Retired,
     ) {
-        use super::live::TimerSource;
-        use crate::probe::Wheel;
+        use super::open_timer::TimerSource;
+        use super::probing::Wheel;
         let wheel = match timers {
             #[cfg(not(loom))]
             TimerSource::System => Wheel::System,
             TimerSource::Custom(t) => Wheel::Custom(std::sync::Arc::downgrade(t)),
         };
-        self.cold().probing.start(
-            crate::probe::Start {
+        self.extras().probing.start(
+            super::probing::Start {
                 breaker: self.weak_handle(),
                 generation,
                 probe: probe.clone(),
@@ -321,8 +321,8 @@ impl super::Breaker {
     /// assert_eq!(breaker.health_probes().started, 0);
     /// ```
     pub fn health_probes(&self) -> crate::probe::HealthProbes {
-        match self.inner().cold.get() {
-            Some(cold) => cold.probing.snapshot(),
+        match self.inner().extras.get() {
+            Some(extras) => extras.probing.snapshot(),
             None => Default::default(),
         }
     }

@@ -4,7 +4,7 @@ use core::fmt;
 use std::path::PathBuf;
 
 use crate::config::{Config, ConfigBuilder};
-use crate::registration::Site;
+use crate::site::Site;
 
 /// The layer a config key's value came from (see docs/configuration.md for the layers).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// D16: a stripe is not its first thread's for life. Round after round, two new threads
+/// A stripe is not its first thread's for life. Round after round, two new threads
 /// count on one set of stripes; each finds a stripe of its own (its owner of the round
 /// before has exited), so no thread takes the shared path, and no count is lost in the
 /// hand-over. Were stripes claimed for good, every thread from the second round on would

@@ -47,7 +47,7 @@ pub struct FamilyMetrics {
 }
 
 /// A registered family as the registry sees it, whatever its key type.
-pub(crate) trait View: Send + Sync + super::reload::Reload {
+pub(crate) trait View: Send + Sync + super::family_config::Reload {
     fn metrics(&self) -> FamilyMetrics;
     fn snapshot(&self, top: usize) -> FamilySnapshot;
     fn each(&self, f: &mut dyn FnMut(String, &Breaker));
@@ -321,4 +321,13 @@ impl Registry {
             view.each(&mut |key, b| f(&name, key, b));
         }
     }
+}
+
+/// The registered families by name, to reload.
+#[cfg(feature = "serde")]
+pub(crate) fn reloadable() -> std::collections::HashMap<String, Arc<dyn super::family_config::Reload>> {
+    views()
+        .into_iter()
+        .map(|(name, v)| -> (String, Arc<dyn super::family_config::Reload>) { (name.into_string(), v) })
+        .collect()
 }

@@ -16,8 +16,8 @@ pub(super) struct Family<K, S> {
     /// Unique in the process (see `FamilySnapshot::family`).
     pub(super) id: u64,
     pub(super) name: Arc<Box<str>>,
-    /// Replaced by a reload (see `reload.rs`).
-    pub(super) config: crate::reload::LiveConfig,
+    /// Replaced by a reload (see `family_config.rs`).
+    pub(super) config: crate::reconfigure::LiveConfig,
     /// The number of the current sweep period: what a call writes into the slot it finds.
     /// Starts at 2: a slot's 0 means "not called since it was created".
     pub(super) tick: AtomicU64,
@@ -40,8 +40,8 @@ pub(super) struct Family<K, S> {
     pub(super) hard_cap: usize,
     pub(super) idle_for: u64,
     /// Configs for single keys (`[breakers.<family>.keys."<key>"]`), and what a reload
-    /// needs (see `reload.rs`).
-    pub(super) live: super::reload::Live,
+    /// needs (see `key_configs.rs`).
+    pub(super) live: super::key_configs::KeyConfigs,
     /// The family itself, for the listeners that carry an evicted breaker's opening to its
     /// key (weak: a listener must not keep the family alive).
     pub(super) me: Weak<Family<K, S>>,

@@ -41,10 +41,11 @@
 //!   until sweeps make room.
 
 mod control;
-mod families;
+pub(crate) mod families;
 mod family;
+pub(crate) mod family_config;
 mod hasher;
-pub(crate) mod reload;
+mod key_configs;
 mod snapshot;
 mod totals;
 
@@ -183,7 +184,7 @@ where
                 max_keys,
                 hard_cap: max_keys.saturating_mul(2),
                 idle_for,
-                config: crate::reload::LiveConfig::new(Arc::new(config)),
+                config: crate::reconfigure::LiveConfig::new(Arc::new(config)),
                 live: Default::default(),
                 me: me.clone(),
                 in_registry: AtomicBool::new(false),

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use super::{Cut, LoadError, Place, Prepared, PreparedKey, key_table_name, read};
 use crate::keyed::family_exists;
-use crate::keyed::reload::{self, KeyTable, Reload};
+use crate::keyed::family_config::{self as reload, KeyTable, Reload};
 use crate::registry::Registry;
-use crate::reload::ReconfigureError;
+use crate::reconfigure::ReconfigureError;
 
 impl Registry {
     /// What [`load_toml`](Registry::load_toml) does (the two are one since a load applies to
@@ -94,7 +94,7 @@ impl Registry {
         // The live families in the file (by their index in `configs`), each with its single
         // keys' tables (all of them: a key whose table is gone goes back to the family's
         // config).
-        let live = reload::families();
+        let live = crate::keyed::families::reloadable();
         let mut tables: HashMap<&str, KeyTable> = HashMap::new();
         for k in &key_configs {
             if live.contains_key(&k.family) {
@@ -208,14 +208,14 @@ fn family_refused(
     refused: reload::Refused,
 ) -> LoadError {
     let (field, message) = match refused.error {
-        reload::Why::Shape(e) => (
+        reload::Refusal::Shape(e) => (
             e.field,
             format!(
                 "`{}` cannot change on a live keyed family's breakers: {}; restart to apply it",
                 e.field, e.why
             ),
         ),
-        reload::Why::Bounds(field) => (
+        reload::Refusal::Bounds(field) => (
             field,
             format!(
                 "`{field}` cannot change on a live keyed family: its bounds are fixed when it \

@@ -1,4 +1,4 @@
-//! What the adversarial tests share: clocked configs, user code that panics or re-enters, calls
+//! What the tests of user code and racing calls share: clocked configs, user code that panics or re-enters, calls
 //! of each outcome, and a deadlock guard.
 
 use std::fmt;

@@ -1,6 +1,5 @@
 //! Keyed families (`BreakerMap`) at their bounds: room made at the hard cap, evicted
-//! breakers freed, and idle keys dated right. Each test failed before its fix (found by an
-//! adversarial review).
+//! breakers freed, and idle keys dated right.
 
 use std::sync::Mutex;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Keyed families (`BreakerMap`) and freeing breakers' names (D10): eviction, what is never
+//! Keyed families (`BreakerMap`) and freeing breakers' names: eviction, what is never
 //! evicted, the overflow breaker, exact counts under racing eviction.
 
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! Heap bytes, counted by a global allocator (not RSS, not time): breakers with distinct names
-//! give their memory back when dropped (D10), a key costs at most 256 bytes beside the key
+//! give their memory back when dropped, a key costs at most 256 bytes beside the key
 //! itself, and streaming many keys through a bounded family leaves the heap flat. One test, run
 //! alone in a process of its own (`crate::alone`), so that nothing else allocates while it
 //! counts.
@@ -54,7 +54,8 @@ fn memory_comes_back_alone() {
     keyed();
 }
 
-/// D10: names were interned for the process, ~60 heap bytes each that never came back.
+/// Breakers of distinct names give every heap byte of their names back when dropped: a name
+/// kept for the process would cost ~60 bytes each, for ever.
 fn breakers_with_distinct_names_return_their_memory() {
     let config = Config::default();
     for i in 0..1_000 {

@@ -345,8 +345,8 @@ fn repro_bulkhead_refuses_while_a_place_is_free() {
         let c = b.try_acquire_owned().ok();
         let other = t.join().unwrap();
         // The place `a` freed goes to whichever of the two asked first after it was freed.
-        // Admission used to increment and undo on refusal: the other's passing increment
-        // refused `c` although `a`'s place was free, and both were refused.
+        // Admission never increments to undo on refusal: a passing increment of the other's
+        // would refuse `c` although `a`'s place was free, and both would be refused.
         let admitted = usize::from(c.is_some()) + usize::from(other.is_some());
         assert_eq!(
             admitted,
@@ -406,13 +406,13 @@ fn a_weak_handle_upgrades_or_not_while_the_last_handle_goes() {
 }
 
 // ============================================================================================
-// Core defects (D07, D12): `failures_within` streak starts and bulkhead places across a reset.
+// `failures_within` streak starts, and bulkhead places across a reset.
 // ============================================================================================
 
-/// D07: two failures at the same moment, on a `failures_within` breaker whose last streak
-/// start is older than the span. The second must count into the streak the first started:
-/// the old code stored the start after publishing the streak, so the second could read the
-/// old start, find the streak expired and start over, and `failures = 2` did not trip.
+/// Two failures at the same moment, on a `failures_within` breaker whose last streak start
+/// is older than the span. The second must count into the streak the first started: were the
+/// start stored after the streak is published, the second could read the old start, find the
+/// streak expired and start over, and `failures = 2` would not trip.
 #[test]
 fn two_failures_at_once_within_the_span_trip() {
     model(|| {
@@ -437,7 +437,7 @@ fn two_failures_at_once_within_the_span_trip() {
     });
 }
 
-/// D07, an expired streak: one failure, the span passes, then two failures at once. Both
+/// An expired streak: one failure, the span passes, then two failures at once. Both
 /// belong to the new streak, whichever ends the old one: it trips.
 #[test]
 fn two_failures_at_once_after_an_expired_streak_trip() {
@@ -463,7 +463,7 @@ fn two_failures_at_once_after_an_expired_streak_trip() {
     });
 }
 
-/// D07: a success racing a failure that starts a streak: the streak is 0 or 1, never more,
+/// A success racing a failure that starts a streak: the streak is 0 or 1, never more,
 /// and a following failure within the span counts from there.
 #[test]
 fn a_success_racing_a_streak_start() {
@@ -497,7 +497,7 @@ fn a_success_racing_a_streak_start() {
     });
 }
 
-/// D12: a forgotten permit's bulkhead place is freed by a reset that races another
+/// A forgotten permit's bulkhead place is freed by a reset that races another
 /// admission; afterwards exactly one place is free again, whatever the order.
 #[test]
 fn a_reset_frees_a_forgotten_place() {
@@ -521,7 +521,7 @@ fn a_reset_frees_a_forgotten_place() {
     });
 }
 
-/// D12: a permit admitted before a reset records while the reset runs and another call is
+/// A permit admitted before a reset records while the reset runs and another call is
 /// admitted after it. The stale verdict gives back nothing of the new generation's places:
 /// exactly the new call holds the one place.
 #[test]

@@ -24,10 +24,11 @@ fn breaker(config: ConfigBuilder) -> (Breaker, ManualClock) {
     (Breaker::new("loom", config), clock)
 }
 
-/// D01. A success that pushes a failure out of a count window clears its bit, then takes one
-/// off the failure total; a reset clearing the window between the two used to store 0 in the
-/// total, which the success's decrement then wrapped below zero. With `failure_rate = 100` the
-/// breaker never tripped again. Now, whatever the order, a window of failures trips it.
+/// A success that pushes a failure out of a count window clears its bit, then takes one off
+/// the failure total; a reset may clear the window between the two. Were the reset to store
+/// 0 in the total, the success's decrement would wrap it below zero and a breaker with
+/// `failure_rate = 100` would never trip again. Whatever the order, a window of failures
+/// trips it.
 #[test]
 fn a_count_window_clear_racing_a_success_keeps_its_total() {
     model(|| {
@@ -81,7 +82,7 @@ fn stripes_claimed_by_two_threads_lose_no_count() {
     });
 }
 
-/// D16. A thread that exits gives its seat back, and the thread after it takes its stripe
+/// A thread that exits gives its seat back, and the thread after it takes its stripe
 /// over, possibly while the first is still exiting. The taker's plain load must see every
 /// count the exited thread stored: its exit's Release and the taker's Acquire order them.
 /// Weaken either and loom finds a lost count.

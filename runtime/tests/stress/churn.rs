@@ -38,7 +38,7 @@ fn counted(b: &Breaker) -> Tally {
     }
 }
 
-/// D16: threads that come and go. Round after round, new threads call one long-lived breaker
+/// Threads that come and go. Round after round, new threads call one long-lived breaker
 /// (counting in stripes that pass from exited threads to new ones) and a breaker of the round,
 /// which is dropped while they still run: a thread's exit must not touch a breaker freed
 /// before it. Every count of every breaker is exact.

@@ -177,10 +177,10 @@ fn a_count_window_holds_the_last_calls_of_every_thread() {
     );
 }
 
-/// D01: resets racing successes on a count window. A reset used to store 0 in the window's
-/// failure total between a success's clearing of its bit and its decrement, leaving the total
-/// one short (below zero) until the next clear: at `failure_rate = 100` the breaker then never
-/// tripped again. Each round, two threads record (one failure in four) while a third resets
+/// Resets racing successes on a count window. A reset that stored 0 in the window's failure
+/// total between a success's clearing of its bit and its decrement would leave the total one
+/// short (below zero) until the next clear: at `failure_rate = 100` the breaker would never
+/// trip again. Each round, two threads record (one failure in four) while a third resets
 /// for as long as they do; the recorders go on past the last reset, so no later clear repairs
 /// the total. Then a window of failures must trip it. Every count adds up at the end.
 /// (loom's `a_count_window_clear_racing_a_success_keeps_its_total` is the exact proof; on a

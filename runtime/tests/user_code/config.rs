@@ -11,10 +11,9 @@ use crate::support::{
     Arm, FAULTS, Fault, STARTS, config, enter, fresh, message, still_works, within,
 };
 
-/// D09: the config closure of `get_or_create` runs under no registry lock, whether the name
-/// exists or not: it may read the registry, create breakers, and wait for another thread that
-/// creates one. This deadlocked when the name existed (the closure ran under the read lock,
-/// and the other thread's creation waited for the write lock).
+/// The config closure of `get_or_create` runs under no registry lock, whether the name exists
+/// or not: it may read the registry, create breakers, and wait for another thread that creates
+/// one (under a read lock, that thread's creation would wait for the write lock for ever).
 #[test]
 fn repro_a_config_closure_may_wait_for_a_thread_that_creates_a_breaker() {
     within("config closure", || {

@@ -296,8 +296,8 @@ fn a_panicking_display_does_not_keep_a_rate_breaker_closed() {
     );
 }
 
-/// The same with a consecutive policy: the old code counted the opening, then panicked
-/// before publishing it, so `times_opened` said 1 while the breaker stayed closed.
+/// The same with a consecutive policy: the opening is counted once and published, never
+/// counted and then lost to the panic (`times_opened` 1 on a breaker still closed).
 #[test]
 fn a_panicking_display_opens_a_consecutive_breaker_once() {
     let (b, _) = breaker(Config::builder().failures(3));
@@ -308,9 +308,9 @@ fn a_panicking_display_opens_a_consecutive_breaker_once() {
     assert_eq!((m.state, m.times_opened, m.failures), (State::Open, 1, 3));
 }
 
-/// With a subscriber that formats `debug` events, the old code logged the failure's
-/// `Display` before counting it: the panic lost the count, and a probe kept its slot for
-/// good (the verdict was never recorded).
+/// With a subscriber that formats `debug` events, the failure's `Display` is formatted only
+/// after it is counted: its panic loses no count, and a probe's slot is freed (its verdict is
+/// recorded).
 #[test]
 fn a_panicking_display_is_counted_and_frees_its_probe_under_debug_logging() {
     let (b, clock) = breaker(Config::builder().failures(2).open_for(S));

@@ -147,10 +147,10 @@ fn a_registry_listener_blocking_on_a_thread_that_uses_the_registry_does_not_dead
     listener_faults(Site::Registry, Fault::Block);
 }
 
-/// D03: a listener that panics while the call that trips the breaker is itself panicking
-/// (its permit records the failure during the unwind) used to abort the process — this test
-/// binary with it. Now the listener's panic is caught: the call's own panic comes out, and
-/// the listeners after it, and the registry's, are told.
+/// A listener that panics while the call that trips the breaker is itself panicking (its
+/// permit records the failure during the unwind) would abort the process, this test binary
+/// with it, were the listener's panic not caught: the call's own panic comes out, and the
+/// listeners after it, and the registry's, are told.
 #[test]
 fn repro_a_listener_panicking_during_a_panicking_call_does_not_abort() {
     let clock = ManualClock::new();

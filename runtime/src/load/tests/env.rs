@@ -31,7 +31,7 @@ fn env_errors_name_the_variable() {
     ));
 }
 
-/// D06: the key is split from the right, so names with `::` (the attribute's default
+/// The key is split from the right, so names with `::` (the attribute's default
 /// names) and names that start or end with punctuation can be addressed.
 #[test]
 fn env_addresses_every_default_name() {

@@ -13,7 +13,7 @@ fn tables(n: usize) -> String {
     text
 }
 
-/// D05: the loader reads the text once to number its lines, however many tables and keys
+/// The loader reads the text once to number its lines, however many tables and keys
 /// it has: a rescan from the start for every table and key would make a large file's load
 /// quadratic in its size.
 #[test]

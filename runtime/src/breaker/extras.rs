@@ -1,6 +1,6 @@
-//! [`Cold`]: the parts of a breaker that few breakers use, allocated on first use. The data
+//! [`Extras`]: the parts of a breaker that few breakers use, allocated on first use. The data
 //! only: telling the queued events is in `events.rs`, which names `Inner`; this file names
-//! nothing of the breaker, so `inner.rs` can hold a `Cold` without a cycle.
+//! nothing of the breaker, so `inner.rs` can hold an `Extras` without a cycle.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use crate::sync::Mutex;
 
 /// The parts of a breaker that few breakers use.
 #[derive(Default)]
-pub(super) struct Cold {
+pub(super) struct Extras {
     pub(super) listeners: Listeners,
     /// The message of the failure that last tripped the breaker. std, not loom: no protocol
     /// runs through it.
@@ -45,7 +45,7 @@ pub(super) struct Cold {
     /// read one (see `LiveConfig`).
     pub(super) retired: std::sync::Mutex<Vec<Arc<crate::config::Config>>>,
     /// Health probes (`crate::probe`): the opening being probed, and the counts.
-    pub(super) probing: crate::probe::ProbeSlot,
+    pub(super) probing: super::probing::ProbeSlot,
     /// The latency histogram of a breaker that times its calls, allocated at the first.
     pub(super) latency: crate::sync::LazyBox<crate::latency::Latency>,
 }

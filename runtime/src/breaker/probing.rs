@@ -1,13 +1,38 @@
 //! Running health probes: an opening's `Episode`, its ticks on the clock's timers, where each
-//! probe runs, and how its end is counted (see the protocol in `probe/mod.rs`).
+//! probe runs, and how its end is counted.
+//!
+//! # The protocol
+//!
+//! * An opening of a breaker whose config has a probe starts an `Episode` (below) under the
+//!   transition lock (no user code there): it arms a *tick* on the breaker's clock's timers
+//!   (the same [`Timers`](crate::Timers) as the open timer) at `now + probe_every`, and is kept in the
+//!   breaker's extras. Any transition out of that opening (the open timer, a call, a reset,
+//!   `force_open`, a re-trip, a probe's success) stops it, under the same lock: no probe
+//!   starts after that, a running async probe is aborted, and a late result is ignored.
+//! * Each tick (on whatever thread fires the clock's timers) runs no user code: if the probe
+//!   started at the previous tick is still running, it has outlived its time (`probe_every`)
+//!   and counts as failed — an async one is aborted (its future dropped) and a new one starts;
+//!   a blocking one cannot be stopped, so no new one starts until it returns. Then it arms the
+//!   next tick.
+//! * A probe runs on a thread of its own (`breakerbox-probe`, blocking probes) or as a task on
+//!   the tokio runtime that was current when the breaker opened (async probes). Its panic is
+//!   caught and counts as a failed probe. A success asks the breaker to move from that very
+//!   opening (its generation) to half-open, with [`Reason::HealthProbe`]; the transition lock
+//!   decides against a concurrent change. A failure changes nothing and is not a call: no
+//!   count, no metric, no event.
+//!
+//! Lock order: the transition lock, then an episode's `flight`, then the timers' heap. A
+//! probe's result is handled with no lock held while the breaker moves.
+//!
+//! [`Reason::HealthProbe`]: crate::Reason::HealthProbe
 
 use core::fmt;
 use core::time::Duration;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use super::{HealthProbes, Probe, Run};
-use crate::breaker::WeakBreaker;
+use super::WeakBreaker;
+use crate::probe::{HealthProbes, Probe, Run};
 use crate::timer::{Target, Timers};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

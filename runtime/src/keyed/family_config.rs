@@ -22,66 +22,17 @@
 use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
-use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{Ordering, fence};
+use std::sync::Arc;
 
 use crate::breaker::Breaker;
 use crate::config::Config;
 use crate::identity::Identity;
 
 use super::family::Family;
-
-/// The configs of single keys, by the key as it displays.
-pub(crate) type KeyTable = HashMap<String, Config>;
-
-/// What a family's config can be replaced with, beside the config itself (`Family::config`).
-#[derive(Default)]
-pub(super) struct Live {
-    /// Bumped by each reload after it swaps the configs, before it walks the keys.
-    generation: AtomicU64,
-    /// `[breakers.<family>.keys."<key>"]` tables; `has_keys` says whether any, so that a new
-    /// key of a family without them reads no lock.
-    keys: Mutex<Arc<KeyTable>>,
-    has_keys: AtomicBool,
-    /// The family configs a reload replaced: [`BreakerMap::config`](super::BreakerMap::config)
-    /// may have handed out a reference to one, so they live as long as the family.
-    retired: Mutex<Vec<Arc<Config>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-impl Live {
-    /// Sets the single keys' configs.
-    pub(super) fn set_keys(&self, keys: KeyTable) {
-        let has = !keys.is_empty();
-        let old = core::mem::replace(&mut *lock(&self.keys), Arc::new(keys));
-        self.has_keys.store(has, Ordering::Release);
-        // Dropped after the lock: a config may hold the last reference to a user's clock.
-        drop(old);
-    }
-
-    /// The config of `key` if it has its own (without the family's clock).
-    pub(super) fn own(&self, key: &impl fmt::Display) -> Option<Config> {
-        if !self.has_keys.load(Ordering::Acquire) {
-            return None;
-        }
-        let table = lock(&self.keys).clone();
-        // The key's `Display` is user code: no lock held.
-        table.get(&key.to_string()).cloned()
-    }
-
-    fn keys(&self) -> Arc<KeyTable> {
-        lock(&self.keys).clone()
-    }
-
-    pub(super) fn generation(&self) -> u64 {
-        self.generation.load(Ordering::SeqCst)
-    }
-}
+pub(crate) use super::key_configs::KeyTable;
+use super::key_configs::{KeyConfigs, lock};
 
 impl<K, S> Family<K, S>
 where
@@ -151,7 +102,7 @@ where
 
     /// Brings `breaker` to `own(live)`, or else the family's config, until no reload has
     /// swapped the configs meanwhile.
-    fn settle_with(&self, breaker: &Breaker, own: impl Fn(&Live) -> Option<Config>) {
+    fn settle_with(&self, breaker: &Breaker, own: impl Fn(&KeyConfigs) -> Option<Config>) {
         loop {
             let seen = self.live.generation();
             let config = own(&self.live).unwrap_or_else(|| (*self.config).clone());
@@ -171,22 +122,22 @@ where
     fn check(&self, config: &Config, keys: &KeyTable) -> Result<(), Refused> {
         let family = |error| Refused { key: None, error };
         if self.config.max_keys != config.max_keys {
-            return Err(family(Why::Bounds("max_keys")));
+            return Err(family(Refusal::Bounds("max_keys")));
         }
         if self.config.idle_for != config.idle_for {
-            return Err(family(Why::Bounds("idle_for")));
+            return Err(family(Refusal::Bounds("idle_for")));
         }
-        crate::reload::compatible(&self.config, config).map_err(|e| family(Why::Shape(e)))?;
+        crate::reconfigure::compatible(&self.config, config).map_err(|e| family(Refusal::Shape(e)))?;
         let key = |k: &str, e| Refused {
             key: Some(k.to_owned()),
-            error: Why::Shape(e),
+            error: Refusal::Shape(e),
         };
         // Keys with a config of their own, before or after: held or not, as they would be made.
         let old = self.live.keys();
         for k in old.keys().chain(keys.keys()) {
             let was = old.get(k).unwrap_or(&self.config);
             let will = keys.get(k).unwrap_or(config);
-            crate::reload::compatible(was, will).map_err(|e| key(k, e))?;
+            crate::reconfigure::compatible(was, will).map_err(|e| key(k, e))?;
         }
         // And every breaker held now, as it is.
         let mut refused = Ok(());
@@ -198,14 +149,14 @@ where
             } else {
                 keys.get(&k.to_string()).unwrap_or(config)
             };
-            if let Err(e) = crate::reload::compatible(slot.breaker.config(), will) {
+            if let Err(e) = crate::reconfigure::compatible(slot.breaker.config(), will) {
                 refused = Err(key(&k.to_string(), e));
                 break;
             }
         }
         refused?;
         if let Some(b) = self.overflow.get() {
-            crate::reload::compatible(b.config(), config).map_err(|e| family(Why::Shape(e)))?;
+            crate::reconfigure::compatible(b.config(), config).map_err(|e| family(Refusal::Shape(e)))?;
         }
         Ok(())
     }
@@ -257,9 +208,9 @@ where
 }
 
 /// Why a family cannot take a reload.
-pub(crate) enum Why {
-    /// A config that changes a breaker's shape (see [`compatible`](crate::reload::compatible)).
-    Shape(crate::reload::ReconfigureError),
+pub(crate) enum Refusal {
+    /// A config that changes a breaker's shape (see [`compatible`](crate::reconfigure::compatible)).
+    Shape(crate::reconfigure::ReconfigureError),
     /// `max_keys` or `idle_for`, which are fixed when the family is made.
     Bounds(&'static str),
 }
@@ -268,7 +219,7 @@ pub(crate) enum Why {
 /// `None` for the family's.
 pub(crate) struct Refused {
     pub(crate) key: Option<String>,
-    pub(crate) error: Why,
+    pub(crate) error: Refusal,
 }
 
 /// A registered family's reload, whatever its key type.
@@ -297,13 +248,4 @@ where
     fn config(&self) -> Config {
         super::BreakerMap::config(self).clone()
     }
-}
-
-/// The registered families by name, to reload.
-#[cfg(feature = "serde")]
-pub(crate) fn families() -> HashMap<String, Arc<dyn Reload>> {
-    super::families::views()
-        .into_iter()
-        .map(|(name, v)| -> (String, Arc<dyn Reload>) { (name.into_string(), v) })
-        .collect()
 }

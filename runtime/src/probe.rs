@@ -1,30 +1,9 @@
 //! Health probes: while a breaker is open, the user's probe function is called every
 //! `probe_every`; the first success moves the breaker to half-open before its open time ends.
 //!
-//! # The protocol
-//!
-//! * An opening of a breaker whose config has a probe starts an `Episode` (`run.rs`) under the
-//!   transition lock (no user code there): it arms a *tick* on the breaker's clock's timers
-//!   (the same [`Timers`](crate::Timers) as the open timer) at `now + probe_every`, and is kept in the
-//!   breaker's cold part. Any transition out of that opening (the open timer, a call, a reset,
-//!   `force_open`, a re-trip, a probe's success) stops it, under the same lock: no probe
-//!   starts after that, a running async probe is aborted, and a late result is ignored.
-//! * Each tick (on whatever thread fires the clock's timers) runs no user code: if the probe
-//!   started at the previous tick is still running, it has outlived its time (`probe_every`)
-//!   and counts as failed — an async one is aborted (its future dropped) and a new one starts;
-//!   a blocking one cannot be stopped, so no new one starts until it returns. Then it arms the
-//!   next tick.
-//! * A probe runs on a thread of its own (`breakerbox-probe`, blocking probes) or as a task on
-//!   the tokio runtime that was current when the breaker opened (async probes). Its panic is
-//!   caught and counts as a failed probe. A success asks the breaker to move from that very
-//!   opening (its generation) to half-open, with [`Reason::HealthProbe`]; the transition lock
-//!   decides against a concurrent change. A failure changes nothing and is not a call: no
-//!   count, no metric, no event.
-//!
-//! Lock order: the transition lock, then an episode's `flight`, then the timers' heap. A
-//! probe's result is handled with no lock held while the breaker moves.
-//!
-//! [`Reason::HealthProbe`]: crate::Reason::HealthProbe
+//! What a config holds: the [`Probe`], and the counts [`HealthProbes`]. Running them while a
+//! breaker is open is the breaker's (`breaker/probing.rs`, where the protocol is written
+//! down).
 
 use core::any::TypeId;
 use core::fmt;
@@ -35,8 +14,6 @@ use core::pin::Pin;
 use core::time::Duration;
 use std::sync::Arc;
 
-mod run;
-pub(crate) use run::{ProbeSlot, Retired, Start, Wheel};
 
 /// The default time between two health probes.
 pub(crate) const DEFAULT_EVERY: Duration = Duration::from_secs(5);
@@ -50,20 +27,20 @@ pub(crate) const DEFAULT_EVERY: Duration = Duration::from_secs(5);
 /// same attribute compare equal.
 #[derive(Clone)]
 pub struct Probe {
-    run: Run,
+    pub(crate) run: Run,
     id: ProbeId,
     name: &'static str,
 }
 
 #[derive(Clone)]
-enum Run {
+pub(crate) enum Run {
     Blocking(Arc<dyn Fn() -> bool + Send + Sync>),
     #[cfg(feature = "tokio")]
     Async(Arc<dyn Fn() -> BoxFuture + Send + Sync>),
 }
 
 #[cfg(feature = "tokio")]
-type BoxFuture = Pin<Box<dyn Future<Output = bool> + Send>>;
+pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = bool> + Send>>;
 
 /// What makes two probes equal: the function's type, when all its values are the same (a
 /// zero-sized function item or capture-less closure); else the shared allocation.

@@ -1,0 +1,532 @@
+//! Folders are floors. In every library crate of the workspace, no module imports from a module
+//! that imports it back (directly or through others), and no file of a folder imports from a
+//! sibling file that imports it back. The runtime's map (`runtime/src/lib.rs`, "Where things
+//! are") lists its modules floor by floor, bottom up: each module imports only from the ones
+//! listed before it, and every module is listed.
+//!
+//! The crates are read with `syn`, following the module tree from `lib.rs` (modules under
+//! `#[cfg(test)]` are left out: tests may import anything). An import is any path that starts
+//! with `crate::` (or `super::`, between the files of one folder), in code, in `use` trees, in
+//! attributes (`#[serde(with = "crate::…")]`) and in macro calls. A name the crate root or a
+//! folder's module file re-exports counts as the file that defines it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use syn::visit::Visit;
+
+/// The workspace's root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+/// Whether `attrs` put the item under `cfg(test)` (and not under `cfg(not(test))`).
+fn test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg") && {
+            let text = squeeze(&quote_tokens(a));
+            // `test` as a word, not in a string (`feature = "test-util"`).
+            let words = text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '"'));
+            words.into_iter().any(|w| w == "test") && !text.contains("not(test")
+        }
+    })
+}
+
+fn quote_tokens(a: &syn::Attribute) -> String {
+    use quote::ToTokens;
+    a.meta.to_token_stream().to_string()
+}
+
+/// Token text without spaces: `crate :: a :: b` as `crate::a::b`.
+fn squeeze(s: &str) -> String {
+    s.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+/// One source file of a crate: where it sits in the module tree.
+struct File {
+    /// The path of its module from the crate root: `["breaker", "admit"]`; empty for `lib.rs`.
+    module: Vec<String>,
+    path: PathBuf,
+    ast: syn::File,
+}
+
+/// Every file of the crate whose root is `lib`, by following `mod x;` declarations.
+fn crate_files(lib: &Path) -> Vec<File> {
+    let mut out = Vec::new();
+    let mut todo = vec![(Vec::new(), lib.to_owned())];
+    while let Some((module, path)) = todo.pop() {
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        let ast = syn::parse_file(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        // Where this file's children live: beside it for `lib.rs` and `mod.rs`, else in a
+        // folder of its name.
+        let name = path.file_stem().unwrap().to_str().unwrap();
+        let dir = if module.is_empty() || name == "mod" {
+            path.parent().unwrap().to_owned()
+        } else {
+            path.with_extension("")
+        };
+        for item in &ast.items {
+            let syn::Item::Mod(m) = item else { continue };
+            if m.content.is_some() || test_only(&m.attrs) {
+                continue;
+            }
+            let explicit = m.attrs.iter().find_map(|a| {
+                let text = squeeze(&quote_tokens(a));
+                let rest = text.strip_prefix("path=\"")?;
+                Some(rest.trim_end_matches('"').to_owned())
+            });
+            let child = match explicit {
+                Some(p) => dir.join(p),
+                None => {
+                    let flat = dir.join(format!("{}.rs", m.ident));
+                    if flat.exists() {
+                        flat
+                    } else {
+                        dir.join(m.ident.to_string()).join("mod.rs")
+                    }
+                }
+            };
+            let mut sub = module.clone();
+            sub.push(m.ident.to_string());
+            todo.push((sub, child));
+        }
+        out.push(File { module, path, ast });
+    }
+    out.sort_by(|a, b| a.module.cmp(&b.module));
+    out
+}
+
+/// The paths a file names: each as its segments, `crate` or `super` first.
+#[derive(Default)]
+struct Paths(BTreeSet<Vec<String>>);
+
+impl Paths {
+    fn add_text(&mut self, text: &str) {
+        let text = squeeze(text);
+        for start in ["crate::", "super::"] {
+            let mut at = 0;
+            while let Some(i) = text[at..].find(start) {
+                let i = at + i;
+                at = i + start.len();
+                // `$crate::` and `a_crate::` are not this crate.
+                if text[..i]
+                    .chars()
+                    .last()
+                    .is_some_and(|c| c == '$' || c == '_' || c.is_alphanumeric())
+                {
+                    continue;
+                }
+                let segs: Vec<String> = text[i..]
+                    .split("::")
+                    .map(|s| {
+                        s.chars()
+                            .take_while(|c| *c == '_' || c.is_alphanumeric())
+                            .collect::<String>()
+                    })
+                    .take_while(|s| !s.is_empty())
+                    .collect();
+                self.0.insert(segs);
+                // A group after the prefix (`crate::{a, b::c}`) in a macro's tokens.
+                let after = &text[i + start.len()..];
+                if let Some(group) = after.strip_prefix('{') {
+                    let head = start.trim_end_matches("::").to_owned();
+                    for name in group.split([',', '}']).map(|s| s.split("::").next().unwrap()) {
+                        if !name.is_empty() {
+                            self.0.insert(vec![head.clone(), name.to_owned()]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn add_use(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.add_use(prefix, &p.tree);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) => self.push(prefix, &n.ident.to_string()),
+            syn::UseTree::Rename(r) => self.push(prefix, &r.ident.to_string()),
+            syn::UseTree::Glob(_) => self.push(prefix, "*"),
+            syn::UseTree::Group(g) => {
+                for t in &g.items {
+                    self.add_use(prefix, t);
+                }
+            }
+        }
+    }
+
+    fn push(&mut self, prefix: &[String], last: &str) {
+        if matches!(prefix.first().map(String::as_str), Some("crate" | "super")) {
+            let mut segs = prefix.to_vec();
+            segs.push(last.to_owned());
+            self.0.insert(segs);
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Paths {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if !test_only(&m.attrs) {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        if !test_only(&f.attrs) {
+            syn::visit::visit_item_fn(self, f);
+        }
+    }
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        if !test_only(&i.attrs) {
+            syn::visit::visit_item_impl(self, i);
+        }
+    }
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        if !test_only(&u.attrs) {
+            self.add_use(&mut Vec::new(), &u.tree);
+        }
+    }
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        let segs: Vec<String> = p
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
+        if matches!(segs.first().map(String::as_str), Some("crate" | "super")) {
+            self.0.insert(segs);
+        }
+        syn::visit::visit_path(self, p);
+    }
+    fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
+        // Doc comments name items for links only.
+        if !a.path().is_ident("doc") {
+            self.add_text(&quote_tokens(a));
+        }
+    }
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        self.add_text(&m.tokens.to_string());
+    }
+}
+
+/// The items a module file re-exports from its children, by the name they are exported as:
+/// `pub use admit::Permit` makes `Permit` the child `admit`'s.
+fn reexports(file: &File) -> BTreeMap<String, String> {
+    fn walk(tree: &syn::UseTree, path: &mut Vec<String>, out: &mut BTreeMap<String, String>) {
+        let mut name = |path: &[String], exported: String| {
+            // The path as written in the module file: `self::a::X` or `a::X`.
+            let first = path.iter().find(|s| *s != "self" && *s != "crate");
+            if let Some(child) = first {
+                out.insert(exported, child.clone());
+            }
+        };
+        match tree {
+            syn::UseTree::Path(p) => {
+                path.push(p.ident.to_string());
+                walk(&p.tree, path, out);
+                path.pop();
+            }
+            syn::UseTree::Name(n) => name(path, n.ident.to_string()),
+            syn::UseTree::Rename(r) => name(path, r.rename.to_string()),
+            syn::UseTree::Glob(_) => {}
+            syn::UseTree::Group(g) => {
+                for t in &g.items {
+                    walk(t, path, out);
+                }
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for item in &file.ast.items {
+        if let syn::Item::Use(u) = item
+            && !test_only(&u.attrs)
+        {
+            walk(&u.tree, &mut Vec::new(), &mut out);
+        }
+    }
+    out
+}
+
+/// A dependency graph: node → (node it imports → the files that import it).
+type Graph = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
+
+/// One circle of `graph`, as its nodes in order and the files behind each step, if any.
+fn circle(graph: &Graph) -> Option<String> {
+    fn visit(
+        graph: &Graph,
+        at: &str,
+        stack: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = stack.iter().position(|s| s == at) {
+            let mut c = stack[i..].to_vec();
+            c.push(at.to_owned());
+            return Some(c);
+        }
+        if done.contains(at) {
+            return None;
+        }
+        stack.push(at.to_owned());
+        for next in graph.get(at).into_iter().flat_map(|m| m.keys()) {
+            if let Some(c) = visit(graph, next, stack, done) {
+                return Some(c);
+            }
+        }
+        stack.pop();
+        done.insert(at.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for start in graph.keys() {
+        if let Some(c) = visit(graph, start, &mut Vec::new(), &mut done) {
+            let steps: Vec<String> = c
+                .windows(2)
+                .map(|w| {
+                    let files = &graph[&w[0]][&w[1]];
+                    format!("  {} → {} (in {files:?})", w[0], w[1])
+                })
+                .collect();
+            return Some(steps.join("\n"));
+        }
+    }
+    None
+}
+
+/// The crate's graphs: its top-level modules, and the files of each folder.
+struct Crate {
+    modules: Graph,
+    folders: BTreeMap<String, Graph>,
+    /// Top-level module names, as declared in `lib.rs`.
+    names: BTreeSet<String>,
+}
+
+fn read_crate(dir: &str) -> Crate {
+    let lib = root().join(dir).join("src/lib.rs");
+    let files = crate_files(&lib);
+    let roots: BTreeMap<Vec<String>, BTreeMap<String, String>> = files
+        .iter()
+        .map(|f| (f.module.clone(), reexports(f)))
+        .collect();
+    let mut modules = Graph::new();
+    let mut folders: BTreeMap<String, Graph> = BTreeMap::new();
+    let mut names = BTreeSet::new();
+    for file in &files {
+        let Some(top) = file.module.first() else {
+            continue;
+        };
+        names.insert(top.clone());
+        let shown = file
+            .path
+            .strip_prefix(root())
+            .unwrap()
+            .display()
+            .to_string();
+        modules.entry(top.clone()).or_default();
+        let mut paths = Paths::default();
+        paths.visit_file(&file.ast);
+        for segs in &paths.0 {
+            // The absolute module path this names (segments after `crate`).
+            let abs: Vec<String> = match segs[0].as_str() {
+                "crate" => segs[1..].to_vec(),
+                _ => {
+                    // `super` of a module file (`mod.rs` or a folder's `x.rs`) is its parent.
+                    let mut base = file.module.clone();
+                    base.pop();
+                    base.extend(segs[1..].iter().cloned());
+                    base
+                }
+            };
+            let Some(first) = abs.first() else { continue };
+            // A name re-exported at the root counts as its module.
+            let target = match roots[&Vec::new()].get(first) {
+                Some(m) => m.clone(),
+                None => first.clone(),
+            };
+            if target != *top && names_contains(&files, &target) {
+                modules
+                    .entry(top.clone())
+                    .or_default()
+                    .entry(target)
+                    .or_default()
+                    .insert(shown.clone());
+            }
+            // Between the files of one folder: `file.module` is [folder.., me].
+            if file.module.len() >= 2 {
+                let folder = &file.module[..file.module.len() - 1];
+                if abs.len() > folder.len() && abs[..folder.len()] == *folder {
+                    let next = &abs[folder.len()];
+                    let sibling = match roots.get(folder).and_then(|r| r.get(next)) {
+                        Some(child) => child.clone(),
+                        None => next.clone(),
+                    };
+                    let me = &file.module[folder.len()];
+                    let is_file = files
+                        .iter()
+                        .any(|f| f.module.len() == folder.len() + 1 && f.module[..folder.len()] == *folder && f.module[folder.len()] == sibling);
+                    if sibling != *me && is_file {
+                        folders
+                            .entry(folder.join("/"))
+                            .or_default()
+                            .entry(me.clone())
+                            .or_default()
+                            .entry(sibling)
+                            .or_default()
+                            .insert(shown.clone());
+                    }
+                }
+            }
+        }
+    }
+    Crate {
+        modules,
+        folders,
+        names,
+    }
+}
+
+fn names_contains(files: &[File], name: &str) -> bool {
+    files.iter().any(|f| f.module.first().is_some_and(|m| m == name))
+}
+
+const CRATES: &[&str] = &[
+    "runtime", "macros", "fleet", "admin", "replay", "tower", "http", "metrics", ".",
+];
+
+#[test]
+fn no_crate_has_a_circle_of_modules_or_of_a_folders_files() {
+    let mut found = Vec::new();
+    for dir in CRATES {
+        let c = read_crate(dir);
+        if let Some(steps) = circle(&c.modules) {
+            found.push(format!("{dir}: a circle of modules:\n{steps}"));
+        }
+        for (folder, graph) in &c.folders {
+            if let Some(steps) = circle(graph) {
+                found.push(format!("{dir}: a circle of files in {folder}/:\n{steps}"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// The floors of `runtime/src/lib.rs`'s map: the module names each bullet of "Where things are"
+/// starts with (`- `a`, `b` — …`), bottom up.
+fn runtime_map() -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(root().join("runtime/src/lib.rs")).unwrap();
+    let map: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .skip_while(|l| l.trim() != "# Where things are")
+        .skip(1)
+        .take_while(|l| !l.trim_start().starts_with("# "))
+        .collect();
+    map.iter()
+        .filter_map(|l| l.strip_prefix(" - "))
+        .map(|l| {
+            let head = l.split(" — ").next().unwrap();
+            head.split(',')
+                .filter_map(|n| {
+                    let n = n.trim();
+                    let n = n.split_whitespace().next()?;
+                    Some(n.trim_matches('`').to_owned())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_runtimes_map_lists_every_module_and_each_imports_only_from_those_below_it() {
+    let c = read_crate("runtime");
+    let floors = runtime_map();
+    assert!(floors.len() > 5, "the map's bullets were not found: {floors:?}");
+    let mut place = BTreeMap::new();
+    for (i, floor) in floors.iter().enumerate() {
+        for name in floor {
+            assert!(
+                place.insert(name.clone(), i).is_none(),
+                "`{name}` is listed twice in runtime/src/lib.rs's map"
+            );
+        }
+    }
+    let listed: BTreeSet<String> = place.keys().cloned().collect();
+    assert_eq!(
+        listed, c.names,
+        "runtime/src/lib.rs's map lists these modules; the crate has these"
+    );
+    let mut wrong = Vec::new();
+    for (module, imports) in &c.modules {
+        for (target, files) in imports {
+            if place[target] > place[module] {
+                wrong.push(format!(
+                    "`{module}` imports `{target}`, which the map puts above it (in {files:?})"
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn a_circle_is_found_and_named_with_its_files() {
+    let mut graph = Graph::new();
+    let step = |g: &mut Graph, a: &str, b: &str| {
+        g.entry(a.into())
+            .or_default()
+            .entry(b.into())
+            .or_default()
+            .insert(format!("{a}.rs"));
+    };
+    step(&mut graph, "config", "probe");
+    step(&mut graph, "probe", "breaker");
+    step(&mut graph, "breaker", "state");
+    assert_eq!(circle(&graph), None);
+    step(&mut graph, "breaker", "config");
+    let found = circle(&graph).expect("the circle");
+    assert!(found.contains("config → probe (in {\"config.rs\"})"), "{found}");
+    assert!(found.contains("breaker → config"), "{found}");
+}
+
+#[test]
+fn imports_are_read_from_code_use_trees_attributes_and_macros_but_not_tests_or_docs() {
+    let ast: syn::File = syn::parse_str(
+        r#"
+        use crate::{a::X, b};
+        use super::sibling::Y;
+        /// Links [`Z`](crate::doc_only::Z).
+        #[serde(with = "crate::from_attr::f")]
+        struct S;
+        fn f() { crate::from_code::g(); tracing::debug!("{}", crate::from_macro::h()); }
+        #[cfg(test)]
+        mod tests { use crate::from_tests::T; }
+        #[cfg(test)]
+        fn helper() { crate::from_test_fn::x(); }
+        #[cfg(feature = "test-util")]
+        fn util() { crate::from_feature::x(); }
+        "#,
+    )
+    .unwrap();
+    let mut paths = Paths::default();
+    paths.visit_file(&ast);
+    let seconds: BTreeSet<&str> = paths.0.iter().map(|s| s[1].as_str()).collect();
+    let want: BTreeSet<&str> = [
+        "a",
+        "b",
+        "sibling",
+        "from_attr",
+        "from_code",
+        "from_macro",
+        "from_feature",
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(seconds, want);
+    // Another crate's `$crate::` and a name ending in `crate` are not this crate.
+    let mut paths = Paths::default();
+    paths.add_text("$crate :: no :: x ; my_crate :: no :: y");
+    assert!(paths.0.is_empty(), "{:?}", paths.0);
+}
