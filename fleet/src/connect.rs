@@ -390,7 +390,7 @@ impl Connector {
     pub(crate) fn done(&mut self, error: Option<&RedisError>) {
         self.busy = false;
         if let Some(e) = error
-            && !super::store::is_record_problem(e)
+            && !is_record_problem(e)
             && e.kind() != ErrorKind::Server(redis::ServerErrorKind::NoScript)
         {
             self.lost();
@@ -434,5 +434,24 @@ pub(crate) fn resp3(url: &str) -> String {
         format!("{url}&protocol=resp3")
     } else {
         format!("{url}?protocol=resp3")
+    }
+}
+
+/// Whether a failed store operation is a problem of the one record it touched rather than of
+/// the store: a script's run-time error (`ERR user_script:…`, a value of another type under the
+/// key: `WRONGTYPE`), which a store that answers everything else gives for that key only. Every
+/// other error (I/O, a timeout, a refused command, a server loading or read-only) is the store
+/// failing.
+pub(crate) fn is_record_problem(e: &RedisError) -> bool {
+    match e.kind() {
+        ErrorKind::Server(redis::ServerErrorKind::ResponseError) => {
+            // `ERR` is also how a server says some things unrelated to one key (an unknown
+            // command, a script killed): only an error raised while the script ran is the
+            // record's.
+            let detail = e.detail().unwrap_or_default();
+            detail.contains("user_script") || detail.contains("script:")
+        }
+        ErrorKind::Extension => e.code() == Some("WRONGTYPE"),
+        _ => false,
     }
 }

@@ -8,7 +8,7 @@
 use core::future::Future;
 use core::pin::Pin;
 
-use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+use redis::{RedisResult, Value};
 
 use crate::connect::{Connector, Handle};
 
@@ -67,24 +67,7 @@ pub(crate) trait Store: Send + 'static {
     fn subscribe(&mut self, channel: String) -> Reply<'_, ()>;
 }
 
-/// Whether a failed store operation is a problem of the one record it touched rather than of
-/// the store: a script's run-time error (`ERR user_script:…`, a value of another type under the
-/// key: `WRONGTYPE`), which a store that answers everything else gives for that key only. Every
-/// other error (I/O, a timeout, a refused command, a server loading or read-only) is the store
-/// failing.
-pub(crate) fn is_record_problem(e: &RedisError) -> bool {
-    match e.kind() {
-        ErrorKind::Server(ServerErrorKind::ResponseError) => {
-            // `ERR` is also how a server says some things unrelated to one key (an unknown
-            // command, a script killed): only an error raised while the script ran is the
-            // record's.
-            let detail = e.detail().unwrap_or_default();
-            detail.contains("user_script") || detail.contains("script:")
-        }
-        ErrorKind::Extension => e.code() == Some("WRONGTYPE"),
-        _ => false,
-    }
-}
+pub(crate) use crate::connect::is_record_problem;
 
 /// The production store: one connection at a time (RESP3, pushes on it) to one node, to the
 /// master a Sentinel names, or to a Cluster (`connect.rs`).
@@ -182,6 +165,7 @@ impl Store for RedisStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use redis::RedisError;
 
     fn error(resp: &str) -> RedisError {
         let v = redis::parse_redis_value(format!("-{resp}\r\n").as_bytes()).unwrap();

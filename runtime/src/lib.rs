@@ -79,7 +79,7 @@
 //! - `load` (feature `serde`) — `Registry::load_toml`, `reload_toml` and their `LoadError`,
 //!   the layers merged key by key and the environment; `load/watch` (feature `watch`) —
 //!   `Registry::watch_toml` and its `TomlWatcher`.
-//! - `__edge` (hidden, `for_edges.rs`) — what the integration crates need of the core that
+//! - `__edge` — hidden, in `for_edges.rs`: what the integration crates need of the core that
 //!   users should not see; no semver promise.
 //!
 //! The integrations are crates of their own, each behind a feature of the `breakerbox` facade:
@@ -107,9 +107,9 @@ mod load;
 mod metrics;
 mod outcome;
 mod probe;
+mod reconfigure;
 mod registration;
 mod registry;
-mod reconfigure;
 #[cfg(feature = "serde")]
 mod serde_duration;
 #[cfg(feature = "serde")]
@@ -151,9 +151,9 @@ pub use load::TomlWatcher;
 pub use metrics::Metrics;
 pub use outcome::{FailureReason, Outcome};
 pub use probe::{HealthProbes, IntoProbe, Probe, ProbeOutcome};
+pub use reconfigure::ReconfigureError;
 pub use registration::{ConfigConflict, Conflict, Conflicts, Site, TwoFiles};
 pub use registry::{Registry, registry};
-pub use reconfigure::ReconfigureError;
 pub use state::{SharedState, State};
 pub use timer::Timers;
 

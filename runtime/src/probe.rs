@@ -14,7 +14,6 @@ use core::pin::Pin;
 use core::time::Duration;
 use std::sync::Arc;
 
-
 /// The default time between two health probes.
 pub(crate) const DEFAULT_EVERY: Duration = Duration::from_secs(5);
 

@@ -54,7 +54,8 @@ impl Inner {
     /// The message of the failure that last tripped the breaker.
     pub(super) fn last_failure(&self) -> Option<Arc<str>> {
         let extras = self.extras.get()?;
-        extras.last_failure
+        extras
+            .last_failure
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
@@ -67,7 +68,10 @@ impl Inner {
             (_, Some(extras)) => extras,
             (Some(_), None) => self.extras(),
         };
-        *extras.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = failure;
+        *extras
+            .last_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = failure;
     }
 
     /// `judge_rates`.

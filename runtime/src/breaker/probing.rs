@@ -31,7 +31,6 @@ use core::time::Duration;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use super::WeakBreaker;
 use crate::probe::{HealthProbes, Probe, Run};
 use crate::timer::{Target, Timers};
 
@@ -174,9 +173,18 @@ impl Drop for ProbeSlot {
     }
 }
 
+/// The breaker an episode probes for, as the episode sees it: a weak handle, named through
+/// this trait so that this file (which the breaker's extras hold) does not name the handle
+/// (which names the breaker).
+pub(crate) trait Probed: Send + Sync + 'static {
+    /// A probe of the opening `generation` passed: whether the breaker moved to half-open (it
+    /// may be gone, or have left that opening).
+    fn passed(&self, generation: u32) -> bool;
+}
+
 /// What [`ProbeSlot::start`] needs from the breaker.
 pub(crate) struct Start {
-    pub(crate) breaker: WeakBreaker,
+    pub(crate) breaker: Box<dyn Probed>,
     pub(crate) generation: u32,
     pub(crate) probe: Probe,
     pub(crate) every: Duration,
@@ -195,7 +203,7 @@ pub(crate) enum Wheel {
 
 /// The probing of one opening.
 pub(crate) struct Episode {
-    breaker: WeakBreaker,
+    breaker: Box<dyn Probed>,
     generation: u32,
     run: Run,
     every: u64,
@@ -446,10 +454,7 @@ impl Episode {
         }
         match done {
             Done::Healthy => {
-                let moved = self
-                    .breaker
-                    .upgrade()
-                    .is_some_and(|b| b.health_probe_passed(self.generation));
+                let moved = self.breaker.passed(self.generation);
                 Stats::add(if moved {
                     &self.stats.passed
                 } else {

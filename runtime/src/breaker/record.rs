@@ -472,8 +472,11 @@ impl Inner {
                 // to name then. Formatted only while the window is short, so at most
                 // `min_calls` times per count window.
                 let text = message(cause);
-                *self.extras().behind.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some((generation, text));
+                *self
+                    .extras()
+                    .behind
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some((generation, text));
             }
             return;
         }
@@ -488,8 +491,11 @@ impl Inner {
             Reason::FailureRate(_) => t.failures,
             _ => t.slow,
         };
-        *self.extras().tally.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((generation, bad.min(t.calls), t.calls));
+        *self
+            .extras()
+            .tally
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some((generation, bad.min(t.calls), t.calls));
         // A count window records and judges without the time (a judgment of every success
         // while the window is short reads no clock); a transition needs it.
         let now = if window.needs_clock() {

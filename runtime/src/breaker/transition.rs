@@ -169,7 +169,11 @@ impl Inner {
                 }
                 why.open_for = Some(d);
                 if matches!(reason, Reason::FailureRate(_) | Reason::SlowRate(_)) {
-                    let mut tally = self.extras().tally.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut tally = self
+                        .extras()
+                        .tally
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner());
                     why.tally = tally
                         .take()
                         .filter(|(g, _, _)| Some(*g) == expect)
@@ -280,7 +284,7 @@ impl Inner {
         };
         self.extras().probing.start(
             super::probing::Start {
-                breaker: self.weak_handle(),
+                breaker: Box::new(self.weak_handle()),
                 generation,
                 probe: probe.clone(),
                 every: self.config.probe_every,

@@ -1,17 +1,17 @@
 //! One key of a family, by its text: a page of a family's keys, sorted and searched, and the
-//! controls of one key ([`Registry::family_keys`], [`Registry::key_breaker`] and the per-key
+//! controls of one key ([`Registry::family_keys`](crate::Registry::family_keys),
+//! [`Registry::key_breaker`](crate::Registry::key_breaker) and the per-key
 //! controls), what the admin router's per-key routes serve.
 
 use core::cmp::Ordering;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
-use core::time::Duration;
 
 use crate::breaker::Breaker;
-use crate::registry::Registry;
 use crate::state::State;
 
-use super::{BreakerMap, KeyMetrics};
+use super::BreakerMap;
+use crate::metrics::Metrics;
 
 /// How a page of keys is sorted ([`KeyQuery::order`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -108,6 +108,21 @@ pub struct KeyPage {
     pub order: KeyOrder,
     /// The keys of this page, in order.
     pub keys: Vec<KeyMetrics>,
+}
+
+/// One key of a family in [`Registry::families`](crate::Registry::families) and [`FamilySnapshot::top_open`](crate::FamilySnapshot::top_open).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct KeyMetrics {
+    /// The key, as it displays.
+    pub key: String,
+    /// Its breaker's metrics.
+    pub metrics: Metrics,
+    /// The message of the failure that last tripped its breaker (see
+    /// [`Breaker::last_failure`](crate::Breaker::last_failure)). With `serde`, read as `None` when absent.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub last_failure: Option<String>,
 }
 
 impl KeyMetrics {
@@ -247,85 +262,5 @@ where
             }
         });
         found
-    }
-}
-
-impl Registry {
-    /// A page of the registry family `family`'s keys, sorted and searched as `query` asks
-    /// (see [`BreakerMap::key_page`]).
-    ///
-    /// ```
-    /// use breakerbox_runtime::{registry, Config, KeyOrder, KeyQuery};
-    ///
-    /// let shards = registry().family::<u32>("doc.key_pages", || Config::builder().failures(1).build().unwrap())?;
-    /// for shard in 0..3 {
-    ///     shards.call(&shard, || Ok::<_, std::io::Error>(()))?;
-    /// }
-    /// shards.call(&1, || Ok::<_, std::io::Error>(()))?;
-    /// let page = registry().family_keys("doc.key_pages", &KeyQuery::by(KeyOrder::Volume).limit(2))?;
-    /// assert_eq!(page.total, 3);
-    /// assert_eq!(page.keys.iter().map(|k| k.key.as_str()).collect::<Vec<_>>(), ["1", "0"]);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn family_keys(&self, family: &str, query: &KeyQuery) -> Result<KeyPage, KeyError> {
-        Ok(super::families::view(family)?.key_page(query))
-    }
-
-    /// The breaker of the key that displays as `key` in the registry family `family`, as
-    /// [`Registry::family_keys`] lists it.
-    pub fn key_breaker(&self, family: &str, key: &str) -> Result<Breaker, KeyError> {
-        super::families::view(family)?
-            .key_by_text(key)
-            .ok_or_else(|| KeyError::NoKey {
-                family: family.to_owned(),
-                key: key.to_owned(),
-            })
-    }
-
-    /// Forces `family`'s key `key` open (see [`Breaker::force_open`]); the key is then never
-    /// evicted until reset.
-    ///
-    /// ```
-    /// use breakerbox_runtime::{registry, Config, State};
-    ///
-    /// let hosts = registry().family::<String>("doc.key_controls", Config::default)?;
-    /// hosts.call("a.example", || Ok::<_, std::io::Error>(()))?;
-    /// registry().force_open_key("doc.key_controls", "a.example")?;
-    /// assert_eq!(hosts.get("a.example").unwrap().state(), State::ForcedOpen);
-    /// registry().reset_key("doc.key_controls", "a.example")?;
-    /// assert_eq!(hosts.get("a.example").unwrap().state(), State::Closed);
-    /// assert!(registry().reset_key("doc.key_controls", "b.example").is_err());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn force_open_key(&self, family: &str, key: &str) -> Result<Breaker, KeyError> {
-        let b = self.key_breaker(family, key)?;
-        b.force_open();
-        Ok(b)
-    }
-
-    /// Disables `family`'s key `key` (see [`Breaker::disable`]).
-    pub fn disable_key(&self, family: &str, key: &str) -> Result<Breaker, KeyError> {
-        let b = self.key_breaker(family, key)?;
-        b.disable();
-        Ok(b)
-    }
-
-    /// Resets `family`'s key `key` (see [`Breaker::reset`]).
-    pub fn reset_key(&self, family: &str, key: &str) -> Result<Breaker, KeyError> {
-        let b = self.key_breaker(family, key)?;
-        b.reset();
-        Ok(b)
-    }
-
-    /// Opens `family`'s key `key` for `duration` (see [`Breaker::trip_for`]).
-    pub fn trip_key_for(
-        &self,
-        family: &str,
-        key: &str,
-        duration: Duration,
-    ) -> Result<Breaker, KeyError> {
-        let b = self.key_breaker(family, key)?;
-        b.trip_for(duration);
-        Ok(b)
     }
 }

@@ -2,6 +2,7 @@
 
 use core::fmt;
 use core::hash::Hash;
+use core::time::Duration;
 use std::sync::{Arc, Mutex};
 
 use crate::breaker::{Breaker, displayed};
@@ -11,22 +12,8 @@ use crate::registration::{Registration, Site};
 use crate::registry::Registry;
 use crate::state::State;
 
+use super::control::{KeyError, KeyMetrics, KeyPage, KeyQuery};
 use super::{BreakerMap, Evicted, FamilySnapshot};
-
-/// One key of a family in [`Registry::families`] and [`FamilySnapshot::top_open`].
-#[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[non_exhaustive]
-pub struct KeyMetrics {
-    /// The key, as it displays.
-    pub key: String,
-    /// Its breaker's metrics.
-    pub metrics: Metrics,
-    /// The message of the failure that last tripped its breaker (see
-    /// [`Breaker::last_failure`]). With `serde`, read as `None` when absent.
-    #[cfg_attr(feature = "serde", serde(default))]
-    pub last_failure: Option<String>,
-}
 
 /// A keyed family as [`Registry::families`] lists it: every key (for a family of many keys,
 /// [`Registry::family_snapshots`] gives aggregates and the top open keys instead).
@@ -56,7 +43,7 @@ pub(crate) trait View: Send + Sync + super::family_config::Reload {
     /// The config its keys are made with (a key's own table aside).
     fn family_config(&self) -> &Config;
     fn as_any(&self) -> &dyn std::any::Any;
-    fn key_page(&self, query: &super::KeyQuery) -> super::KeyPage;
+    fn key_page(&self, query: &KeyQuery) -> KeyPage;
     fn key_by_text(&self, text: &str) -> Option<Breaker>;
 }
 
@@ -106,7 +93,7 @@ where
         self
     }
 
-    fn key_page(&self, query: &super::KeyQuery) -> super::KeyPage {
+    fn key_page(&self, query: &KeyQuery) -> KeyPage {
         BreakerMap::key_page(self, query)
     }
 
@@ -327,14 +314,14 @@ pub(crate) fn family_names() -> Vec<String> {
 }
 
 /// The registry family `name`.
-pub(super) fn view(name: &str) -> Result<Arc<dyn View>, super::KeyError> {
+pub(super) fn view(name: &str) -> Result<Arc<dyn View>, KeyError> {
     FAMILIES
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
         .find(|(n, _)| **n == *name)
         .map(|(_, v)| v.clone())
-        .ok_or_else(|| super::KeyError::NoFamily {
+        .ok_or_else(|| KeyError::NoFamily {
             family: name.to_owned(),
         })
 }
@@ -376,9 +363,94 @@ impl Registry {
 
 /// The registered families by name, to reload.
 #[cfg(feature = "serde")]
-pub(crate) fn reloadable() -> std::collections::HashMap<String, Arc<dyn super::family_config::Reload>> {
+pub(crate) fn reloadable()
+-> std::collections::HashMap<String, Arc<dyn super::family_config::Reload>> {
     views()
         .into_iter()
-        .map(|(name, v)| -> (String, Arc<dyn super::family_config::Reload>) { (name.into_string(), v) })
+        .map(
+            |(name, v)| -> (String, Arc<dyn super::family_config::Reload>) {
+                (name.into_string(), v)
+            },
+        )
         .collect()
+}
+
+impl Registry {
+    /// A page of the registry family `family`'s keys, sorted and searched as `query` asks
+    /// (see [`BreakerMap::key_page`]).
+    ///
+    /// ```
+    /// use breakerbox_runtime::{registry, Config, KeyOrder, KeyQuery};
+    ///
+    /// let shards = registry().family::<u32>("doc.key_pages", || Config::builder().failures(1).build().unwrap())?;
+    /// for shard in 0..3 {
+    ///     shards.call(&shard, || Ok::<_, std::io::Error>(()))?;
+    /// }
+    /// shards.call(&1, || Ok::<_, std::io::Error>(()))?;
+    /// let page = registry().family_keys("doc.key_pages", &KeyQuery::by(KeyOrder::Volume).limit(2))?;
+    /// assert_eq!(page.total, 3);
+    /// assert_eq!(page.keys.iter().map(|k| k.key.as_str()).collect::<Vec<_>>(), ["1", "0"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn family_keys(&self, family: &str, query: &KeyQuery) -> Result<KeyPage, KeyError> {
+        Ok(view(family)?.key_page(query))
+    }
+
+    /// The breaker of the key that displays as `key` in the registry family `family`, as
+    /// [`Registry::family_keys`] lists it.
+    pub fn key_breaker(&self, family: &str, key: &str) -> Result<Breaker, KeyError> {
+        view(family)?
+            .key_by_text(key)
+            .ok_or_else(|| KeyError::NoKey {
+                family: family.to_owned(),
+                key: key.to_owned(),
+            })
+    }
+
+    /// Forces `family`'s key `key` open (see [`Breaker::force_open`]); the key is then never
+    /// evicted until reset.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{registry, Config, State};
+    ///
+    /// let hosts = registry().family::<String>("doc.key_controls", Config::default)?;
+    /// hosts.call("a.example", || Ok::<_, std::io::Error>(()))?;
+    /// registry().force_open_key("doc.key_controls", "a.example")?;
+    /// assert_eq!(hosts.get("a.example").unwrap().state(), State::ForcedOpen);
+    /// registry().reset_key("doc.key_controls", "a.example")?;
+    /// assert_eq!(hosts.get("a.example").unwrap().state(), State::Closed);
+    /// assert!(registry().reset_key("doc.key_controls", "b.example").is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn force_open_key(&self, family: &str, key: &str) -> Result<Breaker, KeyError> {
+        let b = self.key_breaker(family, key)?;
+        b.force_open();
+        Ok(b)
+    }
+
+    /// Disables `family`'s key `key` (see [`Breaker::disable`]).
+    pub fn disable_key(&self, family: &str, key: &str) -> Result<Breaker, KeyError> {
+        let b = self.key_breaker(family, key)?;
+        b.disable();
+        Ok(b)
+    }
+
+    /// Resets `family`'s key `key` (see [`Breaker::reset`]).
+    pub fn reset_key(&self, family: &str, key: &str) -> Result<Breaker, KeyError> {
+        let b = self.key_breaker(family, key)?;
+        b.reset();
+        Ok(b)
+    }
+
+    /// Opens `family`'s key `key` for `duration` (see [`Breaker::trip_for`]).
+    pub fn trip_key_for(
+        &self,
+        family: &str,
+        key: &str,
+        duration: Duration,
+    ) -> Result<Breaker, KeyError> {
+        let b = self.key_breaker(family, key)?;
+        b.trip_for(duration);
+        Ok(b)
+    }
 }

@@ -23,8 +23,8 @@ use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{Ordering, fence};
 use std::sync::Arc;
+use std::sync::atomic::{Ordering, fence};
 
 use crate::breaker::Breaker;
 use crate::config::Config;
@@ -127,7 +127,8 @@ where
         if self.config.idle_for != config.idle_for {
             return Err(family(Refusal::Bounds("idle_for")));
         }
-        crate::reconfigure::compatible(&self.config, config).map_err(|e| family(Refusal::Shape(e)))?;
+        crate::reconfigure::compatible(&self.config, config)
+            .map_err(|e| family(Refusal::Shape(e)))?;
         let key = |k: &str, e| Refused {
             key: Some(k.to_owned()),
             error: Refusal::Shape(e),
@@ -156,7 +157,8 @@ where
         }
         refused?;
         if let Some(b) = self.overflow.get() {
-            crate::reconfigure::compatible(b.config(), config).map_err(|e| family(Refusal::Shape(e)))?;
+            crate::reconfigure::compatible(b.config(), config)
+                .map_err(|e| family(Refusal::Shape(e)))?;
         }
         Ok(())
     }

@@ -58,4 +58,3 @@ impl KeyConfigs {
         self.generation.load(Ordering::SeqCst)
     }
 }
-

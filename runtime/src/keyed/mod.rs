@@ -49,12 +49,12 @@ mod key_configs;
 mod snapshot;
 mod totals;
 
-pub use control::{KeyError, KeyOrder, KeyPage, KeyQuery};
+pub use control::{KeyError, KeyMetrics, KeyOrder, KeyPage, KeyQuery};
 #[cfg(feature = "serde")]
 pub(crate) use families::family_exists;
 pub(crate) use families::family_names;
 pub(crate) use families::views as family_views;
-pub use families::{FamilyMetrics, KeyMetrics, KeyTypeMismatch};
+pub use families::{FamilyMetrics, KeyTypeMismatch};
 pub use hasher::KeyHasher;
 pub use snapshot::{FamilySnapshot, FamilyTotals};
 pub use totals::Evicted;

@@ -6,10 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{LoadError, Name, Place, Prepared, PreparedKey, key_table_name, read};
-use crate::keyed::family_exists;
 use crate::keyed::family_config::{self as reload, KeyTable, Reload};
-use crate::registry::Registry;
+use crate::keyed::family_exists;
 use crate::reconfigure::ReconfigureError;
+use crate::registry::Registry;
 
 impl Registry {
     /// What [`load_toml`](Registry::load_toml) does (the two are one since a load applies to
