@@ -134,7 +134,7 @@ impl Store for RedisStore {
                 let replies = futures_util::future::join_all(replies).await;
                 if let Some(Err(e)) = replies.iter().find(|r| {
                     r.as_ref().is_err_and(|e| {
-                        !matches!(e.kind(), ErrorKind::Server(_) | ErrorKind::Extension)
+                        !matches!(e.kind(), redis::ErrorKind::Server(_) | redis::ErrorKind::Extension)
                     })
                 }) {
                     return Err(e.clone());
@@ -195,7 +195,7 @@ mod tests {
             "READONLY You can't write against a read only replica."
         )));
         assert!(!is_record_problem(&RedisError::from((
-            ErrorKind::Io,
+            redis::ErrorKind::Io,
             "connection reset"
         ))));
     }
