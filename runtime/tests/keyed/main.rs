@@ -20,5 +20,6 @@ mod eviction;
 mod families;
 mod freeing;
 mod heap;
+mod latency;
 mod races;
 mod support;
