@@ -608,3 +608,41 @@ fn check_reports_two_calls_that_give_one_family_or_name_different_configs() {
         )
     );
 }
+
+/// A base and a single key's table are layers too: the same key set by one of them in two
+/// files is reported, with both places.
+#[test]
+fn check_reports_a_key_a_base_or_a_key_table_of_two_files_sets() {
+    let text = |open_for: &str| {
+        format!(
+            "[configs.layer-shared]\nopen_for = \"{open_for}\"\n\n[breakers.layer-two-keys]\ndynamic = true\n\n[breakers.layer-two-keys.keys.\"k\"]\nsuccesses = 1\n"
+        )
+    };
+    for (file, text) in [("shared-a.toml", text("5s")), ("shared-b.toml", text("9s"))] {
+        registry()
+            .load_with_env(Path::new(file), &text, Vec::new())
+            .unwrap();
+    }
+    let c = registry().check().unwrap_err();
+    let shown = |name: &str| {
+        c.two_files()
+            .iter()
+            .filter(|t| t.name() == name)
+            .map(|t| (t.is_shared(), t.to_string()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        shown("configs.layer-shared"),
+        [(
+            true,
+            "`open_for` is set by [configs.layer-shared] in two config files, at shared-a.toml:1 and then at shared-b.toml:1; each load replaces the table of the one before".to_owned()
+        )]
+    );
+    assert_eq!(
+        shown("layer-two-keys.keys.\"k\""),
+        [(
+            false,
+            "circuit breaker 'layer-two-keys.keys.\"k\"': `successes` is set by [breakers.layer-two-keys.keys.\"k\"] in two config files, at shared-a.toml:7 and then at shared-b.toml:7; each load replaces the table of the one before".to_owned()
+        )]
+    );
+}
