@@ -429,7 +429,7 @@ impl Registry {
         path: &Path,
         text: &str,
         env: impl IntoIterator<Item = (OsString, OsString)>,
-    ) -> Result<(Vec<Prepared>, Vec<PreparedKey>, Vec<SharedNote>), LoadError> {
+    ) -> Result<PreparedFile, LoadError> {
         let parsed = parse(path, text)?;
         if let Some(defaults) = &parsed.defaults {
             check_shared_keys(path, DEFAULTS, defaults)?;
@@ -623,6 +623,10 @@ impl Registry {
         })
     }
 }
+
+/// What [`Registry::prepare`] builds: every breaker's config, every single key's, and the
+/// shared tables' notes.
+type PreparedFile = (Vec<Prepared>, Vec<PreparedKey>, Vec<SharedNote>);
 
 /// A `[defaults]` or `[configs.<name>]` table: its name (`defaults`, `configs.fast`), its line
 /// and its keys (one bit per [`KEYS`] entry).
