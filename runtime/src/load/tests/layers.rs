@@ -646,3 +646,59 @@ fn check_reports_a_key_a_base_or_a_key_table_of_two_files_sets() {
         )]
     );
 }
+
+/// A variable alone changes one key of a family or a breaker made in code before the load,
+/// over the code's config.
+#[test]
+fn a_variable_alone_changes_one_key_over_code_made_before_the_load() {
+    let rate = || Config::builder().failure_rate(50).build().unwrap();
+    let family = registry()
+        .family::<String>("layer-var-family", rate)
+        .unwrap();
+    let b = registry().get_or_create("layer-var-breaker", rate);
+    load(
+        "",
+        &[
+            ("BREAKERBOX__LAYER_VAR_FAMILY__OPEN_FOR", "2s"),
+            ("BREAKERBOX__LAYER_VAR_BREAKER__OPEN_FOR", "3s"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(family.config().failure_rate(), Some(50));
+    assert_eq!(family.config().open_for(), Duration::from_secs(2));
+    assert_eq!(b.config().failure_rate(), Some(50));
+    assert_eq!(b.config().open_for(), Duration::from_secs(3));
+    assert_eq!(
+        source_of("layer-var-family", "open_for").to_string(),
+        "open_for = 2s (BREAKERBOX__LAYER_VAR_FAMILY__OPEN_FOR)"
+    );
+}
+
+/// A name `configure`d, then made a family by code: the configured config is its code's
+/// layer, under the file's.
+#[test]
+fn a_configured_family_keeps_the_configured_keys_under_the_file() {
+    use crate::config::sources::ConfigSource;
+    let line = line!() + 1;
+    assert!(registry().configure(
+        "layer-conf-family",
+        Config::builder().failure_rate(50).build().unwrap()
+    ));
+    let family = registry()
+        .family::<String>("layer-conf-family", || {
+            Config::builder().failures(9).build().unwrap()
+        })
+        .unwrap();
+    assert_eq!(family.config().failure_rate(), Some(50));
+    load("[breakers.layer-conf-family]\nopen_for = \"5s\"\n", &[]).unwrap();
+    assert_eq!(family.config().failure_rate(), Some(50));
+    assert_eq!(family.config().open_for(), Duration::from_secs(5));
+    let rate = source_of("layer-conf-family", "failure_rate");
+    assert!(
+        matches!(rate.source, ConfigSource::Site(site @ Site::Configure { .. }) if site.line() == line),
+        "{rate}"
+    );
+    // configure on a family that exists changes nothing.
+    assert!(!registry().configure("layer-conf-family", Config::default()));
+    assert_eq!(family.config().failure_rate(), Some(50));
+}
