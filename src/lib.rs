@@ -57,7 +57,8 @@
 //!   your server: breakers as JSON, their controls behind a bearer token, a server-sent event
 //!   stream and a dashboard page (`docs/admin.md`).
 //! - `replay` (implies `tokio`): `breakerbox::replay`, calls rejected while open journaled in
-//!   memory and replayed through the breaker once it closes (`docs/replay.md`).
+//!   memory and replayed through the breaker once it closes (`docs/replay.md`); with `redis`
+//!   too, `RedisJournal`, one journal in Redis for a fleet.
 //!
 //! # Alerting on open and close
 //!

@@ -192,6 +192,7 @@ struct Totals {
     calls: u64,
     failures: u64,
     slow: u64,
+    timeouts: u64,
     rejected: u64,
 }
 
@@ -201,6 +202,8 @@ struct PerSecond {
     calls: f64,
     failures: f64,
     slow: f64,
+    /// Failures that were timeouts (also in `failures`).
+    timeouts: f64,
     rejected: f64,
 }
 
@@ -275,6 +278,7 @@ impl Subscriber {
                 calls: m.calls,
                 failures: m.failures,
                 slow: m.slow,
+                timeouts: m.timeouts,
                 rejected: m.rejected,
             };
             let per_second = self.last.as_ref().and_then(|(then, before)| {
@@ -284,6 +288,7 @@ impl Subscriber {
                     calls: t.calls.saturating_sub(b.calls) as f64 / secs,
                     failures: t.failures.saturating_sub(b.failures) as f64 / secs,
                     slow: t.slow.saturating_sub(b.slow) as f64 / secs,
+                    timeouts: t.timeouts.saturating_sub(b.timeouts) as f64 / secs,
                     rejected: t.rejected.saturating_sub(b.rejected) as f64 / secs,
                 })
             });

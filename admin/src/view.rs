@@ -134,12 +134,15 @@ pub(crate) struct FamilyView {
     kind: &'static str,
     #[serde(flatten)]
     pub(crate) snapshot: FamilySnapshot,
+    /// [`FamilySnapshot::latency`], over all its keys: `null` unless its keys time their calls.
+    latency: Option<LatencyView>,
 }
 
 impl FamilyView {
-    pub(crate) fn of(snapshot: FamilySnapshot) -> FamilyView {
+    pub(crate) fn of(mut snapshot: FamilySnapshot) -> FamilyView {
         FamilyView {
             kind: "family",
+            latency: snapshot.latency.take().map(LatencyView::from),
             snapshot,
         }
     }

@@ -22,7 +22,9 @@ use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use breakerbox_admin::Admin;
-use breakerbox_runtime::{Breaker, Config, ConfigBuilder, ManualClock, State, Window, registry};
+use breakerbox_runtime::{
+    Breaker, Config, ConfigBuilder, ManualClock, State, Timeout, Window, registry,
+};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::Value;
 use serde_json::json;
@@ -91,7 +93,8 @@ fn start_driver(chromedriver: &PathBuf) -> (Driver, u16) {
     }
 }
 
-/// The breaker `name` on a manual clock, with `config`.
+/// The breaker `name` on a manual clock, with `config`; its config's site is the caller's.
+#[track_caller]
 fn breaker_with(name: &str, config: ConfigBuilder) -> Breaker {
     registry().set_clock(name, ManualClock::new());
     registry().get_or_create(name, || config.build().unwrap())
@@ -219,6 +222,7 @@ async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
             .unwrap()
     });
     // Breakers in each state, so the page (and its picture) shows every colour.
+    let search_line = line!() + 1;
     let search = breaker_with(
         "search",
         Config::builder()
@@ -237,17 +241,32 @@ async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
     }
     breaker("payments").force_open();
     breaker("recommendations").disable();
+    // A family that times its calls, on a manual clock: 12 ms a call, 300 ms on `c.example`.
+    let hosts_clock = ManualClock::new();
+    registry().set_clock("hosts", hosts_clock.clone());
     let hosts = registry()
         .family::<String>("hosts", || {
             Config::builder()
                 .failures(1)
                 .open_for(Duration::from_secs(3600))
+                .latency(true)
                 .build()
                 .unwrap()
         })
         .unwrap();
-    for host in ["a.example", "b.example", "c.example", "api.internal"] {
+    for host in [
+        "a.example",
+        "b.example",
+        "c.example",
+        "api.internal",
+        "a.example",
+    ] {
         let _ = hosts.call(host, || {
+            hosts_clock.advance(Duration::from_millis(if host == "c.example" {
+                300
+            } else {
+                12
+            }));
             if host == "b.example" {
                 Err("connection refused")
             } else {
@@ -279,14 +298,29 @@ async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
         // Dropping the runtime drops every connection's task with it.
     });
 
-    // Traffic: a call every 5 ms, successes until `failing` is set, failures after.
+    // Traffic: a call every 5 ms, successes until `failing` is set, failures after: the 2nd
+    // and 4th of those hang and are timed out after 20 ms (real time), the others answer 502.
     let failing = Arc::new(AtomicBool::new(false));
     let traffic = {
         let (checkout, failing, clock) = (checkout.clone(), failing.clone(), clock.clone());
         tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_millis(5));
+            let mut failed = 0u64;
             for n in 0u64.. {
                 every.tick().await;
+                if failing.load(Ordering::Relaxed) {
+                    failed += 1;
+                    if failed == 2 || failed == 4 {
+                        let Ok(permit) = checkout.try_acquire() else {
+                            continue;
+                        };
+                        let after = Duration::from_millis(20);
+                        let hung = std::future::pending::<()>();
+                        assert!(tokio::time::timeout(after, hung).await.is_err());
+                        permit.timed_out(&Timeout::new("checkout", after));
+                        continue;
+                    }
+                }
                 let _ = checkout.call(|| {
                     clock.advance(Duration::from_millis(if n % 10 == 0 { 40 } else { 3 }));
                     if failing.load(Ordering::Relaxed) {
@@ -377,15 +411,18 @@ async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
         .expect("the explanation on the tile");
     until(
         &browser,
-        "the tile counts failures and rejections and an error rate",
+        "the tile counts failures, timeouts and rejections and an error rate",
         &format!(
-            "return Number({}) >= 5 && Number({}) > 10 && parseFloat({}) > 0",
+            "return Number({}) === 3 && Number({}) === 2 && Number({}) > 10 && parseFloat({}) > 0",
             text_of(&cell("failure")),
+            text_of(&cell("timeout")),
             text_of(&cell("rejected")),
             text_of(&field("err")),
         ),
     )
     .await;
+    let m = checkout.metrics();
+    assert_eq!((m.failures, m.timeouts), (5, 2));
     // The sparkline moves each tick while open: rejections are its traffic.
     let points = format!(
         r#"return document.querySelector('{tile} polyline.rejected').getAttribute('points')"#
@@ -479,8 +516,22 @@ async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
     .await;
     traffic.abort();
 
-    // The family: its open key with time left and last failure, and a search for any key.
+    // The family: its latency over all its keys, its open key with time left and last
+    // failure, and a search for any key.
     let family = r#"section.tile.family[data-family="hosts"]"#;
+    until(
+        &browser,
+        "the family's latency is over all its keys: p50 a 12 ms call, p99 the 300 ms one",
+        // Each within 6.25%, the histogram's resolution.
+        &format!(
+            "const p50 = {}, p99 = {};
+             return p50.endsWith(' ms') && Math.abs(parseFloat(p50) - 12) <= 0.75
+                 && p99.endsWith(' ms') && Math.abs(parseFloat(p99) - 300) <= 18.75",
+            text_of(&format!(r#"{family} dd[data-f="p50"]"#)),
+            text_of(&format!(r#"{family} dd[data-f="p99"]"#)),
+        ),
+    )
+    .await;
     let open_key = format!(r#"{family} ul.open-keys li[data-key="b.example"]"#);
     until(
         &browser,
@@ -566,6 +617,31 @@ async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
         hosts.breaker(&"b.example".to_owned()).state(),
         State::Closed
     );
+
+    // The Config disclosure of `search`'s tile: each key's value and where it came from, the
+    // code that made the breaker and a config file's table over it. The tile and its
+    // disclosure live across ticks; the page opens it and reads its rows in one script.
+    registry()
+        .load_toml_str("dashboard.toml", "[breakers.search]\nopen_for = \"90s\"\n")
+        .unwrap();
+    let config = r#"section.tile[data-name="search"] details.config"#;
+    until(
+        &browser,
+        "search's Config disclosure shows its keys, values and sources",
+        &format!(
+            r#"const d = document.querySelector({config:?});
+               if (!d) return "no disclosure";
+               if (!d.open) d.querySelector("summary").click();
+               const row = (k) => {{ const r = d.querySelector('tr[data-key="' + k + '"]');
+                 return r ? [...r.cells].map((c) => c.textContent).join(" | ") : null; }};
+               const rate = row("failure_rate"), open = row("open_for"), probes = row("half_open_calls");
+               return (rate === "failure_rate | 50 | get_or_create at admin/tests/dashboard.rs:{search_line}"
+                 && open === "open_for | 90s | [breakers.search] at dashboard.toml:2"
+                 && probes === "half_open_calls | 1 | the built-in default")
+                 || [d.open, d.textContent.slice(0, 300), rate, open, probes].join(" / ");"#
+        ),
+    )
+    .await;
 
     // The stream drops (the server's runtime goes): every tile goes grey and says "stale".
     stop.send(()).unwrap();

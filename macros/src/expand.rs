@@ -519,11 +519,8 @@ impl<'a> Ctx<'a> {
                     (#private::Option::Some(#result), #permit) => (#result, #permit),
                     (#private::Option::None, #permit) => {
                         let #elapsed = #private::Timeout::new(#private::Breaker::name(&#breaker), #now);
-                        #private::Permit::record_with(
-                            #permit,
-                            #private::Outcome::Failure,
-                            #private::Option::Some(&#elapsed),
-                        );
+                        // A failure, counted among the timeouts, timed at least `#now`.
+                        #private::Permit::timed_out(#permit, &#elapsed);
                         return #on_timeout;
                     }
                 }

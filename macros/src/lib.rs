@@ -95,7 +95,7 @@ use proc_macro::TokenStream;
 /// | `latency` | time every call into a latency histogram, read with `Breaker::latency` (p50/p90/p99 of the last minute); a breaker with `slow` times its calls anyway | `false` | `latency = true` |
 /// | `health` | whether `Registry::health` (the admin router's `GET /health`) counts this breaker | `true` | `health = false` |
 /// | `critical` | this breaker open makes the health `DOWN` rather than `DEGRADED`; with `key`, any open key | `false` | `critical = true` |
-/// | `timeout` | `async fn` only, needs the `tokio` feature: a call still running after this is dropped and counts as a failure. It is the breaker's `timeout` config key too: each call reads the breaker's value, which a config file's table, a variable or a reload may replace (docs/configuration.md) | — | `timeout = "500ms"` |
+/// | `timeout` | `async fn` only, needs the `tokio` feature: a call still running after this is dropped and counts as a failure, and as a timeout in `Metrics::timeouts` (and, where calls are timed, as taking the timeout in the latency histogram). It is the breaker's `timeout` config key too: each call reads the breaker's value, which a config file's table, a variable or a reload may replace (docs/configuration.md) | — | `timeout = "500ms"` |
 /// | `fallback` | the function that answers rejected (and timed-out) calls; see [Fallbacks](#fallbacks) | — | `fallback = cached_user` |
 /// | `fallback_with_reason` | instead of `fallback`: a fallback that is also told why it answers, as a last `breakerbox::FallbackReason` argument | — | `fallback_with_reason = cached_user` |
 /// | `fallback_on` | with a fallback: `"rejected"`, it answers rejected (and timed-out) calls; `"error"`, also calls that ran and failed; see [Fallbacks](#fallbacks) | `"rejected"` | `fallback_on = "error"` |
@@ -443,7 +443,9 @@ use proc_macro::TokenStream;
 ///     // The body, as a closure that is called once (`FnOnce`), so that it can move its
 ///     // arguments and return borrows of them. An `async fn` runs `async move { body }.await`
 ///     // instead; with `timeout`, inside `tokio::time::timeout`, for the breaker's timeout at
-///     // that call (`breaker.config().timeout()`: the attribute's, or a file's over it).
+///     // that call (`breaker.config().timeout()`: the attribute's, or a file's over it). A
+///     // call that runs out of time is recorded by `Permit::timed_out`: a failure, counted
+///     // among the timeouts too.
 ///     let __breakerbox_once = __private::ForceFnOnce;
 ///     let __breakerbox_result = (move || -> Result<u32, Error> {
 ///         __private::ForceFnOnce::consume(__breakerbox_once);

@@ -23,7 +23,7 @@
 //!
 //! | metric | kind | labels | value |
 //! | --- | --- | --- | --- |
-//! | `breakerbox_calls_total` | counter | `name`, `outcome` | calls by outcome: `success`, `failure`, `ignored`, `rejected`, and `slow` |
+//! | `breakerbox_calls_total` | counter | `name`, `outcome` | calls by outcome: `success`, `failure`, `ignored`, `rejected`, and `slow` and `timeout` |
 //! | `breakerbox_state` | gauge | `name` | 0 closed, 1 open, 2 half-open, 3 forced-open, 4 disabled |
 //! | `breakerbox_failure_rate` | gauge | `name` | the rate window's failure rate, in percent (0–100) |
 //! | `breakerbox_slow_rate` | gauge | `name` | the rate window's slow-call rate, in percent (0–100) |
@@ -38,8 +38,11 @@
 //! `docs/grafana/breakerbox.json` reads `breakerbox_call_duration_seconds_bucket`.
 //!
 //! `success`, `failure`, `ignored` and `rejected` partition the calls; `slow` counts calls that
-//! took at least the `slow` threshold *whatever their outcome*, so leave it out of sums:
-//! `sum by (name) (breakerbox_calls_total{outcome!="slow"})`. The rate gauges exist for
+//! took at least the `slow` threshold *whatever their outcome*, and `timeout` the failures
+//! that were calls run past their `timeout` ([`Metrics::timeouts`](breakerbox_runtime::Metrics::timeouts)),
+//! so leave both out of sums:
+//! `sum by (name) (breakerbox_calls_total{outcome!~"slow|timeout"})`. Failures other than
+//! timeouts are `failure` less `timeout`. The rate gauges exist for
 //! breakers with a rate policy (`failure_rate`, resp. `slow_rate`), and read 0 while the window
 //! is empty. Counters are set to the breaker's totals (`Counter::absolute`), so exporting twice
 //! never counts twice.
@@ -56,6 +59,7 @@
 //! | `breakerbox_family_keys` | gauge | `name` | keys held |
 //! | `breakerbox_family_open_keys` | gauge | `name` | keys open, half-open or forced open |
 //! | `breakerbox_family_evicted_total` | counter | `name` | keys evicted |
+//! | `breakerbox_call_duration_seconds`, `breakerbox_call_duration_last_minute_seconds` | histogram, gauge | `name` (and `quantile`) | for a family whose keys time their calls: as for a breaker, over all its keys ([`FamilySnapshot::latency`](breakerbox_runtime::FamilySnapshot::latency): the keys' histograms merged at the export; the last minute is the keys held) |
 //! | `breakerbox_key_state` | gauge | `name`, `key` | for the top N open keys (most failures first; N is 10 unless [`set_top_open`] says otherwise): their state, as `breakerbox_state`; 0 for a key that was among them at the previous export and no longer is (closed, evicted or outranked) |
 //!
 //! The family counters never go down: a snapshot taken while a sweep evicts may see a key's
@@ -127,7 +131,7 @@ fn describe() {
     describe_counter!(
         "breakerbox_calls_total",
         Unit::Count,
-        "Calls through each circuit breaker by outcome (success, failure, ignored, rejected; slow overlaps them)."
+        "Calls through each circuit breaker by outcome (success, failure, ignored, rejected; slow overlaps them, timeout is among the failures)."
     );
     describe_gauge!(
         "breakerbox_state",
@@ -261,9 +265,14 @@ static LAST: Mutex<Option<HashMap<String, Last>>> = Mutex::new(None);
 struct Last {
     /// The family these are of: a new family of the same name starts from its own counts.
     family: u64,
-    counts: [u64; 6],
+    counts: [u64; 7],
     top: Vec<String>,
 }
+
+/// The `outcome` label's values, in the order of a family's counts.
+const OUTCOMES: [&str; 6] = [
+    "success", "failure", "ignored", "rejected", "slow", "timeout",
+];
 
 /// Exports one family's snapshot: aggregates, open keys, the top open keys.
 fn record_snapshot(s: &FamilySnapshot) {
@@ -274,21 +283,23 @@ fn record_snapshot(s: &FamilySnapshot) {
         t.ignored,
         t.rejected,
         t.slow,
+        t.timeouts,
         s.evicted.keys,
     ];
     let top: Vec<String> = s.top_open.iter().map(|k| k.key.clone()).collect();
     // Under the lock only our own bookkeeping; the recorder (user code) is called after.
-    let (counts, left) = {
+    let (counts, left, fresh) = {
         let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
         let last = last
             .get_or_insert_with(HashMap::new)
             .entry(s.name.clone())
             .or_default();
-        if last.family != __edge::family_id(s) {
+        let fresh = last.family != __edge::family_id(s);
+        if fresh {
             // Another family of this name: its counters start from its own counts (a reset,
             // to Prometheus); its keys' gauges left from the old one are still set to 0 below.
             last.family = __edge::family_id(s);
-            last.counts = [0; 6];
+            last.counts = [0; 7];
         }
         for (kept, now) in last.counts.iter_mut().zip(now) {
             *kept = (*kept).max(now);
@@ -300,17 +311,14 @@ fn record_snapshot(s: &FamilySnapshot) {
             .cloned()
             .collect();
         last.top = top;
-        (last.counts, left)
+        (last.counts, left, fresh)
     };
     let name = &s.name;
-    for (outcome, value) in ["success", "failure", "ignored", "rejected", "slow"]
-        .into_iter()
-        .zip(counts)
-    {
+    for (outcome, value) in OUTCOMES.into_iter().zip(counts) {
         counter!("breakerbox_family_calls_total", "name" => name.clone(), "outcome" => outcome)
             .absolute(value);
     }
-    counter!("breakerbox_family_evicted_total", "name" => name.clone()).absolute(counts[5]);
+    counter!("breakerbox_family_evicted_total", "name" => name.clone()).absolute(counts[6]);
     gauge!("breakerbox_family_keys", "name" => name.clone()).set(s.keys as f64);
     gauge!("breakerbox_family_open_keys", "name" => name.clone()).set(s.open_keys as f64);
     for key in left {
@@ -319,6 +327,15 @@ fn record_snapshot(s: &FamilySnapshot) {
     for k in &s.top_open {
         gauge!("breakerbox_key_state", "name" => name.clone(), "key" => k.key.clone())
             .set(state_code(k.metrics.state));
+    }
+    if let Some(latency) = &s.latency {
+        if fresh {
+            exported_latency()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(name);
+        }
+        record_latency(name, latency, Seen::Family);
     }
 }
 
@@ -331,6 +348,7 @@ fn record_key(name: &str, key: String, breaker: &Breaker) {
         ("ignored", m.ignored),
         ("rejected", m.rejected),
         ("slow", m.slow),
+        ("timeout", m.timeouts),
     ] {
         counter!("breakerbox_key_calls_total", "name" => name.to_owned(), "key" => key.clone(), "outcome" => outcome)
             .absolute(value);
@@ -351,6 +369,7 @@ pub fn record(breaker: &Breaker) {
         ("ignored", m.ignored),
         ("rejected", m.rejected),
         ("slow", m.slow),
+        ("timeout", m.timeouts),
     ] {
         counter!("breakerbox_calls_total", "name" => name.clone(), "outcome" => outcome)
             .absolute(value);
@@ -365,7 +384,7 @@ pub fn record(breaker: &Breaker) {
         gauge!("breakerbox_slow_rate", "name" => name.clone()).set(m.slow_rate.unwrap_or(0.0));
     }
     if let Some(latency) = breaker.latency() {
-        record_latency(&name, &latency);
+        record_latency(&name, &latency, Seen::Breaker);
     }
     counter!("breakerbox_opened_total", "name" => name).absolute(m.times_opened);
 }
@@ -376,21 +395,35 @@ fn exported_latency() -> &'static Mutex<BTreeMap<String, BTreeMap<u128, u64>>> {
     &EXPORTED
 }
 
+/// Whose histogram an export reads, which says what a bucket holding fewer calls than at the
+/// last export means.
+#[derive(Clone, Copy, PartialEq)]
+enum Seen {
+    /// A breaker's: one made again under its name, counting from 0.
+    Breaker,
+    /// A keyed family's: a key caught between its eviction and its counts' keeping (see
+    /// [`FamilyTotals`](breakerbox_runtime::FamilyTotals)), so the highest count seen is
+    /// kept. (A new family of the name starts over: [`record_snapshot`] forgets the old.)
+    Family,
+}
+
 /// Feeds `breakerbox_call_duration_seconds` the calls timed since the last export, and sets
 /// the last minute's quantiles.
-fn record_latency(name: &str, latency: &breakerbox_runtime::LatencySnapshot) {
+fn record_latency(name: &str, latency: &breakerbox_runtime::LatencySnapshot, whose: Seen) {
     let mut new = Vec::new();
     {
         let mut all = exported_latency().lock().unwrap_or_else(|e| e.into_inner());
         let seen = all.entry(name.to_owned()).or_default();
         for ((upper, count), (at, _)) in latency.buckets().zip(latency.bucket_values()) {
-            let before = seen.insert(upper.as_nanos(), count).unwrap_or(0);
-            // Fewer than before: a breaker of that name made again, counting from 0.
-            let delta = if count >= before {
-                count - before
-            } else {
-                count
+            let before = seen.get(&upper.as_nanos()).copied().unwrap_or(0);
+            let delta = match whose {
+                _ if count >= before => count - before,
+                Seen::Breaker => count,
+                Seen::Family => 0,
             };
+            if whose == Seen::Breaker || count > before {
+                seen.insert(upper.as_nanos(), count);
+            }
             if delta > 0 {
                 new.push((at.as_secs_f64(), delta));
             }

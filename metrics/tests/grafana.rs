@@ -88,6 +88,41 @@ fn named(expr: &str) -> (Vec<(String, Vec<String>)>, Vec<String>) {
     (selectors, by)
 }
 
+/// The values of label `label` that `metric`'s series carry, from Prometheus text.
+fn values(text: &str, metric: &str, label: &str) -> BTreeSet<String> {
+    let prefix = format!("{metric}{{");
+    let key = format!("{label}=\"");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .filter_map(|rest| {
+            let at = rest.find(&key)? + key.len();
+            Some(rest[at..].split('"').next()?.to_owned())
+        })
+        .collect()
+}
+
+/// The values an expression's selectors of `metric` ask of label `label` with `=` or `=~`
+/// (each alternative of a `a|b` regex).
+fn asked(expr: &str, metric: &str, label: &str) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find(&format!("{metric}{{")) {
+        let body = &rest[at + metric.len() + 1..];
+        let body = &body[..body.find('}').expect("a closed selector")];
+        for matcher in body.split(',') {
+            let matcher = matcher.trim();
+            let value = matcher
+                .strip_prefix(&format!("{label}=~"))
+                .or_else(|| matcher.strip_prefix(&format!("{label}=")));
+            if let Some(value) = value {
+                all.extend(value.trim_matches('"').split('|').map(str::to_owned));
+            }
+        }
+        rest = &rest[at + metric.len()..];
+    }
+    all
+}
+
 /// Every PromQL expression of the dashboard: its panels' targets and its variables' queries.
 fn expressions(dashboard: &serde_json::Value) -> Vec<String> {
     let mut all = Vec::new();
@@ -144,6 +179,14 @@ fn export_text() -> String {
             });
         }
         let _ = rate.call(|| Ok::<_, &str>(())); // rejected: it tripped
+        rate.reset();
+        rate.try_acquire()
+            .unwrap()
+            .timed_out(&breakerbox_runtime::Timeout::new(
+                "grafana-rate",
+                Duration::from_secs(1),
+            ));
+        rate.trip_for(Duration::from_secs(60));
         let _ = rate.call_with(|| (), |_| breakerbox_runtime::Outcome::Ignored);
         hosts
             .call(&"up.example".to_owned(), || Ok::<_, &str>(()))
@@ -188,6 +231,27 @@ fn the_grafana_dashboard_queries_only_metrics_and_labels_the_export_emits() {
             );
         }
     }
+    // Every outcome a panel asks for is one the export emits.
+    let mut outcomes_asked = BTreeSet::new();
+    for expr in &exprs {
+        for metric in ["breakerbox_calls_total", "breakerbox_family_calls_total"] {
+            let emitted = values(&text, metric, "outcome");
+            for value in asked(expr, metric, "outcome") {
+                assert!(
+                    emitted.contains(&value),
+                    "`{metric}` has no outcome `{value}` (in {expr}): {emitted:?}"
+                );
+                outcomes_asked.insert(value);
+            }
+        }
+    }
+    // Rejections and timeouts, each on a panel of its own kind.
+    for outcome in ["success", "failure", "rejected", "slow", "timeout"] {
+        assert!(
+            outcomes_asked.contains(outcome),
+            "no panel shows outcome `{outcome}`: {outcomes_asked:?}"
+        );
+    }
     // What the issue asks the dashboard to show: state, rates, rejections, latency, open keys.
     for metric in [
         "breakerbox_state",
@@ -226,4 +290,20 @@ fn the_query_reader_finds_metrics_labels_and_groupings() {
         BTreeSet::from(["name".to_owned(), "outcome".to_owned()])
     );
     assert!(e["breakerbox_b"].is_empty());
+    assert_eq!(
+        values(
+            "breakerbox_a{name=\"n\",outcome=\"o\"} 1\nbreakerbox_a{outcome=\"p\"} 2\n",
+            "breakerbox_a",
+            "outcome"
+        ),
+        BTreeSet::from(["o".to_owned(), "p".to_owned()])
+    );
+    assert_eq!(
+        asked(
+            r#"rate(breakerbox_a{name=~"$n", outcome=~"x|y"}[1m]) / breakerbox_a{outcome="z"}"#,
+            "breakerbox_a",
+            "outcome"
+        ),
+        ["x", "y", "z"]
+    );
 }

@@ -40,6 +40,9 @@ pub enum NotJournaled {
     /// The journal could not make the entry durable (the disk journal).
     #[error("the replay journal could not write the entry: {0}")]
     Io(#[from] std::io::Error),
+    /// The journal's store failed or did not answer in time (the fleet journal): the reason.
+    #[error("{0}")]
+    Store(String),
     /// The arguments' `Clone` or `Serialize`, or the key, panicked.
     #[error("the call's arguments or key panicked while being journaled")]
     Panicked,
@@ -194,4 +197,10 @@ pub trait Journal<A>: Send + Sync + 'static {
 
     /// Drops every dead letter. How many.
     fn drop_dead_letters(&self) -> usize;
+
+    /// The last failure of the journal's store, while it lasts (the fleet journal's Redis);
+    /// `None` for a journal without one.
+    fn store_error(&self) -> Option<String> {
+        None
+    }
 }

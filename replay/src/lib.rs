@@ -10,7 +10,9 @@
 //!   `attempts` and backoff before a dead letter, `rate`.
 //! - [`Journal`] — where entries wait: [`MemoryJournal`] (lost with the process) or
 //!   [`DiskJournal`] (a file on local disk: survives a restart, and a caller is told its call
-//!   is journaled once it is synced; [`Recovery`] reports what a damaged file lost).
+//!   is journaled once it is synced; [`Recovery`] reports what a damaged file lost), or, with
+//!   the feature `redis`, `RedisJournal` (one journal in Redis for a fleet: a stream with a
+//!   consumer group, each entry replayed by one instance).
 //!
 //! Replay repeats calls: use it only for calls that are safe to run more than once
 //! (idempotent, or deduplicated by the receiver with the entry's key). See `docs/replay.md`.
@@ -25,6 +27,7 @@
 //! - `memory` — [`MemoryJournal`].
 //! - `disk` — [`DiskJournal`]; `log` below it, the file: checksummed frames, group commit,
 //!   reading a damaged file ([`Recovery`], [`Skipped`]).
+//! - `redis` — `RedisJournal` and its script, `redis.lua` (feature `redis`).
 //! - `replay` — [`Replay`], its builder, and the replayer task.
 //! - `stats` — the counts as `metrics` (feature `metrics`).
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -39,6 +42,8 @@ mod disk;
 mod journal;
 mod log;
 mod memory;
+#[cfg(feature = "redis")]
+mod redis;
 mod replay;
 mod stats;
 
@@ -47,4 +52,7 @@ pub use disk::DiskJournal;
 pub use journal::{Counts, EntryInfo, Journal, NotJournaled, Pushed, Settled, Status, Take, Taken};
 pub use log::{Recovery, Skipped};
 pub use memory::MemoryJournal;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use redis::{RedisJournal, RedisJournalError, RedisOptions};
 pub use replay::{Replay, ReplayBuilder, StartError, WallClock};

@@ -176,4 +176,7 @@ impl<A, J: Journal<A> + ?Sized> Journal<A> for Arc<J> {
     fn drop_dead_letters(&self) -> usize {
         (**self).drop_dead_letters()
     }
+    fn store_error(&self) -> Option<String> {
+        (**self).store_error()
+    }
 }

@@ -49,6 +49,9 @@ pub enum StartError {
     /// The disk journal could not be opened.
     #[error("the replay journal could not be opened: {0}")]
     Io(#[from] std::io::Error),
+    /// The fleet journal could not be opened: its URL, or Redis's answer.
+    #[error("the replay journal could not be opened: {0}")]
+    Store(String),
 }
 
 struct Shared<A> {
@@ -195,6 +198,29 @@ impl<A: Send + 'static> ReplayBuilder<A> {
         tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
         let (journal, recovery) = DiskJournal::open(self.breaker.name(), path, &self.config)?;
         Ok((self.journal(Arc::new(journal), replay)?, recovery))
+    }
+
+    /// Opens breaker's journal in Redis ([`RedisJournal`](crate::RedisJournal), shared by
+    /// every instance that opens it with the same name and prefix) and starts the replayer
+    /// over it (feature `redis`). `replay` is called with each entry's arguments; `Err` is a
+    /// failure.
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub fn redis<F, Fut, T, E>(
+        self,
+        options: crate::RedisOptions,
+        replay: F,
+    ) -> Result<Replay<A>, StartError>
+    where
+        A: serde::Serialize + serde::de::DeserializeOwned,
+        F: Fn(A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        E: fmt::Display,
+    {
+        tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        let journal = crate::RedisJournal::open(self.breaker.name(), options, &self.config)
+            .map_err(|e| StartError::Store(e.to_string()))?;
+        self.journal(Arc::new(journal), replay)
     }
 
     /// Starts the replayer over the given journal.

@@ -511,6 +511,27 @@ impl Breaker {
         })
     }
 
+    /// Whether it times its calls (`latency`, or a `slow` threshold): [`latency`](Self::latency)
+    /// is `Some`.
+    pub(crate) fn times_calls(&self) -> bool {
+        self.inner().config.timed()
+    }
+
+    /// Adds its latency histogram, if it has one, to `merged`: a keyed family's latency.
+    /// `now` is the time on the breaker's clock, read once for the family.
+    pub(crate) fn merge_latency(&self, merged: &mut crate::latency::Merged, now: u64) {
+        if let Some(latency) = self.inner().cold.get().and_then(|c| c.latency.get()) {
+            merged.add(latency, now);
+        }
+    }
+
+    /// The counts and sum of its latency histogram since it was made, if it has one: what a
+    /// keyed family keeps of an evicted key's.
+    pub(crate) fn latency_total(&self) -> Option<(Box<[u64]>, u64)> {
+        let latency = self.inner().cold.get().and_then(|c| c.latency.get())?;
+        Some(latency.total())
+    }
+
     /// A snapshot of the breaker's state and counts.
     pub fn metrics(&self) -> Metrics {
         self.inner().metrics()
@@ -648,16 +669,19 @@ impl Breaker {
         self.inner().key()
     }
 
-    /// Successes, failures, ignored, rejected and slow calls, without reading the clock.
-    pub(crate) fn counts(&self) -> [u64; 5] {
+    /// Successes, failures, ignored, rejected and slow calls, and timeouts (among the
+    /// failures), without reading the clock.
+    pub(crate) fn counts(&self) -> [u64; 6] {
         let inner = self.inner();
-        [
+        let timeouts = inner.timeouts();
+        let [s, f, i, r, slow] = [
             Count::Success,
             Count::Failure,
             Count::Ignored,
             Count::Rejected,
             Count::Slow,
         ]
-        .map(|kind| inner.counts.total(&inner.spill, kind))
+        .map(|kind| inner.counts.total(&inner.spill, kind));
+        [s, f, i, r, slow, timeouts]
     }
 }

@@ -59,7 +59,8 @@ impl fmt::Display for Secs {
     }
 }
 
-/// A call that ran past the `timeout` given to `#[circuit_breaker]`; it counted as a failure.
+/// A call that ran past the `timeout` given to `#[circuit_breaker]`; it counted as a failure,
+/// and as a timeout ([`Permit::timed_out`](crate::Permit::timed_out)).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("call through circuit breaker '{name}' timed out after {}", Secs(*.after))]
 pub struct Timeout {

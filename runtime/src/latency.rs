@@ -166,47 +166,115 @@ impl Latency {
     /// The counts and sum since the breaker was made, and those of the last minute as of
     /// `now`.
     pub(crate) fn snapshot(&self, now: u64) -> LatencySnapshot {
-        let total: Box<[u64]> = self
+        let mut merged = Merged::default();
+        merged.add(self, now);
+        merged.snapshot()
+    }
+
+    /// The counts since the breaker was made, for a keyed family to keep once the breaker is
+    /// gone ([`Merged::add_total`]), and their sum.
+    pub(crate) fn total(&self) -> (Box<[u64]>, u64) {
+        let total = self
             .counts
             .0
             .iter()
             .map(|c| c.load(Ordering::Relaxed))
             .collect();
+        (total, self.sum.load(Ordering::Relaxed))
+    }
+
+    /// Adds the counts since the breaker was made to `total` and those of the last minute as
+    /// of `now` to `recent`; returns the sum since it was made.
+    ///
+    /// Allocates nothing: a family merges its keys' histograms one after another.
+    fn read_into(&self, now: u64, total_out: &mut [u64], recent_out: &mut [u64]) -> u64 {
+        let load = |to: &mut [u64; BUCKETS], from: &Counts| {
+            for (t, c) in to.iter_mut().zip(&from.0) {
+                *t = c.load(Ordering::Relaxed);
+            }
+        };
+        let mut total = [0; BUCKETS];
+        load(&mut total, &self.counts);
         let sum = self.sum.load(Ordering::Relaxed);
         let current = slot_of(now);
         let oldest = current.saturating_sub(SLOTS as u64 - 1);
         // The oldest copy taken within the last `SLOTS` slots.
-        let mut base: Option<Box<[u64]>> = None;
+        let mut counts = [0; BUCKETS];
+        let mut base = None;
         'slots: for slot in oldest..=current {
             let copy = &self.copies[(slot % SLOTS as u64) as usize];
             if copy.slot.load(Ordering::Acquire) != slot {
                 continue;
             }
-            let counts: Box<[u64]> = copy
-                .counts
-                .0
-                .iter()
-                .map(|c| c.load(Ordering::Relaxed))
-                .collect();
+            load(&mut counts, &copy.counts);
             crate::sync::fence(Ordering::Acquire);
             if copy.slot.load(Ordering::Relaxed) != slot {
                 continue 'slots;
             }
-            base = Some(counts);
+            base = Some(&counts);
             break;
         }
         // No copy in the last minute: no call turned a slot, so none was recorded then,
         // unless the last call's slot is this minute's (its copy being overwritten now).
-        let recent: Box<[u64]> = match base {
-            Some(base) => total
-                .iter()
-                .zip(base.iter())
-                .map(|(t, b)| t.saturating_sub(*b))
-                .collect(),
-            None if self.epoch.load(Ordering::Relaxed) >= oldest => total.clone(),
-            None => vec![0; BUCKETS].into_boxed_slice(),
-        };
-        LatencySnapshot::new(total, sum, &recent)
+        match base {
+            Some(base) => {
+                for ((to, t), b) in recent_out.iter_mut().zip(&total).zip(base.iter()) {
+                    *to += t.saturating_sub(*b);
+                }
+            }
+            None if self.epoch.load(Ordering::Relaxed) >= oldest => {
+                for (to, t) in recent_out.iter_mut().zip(&total) {
+                    *to += t;
+                }
+            }
+            None => {}
+        }
+        for (to, t) in total_out.iter_mut().zip(&total) {
+            *to += t;
+        }
+        sum
+    }
+}
+
+/// Histograms read as one: a keyed family's, its keys' merged when it is read (so a call
+/// records into its key's histogram alone, as any breaker's call does). Reading costs a pass
+/// over each histogram's buckets: [`BUCKETS`] counts, and those of one copy.
+pub(crate) struct Merged {
+    total: Box<[u64]>,
+    recent: Box<[u64]>,
+    sum: u64,
+}
+
+impl Default for Merged {
+    fn default() -> Self {
+        Merged {
+            total: vec![0; BUCKETS].into_boxed_slice(),
+            recent: vec![0; BUCKETS].into_boxed_slice(),
+            sum: 0,
+        }
+    }
+}
+
+impl Merged {
+    /// Adds a live histogram: its calls since it was made, and its last minute as of `now`.
+    pub(crate) fn add(&mut self, latency: &Latency, now: u64) {
+        self.sum =
+            self.sum
+                .saturating_add(latency.read_into(now, &mut self.total, &mut self.recent));
+    }
+
+    /// Adds the calls of a histogram gone (an evicted key's, from [`Latency::total`]): to the
+    /// calls since the family was made, not to the last minute.
+    pub(crate) fn add_total(&mut self, total: &[u64], sum: u64) {
+        for (to, t) in self.total.iter_mut().zip(total) {
+            *to += t;
+        }
+        self.sum = self.sum.saturating_add(sum);
+    }
+
+    /// The merged histograms as one snapshot.
+    pub(crate) fn snapshot(self) -> LatencySnapshot {
+        LatencySnapshot::new(self.total, self.sum, &self.recent)
     }
 }
 

@@ -35,6 +35,11 @@ pub struct Metrics {
     pub rejected: u64,
     /// Successes and failures that took at least the `slow` threshold.
     pub slow: u64,
+    /// Failures that were calls run past their timeout (`#[circuit_breaker(timeout = …)]`,
+    /// [`Permit::timed_out`](crate::Permit::timed_out)): counted among `failures` too, so
+    /// never more than them. With `serde`, read as 0 when absent.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub timeouts: u64,
     /// Calls in the rate window now (0 without a rate policy).
     pub window_calls: u64,
     /// The window's failure rate in percent, if it holds any call.

@@ -256,8 +256,55 @@ mod timeout {
         assert!(hangs().await.is_err());
         let breaker = registry().get("async-timeout").unwrap();
         assert_eq!(breaker.state(), State::Open);
-        assert_eq!(breaker.metrics().failures, 2);
+        let m = breaker.metrics();
+        assert_eq!((m.failures, m.timeouts), (2, 2));
+        assert_eq!(
+            breaker.last_failure().as_deref(),
+            Some("call through circuit breaker 'async-timeout' timed out after 100ms")
+        );
         assert!(matches!(hangs().await, Err(ApiError::Rejected(_))));
+        assert_eq!(breaker.metrics().timeouts, 2, "a rejection is no timeout");
+    }
+
+    #[circuit_breaker(
+        name = "async-timeout-latency",
+        failures = 5,
+        timeout = "2s",
+        latency = true
+    )]
+    async fn sometimes_hangs(hang: bool) -> Result<(), ApiError> {
+        if hang {
+            std::future::pending::<()>().await;
+        }
+        yield_now().await;
+        Ok(())
+    }
+
+    /// On tokio's paused clock no real time passes, and the breaker's clock (the system one)
+    /// sees none: the timed-out call is timed as its timeout, so a hang shows in p99.
+    #[tokio::test(start_paused = true)]
+    async fn a_timed_out_call_is_timed_as_its_timeout() {
+        for _ in 0..9 {
+            sometimes_hangs(false).await.unwrap();
+        }
+        let started = tokio::time::Instant::now();
+        assert!(matches!(
+            sometimes_hangs(true).await,
+            Err(ApiError::Timeout(_))
+        ));
+        assert_eq!(started.elapsed(), std::time::Duration::from_secs(2));
+        let breaker = registry().get("async-timeout-latency").unwrap();
+        let m = breaker.metrics();
+        assert_eq!((m.successes, m.failures, m.timeouts), (9, 1, 1));
+        let l = breaker.latency().unwrap();
+        assert_eq!(l.recent_calls, 10);
+        let p99 = l.p99.unwrap().as_secs_f64();
+        assert!((p99 - 2.0).abs() <= 2.0 / 16.0, "{l:?}");
+        assert!(
+            l.p50.unwrap() < std::time::Duration::from_millis(100),
+            "{l:?}"
+        );
+        assert!(l.sum >= std::time::Duration::from_secs(2), "{l:?}");
     }
 
     async fn slow_fallback(id: u32) -> Result<u32, ApiError> {
@@ -278,7 +325,10 @@ mod timeout {
         assert_eq!(slow(5).await.unwrap(), 5);
         assert_eq!(slow(0).await.unwrap(), 1000);
         let metrics = registry().get("async-timeout-fallback").unwrap().metrics();
-        assert_eq!((metrics.successes, metrics.failures), (1, 1));
+        assert_eq!(
+            (metrics.successes, metrics.failures, metrics.timeouts),
+            (1, 1, 1)
+        );
     }
 }
 

@@ -53,6 +53,48 @@ async fn the_event_stream_tells_changes_and_metrics_every_second() {
     assert_eq!(mine["last_failure"], "server answered 500");
     assert_eq!(
         mine["per_second"],
-        json!({ "calls": 5.0, "failures": 2.0, "slow": 0.0, "rejected": 3.0 })
+        json!({ "calls": 5.0, "failures": 2.0, "slow": 0.0, "timeouts": 0.0, "rejected": 3.0 })
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeouts_are_counted_apart_in_the_metrics_and_their_rate() {
+    let _shared = crate::support::shared().await;
+    let (b, _clock) = breaker("adm-sse-timeouts");
+    let res = admin::router().oneshot(get("/events")).await.unwrap();
+    let mut body = res.into_body().into_data_stream();
+    let (name, _) = next_event(&mut body).await;
+    assert_eq!(name, "metrics");
+    b.call(|| Ok::<_, &str>(())).unwrap();
+    b.try_acquire()
+        .unwrap()
+        .timed_out(&breakerbox_runtime::Timeout::new(
+            b.name(),
+            std::time::Duration::from_secs(2),
+        ));
+    let tick = loop {
+        let (name, data) = next_event(&mut body).await;
+        if name == "metrics" {
+            break data;
+        }
+    };
+    let mine = find(&tick["breakers"], "adm-sse-timeouts");
+    assert_eq!(mine["state"], "closed");
+    assert_eq!(
+        (&mine["metrics"]["failures"], &mine["metrics"]["timeouts"]),
+        (&json!(1), &json!(1))
+    );
+    assert_eq!(
+        mine["per_second"],
+        json!({ "calls": 2.0, "failures": 1.0, "slow": 0.0, "timeouts": 1.0, "rejected": 0.0 })
+    );
+    // The timeout counts toward tripping.
+    assert!(
+        mine["explain"]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("; 1 of 2 failures in a row so far"),
+        "{}",
+        mine["explain"]
     );
 }

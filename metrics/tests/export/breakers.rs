@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use breakerbox_runtime::{Config, ManualClock, Outcome, Window, registry};
+use breakerbox_runtime::{Config, ManualClock, Outcome, Timeout, Window, registry};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 
 use crate::export;
@@ -80,9 +80,12 @@ fn record_all_exports_counts_state_and_times_opened() {
         permit.record(Outcome::Success);
         let _ = breaker.call(|| Ok::<_, &str>(()));
         breaker.try_acquire().unwrap().ignore();
-        for _ in 0..2 {
-            let _ = breaker.call(|| Err::<(), _>("down"));
-        }
+        // Two failures, one of them a timeout.
+        breaker
+            .try_acquire()
+            .unwrap()
+            .timed_out(&Timeout::new("export-counts", Duration::from_secs(1)));
+        let _ = breaker.call(|| Err::<(), _>("down"));
         let _ = breaker.call(|| Ok::<_, &str>(())); // rejected
         export::record_all();
         // Counters are set to totals: exporting twice does not count twice.
@@ -94,7 +97,9 @@ fn record_all_exports_counts_state_and_times_opened() {
     assert_eq!(r.calls("export-counts", "failure"), Some(2.0));
     assert_eq!(r.calls("export-counts", "ignored"), Some(1.0));
     assert_eq!(r.calls("export-counts", "rejected"), Some(1.0));
-    assert_eq!(r.calls("export-counts", "slow"), Some(1.0));
+    // The timeout took its timeout: past the slow threshold too.
+    assert_eq!(r.calls("export-counts", "slow"), Some(2.0));
+    assert_eq!(r.calls("export-counts", "timeout"), Some(1.0));
     assert_eq!(r.get("breakerbox_state", "export-counts"), Some(1.0));
     assert_eq!(r.get("breakerbox_opened_total", "export-counts"), Some(1.0));
     // No rate policy: no rate gauges.

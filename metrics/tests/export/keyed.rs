@@ -64,11 +64,14 @@ fn r(metric: &str, labels: &[(&str, &str)], value: f64) -> Reading {
     (metric.to_owned(), l(labels), value)
 }
 
-fn family_rows(calls: [f64; 5], evicted: f64, keys: f64, open: f64) -> Vec<Reading> {
+/// `calls`: successes, failures, ignored, rejected, slow, timeouts.
+fn family_rows(calls: [f64; 6], evicted: f64, keys: f64, open: f64) -> Vec<Reading> {
     let mut rows = Vec::new();
-    for (outcome, v) in ["failure", "ignored", "rejected", "slow", "success"]
-        .into_iter()
-        .zip([calls[1], calls[2], calls[3], calls[4], calls[0]])
+    for (outcome, v) in [
+        "failure", "ignored", "rejected", "slow", "success", "timeout",
+    ]
+    .into_iter()
+    .zip([calls[1], calls[2], calls[3], calls[4], calls[0], calls[5]])
     {
         rows.push(r(
             "breakerbox_family_calls_total",
@@ -99,15 +102,23 @@ fn families_export_aggregates_and_top_open_keys_and_per_key_only_when_asked() {
         })
         .unwrap();
     let down = || Err::<(), _>("down");
-    for key in ["a", "b", "b", "c", "c", "c"] {
+    hosts
+        .try_acquire("a")
+        .unwrap()
+        .timed_out(&breakerbox_runtime::Timeout::new(
+            "export-keyed",
+            Duration::from_secs(1),
+        ));
+    for key in ["b", "b", "c", "c", "c"] {
         let _ = hosts.call(key, down);
     }
-    // `a` closed with 1 failure; `b` open (2); `c` open (2 failures, then 1 rejection).
+    // `a` closed with 1 failure, a timeout; `b` open (2); `c` open (2 failures, then 1
+    // rejection).
     hosts.call("d", || Ok::<_, &str>(())).unwrap();
 
     export::set_top_open(1);
     metrics::with_local_recorder(&recorder, export::record_all);
-    let mut want = family_rows([1.0, 5.0, 0.0, 1.0, 0.0], 0.0, 4.0, 2.0);
+    let mut want = family_rows([1.0, 5.0, 0.0, 1.0, 0.0, 1.0], 0.0, 4.0, 2.0);
     // The top one of the two open keys: equal failures, so by key.
     want.push(r("breakerbox_key_state", &[("key", "b")], 1.0));
     want.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
@@ -169,6 +180,11 @@ fn families_export_aggregates_and_top_open_keys_and_per_key_only_when_asked() {
                 &[("key", "a"), ("outcome", "success")],
                 0.0
             ),
+            r(
+                "breakerbox_key_calls_total",
+                &[("key", "a"), ("outcome", "timeout")],
+                1.0
+            ),
             r("breakerbox_key_opened_total", &[("key", "a")], 0.0),
             r("breakerbox_key_state", &[("key", "a")], 0.0),
         ]
@@ -182,7 +198,7 @@ fn families_export_aggregates_and_top_open_keys_and_per_key_only_when_asked() {
     );
     let _ = own.call(&7, down);
     metrics::with_local_recorder(&recorder, || export::record_family(&own));
-    let mut want = family_rows([0.0, 1.0, 0.0, 0.0, 0.0], 0.0, 1.0, 1.0);
+    let mut want = family_rows([0.0, 1.0, 0.0, 0.0, 0.0, 0.0], 0.0, 1.0, 1.0);
     want.push(r("breakerbox_key_state", &[("key", "7")], 1.0));
     want.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
     assert_eq!(of(&take(&snapshotter), "export-keyed-own"), want);
@@ -199,7 +215,8 @@ fn families_export_aggregates_and_top_open_keys_and_per_key_only_when_asked() {
     assert_eq!(
         json["totals"],
         serde_json::json!({
-            "calls": 7, "successes": 1, "failures": 5, "ignored": 0, "rejected": 1, "slow": 0
+            "calls": 7, "successes": 1, "failures": 5, "ignored": 0, "rejected": 1, "slow": 0,
+            "timeouts": 1
         })
     );
     assert_eq!(json["top_open"][0]["key"], "c");

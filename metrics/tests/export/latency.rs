@@ -97,3 +97,52 @@ fn a_breaker_that_times_nothing_exports_no_latency() {
         assert!(values.is_empty() && quantiles.is_empty());
     });
 }
+
+#[test]
+fn a_family_exports_its_keys_latency_as_one_each_call_once() {
+    let _settings = crate::settings();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let clock = ManualClock::new();
+    let family = breakerbox_runtime::BreakerMap::<String>::new(
+        "export-family-latency",
+        Config::builder()
+            .latency(true)
+            .idle_for(Duration::from_secs(10))
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    let call = |key: &str, ms| {
+        let _ = family.call(key, || {
+            clock.advance(Duration::from_millis(ms));
+            Ok::<_, &str>(())
+        });
+    };
+    metrics::with_local_recorder(&recorder, || {
+        call("a.example", 2);
+        call("a.example", 2);
+        call("b.example", 40);
+        export::record_family(&family);
+        let (values, quantiles) = read(&snapshotter, "export-family-latency");
+        assert_eq!(values.len(), 3, "{values:?}");
+        assert!(
+            near(values[0], 0.002) && near(values[1], 0.002) && near(values[2], 0.040),
+            "{values:?}"
+        );
+        assert!(
+            near(quantiles[0].1, 0.002) && near(quantiles[2].1, 0.040),
+            "{quantiles:?}"
+        );
+        // `b.example` is evicted: its call is not exported again, nor taken back.
+        assert_eq!(family.sweep(), 0);
+        clock.advance(Duration::from_secs(11));
+        call("a.example", 7);
+        assert_eq!(family.sweep(), 1);
+        assert!(family.get("b.example").is_none());
+        export::record_family(&family);
+        let (values, _) = read(&snapshotter, "export-family-latency");
+        assert_eq!(values.len(), 1, "{values:?}");
+        assert!(near(values[0], 0.007), "{values:?}");
+    });
+}

@@ -46,6 +46,12 @@ pub(super) struct Cold {
     pub(super) retired: std::sync::Mutex<Vec<Arc<crate::config::Config>>>,
     /// Health probes (`crate::probe`): the opening being probed, and the counts.
     pub(super) probing: crate::probe::ProbeSlot,
+    /// Failures that were calls run past their timeout (`Permit::timed_out`), also counted
+    /// among the failures. A shared word: a timed-out call has waited out its timeout, and
+    /// counting it here keeps the counter stripes, and the calls that do not time out, as
+    /// they are. std, not loom: a counter whose one ordering (after the failure's count) is
+    /// a reader's nicety, not a protocol.
+    pub(super) timeouts: std::sync::atomic::AtomicU64,
     /// The latency histogram of a breaker that times its calls, allocated at the first.
     pub(super) latency: crate::sync::LazyBox<crate::latency::Latency>,
 }

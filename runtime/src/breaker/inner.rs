@@ -202,6 +202,14 @@ impl Inner {
             + self.counts.total(&self.spill, Count::Failure)
     }
 
+    /// Failures that were timeouts ([`Permit::timed_out`](super::Permit::timed_out)). Read
+    /// before the failures, with Acquire: never more than the failures read after it.
+    pub(super) fn timeouts(&self) -> u64 {
+        self.cold
+            .get()
+            .map_or(0, |c| c.timeouts.load(std::sync::atomic::Ordering::Acquire))
+    }
+
     pub(super) fn cold(&self) -> &Cold {
         self.cold.get_or_init(Box::default)
     }
@@ -210,6 +218,7 @@ impl Inner {
         let word = self.state.load(Ordering::Acquire);
         let state = word.state();
         let now = self.clock().coarse();
+        let timeouts = self.timeouts();
         let c = |kind| self.counts.total(&self.spill, kind);
         let (successes, failures, ignored, rejected, slow) = (
             c(Count::Success),
@@ -254,6 +263,7 @@ impl Inner {
             ignored,
             rejected,
             slow,
+            timeouts,
             window_calls: tally.map_or(0, |t| t.calls),
             failure_rate: tally.and_then(|t| rate(t.failures, t.calls)),
             slow_rate: tally.and_then(|t| rate(t.slow, t.calls)),

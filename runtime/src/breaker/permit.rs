@@ -4,6 +4,7 @@ use core::fmt;
 
 use super::Breaker;
 use super::inner::Inner;
+use crate::error::Timeout;
 use crate::outcome::Outcome;
 use crate::state::{State, Word, generation_of, stamp};
 
@@ -138,6 +139,35 @@ impl Permit<'_> {
         self.record(Outcome::Ignored);
     }
 
+    /// Records a call that ran past its timeout and was given up on: a failure (it counts
+    /// toward tripping like any other, and `timeout`'s text is its message), counted among
+    /// [`Metrics::timeouts`](crate::Metrics::timeouts) too. A breaker that times its calls
+    /// (`latency`, or a `slow` threshold) records it as taking at least
+    /// [`timeout.after()`](Timeout::after). `#[circuit_breaker(timeout = …)]` records its
+    /// timeouts so; call it when you time a call out yourself.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{Breaker, Config, Timeout};
+    /// use std::time::Duration;
+    ///
+    /// let breaker = Breaker::new("search", Config::builder().failures(1).build()?);
+    /// let permit = breaker.try_acquire()?;
+    /// // ... the call did not answer within 2 s ...
+    /// permit.timed_out(&Timeout::new("search", Duration::from_secs(2)));
+    /// let m = breaker.metrics();
+    /// assert_eq!((m.failures, m.timeouts), (1, 1));
+    /// assert_eq!(
+    ///     breaker.last_failure().as_deref(),
+    ///     Some("call through circuit breaker 'search' timed out after 2.0s")
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn timed_out(self, timeout: &Timeout) {
+        let (inner, ticket) = (self.inner, self.ticket);
+        core::mem::forget(self);
+        inner.record_timeout(ticket, crate::clock::nanos(timeout.after()), timeout);
+    }
+
     /// Whether this call is a half-open probe.
     pub fn is_probe(&self) -> bool {
         self.ticket.kind() == Kind::Probe
@@ -261,6 +291,11 @@ impl OwnedPermit {
     /// Records a call that says nothing about the service's health.
     pub fn ignore(self) {
         self.record(Outcome::Ignored);
+    }
+
+    /// Records a call that ran past its timeout; see [`Permit::timed_out`].
+    pub fn timed_out(mut self, timeout: &Timeout) {
+        self.take().timed_out(timeout);
     }
 
     /// Whether this call is a half-open probe.

@@ -141,6 +141,38 @@ impl Inner {
         outcome: Outcome,
         cause: Option<&dyn fmt::Display>,
     ) {
+        self.judge(ticket, outcome, cause, None);
+    }
+
+    /// Records a call that ran past its timeout of `after` nanoseconds: a failure, counted
+    /// among the timeouts too, whose latency is at least `after` (a timer that fired late
+    /// makes it longer; a clock other than the timer's, such as the real one under tokio's
+    /// paused time, may have seen less).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn record_timeout(&self, ticket: Ticket, after: u64, cause: &dyn fmt::Display) {
+        self.judge(ticket, Outcome::Failure, Some(cause), Some(after));
+    }
+
+    /// Counts a timeout, after its failure. Release: a reader that reads the timeouts first,
+    /// with Acquire ([`Inner::timeouts`]), sees at least as many failures.
+    fn count_timeout(&self) {
+        self.cold()
+            .timeouts
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+
+    /// A finished call's outcome, counted and judged; `timed_out` is the timeout of a call
+    /// that ran past it, in nanoseconds. Inlined into `record_any` with `None`, whose code is
+    /// what it was before timeouts were counted apart.
+    #[inline(always)]
+    fn judge(
+        &self,
+        ticket: Ticket,
+        outcome: Outcome,
+        cause: Option<&dyn fmt::Display>,
+        timed_out: Option<u64>,
+    ) {
         // A classifier's reason is the failure's message, unless the call's own error is.
         let reason = outcome.reason();
         let cause = cause.or(reason.as_ref().map(|r| r as &dyn fmt::Display));
@@ -155,6 +187,9 @@ impl Inner {
                 | Outcome::FailureWith(_)
                 | Outcome::TripForWith(..) => Count::Failure,
             });
+            if timed_out.is_some() {
+                self.count_timeout();
+            }
             if !matches!(outcome, Outcome::Ignored) {
                 self.exclude_if_closed();
             }
@@ -165,7 +200,7 @@ impl Inner {
         }
         let slow = self.config.timed()
             && !matches!(outcome, Outcome::Ignored)
-            && self.timed(ticket.started);
+            && self.timed(ticket.started, timed_out.unwrap_or(0));
         if slow {
             self.count(Count::Slow);
         }
@@ -178,6 +213,9 @@ impl Inner {
                 // Counted first: the log formats the user's `Display`, which may panic (caught
                 // by `Guarded`, but counting must not depend on that).
                 let slot = self.count(Count::Failure);
+                if timed_out.is_some() {
+                    self.count_timeout();
+                }
                 tracing::debug!(target: "breakerbox", name = %self.identity.name(), key = self.key(), cause = cause.map(|c| tracing::field::display(Guarded(c))), "call failed");
                 slot
             }
@@ -213,10 +251,11 @@ impl Inner {
 
     /// The one place a call's duration is read: into the latency histogram, and against the
     /// `slow` threshold (whether it was slow is the answer). Only for a config that times
-    /// calls (`Config::timed`), whose permit read the clock at admission.
-    fn timed(&self, started: u64) -> bool {
+    /// calls (`Config::timed`), whose permit read the clock at admission. A call known to
+    /// have run at least `at_least` nanoseconds (a timeout's) took no less.
+    fn timed(&self, started: u64, at_least: u64) -> bool {
         let now = self.clock().precise();
-        let took = now.saturating_sub(started);
+        let took = now.saturating_sub(started).max(at_least);
         self.cold().latency.get_or_default().record(took, now);
         self.config
             .slow

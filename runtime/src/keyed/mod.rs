@@ -319,12 +319,30 @@ where
         let gone = self.family.totals.lock();
         let mut sum = Gone {
             evicted: gone.evicted,
-            limbo: Vec::new(),
+            ..Gone::default()
         };
         for b in &gone.limbo {
             sum.add(b.counts());
         }
         sum.evicted
+    }
+
+    /// Adds the latency of the breakers no longer in the family to `merged`: the calls since
+    /// they were made of those freed, and the histograms of those still held.
+    pub(crate) fn merge_evicted_latency(&self, merged: &mut crate::latency::Merged, now: u64) {
+        self.family.totals.prune();
+        let limbo: Vec<Breaker> = {
+            let gone = self.family.totals.lock();
+            if !gone.latency.is_empty() {
+                merged.add_total(&gone.latency, gone.latency_sum);
+            }
+            gone.limbo.clone()
+        };
+        // Outside the lock: the last of these handles may be the breaker's last, whose drop
+        // runs its listeners' drops (user code).
+        for b in &limbo {
+            b.merge_latency(merged, now);
+        }
     }
 
     /// Evicts now what a sweep would (keys idle for `idle_for`, then the least recently

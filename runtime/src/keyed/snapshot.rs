@@ -6,6 +6,7 @@ use core::fmt;
 use core::hash::{BuildHasher, Hash};
 
 use crate::breaker::{Breaker, displayed};
+use crate::latency::{LatencySnapshot, Merged};
 use crate::metrics::Metrics;
 use crate::state::State;
 
@@ -15,7 +16,7 @@ use super::{BreakerMap, Evicted, KeyMetrics};
 /// and its evicted keys. Part of a [`FamilySnapshot`].
 ///
 /// `calls == successes + failures + ignored + rejected`; `slow` overlaps successes and
-/// failures. A key's counts move to the evicted ones when it is evicted, each call counted
+/// failures, and `timeouts` are among the failures. A key's counts move to the evicted ones when it is evicted, each call counted
 /// once; a snapshot taken while a sweep evicts may see a key in both or in neither, so two
 /// snapshots during evictions may differ by that key's counts either way.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -34,16 +35,20 @@ pub struct FamilyTotals {
     pub rejected: u64,
     /// Slow calls.
     pub slow: u64,
+    /// Timeouts (among the failures). With `serde`, read as 0 when absent.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub timeouts: u64,
 }
 
 impl FamilyTotals {
-    fn add(&mut self, [successes, failures, ignored, rejected, slow]: [u64; 5]) {
+    fn add(&mut self, [successes, failures, ignored, rejected, slow, timeouts]: [u64; 6]) {
         self.calls += successes + failures + ignored + rejected;
         self.successes += successes;
         self.failures += failures;
         self.ignored += ignored;
         self.rejected += rejected;
         self.slow += slow;
+        self.timeouts += timeouts;
     }
 
     fn add_evicted(&mut self, e: &Evicted) {
@@ -53,6 +58,7 @@ impl FamilyTotals {
         self.ignored += e.ignored;
         self.rejected += e.rejected;
         self.slow += e.slow;
+        self.timeouts += e.timeouts;
     }
 }
 
@@ -78,6 +84,13 @@ pub struct FamilySnapshot {
     pub evicted: Evicted,
     /// The overflow breaker, if it has been needed (also in `totals`).
     pub overflow: Option<Metrics>,
+    /// The latency of the family's calls, its keys' histograms merged (as
+    /// [`Breaker::latency`] is one breaker's): `None` unless its keys time their calls
+    /// (`latency`, or a `slow` threshold). The last minute's percentiles are those of the keys
+    /// held and the overflow breaker; the calls since the family was made count evicted keys
+    /// too. Not serialized, nor compared by `==`: an exporter or an admin page reads it here.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub latency: Option<LatencySnapshot>,
     /// Which family this is: two families of the same name (one dropped, another made) have
     /// different ones. For the metrics export, which holds a family's counters from going
     /// down but must start again for a new family.
@@ -97,6 +110,7 @@ impl PartialEq for FamilySnapshot {
             top_open,
             evicted,
             overflow,
+            latency: _,
             family: _,
         } = self;
         (name, keys, open_keys, totals, top_open, evicted, overflow)
@@ -140,9 +154,26 @@ where
     pub fn snapshot(&self, top: usize) -> FamilySnapshot {
         let mut totals = FamilyTotals::default();
         let (mut keys, mut open) = (0, Vec::new());
+        // The keys' histograms, merged as they are read: one pass over each timed key's
+        // buckets, nothing on the call path. The time is read once, on the family's clock,
+        // if the family times its calls or a key does (its own table may say so).
+        let clock = &self.config().clock;
+        let mut latency = self
+            .config()
+            .timed()
+            .then(|| (Merged::default(), clock.precise()));
+        let merge = |latency: &mut Option<(Merged, u64)>, b: &Breaker| {
+            if latency.is_none() && b.times_calls() {
+                *latency = Some((Merged::default(), clock.precise()));
+            }
+            if let Some((merged, now)) = latency {
+                b.merge_latency(merged, *now);
+            }
+        };
         self.for_each(|k, b| {
             keys += 1;
             totals.add(b.counts());
+            merge(&mut latency, b);
             if is_open(b.state()) {
                 open.push((k.clone(), b.clone()));
             }
@@ -151,10 +182,15 @@ where
         let top_open = top_open(open, top);
         let overflow = self.overflow().map(|b| {
             totals.add(b.counts());
+            merge(&mut latency, &b);
             b.metrics()
         });
         let evicted = self.evicted();
         totals.add_evicted(&evicted);
+        let latency = latency.map(|(mut merged, now)| {
+            self.merge_evicted_latency(&mut merged, now);
+            merged.snapshot()
+        });
         FamilySnapshot {
             name: self.name().to_owned(),
             keys,
@@ -163,6 +199,7 @@ where
             top_open,
             evicted,
             overflow,
+            latency,
             family: self.family.id,
         }
     }

@@ -14,6 +14,10 @@ pub(super) struct Gone {
     /// Evicted breakers that something else still holds (their slot, not freed yet while a
     /// pinned call may run; a permit; a user's handle), counted by `evicted` when read.
     pub(super) limbo: Vec<Breaker>,
+    /// The latency histograms of the evicted breakers freed: their counts since they were
+    /// made (empty until one had any), and the sum of their durations.
+    pub(super) latency: Vec<u64>,
+    pub(super) latency_sum: u64,
 }
 
 impl Totals {
@@ -29,6 +33,7 @@ impl Totals {
             let done: Vec<Breaker> = gone.limbo.extract_if(.., |b| b.handles() == 1).collect();
             for b in &done {
                 gone.add(b.counts());
+                gone.add_latency(b);
             }
             done
         };
@@ -37,7 +42,24 @@ impl Totals {
 }
 
 impl Gone {
-    pub(super) fn add(&mut self, [successes, failures, ignored, rejected, slow]: [u64; 5]) {
+    /// Keeps the latency counts of `b`, a breaker freed.
+    fn add_latency(&mut self, b: &Breaker) {
+        let Some((total, sum)) = b.latency_total() else {
+            return;
+        };
+        if self.latency.is_empty() {
+            self.latency = vec![0; total.len()];
+        }
+        for (to, n) in self.latency.iter_mut().zip(total.iter()) {
+            *to += n;
+        }
+        self.latency_sum = self.latency_sum.saturating_add(sum);
+    }
+
+    pub(super) fn add(
+        &mut self,
+        [successes, failures, ignored, rejected, slow, timeouts]: [u64; 6],
+    ) {
         let e = &mut self.evicted;
         e.calls += successes + failures + ignored + rejected;
         e.successes += successes;
@@ -45,6 +67,7 @@ impl Gone {
         e.ignored += ignored;
         e.rejected += rejected;
         e.slow += slow;
+        e.timeouts += timeouts;
     }
 }
 
@@ -68,4 +91,7 @@ pub struct Evicted {
     pub rejected: u64,
     /// Their slow calls.
     pub slow: u64,
+    /// Their timeouts (among their failures). With `serde`, read as 0 when absent.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub timeouts: u64,
 }

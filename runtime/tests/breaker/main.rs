@@ -31,3 +31,4 @@ mod registry;
 mod reports;
 mod slow;
 mod support;
+mod timeouts;

@@ -21,5 +21,6 @@ mod eviction;
 mod families;
 mod freeing;
 mod heap;
+mod latency;
 mod races;
 mod support;

@@ -1,0 +1,633 @@
+//! [`RedisJournal`]: one journal in Redis for a fleet, each entry replayed by one instance
+//! (feature `redis`).
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::time::Duration;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use redis::{Script, Value};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::config::{ReplayConfig, WhenFull};
+use crate::journal::{
+    Counts, EntryInfo, Journal, NotJournaled, Pushed, Settled, Status, Take, Taken,
+};
+use crate::stats::Sink;
+
+/// The script of every operation (`redis.lua`).
+static SCRIPT: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("redis.lua")));
+
+/// At most this many entries are listed by [`Journal::entries`] and
+/// [`Journal::dead_letters`].
+const LIST_LIMIT: usize = 10_000;
+
+/// Where a [`RedisJournal`] lives and how it waits: the URL, the key prefix, the timeout of
+/// each call to Redis, and when an instance's held entries are taken over.
+///
+/// ```
+/// use breakerbox_replay::RedisOptions;
+/// use std::time::Duration;
+///
+/// let options = RedisOptions::new("redis://127.0.0.1:6379/")
+///     .claim_after(Duration::from_secs(60))
+///     .timeout(Duration::from_millis(200));
+/// assert_eq!(options.get_claim_after(), Duration::from_secs(60));
+/// ```
+#[derive(Clone, Debug)]
+pub struct RedisOptions {
+    url: String,
+    prefix: String,
+    timeout: Duration,
+    claim_after: Duration,
+    poll: Duration,
+    consumer: Option<String>,
+}
+
+impl RedisOptions {
+    /// Redis at `url`: `redis://[user:password@]host:port[/db]` (or `redis+unix://` or
+    /// `unix://`, a socket path). The defaults: prefix `breakerbox:replay:`, a timeout of
+    /// 500 ms, claim after 30 s, poll every second.
+    pub fn new(url: impl Into<String>) -> Self {
+        RedisOptions {
+            url: url.into(),
+            prefix: "breakerbox:replay:".to_owned(),
+            timeout: Duration::from_millis(500),
+            claim_after: Duration::from_secs(30),
+            poll: Duration::from_secs(1),
+            consumer: None,
+        }
+    }
+
+    /// The keys' prefix: a journal's keys are `<prefix>{<breaker name>}:…` (one hash slot).
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The longest a connect, a write or a read waits on Redis (each); a call past it fails,
+    /// and for this long after a failure the journal refuses calls without trying Redis
+    /// again.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// An entry an instance took for a replay and did not settle within this time (on the
+    /// journal's clock) goes back to the queue, for any instance to take (`replay_claim_after`):
+    /// so an instance that dies mid-replay leaves its entry to the others. Longer than the
+    /// longest replay, or a slow replay is run twice.
+    pub fn claim_after(mut self, after: Duration) -> Self {
+        self.claim_after = after.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long the replayer waits before it looks again when the journal has nothing due for
+    /// it: entries other instances journal and entries of dead instances are found this way.
+    pub fn poll(mut self, every: Duration) -> Self {
+        self.poll = every.max(Duration::from_millis(1));
+        self
+    }
+
+    /// This instance's consumer name in the stream's group (default: `$HOSTNAME`, the process
+    /// id and a number unique in the process). Two live journals must never share one.
+    pub fn consumer(mut self, name: impl Into<String>) -> Self {
+        self.consumer = Some(name.into());
+        self
+    }
+
+    /// When held entries are taken over.
+    pub fn get_claim_after(&self) -> Duration {
+        self.claim_after
+    }
+}
+
+/// Why a [`RedisJournal`] could not open.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedisJournalError {
+    /// The URL is not one the `redis` crate reads (its password is not shown).
+    #[error("the replay journal's Redis URL is not valid: {0}")]
+    Url(String),
+    /// Redis did not answer, or answered with an error (a key of another kind under the
+    /// journal's keys, a wrong password).
+    #[error("{0}")]
+    Store(String),
+}
+
+/// One journal in Redis, shared by every instance of a fleet: a call rejected on any instance
+/// is journaled there, and each entry is replayed by one instance.
+///
+/// - **Layout.** Entries are a Redis stream (`<prefix>{<name>}:stream`, fields `t`, `b`,
+///   `a`, `k`) read through a consumer group: each instance is a consumer, and an entry
+///   pending on it is held by its replay. Dead letters are a second stream (`…:dead`);
+///   keys, failed attempts, held entries and the fleet's counts are a hash, a hash, a sorted
+///   set and a hash beside them. Every operation is one Lua script, atomic on the server.
+/// - **Exactly once.** An entry is held by one instance at a time, and removed when its
+///   replay succeeds: each entry is replayed once, unless an instance holds it longer than
+///   `claim_after` (it died, or its replay is slower than that): then it goes back to the
+///   queue and another instance replays it (at least once).
+/// - **Bounds, TTL, keys** as the other journals, for the whole fleet: `max_entries` and
+///   `max_bytes` bound the stream, a key queued by any instance deduplicates a call on any
+///   other. The stream is bounded by the script (it counts what it drops), not by `XADD`'s
+///   `MAXLEN` (which would drop entries uncounted, held ones too).
+/// - **Times** are on each instance's journal clock ([`WallClock`](crate::WallClock) by
+///   default): the instances' clocks must agree to well within `ttl` and `claim_after`.
+/// - **Failures.** Each call to Redis is bounded by [`RedisOptions::timeout`]; a call that
+///   fails (and every call for one timeout after it) is refused with
+///   [`NotJournaled::Store`] and its reason, counted as `refused` (in this instance's
+///   counts: the fleet's are in Redis). A key of another kind under the journal's keys is an
+///   error of this journal only. A settle that fails leaves the entry held: it goes back to
+///   the queue after `claim_after`.
+/// - [`Status`] and [`Counts`] are the fleet's (read from Redis), plus this instance's calls
+///   refused because Redis failed; metrics count this instance's events.
+/// - Its calls block the calling thread for up to the timeout: it is for calls to a remote
+///   service that is down anyway, where a round trip to Redis is small beside the call.
+pub struct RedisJournal<A> {
+    name: String,
+    keys: [String; 6],
+    consumer: String,
+    options: RedisOptions,
+    config: ReplayConfig,
+    client: redis::Client,
+    idle: Mutex<Vec<redis::Connection>>,
+    /// Until when calls are refused without trying Redis, and why.
+    down: Mutex<Option<(Instant, String)>>,
+    last_error: Mutex<Option<String>>,
+    /// Status as last read, for when Redis does not answer.
+    last_status: Mutex<Status>,
+    /// Calls refused because Redis failed: not in the fleet's counts.
+    refused: AtomicU64,
+    sink: Sink,
+    _args: PhantomData<fn(A) -> A>,
+}
+
+impl<A> fmt::Debug for RedisJournal<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisJournal")
+            .field("name", &self.name)
+            .field("stream", &self.keys[0])
+            .field("consumer", &self.consumer)
+            .finish_non_exhaustive()
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A default consumer name, unique in the process.
+fn consumer_name() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "host".to_owned());
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros();
+    format!(
+        "{host}-{}-{started:x}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A script's reply, read leniently: Lua numbers come back as integers, strings as bulk.
+fn text(value: &Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(n) => Some(n.to_string()),
+        Value::Okay => Some("OK".to_owned()),
+        _ => None,
+    }
+}
+
+fn number(value: Option<&Value>) -> u64 {
+    value
+        .and_then(text)
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+fn bytes(value: Option<&Value>) -> Vec<u8> {
+    match value {
+        Some(Value::BulkString(bytes)) => bytes.clone(),
+        Some(other) => text(other).unwrap_or_default().into_bytes(),
+        None => Vec::new(),
+    }
+}
+
+fn array(value: Value) -> Vec<Value> {
+    match value {
+        Value::Array(items) => items,
+        other => vec![other],
+    }
+}
+
+/// The counts after a script's result (its last eight values).
+fn delta(items: &[Value]) -> Counts {
+    let at = |i: usize| number(items.len().checked_sub(8 - i).and_then(|j| items.get(j)));
+    Counts {
+        queued: at(0),
+        deduplicated: at(1),
+        replayed: at(2),
+        failed: at(3),
+        dead_lettered: at(4),
+        expired: at(5),
+        dropped: at(6),
+        refused: at(7),
+    }
+}
+
+/// An entry as `entries` and `dead` list it: seven values each.
+fn infos(items: &[Value]) -> Vec<EntryInfo> {
+    items
+        .chunks_exact(7)
+        .map(|e| EntryInfo {
+            id: number(e.first()),
+            enqueued: Duration::from_nanos(number(e.get(1))),
+            attempts: u32::try_from(number(e.get(2))).unwrap_or(u32::MAX),
+            next_try: Duration::from_nanos(number(e.get(3))),
+            bytes: usize::try_from(number(e.get(4))).unwrap_or(usize::MAX),
+            key: (text(&e[5]).as_deref() == Some("1")).then(|| text(&e[6]).unwrap_or_default()),
+        })
+        .collect()
+}
+
+/// What an entry weighs against `max_bytes`: its encoded arguments and key, and 32 bytes of
+/// fields.
+fn weight(key: Option<&str>, args: &[u8]) -> usize {
+    args.len() + key.map_or(0, str::len) + 32
+}
+
+impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
+    /// Opens breaker `name`'s journal in Redis: connects (within the timeout), and makes the
+    /// stream and its consumer group if they are missing. An error if Redis does not answer,
+    /// or if a key of another kind is under the journal's stream key.
+    pub fn open(
+        name: &str,
+        options: RedisOptions,
+        config: &ReplayConfig,
+    ) -> Result<RedisJournal<A>, RedisJournalError> {
+        let client = redis::Client::open(options.url.as_str())
+            .map_err(|e| RedisJournalError::Url(e.to_string()))?;
+        let base = format!("{}{{{name}}}:", options.prefix);
+        let keys =
+            ["stream", "dead", "keys", "tries", "held", "counts"].map(|k| format!("{base}{k}"));
+        let journal = RedisJournal {
+            name: name.to_owned(),
+            keys,
+            consumer: options.consumer.clone().unwrap_or_else(consumer_name),
+            options,
+            config: config.clone(),
+            client,
+            idle: Mutex::new(Vec::new()),
+            down: Mutex::new(None),
+            last_error: Mutex::new(None),
+            last_status: Mutex::new(empty_status()),
+            refused: AtomicU64::new(0),
+            sink: Sink::new(name),
+            _args: PhantomData,
+        };
+        let status = journal.run(&["status"]).map_err(RedisJournalError::Store)?;
+        *lock(&journal.last_status) = journal.read_status(status);
+        Ok(journal)
+    }
+
+    /// This instance's consumer name in the stream's group.
+    pub fn consumer(&self) -> &str {
+        &self.consumer
+    }
+
+    /// The stream's key.
+    pub fn stream_key(&self) -> &str {
+        &self.keys[0]
+    }
+
+    /// The last failure of a call to Redis, until a call succeeds.
+    pub fn last_error(&self) -> Option<String> {
+        lock(&self.last_error).clone()
+    }
+
+    /// Runs one operation of the script, bounded by the timeout.
+    fn run<T: redis::ToRedisArgs>(&self, args: &[T]) -> Result<Value, String> {
+        if let Some((until, why)) = lock(&self.down).as_ref()
+            && Instant::now() < *until
+        {
+            return Err(why.clone());
+        }
+        let result = self.connection().and_then(|mut con| {
+            let mut invocation = SCRIPT.prepare_invoke();
+            for key in &self.keys {
+                invocation.key(key);
+            }
+            for arg in args {
+                invocation.arg(arg);
+            }
+            let value = invocation.invoke::<Value>(&mut con)?;
+            lock(&self.idle).push(con);
+            Ok(value)
+        });
+        match result {
+            Ok(value) => {
+                *lock(&self.last_error) = None;
+                Ok(value)
+            }
+            Err(e) => {
+                let why = self.describe(&e);
+                // A key of another kind is this journal's data, not the store down.
+                if !why.contains("WRONGTYPE") {
+                    *lock(&self.down) = Some((Instant::now() + self.options.timeout, why.clone()));
+                }
+                *lock(&self.last_error) = Some(why.clone());
+                tracing::warn!(target: "breakerbox", journal = %self.name, error = %why, "a replay journal's call to Redis failed");
+                Err(why)
+            }
+        }
+    }
+
+    fn describe(&self, e: &redis::RedisError) -> String {
+        let message = e.to_string();
+        if message.contains("WRONGTYPE") {
+            format!(
+                "the replay journal `{}` cannot use its keys in Redis: a key under `{}` holds a value of another kind (WRONGTYPE); remove it, or give the journal another prefix",
+                self.name, self.keys[0]
+            )
+        } else if e.is_timeout() {
+            format!(
+                "the replay journal `{}`'s Redis did not answer within {:?}",
+                self.name, self.options.timeout
+            )
+        } else {
+            format!(
+                "the replay journal `{}`'s Redis failed: {message}",
+                self.name
+            )
+        }
+    }
+
+    /// An idle connection, or a new one (connect, read and write each within the timeout).
+    fn connection(&self) -> redis::RedisResult<redis::Connection> {
+        if let Some(con) = lock(&self.idle).pop() {
+            return Ok(con);
+        }
+        let con = self
+            .client
+            .get_connection_with_timeout(self.options.timeout)?;
+        con.set_read_timeout(Some(self.options.timeout))?;
+        con.set_write_timeout(Some(self.options.timeout))?;
+        Ok(con)
+    }
+
+    fn report(&self, items: &[Value]) {
+        self.sink.count(&delta(items));
+    }
+
+    /// Counts a call refused before the script ran (not in the fleet's counts).
+    fn count_refused(&self) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        self.sink.count(&Counts {
+            refused: 1,
+            ..Counts::default()
+        });
+    }
+
+    fn store_refused(&self, why: String) -> NotJournaled {
+        self.count_refused();
+        NotJournaled::Store(why)
+    }
+
+    fn read_status(&self, value: Value) -> Status {
+        let items = array(value);
+        let oldest = items.get(2).and_then(text).filter(|s| !s.is_empty());
+        let c = |i: usize| number(items.get(4 + i));
+        Status {
+            entries: usize::try_from(number(items.first())).unwrap_or(usize::MAX),
+            bytes: usize::try_from(number(items.get(1))).unwrap_or(usize::MAX),
+            oldest: oldest
+                .and_then(|s| s.parse().ok())
+                .map(Duration::from_nanos),
+            dead_letters: usize::try_from(number(items.get(3))).unwrap_or(usize::MAX),
+            counts: Counts {
+                queued: c(0),
+                deduplicated: c(1),
+                replayed: c(2),
+                failed: c(3),
+                dead_lettered: c(4),
+                expired: c(5),
+                dropped: c(6),
+                refused: c(7),
+            },
+        }
+    }
+}
+
+fn empty_status() -> Status {
+    Status {
+        entries: 0,
+        bytes: 0,
+        oldest: None,
+        dead_letters: 0,
+        counts: Counts::default(),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for RedisJournal<A> {
+    fn push(&self, key: Option<String>, args: A, now: Duration) -> Result<Pushed, NotJournaled> {
+        // The arguments' `Serialize` and `Drop` are user code: no lock of ours is held.
+        let encoded = match catch_unwind(AssertUnwindSafe(|| postcard::to_allocvec(&args))) {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(e)) => {
+                self.count_refused();
+                return Err(NotJournaled::Encode(e.to_string()));
+            }
+            Err(panic) => {
+                core::mem::forget(panic);
+                self.count_refused();
+                return Err(NotJournaled::Panicked);
+            }
+        };
+        crate::memory::drop_outside(vec![args]);
+        let weight = weight(key.as_deref(), &encoded);
+        let drop_oldest = self.config.when_full == WhenFull::DropOldest;
+        let args: [Vec<u8>; 10] = [
+            b"push".to_vec(),
+            nanos(now).to_string().into_bytes(),
+            nanos(self.config.ttl).to_string().into_bytes(),
+            if key.is_some() { b"1" } else { b"0" }.to_vec(),
+            key.as_deref().unwrap_or("").as_bytes().to_vec(),
+            encoded,
+            weight.to_string().into_bytes(),
+            self.config.max_entries.to_string().into_bytes(),
+            self.config.max_bytes.to_string().into_bytes(),
+            if drop_oldest { b"1" } else { b"0" }.to_vec(),
+        ];
+        let items = match self.run(&args) {
+            Ok(value) => array(value),
+            Err(why) => return Err(self.store_refused(why)),
+        };
+        self.report(&items);
+        match items.first().and_then(text).as_deref() {
+            Some("new") => Ok(Pushed::New(number(items.get(1)))),
+            Some("duplicate") => Ok(Pushed::Duplicate(number(items.get(1)))),
+            Some("full") => Err(NotJournaled::Full),
+            Some("too_large") => Err(NotJournaled::TooLarge),
+            other => Err(self.store_refused(format!(
+                "the replay journal `{}`'s script answered {other:?}",
+                self.name
+            ))),
+        }
+    }
+
+    fn take(&self, now: Duration) -> Take<A> {
+        let poll = now.saturating_add(self.options.poll);
+        loop {
+            let items = match self.run(&[
+                "take".to_owned(),
+                nanos(now).to_string(),
+                nanos(self.config.ttl).to_string(),
+                self.consumer.clone(),
+                millis(now).to_string(),
+                millis(self.options.claim_after).to_string(),
+            ]) {
+                Ok(value) => array(value),
+                Err(_) => return Take::Wait(poll),
+            };
+            self.report(&items);
+            match items.first().and_then(text).as_deref() {
+                Some("due") => {}
+                Some("wait") => {
+                    let at = Duration::from_nanos(number(items.get(1)));
+                    return Take::Wait(at.min(poll));
+                }
+                _ => return Take::Wait(poll),
+            }
+            let id = number(items.get(1));
+            let attempts = u32::try_from(number(items.get(2))).unwrap_or(u32::MAX);
+            let encoded = bytes(items.get(3));
+            let key = (items.get(4).and_then(text).as_deref() == Some("1"))
+                .then(|| items.get(5).and_then(text).unwrap_or_default());
+            // `Deserialize` is user code: no lock of ours is held.
+            match catch_unwind(AssertUnwindSafe(|| postcard::from_bytes::<A>(&encoded))) {
+                Ok(Ok(args)) => {
+                    return Take::Due(Taken {
+                        id,
+                        key,
+                        attempts,
+                        args,
+                    });
+                }
+                Ok(Err(e)) => {
+                    tracing::error!(target: "breakerbox", journal = %self.name, id, error = %e, "a replay journal entry's arguments do not decode; counted as a failed replay");
+                }
+                Err(panic) => {
+                    core::mem::forget(panic);
+                    tracing::error!(target: "breakerbox", journal = %self.name, id, "a replay journal entry's arguments panicked while decoding; counted as a failed replay");
+                }
+            }
+            self.settle(id, Settled::Failed, now);
+        }
+    }
+
+    fn settle(&self, id: u64, how: Settled, now: Duration) {
+        let how_name = match how {
+            Settled::Replayed => "replayed",
+            Settled::Failed => "failed",
+            Settled::NotRun => "notrun",
+        };
+        let result = self.run(&[
+            "settle".to_owned(),
+            self.consumer.clone(),
+            id.to_string(),
+            how_name.to_owned(),
+            nanos(now).to_string(),
+            self.config.attempts.to_string(),
+            nanos(self.config.backoff).to_string(),
+            nanos(self.config.max_backoff).to_string(),
+            self.config.max_entries.to_string(),
+        ]);
+        match result {
+            Ok(value) => {
+                let items = array(value);
+                self.report(&items);
+                if items.first().and_then(text).as_deref() == Some("lost") {
+                    tracing::warn!(target: "breakerbox", journal = %self.name, id, outcome = how_name, "a replay journal entry was no longer held by this instance when its replay ended (held longer than claim_after, or dropped)");
+                }
+            }
+            Err(why) => {
+                tracing::warn!(target: "breakerbox", journal = %self.name, id, error = %why, "a replay's end was not written; the entry goes back to the queue after claim_after");
+            }
+        }
+    }
+
+    fn status(&self) -> Status {
+        let mut status = match self.run(&["status"]) {
+            Ok(value) => {
+                let status = self.read_status(value);
+                *lock(&self.last_status) = status.clone();
+                status
+            }
+            Err(_) => lock(&self.last_status).clone(),
+        };
+        status.counts.refused += self.refused.load(Ordering::Relaxed);
+        status
+    }
+
+    fn entries(&self) -> Vec<EntryInfo> {
+        match self.run(&["entries".to_owned(), LIST_LIMIT.to_string()]) {
+            Ok(value) => infos(&array(value)),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn dead_letters(&self) -> Vec<EntryInfo> {
+        match self.run(&["dead".to_owned(), LIST_LIMIT.to_string()]) {
+            Ok(value) => infos(&array(value)),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn retry_dead_letters(&self, now: Duration) -> usize {
+        match self.run(&[
+            "revive".to_owned(),
+            nanos(now).to_string(),
+            self.config.max_entries.to_string(),
+            self.config.max_bytes.to_string(),
+        ]) {
+            Ok(value) => {
+                let items = array(value);
+                self.report(&items);
+                usize::try_from(number(items.get(1))).unwrap_or(0)
+            }
+            Err(_) => 0,
+        }
+    }
+
+    fn drop_dead_letters(&self) -> usize {
+        match self.run(&["forget"]) {
+            Ok(value) => {
+                let items = array(value);
+                self.report(&items);
+                usize::try_from(number(items.get(1))).unwrap_or(0)
+            }
+            Err(_) => 0,
+        }
+    }
+
+    fn store_error(&self) -> Option<String> {
+        self.last_error()
+    }
+}

@@ -1,0 +1,746 @@
+//! The fleet journal against a real `redis-server` on 127.0.0.1 (`scripts/test`'s, named by
+//! `BREAKERBOX_TEST_REDIS_URL`, or one of the test's own): replayers sharing one stream, an
+//! instance that dies holding an entry, TTL, keys, Redis down or silent, a foreign value
+//! under the journal's key, and a seeded model of the take/settle/claim protocol.
+//!
+//! Times: replayers run on tokio's paused time with `TokioClock` as the journal's clock, and
+//! the model drives the journal's clock by hand; the claim timeout is on that clock, so no
+//! test waits for real time (the silent-Redis test waits its 100 ms timeout).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use breakerbox_replay::{
+    Journal, NotJournaled, Pushed, RedisJournal, RedisOptions, Replay, ReplayConfig, Settled,
+    StartError, Take,
+};
+use breakerbox_runtime::{Breaker, Config, Error, TokioClock};
+
+/// The server `scripts/test` started, or one of the test's own; `None` (skipped, said so)
+/// without `redis-server`, except under CI.
+struct TestRedis {
+    url: String,
+    child: Option<Child>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl TestRedis {
+    fn get() -> Option<TestRedis> {
+        if let Ok(url) = std::env::var("BREAKERBOX_TEST_REDIS_URL") {
+            return Some(TestRedis { url, child: None });
+        }
+        TestRedis::own()
+    }
+
+    /// A server of the test's own (one it may stop).
+    fn own() -> Option<TestRedis> {
+        let port = free_port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        match child {
+            Ok(child) => {
+                let redis = TestRedis {
+                    url: format!("redis://127.0.0.1:{port}/"),
+                    child: Some(child),
+                };
+                redis.wait_up();
+                Some(redis)
+            }
+            Err(e) => {
+                let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+                assert!(!ci, "redis-server is needed under CI: {e}");
+                eprintln!("SKIPPED: no redis-server ({e})");
+                None
+            }
+        }
+    }
+
+    /// Until the server answers a PING (it starts in a few ms; at most 5 s).
+    fn wait_up(&self) {
+        let client = redis::Client::open(self.url.as_str()).unwrap();
+        for _ in 0..500 {
+            if let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(100))
+                && redis::cmd("PING").query::<String>(&mut con).is_ok()
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server at {} did not start", self.url);
+    }
+
+    fn stop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn command(&self, cmd: &redis::Cmd) -> redis::Value {
+        let client = redis::Client::open(self.url.as_str()).unwrap();
+        let mut con = client.get_connection().unwrap();
+        cmd.query(&mut con).unwrap()
+    }
+}
+
+impl Drop for TestRedis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A key prefix no other test (or run) uses.
+fn prefix(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("bbtest:{}:{nanos:x}:{test}:", std::process::id())
+}
+
+fn breaker(name: &str) -> Breaker {
+    let config = Config::builder()
+        .failures(3)
+        .open_for(Duration::from_secs(5))
+        .clock(TokioClock)
+        .build()
+        .unwrap();
+    Breaker::new(name, config)
+}
+
+fn options(redis: &TestRedis, prefix: &str, consumer: &str) -> RedisOptions {
+    RedisOptions::new(redis.url.clone())
+        .prefix(prefix)
+        .consumer(consumer)
+        .claim_after(Duration::from_secs(30))
+        .poll(Duration::from_millis(200))
+}
+
+/// What the replays saw: (replayer, argument), in order.
+type Seen = Arc<Mutex<Vec<(&'static str, u32)>>>;
+
+fn replayer(
+    breaker: &Breaker,
+    options: RedisOptions,
+    name: &'static str,
+    seen: &Seen,
+) -> Replay<u32> {
+    let seen = seen.clone();
+    Replay::builder(breaker)
+        .clock(TokioClock)
+        .config(ReplayConfig::new().rate(50))
+        .redis(options, move |n: u32| {
+            seen.lock().unwrap().push((name, n));
+            async { Ok::<_, String>(()) }
+        })
+        .unwrap()
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn three_replayers_on_one_stream_replay_every_entry_exactly_once() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let prefix = prefix("three");
+    let seen: Seen = Arc::default();
+    let breakers: Vec<Breaker> = (0..3).map(|_| breaker("hooks")).collect();
+    let names = ["a", "b", "c"];
+    let replays: Vec<Replay<u32>> = breakers
+        .iter()
+        .zip(names)
+        .map(|(b, name)| replayer(b, options(&redis, &prefix, name), name, &seen))
+        .collect();
+    for b in &breakers {
+        b.force_open();
+    }
+    for n in 0..90u32 {
+        let replay = &replays[n as usize % 3];
+        let answer = replay.call(n, |_| Ok::<_, String>(()));
+        let Err(Error::Rejected(rejected)) = answer else {
+            panic!("call {n} ran while forced open");
+        };
+        assert!(rejected.journaled(), "call {n} was not journaled");
+    }
+    assert_eq!(replays[0].status().entries, 90, "one journal for the fleet");
+    for b in &breakers {
+        b.reset();
+    }
+    tokio::time::sleep(Duration::from_secs(10)).await;
+
+    let seen = seen.lock().unwrap().clone();
+    let mut times: BTreeMap<u32, usize> = BTreeMap::new();
+    for (_, n) in &seen {
+        *times.entry(*n).or_default() += 1;
+    }
+    assert_eq!(times.len(), 90, "every entry replayed: {seen:?}");
+    assert!(times.values().all(|&t| t == 1), "each once: {times:?}");
+    for name in names {
+        assert!(
+            seen.iter().any(|(by, _)| *by == name),
+            "replayer {name} replayed none of 90: {seen:?}"
+        );
+    }
+    let status = replays[2].status();
+    assert_eq!((status.entries, status.bytes), (0, 0));
+    assert_eq!(status.counts.queued, 90);
+    assert_eq!(status.counts.replayed, 90);
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn an_entry_held_by_a_replayer_that_died_is_replayed_by_another_after_claim_after() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let prefix = prefix("claim");
+    let first = breaker("mail");
+    // The first replayer's replay never ends: it dies holding the entry.
+    let started = Arc::new(Mutex::new(0u32));
+    let dying = {
+        let started = started.clone();
+        Replay::builder(&first)
+            .clock(TokioClock)
+            .redis(options(&redis, &prefix, "dies"), move |_: u32| {
+                *started.lock().unwrap() += 1;
+                std::future::pending::<Result<(), String>>()
+            })
+            .unwrap()
+    };
+    first.force_open();
+    let Err(Error::Rejected(rejected)) = dying.call(7, |_| Ok::<_, String>(())) else {
+        panic!("ran while open");
+    };
+    assert!(rejected.journaled());
+    first.reset();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        *started.lock().unwrap(),
+        1,
+        "the first replayer took the entry"
+    );
+    drop(dying); // its task is aborted mid-replay: the entry stays held by its consumer
+
+    let seen: Seen = Arc::default();
+    let second = breaker("mail");
+    let _survivor = replayer(&second, options(&redis, &prefix, "lives"), "lives", &seen);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "not taken over before claim_after (30 s after it was taken)"
+    );
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(*seen.lock().unwrap(), vec![("lives", 7)], "taken over once");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(seen.lock().unwrap().len(), 1, "and replayed once");
+    assert_eq!(_survivor.status().entries, 0);
+}
+
+fn journal(
+    redis: &TestRedis,
+    prefix: &str,
+    consumer: &str,
+    config: &ReplayConfig,
+) -> RedisJournal<u32> {
+    RedisJournal::open("hooks", options(redis, prefix, consumer), config).unwrap()
+}
+
+const S: fn(u64) -> Duration = Duration::from_secs;
+
+#[test]
+fn entries_older_than_the_ttl_expire_unreplayed() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let prefix = prefix("ttl");
+    let config = ReplayConfig::new().ttl(S(60));
+    let j = journal(&redis, &prefix, "a", &config);
+    assert_eq!(j.push(None, 1, S(100)).unwrap(), Pushed::New(1));
+    assert_eq!(j.push(None, 2, S(130)).unwrap(), Pushed::New(2));
+    // 160 s: the first is 60 s old, the second 30 s.
+    let Take::Due(taken) = j.take(S(160)) else {
+        panic!("the second entry is due");
+    };
+    assert_eq!((taken.id, taken.args), (2, 2));
+    j.settle(2, Settled::NotRun, S(160));
+    let status = j.status();
+    assert_eq!((status.entries, status.counts.expired), (1, 1));
+    assert!(
+        matches!(j.take(S(190)), Take::Wait(_)),
+        "the second expired too"
+    );
+    let status = j.status();
+    assert_eq!(
+        (status.entries, status.bytes, status.counts.expired),
+        (0, 0, 2)
+    );
+    assert_eq!(status.counts.replayed, 0);
+}
+
+#[test]
+fn a_key_queued_by_any_instance_deduplicates_a_call_on_another() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let prefix = prefix("keys");
+    let config = ReplayConfig::new();
+    let a = journal(&redis, &prefix, "a", &config);
+    let b = journal(&redis, &prefix, "b", &config);
+    assert_eq!(
+        a.push(Some("order-1".into()), 10, S(1)).unwrap(),
+        Pushed::New(1)
+    );
+    assert_eq!(
+        b.push(Some("order-1".into()), 11, S(2)).unwrap(),
+        Pushed::Duplicate(1)
+    );
+    assert_eq!(
+        b.push(Some("order-2".into()), 12, S(3)).unwrap(),
+        Pushed::New(2)
+    );
+    let status = a.status();
+    assert_eq!((status.entries, status.counts.deduplicated), (2, 1));
+    let Take::Due(taken) = b.take(S(4)) else {
+        panic!("due");
+    };
+    assert_eq!(
+        (taken.id, taken.key.as_deref(), taken.args),
+        (1, Some("order-1"), 10)
+    );
+    // Held by b, still queued: still a duplicate.
+    assert_eq!(
+        a.push(Some("order-1".into()), 13, S(5)).unwrap(),
+        Pushed::Duplicate(1)
+    );
+    b.settle(1, Settled::Replayed, S(5));
+    // Replayed: the key is free again.
+    assert_eq!(
+        a.push(Some("order-1".into()), 14, S(6)).unwrap(),
+        Pushed::New(3)
+    );
+    let keys: Vec<Option<String>> = a.entries().into_iter().map(|e| e.key).collect();
+    assert_eq!(
+        keys,
+        [Some("order-2".to_owned()), Some("order-1".to_owned())]
+    );
+}
+
+#[test]
+fn failed_replays_back_off_then_become_dead_letters_that_can_be_retried() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let prefix = prefix("dead");
+    let config = ReplayConfig::new().attempts(2).backoff(S(10), S(60));
+    let a = journal(&redis, &prefix, "a", &config);
+    let b = journal(&redis, &prefix, "b", &config);
+    a.push(Some("k".into()), 5, S(1)).unwrap();
+    let Take::Due(taken) = a.take(S(2)) else {
+        panic!()
+    };
+    a.settle(taken.id, Settled::Failed, S(2));
+    // Backing off until 12 s, on any instance.
+    assert!(matches!(b.take(S(5)), Take::Wait(at) if at <= S(12)));
+    let Take::Due(again) = b.take(S(12)) else {
+        panic!("due after the backoff")
+    };
+    assert_eq!((again.id, again.attempts), (taken.id, 1));
+    b.settle(again.id, Settled::Failed, S(12));
+    let status = a.status();
+    assert_eq!((status.entries, status.dead_letters), (0, 1));
+    assert_eq!((status.counts.failed, status.counts.dead_lettered), (2, 1));
+    let dead = a.dead_letters();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (dead[0].id, dead[0].attempts, dead[0].key.as_deref()),
+        (1, 2, Some("k"))
+    );
+    assert_eq!(b.retry_dead_letters(S(20)), 1);
+    let Take::Due(revived) = a.take(S(20)) else {
+        panic!("revived")
+    };
+    assert_eq!((revived.args, revived.attempts), (5, 0));
+    a.settle(revived.id, Settled::Failed, S(20));
+    let Take::Due(last) = a.take(S(40)) else {
+        panic!()
+    };
+    a.settle(last.id, Settled::Failed, S(40));
+    assert_eq!(a.drop_dead_letters(), 1);
+    assert_eq!(a.status().dead_letters, 0);
+}
+
+#[test]
+fn a_full_fleet_journal_refuses_or_drops_the_oldest_and_counts_it() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let refuse = journal(
+        &redis,
+        &prefix("refuse"),
+        "a",
+        &ReplayConfig::new().max_entries(2),
+    );
+    refuse.push(None, 1, S(1)).unwrap();
+    refuse.push(None, 2, S(1)).unwrap();
+    assert!(matches!(
+        refuse.push(None, 3, S(1)),
+        Err(NotJournaled::Full)
+    ));
+    assert_eq!(refuse.status().counts.refused, 1);
+
+    let config = ReplayConfig::new()
+        .max_entries(2)
+        .when_full(breakerbox_replay::WhenFull::DropOldest);
+    let drop = journal(&redis, &prefix("drop"), "a", &config);
+    for n in 1..=3 {
+        drop.push(None, n, S(1)).unwrap();
+    }
+    let status = drop.status();
+    assert_eq!((status.entries, status.counts.dropped), (2, 1));
+    let ids: Vec<u64> = drop.entries().iter().map(|e| e.id).collect();
+    assert_eq!(ids, [2, 3]);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn with_redis_down_calls_are_refused_with_the_reason_and_counted() {
+    let Some(mut redis) = TestRedis::own() else {
+        return;
+    };
+    let prefix = prefix("down");
+    let breaker = breaker("pay");
+    let replay = Replay::builder(&breaker)
+        .redis(
+            options(&redis, &prefix, "a").timeout(Duration::from_millis(200)),
+            |_: u32| async { Ok::<_, String>(()) },
+        )
+        .unwrap();
+    let journal = replay.journal_ref().clone();
+    breaker.force_open();
+    let Err(Error::Rejected(r)) = replay.call(1, |_| Ok::<_, String>(())) else {
+        panic!()
+    };
+    assert!(r.journaled());
+    assert_eq!(replay.status().entries, 1);
+    redis.stop();
+
+    let Err(Error::Rejected(r)) = replay.call(2, |_| Ok::<_, String>(())) else {
+        panic!()
+    };
+    assert!(!r.journaled(), "not journaled with Redis down");
+    let Err(NotJournaled::Store(why)) = journal.push(None, 3, S(1)) else {
+        panic!("refused with the store's reason");
+    };
+    assert!(why.contains("replay journal `pay`"), "{why}");
+    let status = replay.status();
+    assert_eq!(status.counts.refused, 2, "both refusals counted");
+    assert_eq!(status.entries, 1, "the last status read");
+    assert!(journal.store_error().is_some_and(|e| e == why));
+
+    // Opening against no server is an error naming the reason.
+    let nothing = RedisOptions::new(format!("redis://127.0.0.1:{}/", free_port()));
+    let Err(StartError::Store(why)) =
+        Replay::builder(&breaker).redis(nothing, |_: u32| async { Ok::<_, String>(()) })
+    else {
+        panic!("opened with no Redis");
+    };
+    assert!(why.contains("Redis failed"), "{why}");
+}
+
+#[test]
+fn a_redis_that_never_answers_fails_the_call_after_the_timeout() {
+    // Accepts connections and never says a word.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://{}/", silent.local_addr().unwrap());
+    let options = RedisOptions::new(url).timeout(Duration::from_millis(100));
+    let Err(breakerbox_replay::RedisJournalError::Store(why)) =
+        RedisJournal::<u32>::open("slow", options, &ReplayConfig::new())
+    else {
+        panic!("opened against a silent server");
+    };
+    assert!(why.contains("did not answer within 100ms"), "{why}");
+}
+
+#[test]
+fn a_foreign_value_under_the_stream_key_fails_that_journal_only() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let prefix = prefix("foreign");
+    let config = ReplayConfig::new();
+    let hooks = journal(&redis, &prefix, "a", &config);
+    let other: RedisJournal<u32> =
+        RedisJournal::open("other", options(&redis, &prefix, "a"), &config).unwrap();
+    hooks.push(None, 1, S(1)).unwrap();
+    redis.command(redis::cmd("DEL").arg(hooks.stream_key()));
+    redis.command(
+        redis::cmd("SET")
+            .arg(hooks.stream_key())
+            .arg("not a stream"),
+    );
+
+    let Err(NotJournaled::Store(why)) = hooks.push(None, 2, S(2)) else {
+        panic!("journaled under a foreign value");
+    };
+    assert!(
+        why.contains("WRONGTYPE") && why.contains(hooks.stream_key()),
+        "{why}"
+    );
+    assert!(
+        matches!(hooks.take(S(3)), Take::Wait(_)),
+        "no entry, no panic"
+    );
+    assert_eq!(
+        other.push(None, 3, S(2)).unwrap(),
+        Pushed::New(1),
+        "the other journal works"
+    );
+    // Not taken for the store down: the next call tries again, and fails the same way.
+    assert!(matches!(hooks.push(None, 4, S(4)), Err(NotJournaled::Store(w)) if w == why));
+    let Err(breakerbox_replay::RedisJournalError::Store(why)) =
+        RedisJournal::<u32>::open("hooks", options(&redis, &prefix, "b"), &config)
+    else {
+        panic!("opened over a foreign value");
+    };
+    assert!(why.contains("WRONGTYPE"), "{why}");
+}
+
+/// xorshift64*: the model's dice, the same for a seed everywhere.
+struct Dice(u64);
+
+impl Dice {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The model's view of one queued entry.
+#[derive(Debug)]
+struct Modeled {
+    key: Option<String>,
+    attempts: u32,
+    next_try: Duration,
+    /// (instance, taken at)
+    held: Option<(usize, Duration)>,
+}
+
+/// Three instances take, settle, fail, crash and come back on one stream, on a clock the test
+/// moves, in an order a seed picks. After every step the store must agree with a model of the
+/// protocol: an entry is held by at most one instance, it is taken from another only once
+/// held `claim_after`, an entry is due to someone whenever the model says one is, the counts
+/// add up; and at the end, every entry journaled was replayed exactly once or dead-lettered.
+#[test]
+fn the_claim_and_ack_protocol_keeps_its_invariants_under_seeded_schedules() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    const CLAIM: Duration = Duration::from_secs(30);
+    let config = ReplayConfig::new()
+        .attempts(3)
+        .backoff(S(2), S(8))
+        .ttl(S(1_000_000));
+    let seeds: u64 = std::env::var("BREAKERBOX_REPLAY_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12);
+    let mut total_lost = 0;
+    for seed in 1..=seeds {
+        let prefix = prefix(&format!("model{seed}"));
+        let mut dice = Dice(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let mut generation = 0;
+        let open = |i: usize, generation: &mut u32| -> RedisJournal<u32> {
+            *generation += 1;
+            let options =
+                options(&redis, &prefix, &format!("i{i}-{generation}")).claim_after(CLAIM);
+            RedisJournal::open("model", options, &config).unwrap()
+        };
+        let mut instances: Vec<RedisJournal<u32>> =
+            (0..3).map(|i| open(i, &mut generation)).collect();
+        // What each instance holds (the replayer holds one at a time).
+        let mut holding: Vec<Option<u64>> = vec![None; 3];
+        let mut model: BTreeMap<u64, Modeled> = BTreeMap::new();
+        let mut args: HashMap<u64, u32> = HashMap::new();
+        let mut replayed: HashMap<u64, u32> = HashMap::new();
+        let mut dead: BTreeSet<u64> = BTreeSet::new();
+        let mut next_id = 1;
+        let mut now = S(1000);
+        let mut failed = 0;
+        let mut lost = 0;
+        let trace = |step: usize, what: &str| format!("seed {seed} step {step}: {what}");
+
+        for step in 0..150 {
+            let i = dice.below(3) as usize;
+            match dice.below(10) {
+                0..=2 => {
+                    let key = (dice.below(2) == 0).then(|| format!("k{}", dice.below(6)));
+                    let arg = dice.below(1000) as u32;
+                    let pushed = instances[i].push(key.clone(), arg, now).unwrap();
+                    let queued = key
+                        .as_ref()
+                        .and_then(|k| model.iter().find(|(_, e)| e.key.as_ref() == Some(k)));
+                    match queued {
+                        Some((&id, _)) => {
+                            assert_eq!(pushed, Pushed::Duplicate(id), "{}", trace(step, "dup"))
+                        }
+                        None => {
+                            assert_eq!(pushed, Pushed::New(next_id), "{}", trace(step, "push"));
+                            model.insert(
+                                next_id,
+                                Modeled {
+                                    key,
+                                    attempts: 0,
+                                    next_try: now,
+                                    held: None,
+                                },
+                            );
+                            args.insert(next_id, arg);
+                            next_id += 1;
+                        }
+                    }
+                }
+                3..=5 if holding[i].is_none() => {
+                    // Every take first sends entries held `claim_after` back to the queue.
+                    for e in model.values_mut() {
+                        if e.held.is_some_and(|(_, at)| at + CLAIM <= now) {
+                            e.held = None;
+                        }
+                    }
+                    let available: Vec<u64> = model
+                        .iter()
+                        .filter(|(_, e)| e.next_try <= now && e.held.is_none())
+                        .map(|(id, _)| *id)
+                        .collect();
+                    match instances[i].take(now) {
+                        Take::Due(taken) => {
+                            assert!(
+                                available.contains(&taken.id),
+                                "{}",
+                                trace(
+                                    step,
+                                    &format!(
+                                        "took {}, held or not due: {:?}",
+                                        taken.id,
+                                        model.get(&taken.id)
+                                    )
+                                )
+                            );
+                            let e = model.get_mut(&taken.id).unwrap();
+                            assert_eq!(taken.args, args[&taken.id]);
+                            assert_eq!(taken.attempts, e.attempts);
+                            e.held = Some((i, now));
+                            holding[i] = Some(taken.id);
+                        }
+                        Take::Wait(_) | Take::Empty => assert!(
+                            available.is_empty(),
+                            "{}",
+                            trace(step, &format!("nothing due, but {available:?} are"))
+                        ),
+                    }
+                }
+                6..=7 => {
+                    let Some(id) = holding[i].take() else {
+                        continue;
+                    };
+                    let how = match dice.below(3) {
+                        0 => Settled::Replayed,
+                        1 => Settled::Failed,
+                        _ => Settled::NotRun,
+                    };
+                    instances[i].settle(id, how, now);
+                    // Held by another now, or back in the queue: the store ignores this end.
+                    let Some(e) = model
+                        .get_mut(&id)
+                        .filter(|e| e.held.is_some_and(|(h, _)| h == i))
+                    else {
+                        lost += 1;
+                        continue;
+                    };
+                    e.held = None;
+                    match how {
+                        Settled::Replayed => {
+                            model.remove(&id);
+                            *replayed.entry(id).or_default() += 1;
+                        }
+                        Settled::Failed => {
+                            failed += 1;
+                            e.attempts += 1;
+                            if e.attempts >= 3 {
+                                model.remove(&id);
+                                dead.insert(id);
+                            } else {
+                                e.next_try = now + S(2 << (e.attempts - 1)).min(S(8));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                8 => {
+                    // The instance dies, holding what it holds, and comes back as a new consumer.
+                    holding[i] = None;
+                    instances[i] = open(i, &mut generation);
+                }
+                _ => now += Duration::from_millis(dice.below(20_000)),
+            }
+            let status = instances[0].status();
+            let counts = status.counts;
+            assert_eq!(status.entries, model.len(), "{}", trace(step, "entries"));
+            assert_eq!(status.dead_letters, dead.len(), "{}", trace(step, "dead"));
+            assert_eq!(counts.queued, next_id - 1, "{}", trace(step, "queued"));
+            assert_eq!(
+                counts.replayed,
+                replayed.len() as u64,
+                "{}",
+                trace(step, "replayed")
+            );
+            assert_eq!(counts.failed, failed, "{}", trace(step, "failed"));
+        }
+        // Drain: time passes, the survivors replay everything left.
+        now += CLAIM + S(60);
+        loop {
+            let mut progress = false;
+            for j in &instances {
+                if let Take::Due(taken) = j.take(now) {
+                    j.settle(taken.id, Settled::Replayed, now);
+                    *replayed.entry(taken.id).or_default() += 1;
+                    model.remove(&taken.id);
+                    progress = true;
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+        assert!(model.is_empty(), "seed {seed}: left {model:?}");
+        for id in 1..next_id {
+            let times = replayed.get(&id).copied().unwrap_or(0);
+            let buried = dead.contains(&id);
+            assert!(
+                (times == 1 && !buried) || (times == 0 && buried),
+                "seed {seed}: entry {id} replayed {times} times, dead: {buried}"
+            );
+        }
+        assert_eq!(instances[1].status().entries, 0);
+        total_lost += lost;
+    }
+    assert!(
+        total_lost > 0,
+        "no seed had a replay end after its entry was taken over"
+    );
+}
