@@ -31,7 +31,83 @@ pub struct FleetConfig {
     pub(crate) timeout: Duration,
     pub(crate) on_store_error: OnStoreError,
     pub(crate) tls_ca: Option<PathBuf>,
+    pub(crate) trip: FleetTrip,
+    /// Per breaker (a name or a glob), in the order given: the first match wins over `trip`.
+    pub(crate) trip_for: Vec<(String, FleetTrip)>,
 }
+
+/// What a local trip of a shared breaker does to the fleet: open every instance at once
+/// ([`Any`](FleetTrip::Any), the default), or only once a quorum of the live instances sharing
+/// the breaker have tripped ([`Quorum`](FleetTrip::Quorum)). Set with
+/// [`FleetConfig::fleet_trip`] and [`FleetConfig::fleet_trip_for`], or `[fleet] fleet_trip =
+/// "any" | "quorum"` with `quorum = 2` or `quorum = "50%"` (and per breaker in a
+/// `[fleet.breakers.<name or glob>]` table).
+///
+/// Under a quorum, a local trip opens its own instance at once, as always, and is reported to
+/// the store; the fleet's record opens when the open reports of live instances (those whose
+/// heartbeat has not expired, each open for its own open time) reach the quorum, or when the
+/// fleet's counts cross the breaker's rate. A quorum larger than the live instances is the
+/// number of live instances: a fleet shrunk to one behaves as [`Any`](FleetTrip::Any).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FleetTrip {
+    /// One instance's trip opens the fleet (the default).
+    #[default]
+    Any,
+    /// A quorum of the live instances must be open.
+    Quorum(Quorum),
+}
+
+/// How many of the live instances sharing a breaker make a quorum ([`FleetTrip::Quorum`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Quorum {
+    /// At least this many instances (at least 1), or every live instance if fewer are live.
+    Instances(u32),
+    /// At least this percentage (1 to 100) of the live instances, rounded up, and at least one.
+    Percent(u8),
+}
+
+impl Default for Quorum {
+    /// Two instances: the smallest quorum that keeps one instance's trip its own.
+    fn default() -> Quorum {
+        Quorum::Instances(2)
+    }
+}
+
+impl Quorum {
+    /// As `quorum.lua` reads it: `2`, or `50%`.
+    pub(crate) fn arg(self) -> String {
+        match self {
+            Quorum::Instances(n) => n.max(1).to_string(),
+            Quorum::Percent(p) => format!("{}%", p.clamp(1, 100)),
+        }
+    }
+
+    /// The quorum among `live` instances (what `quorum.lua` computes).
+    pub fn needed(self, live: u32) -> u32 {
+        let live = live.max(1);
+        match self {
+            Quorum::Instances(n) => n.clamp(1, live),
+            Quorum::Percent(p) => (u32::from(p.clamp(1, 100)) * live).div_ceil(100).max(1),
+        }
+    }
+}
+
+impl fmt::Display for Quorum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Quorum::Instances(n) => write!(f, "{n} instances"),
+            Quorum::Percent(p) => write!(f, "{p}% of the live instances"),
+        }
+    }
+}
+
+/// The values of `fleet_trip`.
+const FLEET_TRIP: [&str; 2] = ["any", "quorum"];
+
+/// The keys of a `[fleet.breakers.<name>]` table.
+const BREAKER_KEYS: [&str; 2] = ["fleet_trip", "quorum"];
 
 /// What the shared breakers do while the store is unreachable: from the first store operation
 /// that fails or times out (or the connection's loss) until one succeeds again. Set with
@@ -86,7 +162,44 @@ impl FleetConfig {
             timeout: Duration::from_millis(250),
             on_store_error: OnStoreError::Local,
             tls_ca: None,
+            trip: FleetTrip::Any,
+            trip_for: Vec::new(),
         }
+    }
+
+    /// What a local trip does to the fleet, for every shared breaker without a
+    /// [`fleet_trip_for`](FleetConfig::fleet_trip_for) of its own ([`FleetTrip`]): by default
+    /// [`FleetTrip::Any`].
+    ///
+    /// ```
+    /// use breakerbox_fleet::{FleetConfig, FleetTrip, Quorum};
+    ///
+    /// let config = FleetConfig::new("redis://127.0.0.1:6379/")
+    ///     .share("*")
+    ///     .fleet_trip(FleetTrip::Quorum(Quorum::Instances(2)))
+    ///     .fleet_trip_for("search", FleetTrip::Any);
+    /// assert_eq!(config.trip_of("payments"), FleetTrip::Quorum(Quorum::Instances(2)));
+    /// assert_eq!(config.trip_of("search"), FleetTrip::Any);
+    /// ```
+    pub fn fleet_trip(mut self, trip: FleetTrip) -> FleetConfig {
+        self.trip = trip;
+        self
+    }
+
+    /// What a local trip does to the fleet for the breakers whose names match `pattern` (a name
+    /// or a glob, as [`share`](FleetConfig::share) takes); the first pattern given that matches
+    /// wins over [`fleet_trip`](FleetConfig::fleet_trip).
+    pub fn fleet_trip_for(mut self, pattern: impl Into<String>, trip: FleetTrip) -> FleetConfig {
+        self.trip_for.push((pattern.into(), trip));
+        self
+    }
+
+    /// What a local trip of the breaker `name` does to the fleet.
+    pub fn trip_of(&self, name: &str) -> FleetTrip {
+        self.trip_for
+            .iter()
+            .find(|(p, _)| glob(p, name))
+            .map_or(self.trip, |(_, t)| *t)
     }
 
     /// The first part of every key and channel (`{<prefix>:<name>}`, `<prefix>:changes`), so
@@ -161,6 +274,11 @@ impl FleetConfig {
     /// timeout = "250ms"          # optional
     /// on_store_error = "local"   # optional: "local", "open" or "closed" (OnStoreError)
     /// tls_ca = "ca.pem"          # optional: the CA of a rediss:// server (feature `tls`)
+    /// fleet_trip = "quorum"      # optional: "any" (the default) or "quorum" (FleetTrip)
+    /// quorum = 2                 # optional, with "quorum": 2 instances (the default), or "50%"
+    ///
+    /// [fleet.breakers."search*"] # optional: per breaker, a name or a glob
+    /// fleet_trip = "any"
     /// ```
     pub fn from_toml(path: impl AsRef<Path>) -> Result<Option<FleetConfig>, FleetConfigError> {
         let path = path.as_ref();
@@ -197,6 +315,8 @@ impl FleetConfig {
         };
         let mut url = None;
         let mut config = FleetConfig::new("");
+        let mut trip = TripKeys::default();
+        let mut per_breaker = Vec::new();
         for (k, v) in table.iter() {
             let at = Some(k.span().start);
             let string = |what: &str| match v.get_ref() {
@@ -242,6 +362,47 @@ impl FleetConfig {
                         }
                     };
                 }
+                "fleet_trip" | "quorum" => trip.read(k.get_ref(), v, "[fleet]", &err)?,
+                "breakers" => {
+                    let DeValue::Table(breakers) = v.get_ref() else {
+                        return Err(err(
+                            at,
+                            "[fleet] `breakers` must be a table of tables, like `[fleet.breakers.payments]` followed by `fleet_trip = \"quorum\"`".to_owned(),
+                        ));
+                    };
+                    for (pattern, table) in breakers.iter() {
+                        let within = format!("[fleet.breakers.{}]", pattern.get_ref());
+                        let DeValue::Table(table) = table.get_ref() else {
+                            return Err(err(
+                                Some(pattern.span().start),
+                                format!("{within} must be a table, like `fleet_trip = \"quorum\"`"),
+                            ));
+                        };
+                        let mut own = TripKeys::default();
+                        for (k, v) in table.iter() {
+                            match k.get_ref().as_ref() {
+                                "fleet_trip" | "quorum" => {
+                                    own.read(k.get_ref(), v, &within, &err)?
+                                }
+                                other => {
+                                    let hint = closest(other, BREAKER_KEYS.iter().copied())
+                                        .map_or_else(String::new, |s| {
+                                            format!("; did you mean `{s}`?")
+                                        });
+                                    return Err(err(
+                                        Some(k.span().start),
+                                        format!(
+                                            "{within} unknown key `{}`{hint} (keys: {})",
+                                            breakerbox_runtime::__edge::excerpt(other),
+                                            BREAKER_KEYS.join(", ")
+                                        ),
+                                    ));
+                                }
+                            }
+                        }
+                        per_breaker.push((pattern.get_ref().to_string(), within, own));
+                    }
+                }
                 "share" => {
                     let DeValue::Array(items) = v.get_ref() else {
                         return Err(err(
@@ -273,6 +434,11 @@ impl FleetConfig {
                 }
             }
         }
+        config.trip = trip.resolve(None, "[fleet]", &err)?;
+        for (pattern, within, own) in per_breaker {
+            let resolved = own.resolve(Some(&trip), &within, &err)?;
+            config.trip_for.push((pattern, resolved));
+        }
         config.url = url.ok_or_else(|| {
             err(
                 Some(key.span().start),
@@ -284,7 +450,7 @@ impl FleetConfig {
 }
 
 /// The keys of a `[fleet]` table.
-const KEYS: [&str; 8] = [
+const KEYS: [&str; 11] = [
     "url",
     "prefix",
     "share",
@@ -293,7 +459,121 @@ const KEYS: [&str; 8] = [
     "timeout",
     "on_store_error",
     "tls_ca",
+    "fleet_trip",
+    "quorum",
+    "breakers",
 ];
+
+/// `fleet_trip` and `quorum` of one table (`[fleet]` or `[fleet.breakers.<name>]`), with where
+/// each was written.
+#[derive(Default)]
+struct TripKeys {
+    /// `true` for `"quorum"`.
+    quorum_mode: Option<(bool, usize)>,
+    quorum: Option<(Quorum, usize)>,
+}
+
+impl TripKeys {
+    /// Reads `key = value` of the table `within`.
+    fn read(
+        &mut self,
+        key: &str,
+        value: &toml::Spanned<DeValue<'_>>,
+        within: &str,
+        err: &dyn Fn(Option<usize>, String) -> FleetConfigError,
+    ) -> Result<(), FleetConfigError> {
+        let at = value.span().start;
+        if key == "fleet_trip" {
+            let DeValue::String(text) = value.get_ref() else {
+                return Err(err(
+                    Some(at),
+                    format!("{within} `fleet_trip` must be one of \"any\", \"quorum\""),
+                ));
+            };
+            let quorum = match text.as_ref() {
+                "any" => false,
+                "quorum" => true,
+                other => {
+                    let hint = closest(other, FLEET_TRIP.iter().copied())
+                        .map_or_else(String::new, |s| format!("; did you mean `{s}`?"));
+                    return Err(err(
+                        Some(at),
+                        format!(
+                            "{within} `fleet_trip` cannot be `{}`{hint} (one of: {})",
+                            breakerbox_runtime::__edge::excerpt(other),
+                            FLEET_TRIP.join(", ")
+                        ),
+                    ));
+                }
+            };
+            self.quorum_mode = Some((quorum, at));
+            return Ok(());
+        }
+        let wrong = |why: &str| {
+            err(
+                Some(at),
+                format!(
+                    "{within} `quorum` {why}: a number of instances, like 2, or a percentage of the live instances, like \"50%\""
+                ),
+            )
+        };
+        let quorum = match value.get_ref() {
+            DeValue::Integer(n) => {
+                let n = i64::from_str_radix(n.as_str(), n.radix())
+                    .map_err(|_| wrong("is out of range"))?;
+                if n < 1 {
+                    return Err(wrong("must be at least 1"));
+                }
+                Quorum::Instances(u32::try_from(n).map_err(|_| wrong("is out of range"))?)
+            }
+            DeValue::String(text) => {
+                let Some(p) = text.strip_suffix('%') else {
+                    return Err(wrong(&format!(
+                        "cannot be `{}`",
+                        breakerbox_runtime::__edge::excerpt(text)
+                    )));
+                };
+                match p.trim().parse::<u8>() {
+                    Ok(p @ 1..=100) => Quorum::Percent(p),
+                    _ => return Err(wrong("must be a percentage from 1% to 100%")),
+                }
+            }
+            _ => return Err(wrong("must be")),
+        };
+        self.quorum = Some((quorum, at));
+        Ok(())
+    }
+
+    /// What the table says, inheriting from `outer` (the `[fleet]` table's keys, for a
+    /// breaker's own table).
+    fn resolve(
+        &self,
+        outer: Option<&TripKeys>,
+        within: &str,
+        err: &dyn Fn(Option<usize>, String) -> FleetConfigError,
+    ) -> Result<FleetTrip, FleetConfigError> {
+        let mode = self
+            .quorum_mode
+            .or_else(|| outer.and_then(|o| o.quorum_mode))
+            .is_some_and(|(q, _)| q);
+        if !mode {
+            if let Some((_, at)) = self.quorum {
+                return Err(err(
+                    Some(at),
+                    format!(
+                        "{within} `quorum` has no effect with `fleet_trip = \"any\"` (the default): set `fleet_trip = \"quorum\"` too"
+                    ),
+                ));
+            }
+            return Ok(FleetTrip::Any);
+        }
+        let quorum = self
+            .quorum
+            .or_else(|| outer.and_then(|o| o.quorum))
+            .map_or_else(Quorum::default, |(q, _)| q);
+        Ok(FleetTrip::Quorum(quorum))
+    }
+}
 
 /// Why a `[fleet]` table could not be read: the file, the line and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -462,5 +742,122 @@ mod tests {
             let e = FleetConfig::from_toml_str("f.toml", text).unwrap_err();
             assert!(e.to_string().contains(wanted), "{text:?}: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod trip_tests {
+    use super::*;
+
+    fn read(text: &str) -> Result<FleetConfig, FleetConfigError> {
+        FleetConfig::from_toml_str("f.toml", &format!("[fleet]\nurl = \"r\"\n{text}"))
+            .map(|c| c.expect("a [fleet] table"))
+    }
+
+    #[test]
+    fn fleet_trip_and_quorum_read_as_numbers_and_percentages() {
+        assert_eq!(
+            read("").unwrap().trip_of("x"),
+            FleetTrip::Any,
+            "the default"
+        );
+        assert_eq!(
+            read("fleet_trip = \"quorum\"\n").unwrap().trip_of("x"),
+            FleetTrip::Quorum(Quorum::Instances(2)),
+            "a quorum of two by default"
+        );
+        assert_eq!(
+            read("fleet_trip = \"quorum\"\nquorum = 3\n")
+                .unwrap()
+                .trip_of("x"),
+            FleetTrip::Quorum(Quorum::Instances(3))
+        );
+        assert_eq!(
+            read("fleet_trip = \"quorum\"\nquorum = \"50%\"\n")
+                .unwrap()
+                .trip_of("x"),
+            FleetTrip::Quorum(Quorum::Percent(50))
+        );
+    }
+
+    #[test]
+    fn a_breakers_own_table_wins_and_inherits_the_quorum() {
+        let config = read(
+            "fleet_trip = \"quorum\"\nquorum = 3\n[fleet.breakers.\"search*\"]\nfleet_trip = \"any\"\n[fleet.breakers.payments]\nquorum = \"60%\"\n[fleet.breakers.inventory]\nfleet_trip = \"quorum\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.trip_of("search-eu"), FleetTrip::Any);
+        assert_eq!(
+            config.trip_of("payments"),
+            FleetTrip::Quorum(Quorum::Percent(60))
+        );
+        assert_eq!(
+            config.trip_of("inventory"),
+            FleetTrip::Quorum(Quorum::Instances(3)),
+            "the [fleet] quorum"
+        );
+        assert_eq!(
+            config.trip_of("other"),
+            FleetTrip::Quorum(Quorum::Instances(3))
+        );
+    }
+
+    #[test]
+    fn wrong_trips_and_quorums_are_named_with_their_line() {
+        let cases = [
+            (
+                "fleet_trip = \"quorom\"\n",
+                "f.toml:3: [fleet] `fleet_trip` cannot be `quorom`; did you mean `quorum`? (one of: any, quorum)",
+            ),
+            (
+                "fleet_trip = 2\n",
+                "f.toml:3: [fleet] `fleet_trip` must be one of \"any\", \"quorum\"",
+            ),
+            (
+                "fleet_trip = \"quorum\"\nquorum = 0\n",
+                "f.toml:4: [fleet] `quorum` must be at least 1: a number of instances, like 2, or a percentage of the live instances, like \"50%\"",
+            ),
+            (
+                "fleet_trip = \"quorum\"\nquorum = \"150%\"\n",
+                "f.toml:4: [fleet] `quorum` must be a percentage from 1% to 100%: a number of instances, like 2, or a percentage of the live instances, like \"50%\"",
+            ),
+            (
+                "fleet_trip = \"quorum\"\nquorum = \"half\"\n",
+                "f.toml:4: [fleet] `quorum` cannot be `half`: a number of instances, like 2, or a percentage of the live instances, like \"50%\"",
+            ),
+            (
+                "quorum = 2\n",
+                "f.toml:3: [fleet] `quorum` has no effect with `fleet_trip = \"any\"` (the default): set `fleet_trip = \"quorum\"` too",
+            ),
+            (
+                "[fleet.breakers.payments]\nfleet_tirp = \"any\"\n",
+                "f.toml:4: [fleet.breakers.payments] unknown key `fleet_tirp`; did you mean `fleet_trip`? (keys: fleet_trip, quorum)",
+            ),
+            (
+                "[fleet.breakers.payments]\nquorum = 2\n",
+                "f.toml:4: [fleet.breakers.payments] `quorum` has no effect with `fleet_trip = \"any\"` (the default): set `fleet_trip = \"quorum\"` too",
+            ),
+            (
+                "fleet_trp = \"quorum\"\n",
+                "f.toml:3: [fleet] unknown key `fleet_trp`; did you mean `fleet_trip`?",
+            ),
+        ];
+        for (text, wanted) in cases {
+            let e = read(text).unwrap_err().to_string();
+            assert!(
+                e.starts_with(wanted),
+                "{text:?}:\n  got  {e}\n  want {wanted}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_quorum_is_never_more_than_the_live_instances_nor_less_than_one() {
+        let two = Quorum::Instances(2);
+        assert_eq!([1, 2, 3].map(|n| two.needed(n)), [1, 2, 2]);
+        let half = Quorum::Percent(50);
+        assert_eq!([1, 2, 3, 4, 5].map(|n| half.needed(n)), [1, 1, 2, 2, 3]);
+        assert_eq!(Quorum::Percent(100).needed(4), 4);
+        assert_eq!(Quorum::Instances(5).needed(0), 1);
     }
 }

@@ -84,6 +84,7 @@ mod sim;
 mod store;
 mod task;
 
+use core::time::Duration;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -92,10 +93,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use breakerbox_runtime::__edge::BreakerExt;
 use breakerbox_runtime::registry;
-use breakerbox_runtime::{Breaker, SharedState, WeakBreaker};
+use breakerbox_runtime::{Breaker, SharedState, State, WeakBreaker};
 use breakerbox_runtime::{Event, Reason};
 
-pub use config::{FleetConfig, FleetConfigError, OnStoreError};
+pub use config::{FleetConfig, FleetConfigError, FleetTrip, OnStoreError, Quorum};
 
 /// A running fleet: a background task on the tokio runtime that pushes the shared breakers'
 /// local changes to Redis and applies the others'. Dropping it stops the task; the breakers
@@ -183,6 +184,46 @@ pub(crate) struct Shared {
     pub(crate) held: Mutex<Option<BTreeMap<String, Held>>>,
     /// `FleetStatus::last_error`.
     pub(crate) last_error: Mutex<Option<String>>,
+    /// Every shared breaker's live instances, as the last heartbeat read them (live.rs).
+    pub(crate) live: Mutex<BTreeMap<String, Vec<LiveInstance>>>,
+    /// The last quorum tally of each breaker this instance reported a trip of (live.rs).
+    pub(crate) tallies: Mutex<BTreeMap<String, task::Tally>>,
+}
+
+/// One instance sharing a breaker, as the fleet's last heartbeat read it: from
+/// [`Fleet::instances`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LiveInstance {
+    /// Its name ([`FleetConfig::instance`]).
+    pub instance: String,
+    /// Its local state of the breaker when it last beat (`None`: a state this version does not
+    /// know).
+    pub state: Option<State>,
+    /// How long its heartbeat had to live when it was read (three
+    /// [`resync_every`](FleetConfig::resync_every)s when it beats).
+    pub expires_in: Duration,
+    /// When it was read, on this process's clock.
+    pub read_at: tokio::time::Instant,
+    /// Whether it is this process.
+    pub this: bool,
+}
+
+/// A shared breaker as the fleet sees it: from [`Fleet::instances`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FleetBreaker {
+    /// The breaker's name.
+    pub name: String,
+    /// What a local trip of it does to the fleet.
+    pub trip: FleetTrip,
+    /// The instances sharing it whose heartbeat was live when last read, this one included,
+    /// each with its local state, by name: the fleet's hosts reporting.
+    pub instances: Vec<LiveInstance>,
+    /// Under a quorum, the last tally this instance's report of a trip got back: `(open,
+    /// needed, live)`, the open reports of live instances, the quorum among them, and how many
+    /// were live.
+    pub last_tally: Option<(u32, u32, u32)>,
 }
 
 /// A breaker held forced open or disabled while the store is unreachable.
@@ -294,6 +335,8 @@ impl Fleet {
             shared: AtomicU64::new(0),
             held: Mutex::new(None),
             last_error: Mutex::new(None),
+            live: Mutex::new(BTreeMap::new()),
+            tallies: Mutex::new(BTreeMap::new()),
         });
         if !shared.config.share.is_empty() {
             let weak = Arc::downgrade(&shared);
@@ -340,6 +383,32 @@ impl Fleet {
     /// The name this process writes as a record's `origin`.
     pub fn instance(&self) -> &str {
         &self.shared.instance
+    }
+
+    /// Every shared breaker with the instances sharing it, each with its local state of it,
+    /// as the fleet's task last read them (every [`resync_every`](FleetConfig::resync_every));
+    /// no store operation here. A breaker is listed once this instance has beaten for it.
+    pub fn instances(&self) -> Vec<FleetBreaker> {
+        let live = self
+            .shared
+            .live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let tallies = self
+            .shared
+            .tallies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        live.into_iter()
+            .map(|(name, instances)| FleetBreaker {
+                trip: self.shared.config.trip_of(&name),
+                last_tally: tallies.get(&name).map(|t| (t.open, t.needed, t.live)),
+                name,
+                instances,
+            })
+            .collect()
     }
 
     /// What the fleet has done so far.

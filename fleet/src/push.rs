@@ -82,12 +82,20 @@ impl Task {
         let Some(breaker) = self.breaker(name) else {
             return Pushed::Done;
         };
-        if self.tracked.get(name).is_some_and(|t| t.holds(intent)) {
+        let quorum = self.quorum_of(name);
+        if self
+            .tracked
+            .get(name)
+            .is_some_and(|t| t.holds(intent, quorum.is_some()))
+        {
             return Pushed::Done;
         }
         let now = breaker.export_state();
         let (mode, state, open_for) = match intent {
-            Intent::Trip if now.state == State::Open => {
+            Intent::Trip | Intent::Report if now.state == State::Open => {
+                ("cas", State::Open, now.open_remaining.unwrap_or_default())
+            }
+            Intent::Again(State::Open) if now.state == State::Open => {
                 ("cas", State::Open, now.open_remaining.unwrap_or_default())
             }
             Intent::Close if now.state == State::Closed => ("cas", State::Closed, Duration::ZERO),
@@ -121,6 +129,16 @@ impl Task {
             &channel,
             name,
         ];
+        let closed = self
+            .tracked
+            .get(name)
+            .is_none_or(|t| t.seen == State::Closed);
+        if intent == Intent::Report
+            && closed
+            && let Some(quorum) = quorum
+        {
+            return self.report(name, &breaker, quorum, &args).await;
+        }
         let mut record = match self.invoke(name, &args).await {
             Answer::Done(record) => record,
             Answer::Unreadable(why) => {
@@ -145,16 +163,29 @@ impl Task {
                 Answer::Failed => return Pushed::Failed,
             };
         }
+        self.took(name, &breaker, &record, reimport);
+        Pushed::Done
+    }
+
+    /// A record this instance's write returned: written (taken on here as the fleet's), or
+    /// another instance's that won (taken on over the local change).
+    pub(super) fn took(
+        &mut self,
+        name: &str,
+        breaker: &breakerbox_runtime::Breaker,
+        record: &crate::record::Record,
+        reimport: bool,
+    ) {
         if record.changed {
             if let Some(t) = self.tracked.get_mut(name) {
-                t.saw(&record);
+                t.saw(record);
             }
             if record.state == State::Open && breaker.state() == State::Open {
                 // Tripped here: held open like the others until a lease says probe.
                 self.import(
                     name,
-                    &breaker,
-                    &lease::held(&breaker, record.shared_state()),
+                    breaker,
+                    &lease::held(breaker, record.shared_state()),
                     false,
                 );
             } else if reimport && breaker.state() != record.state {
@@ -162,8 +193,8 @@ impl Task {
                 // write made it the fleet's newest record, so this breaker holds it too.
                 self.import(
                     name,
-                    &breaker,
-                    &lease::held(&breaker, record.shared_state()),
+                    breaker,
+                    &lease::held(breaker, record.shared_state()),
                     false,
                 );
                 self.shared.applied.fetch_add(1, Ordering::Relaxed);
@@ -171,8 +202,7 @@ impl Task {
             self.shared.pushed.fetch_add(1, Ordering::Relaxed);
         } else {
             // Another instance changed it first: its record wins here too.
-            self.apply(name, &record);
+            self.apply(name, record);
         }
-        Pushed::Done
     }
 }

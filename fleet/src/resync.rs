@@ -92,6 +92,9 @@ impl Task {
             return false;
         }
         self.tracked.retain(|_, t| t.breaker.upgrade().is_some());
+        if !self.beat().await {
+            return false;
+        }
         self.owed = false;
         self.shared.resyncs.fetch_add(1, Ordering::Relaxed);
         true
@@ -229,8 +232,12 @@ impl Task {
             };
             const AGAIN: &str = "written again: the record had vanished";
             let pushed = match breaker.state() {
-                State::Open => self.push(name, Intent::Trip, AGAIN.to_owned(), false).await,
-                s @ (State::ForcedOpen | State::Disabled) => {
+                // Under a quorum, an open breaker reports again (its report vanished too).
+                State::Open if self.quorum_of(name).is_some() => {
+                    self.push(name, Intent::Report, AGAIN.to_owned(), false)
+                        .await
+                }
+                s @ (State::Open | State::ForcedOpen | State::Disabled) => {
                     self.push(name, Intent::Again(s), AGAIN.to_owned(), false)
                         .await
                 }

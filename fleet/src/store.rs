@@ -1,4 +1,4 @@
-//! The fleet task's one door to the store: three scripts, `PING` and the subscription.
+//! The fleet task's one door to the store: five scripts, `PING` and the subscription.
 //!
 //! The task talks to the store only through [`Store`], so the same task runs against Redis
 //! (`RedisStore`, a `ConnectionManager`) in production and against the deterministic model
@@ -24,15 +24,30 @@ pub(crate) enum Script {
     Probe,
     /// `count.lua`: the fleet's counts of a failure-rate breaker.
     Count,
+    /// `quorum.lua`: a local trip reported under a quorum, which may open the record.
+    Quorum,
+    /// `live.lua`: a heartbeat with the instance's local state, and everyone's.
+    Live,
 }
 
 impl Script {
+    /// Every script, in `Script as usize` order.
+    pub(crate) const ALL: [Script; 5] = [
+        Script::Record,
+        Script::Probe,
+        Script::Count,
+        Script::Quorum,
+        Script::Live,
+    ];
+
     /// The script's source.
     pub(crate) fn source(self) -> &'static str {
         match self {
             Script::Record => include_str!("record.lua"),
             Script::Probe => include_str!("probe.lua"),
             Script::Count => include_str!("count.lua"),
+            Script::Quorum => include_str!("quorum.lua"),
+            Script::Live => include_str!("live.lua"),
         }
     }
 }
@@ -75,7 +90,7 @@ pub(crate) fn is_record_problem(e: &RedisError) -> bool {
 /// master a Sentinel names, or to a Cluster (`connect.rs`).
 pub(crate) struct RedisStore {
     con: Connector,
-    scripts: [redis::Script; 3],
+    scripts: [redis::Script; 5],
 }
 
 impl RedisStore {
@@ -83,8 +98,7 @@ impl RedisStore {
     pub(crate) fn new(con: Connector) -> RedisStore {
         RedisStore {
             con,
-            scripts: [Script::Record, Script::Probe, Script::Count]
-                .map(|s| redis::Script::new(s.source())),
+            scripts: Script::ALL.map(|s| redis::Script::new(s.source())),
         }
     }
 }

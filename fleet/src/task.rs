@@ -17,6 +17,10 @@ use tokio::time::Instant;
 mod counts;
 #[path = "lease.rs"]
 mod lease;
+#[path = "live.rs"]
+mod live;
+
+pub(crate) use live::Tally;
 #[path = "push.rs"]
 mod push;
 #[path = "resync.rs"]
@@ -53,6 +57,10 @@ enum Intent {
     /// The breaker opened by itself (a trip, a failed probe, `trip_for`): written only over
     /// the record this instance last saw.
     Trip,
+    /// The breaker opened by itself under a quorum (`FleetTrip::Quorum`): over a closed
+    /// record, reported (`quorum.lua`), which opens the record once the quorum is open; over an
+    /// open one (a fleet's probe failed here), written as a `Trip`.
+    Report,
     /// Its probes closed it: likewise.
     Close,
     /// `force_open`, `disable`, `reset`: written over whatever the record holds.
@@ -129,12 +137,16 @@ impl Tracked {
     /// Whether the fleet's record already says what `intent` would write, so writing it would
     /// only restart the fleet's open time (a trip made here just before another instance's
     /// record arrived).
-    fn holds(&self, intent: Intent) -> bool {
+    ///
+    /// Under a quorum (`quorum`), a close over a closed record, or over none, has nothing to
+    /// write either: the breaker opened alone, and closing it tells the fleet nothing (writing
+    /// a closed record would close the others that are open alone).
+    fn holds(&self, intent: Intent, quorum: bool) -> bool {
         match intent {
-            Intent::Trip => {
+            Intent::Trip | Intent::Report => {
                 self.seen == State::Open && self.open_until.is_some_and(|t| Instant::now() < t)
             }
-            Intent::Close => self.seen == State::Closed && self.applied != 0,
+            Intent::Close => self.seen == State::Closed && (self.applied != 0 || quorum),
             _ => false,
         }
     }
@@ -251,6 +263,25 @@ impl Task {
 
     fn probes_key(&self, name: &str) -> String {
         format!("{{{}:{name}}}:probes", self.shared.config.prefix)
+    }
+
+    /// `name`'s key `{<prefix>:<name>}:<what>`: beside the record, on its hash slot.
+    pub(super) fn key_of(&self, name: &str, what: &str) -> String {
+        format!("{{{}:{name}}}:{what}", self.shared.config.prefix)
+    }
+
+    /// The breaker's quorum, if its trips wait for one.
+    pub(super) fn quorum_of(&self, name: &str) -> Option<crate::Quorum> {
+        match self.shared.config.trip_of(name) {
+            crate::FleetTrip::Quorum(q) => Some(q),
+            _ => None,
+        }
+    }
+
+    /// A heartbeat's life: three re-reads, so that one lost or late beat leaves no instance
+    /// out.
+    pub(super) fn live_ttl(&self) -> Duration {
+        self.shared.config.resync_every * 3
     }
 
     pub(crate) async fn run(mut self) {
@@ -421,6 +452,7 @@ impl Task {
         if let Some(t) = self.tracked.get_mut(&name) {
             t.recount();
         }
+        let quorum = self.quorum_of(&name).is_some();
         let pending = self.pending.entry(name).or_default();
         // The breaker's latest state is this local change: it stands (written below).
         pending.reimport = false;
@@ -430,6 +462,10 @@ impl Task {
                 pending.manual = Some((to, reason));
                 pending.auto = None;
             }
+            // A trip by hand (`trip_for`) reaches the fleet as manual control does; a trip
+            // by the breaker's own calls waits for a quorum, if the breaker has one.
+            (State::Open, Reason::TripFor(_)) => pending.auto = Some((Intent::Trip, reason)),
+            (State::Open, _) if quorum => pending.auto = Some((Intent::Report, reason)),
             (State::Open, _) => pending.auto = Some((Intent::Trip, reason)),
             (State::Closed, _) => pending.auto = Some((Intent::Close, reason)),
             _ => {}

@@ -51,6 +51,8 @@ fn task_with(
         shared: AtomicU64::new(0),
         held: std::sync::Mutex::new(None),
         last_error: std::sync::Mutex::new(None),
+        live: std::sync::Mutex::new(Default::default()),
+        tallies: std::sync::Mutex::new(Default::default()),
     });
     let mut task = Task::new(shared.clone(), rx);
     let (push_tx, pushes) = mpsc::unbounded_channel();

@@ -84,6 +84,16 @@ pub(super) fn cluster(
     config: impl Fn(SimClock) -> Config,
     policy: OnStoreError,
 ) -> Cluster {
+    cluster_with(n, names, config, |f| f.on_store_error(policy))
+}
+
+/// A cluster whose fleets' configs `fleet` finishes (prefix, instance and timeout set).
+pub(super) fn cluster_with(
+    n: usize,
+    names: &[&str],
+    config: impl Fn(SimClock) -> Config,
+    fleet: impl Fn(FleetConfig) -> FleetConfig,
+) -> Cluster {
     let net: Shared = Arc::new(Mutex::new(Net::new(ChaCha8Rng::seed_from_u64(7), false)));
     let clock = SimClock(Instant::now());
     let mut c = Cluster {
@@ -107,11 +117,12 @@ pub(super) fn cluster(
             hook: hook.clone(),
         };
         let fleet = Fleet::with_store(
-            FleetConfig::new("redis://sim/")
-                .prefix(PREFIX)
-                .instance(format!("i{k}"))
-                .timeout(Duration::from_millis(100))
-                .on_store_error(policy),
+            fleet(
+                FleetConfig::new("redis://sim/")
+                    .prefix(PREFIX)
+                    .instance(format!("i{k}"))
+                    .timeout(Duration::from_millis(100)),
+            ),
             Box::new(store),
             pushes,
             &tokio::runtime::Handle::current(),
@@ -163,6 +174,17 @@ impl Cluster {
         match space.keys.get(Self::key(name).as_bytes()) {
             Some((Val::Hash(h), _)) => h
                 .get(b"state".as_slice())
+                .map(|s| String::from_utf8_lossy(s).into_owned()),
+            _ => None,
+        }
+    }
+
+    pub(super) fn record_field(&self, name: &str, field: &str) -> Option<String> {
+        let net = self.net.lock().unwrap();
+        let space = net.model.space.lock().unwrap();
+        match space.keys.get(Self::key(name).as_bytes()) {
+            Some((Val::Hash(h), _)) => h
+                .get(field.as_bytes())
                 .map(|s| String::from_utf8_lossy(s).into_owned()),
             _ => None,
         }

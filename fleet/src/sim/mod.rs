@@ -19,6 +19,7 @@ mod harness;
 mod interleavings;
 mod model;
 mod net;
+mod quorum;
 mod scenarios;
 mod world;
 

@@ -287,11 +287,11 @@ enum Reply {
     Array(Vec<Reply>),
 }
 
-/// The model server: the keyspace, and a Lua state with the three scripts loaded.
+/// The model server: the keyspace, and a Lua state with the fleet's scripts loaded.
 pub(super) struct Model {
     pub(super) space: Arc<Mutex<Keyspace>>,
     lua: Lua,
-    scripts: [mlua::Function; 3],
+    scripts: [mlua::Function; 5],
 }
 
 impl Model {
@@ -315,7 +315,7 @@ impl Model {
             .expect("a function");
         redis.set("call", call).expect("set");
         lua.globals().set("redis", redis).expect("set");
-        let scripts = [Script::Record, Script::Probe, Script::Count].map(|s| {
+        let scripts = Script::ALL.map(|s| {
             lua.load(s.source())
                 .set_name(format!("@user_script:{s:?}"))
                 .into_function()

@@ -58,6 +58,129 @@ pub(super) struct Net {
     start: Instant,
     pub(super) trace: Vec<String>,
     pub(super) tracing: bool,
+    /// Under a quorum: the watch on the record's openings (`Oracle`).
+    pub(super) oracle: Option<Oracle>,
+}
+
+/// The record as a script found or left it: its epoch and state (`None`: no key), or `Err`
+/// for a value of another type under its key.
+type Found = Result<Option<(Option<String>, Option<String>)>, ()>;
+
+/// **quorum**: under a quorum, a record goes from closed (or none) to open only by the fleet's
+/// counts (`count.lua`), by a report that completes a quorum of open reports of live instances
+/// (`quorum.lua`), or by a write of a record that had vanished while open (`record.lua` over no
+/// key). The oracle keeps its own account of the heartbeats and open reports the store took
+/// (from the scripts' arguments as they run), and checks each opening against it.
+pub(super) struct Oracle {
+    quorum: crate::Quorum,
+    /// `(record key, instance)` -> the end of its heartbeat, server ms.
+    live: std::collections::BTreeMap<(String, String), u64>,
+    /// `(record key, epoch, instance)` -> the end of its open report, server ms.
+    reports: std::collections::BTreeMap<(String, String, String), u64>,
+    /// Each record's state after the last script that found it.
+    last: std::collections::BTreeMap<String, String>,
+    pub(super) violations: Vec<String>,
+}
+
+impl Oracle {
+    pub(super) fn new(quorum: crate::Quorum) -> Oracle {
+        Oracle {
+            quorum,
+            live: Default::default(),
+            reports: Default::default(),
+            last: Default::default(),
+            violations: Vec::new(),
+        }
+    }
+
+    /// Everything was flushed: heartbeats and reports with it (the records' last states stay).
+    pub(super) fn flushed(&mut self) {
+        self.live.clear();
+        self.reports.clear();
+    }
+
+    fn saw(
+        &mut self,
+        script: Script,
+        keys: &[String],
+        args: &[String],
+        (pre, post): (Found, Found),
+        now: u64,
+        ran: bool,
+    ) {
+        let num = |i: usize| args.get(i).and_then(|a| a.parse::<u64>().ok()).unwrap_or(0);
+        let record = match script {
+            Script::Live => {
+                if ran {
+                    let rk = keys[0].trim_end_matches(":live").to_owned();
+                    self.live.insert((rk, args[0].clone()), now + num(1));
+                }
+                return;
+            }
+            _ => keys[0].clone(),
+        };
+        let (Ok(pre), Ok(post), true) = (pre, post, ran) else {
+            return; // a foreign value under the key, or a script that failed: nothing taken
+        };
+        let (pre_epoch, pre_state) = match &pre {
+            None => ("0".to_owned(), "closed".to_owned()),
+            Some((e, s)) => (
+                e.clone().unwrap_or_else(|| "0".to_owned()),
+                s.clone().unwrap_or_else(|| "closed".to_owned()),
+            ),
+        };
+        if script == Script::Quorum && pre_epoch == args[0] && pre_state == "closed" {
+            self.live
+                .insert((record.clone(), args[5].clone()), now + num(9));
+            self.reports.insert(
+                (record.clone(), pre_epoch.clone(), args[5].clone()),
+                now + num(1),
+            );
+        }
+        let post_state = post.as_ref().and_then(|(_, s)| s.clone());
+        if pre_state == "closed" && post_state.as_deref() == Some("open") {
+            let live = self
+                .live
+                .iter()
+                .filter(|((rk, _), until)| *rk == record && **until > now)
+                .count() as u32;
+            let open = self
+                .reports
+                .iter()
+                .filter(|((rk, epoch, inst), until)| {
+                    *rk == record
+                        && *epoch == pre_epoch
+                        && **until > now
+                        && self
+                            .live
+                            .get(&(record.clone(), inst.clone()))
+                            .is_some_and(|l| *l > now)
+                })
+                .count() as u32;
+            let needed = self.quorum.needed(live);
+            let ok = match script {
+                Script::Count => true,
+                Script::Quorum => open >= needed,
+                Script::Record => {
+                    pre.is_none()
+                        && self.last.get(&record).is_some_and(|s| {
+                            matches!(s.as_str(), "open" | "forced_open" | "disabled")
+                        })
+                }
+                Script::Probe | Script::Live => false,
+            };
+            if !ok {
+                self.violations.push(format!(
+                    "quorum: {script:?} opened {record} over a closed record (epoch {pre_epoch}) at {now} with {open} open reports of {live} live instances, {needed} needed (quorum {}); live until: {:?}",
+                    self.quorum,
+                    self.live.iter().filter(|((rk, _), _)| *rk == record).collect::<Vec<_>>()
+                ));
+            }
+        }
+        if let Some(s) = post_state {
+            self.last.insert(record, s);
+        }
+    }
 }
 
 pub(super) type Shared = Arc<Mutex<Net>>;
@@ -73,6 +196,7 @@ impl Net {
             start: Instant::now(),
             trace: Vec::new(),
             tracing,
+            oracle: None,
         }
     }
 
@@ -159,12 +283,44 @@ impl Net {
         args: &[String],
     ) -> RedisResult<Value> {
         let (ms, us) = self.server_time();
+        let watch = self.oracle.is_some() && script != Script::Probe;
+        let pre = if watch {
+            self.found(&keys[0])
+        } else {
+            Ok(None)
+        };
         let (reply, published) = self.model.eval(script, keys, args, ms, us);
+        if watch {
+            let post = self.found(&keys[0]);
+            if let Some(oracle) = self.oracle.as_mut() {
+                oracle.saw(script, keys, args, (pre, post), ms, reply.is_ok());
+            }
+            let bad = self.oracle.as_ref().map_or(0, |o| o.violations.len());
+            if bad > 0 {
+                self.note(|| "VIOLATION quorum (see the report)".to_owned());
+            }
+        }
         self.note(|| format!("conn {id}: {script:?} {args:?} -> {reply:?}"));
         for (channel, payload) in published {
             self.publish(&channel, &payload);
         }
         reply
+    }
+
+    /// The record under `key` as the oracle reads it: `None` if there is no hash there.
+    fn found(&self, key: &str) -> Found {
+        let space = self.model.space.lock().unwrap();
+        match space.keys.get(key.as_bytes()) {
+            Some((super::model::Val::Hash(h), _)) => {
+                let field = |f: &str| {
+                    h.get(f.as_bytes())
+                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                };
+                Ok(Some((field("epoch"), field("state"))))
+            }
+            Some(_) => Err(()),
+            None => Ok(None),
+        }
     }
 
     /// Delivers `payload` to every connection subscribed to `channel`, each copy delayed on

@@ -30,8 +30,8 @@ use rand_chacha::ChaCha8Rng;
 use tokio::time::{Instant, sleep};
 
 use super::model::Val;
-use super::net::{Net, Shared, SimStore, Weather};
-use crate::{Fleet, FleetConfig, OnStoreError};
+use super::net::{Net, Oracle, Shared, SimStore, Weather};
+use crate::{Fleet, FleetConfig, FleetTrip, OnStoreError, Quorum};
 use breakerbox_runtime::{Breaker, Clock, Config, Outcome, State, Window};
 
 /// The breakers each instance shares.
@@ -44,6 +44,9 @@ const FAULTS_FROM: Duration = Duration::from_millis(500);
 const FAULTS_UNTIL: Duration = Duration::from_secs(7);
 const HEAL_AT: Duration = Duration::from_secs(8);
 const CHECK_AT: Duration = Duration::from_millis(9_500);
+/// The calls end by 9.2 s (a hung one lasts 1.2 s at most), an open time lasts 1 s, and one
+/// hold adds a `probe_timeout` (1 s): by then no breaker is open under a closed record.
+const STUCK_AT: Duration = Duration::from_millis(12_000);
 
 /// The breakers' clock: the simulation's time.
 #[derive(Clone)]
@@ -80,6 +83,8 @@ struct World {
     junk: [Option<bool>; NAMES.len()],
     violations: Vec<String>,
     policy: OnStoreError,
+    /// Both breakers' quorum, if their trips wait for one.
+    quorum: Option<Quorum>,
     start: Instant,
     restarts: u32,
 }
@@ -134,15 +139,25 @@ async fn simulate(seed: u64, tracing: bool) -> Report {
         _ => OnStoreError::Closed,
     };
     let faulty = rng.random_bool(0.8);
+    // Half the seeds trip both breakers under a quorum.
+    let quorum = rng.random_bool(0.5).then(|| match rng.random_range(0..5) {
+        0 => Quorum::Instances(1),
+        1 | 2 => Quorum::Instances(2),
+        3 => Quorum::Instances(3),
+        _ => Quorum::Percent([50, 67][rng.random_range(0..2)]),
+    });
     let clock = SimClock(Instant::now());
     let configs = configs(&mut rng, &clock);
     let net: Shared = Arc::new(Mutex::new(Net::new(
         ChaCha8Rng::seed_from_u64(rng.random()),
         tracing,
     )));
-    net.lock()
-        .unwrap()
-        .note(|| format!("seed {seed}: {n} instances, on_store_error {policy:?}, faults {faulty}"));
+    net.lock().unwrap().note(|| {
+        format!("seed {seed}: {n} instances, on_store_error {policy:?}, faults {faulty}, quorum {quorum:?}")
+    });
+    if let Some(q) = quorum {
+        net.lock().unwrap().oracle = Some(Oracle::new(q));
+    }
     let world = Arc::new(Mutex::new(World {
         insts: Vec::new(),
         traffic: true,
@@ -153,11 +168,12 @@ async fn simulate(seed: u64, tracing: bool) -> Report {
         junk: [None; NAMES.len()],
         violations: Vec::new(),
         policy,
+        quorum,
         start: clock.0,
         restarts: 0,
     }));
     for k in 0..n {
-        let inst = start_instance(&net, &configs, policy, k, 0);
+        let inst = start_instance(&net, &configs, policy, quorum, k, 0);
         world.lock().unwrap().insts.push(inst);
     }
     // The callers: one per instance and breaker.
@@ -186,6 +202,13 @@ async fn simulate(seed: u64, tracing: bool) -> Report {
     sleep(CHECK_AT - HEAL_AT).await;
     check_tasks(&world);
     converged(&world, &net);
+    // Every call has ended long since: no breaker is open under a closed record.
+    sleep(STUCK_AT - CHECK_AT).await;
+    unstuck(&world, &net);
+    if let Some(oracle) = net.lock().unwrap().oracle.as_mut() {
+        let found = core::mem::take(&mut oracle.violations);
+        world.lock().unwrap().violations.extend(found);
+    }
     let violations = core::mem::take(&mut world.lock().unwrap().violations);
     // Stop every fleet before the runtime goes, so no task outlives the run.
     let insts = core::mem::take(&mut world.lock().unwrap().insts);
@@ -198,15 +221,19 @@ fn start_instance(
     net: &Shared,
     configs: &[Config],
     policy: OnStoreError,
+    quorum: Option<Quorum>,
     k: usize,
     generation: u32,
 ) -> Inst {
     let (conn, pushes) = net.lock().unwrap().connect();
-    let config = FleetConfig::new("redis://sim/")
+    let mut config = FleetConfig::new("redis://sim/")
         .prefix(PREFIX)
         .instance(format!("i{k}.{generation}"))
         .timeout(Duration::from_millis(100))
         .on_store_error(policy);
+    if let Some(q) = quorum {
+        config = config.fleet_trip(FleetTrip::Quorum(q));
+    }
     let store = SimStore {
         id: conn,
         net: net.clone(),
@@ -434,6 +461,9 @@ async fn faults(world: Arc<Mutex<World>>, net: Shared, configs: Vec<Config>, see
                 let mut nt = net.lock().unwrap();
                 nt.note(|| "fault: FLUSHALL".to_owned());
                 nt.model.space.lock().unwrap().keys.clear();
+                if let Some(oracle) = nt.oracle.as_mut() {
+                    oracle.flushed();
+                }
                 drop(nt);
                 world.lock().unwrap().junk = [None; NAMES.len()];
                 fault(&world);
@@ -510,13 +540,16 @@ async fn faults(world: Arc<Mutex<World>>, net: Shared, configs: Vec<Config>, see
                 let configs = configs.clone();
                 tokio::spawn(async move {
                     sleep(d).await;
-                    let policy = world.lock().unwrap().policy;
+                    let (policy, quorum) = {
+                        let w = world.lock().unwrap();
+                        (w.policy, w.quorum)
+                    };
                     let generation = {
                         let mut w = world.lock().unwrap();
                         w.restarts += 1;
                         w.restarts
                     };
-                    let inst = start_instance(&net, &configs, policy, k, generation);
+                    let inst = start_instance(&net, &configs, policy, quorum, k, generation);
                     let mut w = world.lock().unwrap();
                     w.insts[k] = inst;
                     w.last_fault = Some(Instant::now() - start);
@@ -678,6 +711,7 @@ fn record(net: &Shared, j: usize) -> (Seen, u64) {
 
 fn converged(world: &Arc<Mutex<World>>, net: &Shared) {
     let mut w = world.lock().unwrap();
+    let quorum = w.quorum.is_some();
     let mut found = Vec::new();
     for (j, name) in NAMES.iter().enumerate() {
         let (seen, now) = record(net, j);
@@ -704,8 +738,16 @@ fn converged(world: &Arc<Mutex<World>>, net: &Shared) {
                 Seen::Foreign => true,
                 // No record: closed, or a round of probes that no instance has finished (each
                 // decides alone until one writes its close or re-open).
+                Seen::None if quorum => {
+                    matches!(local, State::Closed | State::HalfOpen | State::Open)
+                }
                 Seen::None => matches!(local, State::Closed | State::HalfOpen),
                 Seen::Record { state, open_until } => match state.as_str() {
+                    // Under a quorum a breaker may be open alone, or probing alone after it
+                    // (its end is checked by `unstuck`).
+                    "closed" if quorum => {
+                        matches!(local, State::Closed | State::HalfOpen | State::Open)
+                    }
                     "closed" => local == State::Closed,
                     "forced_open" => local == State::ForcedOpen,
                     "disabled" => local == State::Disabled,
@@ -726,6 +768,42 @@ fn converged(world: &Arc<Mutex<World>>, net: &Shared) {
                 found.push(format!(
                     "convergence: 1.5 s after the store healed, i{k}'s `{}` is {local:?} while the fleet's record is {record}",
                     name
+                ));
+            }
+        }
+    }
+    for f in &found {
+        net.lock().unwrap().note(|| format!("VIOLATION {f}"));
+    }
+    w.violations.extend(found);
+}
+
+/// **stuck**: once every call and open time is over, no sharing instance's breaker is open
+/// with time left while the fleet's record is closed or gone (under a quorum, a breaker that
+/// opened alone ends its open time as without fleet mode; in any mode, nothing holds it open).
+fn unstuck(world: &Arc<Mutex<World>>, net: &Shared) {
+    let mut w = world.lock().unwrap();
+    let mut found = Vec::new();
+    for (j, name) in NAMES.iter().enumerate() {
+        let (seen, _) = record(net, j);
+        let closed = match &seen {
+            Seen::None => true,
+            Seen::Record { state, .. } => state == "closed",
+            Seen::Foreign => false,
+        };
+        if !closed {
+            continue;
+        }
+        for (k, inst) in w.insts.iter().enumerate() {
+            if !inst.alive || inst.unshared {
+                continue;
+            }
+            let local = inst.breakers[j].export_state();
+            if local.state == State::Open && local.open_remaining.is_some_and(|l| !l.is_zero()) {
+                found.push(format!(
+                    "stuck: at {:.1}s, i{k}'s `{name}` is open for {:?} more while the fleet's record is closed",
+                    STUCK_AT.as_secs_f64(),
+                    local.open_remaining.unwrap_or_default()
                 ));
             }
         }

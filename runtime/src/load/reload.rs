@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Cut, LoadError, Place, Prepared, PreparedKey, key_table_name, read};
+use super::{LoadError, Name, Place, Prepared, PreparedKey, key_table_name, read};
 use crate::keyed::family_exists;
 use crate::keyed::reload::{self, KeyTable, Reload};
 use crate::registry::Registry;
@@ -88,7 +88,7 @@ impl Registry {
             },
             Place::Env(var) => LoadError::Env {
                 var: var.clone(),
-                message: format!("[breakers.{}] {e}", Cut(name)),
+                message: format!("[breakers.{}] {e}", Name(name)),
             },
         };
         // The live families in the file (by their index in `configs`), each with its single
@@ -111,7 +111,7 @@ impl Registry {
                     key: None,
                     message: format!(
                         "'{}' is a single breaker, not a keyed family: only a family has keys",
-                        Cut(&k.family)
+                        Name(&k.family)
                     ),
                 });
             }
@@ -228,7 +228,7 @@ fn family_refused(
         Place::Env(var) if refused.key.is_none() => {
             return LoadError::Env {
                 var: var.clone(),
-                message: format!("[breakers.{}] {message}", Cut(name)),
+                message: format!("[breakers.{}] {message}", Name(name)),
             };
         }
         Place::Env(_) => 1,

@@ -201,7 +201,8 @@ fn huge_values_give_short_messages() {
     ] {
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let e = err(&text, &env);
-        assert!(e.len() < 400, "{} bytes: {}", e.len(), &e[..400]);
+        // A name is shown up to 256 bytes, a key or value up to 32 characters.
+        assert!(e.len() < 700, "{} bytes: {}", e.len(), &e[..700]);
     }
     let e = err(&format!("[breakers.h]\nopen_for = \"{huge}x\"\n"), &[]);
     assert!(e.contains("…\" (200001 bytes)"), "{e}");
@@ -250,5 +251,32 @@ fn two_variables_for_one_key_are_an_error() {
     assert_eq!(
         e,
         "environment variable BREAKERBOX__load_twice__open_for: sets `open_for` of 'load-twice', and so does BREAKERBOX__LOAD_TWICE__OPEN_FOR; keep one of them"
+    );
+}
+
+/// A breaker's name up to 256 bytes is shown whole, in a table's error and a variable's: an
+/// attribute's default name is its module path, often longer than a key.
+#[test]
+fn a_long_breaker_name_is_shown_whole_in_messages() {
+    let name = format!("load-long-{}", "inventory-".repeat(20));
+    assert_eq!(name.len(), 210);
+    let e = err(
+        &format!("[breakers.{name}]\ndynamic = true\nfailures = 0\n"),
+        &[],
+    );
+    assert!(
+        e.starts_with(&format!("breakers.toml:3: [breakers.{name}] `failures` ")),
+        "{e}"
+    );
+    let var = format!("BREAKERBOX__{}__SUCCESSES", super::env::env_name(&name));
+    let e = err(
+        &format!("[breakers.{name}]\ndynamic = true\n"),
+        &[(&var, "3")],
+    );
+    assert!(
+        e.starts_with(&format!(
+            "environment variable {var}: [breakers.{name}] `successes` must be from 1 to"
+        )),
+        "{e}"
     );
 }

@@ -1,0 +1,192 @@
+//! Quorum trips and heartbeats (`quorum.lua`, `live.lua`).
+//!
+//! Every re-read pass, each instance beats for every breaker it shares: `live.lua` puts it in
+//! the breaker's live set (`{<prefix>:<name>}:live`, by the expiry of its beat, three
+//! `resync_every`s from the server's now) with its local state of the breaker, drops those whose
+//! beat has expired, and returns everyone's: the latest read is kept for
+//! [`Fleet::instances`](crate::Fleet::instances), so that no admin request waits for the store.
+//!
+//! Under a quorum (`FleetTrip::Quorum`), a breaker that opens by itself over a closed record
+//! reports it with `quorum.lua` instead of writing the record: its report lasts its open time,
+//! and once the reports of live instances reach the quorum, the script opens the record (one
+//! write, published as any). Until then the breaker is open here only.
+
+use core::time::Duration;
+use std::collections::BTreeMap;
+
+use tokio::time::Instant;
+
+use super::push::Pushed;
+use super::{Answer, Task};
+use crate::record::Record;
+use crate::store::Script;
+use crate::{LiveInstance, Quorum};
+use breakerbox_runtime::{Breaker, State};
+
+/// A state as an instance reports it: `State::as_str`.
+pub(crate) fn parse_state(text: &str) -> Option<State> {
+    [
+        State::Closed,
+        State::Open,
+        State::HalfOpen,
+        State::ForcedOpen,
+        State::Disabled,
+    ]
+    .into_iter()
+    .find(|s| s.as_str() == text)
+}
+
+/// The last tally of a breaker's quorum this instance saw: open reports of live instances,
+/// the quorum among them, and how many are live.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Tally {
+    pub(crate) open: u32,
+    pub(crate) needed: u32,
+    pub(crate) live: u32,
+}
+
+impl Task {
+    /// Reports a local trip of `name` under `quorum`; `args` are `record.lua`'s for the trip
+    /// (`cas`). The record opens if the quorum is reached; else the breaker stays open here
+    /// alone.
+    pub(super) async fn report(
+        &mut self,
+        name: &str,
+        breaker: &Breaker,
+        quorum: Quorum,
+        args: &[&str; 10],
+    ) -> Pushed {
+        let [
+            _,
+            expected,
+            _,
+            open_ms,
+            reopens,
+            reason,
+            last_failure,
+            instance,
+            channel,
+            _,
+        ] = *args;
+        let keys = vec![
+            self.key(name),
+            self.key_of(name, "probes"),
+            self.key_of(name, "live"),
+            self.key_of(name, "opens"),
+        ];
+        let ttl = self.live_ttl().as_millis().max(1).to_string();
+        let mut expected = expected.to_owned();
+        for _ in 0..2 {
+            let args = [
+                &expected,
+                open_ms,
+                reopens,
+                reason,
+                last_failure,
+                instance,
+                channel,
+                name,
+                &quorum.arg(),
+                &ttl,
+            ]
+            .map(|a| (*a).to_owned())
+            .to_vec();
+            let answer = self
+                .ask::<Vec<String>>(Script::Quorum, keys.clone(), args)
+                .await;
+            let reply = match answer {
+                Answer::Done(reply) => reply,
+                Answer::Unreadable(why) => {
+                    self.troubled(name, &why);
+                    return Pushed::Kept;
+                }
+                Answer::Failed => return Pushed::Failed,
+            };
+            let tally: Vec<u32> = reply
+                .get(10..13)
+                .map(|t| t.iter().filter_map(|n| n.parse().ok()).collect())
+                .unwrap_or_default();
+            let (Some(record), &[open, needed, live]) = (
+                Record::from_reply(reply.get(..9).unwrap_or_default()),
+                &tally[..],
+            ) else {
+                self.troubled(name, "a reply of quorum.lua this instance cannot read");
+                return Pushed::Kept;
+            };
+            self.readable(name);
+            let reported = reply[9] == "1";
+            if reported {
+                self.shared
+                    .tallies
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(name.to_owned(), Tally { open, needed, live });
+            }
+            if !record.changed && !reported && record.epoch == 0 && expected != "0" {
+                // The record vanished (FLUSHALL, a restart): reported over "no record" instead.
+                expected = "0".to_owned();
+                continue;
+            }
+            if record.changed || !reported {
+                // The quorum opened the record here, or the record is not the closed one this
+                // instance saw (another trip, a reset): as any write's answer.
+                self.took(name, breaker, &record, false);
+            }
+            return Pushed::Done;
+        }
+        Pushed::Done
+    }
+
+    /// Beats for every shared breaker, with its local state; keeps everyone's as read. `false`
+    /// if the store failed.
+    pub(super) async fn beat(&mut self) -> bool {
+        let ttl = self.live_ttl();
+        let ttl_ms = ttl.as_millis().max(1).to_string();
+        let names: Vec<String> = self.tracked.keys().cloned().collect();
+        let mut seen = BTreeMap::new();
+        for name in names {
+            if self.left_alone(&name) {
+                continue;
+            }
+            let Some(breaker) = self.tracked.get(&name).and_then(|t| t.breaker.upgrade()) else {
+                continue;
+            };
+            let keys = vec![self.key_of(&name, "live"), self.key_of(&name, "report")];
+            let args = vec![
+                self.shared.instance.clone(),
+                ttl_ms.clone(),
+                breaker.state().as_str().to_owned(),
+            ];
+            let read_at = Instant::now();
+            match self.ask::<Vec<String>>(Script::Live, keys, args).await {
+                Answer::Done(reply) => {
+                    let Some((now, rest)) = reply.split_first() else {
+                        continue;
+                    };
+                    let now: u64 = now.parse().unwrap_or(0);
+                    let mut live = rest
+                        .chunks_exact(3)
+                        .map(|f| {
+                            let expires: u64 = f[1].parse().unwrap_or(0);
+                            LiveInstance {
+                                this: f[0] == self.shared.instance,
+                                instance: f[0].clone(),
+                                state: parse_state(&f[2]),
+                                expires_in: Duration::from_millis(expires.saturating_sub(now)),
+                                read_at,
+                            }
+                        })
+                        .collect::<Vec<_>>();
+                    live.sort_by(|a, b| a.instance.cmp(&b.instance));
+                    seen.insert(name, live);
+                }
+                Answer::Unreadable(why) => self.troubled(&name, &why),
+                Answer::Failed => return false,
+            }
+        }
+        let mut kept = self.shared.live.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|name, _| self.tracked.contains_key(name));
+        kept.extend(seen);
+        true
+    }
+}

@@ -1,0 +1,172 @@
+//! Quorum trips (`fleet_trip = "quorum"`), step by step on the model store: the instances run
+//! the production fleet code and `quorum.lua`/`live.lua` themselves.
+
+use core::time::Duration;
+
+use tokio::time::sleep;
+
+use super::harness::{Cluster, cluster_with, consecutive, fail, paused};
+use crate::{FleetTrip, Quorum};
+use breakerbox_runtime::State;
+
+fn quorum(n: usize, q: Quorum) -> Cluster {
+    cluster_with(n, &["payments"], consecutive(1), move |f| {
+        f.resync_every(Duration::from_millis(200))
+            .fleet_trip(FleetTrip::Quorum(q))
+    })
+}
+
+#[test]
+fn one_instance_failing_alone_opens_only_itself() {
+    paused(|| async {
+        let c = quorum(3, Quorum::Instances(2));
+        // Every instance has beaten once: three live.
+        sleep(Duration::from_millis(500)).await;
+        fail(&c.breakers[0][0]);
+        sleep(Duration::from_secs(2)).await;
+        assert_eq!(c.states(0), [State::Open, State::Closed, State::Closed]);
+        assert_eq!(c.record_state("payments"), None, "no record was written");
+        let view = c.fleets[0].as_ref().unwrap().instances();
+        assert_eq!(
+            view[0].last_tally,
+            Some((1, 2, 3)),
+            "1 open of 2 needed, 3 live"
+        );
+        // The others see it open in the fleet view, and are closed themselves.
+        let seen = c.fleets[1].as_ref().unwrap().instances();
+        let states: Vec<_> = seen[0]
+            .instances
+            .iter()
+            .map(|i| (i.instance.as_str(), i.state))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                ("i0", Some(State::Open)),
+                ("i1", Some(State::Closed)),
+                ("i2", Some(State::Closed))
+            ]
+        );
+    });
+}
+
+#[test]
+fn two_of_three_open_the_fleet() {
+    paused(|| async {
+        let c = quorum(3, Quorum::Instances(2));
+        sleep(Duration::from_millis(500)).await;
+        fail(&c.breakers[0][0]);
+        sleep(Duration::from_millis(100)).await;
+        fail(&c.breakers[1][0]);
+        sleep(Duration::from_millis(100)).await;
+        assert_eq!(c.states(0), [State::Open; 3]);
+        assert_eq!(c.record_state("payments").as_deref(), Some("open"));
+        let reason = c.record_field("payments", "reason");
+        assert_eq!(
+            reason.as_deref(),
+            Some("quorum: 2 of 3 instances open (1 consecutive failure)")
+        );
+        // A reset on any instance closes every one, and empties the reports: one more trip
+        // alone opens only its instance again.
+        c.breakers[2][0].reset();
+        sleep(Duration::from_millis(100)).await;
+        assert_eq!(c.states(0), [State::Closed; 3]);
+        fail(&c.breakers[0][0]);
+        sleep(Duration::from_millis(300)).await;
+        assert_eq!(c.states(0), [State::Open, State::Closed, State::Closed]);
+    });
+}
+
+#[test]
+fn a_percentage_is_of_the_live_instances_rounded_up() {
+    paused(|| async {
+        // 50% of 4 is 2: the first trip stays local, the second opens the fleet.
+        let c = quorum(4, Quorum::Percent(50));
+        sleep(Duration::from_millis(500)).await;
+        fail(&c.breakers[3][0]);
+        sleep(Duration::from_millis(300)).await;
+        assert_eq!(c.record_state("payments"), None);
+        fail(&c.breakers[2][0]);
+        sleep(Duration::from_millis(100)).await;
+        assert_eq!(c.states(0), [State::Open; 4]);
+    });
+}
+
+#[test]
+fn an_open_report_counts_for_its_open_time_only() {
+    paused(|| async {
+        // Open for 60 s here; trip_for-like short opens: an instance open 1 s, then another.
+        let c = cluster_with(
+            3,
+            &["payments"],
+            |clock| {
+                breakerbox_runtime::Config::builder()
+                    .failures(1)
+                    .open_for(Duration::from_secs(1))
+                    .clock(clock)
+                    .build()
+                    .unwrap()
+            },
+            |f| {
+                f.resync_every(Duration::from_millis(200))
+                    .fleet_trip(FleetTrip::Quorum(Quorum::Instances(2)))
+            },
+        );
+        sleep(Duration::from_millis(500)).await;
+        fail(&c.breakers[0][0]);
+        // Its open time (1 s) passes: its report no longer counts.
+        sleep(Duration::from_millis(1_500)).await;
+        fail(&c.breakers[1][0]);
+        sleep(Duration::from_millis(300)).await;
+        assert_eq!(c.record_state("payments"), None, "one open at a time");
+        assert_eq!(c.breakers[2][0].state(), State::Closed);
+    });
+}
+
+#[test]
+fn a_fleet_shrunk_to_one_trips_as_without_a_quorum() {
+    paused(|| async {
+        let mut c = quorum(3, Quorum::Instances(2));
+        sleep(Duration::from_millis(500)).await;
+        // Two instances go (their fleets dropped: no more heartbeats); within a heartbeat's
+        // life (3 × 200 ms) the live set is the one left.
+        c.fleets[1] = None;
+        c.fleets[2] = None;
+        sleep(Duration::from_millis(1_000)).await;
+        let view = c.fleets[0].as_ref().unwrap().instances();
+        assert_eq!(view[0].instances.len(), 1, "{view:?}");
+        fail(&c.breakers[0][0]);
+        sleep(Duration::from_millis(100)).await;
+        assert_eq!(c.record_state("payments").as_deref(), Some("open"));
+        assert_eq!(
+            c.record_field("payments", "reason").as_deref(),
+            Some("quorum: 1 of 1 instances open (1 consecutive failure)")
+        );
+    });
+}
+
+#[test]
+fn under_any_one_trip_still_opens_the_fleet_and_beats_are_read() {
+    paused(|| async {
+        let c = cluster_with(3, &["payments"], consecutive(1), |f| {
+            f.resync_every(Duration::from_millis(200))
+        });
+        sleep(Duration::from_millis(500)).await;
+        let view = c.fleets[2].as_ref().unwrap().instances();
+        assert_eq!(view.len(), 1);
+        assert_eq!(view[0].trip, FleetTrip::Any);
+        assert_eq!(view[0].instances.len(), 3);
+        assert!(view[0].instances.iter().filter(|i| i.this).count() == 1);
+        assert!(
+            view[0]
+                .instances
+                .iter()
+                .all(|i| i.expires_in > Duration::from_millis(300)
+                    && i.expires_in <= Duration::from_millis(600)),
+            "{view:?}"
+        );
+        fail(&c.breakers[0][0]);
+        sleep(Duration::from_millis(100)).await;
+        assert_eq!(c.states(0), [State::Open; 3]);
+    });
+}
