@@ -579,6 +579,8 @@ impl Registry {
 
     /// Notes that the config file `file` has a table for `name` at `line` that sets `keys`;
     /// if the last table another file gave `name` set some of them too, `check` will say so.
+    /// `name` is a breaker's or family's, a single key's (`api.keys."slow-host"`), or with
+    /// `shared` a `[defaults]` or `[configs.<name>]` table's (`defaults`, `configs.fast`).
     #[cfg(feature = "serde")]
     pub(crate) fn note_table(
         &self,
@@ -586,7 +588,15 @@ impl Registry {
         file: &Arc<std::path::Path>,
         line: usize,
         keys: u32,
+        shared: bool,
     ) {
+        // Apart from the breakers' tables: a breaker may be named `defaults`.
+        let name = if shared {
+            format!("[{name}]")
+        } else {
+            name.to_owned()
+        };
+        let name = name.as_str();
         let mut tables = lock(&self.tables);
         let (notes, two) = &mut *tables;
         let note = TableNote {
@@ -602,7 +612,11 @@ impl Registry {
             return;
         }
         let found = TwoFiles {
-            name: name.to_owned(),
+            name: name
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
+            shared,
             keys: crate::keys::KEYS
                 .iter()
                 .enumerate()
