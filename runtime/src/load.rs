@@ -379,7 +379,10 @@ impl Registry {
     /// other than an ASCII letter or digit written `_`: `users-api` → `USERS_API`, the
     /// attribute's default name `my_app::client::fetch_user` → `MY_APP__CLIENT__FETCH_USER`
     /// (so `BREAKERBOX__MY_APP__CLIENT__FETCH_USER__FAILURES=3`). The key is what follows the
-    /// last `__` (no key contains `__`), in any case. A value reads as a number if it is one,
+    /// last `__` (no key contains `__`), in any case, and so is the prefix
+    /// (`breakerbox__users__open_for`); a variable written with single underscores that ends in
+    /// a key (`BREAKERBOX_USERS_OPEN_FOR`, as Spring's relaxed binding writes its own) is an
+    /// error that shows it written right. A value reads as a number if it is one,
     /// else as a string. Every variable must apply: one whose `<NAME>` is no breaker the
     /// registry knows nor a table of this file, one that is malformed or has an unknown key,
     /// and one whose name or value is not UTF-8 is an error, with "did you mean" for a name
