@@ -36,9 +36,10 @@ use crate::registration::{
 /// # Which config a breaker gets
 ///
 /// A config [`configure`](Registry::configure)d before the breaker is created wins over every
-/// call site's, whole: that is an override, not a conflict. `load_toml` builds a config from
-/// layers, key by key: its file's keys over the attribute's (see `Registry::load_toml`), and
-/// that config is the override. Else an annotated name gets its attribute's config, whoever
+/// call site's (and the attribute's): that is an override, not a conflict. `load_toml` builds
+/// a config from layers, key by key: its file's keys over the code's, which are the configured
+/// config's, else the attribute's, else those of the call that made the breaker (see
+/// `Registry::load_toml`), and that config is the override. Else an annotated name gets its attribute's config, whoever
 /// creates it first (with two attributes, the first by file and line); any other name gets the
 /// config of the call that creates it.
 ///
