@@ -379,7 +379,10 @@ impl Registry {
     /// other than an ASCII letter or digit written `_`: `users-api` → `USERS_API`, the
     /// attribute's default name `my_app::client::fetch_user` → `MY_APP__CLIENT__FETCH_USER`
     /// (so `BREAKERBOX__MY_APP__CLIENT__FETCH_USER__FAILURES=3`). The key is what follows the
-    /// last `__` (no key contains `__`), in any case. A value reads as a number if it is one,
+    /// last `__` (no key contains `__`), in any case, and so is the prefix
+    /// (`breakerbox__users__open_for`); a variable written with single underscores that ends in
+    /// a key (`BREAKERBOX_USERS_OPEN_FOR`, as Spring's relaxed binding writes its own) is an
+    /// error that shows it written right. A value reads as a number if it is one,
     /// else as a string. Every variable must apply: one whose `<NAME>` is no breaker the
     /// registry knows nor a table of this file, one that is malformed or has an unknown key,
     /// and one whose name or value is not UTF-8 is an error, with "did you mean" for a name
@@ -429,7 +432,7 @@ impl Registry {
         path: &Path,
         text: &str,
         env: impl IntoIterator<Item = (OsString, OsString)>,
-    ) -> Result<(Vec<Prepared>, Vec<PreparedKey>), LoadError> {
+    ) -> Result<PreparedFile, LoadError> {
         let parsed = parse(path, text)?;
         if let Some(defaults) = &parsed.defaults {
             check_shared_keys(path, DEFAULTS, defaults)?;
@@ -555,14 +558,7 @@ impl Registry {
                     })
                 }) as Layered
             });
-            let table = table.map(|t| {
-                let keys = t
-                    .keys
-                    .iter()
-                    .filter_map(|(key, _, _)| KEYS.iter().position(|k| k == key))
-                    .fold(0u32, |bits, i| bits | 1 << i);
-                (t.line, keys)
-            });
+            let table = table.map(|t| (t.line, key_bits(&t.keys)));
             configs.push(Prepared {
                 name,
                 place,
@@ -572,7 +568,20 @@ impl Registry {
                 table,
             });
         }
-        Ok((configs, key_configs))
+        // The shared tables, for `check`: which keys each sets, and where.
+        let shared = parsed
+            .defaults
+            .iter()
+            .map(|t| (DEFAULTS.to_owned(), t))
+            .chain(
+                parsed
+                    .configs
+                    .iter()
+                    .map(|(name, t)| (format!("{CONFIGS}.{name}"), t)),
+            )
+            .map(|(name, t)| (name, t.line, key_bits(&t.keys)))
+            .collect();
+        Ok((configs, key_configs, shared))
     }
 
     /// The names a table may give without `dynamic = true`, and a variable may address: every
@@ -616,6 +625,21 @@ impl Registry {
             suggestion: closest(name, known.iter().map(String::as_str)).map(str::to_owned),
         })
     }
+}
+
+/// What [`Registry::prepare`] builds: every breaker's config, every single key's, and the
+/// shared tables' notes.
+type PreparedFile = (Vec<Prepared>, Vec<PreparedKey>, Vec<SharedNote>);
+
+/// A `[defaults]` or `[configs.<name>]` table: its name (`defaults`, `configs.fast`), its line
+/// and its keys (one bit per [`KEYS`] entry).
+type SharedNote = (String, usize, u32);
+
+/// The keys of a table, one bit per [`KEYS`] entry.
+fn key_bits(keys: &Keys) -> u32 {
+    keys.iter()
+        .filter_map(|(key, _, _)| KEYS.iter().position(|k| k == key))
+        .fold(0u32, |bits, i| bits | 1 << i)
 }
 
 /// Where a configured breaker's config comes from in the file, for an error about applying
@@ -697,6 +721,7 @@ impl Layers {
                 family: self.name.clone(),
                 key: key.clone(),
                 line: *line,
+                keys: key_bits(own),
                 config,
                 sources,
             });
@@ -713,6 +738,8 @@ struct PreparedKey {
     family: String,
     key: String,
     line: usize,
+    /// The keys its table sets, one bit per [`KEYS`] entry.
+    keys: u32,
     config: Config,
     sources: Vec<KeySource>,
 }

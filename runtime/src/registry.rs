@@ -36,9 +36,10 @@ use crate::registration::{
 /// # Which config a breaker gets
 ///
 /// A config [`configure`](Registry::configure)d before the breaker is created wins over every
-/// call site's, whole: that is an override, not a conflict. `load_toml` builds a config from
-/// layers, key by key: its file's keys over the attribute's (see `Registry::load_toml`), and
-/// that config is the override. Else an annotated name gets its attribute's config, whoever
+/// call site's (and the attribute's): that is an override, not a conflict. `load_toml` builds
+/// a config from layers, key by key: its file's keys over the code's, which are the configured
+/// config's, else the attribute's, else those of the call that made the breaker (see
+/// `Registry::load_toml`), and that config is the override. Else an annotated name gets its attribute's config, whoever
 /// creates it first (with two attributes, the first by file and line); any other name gets the
 /// config of the call that creates it.
 ///
@@ -579,6 +580,8 @@ impl Registry {
 
     /// Notes that the config file `file` has a table for `name` at `line` that sets `keys`;
     /// if the last table another file gave `name` set some of them too, `check` will say so.
+    /// `name` is a breaker's or family's, a single key's (`api.keys."slow-host"`), or with
+    /// `shared` a `[defaults]` or `[configs.<name>]` table's (`defaults`, `configs.fast`).
     #[cfg(feature = "serde")]
     pub(crate) fn note_table(
         &self,
@@ -586,7 +589,15 @@ impl Registry {
         file: &Arc<std::path::Path>,
         line: usize,
         keys: u32,
+        shared: bool,
     ) {
+        // Apart from the breakers' tables: a breaker may be named `defaults`.
+        let name = if shared {
+            format!("[{name}]")
+        } else {
+            name.to_owned()
+        };
+        let name = name.as_str();
         let mut tables = lock(&self.tables);
         let (notes, two) = &mut *tables;
         let note = TableNote {
@@ -602,7 +613,11 @@ impl Registry {
             return;
         }
         let found = TwoFiles {
-            name: name.to_owned(),
+            name: name
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
+            shared,
             keys: crate::keys::KEYS
                 .iter()
                 .enumerate()

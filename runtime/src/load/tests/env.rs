@@ -280,3 +280,49 @@ fn a_long_breaker_name_is_shown_whole_in_messages() {
         "{e}"
     );
 }
+
+/// Spring's relaxed binding writes `SPRING_…` with single underscores and in any case: a
+/// variable of ours in lower case applies, and one with single underscores that ends in a
+/// key is an error that shows it written right. Other `BREAKERBOX_…` variables are the
+/// application's.
+#[test]
+fn a_variable_in_lower_case_applies_and_one_with_single_underscores_is_an_error() {
+    let names = load(
+        "[breakers.load-relaxed]\ndynamic = true\n",
+        &[("breakerbox__load_relaxed__open_for", "5s")],
+    )
+    .unwrap();
+    assert_eq!(names, ["load-relaxed"]);
+    let b = registry().get_or_create("load-relaxed", Config::default);
+    assert_eq!(b.config().open_for(), Duration::from_secs(5));
+    for (var, fixed) in [
+        (
+            "BREAKERBOX_LOAD_RELAXED_OPEN_FOR",
+            "BREAKERBOX__LOAD_RELAXED__OPEN_FOR",
+        ),
+        (
+            "breakerbox_load_relaxed_max_open_for",
+            "BREAKERBOX__LOAD_RELAXED__MAX_OPEN_FOR",
+        ),
+        (
+            "BREAKERBOX_LOAD_RELAXED__FAILURES",
+            "BREAKERBOX__LOAD_RELAXED__FAILURES",
+        ),
+    ] {
+        assert_eq!(
+            err("[breakers.load-relaxed]\ndynamic = true\n", &[(var, "5s")]),
+            format!(
+                "environment variable {var}: a breaker's key is set by `BREAKERBOX__<NAME>__<KEY>`, with two underscores after `BREAKERBOX` and before the key; write `{fixed}`"
+            )
+        );
+    }
+    // Not a key at the end: the application's own variable.
+    load(
+        "",
+        &[
+            ("BREAKERBOX_TEST_REDIS_URL", "redis://127.0.0.1:1/"),
+            ("BREAKERBOX_OPEN_FOR", "5s"),
+        ],
+    )
+    .unwrap();
+}

@@ -608,3 +608,97 @@ fn check_reports_two_calls_that_give_one_family_or_name_different_configs() {
         )
     );
 }
+
+/// A base and a single key's table are layers too: the same key set by one of them in two
+/// files is reported, with both places.
+#[test]
+fn check_reports_a_key_a_base_or_a_key_table_of_two_files_sets() {
+    let text = |open_for: &str| {
+        format!(
+            "[configs.layer-shared]\nopen_for = \"{open_for}\"\n\n[breakers.layer-two-keys]\ndynamic = true\n\n[breakers.layer-two-keys.keys.\"k\"]\nsuccesses = 1\n"
+        )
+    };
+    for (file, text) in [("shared-a.toml", text("5s")), ("shared-b.toml", text("9s"))] {
+        registry()
+            .load_with_env(Path::new(file), &text, Vec::new())
+            .unwrap();
+    }
+    let c = registry().check().unwrap_err();
+    let shown = |name: &str| {
+        c.two_files()
+            .iter()
+            .filter(|t| t.name() == name)
+            .map(|t| (t.is_shared(), t.to_string()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        shown("configs.layer-shared"),
+        [(
+            true,
+            "`open_for` is set by [configs.layer-shared] in two config files, at shared-a.toml:1 and then at shared-b.toml:1; each load replaces the table of the one before".to_owned()
+        )]
+    );
+    assert_eq!(
+        shown("layer-two-keys.keys.\"k\""),
+        [(
+            false,
+            "circuit breaker 'layer-two-keys.keys.\"k\"': `successes` is set by [breakers.layer-two-keys.keys.\"k\"] in two config files, at shared-a.toml:7 and then at shared-b.toml:7; each load replaces the table of the one before".to_owned()
+        )]
+    );
+}
+
+/// A variable alone changes one key of a family or a breaker made in code before the load,
+/// over the code's config.
+#[test]
+fn a_variable_alone_changes_one_key_over_code_made_before_the_load() {
+    let rate = || Config::builder().failure_rate(50).build().unwrap();
+    let family = registry()
+        .family::<String>("layer-var-family", rate)
+        .unwrap();
+    let b = registry().get_or_create("layer-var-breaker", rate);
+    load(
+        "",
+        &[
+            ("BREAKERBOX__LAYER_VAR_FAMILY__OPEN_FOR", "2s"),
+            ("BREAKERBOX__LAYER_VAR_BREAKER__OPEN_FOR", "3s"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(family.config().failure_rate(), Some(50));
+    assert_eq!(family.config().open_for(), Duration::from_secs(2));
+    assert_eq!(b.config().failure_rate(), Some(50));
+    assert_eq!(b.config().open_for(), Duration::from_secs(3));
+    assert_eq!(
+        source_of("layer-var-family", "open_for").to_string(),
+        "open_for = 2s (BREAKERBOX__LAYER_VAR_FAMILY__OPEN_FOR)"
+    );
+}
+
+/// A name `configure`d, then made a family by code: the configured config is its code's
+/// layer, under the file's.
+#[test]
+fn a_configured_family_keeps_the_configured_keys_under_the_file() {
+    use crate::config::sources::ConfigSource;
+    let line = line!() + 1;
+    assert!(registry().configure(
+        "layer-conf-family",
+        Config::builder().failure_rate(50).build().unwrap()
+    ));
+    let family = registry()
+        .family::<String>("layer-conf-family", || {
+            Config::builder().failures(9).build().unwrap()
+        })
+        .unwrap();
+    assert_eq!(family.config().failure_rate(), Some(50));
+    load("[breakers.layer-conf-family]\nopen_for = \"5s\"\n", &[]).unwrap();
+    assert_eq!(family.config().failure_rate(), Some(50));
+    assert_eq!(family.config().open_for(), Duration::from_secs(5));
+    let rate = source_of("layer-conf-family", "failure_rate");
+    assert!(
+        matches!(rate.source, ConfigSource::Site(site @ Site::Configure { .. }) if site.line() == line),
+        "{rate}"
+    );
+    // configure on a family that exists changes nothing.
+    assert!(!registry().configure("layer-conf-family", Config::default()));
+    assert_eq!(family.config().failure_rate(), Some(50));
+}
