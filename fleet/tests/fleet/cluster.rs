@@ -142,3 +142,32 @@ fn quorum_trips_and_heartbeats_run_on_a_cluster() {
     fail(&fleet.breakers[1][0]);
     fleet.all(0, State::Open, Duration::from_secs(3));
 }
+
+/// Propagation in a Cluster of three masters (the record on one, `PUBLISH` reaching subscribers
+/// on the others), three instances in this process, 200 trip–reset rounds. A measurement for
+/// BENCHMARKS.md.
+#[test]
+#[ignore = "a measurement: run it with --ignored --nocapture"]
+fn propagation_in_a_cluster() {
+    let _machine = crate::support::alone();
+    let Some(bin) = redis_server() else { return };
+    let cluster = Cluster::start(&bin, 3, 0);
+    let rt = runtime();
+    let _guard = rt.enter();
+    let url = format!(
+        "redis+cluster://{}",
+        cluster
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let fleet = Instances::connect(&rt, 3, &["payments"], |_| {
+        FleetConfig::new(&url).prefix("clp")
+    });
+    let (p50, p99, max) = crate::instances::propagation(&fleet, 0, 200);
+    println!(
+        "cluster of 3 masters, 3 instances, 200 trips: propagation p50 {p50:?}, p99 {p99:?}, max {max:?}"
+    );
+}
