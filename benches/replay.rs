@@ -1,7 +1,8 @@
 //! What journaling a rejected call costs (issue 26): a rejection of an open breaker, plain and
 //! journaled in memory; and journaled on local disk, where each call returns once its entry is
 //! synced, from 1 and from 16 threads (group commit: calls journaled during a sync share the
-//! next one, so the time per entry falls with the callers waiting).
+//! next one, so the time per entry falls with the callers waiting); and in Redis (the fleet
+//! journal, one script call per rejection), with `BREAKERBOX_TEST_REDIS_URL` set.
 //!
 //!   cargo bench -p breakerbox-benches --bench replay -- --warm-up-time 1 --measurement-time 5
 
@@ -124,5 +125,49 @@ fn disk(c: &mut Criterion) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-criterion_group!(benches, memory, disk);
+/// Journaled in Redis (the fleet journal): one script call per rejection, on loopback. Needs a
+/// server: `BREAKERBOX_TEST_REDIS_URL` (as `scripts/test` sets it); skipped without one.
+fn redis(c: &mut Criterion) {
+    let Ok(url) = std::env::var("BREAKERBOX_TEST_REDIS_URL") else {
+        eprintln!("replay_reject_redis: skipped, BREAKERBOX_TEST_REDIS_URL is not set");
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _guard = runtime.enter();
+    let mut g = c.benchmark_group("replay_reject_redis");
+    g.sample_size(20);
+    let breaker = open_breaker("replay.redis");
+    let mut run = 0u64;
+    g.bench_function("redis_1t", |b| {
+        b.iter_custom(|n| {
+            // A journal of its own each run (its own key prefix), made untimed.
+            run += 1;
+            let prefix = format!("breakerbox:bench:{}:{run}:", std::process::id());
+            let config = ReplayConfig::new()
+                .max_entries(usize::MAX)
+                .max_bytes(usize::MAX);
+            let replay = Replay::builder(&breaker)
+                .config(config)
+                .redis(
+                    breakerbox::replay::RedisOptions::new(url.clone()).prefix(prefix),
+                    |_: Args| async { Ok::<(), String>(()) },
+                )
+                .unwrap();
+            let start = Instant::now();
+            for i in 0..n {
+                let r = replay.call(args(i), |a| Ok::<_, String>(a.0));
+                black_box(r.is_err());
+            }
+            let took = start.elapsed();
+            assert_eq!(replay.status().entries as u64, n, "every call journaled");
+            took
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, memory, disk, redis);
 criterion_main!(benches);

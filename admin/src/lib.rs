@@ -33,6 +33,10 @@
 //! | `GET /breakers/{family}/keys/{key}` | one key (percent-encoded in the path) |
 //! | `GET /breakers/{family}/keys/{key}/config` | where each key of that key's config came from |
 //! | `POST /breakers/{family}/keys/{key}/force-open`, `/disable`, `/reset`, `/trip-for` | the control, on that key alone |
+//! | `GET /breakers/{name}/replay` | the breaker's replay journal (feature `replay`): size, oldest entry, dead letters, counts |
+//! | `GET /breakers/{name}/replay/dead-letters` | its dead letters, oldest first |
+//! | `POST /breakers/{name}/replay/dead-letters/retry`, `/drop` | every dead letter back in the queue, or dropped |
+//! | `GET /replays` | every live replay's journal, as `/breakers/{name}/replay` shows it (feature `replay`) |
 //! | `GET /events` | server-sent events: `state` on each change, `metrics` every second, `dropped` after a lag |
 //! | `GET /health` | [`Registry::health`](breakerbox_runtime::Registry::health) as Spring Boot's actuator answers it: `{"status": "UP", "components": {…}}`, `200` for `UP` and `DEGRADED`, `503` for `DOWN` |
 //! | `GET /metrics` | Prometheus text, with feature `metrics` and `Admin::prometheus` |
@@ -74,6 +78,8 @@ mod control;
 mod fleet;
 mod health;
 mod keys;
+#[cfg(feature = "replay")]
+mod replay;
 mod sources;
 mod stream;
 mod view;
@@ -199,6 +205,20 @@ impl Admin {
             .route("/breakers/{name}/keys/{key}", get(keys::detail))
             .route("/breakers/{name}/keys/{key}/config", get(sources::key))
             .route("/breakers/{name}/keys/{key}/{action}", post(keys::act))
+            .route("/breakers/{name}/replay", get(replay_status))
+            .route(
+                "/breakers/{name}/replay/dead-letters",
+                get(replay_dead_letters),
+            )
+            .route(
+                "/breakers/{name}/replay/dead-letters/retry",
+                post(replay_retry),
+            )
+            .route(
+                "/breakers/{name}/replay/dead-letters/drop",
+                post(replay_drop),
+            )
+            .route("/replays", get(replay_list))
             .route("/events", get(stream::events))
             .route("/health", get(health::health))
             .route("/fleet", get(fleet))
@@ -284,6 +304,26 @@ async fn dashboard() -> Response {
         .into_response()
 }
 
+#[cfg(feature = "replay")]
+use replay::{dead_letters as replay_dead_letters, list as replay_list, status as replay_status};
+#[cfg(feature = "replay")]
+use replay::{drop_all as replay_drop, retry as replay_retry};
+
+/// The replay routes without the feature: a `404` that says what turns them on.
+#[cfg(not(feature = "replay"))]
+async fn no_replay() -> Problem {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "no replay here: this admin router was built without its `replay` feature \
+         (breakerbox's `admin` and `replay` features together turn it on)",
+    )
+}
+#[cfg(not(feature = "replay"))]
+use {
+    no_replay as replay_status, no_replay as replay_dead_letters, no_replay as replay_retry,
+    no_replay as replay_drop, no_replay as replay_list,
+};
+
 #[cfg(feature = "metrics")]
 async fn metrics(axum::extract::State(shared): axum::extract::State<Arc<Shared>>) -> Response {
     let Some(render) = shared.prometheus.clone() else {
@@ -334,9 +374,11 @@ async fn not_found(uri: axum::http::Uri) -> Problem {
         StatusCode::NOT_FOUND,
         format!(
             "no admin endpoint at '{}'; there are GET /, /breakers, /breakers/{{name}}, \
-             /breakers/{{family}}/keys, /breakers/{{family}}/keys/{{key}}, /events, /health, /metrics and \
+             /breakers/{{family}}/keys, /breakers/{{family}}/keys/{{key}}, /breakers/{{name}}/replay, \
+             /breakers/{{name}}/replay/dead-letters, /replays, /events, /health, /metrics and \
              POST /breakers/{{name}}/{{action}}, /breakers/{{family}}/keys/{{key}}/{{action}} \
-             (actions: force-open, disable, reset, trip-for)",
+             (actions: force-open, disable, reset, trip-for), \
+             /breakers/{{name}}/replay/dead-letters/retry, /breakers/{{name}}/replay/dead-letters/drop",
             breakerbox_runtime::__edge::excerpt(uri.path())
         ),
     )
@@ -346,7 +388,7 @@ async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) ->
     // The controls are the third segment of a breaker's path and the fifth of a key's.
     let segments: Vec<&str> = uri.path().trim_matches('/').split('/').collect();
     let allowed = match segments.len() {
-        3 if segments[2] != "keys" => "POST",
+        3 if segments[2] != "keys" && segments[2] != "replay" => "POST",
         n if n >= 5 => "POST",
         _ => "GET",
     };

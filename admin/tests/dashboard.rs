@@ -93,7 +93,8 @@ fn start_driver(chromedriver: &PathBuf) -> (Driver, u16) {
     }
 }
 
-/// The breaker `name` on a manual clock, with `config`.
+/// The breaker `name` on a manual clock, with `config`; its config's site is the caller's.
+#[track_caller]
 fn breaker_with(name: &str, config: ConfigBuilder) -> Breaker {
     registry().set_clock(name, ManualClock::new());
     registry().get_or_create(name, || config.build().unwrap())
@@ -221,6 +222,7 @@ async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
             .unwrap()
     });
     // Breakers in each state, so the page (and its picture) shows every colour.
+    let search_line = line!() + 1;
     let search = breaker_with(
         "search",
         Config::builder()
@@ -615,6 +617,31 @@ async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
         hosts.breaker(&"b.example".to_owned()).state(),
         State::Closed
     );
+
+    // The Config disclosure of `search`'s tile: each key's value and where it came from, the
+    // code that made the breaker and a config file's table over it. The tile and its
+    // disclosure live across ticks; the page opens it and reads its rows in one script.
+    registry()
+        .load_toml_str("dashboard.toml", "[breakers.search]\nopen_for = \"90s\"\n")
+        .unwrap();
+    let config = r#"section.tile[data-name="search"] details.config"#;
+    until(
+        &browser,
+        "search's Config disclosure shows its keys, values and sources",
+        &format!(
+            r#"const d = document.querySelector({config:?});
+               if (!d) return "no disclosure";
+               if (!d.open) d.querySelector("summary").click();
+               const row = (k) => {{ const r = d.querySelector('tr[data-key="' + k + '"]');
+                 return r ? [...r.cells].map((c) => c.textContent).join(" | ") : null; }};
+               const rate = row("failure_rate"), open = row("open_for"), probes = row("half_open_calls");
+               return (rate === "failure_rate | 50 | get_or_create at admin/tests/dashboard.rs:{search_line}"
+                 && open === "open_for | 90s | [breakers.search] at dashboard.toml:2"
+                 && probes === "half_open_calls | 1 | the built-in default")
+                 || [d.open, d.textContent.slice(0, 300), rate, open, probes].join(" / ");"#
+        ),
+    )
+    .await;
 
     // The stream drops (the server's runtime goes): every tile goes grey and says "stale".
     stop.send(()).unwrap();

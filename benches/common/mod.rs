@@ -173,6 +173,17 @@ pub fn bb_count_window_config() -> Config {
         .expect("valid config")
 }
 
+/// Slow-call rate 50% over the last 100 calls, a call slow from 1 s (the benches' calls never are).
+pub fn bb_slow_count_window_config() -> Config {
+    Config::builder()
+        .slow(Duration::from_secs(1))
+        .slow_rate(50)
+        .window(Window::Calls(100))
+        .open_for(LONG)
+        .build()
+        .expect("valid config")
+}
+
 // ---- peers' configs ----
 
 pub type FailsafeConsecutive = failsafe::StateMachine<

@@ -84,7 +84,15 @@ fn app() -> Router {
             .contains(r#"axum::Router::new().nest_service("/admin", admin)"#),
         "the admin example mounts the router another way than this test"
     );
-    let _ = registry().get_or_create("doc-routes", Config::default);
+    let breaker = registry().get_or_create("doc-routes", Config::default);
+    // Its replay, for the replay routes: kept for the process (the admin serves live ones).
+    static REPLAY: std::sync::OnceLock<breakerbox::replay::Replay<u32>> =
+        std::sync::OnceLock::new();
+    REPLAY.get_or_init(|| {
+        breakerbox::replay::Replay::builder(&breaker)
+            .memory(|_: u32| async { Ok::<_, String>(()) })
+            .unwrap()
+    });
     let family = registry()
         .family::<String>("doc-routes-family", Config::default)
         .unwrap();

@@ -29,6 +29,8 @@
 //!   reading a damaged file ([`Recovery`], [`Skipped`]).
 //! - `redis` — `RedisJournal` and its script, `redis.lua` (feature `redis`).
 //! - `replay` — [`Replay`], its builder, and the replayer task.
+//! - `handle` — [`ReplayHandle`], a replay without its argument type, and the process's live
+//!   replays by their breaker's name ([`find`], [`replays`]): what the admin router serves.
 //! - `stats` — the counts as `metrics` (feature `metrics`).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -39,6 +41,7 @@ pub mod __private;
 mod book;
 mod config;
 mod disk;
+mod handle;
 mod journal;
 mod log;
 mod memory;
@@ -49,6 +52,7 @@ mod stats;
 
 pub use config::{ReplayConfig, WhenFull};
 pub use disk::DiskJournal;
+pub use handle::{ReplayHandle, find, replays};
 pub use journal::{Counts, EntryInfo, Journal, NotJournaled, Pushed, Settled, Status, Take, Taken};
 pub use log::{Recovery, Skipped};
 pub use memory::MemoryJournal;

@@ -54,11 +54,11 @@ pub enum StartError {
     Store(String),
 }
 
-struct Shared<A> {
-    breaker: Breaker,
-    journal: Arc<dyn Journal<A>>,
+pub(crate) struct Shared<A> {
+    pub(crate) breaker: Breaker,
+    pub(crate) journal: Arc<dyn Journal<A>>,
     config: ReplayConfig,
-    clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
     replay: ReplayFn<A>,
     key: Option<KeyFn<A>>,
     wake: Arc<Wake>,
@@ -73,7 +73,7 @@ struct Wake {
 }
 
 /// Aborts the replayer when the last handle goes.
-struct Task(tokio::task::JoinHandle<()>);
+pub(crate) struct Task(tokio::task::JoinHandle<()>);
 
 impl Drop for Task {
     fn drop(&mut self) {
@@ -258,10 +258,11 @@ impl<A: Send + 'static> ReplayBuilder<A> {
             key: self.key,
             wake,
         });
-        let task = runtime.spawn(drive(shared.clone()));
+        let task = Arc::new(Task(runtime.spawn(drive(shared.clone()))));
+        crate::handle::register(&shared, &task);
         Ok(Replay {
             shared,
-            _task: Arc::new(Task(task)),
+            _task: task,
         })
     }
 }
@@ -385,12 +386,13 @@ impl<A: Send + 'static> Replay<A> {
     /// Puts every dead letter back in the queue, its attempts at 0, as far as the bounds
     /// allow; how many went back.
     pub fn retry_dead_letters(&self) -> usize {
-        let n = self
-            .shared
-            .journal
-            .retry_dead_letters(self.shared.clock.now());
-        self.shared.wake.pushed.notify_one();
-        n
+        self.shared.retry_dead_letters()
+    }
+
+    /// This replay without its argument type, as the admin router serves it (also found by
+    /// its breaker's name: [`find`](crate::find)).
+    pub fn handle(&self) -> crate::ReplayHandle {
+        crate::handle::of(&self.shared)
     }
 
     /// Drops every dead letter; how many.
@@ -416,6 +418,12 @@ enum Ran {
 }
 
 impl<A: Send + 'static> Shared<A> {
+    pub(crate) fn retry_dead_letters(&self) -> usize {
+        let n = self.journal.retry_dead_letters(self.clock.now());
+        self.wake.pushed.notify_one();
+        n
+    }
+
     /// Replays one entry through the breaker. The replay function is user code: it runs
     /// under no lock of ours, and a panic (calling it, or polling its future) is a failure.
     async fn replay_one(&self, taken: Taken<A>) -> Ran {

@@ -122,8 +122,10 @@ fn breaker(name: &str) -> Breaker {
     Breaker::new(name, config)
 }
 
+/// A long timeout: a loaded machine must not fail a call to a live server.
 fn options(redis: &TestRedis, prefix: &str, consumer: &str) -> RedisOptions {
     RedisOptions::new(redis.url.clone())
+        .timeout(Duration::from_secs(5))
         .prefix(prefix)
         .consumer(consumer)
         .claim_after(Duration::from_secs(30))

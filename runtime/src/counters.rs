@@ -290,6 +290,17 @@ fn current_id() -> u64 {
     }
 }
 
+/// This thread's seat, if it has one: an index below `SEATS` that no other live thread holds,
+/// handed to the seat's next thread after this one's exit with Release and Acquire (see the
+/// module doc). A thread-local load; a thread is seated by its first count.
+#[inline(always)]
+pub(crate) fn current_seat() -> Option<usize> {
+    match current_id() {
+        UNASSIGNED | NONE => None,
+        token => Some(seat_of(token)),
+    }
+}
+
 /// This thread's token, seating it on first use: a live token, or [`NONE`].
 fn thread_id() -> u64 {
     match current_id() {

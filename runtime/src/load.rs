@@ -11,7 +11,7 @@ use crate::config::{Config, ConfigBuilder};
 use crate::duration::excerpt;
 use crate::keys::KEYS;
 use crate::registration::Site;
-use crate::registry::{Layered, Registry};
+use crate::registry::{Built, Layered, Registry};
 use crate::serde_impls::{Dialect, Raw, apply};
 use crate::suggest::closest;
 
@@ -79,9 +79,10 @@ impl fmt::Display for Name<'_> {
 }
 
 /// Why [`Registry::load_toml`] configured nothing. The message names the file, the line and the
-/// key (or the environment variable), and says what is wrong. The names, keys and values our
-/// messages quote are cut to their first 32 characters (with `…` and their length); the fields
-/// keep them whole. A TOML syntax error's message is the parser's.
+/// key (or the environment variable), and says what is wrong. The names of breakers, tables,
+/// bases and variables our messages quote are shown whole up to 256 bytes, the keys and values
+/// cut to their first 32 characters (each with `…` and its length when cut); the fields keep
+/// them whole. A TOML syntax error's message is the parser's.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {
@@ -107,7 +108,7 @@ pub enum LoadError {
     },
     /// A key of a `[breakers.<name>]` table is unknown, or its value is wrong, or the table's
     /// keys do not go together.
-    #[error("{}:{line}: [breakers.{}] `{}` {message}", path.display(), Cut(breaker), Cut(key))]
+    #[error("{}:{line}: [breakers.{}] `{}` {message}", path.display(), Name(breaker), Cut(key))]
     Invalid {
         /// The file.
         path: PathBuf,
@@ -122,7 +123,7 @@ pub enum LoadError {
     },
     /// A key of the `[defaults]` table or of a `[configs.<name>]` table is unknown, or its
     /// value is wrong.
-    #[error("{}:{line}: [{}] `{}` {message}", path.display(), Cut(table), Cut(key))]
+    #[error("{}:{line}: [{}] `{}` {message}", path.display(), Name(table), Cut(key))]
     InvalidShared {
         /// The file.
         path: PathBuf,
@@ -140,8 +141,8 @@ pub enum LoadError {
     #[error(
         "{}:{line}: no breaker named `{}`{} No `#[circuit_breaker]` function, keyed family or breaker has that name; if the program makes it at run time (with `registry().get_or_create`, `registry().family` or `Breaker::new`), say `dynamic = true` in its table.",
         path.display(),
-        Cut(breaker),
-        suggestion.as_deref().map_or_else(|| ".".to_owned(), |s| format!("; did you mean `{}`?", Cut(s)))
+        Name(breaker),
+        suggestion.as_deref().map_or_else(|| ".".to_owned(), |s| format!("; did you mean `{}`?", Name(s)))
     )]
     UnknownBreaker {
         /// The file.
@@ -157,7 +158,7 @@ pub enum LoadError {
     /// have: every load must define the `[configs.<name>]` tables the attributes take.
     #[error(
         "{}: no [configs.{}] table for breaker `{}`, whose {site} takes `config = \"{}\"`{hint}",
-        path.display(), Cut(config), Name(breaker), Cut(config)
+        path.display(), Name(config), Name(breaker), Name(config)
     )]
     UnknownConfig {
         /// The file.
@@ -193,7 +194,7 @@ pub enum LoadError {
     /// (see [`ReconfigureError`](crate::ReconfigureError)); or a keyed family that exists cannot (its bounds, or a
     /// change a key's breaker cannot take: `breaker` is then `<family>.keys."<key>"`); or a
     /// `keys` table names a single breaker's keys.
-    #[error("{}:{line}: [breakers.{}] {message}", path.display(), Cut(breaker))]
+    #[error("{}:{line}: [breakers.{}] {message}", path.display(), Name(breaker))]
     NotReloadable {
         /// The file.
         path: PathBuf,
@@ -210,7 +211,7 @@ pub enum LoadError {
     /// applied, so its single keys' tables could not be given to it. (A breaker or family
     /// that exists when the load starts takes the file live.)
     #[error(
-        "{}:{line}: keyed family '{}' was created while the file was applied, so its single keys' tables did not reach it; load the file again", path.display(), Cut(breaker)
+        "{}:{line}: keyed family '{}' was created while the file was applied, so its single keys' tables did not reach it; load the file again", path.display(), Name(breaker)
     )]
     AlreadyCreated {
         /// The file.
@@ -378,7 +379,10 @@ impl Registry {
     /// other than an ASCII letter or digit written `_`: `users-api` → `USERS_API`, the
     /// attribute's default name `my_app::client::fetch_user` → `MY_APP__CLIENT__FETCH_USER`
     /// (so `BREAKERBOX__MY_APP__CLIENT__FETCH_USER__FAILURES=3`). The key is what follows the
-    /// last `__` (no key contains `__`), in any case. A value reads as a number if it is one,
+    /// last `__` (no key contains `__`), in any case, and so is the prefix
+    /// (`breakerbox__users__open_for`); a variable written with single underscores that ends in
+    /// a key (`BREAKERBOX_USERS_OPEN_FOR`, as Spring's relaxed binding writes its own) is an
+    /// error that shows it written right. A value reads as a number if it is one,
     /// else as a string. Every variable must apply: one whose `<NAME>` is no breaker the
     /// registry knows nor a table of this file, one that is malformed or has an unknown key,
     /// and one whose name or value is not UTF-8 is an error, with "did you mean" for a name
@@ -428,7 +432,7 @@ impl Registry {
         path: &Path,
         text: &str,
         env: impl IntoIterator<Item = (OsString, OsString)>,
-    ) -> Result<(Vec<Prepared>, Vec<PreparedKey>), LoadError> {
+    ) -> Result<PreparedFile, LoadError> {
         let parsed = parse(path, text)?;
         if let Some(defaults) = &parsed.defaults {
             check_shared_keys(path, DEFAULTS, defaults)?;
@@ -487,6 +491,7 @@ impl Registry {
             .collect();
         let mut configs = Vec::with_capacity(targets.len());
         let mut key_configs = Vec::new();
+        let live: HashSet<String> = crate::keyed::reload::families().into_keys().collect();
         for name in targets {
             let table = parsed.breakers.get(&name);
             let vars = env.remove(&name).unwrap_or_default();
@@ -498,11 +503,14 @@ impl Registry {
             };
             let code = self.code_config(&name);
             let attribute = self.attribute(&name);
+            let configured = matches!(code, Some((Site::Configure { .. }, _)));
             // A table's `base` is above the attribute, and replaces the attribute's `config`.
             let base = table
                 .and_then(|t| t.base.as_ref().map(|(base, _)| base.clone()))
                 .or_else(|| attribute.and_then(|r| r.base_name()).map(str::to_owned));
+            // A `configure`d config is the code's layer, over an attribute's.
             let own = match (attribute, &code) {
+                (_, Some((site, config))) if configured => Own::Code(*site, config),
                 (Some(r), _) => Own::Attribute(r),
                 (None, Some((site, config))) => Own::Code(*site, config),
                 (None, None) => Own::None,
@@ -519,47 +527,38 @@ impl Registry {
                     (base, keys)
                 }),
                 table: table.map(|t| t.keys.clone()),
+                per_key: table.map_or_else(Vec::new, |t| {
+                    t.per_key
+                        .iter()
+                        .map(|(key, own)| (key.clone(), own.line, own.keys.clone()))
+                        .collect()
+                }),
                 env: vars,
                 name,
             };
-            let mut m = layers.under_table(own)?;
-            for (key, own) in table.map_or(&[][..], |t| &t.per_key[..]) {
-                let key_name = key_table_name(&layers.name, key);
-                let mut k = m.for_key(key_name.clone(), own.line);
-                k.text(&own.keys, |line| Source::Table {
-                    name: key_name.clone(),
-                    line,
-                })?;
-                k.text(&layers.env, |_| Source::Default)?;
-                let (config, sources) = k.finish()?;
-                key_configs.push(PreparedKey {
-                    family: layers.name.clone(),
-                    key: key.clone(),
-                    line: own.line,
-                    config,
-                    sources,
-                });
-            }
-            m.text(&layers.env, |_| Source::Default)?;
-            let (config, sources) = m.finish()?;
+            let (config, sources, keys) = layers.build(own)?;
+            key_configs.extend(keys);
             let name = layers.name.clone();
-            // A breaker made in code after the file: its code's config is a layer too, known
-            // only when it is made.
-            let layered: Option<Layered> = matches!(own, Own::None).then(|| {
+            // A name not made yet: the code that makes it (`get_or_create`, `family`) or
+            // `configure`s it gives a layer too, known only then.
+            let made = self.existing(&name).is_some() || live.contains(&name);
+            let layered: Option<Layered> = (!made).then(|| {
                 Arc::new(move |site: Site, code: &Config| {
-                    layers
+                    let (config, sources, keys) = layers
                         .build(Own::Code(site, code))
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| e.to_string())?;
+                    let keys = keys
+                        .into_iter()
+                        .map(|k| (k.key, k.config, k.sources))
+                        .collect();
+                    Ok(Built {
+                        config,
+                        sources,
+                        keys,
+                    })
                 }) as Layered
             });
-            let table = table.map(|t| {
-                let keys = t
-                    .keys
-                    .iter()
-                    .filter_map(|(key, _, _)| KEYS.iter().position(|k| k == key))
-                    .fold(0u32, |bits, i| bits | 1 << i);
-                (t.line, keys)
-            });
+            let table = table.map(|t| (t.line, key_bits(&t.keys)));
             configs.push(Prepared {
                 name,
                 place,
@@ -569,7 +568,20 @@ impl Registry {
                 table,
             });
         }
-        Ok((configs, key_configs))
+        // The shared tables, for `check`: which keys each sets, and where.
+        let shared = parsed
+            .defaults
+            .iter()
+            .map(|t| (DEFAULTS.to_owned(), t))
+            .chain(
+                parsed
+                    .configs
+                    .iter()
+                    .map(|(name, t)| (format!("{CONFIGS}.{name}"), t)),
+            )
+            .map(|(name, t)| (name, t.line, key_bits(&t.keys)))
+            .collect();
+        Ok((configs, key_configs, shared))
     }
 
     /// The names a table may give without `dynamic = true`, and a variable may address: every
@@ -615,6 +627,21 @@ impl Registry {
     }
 }
 
+/// What [`Registry::prepare`] builds: every breaker's config, every single key's, and the
+/// shared tables' notes.
+type PreparedFile = (Vec<Prepared>, Vec<PreparedKey>, Vec<SharedNote>);
+
+/// A `[defaults]` or `[configs.<name>]` table: its name (`defaults`, `configs.fast`), its line
+/// and its keys (one bit per [`KEYS`] entry).
+type SharedNote = (String, usize, u32);
+
+/// The keys of a table, one bit per [`KEYS`] entry.
+fn key_bits(keys: &Keys) -> u32 {
+    keys.iter()
+        .filter_map(|(key, _, _)| KEYS.iter().position(|k| k == key))
+        .fold(0u32, |bits, i| bits | 1 << i)
+}
+
 /// Where a configured breaker's config comes from in the file, for an error about applying
 /// it: its table's line, or the variable that reached it.
 #[derive(Clone, Debug)]
@@ -648,6 +675,8 @@ struct Layers {
     defaults: Option<Arc<Keys>>,
     base: Option<(String, Arc<Keys>)>,
     table: Option<Keys>,
+    /// `[breakers.<name>.keys."<key>"]`: each key, its table's line and its keys.
+    per_key: Vec<(String, usize, Keys)>,
     env: Keys,
 }
 
@@ -675,11 +704,31 @@ impl Layers {
         Ok(m)
     }
 
-    /// Every layer, with `own`, checked.
-    fn build(&self, own: Own<'_>) -> Result<(Config, Vec<KeySource>), LoadError> {
+    /// Every layer, with `own`, checked; and each single key's table over them.
+    fn build(&self, own: Own<'_>) -> Result<(Config, Vec<KeySource>, Vec<PreparedKey>), LoadError> {
         let mut m = self.under_table(own)?;
+        let mut keys = Vec::with_capacity(self.per_key.len());
+        for (key, line, own) in &self.per_key {
+            let key_name = key_table_name(&self.name, key);
+            let mut k = m.for_key(key_name.clone(), *line);
+            k.text(own, |line| Source::Table {
+                name: key_name.clone(),
+                line,
+            })?;
+            k.text(&self.env, |_| Source::Default)?;
+            let (config, sources) = k.finish()?;
+            keys.push(PreparedKey {
+                family: self.name.clone(),
+                key: key.clone(),
+                line: *line,
+                keys: key_bits(own),
+                config,
+                sources,
+            });
+        }
         m.text(&self.env, |_| Source::Default)?;
-        m.finish()
+        let (config, sources) = m.finish()?;
+        Ok((config, sources, keys))
     }
 }
 
@@ -689,6 +738,8 @@ struct PreparedKey {
     family: String,
     key: String,
     line: usize,
+    /// The keys its table sets, one bit per [`KEYS`] entry.
+    keys: u32,
     config: Config,
     sources: Vec<KeySource>,
 }
@@ -765,7 +816,7 @@ fn check_shared_keys(path: &Path, name: &str, table: &Table) -> Result<(), LoadE
         if [DYNAMIC, BASE, KEYS_TABLE].contains(&key.as_str()) {
             return Err(wrong(format!(
                 "belongs in a `[breakers.<name>]` table; [{}] holds config keys only",
-                Cut(name)
+                Name(name)
             )));
         }
         b = apply(b, key, value, Dialect::Text).map_err(wrong)?;
@@ -793,7 +844,7 @@ fn check_base(
         key: BASE.to_owned(),
         message: format!(
             "`{}` names no `[configs.<name>]` table{}",
-            Cut(base),
+            Name(base),
             base_hint(base, configs)
         ),
     })
@@ -803,7 +854,7 @@ fn check_base(
 /// or how to write one.
 fn base_hint(base: &str, configs: &BTreeMap<String, Table>) -> String {
     match closest(base, configs.keys().map(String::as_str)) {
-        Some(near) => format!("; did you mean `{}`?", Cut(near)),
+        Some(near) => format!("; did you mean `{}`?", Name(near)),
         None if configs.is_empty() => {
             "; the file has none: add one, like `[configs.fast]` followed by `open_for = \"5s\"`"
                 .to_owned()
@@ -813,7 +864,7 @@ fn base_hint(base: &str, configs: &BTreeMap<String, Table>) -> String {
             configs
                 .keys()
                 .take(10)
-                .map(|n| format!("`{}`", Cut(n)))
+                .map(|n| format!("`{}`", Name(n)))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

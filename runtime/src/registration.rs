@@ -599,26 +599,40 @@ impl fmt::Display for Conflicts {
     }
 }
 
-/// Keys of one breaker set by the `[breakers.<name>]` tables of two config files (or origins
-/// of `load_toml_str`): the same layer, so the file loaded last gave the config, and the keys
-/// only the other set are not in it. [`Registry::check`](crate::Registry::check) reports it:
+/// Keys set by one table in two config files (or origins of `load_toml_str`): a breaker's
+/// `[breakers.<name>]`, a single key's `[breakers.<family>.keys."<key>"]`, or a shared
+/// `[defaults]` or `[configs.<name>]`. The same layer, so the file loaded last gave the
+/// config, and the keys only the other set are not in it.
+/// [`Registry::check`](crate::Registry::check) reports it:
 ///
 /// ```text
 /// circuit breaker 'users': `open_for` is set by [breakers.users] in two config files, at
 /// base.toml:3 and then at local.toml:7; each load replaces the table of the one before
+/// `open_for` is set by [defaults] in two config files, at base.toml:1 and then at
+/// local.toml:1; each load replaces the table of the one before
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TwoFiles {
     pub(crate) name: String,
+    /// A `[defaults]` or `[configs.<name>]` table rather than a breaker's.
+    pub(crate) shared: bool,
     pub(crate) keys: Vec<&'static str>,
     pub(crate) first: (std::path::PathBuf, usize),
     pub(crate) then: (std::path::PathBuf, usize),
 }
 
 impl TwoFiles {
-    /// The breaker's (or keyed family's) name.
+    /// The breaker's (or keyed family's) name, as its table names it after `breakers.`
+    /// (`users`, or for a single key of a family `api.keys."slow-host"`); for a shared table,
+    /// `defaults` or `configs.<name>`.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Whether the table is a shared one, `[defaults]` or `[configs.<name>]`, whose keys reach
+    /// every breaker that takes it.
+    pub fn is_shared(&self) -> bool {
+        self.shared
     }
 
     /// The keys both tables set, in the keys' order.
@@ -640,14 +654,20 @@ impl TwoFiles {
 impl fmt::Display for TwoFiles {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let keys: Vec<String> = self.keys.iter().map(|k| format!("`{k}`")).collect();
+        let (what, table) = if self.shared {
+            (String::new(), self.name.clone())
+        } else {
+            (
+                format!("circuit breaker '{}': ", self.name),
+                format!("breakers.{}", self.name),
+            )
+        };
         write!(
             f,
-            "circuit breaker '{}': {} {} set by [breakers.{}] in two config files, at {}:{} and \
-             then at {}:{}; each load replaces the table of the one before",
-            self.name,
+            "{what}{} {} set by [{table}] in two config files, at {}:{} and then at {}:{}; each \
+             load replaces the table of the one before",
             keys.join(", "),
             if self.keys.len() == 1 { "is" } else { "are" },
-            self.name,
             self.first.0.display(),
             self.first.1,
             self.then.0.display(),

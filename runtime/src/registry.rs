@@ -36,9 +36,10 @@ use crate::registration::{
 /// # Which config a breaker gets
 ///
 /// A config [`configure`](Registry::configure)d before the breaker is created wins over every
-/// call site's, whole: that is an override, not a conflict. `load_toml` builds a config from
-/// layers, key by key: its file's keys over the attribute's (see `Registry::load_toml`), and
-/// that config is the override. Else an annotated name gets its attribute's config, whoever
+/// call site's (and the attribute's): that is an override, not a conflict. `load_toml` builds
+/// a config from layers, key by key: its file's keys over the code's, which are the configured
+/// config's, else the attribute's, else those of the call that made the breaker (see
+/// `Registry::load_toml`), and that config is the override. Else an annotated name gets its attribute's config, whoever
 /// creates it first (with two attributes, the first by file and line); any other name gets the
 /// config of the call that creates it.
 ///
@@ -83,6 +84,11 @@ pub struct Registry {
     /// for each name the last keys two files' tables set (for `check`).
     #[cfg(feature = "serde")]
     tables: Mutex<Tables>,
+    /// The configs each name was given by [`configure`](Registry::configure), each with its
+    /// call's site, the last given last: the code's layer under a config file's tables, kept
+    /// after the breaker is made so that every later file layers over it again; and for
+    /// `check`, which reports two sites that give different ones.
+    configured: Mutex<HashMap<Box<str>, Sites>>,
 }
 
 /// Each name's last table, and the keys two files' tables set.
@@ -136,12 +142,27 @@ type LayeredPresets = HashMap<String, Layered>;
 #[cfg(not(feature = "serde"))]
 type LayeredPresets = ();
 
-/// A config file's layers over the config of the code that makes a breaker (given with that
-/// call's site): the config, with where each key came from, or why the two do not go
-/// together.
+/// A config file's layers over the config of the code that makes a breaker or keyed family,
+/// or that [`configure`](Registry::configure)s it (given with that call's site): the configs,
+/// with where each key came from, or why the two do not go together.
 #[cfg(feature = "serde")]
-pub(crate) type Layered =
-    Arc<dyn Fn(Site, &Config) -> Result<(Config, Vec<KeySource>), String> + Send + Sync>;
+pub(crate) type Layered = Arc<dyn Fn(Site, &Config) -> Result<Built, String> + Send + Sync>;
+
+/// What a config file's layers build over a code's config.
+#[cfg(feature = "serde")]
+pub(crate) struct Built {
+    pub(crate) config: Config,
+    pub(crate) sources: Vec<KeySource>,
+    /// For a keyed family, each single key's table: the key (as it displays), its config and
+    /// where each of its keys came from.
+    pub(crate) keys: Vec<(String, Config, Vec<KeySource>)>,
+}
+
+/// How the registry names the account of a single key of a family: `api.keys."slow-host"`.
+#[cfg(feature = "serde")]
+pub(crate) fn key_account(family: &str, key: &str) -> String {
+    format!("{family}.keys.{key:?}")
+}
 
 static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
     breakers: RwLock::default(),
@@ -153,6 +174,7 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
     sources: Mutex::default(),
     #[cfg(feature = "serde")]
     tables: Mutex::default(),
+    configured: Mutex::default(),
 });
 
 /// The registrations the linker gathered, keyed or not, by name.
@@ -321,9 +343,15 @@ impl Registry {
             let preset_layered = lock(&self.presets).layered.get(name).cloned();
             let from_preset = preset.config.is_some();
             // A file's layers over the code's config, for a name the code makes.
+            // A config `configure`d is the code's layer instead of the call's: the preset
+            // holds the file's layers over it already.
+            #[cfg(feature = "serde")]
+            let configured = lock(&self.configured).contains_key(name);
             #[cfg(feature = "serde")]
             let layered = match (&preset_layered, &registered, site) {
-                (Some(layered), None, Site::Call { .. }) => Some(layered(site, wanted)),
+                (Some(layered), None, Site::Call { .. }) if !configured => {
+                    Some(layered(site, wanted).map(|b| (b.config, b.sources)))
+                }
                 _ => None,
             };
             #[cfg_attr(not(feature = "serde"), allow(unused_mut))]
@@ -473,10 +501,65 @@ impl Registry {
         lock(&self.presets).by_name.keys().cloned().collect()
     }
 
-    /// The config that the code which created the breaker `name` gave it, with that call's
-    /// site: `None` for a breaker not created, created from an attribute or from a preset.
+    /// The layers of the config file that reached `name` last over `code`, the config `site`
+    /// gives it, unless a [`configure`](Registry::configure)d config is the code's layer (then
+    /// the preset holds the file's layers over it already); `None` without such a file, or
+    /// should the two not go together (an `error` says so).
+    #[cfg(feature = "serde")]
+    pub(crate) fn file_layers(&self, name: &str, site: Site, code: &Config) -> Option<Built> {
+        if lock(&self.configured).contains_key(name) {
+            return None;
+        }
+        self.layers_over(
+            name,
+            site,
+            code,
+            "it runs with the file's keys over the defaults instead",
+        )
+    }
+
+    /// The layers of the config file that reached `name` last over `code`; `None` without
+    /// such a file, or should the two not go together: then an `error` names both and says
+    /// what the breaker runs with (`instead`).
+    #[cfg(feature = "serde")]
+    fn layers_over(&self, name: &str, site: Site, code: &Config, instead: &str) -> Option<Built> {
+        let layered = lock(&self.presets).layered.get(name).cloned()?;
+        match layered(site, code) {
+            Ok(mut built) => {
+                // The code's probe and clock: a file names neither.
+                built.config.probe = code.probe.clone();
+                built.config.clock = code.clock.clone();
+                Some(built)
+            }
+            Err(error) => {
+                tracing::error!(
+                    target: "breakerbox",
+                    name,
+                    "circuit breaker '{name}': the config file's keys do not go with the config \
+                     of {site} ({error}); {instead}"
+                );
+                None
+            }
+        }
+    }
+
+    /// The config the code gave `name`, with that call's site: the last
+    /// [`configure`](Registry::configure)d, else that of the [`family`](Registry::family) call
+    /// that made the keyed family `name`, else that of the call that created the breaker.
+    /// `None` for a name none of these gave a config (an attribute's, one not created).
     #[cfg(feature = "serde")]
     pub(crate) fn code_config(&self, name: &str) -> Option<(Site, Config)> {
+        if let Some(last) = lock(&self.configured).get(name).and_then(|all| all.last()) {
+            return Some(last.clone());
+        }
+        if crate::keyed::family_exists(name) {
+            let sites = lock(&self.sites);
+            return sites
+                .get(name)?
+                .iter()
+                .find(|(s, _)| matches!(s, Site::Family { .. }))
+                .cloned();
+        }
         let site = read(&self.breakers).get(name)?.site?;
         if !matches!(site, Site::Call { .. }) {
             return None;
@@ -497,6 +580,8 @@ impl Registry {
 
     /// Notes that the config file `file` has a table for `name` at `line` that sets `keys`;
     /// if the last table another file gave `name` set some of them too, `check` will say so.
+    /// `name` is a breaker's or family's, a single key's (`api.keys."slow-host"`), or with
+    /// `shared` a `[defaults]` or `[configs.<name>]` table's (`defaults`, `configs.fast`).
     #[cfg(feature = "serde")]
     pub(crate) fn note_table(
         &self,
@@ -504,7 +589,15 @@ impl Registry {
         file: &Arc<std::path::Path>,
         line: usize,
         keys: u32,
+        shared: bool,
     ) {
+        // Apart from the breakers' tables: a breaker may be named `defaults`.
+        let name = if shared {
+            format!("[{name}]")
+        } else {
+            name.to_owned()
+        };
+        let name = name.as_str();
         let mut tables = lock(&self.tables);
         let (notes, two) = &mut *tables;
         let note = TableNote {
@@ -520,7 +613,11 @@ impl Registry {
             return;
         }
         let found = TwoFiles {
-            name: name.to_owned(),
+            name: name
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
+            shared,
             keys: crate::keys::KEYS
                 .iter()
                 .enumerate()
@@ -583,15 +680,20 @@ impl Registry {
                 .find(|(k, _)| *k == key)
                 .map_or_else(String::new, |(_, v)| v.clone())
         };
-        // Without a file's account: the attribute's keys, or those of the code's config.
-        let own: Option<(crate::config::ConfigBuilder, Site)> = match self.attribute(name) {
-            Some(r) => Some((r.configure_onto(Config::builder()), r.site())),
-            None => self.code_config(name).map(|(site, config)| {
-                (
+        // Without a file's account: the keys of a `configure`d config, else the attribute's,
+        // else those of the code's config.
+        let code = self.code_config(name);
+        let own: Option<(crate::config::ConfigBuilder, Site)> = match (code, self.attribute(name)) {
+            (Some((site @ Site::Configure { .. }, config)), _) | (Some((site, config)), None) => {
+                Some((
                     crate::config::sources::code_keys(Config::builder(), &config),
                     site,
-                )
-            }),
+                ))
+            }
+            (None, Some(r)) | (Some(_), Some(r)) => {
+                Some((r.configure_onto(Config::builder()), r.site()))
+            }
+            (None, None) => None,
         };
         let then = recorded
             .as_ref()
@@ -657,9 +759,11 @@ impl Registry {
     /// [`get_or_create`](Registry::get_or_create) and [`family`](Registry::family) made so
     /// far, each with its file and line and the values of the keys that differ; and every
     /// name that some of them make a keyed family and others a single breaker (see
-    /// [`Conflict::keyed_and_unkeyed`]). A config set with
-    /// [`configure`](Registry::configure) or `load_toml` overrides call sites' and is not
-    /// compared with them.
+    /// [`Conflict::keyed_and_unkeyed`]); every name that two calls to
+    /// [`configure`](Registry::configure) give different configs (the last one given is the
+    /// one used); and every key that the tables of two config files set
+    /// ([`Conflicts::two_files`]). A config set with `configure` or `load_toml` overrides call
+    /// sites' and is not compared with them.
     ///
     /// Run it at startup, after the code that creates breakers by hand:
     ///
@@ -682,11 +786,23 @@ impl Registry {
                 .or_default()
                 .extend(list.iter().cloned());
         }
-        let conflicts: Vec<Conflict> = by_name
+        let mut conflicts: Vec<Conflict> = by_name
             .into_iter()
             .filter_map(|(name, sites)| conflict(name, sites))
             .collect();
         drop(recorded);
+        // Two `configure` calls that give one name different configs: the last one won.
+        let configured: Vec<(Box<str>, Sites)> = lock(&self.configured)
+            .iter()
+            .filter(|(_, sites)| sites.len() > 1)
+            .map(|(name, sites)| (name.clone(), sites.clone()))
+            .collect();
+        conflicts.extend(
+            configured
+                .into_iter()
+                .filter_map(|(name, sites)| conflict(&name, sites)),
+        );
+        conflicts.sort_by(|a, b| a.name().cmp(b.name()));
         #[cfg(feature = "serde")]
         let two_files: Vec<TwoFiles> = lock(&self.tables).1.values().cloned().collect();
         #[cfg(not(feature = "serde"))]
@@ -699,24 +815,108 @@ impl Registry {
     }
 
     /// Registers the config for `name`, to be used when it is first created, over the call
-    /// site's; likewise for a keyed family `name` created after this call, whose every key
-    /// then has this config (see [`family`](Registry::family)). Returns `false` (and changes nothing) if the breaker already exists.
+    /// site's (and over a `#[circuit_breaker]` attribute's); likewise for a keyed family
+    /// `name` created after this call, whose every key then has this config (see
+    /// [`family`](Registry::family)). Returns `false` (and changes nothing) if the breaker, or
+    /// a keyed family of that name, already exists.
+    ///
+    /// With a config file (`load_toml`, feature `serde`), this config is the code's layer,
+    /// as an attribute's is: the file's `[defaults]` and bases lie under the keys it sets
+    /// (those that are not [`Config::default`]'s), its tables and the environment over them,
+    /// each changing only the keys it names, whether the file is loaded before this call or
+    /// after, and at every reload. Should this config not go with a file loaded before, the
+    /// file's config stays, an `error` is logged (target `breakerbox`), and the next load
+    /// reports it.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{registry, Config};
+    /// use std::time::Duration;
+    ///
+    /// registry().configure("doc-configure", Config::builder().failure_rate(50).build()?);
+    /// registry().load_toml_str("app.toml", "[breakers.doc-configure]\nopen_for = \"5s\"\n")?;
+    /// let b = registry().get_or_create("doc-configure", Config::default);
+    /// assert_eq!(b.config().failure_rate(), Some(50));
+    /// assert_eq!(b.config().open_for(), Duration::from_secs(5));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
     pub fn configure(&self, name: &str, config: Config) -> bool {
-        if self
-            .preset(name, |p, _layered| {
-                #[cfg(feature = "serde")]
-                let _ = _layered.remove(name);
-                p.config.replace(config)
-            })
-            .is_some()
+        let site = Site::configure(Location::caller());
+        #[cfg(feature = "serde")]
+        return self.configure_at(name, config, site);
+        #[cfg(not(feature = "serde"))]
         {
-            // The file's account of the config, if one, no longer holds.
-            #[cfg(feature = "serde")]
-            drop(lock(&self.sources).remove(name));
-            return true;
+            if let Some(old) = self.preset(name, |p, _| p.config.replace(config.clone())) {
+                drop(old);
+                self.note_configured(name, site, config);
+                return true;
+            }
+            tracing::warn!(target: "breakerbox", name, "circuit breaker '{name}' already exists; its config is not changed");
+            false
         }
-        tracing::warn!(target: "breakerbox", name, "circuit breaker '{name}' already exists; its config is not changed");
-        false
+    }
+
+    /// Notes that `site` configured `name` with `config`, last.
+    fn note_configured(&self, name: &str, site: Site, config: Config) {
+        let mut all = lock(&self.configured);
+        let sites = all.entry(name.into()).or_default();
+        let old = sites
+            .iter()
+            .position(|(s, _)| *s == site)
+            .map(|i| sites.remove(i));
+        sites.push((site, config));
+        drop(all);
+        // A config may hold the last reference to a user's clock: dropped outside the lock.
+        drop(old);
+    }
+
+    /// [`configure`](Registry::configure) from `site`, under the layers of the config file
+    /// that reached `name` last, if one did.
+    #[cfg(feature = "serde")]
+    fn configure_at(&self, name: &str, config: Config, site: Site) -> bool {
+        let exists = || {
+            tracing::warn!(target: "breakerbox", name, "circuit breaker '{name}' already exists; its config is not changed");
+            false
+        };
+        if crate::keyed::family_exists(name) || self.existing(name).is_some() {
+            return exists();
+        }
+        // The file's layers over this config, built outside the locks.
+        let from_file = lock(&self.presets).layered.contains_key(name);
+        let built = self.layers_over(name, site, &config, "it keeps the file's config");
+        let applied = self.preset(name, |p, _| match &built {
+            Some(built) => {
+                let keys = built
+                    .keys
+                    .iter()
+                    .map(|(key, config, _)| (key.clone(), config.clone()))
+                    .collect();
+                (
+                    p.config.replace(built.config.clone()),
+                    Some(core::mem::replace(&mut p.keys, keys)),
+                )
+            }
+            // A file loaded before keeps its config if this one does not go with it.
+            None if from_file => (None, None),
+            None => (p.config.replace(config.clone()), None),
+        });
+        let Some(old) = applied else {
+            return exists();
+        };
+        drop(old);
+        self.note_configured(name, site, config);
+        match built {
+            Some(built) => {
+                self.set_sources(name, &built.config, built.sources);
+                for (key, config, sources) in built.keys {
+                    self.set_sources(&key_account(name, &key), &config, sources);
+                }
+            }
+            // No file's account holds for a config set whole.
+            None if !from_file => drop(lock(&self.sources).remove(name)),
+            None => {}
+        }
+        true
     }
 
     /// What a config file gives `name` before its breaker exists: `config` (its layers over

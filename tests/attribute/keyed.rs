@@ -257,6 +257,48 @@ async fn async_keys_trip_independently() {
     assert_eq!(client.bill(1, true).await, Ok(1));
 }
 
+/// A keyed function's timeout counts against its key: a failure there, and a timeout in the
+/// key's and the family's counts, timed as its timeout.
+#[cfg(feature = "tokio")]
+mod keyed_timeout {
+    use super::family;
+    use crate::support::ApiError;
+    use breakerbox::{State, circuit_breaker};
+
+    #[circuit_breaker(name = "keyed_timeout", key = host, failures = 2, timeout = "500ms", latency = true)]
+    async fn fetch(host: &str, hang: bool) -> Result<(), ApiError> {
+        if hang {
+            std::future::pending::<()>().await;
+        }
+        Ok(())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_keys_timeouts_count_against_that_key() {
+        fetch("slow.example", false).await.unwrap();
+        for _ in 0..2 {
+            assert!(matches!(
+                fetch("slow.example", true).await,
+                Err(ApiError::Timeout(_))
+            ));
+        }
+        fetch("fast.example", false).await.unwrap();
+        let hosts = family("keyed_timeout");
+        let slow = hosts.get("slow.example").unwrap();
+        assert_eq!(slow.state(), State::Open);
+        let m = slow.metrics();
+        assert_eq!((m.successes, m.failures, m.timeouts), (1, 2, 2));
+        assert_eq!(hosts.get("fast.example").unwrap().metrics().timeouts, 0);
+        let s = hosts.snapshot(10);
+        assert_eq!((s.totals.failures, s.totals.timeouts), (2, 2));
+        // Over the family's 4 calls, p99 is a 500 ms timeout (within 6.25%).
+        let l = s.latency.unwrap();
+        assert_eq!(l.recent_calls, 4);
+        let p99 = l.p99.unwrap().as_secs_f64();
+        assert!((p99 - 0.5).abs() <= 0.5 / 16.0, "{l:?}");
+    }
+}
+
 // --- Conflicts: `registry().check()` knows keyed attributes from the start.
 
 /// This file, to find the line of each attribute.

@@ -125,3 +125,38 @@ async fn a_keys_config_is_its_own_tables_or_its_familys() {
         "{body}"
     );
 }
+
+/// A keyed family made in code and a `configure`d name: the code's keys come from the call's
+/// site, under the file's table.
+#[tokio::test]
+async fn a_family_and_a_configured_config_name_their_call_sites() {
+    let _shared = shared().await;
+    let rate = || Config::builder().failure_rate(50).build().unwrap();
+    let family_line = line!() + 1;
+    let _family = registry().family::<String>("adm-family", rate).unwrap();
+    let configure_line = line!() + 1;
+    assert!(registry().configure("adm-configured", rate()));
+    registry()
+        .load_toml_str(
+            "adm-code.toml",
+            "[breakers.adm-family]\nopen_for = \"5s\"\n\n[breakers.adm-configured]\nopen_for = \"5s\"\n",
+        )
+        .unwrap();
+    for (name, what, line) in [
+        ("adm-family", "Registry::family", family_line),
+        ("adm-configured", "Registry::configure", configure_line),
+    ] {
+        let (status, _, body) =
+            send(&admin::router(), get(&format!("/breakers/{name}/config"))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let rate = key(&body, "failure_rate");
+        assert_eq!(rate["value"], "50", "{body}");
+        assert_eq!(rate["source"]["layer"], "code", "{rate}");
+        assert_eq!(rate["source"]["line"], line, "{rate}");
+        assert_eq!(
+            rate["source"]["text"],
+            format!("{what} at admin/tests/admin/config_sources.rs:{line}")
+        );
+        assert_eq!(key(&body, "open_for")["source"]["layer"], "table");
+    }
+}

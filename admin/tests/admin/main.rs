@@ -12,6 +12,8 @@ mod keys;
 mod keys_stream;
 mod latency;
 mod refusals;
+#[cfg(feature = "replay")]
+mod replay;
 mod stream;
 mod support;
 mod ticks;

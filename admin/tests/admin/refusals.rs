@@ -262,9 +262,11 @@ async fn oversized_malformed_and_misdirected_requests_get_a_clear_4xx_and_change
             get("/admin.php"),
             StatusCode::NOT_FOUND,
             "no admin endpoint at '/admin.php'; there are GET /, /breakers, /breakers/{name}, \
-             /breakers/{family}/keys, /breakers/{family}/keys/{key}, /events, /health, /metrics and \
+             /breakers/{family}/keys, /breakers/{family}/keys/{key}, /breakers/{name}/replay, \
+             /breakers/{name}/replay/dead-letters, /replays, /events, /health, /metrics and \
              POST /breakers/{name}/{action}, /breakers/{family}/keys/{key}/{action} \
-             (actions: force-open, disable, reset, trip-for)",
+             (actions: force-open, disable, reset, trip-for), \
+             /breakers/{name}/replay/dead-letters/retry, /breakers/{name}/replay/dead-letters/drop",
         ),
     ];
     refuse_all(&Admin::new().token(TOKEN).router(), &b, cases).await;

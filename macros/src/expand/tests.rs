@@ -191,3 +191,81 @@ fn rejects_non_functions() {
     );
     assert!(out.contains("needs an `async fn`"), "{out}");
 }
+
+/// Calls of a function without `replay` pay nothing for it: its expansion holds no token of
+/// replay's (no slot, no journal, no body moved into a function of its own), for every shape
+/// of function; with `replay` (where it is allowed), the same functions do.
+#[test]
+fn a_function_without_replay_expands_to_no_replay_code() {
+    let cases = [
+        (
+            quote!(name = "a", failures = 3,),
+            quote!(
+                fn get(id: u32) -> Result<u32, E> {
+                    Ok(id)
+                }
+            ),
+            true,
+        ),
+        (
+            quote!(),
+            quote!(
+                pub fn get(mut id: u32, s: String) -> Result<u32, E> {
+                    id += 1;
+                    Ok(id)
+                }
+            ),
+            true,
+        ),
+        (
+            quote!(name = "c", timeout = "1s",),
+            quote!(
+                async fn get(id: u32) -> Result<u32, E> {
+                    Ok(id)
+                }
+            ),
+            true,
+        ),
+        (
+            quote!(name = "d", fallback = fb,),
+            quote!(
+                fn get(id: u32) -> Result<u32, E> {
+                    Ok(id)
+                }
+            ),
+            false,
+        ),
+        (
+            quote!(
+                name = "e",
+                failure_rate = 50,
+                window = "10s",
+                min_calls = 20,
+            ),
+            quote!(
+                async fn get(id: u32, s: String) -> Result<u32, E> {
+                    Ok(id)
+                }
+            ),
+            true,
+        ),
+        (
+            quote!(name = "f",),
+            quote!(
+                async fn get(&self, id: u32) -> Result<u32, E> {
+                    Ok(id)
+                }
+            ),
+            false,
+        ),
+    ];
+    for (attr, item, replay_allowed) in cases {
+        let plain = expanded(attr.clone(), item.clone());
+        assert!(!plain.contains("compile_error"), "{plain}");
+        assert!(!plain.to_lowercase().contains("replay"), "{plain}");
+        if replay_allowed {
+            let with_replay = expanded(quote!(#attr replay = "memory"), item);
+            assert!(with_replay.contains("__breakerbox_replay"), "{with_replay}");
+        }
+    }
+}

@@ -63,7 +63,7 @@ impl Inner {
             self.record_window_success(window, ticket.generation(), slot);
             return;
         }
-        self.record_any(ticket, outcome, cause);
+        self.record_any(ticket, outcome, cause, None);
     }
 
     /// A closed-state success into a rate window: what `record_closed` does for it, inline,
@@ -132,18 +132,6 @@ impl Inner {
         }
     }
 
-    /// PERF(`rate_time_10s/bb_call`): out of line, so that `record_other`'s window success
-    /// saves no more registers than it uses.
-    #[inline(never)]
-    pub(super) fn record_any(
-        &self,
-        ticket: Ticket,
-        outcome: Outcome,
-        cause: Option<&dyn fmt::Display>,
-    ) {
-        self.judge(ticket, outcome, cause, None);
-    }
-
     /// Records a call that ran past its timeout of `after` nanoseconds: a failure, counted
     /// among the timeouts too, whose latency is at least `after` (a timer that fired late
     /// makes it longer; a clock other than the timer's, such as the real one under tokio's
@@ -151,11 +139,13 @@ impl Inner {
     #[cold]
     #[inline(never)]
     pub(super) fn record_timeout(&self, ticket: Ticket, after: u64, cause: &dyn fmt::Display) {
-        self.judge(ticket, Outcome::Failure, Some(cause), Some(after));
+        self.record_any(ticket, Outcome::Failure, Some(cause), Some(after));
     }
 
     /// Counts a timeout, after its failure. Release: a reader that reads the timeouts first,
     /// with Acquire ([`Inner::timeouts`]), sees at least as many failures.
+    #[cold]
+    #[inline(never)]
     fn count_timeout(&self) {
         self.cold()
             .timeouts
@@ -163,10 +153,15 @@ impl Inner {
     }
 
     /// A finished call's outcome, counted and judged; `timed_out` is the timeout of a call
-    /// that ran past it, in nanoseconds. Inlined into `record_any` with `None`, whose code is
-    /// what it was before timeouts were counted apart.
-    #[inline(always)]
-    fn judge(
+    /// that ran past it, in nanoseconds (`None` from `record_other`).
+    ///
+    /// PERF(`rate_time_10s/bb_call`): out of line, so that `record_other`'s window success
+    /// saves no more registers than it uses. PERF(`closed_10pct/bb_call`,
+    /// `latency/bb_latency`): one body for timeouts too, so that the functions inlined here
+    /// (`timed`, `record_closed`, `record_probe`, the window's `record`) keep one caller and
+    /// stay inlined: two copies of this body, one per caller, made the compiler call them.
+    #[inline(never)]
+    pub(super) fn record_any(
         &self,
         ticket: Ticket,
         outcome: Outcome,
@@ -253,6 +248,7 @@ impl Inner {
     /// `slow` threshold (whether it was slow is the answer). Only for a config that times
     /// calls (`Config::timed`), whose permit read the clock at admission. A call known to
     /// have run at least `at_least` nanoseconds (a timeout's) took no less.
+    ///
     fn timed(&self, started: u64, at_least: u64) -> bool {
         let now = self.clock().precise();
         let took = now.saturating_sub(started).max(at_least);

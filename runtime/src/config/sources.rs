@@ -29,8 +29,10 @@ pub enum ConfigSource {
         /// The key's line, from 1.
         line: usize,
     },
-    /// A `#[circuit_breaker]` attribute, or the call that created the breaker with its config
-    /// (`get_or_create`): the site's file and line.
+    /// A `#[circuit_breaker]` attribute, the call that created the breaker or keyed family
+    /// with its config (`get_or_create`, `family`), or the call to
+    /// [`Registry::configure`](crate::Registry::configure) that gave it: the site's file and
+    /// line.
     Site(Site),
     /// A `[breakers.<name>]` table of a config file, or a single key's
     /// `[breakers.<family>.keys."<key>"]`.
@@ -47,9 +49,9 @@ pub enum ConfigSource {
         /// The variable's name.
         var: String,
     },
-    /// A whole config given in code, by [`Registry::configure`](crate::Registry::configure)
-    /// before the breaker was created or [`Breaker::reconfigure`](crate::Breaker::reconfigure)
-    /// after: it names no keys, so every key whose value it set is said to come from it.
+    /// A whole config given in code after a config file was applied, by
+    /// [`Breaker::reconfigure`](crate::Breaker::reconfigure): it names no keys, so every key
+    /// whose value it changed is said to come from it.
     Code,
 }
 

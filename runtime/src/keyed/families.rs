@@ -147,15 +147,22 @@ pub(crate) fn family_exists(name: &str) -> bool {
 impl Registry {
     /// The keyed family named `name`, created with `config()` if it does not exist yet. Its
     /// keys must display (for [`families`](Registry::families)); it lives as long as the
-    /// process. A config given to `name` by [`configure`](Registry::configure) or
-    /// `load_toml` (a `[breakers.<name>]` table) before the family is
-    /// created is used instead of `config()` (which then does not run); a clock given by
-    /// [`set_clock`](Registry::set_clock) before then replaces the config's, and a
-    /// `[breakers.<name>.keys."<key>"]` table gives the key that displays as `<key>` its own
-    /// config (with the family's clock). These apply only to a family created after them. Fails
-    /// if a family of that name holds keys of another type. A name used by a family and by a
-    /// single breaker (or given different configs by `#[circuit_breaker(key = …)]` attributes
-    /// or the call that creates the family) is reported by [`check`](Registry::check).
+    /// process. `config` runs at every call, outside every lock of ours, as
+    /// [`get_or_create`](Registry::get_or_create)'s does: [`check`](Registry::check) compares
+    /// the configs of every call site.
+    ///
+    /// `config()` is the code's layer of the family's config, as an attribute's is: a config
+    /// file (`load_toml`, feature `serde`) loaded before or after the family is made puts its
+    /// `[defaults]` and bases under the keys `config()` sets (those that are not
+    /// [`Config::default`]'s), and its `[breakers.<name>]` table and the environment over
+    /// them, each changing only the keys it names; a `[breakers.<name>.keys."<key>"]` table
+    /// gives the key that displays as `<key>` its own keys over those (with the family's
+    /// clock). A config given to `name` by [`configure`](Registry::configure) before the
+    /// family is made is the code's layer instead of `config()`. A clock given by
+    /// [`set_clock`](Registry::set_clock) before then replaces the config's. Fails if a family
+    /// of that name holds keys of another type. A name used by a family and by a single
+    /// breaker (or given different configs by `#[circuit_breaker(key = …)]` attributes or the
+    /// calls to `family`) is reported by [`check`](Registry::check).
     ///
     /// ```
     /// use breakerbox_runtime::{registry, Config};
@@ -223,16 +230,52 @@ impl Registry {
                 })
         };
         let families = || FAMILIES.lock().unwrap_or_else(|e| e.into_inner());
+        // The config closure is user code: it runs outside the lock (and may create families).
+        // A call of `family` gives its config at each call, for `check`; the attribute's is
+        // known without.
+        let mut config = Some(config);
+        let code = match site {
+            Some(_) => config.take().map(|config| config()),
+            None => None,
+        };
         if let Some(known) = found(&families()) {
+            if let (Some(site), Some(code)) = (site, &code) {
+                self.record(name, site, code);
+            }
             return known;
         }
-        // The config closure is user code: it runs outside the lock (and may create families).
         let crate::registry::Preset {
             config: preset,
             clock,
             keys,
         } = self.family_preset(name);
-        let mut config = preset.unwrap_or_else(config);
+        #[cfg_attr(not(feature = "serde"), allow(unused_mut))]
+        let mut keys = keys;
+        // A config file's layers over the code's config, for a family `family` makes.
+        #[cfg(feature = "serde")]
+        let built = match (site, &code) {
+            (Some(site), Some(code)) => self.file_layers(name, site, code),
+            _ => None,
+        };
+        #[cfg(feature = "serde")]
+        let (preset, accounts) = match built {
+            Some(built) => {
+                keys = built
+                    .keys
+                    .iter()
+                    .map(|(key, config, _)| (key.clone(), config.clone()))
+                    .collect();
+                (Some(built.config.clone()), Some(built))
+            }
+            None => (preset, None),
+        };
+        let mut config = match (preset, code.clone()) {
+            (Some(preset), _) => preset,
+            (None, Some(code)) => code,
+            (None, None) => config
+                .take()
+                .map_or_else(Config::default, |config| config()),
+        };
         if let Some(clock) = clock {
             config.clock = crate::clock::ClockRef::Custom(clock);
         }
@@ -254,9 +297,17 @@ impl Registry {
         }
         all.push((name.into(), Arc::new(map.clone())));
         drop(all);
-        // The site that created the family, for `check`.
-        if let Some(site) = site {
-            self.record(name, site, map.config());
+        // The site that created the family with the code's own config: for `check`, and the
+        // layer under the next config file's.
+        if let (Some(site), Some(code)) = (site, code) {
+            self.record(name, site, &code);
+        }
+        #[cfg(feature = "serde")]
+        if let Some(built) = accounts {
+            self.set_sources(name, &built.config, built.sources);
+            for (key, config, sources) in built.keys {
+                self.set_sources(&crate::registry::key_account(name, &key), &config, sources);
+            }
         }
         Ok(map)
     }

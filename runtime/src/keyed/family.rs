@@ -9,6 +9,7 @@ use crate::breaker::{Breaker, displayed};
 use crate::identity::Identity;
 use crate::state::State;
 
+use super::lookups::{Lookups, Map, Stamps};
 use super::totals::Totals;
 
 pub(super) struct Family<K, S> {
@@ -20,7 +21,7 @@ pub(super) struct Family<K, S> {
     pub(super) config: crate::reload::LiveConfig,
     /// The number of the current sweep period: what a call writes into the slot it finds.
     /// Starts at 2: a slot's 0 means "not called since it was created".
-    pub(super) tick: AtomicU64,
+    pub(super) tick: crate::sync::AtomicU64,
     /// When the current period began: the last sweep, or the family's creation.
     pub(super) swept_at: AtomicU64,
     pub(super) totals: Arc<Totals>,
@@ -48,6 +49,12 @@ pub(super) struct Family<K, S> {
     /// A registry family's: its keys' changes are told to the registry-wide listeners (the
     /// admin event stream's among them). Set before the family is shared.
     pub(super) in_registry: AtomicBool,
+    /// How many keys have been removed from `map`: bumped (Release) after each removal, read
+    /// (Acquire) by each thread's cache of its lookups before it uses any entry (see
+    /// `lookups.rs`).
+    pub(super) removals: crate::sync::AtomicU64,
+    /// Each thread's cache of its last lookups.
+    pub(super) lookups: Lookups<K>,
 }
 
 /// A key's breaker and when it was last called.
@@ -87,6 +94,26 @@ where
     K: Hash + Eq + Clone + core::fmt::Display + Send + Sync + 'static,
     S: BuildHasher + Send + Sync + 'static,
 {
+    /// Runs `f` with `key`'s breaker (created if the key is new): from this thread's cache of
+    /// its lookups if it holds the key, else from the map (then filed in the cache).
+    #[inline]
+    pub(super) fn with<Q, R>(&self, key: &Q, f: impl FnOnce(&Breaker) -> R) -> R
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let stamps = Stamps {
+            removals: &self.removals,
+            tick: &self.tick,
+        };
+        self.lookups.with(self, stamps, key, f)
+    }
+
+    /// Drops this thread's cached lookups if a key has been removed since they were made.
+    pub(super) fn forget_removed(&self) {
+        self.lookups.forget_removed(&self.removals);
+    }
+
     /// `key`'s breaker, created if it is new.
     #[inline]
     pub(super) fn find<'g, Q>(&'g self, key: &Q, guard: &'g impl papaya::Guard) -> &'g Breaker
@@ -250,6 +277,9 @@ where
         let Ok(Some((key, slot))) = self.map.remove_if(key, |_, slot| still(slot), guard) else {
             return false;
         };
+        // After the removal: a cache that reads this count looks the key up in the map again,
+        // and finds the removal there (see `lookups.rs`).
+        self.removals.fetch_add(1, crate::sync::Ordering::Release);
         {
             let mut gone = self.totals.lock();
             gone.evicted.keys += 1;
@@ -298,6 +328,25 @@ where
         if there.state() == State::Closed {
             there.import_state(&shared);
         }
+    }
+}
+
+impl<K, S> Map<K> for Family<K, S>
+where
+    K: Hash + Eq + Clone + core::fmt::Display + Send + Sync + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    #[inline]
+    fn find<Q, R>(&self, key: &Q, f: impl FnOnce(&Breaker, bool) -> R) -> R
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let guard = self.map.guard();
+        let b = Family::find(self, key, &guard);
+        // The overflow breaker is no key's: a later lookup may find room for the key.
+        let own = !self.overflow.get().is_some_and(|o| core::ptr::eq(o, b));
+        f(b, own)
     }
 }
 

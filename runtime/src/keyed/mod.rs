@@ -6,6 +6,11 @@
 //!   reader can still see it). [`BreakerMap::call`] pins the map, finds its key's breaker and
 //!   runs through it while pinned: no reference count. A permit from
 //!   [`BreakerMap::try_acquire`] and [`BreakerMap::call_async`] hold a handle instead.
+//! * Before the map, each thread looks in its own cache of its last lookups in the family
+//!   (`lookups.rs`): a key found there twice recently is found again with no pin and no
+//!   probe of the shared table. An entry is used only while the family has removed no key
+//!   since it was made (a count each removal bumps) and within the sweep period it last went
+//!   through the map in (so its key's recency is kept).
 //! * An evicted breaker waits in `limbo`, where [`BreakerMap::evicted`] counts it as it reads,
 //!   until its handle there is the last one: its slot freed (after the last pinned call) and
 //!   every permit recorded. Then a sweep or `evicted` folds its counts into the totals and
@@ -44,6 +49,7 @@ mod control;
 mod families;
 mod family;
 mod hasher;
+mod lookups;
 pub(crate) mod reload;
 mod snapshot;
 mod totals;
@@ -172,7 +178,7 @@ where
                     .resize_mode(papaya::ResizeMode::Blocking)
                     .build(),
                 name: Arc::new(name.into().into_boxed_str()),
-                tick: AtomicU64::new(2),
+                tick: crate::sync::AtomicU64::new(2),
                 swept_at: AtomicU64::new(now),
                 totals: Arc::default(),
                 sweeping: AtomicBool::new(false),
@@ -187,6 +193,8 @@ where
                 live: Default::default(),
                 me: me.clone(),
                 in_registry: AtomicBool::new(false),
+                removals: crate::sync::AtomicU64::new(0),
+                lookups: lookups::Lookups::new(),
             }),
         }
     }
@@ -213,8 +221,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let guard = self.family.map.guard();
-        self.family.find(key, &guard).call(f)
+        self.family.with(key, |b| b.call(f))
     }
 
     /// Runs `f` through `key`'s breaker and lets `classify` judge it, as
@@ -230,8 +237,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let guard = self.family.map.guard();
-        self.family.find(key, &guard).call_with(f, classify)
+        self.family.with(key, |b| b.call_with(f, classify))
     }
 
     /// Awaits `fut` through `key`'s breaker, as [`Breaker::call_async`] does. The future holds
@@ -245,10 +251,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let breaker = {
-            let guard = self.family.map.guard();
-            self.family.find(key, &guard).clone()
-        };
+        let breaker = self.family.with(key, Breaker::clone);
         breaker.call_async(fut).await
     }
 
@@ -261,8 +264,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let guard = self.family.map.guard();
-        self.family.find(key, &guard).try_acquire_owned()
+        self.family.with(key, Breaker::try_acquire_owned)
     }
 
     /// `rejected`, a rejection by the breaker of `key` got from
@@ -298,8 +300,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let guard = self.family.map.guard();
-        self.family.find(key, &guard).clone()
+        self.family.with(key, Breaker::clone)
     }
 
     /// The breaker new keys share while the family is full of keys it may not evict, if it
@@ -312,6 +313,7 @@ where
     /// into a breaker evicted while they ran, and calls through handles from
     /// [`get`](BreakerMap::get) or [`breaker`](BreakerMap::breaker) kept after the eviction.
     pub fn evicted(&self) -> Evicted {
+        self.family.forget_removed();
         self.family.totals.prune();
         // The totals and the breakers not folded in yet, in one critical section.
         let gone = self.family.totals.lock();
@@ -354,7 +356,8 @@ where
         };
         // Unpinned now, so the slots this sweep removed are reclaimed (unless another thread
         // is still pinned): the breakers nothing else holds are freed here, not at the next
-        // sweep.
+        // sweep. This thread's cached lookups of evicted keys are dropped first.
+        self.family.forget_removed();
         self.family.totals.prune();
         evicted
     }

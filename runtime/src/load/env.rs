@@ -34,18 +34,54 @@ pub(super) struct EnvVar {
     pub(super) value: Raw,
 }
 
+/// Whether `name` starts with `prefix`, in any case.
+fn prefixed(name: &[u8], prefix: &str) -> bool {
+    name.get(..prefix.len())
+        .is_some_and(|start| start.eq_ignore_ascii_case(prefix.as_bytes()))
+}
+
+/// `BREAKERBOX_USERS_OPEN_FOR` (single underscores, as Spring's relaxed binding writes
+/// `SPRING_…`): meant as an override if it ends in `_<KEY>` after a name, which
+/// `BREAKERBOX_TEST_REDIS_URL` and the like do not. The variable as it should be written.
+fn single_underscored(var: &str) -> Option<String> {
+    let rest = var.get(ENV_PREFIX.len() - 1..)?;
+    let upper = rest.to_ascii_uppercase();
+    // The longest key that ends it: `_MAX_OPEN_FOR` before `_OPEN_FOR`.
+    let mut keys: Vec<&str> = KEYS.to_vec();
+    keys.sort_by_key(|k| core::cmp::Reverse(k.len()));
+    keys.into_iter().find_map(|key| {
+        let name = upper.strip_suffix(&key.to_ascii_uppercase())?;
+        let name = name.strip_suffix('_')?.trim_end_matches('_');
+        (!name.is_empty()).then(|| format!("{ENV_PREFIX}{name}__{}", key.to_ascii_uppercase()))
+    })
+}
+
 /// Every variable of ours in `env`, in name order (so the same environment always gives the
-/// same error), each checked for its form, its key and its value's encoding.
+/// same error), each checked for its form, its key and its value's encoding. The prefix is
+/// read in any case (`breakerbox__users__open_for`); one written with single underscores
+/// that ends in a key (`BREAKERBOX_USERS_OPEN_FOR`) is an error that shows how to write it.
 pub(super) fn read_env(
     env: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> Result<Vec<EnvVar>, LoadError> {
     let mut vars: Vec<(String, OsString)> = Vec::new();
     for (k, v) in env {
         match k.into_string() {
-            Ok(k) if k.starts_with(ENV_PREFIX) => vars.push((k, v)),
+            Ok(k) if prefixed(k.as_bytes(), ENV_PREFIX) => vars.push((k, v)),
+            Ok(k) if prefixed(k.as_bytes(), &ENV_PREFIX[..ENV_PREFIX.len() - 1]) => {
+                if let Some(fixed) = single_underscored(&k) {
+                    return Err(LoadError::Env {
+                        var: k,
+                        message: format!(
+                            "a breaker's key is set by `{ENV_PREFIX}<NAME>__<KEY>`, with two \
+                             underscores after `BREAKERBOX` and before the key; write `{}`",
+                            Name(&fixed)
+                        ),
+                    });
+                }
+            }
             Ok(_) => {}
             // Ours by its prefix, but not readable: say so rather than ignore it.
-            Err(k) if k.as_encoded_bytes().starts_with(ENV_PREFIX.as_bytes()) => {
+            Err(k) if prefixed(k.as_encoded_bytes(), ENV_PREFIX) => {
                 return Err(LoadError::Env {
                     var: k.to_string_lossy().into_owned(),
                     message:

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use super::{Cut, LoadError, Origin};
+use super::{Cut, LoadError, Name, Origin};
 use crate::config::sources::{ConfigSource, KeySource, code_keys};
 use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::keys::KEYS;
@@ -57,10 +57,10 @@ impl Source {
         match self {
             Source::Default => "the built-in default".to_owned(),
             Source::Defaults { line } => format!("[defaults] at {path}:{line}"),
-            Source::Base { name, line } => format!("[configs.{}] at {path}:{line}", Cut(name)),
+            Source::Base { name, line } => format!("[configs.{}] at {path}:{line}", Name(name)),
             Source::Attribute(site) | Source::Code(site) => site.to_string(),
-            Source::Table { name, line } => format!("[breakers.{}] at {path}:{line}", Cut(name)),
-            Source::Env { var } => super::Name(var).to_string(),
+            Source::Table { name, line } => format!("[breakers.{}] at {path}:{line}", Name(name)),
+            Source::Env { var } => Name(var).to_string(),
         }
     }
 }
@@ -149,7 +149,7 @@ impl<'p> Merge<'p> {
                         "cannot apply: the function of breaker `{}` ({site}) has no `timeout` in \
                          its attribute, so nothing times its calls out; add `timeout = \"…\"` \
                          to the attribute of its `async fn`, and this value replaces it",
-                        Cut(&self.breaker)
+                        Name(&self.breaker)
                     ),
                 ));
             }
@@ -318,7 +318,7 @@ impl<'p> Merge<'p> {
             },
             Some(Source::Env { var }) => LoadError::Env {
                 var,
-                message: format!("[breakers.{}] `{key}` {message}", Cut(&self.breaker)),
+                message: format!("[breakers.{}] `{key}` {message}", Name(&self.breaker)),
             },
             Some(
                 Source::Table { line, .. } | Source::Defaults { line } | Source::Base { line, .. },

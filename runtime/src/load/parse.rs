@@ -6,7 +6,7 @@ use std::path::Path;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::{BASE, CONFIGS, Cut, DEFAULTS, DYNAMIC, KEYS_TABLE, LoadError, Origin, Table};
+use super::{BASE, CONFIGS, Cut, DEFAULTS, DYNAMIC, KEYS_TABLE, LoadError, Name, Origin, Table};
 use crate::serde_impls::Raw;
 
 #[cfg(test)]
@@ -166,7 +166,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, LoadError> {
                 name.span().start,
                 format!(
                     "`breakers.{}` must be a table of keys, like `[breakers.{0}]` followed by `failures = 5`",
-                    Cut(name.get_ref())
+                    Name(name.get_ref())
                 ),
             ));
         };
@@ -185,7 +185,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, LoadError> {
                         k.span().start,
                         format!(
                             "`breakers.{}.keys` must be a table of single keys' tables, like `[breakers.{0}.keys.\"slow-host.example\"]` followed by `open_for = \"5m\"`",
-                            Cut(name.get_ref())
+                            Name(name.get_ref())
                         ),
                     )
                 };

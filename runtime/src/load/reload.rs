@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Cut, LoadError, Place, Prepared, PreparedKey, key_table_name, read};
+use super::{LoadError, Name, Place, Prepared, PreparedKey, key_table_name, read};
 use crate::keyed::family_exists;
 use crate::keyed::reload::{self, KeyTable, Reload};
 use crate::registry::Registry;
@@ -77,7 +77,7 @@ impl Registry {
         text: &str,
         env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<Vec<String>, LoadError> {
-        let (configs, key_configs) = self.prepare(path, text, env)?;
+        let (configs, key_configs, shared) = self.prepare(path, text, env)?;
         let refused = |name: &str, place: &Place, e: ReconfigureError| match place {
             Place::Line(line) => LoadError::NotReloadable {
                 path: path.to_owned(),
@@ -88,7 +88,7 @@ impl Registry {
             },
             Place::Env(var) => LoadError::Env {
                 var: var.clone(),
-                message: format!("[breakers.{}] {e}", Cut(name)),
+                message: format!("[breakers.{}] {e}", Name(name)),
             },
         };
         // The live families in the file (by their index in `configs`), each with its single
@@ -111,7 +111,7 @@ impl Registry {
                     key: None,
                     message: format!(
                         "'{}' is a single breaker, not a keyed family: only a family has keys",
-                        Cut(&k.family)
+                        Name(&k.family)
                     ),
                 });
             }
@@ -153,7 +153,7 @@ impl Registry {
             } = p;
             let note = |name: &str| {
                 if let Some((line, keys)) = table {
-                    self.note_table(name, &file, line, keys);
+                    self.note_table(name, &file, line, keys, false);
                 }
             };
             if let Some((_, family, keys)) = families.next_if(|f| f.0 == i) {
@@ -180,8 +180,13 @@ impl Registry {
             note(&name);
             names.push(name);
         }
+        for (name, line, keys) in shared {
+            self.note_table(&name, &file, line, keys, true);
+        }
         for k in key_configs {
-            self.set_sources(&key_table_name(&k.family, &k.key), &k.config, k.sources);
+            let table = key_table_name(&k.family, &k.key);
+            self.note_table(&table, &file, k.line, k.keys, false);
+            self.set_sources(&table, &k.config, k.sources);
             if live.contains_key(&k.family) {
                 continue;
             }
@@ -228,7 +233,7 @@ fn family_refused(
         Place::Env(var) if refused.key.is_none() => {
             return LoadError::Env {
                 var: var.clone(),
-                message: format!("[breakers.{}] {message}", Cut(name)),
+                message: format!("[breakers.{}] {message}", Name(name)),
             };
         }
         Place::Env(_) => 1,

@@ -3,10 +3,13 @@
 use core::fmt;
 
 /// Where a breaker's config was given: a `#[circuit_breaker]` attribute, or a call to
-/// [`Registry::get_or_create`](crate::Registry::get_or_create) or
-/// [`Registry::try_get_or_create`](crate::Registry::try_get_or_create).
+/// [`Registry::get_or_create`](crate::Registry::get_or_create),
+/// [`Registry::try_get_or_create`](crate::Registry::try_get_or_create),
+/// [`Registry::family`](crate::Registry::family) or
+/// [`Registry::configure`](crate::Registry::configure).
 ///
-/// Displays as `#[circuit_breaker] at src/api.rs:12` or `get_or_create at src/main.rs:40`.
+/// Displays as `#[circuit_breaker] at src/api.rs:12`, `get_or_create at src/main.rs:40`,
+/// `Registry::family at src/main.rs:44` or `Registry::configure at src/main.rs:48`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Site {
@@ -46,11 +49,30 @@ pub enum Site {
         /// The column, from 1.
         column: u32,
     },
+    /// A call to [`Registry::configure`](crate::Registry::configure): the caller's file and
+    /// line.
+    Configure {
+        /// The file, as the compiler names it.
+        file: &'static str,
+        /// The line, from 1.
+        line: u32,
+        /// The column, from 1.
+        column: u32,
+    },
 }
 
 impl Site {
     pub(crate) fn caller(location: &'static std::panic::Location<'static>) -> Site {
         Site::Call {
+            file: location.file(),
+            line: location.line(),
+            column: location.column(),
+        }
+    }
+
+    /// The site of a call to [`Registry::configure`](crate::Registry::configure).
+    pub(crate) fn configure(location: &'static std::panic::Location<'static>) -> Site {
+        Site::Configure {
             file: location.file(),
             line: location.line(),
             column: location.column(),
@@ -63,7 +85,8 @@ impl Site {
             Site::Attribute { file, .. }
             | Site::Call { file, .. }
             | Site::KeyedAttribute { file, .. }
-            | Site::Family { file, .. } => file,
+            | Site::Family { file, .. }
+            | Site::Configure { file, .. } => file,
         }
     }
 
@@ -73,7 +96,8 @@ impl Site {
             Site::Attribute { line, .. }
             | Site::Call { line, .. }
             | Site::KeyedAttribute { line, .. }
-            | Site::Family { line, .. } => *line,
+            | Site::Family { line, .. }
+            | Site::Configure { line, .. } => *line,
         }
     }
 
@@ -91,6 +115,7 @@ impl fmt::Display for Site {
             Site::Call { .. } => "get_or_create",
             Site::KeyedAttribute { .. } => "#[circuit_breaker(key = …)]",
             Site::Family { .. } => "Registry::family",
+            Site::Configure { .. } => "Registry::configure",
         };
         write!(f, "{what} at {}:{}", self.file(), self.line())
     }

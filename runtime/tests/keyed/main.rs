@@ -12,6 +12,7 @@ mod bounds;
 #[allow(dead_code)]
 #[path = "../breaker/support.rs"]
 mod breaker_support;
+mod cached;
 #[allow(dead_code)]
 #[path = "../common/calls.rs"]
 mod calls;

@@ -201,7 +201,8 @@ fn huge_values_give_short_messages() {
     ] {
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let e = err(&text, &env);
-        assert!(e.len() < 400, "{} bytes: {}", e.len(), &e[..400]);
+        // A name is shown up to 256 bytes, a key or value up to 32 characters.
+        assert!(e.len() < 700, "{} bytes: {}", e.len(), &e[..700]);
     }
     let e = err(&format!("[breakers.h]\nopen_for = \"{huge}x\"\n"), &[]);
     assert!(e.contains("…\" (200001 bytes)"), "{e}");
@@ -251,4 +252,77 @@ fn two_variables_for_one_key_are_an_error() {
         e,
         "environment variable BREAKERBOX__load_twice__open_for: sets `open_for` of 'load-twice', and so does BREAKERBOX__LOAD_TWICE__OPEN_FOR; keep one of them"
     );
+}
+
+/// A breaker's name up to 256 bytes is shown whole, in a table's error and a variable's: an
+/// attribute's default name is its module path, often longer than a key.
+#[test]
+fn a_long_breaker_name_is_shown_whole_in_messages() {
+    let name = format!("load-long-{}", "inventory-".repeat(20));
+    assert_eq!(name.len(), 210);
+    let e = err(
+        &format!("[breakers.{name}]\ndynamic = true\nfailures = 0\n"),
+        &[],
+    );
+    assert!(
+        e.starts_with(&format!("breakers.toml:3: [breakers.{name}] `failures` ")),
+        "{e}"
+    );
+    let var = format!("BREAKERBOX__{}__SUCCESSES", super::env::env_name(&name));
+    let e = err(
+        &format!("[breakers.{name}]\ndynamic = true\n"),
+        &[(&var, "3")],
+    );
+    assert!(
+        e.starts_with(&format!(
+            "environment variable {var}: [breakers.{name}] `successes` must be from 1 to"
+        )),
+        "{e}"
+    );
+}
+
+/// Spring's relaxed binding writes `SPRING_…` with single underscores and in any case: a
+/// variable of ours in lower case applies, and one with single underscores that ends in a
+/// key is an error that shows it written right. Other `BREAKERBOX_…` variables are the
+/// application's.
+#[test]
+fn a_variable_in_lower_case_applies_and_one_with_single_underscores_is_an_error() {
+    let names = load(
+        "[breakers.load-relaxed]\ndynamic = true\n",
+        &[("breakerbox__load_relaxed__open_for", "5s")],
+    )
+    .unwrap();
+    assert_eq!(names, ["load-relaxed"]);
+    let b = registry().get_or_create("load-relaxed", Config::default);
+    assert_eq!(b.config().open_for(), Duration::from_secs(5));
+    for (var, fixed) in [
+        (
+            "BREAKERBOX_LOAD_RELAXED_OPEN_FOR",
+            "BREAKERBOX__LOAD_RELAXED__OPEN_FOR",
+        ),
+        (
+            "breakerbox_load_relaxed_max_open_for",
+            "BREAKERBOX__LOAD_RELAXED__MAX_OPEN_FOR",
+        ),
+        (
+            "BREAKERBOX_LOAD_RELAXED__FAILURES",
+            "BREAKERBOX__LOAD_RELAXED__FAILURES",
+        ),
+    ] {
+        assert_eq!(
+            err("[breakers.load-relaxed]\ndynamic = true\n", &[(var, "5s")]),
+            format!(
+                "environment variable {var}: a breaker's key is set by `BREAKERBOX__<NAME>__<KEY>`, with two underscores after `BREAKERBOX` and before the key; write `{fixed}`"
+            )
+        );
+    }
+    // Not a key at the end: the application's own variable.
+    load(
+        "",
+        &[
+            ("BREAKERBOX_TEST_REDIS_URL", "redis://127.0.0.1:1/"),
+            ("BREAKERBOX_OPEN_FOR", "5s"),
+        ],
+    )
+    .unwrap();
 }

@@ -5,7 +5,7 @@
 //! (tests/config_defaults.rs checks it, alone in its process).
 
 use super::*;
-use crate::registration::Registration;
+use crate::registration::{Registration, Site};
 
 macro_rules! attribute {
     ($static:ident, $name:literal, $line:literal, $configure:expr) => {
@@ -34,6 +34,7 @@ attribute!(SWITCH_BACK, "layer-switch-back", 110, |b| b
     .failure_rate(50)
     .window(crate::Window::Calls(20))
     .min_calls(5));
+attribute!(CONF_ATTR, "layer-conf-attr", 120, |b| b.failures(3));
 
 #[linkme::distributed_slice(crate::registration::REGISTRATIONS)]
 static KEYED: Registration =
@@ -370,4 +371,334 @@ fn a_layer_switches_the_way_of_tripping() {
         &[],
     );
     assert!(e.contains("cannot be combined with `failure_rate`"), "{e}");
+}
+
+/// The site and source of `key` of `name`'s config, as `config_sources` gives them.
+fn source_of(name: &str, key: &str) -> crate::config::sources::KeySource {
+    registry()
+        .config_sources(name)
+        .unwrap()
+        .into_iter()
+        .find(|k| k.key == key)
+        .unwrap()
+}
+
+#[test]
+fn a_table_changes_only_its_keys_of_a_family_made_in_code_before_the_load() {
+    use crate::config::sources::ConfigSource;
+    let line = line!() + 2;
+    let family = registry()
+        .family::<String>("layer-fam-before", || {
+            Config::builder().failure_rate(50).build().unwrap()
+        })
+        .unwrap();
+    let held = family.breaker(&"held".to_owned());
+    load(
+        "[breakers.layer-fam-before]\nopen_for = \"5s\"\n\n[breakers.layer-fam-before.keys.\"slow\"]\nhalf_open_calls = 2\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(family.config().failure_rate(), Some(50));
+    assert_eq!(family.config().open_for(), Duration::from_secs(5));
+    // A key held before the load, and a key with its own table.
+    assert_eq!(held.config().failure_rate(), Some(50));
+    assert_eq!(held.config().open_for(), Duration::from_secs(5));
+    let slow = family.breaker(&"slow".to_owned());
+    assert_eq!(slow.config().failure_rate(), Some(50));
+    assert_eq!(slow.config().open_for(), Duration::from_secs(5));
+    assert_eq!(slow.config().half_open_calls(), 2);
+    let rate = source_of("layer-fam-before", "failure_rate");
+    assert!(
+        matches!(rate.source, ConfigSource::Site(site @ Site::Family { .. }) if site.line() == line),
+        "{rate}"
+    );
+    assert_eq!(
+        rate.to_string(),
+        format!("failure_rate = 50 (Registry::family at runtime/src/load/tests/layers.rs:{line})")
+    );
+    let key = registry()
+        .key_config_sources("layer-fam-before", "slow")
+        .unwrap();
+    let key_rate = key.iter().find(|k| k.key == "failure_rate").unwrap();
+    assert!(matches!(
+        key_rate.source,
+        ConfigSource::Site(Site::Family { .. })
+    ));
+    // A reload and a variable change their keys only, over the code's again.
+    load(
+        "[breakers.layer-fam-before]\nsuccesses = 1\n",
+        &[("BREAKERBOX__LAYER_FAM_BEFORE__MIN_CALLS", "5")],
+    )
+    .unwrap();
+    assert_eq!(family.config().failure_rate(), Some(50));
+    assert_eq!(family.config().min_calls(), 5);
+    assert_eq!(family.config().open_for(), Duration::from_secs(60));
+    assert_eq!(held.config().failure_rate(), Some(50));
+    assert_eq!(held.config().min_calls(), 5);
+}
+
+#[test]
+fn a_table_changes_only_its_keys_of_a_family_made_in_code_after_the_load() {
+    use crate::config::sources::ConfigSource;
+    load(
+        "[breakers.layer-fam-after]\ndynamic = true\nopen_for = \"5s\"\n\n[breakers.layer-fam-after.keys.\"slow\"]\nhalf_open_calls = 2\n",
+        &[],
+    )
+    .unwrap();
+    let line = line!() + 2;
+    let family = registry()
+        .family::<String>("layer-fam-after", || {
+            Config::builder().failure_rate(50).build().unwrap()
+        })
+        .unwrap();
+    assert_eq!(family.config().failure_rate(), Some(50));
+    assert_eq!(family.config().open_for(), Duration::from_secs(5));
+    let slow = family.breaker(&"slow".to_owned());
+    assert_eq!(slow.config().failure_rate(), Some(50));
+    assert_eq!(slow.config().open_for(), Duration::from_secs(5));
+    assert_eq!(slow.config().half_open_calls(), 2);
+    let rate = source_of("layer-fam-after", "failure_rate");
+    assert!(
+        matches!(rate.source, ConfigSource::Site(site @ Site::Family { .. }) if site.line() == line),
+        "{rate}"
+    );
+    assert!(matches!(
+        source_of("layer-fam-after", "open_for").source,
+        ConfigSource::Table { line: 3, .. }
+    ));
+    let key = registry()
+        .key_config_sources("layer-fam-after", "slow")
+        .unwrap();
+    let key_rate = key.iter().find(|k| k.key == "failure_rate").unwrap();
+    assert!(matches!(
+        key_rate.source,
+        ConfigSource::Site(Site::Family { .. })
+    ));
+    // The next load layers over the code's config again.
+    load("[breakers.layer-fam-after]\nsuccesses = 1\n", &[]).unwrap();
+    assert_eq!(family.config().failure_rate(), Some(50));
+    assert_eq!(family.config().open_for(), Duration::from_secs(60));
+}
+
+#[test]
+fn a_configured_config_is_a_layer_under_the_file_whatever_the_order() {
+    use crate::config::sources::ConfigSource;
+    let rate = || Config::builder().failure_rate(50).build().unwrap();
+    // configure, then the file.
+    let line = line!() + 1;
+    assert!(registry().configure("layer-conf-first", rate()));
+    load("[breakers.layer-conf-first]\nopen_for = \"5s\"\n", &[]).unwrap();
+    // The file, then configure.
+    load(
+        "[breakers.layer-conf-then]\ndynamic = true\nopen_for = \"5s\"\n",
+        &[],
+    )
+    .unwrap();
+    let then_line = line!() + 1;
+    assert!(registry().configure("layer-conf-then", rate()));
+    for (name, line) in [("layer-conf-first", line), ("layer-conf-then", then_line)] {
+        let b = registry().get_or_create(name, Config::default);
+        assert_eq!(b.config().failure_rate(), Some(50), "{name}");
+        assert_eq!(b.config().open_for(), Duration::from_secs(5), "{name}");
+        let rate = source_of(name, "failure_rate");
+        assert!(
+            matches!(rate.source, ConfigSource::Site(site @ Site::Configure { .. }) if site.line() == line),
+            "{rate}"
+        );
+        assert_eq!(
+            rate.to_string(),
+            format!(
+                "failure_rate = 50 (Registry::configure at runtime/src/load/tests/layers.rs:{line})"
+            )
+        );
+        // A reload changes its keys only, over the configured config again.
+        load(
+            &format!("[breakers.{name}]\nsuccesses = 1\n"),
+            &[(
+                &format!(
+                    "BREAKERBOX__{}__MIN_CALLS",
+                    name.to_uppercase().replace('-', "_")
+                ),
+                "5",
+            )],
+        )
+        .unwrap();
+        assert_eq!(b.config().failure_rate(), Some(50), "{name}");
+        assert_eq!(b.config().min_calls(), 5, "{name}");
+        assert_eq!(b.config().open_for(), Duration::from_secs(60), "{name}");
+    }
+    // Over an attribute: the configured config is the code's layer instead of the attribute's.
+    assert!(registry().configure("layer-conf-attr", rate()));
+    load("[breakers.layer-conf-attr]\nopen_for = \"5s\"\n", &[]).unwrap();
+    let c = registry().get("layer-conf-attr").unwrap().config().clone();
+    assert_eq!(c.failure_rate(), Some(50));
+    assert_eq!(c.failures(), None);
+    assert_eq!(c.open_for(), Duration::from_secs(5));
+}
+
+#[test]
+fn a_configured_config_that_does_not_go_with_the_file_is_an_error_naming_both() {
+    let config = Config::builder()
+        .open_for(Duration::from_secs(10))
+        .max_open_for(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let line = line!() + 1;
+    assert!(registry().configure("layer-conf-bad", config));
+    let e = err("[breakers.layer-conf-bad]\nopen_for = \"30s\"\n", &[]);
+    assert_eq!(
+        e,
+        format!(
+            "breakers.toml:2: [breakers.layer-conf-bad] `max_open_for` must be at least `open_for`, got 20s with open_for 30s (max_open_for = 20s from Registry::configure at runtime/src/load/tests/layers.rs:{line}; open_for = 30s from [breakers.layer-conf-bad] at breakers.toml:2)"
+        )
+    );
+}
+
+#[test]
+fn check_reports_two_calls_that_give_one_family_or_name_different_configs() {
+    let first = line!() + 2;
+    let _a = registry()
+        .family::<String>("layer-fam-twice", || {
+            Config::builder().failures(2).build().unwrap()
+        })
+        .unwrap();
+    let then = line!() + 2;
+    let _b = registry()
+        .family::<String>("layer-fam-twice", || {
+            Config::builder().failures(3).build().unwrap()
+        })
+        .unwrap();
+    let conf_first = line!() + 1;
+    assert!(registry().configure(
+        "layer-conf-twice",
+        Config::builder().failures(2).build().unwrap()
+    ));
+    let conf_then = line!() + 1;
+    assert!(registry().configure(
+        "layer-conf-twice",
+        Config::builder().failures(3).build().unwrap()
+    ));
+    // The last `configure` is the one used.
+    assert_eq!(
+        registry()
+            .get_or_create("layer-conf-twice", Config::default)
+            .config()
+            .failures(),
+        Some(3)
+    );
+    let c = registry().check().unwrap_err();
+    let shown = |name: &str| {
+        c.conflicts()
+            .iter()
+            .find(|c| c.name() == name)
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    };
+    let file = "runtime/src/load/tests/layers.rs";
+    assert_eq!(
+        shown("layer-fam-twice"),
+        format!(
+            "circuit breaker 'layer-fam-twice' is given different configs:\n  Registry::family at {file}:{first}: failures = 2\n  Registry::family at {file}:{then}: failures = 3"
+        )
+    );
+    assert_eq!(
+        shown("layer-conf-twice"),
+        format!(
+            "circuit breaker 'layer-conf-twice' is given different configs:\n  Registry::configure at {file}:{conf_first}: failures = 2\n  Registry::configure at {file}:{conf_then}: failures = 3"
+        )
+    );
+}
+
+/// A base and a single key's table are layers too: the same key set by one of them in two
+/// files is reported, with both places.
+#[test]
+fn check_reports_a_key_a_base_or_a_key_table_of_two_files_sets() {
+    let text = |open_for: &str| {
+        format!(
+            "[configs.layer-shared]\nopen_for = \"{open_for}\"\n\n[breakers.layer-two-keys]\ndynamic = true\n\n[breakers.layer-two-keys.keys.\"k\"]\nsuccesses = 1\n"
+        )
+    };
+    for (file, text) in [("shared-a.toml", text("5s")), ("shared-b.toml", text("9s"))] {
+        registry()
+            .load_with_env(Path::new(file), &text, Vec::new())
+            .unwrap();
+    }
+    let c = registry().check().unwrap_err();
+    let shown = |name: &str| {
+        c.two_files()
+            .iter()
+            .filter(|t| t.name() == name)
+            .map(|t| (t.is_shared(), t.to_string()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        shown("configs.layer-shared"),
+        [(
+            true,
+            "`open_for` is set by [configs.layer-shared] in two config files, at shared-a.toml:1 and then at shared-b.toml:1; each load replaces the table of the one before".to_owned()
+        )]
+    );
+    assert_eq!(
+        shown("layer-two-keys.keys.\"k\""),
+        [(
+            false,
+            "circuit breaker 'layer-two-keys.keys.\"k\"': `successes` is set by [breakers.layer-two-keys.keys.\"k\"] in two config files, at shared-a.toml:7 and then at shared-b.toml:7; each load replaces the table of the one before".to_owned()
+        )]
+    );
+}
+
+/// A variable alone changes one key of a family or a breaker made in code before the load,
+/// over the code's config.
+#[test]
+fn a_variable_alone_changes_one_key_over_code_made_before_the_load() {
+    let rate = || Config::builder().failure_rate(50).build().unwrap();
+    let family = registry()
+        .family::<String>("layer-var-family", rate)
+        .unwrap();
+    let b = registry().get_or_create("layer-var-breaker", rate);
+    load(
+        "",
+        &[
+            ("BREAKERBOX__LAYER_VAR_FAMILY__OPEN_FOR", "2s"),
+            ("BREAKERBOX__LAYER_VAR_BREAKER__OPEN_FOR", "3s"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(family.config().failure_rate(), Some(50));
+    assert_eq!(family.config().open_for(), Duration::from_secs(2));
+    assert_eq!(b.config().failure_rate(), Some(50));
+    assert_eq!(b.config().open_for(), Duration::from_secs(3));
+    assert_eq!(
+        source_of("layer-var-family", "open_for").to_string(),
+        "open_for = 2s (BREAKERBOX__LAYER_VAR_FAMILY__OPEN_FOR)"
+    );
+}
+
+/// A name `configure`d, then made a family by code: the configured config is its code's
+/// layer, under the file's.
+#[test]
+fn a_configured_family_keeps_the_configured_keys_under_the_file() {
+    use crate::config::sources::ConfigSource;
+    let line = line!() + 1;
+    assert!(registry().configure(
+        "layer-conf-family",
+        Config::builder().failure_rate(50).build().unwrap()
+    ));
+    let family = registry()
+        .family::<String>("layer-conf-family", || {
+            Config::builder().failures(9).build().unwrap()
+        })
+        .unwrap();
+    assert_eq!(family.config().failure_rate(), Some(50));
+    load("[breakers.layer-conf-family]\nopen_for = \"5s\"\n", &[]).unwrap();
+    assert_eq!(family.config().failure_rate(), Some(50));
+    assert_eq!(family.config().open_for(), Duration::from_secs(5));
+    let rate = source_of("layer-conf-family", "failure_rate");
+    assert!(
+        matches!(rate.source, ConfigSource::Site(site @ Site::Configure { .. }) if site.line() == line),
+        "{rate}"
+    );
+    // configure on a family that exists changes nothing.
+    assert!(!registry().configure("layer-conf-family", Config::default()));
+    assert_eq!(family.config().failure_rate(), Some(50));
 }

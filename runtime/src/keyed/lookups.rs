@@ -1,0 +1,329 @@
+//! Each thread's cache of a family's last lookups: a hot key's breaker found again without the
+//! map (no pin, no probe of the shared table).
+//!
+//! # The protocol
+//!
+//! * A thread with a counter seat (`counters.rs`: an index no other live thread holds, handed
+//!   to the seat's next thread with Release and Acquire after this one exits) below [`SEATS`]
+//!   has, in each family, a cache of `SETS × WAYS` entries: a key, its hash, a handle to its
+//!   breaker, and the sweep tick in which the entry last went through the map. Only the
+//!   seat's thread reads or writes it, so it is plain memory (`Cell`s).
+//! * The family counts the keys it has removed from its map (`Family::removals`: bumped with
+//!   Release after each removal). A cache remembers the count its entries were found under; a
+//!   lookup reads the count (Acquire) first and, if it moved, drops every entry before looking
+//!   at any. A miss looks the key up in the map *after* that read, and files what it found
+//!   under the count it read. So once a removal's bump is visible to a thread (it happened
+//!   before the lookup), no entry found before the removal is used, nor one found after the
+//!   bump that missed the removal (the Acquire pairs with the Release: a map read after it
+//!   sees the removal). A lookup racing a removal may still reach the removed breaker, as a
+//!   call that found the key in the map just before the removal does: the evicted breaker's
+//!   counts are the family's (`evicted`), and its opening is carried to the key (see
+//!   `Family::evict`). A removal is the only way a key's breaker is replaced or dropped: a
+//!   reset, a forced state or a reload changes the breaker in place.
+//! * Recency: an entry is used only in the sweep tick it last went through the map in
+//!   (`Family::tick`, read Relaxed). The first lookup of a key in a new tick goes through the
+//!   map, which marks the key called (`Family::find`), so a key kept in caches is never idle
+//!   to a sweep while it is called.
+//! * A key is filed on its second miss in a short time (its set remembers the hash of the
+//!   last key that missed): a thread looking up many keys once each does not clone each key
+//!   into its cache. The overflow breaker (a key the full family has no room for) is never
+//!   filed.
+//! * A lookup made while the thread's cache is lent to another (a call's closure calling the
+//!   family again, a listener or a drop run by it) goes through the map: an entry lent out is
+//!   never changed or dropped under its borrower.
+//! * An entry keeps its breaker alive (a handle): a breaker evicted meanwhile is freed once
+//!   the thread's next lookup in the family finds the count moved and drops its entries, or
+//!   with the family. At most `SEATS × SETS × WAYS` such handles per family.
+//!
+//! `lookups/loom_tests.rs` models cached lookups racing a removal, with a map of loom atomics
+//! in place of the family's.
+
+use core::borrow::Borrow;
+use core::cell::{Cell, UnsafeCell};
+use core::hash::{BuildHasher, Hash};
+
+use super::KeyHasher;
+use crate::breaker::Breaker;
+use crate::sync::{AtomicU64, LazyBox, Ordering};
+
+#[cfg(all(test, loom))]
+mod loom_tests;
+
+/// Where a lookup the cache cannot answer goes: the family's map.
+pub(super) trait Map<K> {
+    /// Runs `f` with `key`'s breaker in the map (created if the key is new) and whether it is
+    /// the key's own (not a breaker shared by keys the family has no room for).
+    fn find<Q, R>(&self, key: &Q, f: impl FnOnce(&Breaker, bool) -> R) -> R
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized;
+}
+
+/// The family's words a lookup reads: see the module doc.
+pub(super) struct Stamps<'a> {
+    /// Keys removed from the map so far.
+    pub(super) removals: &'a AtomicU64,
+    /// The sweep period.
+    pub(super) tick: &'a AtomicU64,
+}
+
+/// Seats with a cache: live threads keep the low seat numbers, so a process with more threads
+/// than this on one family has its extra threads look keys up in the map.
+#[cfg(not(loom))]
+const SEATS: usize = 64;
+#[cfg(loom)]
+const SEATS: usize = 8;
+/// Sets and ways of a thread's cache.
+const SETS: usize = 32;
+const WAYS: usize = 4;
+const ENTRIES: usize = SETS * WAYS;
+
+/// A family's caches, one per seat, each allocated on its thread's first lookup.
+pub(super) struct Lookups<K> {
+    seats: Box<[LazyBox<Cache<K>>]>,
+    /// Places keys in the caches' sets. Not the map's hasher (which the map does not lend
+    /// out): a key an attacker makes collide here only sends its lookups to the map.
+    hasher: KeyHasher,
+}
+
+impl<K> Lookups<K> {
+    pub(super) fn new() -> Self {
+        Lookups {
+            seats: (0..SEATS).map(|_| LazyBox::default()).collect(),
+            hasher: KeyHasher::new(),
+        }
+    }
+
+    /// Runs `f` with `key`'s breaker: from this thread's cache if it holds the key, else from
+    /// `map` (then filed in the cache).
+    #[inline]
+    pub(super) fn with<Q, R>(
+        &self,
+        map: &impl Map<K>,
+        stamps: Stamps<'_>,
+        key: &Q,
+        f: impl FnOnce(&Breaker) -> R,
+    ) -> R
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let Some(mut lent) = self.lend() else {
+            return map.find(key, |b, _| f(b));
+        };
+        // Before any entry is used, and before the map is read on a miss.
+        lent.sync(stamps.removals.load(Ordering::Acquire));
+        let tick = stamps.tick.load(Ordering::Relaxed);
+        if let Some(b) = lent.last(key, tick) {
+            return f(b);
+        }
+        let miss = match lent.find(key, self.hasher.hash_one(key), tick) {
+            Ok(b) => return f(b),
+            Err(miss) => miss,
+        };
+        map.find(key, |b, own| {
+            if own {
+                lent.put(miss, || key.to_owned(), b, tick);
+            }
+            f(b)
+        })
+    }
+
+    /// Drops this thread's entries if a key has been removed since they were made, so that
+    /// the evicted breakers they hold can be freed now.
+    pub(super) fn forget_removed(&self, removals: &AtomicU64) {
+        if let Some(mut lent) = self.lend() {
+            lent.sync(removals.load(Ordering::Acquire));
+        }
+    }
+
+    /// This thread's cache, lent to the caller until the returned value drops; `None` if the
+    /// thread has no seat below [`SEATS`] or has lent its cache already.
+    #[inline]
+    fn lend(&self) -> Option<Lent<'_, K>> {
+        let cache = self
+            .seats
+            .get(crate::counters::current_seat()?)?
+            .get_or_default();
+        if cache.lent.replace(true) {
+            return None;
+        }
+        Some(Lent(cache))
+    }
+}
+
+/// One thread's cache in one family.
+struct Cache<K> {
+    lent: Cell<bool>,
+    /// The family's removal count the entries were found under.
+    removals: Cell<u64>,
+    /// The entry of the last hit, tried first (no hash).
+    last: Cell<usize>,
+    /// Per set: the hash of the last key that missed (the next miss of the same key files it).
+    missed: [Cell<u64>; SETS],
+    /// Per set: the way the next filing replaces.
+    next: [Cell<u8>; SETS],
+    /// Per entry: its key's hash with the low bit set, or 0 when empty.
+    hashes: [Cell<u64>; ENTRIES],
+    entries: Box<[UnsafeCell<Option<Entry<K>>>]>,
+}
+
+struct Entry<K> {
+    key: K,
+    breaker: Breaker,
+    /// The sweep tick in which this entry last went through the map.
+    tick: Cell<u64>,
+}
+
+impl<K> Default for Cache<K> {
+    fn default() -> Self {
+        Cache {
+            lent: Cell::new(false),
+            removals: Cell::new(0),
+            last: Cell::new(0),
+            missed: core::array::from_fn(|_| Cell::new(0)),
+            next: core::array::from_fn(|_| Cell::new(0)),
+            hashes: core::array::from_fn(|_| Cell::new(0)),
+            entries: (0..ENTRIES).map(|_| UnsafeCell::new(None)).collect(),
+        }
+    }
+}
+
+// SAFETY: a `Cache` is reached only through `Lookups::lend` on the thread holding its seat,
+// which no other live thread holds; a seat passes to another thread only after its thread has
+// exited, ordered by the seat's Release and Acquire (`counters.rs`). So the cache's cells are
+// never accessed by two threads at once, and what it holds (`K: Send`, breakers) may move
+// between threads with it.
+unsafe impl<K: Send> Sync for Cache<K> {}
+
+/// This thread's cache, lent out: the only access to it until dropped.
+struct Lent<'a, K>(&'a Cache<K>);
+
+impl<K> Drop for Lent<'_, K> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.lent.set(false);
+    }
+}
+
+/// Where a lookup that missed the cache may file what the map gives it.
+enum Miss {
+    /// The key's entry is there, from an earlier tick: refresh it.
+    Stale(usize),
+    /// Not there: file it if the set saw it miss just before.
+    Absent { hash: u64 },
+}
+
+impl<K> Lent<'_, K> {
+    /// Drops every entry if the family's removal count moved from the one they were found
+    /// under.
+    #[inline]
+    fn sync(&mut self, removals: u64) {
+        if self.0.removals.get() != removals {
+            self.clear(removals);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn clear(&mut self, removals: u64) {
+        self.0.removals.set(removals);
+        for (h, e) in self.0.hashes.iter().zip(self.0.entries.iter()) {
+            h.set(0);
+            // SAFETY: this thread has the cache lent (see `Cache`'s `Sync`), and no reference
+            // into its entries is alive: `last` and `find` hand them out borrowed from the
+            // `Lent`, which this borrows mutably.
+            drop(unsafe { (*e.get()).take() });
+        }
+    }
+
+    #[inline]
+    fn entry(&self, i: usize) -> Option<&Entry<K>> {
+        // SAFETY: only this thread touches the entries (see `Cache`'s `Sync`), and an entry is
+        // replaced or dropped only through `&mut self` (`set`, `clear`): not while the
+        // reference returned here, borrowed from `self`, is alive.
+        unsafe { (*self.0.entries[i].get()).as_ref() }
+    }
+
+    /// The entry of the last hit, if it holds `key` and went through the map in `tick`.
+    #[inline(always)]
+    fn last<Q>(&self, key: &Q, tick: u64) -> Option<&Breaker>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        let e = self.entry(self.0.last.get())?;
+        (e.tick.get() == tick && e.key.borrow() == key).then_some(&e.breaker)
+    }
+
+    /// `key`'s breaker if its entry went through the map in `tick`; else how to file it.
+    #[inline]
+    fn find<Q>(&self, key: &Q, hash: u64, tick: u64) -> Result<&Breaker, Miss>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        let tag = hash | 1;
+        let set = (hash >> 32) as usize % SETS;
+        for i in set * WAYS..set * WAYS + WAYS {
+            if self.0.hashes[i].get() == tag
+                && let Some(e) = self.entry(i)
+                && e.key.borrow() == key
+            {
+                if e.tick.get() != tick {
+                    return Err(Miss::Stale(i));
+                }
+                self.0.last.set(i);
+                return Ok(&e.breaker);
+            }
+        }
+        Err(Miss::Absent { hash })
+    }
+
+    /// Files what the map gave for a miss: `key`'s breaker `breaker`, found in `tick`; for an
+    /// absent key only on its second miss in a row in its set.
+    fn put(&mut self, miss: Miss, key: impl FnOnce() -> K, breaker: &Breaker, tick: u64) {
+        match miss {
+            Miss::Stale(i) => {
+                if let Some(e) = self.entry(i)
+                    && e.breaker.ptr_eq(breaker)
+                {
+                    e.tick.set(tick);
+                    self.0.last.set(i);
+                    return;
+                }
+                // Replaced in the map under the same removal count cannot happen (a removal
+                // bumps it); drop the entry rather than trust that.
+                self.set(i, 0, None);
+            }
+            Miss::Absent { hash } => {
+                let set = (hash >> 32) as usize % SETS;
+                if self.0.missed[set].replace(hash) != hash {
+                    return;
+                }
+                let way = self.0.next[set].get();
+                self.0.next[set].set((way + 1) % WAYS as u8);
+                let i = set * WAYS + way as usize;
+                self.set(
+                    i,
+                    hash | 1,
+                    Some(Entry {
+                        key: key(),
+                        breaker: breaker.clone(),
+                        tick: Cell::new(tick),
+                    }),
+                );
+                self.0.last.set(i);
+            }
+        }
+    }
+
+    fn set(&mut self, i: usize, tag: u64, entry: Option<Entry<K>>) {
+        self.0.hashes[i].set(tag);
+        // SAFETY: as in `clear`.
+        let old = unsafe { core::mem::replace(&mut *self.0.entries[i].get(), entry) };
+        // Dropped last: a breaker's drop may run user code (its listeners' drops), which may
+        // look keys up again; the cache is still lent, so such lookups go through the map.
+        drop(old);
+    }
+}
