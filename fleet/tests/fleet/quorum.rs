@@ -205,7 +205,15 @@ fn propagation_under_a_quorum() {
         assert_eq!(nodes[0].cmd("fail"), "ok open");
         reports(&redis, "{qnum:payments}:opens", 1);
         assert_eq!(nodes[1].cmd("fail"), "ok open");
-        let tripped = nodes[1].events()[seen[1]].wall_ns;
+        // Its event line may come after its answer.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let tripped = loop {
+            if let Some(e) = nodes[1].events().get(seen[1]) {
+                break e.wall_ns;
+            }
+            assert!(Instant::now() < deadline, "node-1: no open event");
+            std::thread::sleep(Duration::from_micros(200));
+        };
         for (k, node) in nodes.iter().enumerate().skip(2) {
             let deadline = Instant::now() + Duration::from_secs(10);
             let at = loop {
