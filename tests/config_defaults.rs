@@ -227,4 +227,48 @@ fn the_worked_example_gives_what_the_page_says() {
             line("breakers.hosts.keys", "open_for")
         )
     );
+
+    // The same file again without its `[defaults]`, tables and bases, and without the
+    // variable: every breaker its last load reached takes the layers under them again,
+    // keeping its state.
+    let pricing = registry().get("pricing").unwrap();
+    pricing.force_open();
+    // SAFETY: as above.
+    unsafe { std::env::remove_var("BREAKERBOX__PRICING__OPEN_FOR") };
+    let names = registry().load_toml_str("app.toml", "").unwrap();
+    assert_eq!(names, ["hosts", "pricing", "profile", "tenant-a"]);
+    let default = Config::default();
+    let c = registry().get("profile").unwrap().config().clone();
+    assert_eq!(c.failure_rate(), Some(50));
+    assert_eq!(c.min_calls(), 20);
+    assert_eq!(c.open_for(), default.open_for());
+    assert_eq!(c.half_open_calls(), default.half_open_calls());
+    let c = pricing.config();
+    assert_eq!(c.failures(), Some(3));
+    assert_eq!(c.open_for(), default.open_for());
+    assert_eq!(c.successes(), default.successes());
+    assert_eq!(pricing.state(), breakerbox::State::ForcedOpen);
+    let c = tenant.config();
+    assert_eq!((c.failures(), c.half_open_calls()), (Some(3), 4));
+    assert_eq!(c.successes(), default.successes());
+    let c = family.breaker("slow.example").config().clone();
+    assert_eq!(c.failures(), Some(2));
+    assert_eq!(c.open_for(), default.open_for());
+    assert_eq!(registry().key_config_sources("hosts", "slow.example"), None);
+    for (name, key, source) in [
+        (
+            "profile",
+            "half_open_calls",
+            "the built-in default".to_owned(),
+        ),
+        ("pricing", "open_for", "the built-in default".to_owned()),
+        ("pricing", "failures", attribute_of("pricing")),
+    ] {
+        let sources = registry().config_sources(name).unwrap();
+        let k = sources.iter().find(|k| k.key == key).unwrap();
+        assert!(
+            k.to_string().ends_with(&format!("({source})")),
+            "{name}: {k}"
+        );
+    }
 }

@@ -40,6 +40,7 @@
 //! | `GET /events` | server-sent events: `state` on each change, `metrics` every second, `dropped` after a lag |
 //! | `GET /health` | [`Registry::health`](breakerbox_runtime::Registry::health) as Spring Boot's actuator answers it: `{"status": "UP", "components": {…}}`, `200` for `UP` and `DEGRADED`, `503` for `DOWN` |
 //! | `GET /metrics` | Prometheus text, with feature `metrics` and `Admin::prometheus` |
+//! | `GET /fleet` | the fleet view: each shared breaker's live instances and their local states, with feature `fleet` and `Admin::fleet` |
 //!
 //! `docs/admin.md` in the repository gives every JSON shape and the event stream's format.
 //! Every error is a JSON body `{"error": "<sentence>", "status": <code>}` with a 4xx status.
@@ -73,6 +74,8 @@
 
 mod auth;
 mod control;
+#[cfg(feature = "fleet")]
+mod fleet;
 mod health;
 mod keys;
 #[cfg(feature = "replay")]
@@ -116,6 +119,8 @@ pub struct Admin {
     token: Option<Token>,
     #[cfg(feature = "metrics")]
     prometheus: Option<Render>,
+    #[cfg(feature = "fleet")]
+    fleet: Option<breakerbox_fleet::FleetView>,
 }
 
 #[cfg(feature = "metrics")]
@@ -126,6 +131,8 @@ pub(crate) struct Shared {
     pub(crate) token: Option<Token>,
     #[cfg(feature = "metrics")]
     prometheus: Option<Render>,
+    #[cfg(feature = "fleet")]
+    pub(crate) fleet: Option<breakerbox_fleet::FleetView>,
 }
 
 impl Admin {
@@ -161,6 +168,21 @@ impl Admin {
         self
     }
 
+    /// Serves `GET /fleet`, the fleet view: each shared breaker with the live instances
+    /// sharing it and each one's local state, from [`Fleet::view`](breakerbox_fleet::Fleet::view).
+    /// The dashboard shows it on the breakers' tiles.
+    ///
+    /// ```ignore
+    /// let fleet = Fleet::start(config)?;
+    /// let admin = Admin::new().fleet(fleet.view()).router();
+    /// ```
+    #[cfg(feature = "fleet")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
+    pub fn fleet(mut self, view: breakerbox_fleet::FleetView) -> Admin {
+        self.fleet = Some(view);
+        self
+    }
+
     /// The router. Mount it where you like: `Router::nest_service("/admin", …)` serves the
     /// dashboard at `/admin` and `/admin/` (axum's `nest` routes `/admin` only). The dashboard
     /// finds the other endpoints relative to its own address.
@@ -170,6 +192,8 @@ impl Admin {
             token: self.token,
             #[cfg(feature = "metrics")]
             prometheus: self.prometheus,
+            #[cfg(feature = "fleet")]
+            fleet: self.fleet,
         });
         Router::new()
             .route("/", get(dashboard))
@@ -197,6 +221,7 @@ impl Admin {
             .route("/replays", get(replay_list))
             .route("/events", get(stream::events))
             .route("/health", get(health::health))
+            .route("/fleet", get(fleet))
             .route("/metrics", get(metrics))
             .fallback(not_found)
             .method_not_allowed_fallback(method_not_allowed)
@@ -320,6 +345,19 @@ async fn metrics(axum::extract::State(shared): axum::extract::State<Arc<Shared>>
 #[cfg(not(feature = "metrics"))]
 async fn metrics() -> Response {
     no_metrics()
+}
+
+#[cfg(feature = "fleet")]
+use fleet::fleet;
+
+#[cfg(not(feature = "fleet"))]
+async fn fleet() -> Response {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "no fleet here: it needs the `fleet` feature (the facade's `admin` with `redis`) and \
+         `Admin::new().fleet(fleet.view())`",
+    )
+    .into_response()
 }
 
 fn no_metrics() -> Response {

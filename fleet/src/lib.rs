@@ -249,7 +249,46 @@ impl Held {
     }
 }
 
+/// What [`Fleet::view`] gives: the fleet's view of its instances, readable from anywhere while
+/// the fleet runs, and empty once it is dropped.
+#[derive(Clone, Debug)]
+pub struct FleetView {
+    shared: std::sync::Weak<Shared>,
+    instance: String,
+}
+
+impl FleetView {
+    /// [`Fleet::instances`], or nothing once the fleet is dropped.
+    pub fn instances(&self) -> Vec<FleetBreaker> {
+        self.shared
+            .upgrade()
+            .map_or_else(Vec::new, |s| s.instances())
+    }
+
+    /// [`Fleet::instance`]: this process's name in the fleet.
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+}
+
 impl Shared {
+    fn instances(&self) -> Vec<FleetBreaker> {
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let tallies = self
+            .tallies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        live.into_iter()
+            .map(|(name, instances)| FleetBreaker {
+                trip: self.config.trip_of(&name),
+                last_tally: tallies.get(&name).map(|t| (t.open, t.needed, t.live)),
+                name,
+                instances,
+            })
+            .collect()
+    }
+
     /// A listener's work: hand a local change to the task. Never waits.
     fn tell(&self, event: &Event, breaker: Option<&Breaker>) {
         if event.reason == Reason::Imported {
@@ -389,26 +428,16 @@ impl Fleet {
     /// as the fleet's task last read them (every [`resync_every`](FleetConfig::resync_every));
     /// no store operation here. A breaker is listed once this instance has beaten for it.
     pub fn instances(&self) -> Vec<FleetBreaker> {
-        let live = self
-            .shared
-            .live
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let tallies = self
-            .shared
-            .tallies
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        live.into_iter()
-            .map(|(name, instances)| FleetBreaker {
-                trip: self.shared.config.trip_of(&name),
-                last_tally: tallies.get(&name).map(|t| (t.open, t.needed, t.live)),
-                name,
-                instances,
-            })
-            .collect()
+        self.shared.instances()
+    }
+
+    /// A handle that reads [`instances`](Fleet::instances) for as long as this fleet runs (an
+    /// admin endpoint's, say): cheap to clone, and it keeps nothing alive.
+    pub fn view(&self) -> FleetView {
+        FleetView {
+            shared: Arc::downgrade(&self.shared),
+            instance: self.shared.instance.clone(),
+        }
     }
 
     /// What the fleet has done so far.

@@ -2,44 +2,33 @@
 -- that breaker, and everyone's as they stand (the fleet view, and the live set a quorum is
 -- counted over, see quorum.lua).
 --
--- KEYS[1]  the live instances `{<prefix>:<name>}:live`: a sorted set of instances by the
---          expiry of their heartbeat, in server ms
--- KEYS[2]  their reports `{<prefix>:<name>}:report`: a hash, instance -> its local state
+-- KEYS[1]  the live instances `{<prefix>:<name>}:live`: a hash, instance ->
+--          `<expiry>|<its local state>`, the expiry in server ms
 -- ARGV[1]  the instance      ARGV[2]  a heartbeat's life in ms      ARGV[3]  its local state
 --
 -- Returns { now_ms, instance, expires_ms, state, instance, expires_ms, state, … } for every
--- live instance, this one included. An instance whose heartbeat has expired is dropped with its
--- report; both keys expire when no instance has beaten for a heartbeat's life.
+-- live instance, this one included. An instance whose heartbeat has expired is dropped; the
+-- key expires when no instance has beaten for a heartbeat's life. Redis counts five commands
+-- a beat (this one, TIME, HSET, PEXPIRE, HGETALL), and an HDEL when an instance has gone.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
-redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%.0f', now + ttl) .. '|' .. ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('PEXPIRE', KEYS[2], ttl)
-local live = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-local alive = {}
+local all = redis.call('HGETALL', KEYS[1])
 local out = { string.format('%.0f', now) }
-for i = 1, #live, 2 do
-  alive[live[i]] = true
-end
-local reports = redis.call('HGETALL', KEYS[2])
 local gone = {}
-local state = {}
-for i = 1, #reports, 2 do
-  if alive[reports[i]] then
-    state[reports[i]] = reports[i + 1]
+for i = 1, #all, 2 do
+  local expiry, state = string.match(all[i + 1], '^(%d+)|(.*)$')
+  if expiry and tonumber(expiry) > now then
+    out[#out + 1] = all[i]
+    out[#out + 1] = expiry
+    out[#out + 1] = state
   else
-    gone[#gone + 1] = reports[i]
+    gone[#gone + 1] = all[i]
   end
 end
 if #gone > 0 then
-  redis.call('HDEL', KEYS[2], unpack(gone))
-end
-for i = 1, #live, 2 do
-  out[#out + 1] = live[i]
-  out[#out + 1] = live[i + 1]
-  out[#out + 1] = state[live[i]] or ''
+  redis.call('HDEL', KEYS[1], unpack(gone))
 end
 return out

@@ -1,9 +1,9 @@
 //! Quorum trips and heartbeats (`quorum.lua`, `live.lua`).
 //!
 //! Every re-read pass, each instance beats for every breaker it shares: `live.lua` puts it in
-//! the breaker's live set (`{<prefix>:<name>}:live`, by the expiry of its beat, three
-//! `resync_every`s from the server's now) with its local state of the breaker, drops those whose
-//! beat has expired, and returns everyone's: the latest read is kept for
+//! the breaker's live set (the hash `{<prefix>:<name>}:live`, with the expiry of its beat, three
+//! `resync_every`s from the server's now, and its local state of the breaker), drops those
+//! whose beat has expired, and returns everyone's: the latest read is kept for
 //! [`Fleet::instances`](crate::Fleet::instances), so that no admin request waits for the store.
 //!
 //! Under a quorum (`FleetTrip::Quorum`), a breaker that opens by itself over a closed record
@@ -137,56 +137,90 @@ impl Task {
         Pushed::Done
     }
 
-    /// Beats for every shared breaker, with its local state; keeps everyone's as read. `false`
-    /// if the store failed.
-    pub(super) async fn beat(&mut self) -> bool {
-        let ttl = self.live_ttl();
-        let ttl_ms = ttl.as_millis().max(1).to_string();
-        let names: Vec<String> = self.tracked.keys().cloned().collect();
+    /// The heartbeats of the breakers `names`, with their local states: `live.lua` as plain
+    /// `EVALSHA` commands, for the re-read's pipeline (one round trip for a batch; in a
+    /// Cluster, each goes to its key's node).
+    pub(super) fn beat_commands(&self, names: &[String]) -> Vec<Vec<String>> {
+        let ttl_ms = self.live_ttl().as_millis().max(1).to_string();
+        names
+            .iter()
+            .map(|name| {
+                let state = self
+                    .tracked
+                    .get(name)
+                    .and_then(|t| t.breaker.upgrade())
+                    .map_or(State::Closed, |b| b.state());
+                vec![
+                    "EVALSHA".to_owned(),
+                    Script::Live.sha().to_owned(),
+                    "1".to_owned(),
+                    self.key_of(name, "live"),
+                    self.shared.instance.clone(),
+                    ttl_ms.clone(),
+                    state.as_str().to_owned(),
+                ]
+            })
+            .collect()
+    }
+
+    /// The heartbeats' replies (`beat_commands`, sent at `sent`): everyone's as read, kept for
+    /// `Fleet::instances`. A script the server does not hold yet (`NOSCRIPT`: a restart, a
+    /// `SCRIPT FLUSH`) is loaded by running one beat on its own; the others beat again at the
+    /// next pass. Another error leaves that breaker's last view as it was: the records' replies
+    /// say whether the store fails.
+    pub(super) async fn took_beats(
+        &mut self,
+        names: &[String],
+        replies: Vec<redis::RedisResult<redis::Value>>,
+        sent: Instant,
+    ) {
         let mut seen = BTreeMap::new();
-        for name in names {
-            if self.left_alone(&name) {
-                continue;
-            }
-            let Some(breaker) = self.tracked.get(&name).and_then(|t| t.breaker.upgrade()) else {
-                continue;
-            };
-            let keys = vec![self.key_of(&name, "live"), self.key_of(&name, "report")];
-            let args = vec![
-                self.shared.instance.clone(),
-                ttl_ms.clone(),
-                breaker.state().as_str().to_owned(),
-            ];
-            let read_at = Instant::now();
-            match self.ask::<Vec<String>>(Script::Live, keys, args).await {
-                Answer::Done(reply) => {
-                    let Some((now, rest)) = reply.split_first() else {
-                        continue;
-                    };
-                    let now: u64 = now.parse().unwrap_or(0);
-                    let mut live = rest
-                        .chunks_exact(3)
-                        .map(|f| {
-                            let expires: u64 = f[1].parse().unwrap_or(0);
-                            LiveInstance {
-                                this: f[0] == self.shared.instance,
-                                instance: f[0].clone(),
-                                state: parse_state(&f[2]),
-                                expires_in: Duration::from_millis(expires.saturating_sub(now)),
-                                read_at,
-                            }
-                        })
-                        .collect::<Vec<_>>();
-                    live.sort_by(|a, b| a.instance.cmp(&b.instance));
-                    seen.insert(name, live);
+        let mut load = None;
+        for (name, reply) in names.iter().zip(replies) {
+            match reply {
+                Ok(value) => {
+                    if let Ok(reply) = redis::from_redis_value::<Vec<String>>(value) {
+                        seen.insert(name.clone(), self.live_of(&reply, sent));
+                    }
                 }
-                Answer::Unreadable(why) => self.troubled(&name, &why),
-                Answer::Failed => return false,
+                Err(e) if e.code() == Some("NOSCRIPT") => {
+                    load.get_or_insert_with(|| name.clone());
+                }
+                Err(_) => {}
+            }
+        }
+        if let Some(name) = load {
+            let args = self.beat_commands(core::slice::from_ref(&name))[0][4..].to_vec();
+            let keys = vec![self.key_of(&name, "live")];
+            if let Answer::Done(reply) = self.ask::<Vec<String>>(Script::Live, keys, args).await {
+                seen.insert(name, self.live_of(&reply, sent));
             }
         }
         let mut kept = self.shared.live.lock().unwrap_or_else(|e| e.into_inner());
         kept.retain(|name, _| self.tracked.contains_key(name));
         kept.extend(seen);
-        true
+    }
+
+    /// `live.lua`'s reply as the instances it lists, by name.
+    fn live_of(&self, reply: &[String], read_at: Instant) -> Vec<LiveInstance> {
+        let Some((now, rest)) = reply.split_first() else {
+            return Vec::new();
+        };
+        let now: u64 = now.parse().unwrap_or(0);
+        let mut live: Vec<LiveInstance> = rest
+            .chunks_exact(3)
+            .map(|f| {
+                let expires: u64 = f[1].parse().unwrap_or(0);
+                LiveInstance {
+                    this: f[0] == self.shared.instance,
+                    instance: f[0].clone(),
+                    state: parse_state(&f[2]),
+                    expires_in: Duration::from_millis(expires.saturating_sub(now)),
+                    read_at,
+                }
+            })
+            .collect();
+        live.sort_by(|a, b| a.instance.cmp(&b.instance));
+        live
     }
 }

@@ -4,8 +4,8 @@
 --
 -- KEYS[1]  the record `{<prefix>:<name>}`
 -- KEYS[2]  its probe leases `{<prefix>:<name>}:probes` (dropped when the record is written)
--- KEYS[3]  the live instances `{<prefix>:<name>}:live`: a sorted set of instances by the
---          expiry of their heartbeat, in server ms (see live.lua)
+-- KEYS[3]  the live instances `{<prefix>:<name>}:live`: a hash, instance ->
+--          `<expiry>|<its local state>`, the expiry in server ms (see live.lua)
 -- KEYS[4]  the open reports `{<prefix>:<name>}:opens`: a sorted set of `<epoch>|<instance>` by
 --          the end of that instance's open time, in server ms. A report counts only for the
 --          record epoch it names: any write of the record (a reset, a close, a trip, redis-cli)
@@ -40,12 +40,20 @@ if epoch_now ~= ARGV[1] or state ~= 'closed' then
   cur[10], cur[11], cur[12], cur[13] = 0, 0, 0, 0
   return cur
 end
--- The caller's heartbeat, and the live set without the expired ones.
+-- The caller's heartbeat (open), and the live set: the instances whose beat has not expired.
 local ttl = tonumber(ARGV[10])
-redis.call('ZADD', KEYS[3], now + ttl, ARGV[6])
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+redis.call('HSET', KEYS[3], ARGV[6], num(now + ttl) .. '|open')
 redis.call('PEXPIRE', KEYS[3], ttl)
-local live = redis.call('ZCARD', KEYS[3])
+local beats = redis.call('HGETALL', KEYS[3])
+local alive = {}
+local live = 0
+for i = 1, #beats, 2 do
+  local expiry = string.match(beats[i + 1], '^(%d+)|')
+  if expiry and tonumber(expiry) > now then
+    alive[beats[i]] = true
+    live = live + 1
+  end
+end
 -- The caller's report, and the reports whose open time has passed dropped.
 local mark = epoch_now .. '|'
 redis.call('ZADD', KEYS[4], now + tonumber(ARGV[2]), mark .. ARGV[6])
@@ -53,7 +61,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 local open = 0
 local reports = redis.call('ZRANGE', KEYS[4], 0, -1)
 for _, m in ipairs(reports) do
-  if string.sub(m, 1, #mark) == mark and redis.call('ZSCORE', KEYS[3], string.sub(m, #mark + 1)) then
+  if string.sub(m, 1, #mark) == mark and alive[string.sub(m, #mark + 1)] then
     open = open + 1
   end
 end

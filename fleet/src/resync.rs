@@ -92,16 +92,13 @@ impl Task {
             return false;
         }
         self.tracked.retain(|_, t| t.breaker.upgrade().is_some());
-        if !self.beat().await {
-            return false;
-        }
         self.owed = false;
         self.shared.resyncs.fetch_add(1, Ordering::Relaxed);
         true
     }
 
     /// Re-reads every tracked record, `READ_BATCH` records a round trip (one pipeline of
-    /// `TIME` and an `HMGET` per record). As in `step`, before each batch the local changes told meanwhile are
+    /// `TIME`, an `HMGET` per record and a heartbeat per breaker). As in `step`, before each batch the local changes told meanwhile are
     /// written, so an older record never wins over them, and the records published meanwhile
     /// are taken on, so a change published during a long pass waits for one batch at most; a
     /// resync asked for meanwhile goes into `asked`, for the pass after.
@@ -130,14 +127,23 @@ impl Task {
                 hmget.extend(READ_FIELDS.iter().map(|f| (*f).to_owned()));
                 commands.push(hmget);
             }
+            // And each breaker's heartbeat (`live.lua` by its hash, as a plain `EVALSHA`), in the
+            // same round trip (live.rs).
+            let due_names: Vec<String> = due.iter().map(|n| (*n).clone()).collect();
+            commands.extend(self.beat_commands(&due_names));
             let seen: Vec<u64> = due
                 .iter()
                 .map(|n| self.tracked.get(*n).map_or(0, |t| t.applied))
                 .collect();
             let limit = self.shared.config.timeout * 2;
+            let sent = tokio::time::Instant::now();
             let mut replies = match tokio::time::timeout(limit, self.store.pipeline(commands)).await
             {
-                Ok(Ok(replies)) if replies.len() == due.len() + 1 => replies.into_iter(),
+                Ok(Ok(mut replies)) if replies.len() == 2 * due.len() + 1 => {
+                    let beats = replies.split_off(due.len() + 1);
+                    self.took_beats(&due_names, beats, sent).await;
+                    replies.into_iter()
+                }
                 Ok(Ok(_)) => {
                     self.failed("a pipeline's replies do not match its commands");
                     return false;

@@ -40,6 +40,14 @@ impl Script {
         Script::Live,
     ];
 
+    /// The script's SHA-1, as `EVALSHA` names it.
+    pub(crate) fn sha(self) -> &'static str {
+        static SHAS: std::sync::LazyLock<[String; 5]> = std::sync::LazyLock::new(|| {
+            Script::ALL.map(|s| redis::Script::new(s.source()).get_hash().to_owned())
+        });
+        &SHAS[self as usize]
+    }
+
     /// The script's source.
     pub(crate) fn source(self) -> &'static str {
         match self {

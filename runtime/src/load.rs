@@ -426,10 +426,12 @@ impl Registry {
     }
 
     /// Reads and checks a file and the environment, and builds, layer by layer, the config of
-    /// every breaker they reach (and of every single key's table).
+    /// every breaker they reach (and of every single key's table), and of every breaker the last
+    /// load of `scope` (the file, see [`reload_toml`](Registry::reload_toml)) reached.
     fn prepare(
         &self,
         path: &Path,
+        scope: &Path,
         text: &str,
         env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<PreparedFile, LoadError> {
@@ -481,6 +483,11 @@ impl Registry {
                 });
             }
             targets.insert(name.clone());
+        }
+        // What the last load of this file reached, though the file or the environment no
+        // longer names it: rebuilt from the layers left, it takes them again.
+        if let Some(previous) = self.reached_by(scope) {
+            targets.extend(previous.names.into_iter().filter(|n| known.contains(n)));
         }
         let path: Arc<Path> = path.into();
         let defaults = parsed.defaults.as_ref().map(|d| Arc::new(d.keys.clone()));

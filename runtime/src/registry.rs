@@ -89,6 +89,21 @@ pub struct Registry {
     /// after the breaker is made so that every later file layers over it again; and for
     /// `check`, which reports two sites that give different ones.
     configured: Mutex<HashMap<Box<str>, Sites>>,
+    /// For each config file (by the path or name it was loaded as), what its last load
+    /// reached: the next load of it rebuilds all of them, so that a table gone from it takes
+    /// the layers under it again.
+    #[cfg(feature = "serde")]
+    reached: Mutex<HashMap<std::path::PathBuf, Reached>>,
+}
+
+/// What a config file's last load reached.
+#[cfg(feature = "serde")]
+#[derive(Clone, Default)]
+pub(crate) struct Reached {
+    /// The breakers and families it configured.
+    pub(crate) names: Vec<String>,
+    /// The accounts of the single keys' tables it had (`<family>.keys."<key>"`).
+    pub(crate) keys: Vec<String>,
 }
 
 /// Each name's last table, and the keys two files' tables set.
@@ -175,6 +190,8 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
     #[cfg(feature = "serde")]
     tables: Mutex::default(),
     configured: Mutex::default(),
+    #[cfg(feature = "serde")]
+    reached: Mutex::default(),
 });
 
 /// The registrations the linker gathered, keyed or not, by name.
@@ -576,6 +593,31 @@ impl Registry {
         let account = Arc::new(Account::new(config, sources));
         let old = lock(&self.sources).insert(name.into(), account);
         drop(old);
+    }
+
+    /// What the last load of the config file `file` reached.
+    #[cfg(feature = "serde")]
+    pub(crate) fn reached_by(&self, file: &std::path::Path) -> Option<Reached> {
+        lock(&self.reached).get(file).cloned()
+    }
+
+    /// Records what a load of the config file `file` reached; the accounts of the single
+    /// keys' tables its last load had and this one has not are forgotten.
+    #[cfg(feature = "serde")]
+    pub(crate) fn set_reached(&self, file: &std::path::Path, reached: Reached) {
+        let old = lock(&self.reached).insert(file.to_owned(), reached.clone());
+        let Some(old) = old else {
+            return;
+        };
+        let mut gone = Vec::new();
+        {
+            let mut sources = lock(&self.sources);
+            for key in old.keys.iter().filter(|k| !reached.keys.contains(k)) {
+                gone.extend(sources.remove(key.as_str()));
+            }
+        }
+        // Dropped outside the lock.
+        drop(gone);
     }
 
     /// Notes that the config file `file` has a table for `name` at `line` that sets `keys`;

@@ -20,6 +20,9 @@
 //! - `lat` — `lat <p50 ns> <p99 ns> <max ns> <calls>` of that traffic since the last `lat`
 //! - `resync` — `resync true|false`: re-read every record now
 //! - `status` — `status <connected> <pushed> <applied> <store errors> <resyncs>`
+//! - `instances` — the fleet view of `payments` as last read: `instances <trip> <tally>
+//!   <instance>=<state> …`, the live instances by name, `<trip>` `any` or `quorum`, `<tally>`
+//!   `<open>/<needed>/<live>` of this instance's last report under a quorum, or `-`
 //! - `quit`
 //!
 //! Every state change of `payments` is also printed as it happens, from whichever thread made
@@ -30,7 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use breakerbox_fleet::{Fleet, FleetConfig};
+use breakerbox_fleet::{Fleet, FleetConfig, FleetTrip};
 use breakerbox_runtime::{Breaker, Config, Outcome, registry};
 
 fn say(line: &str) {
@@ -132,6 +135,7 @@ pub fn run(path: &str) {
                     s.connected, s.pushed, s.applied, s.store_errors, s.resyncs
                 )
             }
+            (Some("instances"), _) => instances(&fleet),
             (Some("quit"), _) => break,
             _ => format!("error: unknown command {line:?}"),
         };
@@ -139,6 +143,29 @@ pub fn run(path: &str) {
     }
     traffic.set(&breaker, false);
     drop(fleet);
+}
+
+fn instances(fleet: &Fleet) -> String {
+    let view = fleet.instances();
+    let Some(payments) = view.iter().find(|b| b.name == "payments") else {
+        return "instances - - ".to_owned();
+    };
+    let trip = match payments.trip {
+        FleetTrip::Any => "any",
+        _ => "quorum",
+    };
+    let tally = payments
+        .last_tally
+        .map_or_else(|| "-".to_owned(), |(o, n, l)| format!("{o}/{n}/{l}"));
+    let live: Vec<String> = payments
+        .instances
+        .iter()
+        .map(|i| {
+            let state = i.state.map_or("?", |s| s.as_str());
+            format!("{}={state}", i.instance)
+        })
+        .collect();
+    format!("instances {trip} {tally} {}", live.join(" "))
 }
 
 fn call(breaker: &Breaker, result: Result<(), &'static str>) -> String {

@@ -425,11 +425,24 @@ impl Store for SimStore {
     }
 
     fn pipeline(&mut self, commands: Vec<Vec<String>>) -> Reply<'_, Vec<RedisResult<Value>>> {
-        // One round trip; the commands run one after another at its arrival.
+        // One round trip; the commands run one after another at its arrival, an `EVALSHA` of
+        // one of the fleet's scripts as `eval` runs it.
         self.exchange(move |n, id| {
-            let (ms, us) = n.server_time();
-            let replies = n.model.command(&commands, ms, us);
             n.note(|| format!("conn {id}: pipeline of {} commands", commands.len()));
+            let mut replies = Vec::with_capacity(commands.len());
+            for command in &commands {
+                let script = (command[0] == "EVALSHA")
+                    .then(|| Script::ALL.into_iter().find(|s| s.sha() == command[1]))
+                    .flatten();
+                if let Some(script) = script {
+                    let keys: usize = command[2].parse().unwrap_or(0);
+                    let (keys, args) = command[3..].split_at(keys);
+                    replies.push(n.run(id, script, keys, args));
+                } else {
+                    let (ms, us) = n.server_time();
+                    replies.extend(n.model.command(core::slice::from_ref(command), ms, us));
+                }
+            }
             Ok(replies)
         })
     }

@@ -1,10 +1,11 @@
 //! Fleet mode under the least privilege docs/fleet.md gives: an ACL user allowed exactly the
 //! fleet's commands, its keys and its channel, on a real `redis-server`. Trips, probe leases,
-//! fleet counts, manual control and the re-read pass all run under it with no command denied.
+//! fleet counts, manual control, the re-read pass, heartbeats and quorum trips all run under it
+//! with no command denied.
 
 use std::time::{Duration, Instant};
 
-use crate::support::{Redis, all_reach, nodes_with, redis_server};
+use crate::support::{Redis, all_reach, nodes_fleet, nodes_with, redis_server};
 
 fn soon() -> Instant {
     Instant::now() + Duration::from_secs(5)
@@ -80,6 +81,46 @@ fn the_fleet_runs_under_its_least_privilege_acl_user() {
     assert_eq!(nodes[1].cmd("reset"), "ok");
     all_reach(&mut nodes, "closed", soon()).unwrap();
     // Nothing was denied, and no store operation failed.
+    assert_eq!(redis.cli(&["ACL", "LOG"]), "", "denied commands");
+    for node in nodes.iter_mut() {
+        let (connected, _, _, store_errors, _) = node.status();
+        assert!(connected, "{}", node.name);
+        assert_eq!(store_errors, 0, "{}", node.name);
+    }
+}
+
+#[test]
+fn quorum_trips_and_heartbeats_run_under_the_same_acl_user() {
+    let _shared = crate::support::shared();
+    let Some(bin) = redis_server() else { return };
+    let redis = Redis::start(&bin, &[]);
+    let mut setuser = vec!["ACL", "SETUSER", "fleet"];
+    setuser.extend_from_slice(RULE);
+    assert_eq!(redis.cli(&setuser), "OK");
+    assert_eq!(redis.cli(&["ACL", "LOG", "RESET"]), "OK");
+    let url = redis
+        .url()
+        .replace("redis://", "redis://fleet:fleet-secret@");
+    // quorum.lua (reports, the quorum's write) and live.lua (heartbeats, the fleet view).
+    let mut nodes = nodes_fleet(
+        &url,
+        "acl",
+        3,
+        "fleet_trip = \"quorum\"\nquorum = 2\nresync_every = \"200ms\"\n",
+    );
+    let deadline = soon();
+    while nodes[0].instances().2.len() != 3 {
+        assert!(Instant::now() < deadline, "not every instance beat");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(nodes[0].cmd("fail"), "ok open");
+    let deadline = soon();
+    while nodes[0].instances().1 != "1/2/3" {
+        assert!(Instant::now() < deadline, "node-0's report was not tallied");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(nodes[1].cmd("fail"), "ok open");
+    all_reach(&mut nodes, "open", soon()).unwrap();
     assert_eq!(redis.cli(&["ACL", "LOG"]), "", "denied commands");
     for node in nodes.iter_mut() {
         let (connected, _, _, store_errors, _) = node.status();

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use breakerbox_fleet::FleetConfig;
+use breakerbox_fleet::{FleetConfig, FleetTrip, Quorum};
 use breakerbox_runtime::State;
 
 use crate::instances::{Instances, fail, runtime};
@@ -17,12 +17,14 @@ fn every_script_of_a_breaker_keeps_its_keys_on_one_cluster_slot() {
     let cluster = Cluster::start(&bin, 3, 0);
     for name in ["payments", "a}b", "{x}", "}{", "über", "with space", ""] {
         let record = format!("{{breakerbox:{name}}}");
-        let probes = format!("{record}:probes");
-        assert_eq!(
-            cluster.keyslot(&record),
-            cluster.keyslot(&probes),
-            "breaker `{name}`"
-        );
+        // probe.lua's leases, live.lua's heartbeats, quorum.lua's open reports.
+        for what in ["probes", "live", "opens"] {
+            assert_eq!(
+                cluster.keyslot(&record),
+                cluster.keyslot(&format!("{record}:{what}")),
+                "breaker `{name}`, {what}"
+            );
+        }
     }
 }
 
@@ -98,5 +100,74 @@ fn a_cluster_fleet_shares_across_moved_slots_and_a_killed_node() {
     assert_eq!(
         cluster.nodes[dead].cli(&["HGET", &format!("{{clu:{}}}", names[2]), "origin"]),
         "i0"
+    );
+}
+
+#[test]
+fn quorum_trips_and_heartbeats_run_on_a_cluster() {
+    let _machine = shared();
+    let Some(bin) = redis_server() else { return };
+    let cluster = Cluster::start(&bin, 3, 0);
+    let rt = runtime();
+    let _guard = rt.enter();
+    let url = format!(
+        "redis+cluster://{}",
+        cluster
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let fleet = Instances::connect(&rt, 3, &["payments"], |_| {
+        FleetConfig::new(&url)
+            .prefix("cq")
+            .resync_every(Duration::from_millis(200))
+            .fleet_trip(FleetTrip::Quorum(Quorum::Instances(2)))
+    });
+    crate::servers::poll("three live instances", Duration::from_secs(5), || {
+        fleet.fleets[0]
+            .instances()
+            .first()
+            .is_some_and(|b| b.instances.len() == 3)
+    });
+    fail(&fleet.breakers[0][0]);
+    crate::servers::poll("node 0's report tallied", Duration::from_secs(5), || {
+        fleet.fleets[0].instances()[0].last_tally == Some((1, 2, 3))
+    });
+    for i in 1..3 {
+        assert!(rt.block_on(fleet.fleets[i].resync()));
+        assert_eq!(fleet.breakers[i][0].state(), State::Closed, "instance {i}");
+    }
+    fail(&fleet.breakers[1][0]);
+    fleet.all(0, State::Open, Duration::from_secs(3));
+}
+
+/// Propagation in a Cluster of three masters (the record on one, `PUBLISH` reaching subscribers
+/// on the others), three instances in this process, 200 trip–reset rounds. A measurement for
+/// BENCHMARKS.md.
+#[test]
+#[ignore = "a measurement: run it with --ignored --nocapture"]
+fn propagation_in_a_cluster() {
+    let _machine = crate::support::alone();
+    let Some(bin) = redis_server() else { return };
+    let cluster = Cluster::start(&bin, 3, 0);
+    let rt = runtime();
+    let _guard = rt.enter();
+    let url = format!(
+        "redis+cluster://{}",
+        cluster
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let fleet = Instances::connect(&rt, 3, &["payments"], |_| {
+        FleetConfig::new(&url).prefix("clp")
+    });
+    let (p50, p99, max) = crate::instances::propagation(&fleet, 0, 200);
+    println!(
+        "cluster of 3 masters, 3 instances, 200 trips: propagation p50 {p50:?}, p99 {p99:?}, max {max:?}"
     );
 }

@@ -71,3 +71,42 @@ impl Instances {
         );
     }
 }
+
+/// Trip propagation among `fleet`'s instances for breaker `j`, over `rounds` trip–reset
+/// rounds: from instance 0's own open event to each other instance's imported one, in this
+/// process (one clock). `(p50, p99, max)`. A measurement: it asserts only that every round went
+/// through.
+pub fn propagation(fleet: &Instances, j: usize, rounds: usize) -> (Duration, Duration, Duration) {
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+    let opened: Arc<Mutex<Vec<(usize, Instant)>>> = Arc::default();
+    for (i, b) in fleet.breakers.iter().enumerate() {
+        let opened = opened.clone();
+        b[j].on_state_change(move |e| {
+            if e.to == State::Open {
+                opened.lock().unwrap().push((i, Instant::now()));
+            }
+        });
+    }
+    let n = fleet.breakers.len();
+    let mut delays = Vec::with_capacity(rounds * (n - 1));
+    for _ in 0..rounds {
+        opened.lock().unwrap().clear();
+        fail(&fleet.breakers[0][j]);
+        poll("every instance open", Duration::from_secs(10), || {
+            let seen = opened.lock().unwrap();
+            (1..n).all(|i| seen.iter().any(|(k, _)| *k == i))
+        });
+        let seen = opened.lock().unwrap().clone();
+        let start = seen.iter().find(|(k, _)| *k == 0).unwrap().1;
+        for i in 1..n {
+            let at = seen.iter().find(|(k, _)| *k == i).unwrap().1;
+            delays.push(at.saturating_duration_since(start));
+        }
+        fleet.breakers[0][j].reset();
+        fleet.all(j, State::Closed, Duration::from_secs(10));
+    }
+    delays.sort();
+    let at = |q: f64| delays[((delays.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.99), *delays.last().unwrap())
+}

@@ -6,6 +6,7 @@
 //! - `together` — trips, controls, probes and counts reach every instance;
 //! - `acl` — under the least-privilege Redis user docs/fleet.md gives;
 //! - `faults` — the store killed, stopped, partitioned, flushed; a subscriber that stops reading;
+//! - `quorum` — quorum trips and the live set (`fleet_trip = "quorum"`);
 //! - `numbers` — the measurements behind BENCHMARKS.md (ignored by default);
 //! - `tls`, `sentinel`, `cluster` — production setups (features of the same names), their
 //!   servers started by `servers`, the instances in this process (`instances`).
@@ -19,6 +20,7 @@ mod cluster;
 mod faults;
 mod instances;
 mod numbers;
+mod quorum;
 #[cfg(feature = "sentinel")]
 mod sentinel;
 mod servers;

@@ -140,3 +140,23 @@ fn propagation_and_steady_state_commands() {
         calls as f64 / n as f64 / secs
     );
 }
+
+/// Propagation with a single Redis node, three instances in this process (the same harness as
+/// the Sentinel and Cluster measurements, `instances::propagation`), 200 trip–reset rounds.
+#[test]
+#[ignore = "a measurement: run it with --ignored --nocapture"]
+fn propagation_single_node_in_process() {
+    let _alone = crate::support::alone();
+    let Some(bin) = redis_server() else { return };
+    let redis = Redis::start(&bin, &[]);
+    let rt = crate::instances::runtime();
+    let _guard = rt.enter();
+    let url = redis.url();
+    let fleet = crate::instances::Instances::connect(&rt, 3, &["payments"], |_| {
+        breakerbox_fleet::FleetConfig::new(&url).prefix("onep")
+    });
+    let (p50, p99, max) = crate::instances::propagation(&fleet, 0, 200);
+    println!(
+        "single node, 3 instances, 200 trips: propagation p50 {p50:?}, p99 {p99:?}, max {max:?}"
+    );
+}

@@ -111,3 +111,19 @@ fn a_sentinel_failover_loses_no_transition_and_no_call_waits() {
         "converged {converged:?} after the kill, failover {failover:?}"
     );
 }
+
+/// Propagation through Sentinel (the master the sentinels name), three instances in this
+/// process, 200 trip–reset rounds. A measurement for BENCHMARKS.md.
+#[test]
+#[ignore = "a measurement: run it with --ignored --nocapture"]
+fn propagation_through_sentinel() {
+    let _machine = alone();
+    let Some(bin) = redis_server() else { return };
+    let setup = Sentinels::start(&bin);
+    let rt = runtime();
+    let _guard = rt.enter();
+    let url = setup.url();
+    let fleet = Instances::connect(&rt, 3, &["pay"], |_| FleetConfig::new(&url).prefix("senp"));
+    let (p50, p99, max) = crate::instances::propagation(&fleet, 0, 200);
+    println!("sentinel, 3 instances, 200 trips: propagation p50 {p50:?}, p99 {p99:?}, max {max:?}");
+}

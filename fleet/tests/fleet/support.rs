@@ -309,6 +309,20 @@ impl Node {
         (f[1] == "true", n(2), n(3), n(4), n(5))
     }
 
+    /// The fleet view of `payments` (`fleet_node`'s `instances`): `(trip, tally, [(instance,
+    /// state)])`.
+    pub fn instances(&mut self) -> (String, String, Vec<(String, String)>) {
+        let s = self.cmd("instances");
+        let mut f = s.split_whitespace().skip(1);
+        let trip = f.next().unwrap_or_default().to_owned();
+        let tally = f.next().unwrap_or_default().to_owned();
+        let live = f
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        (trip, tally, live)
+    }
+
     /// `(p50, p99, max, calls)` of the background traffic since the last call, in ns.
     pub fn lat(&mut self) -> (u64, u64, u64, u64) {
         let s = self.cmd("lat");

@@ -9,7 +9,7 @@ use super::{LoadError, Name, Place, Prepared, PreparedKey, key_table_name, read}
 use crate::keyed::family_config::{self as reload, KeyTable, Reload};
 use crate::keyed::family_exists;
 use crate::reconfigure::ReconfigureError;
-use crate::registry::Registry;
+use crate::registry::{Reached, Registry};
 
 impl Registry {
     /// What [`load_toml`](Registry::load_toml) does (the two are one since a load applies to
@@ -19,6 +19,12 @@ impl Registry {
     /// [`Breaker::reconfigure`](crate::Breaker::reconfigure) for what a new value changes
     /// when). Breakers not created yet are configured for their creation. Returns the names
     /// configured.
+    ///
+    /// **What was removed is gone.** Every name the last load of the same file (the same
+    /// `path`, or `origin` for [`reload_toml_str`](Registry::reload_toml_str)) reached is
+    /// rebuilt too: one whose table, key table, `[defaults]` key, base or variable is gone
+    /// takes the layers under it again (its attribute's or its code's config, the defaults),
+    /// keeping its state, and is among the names returned. Another file's load leaves it.
     ///
     /// ```
     /// use breakerbox_runtime::{registry, Config, State};
@@ -77,7 +83,8 @@ impl Registry {
         text: &str,
         env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<Vec<String>, LoadError> {
-        let (configs, key_configs, shared) = self.prepare(path, text, env)?;
+        let scope = scope(path);
+        let (configs, key_configs, shared) = self.prepare(path, &scope, text, env)?;
         let refused = |name: &str, place: &Place, e: ReconfigureError| match place {
             Place::Line(line) => LoadError::NotReloadable {
                 path: path.to_owned(),
@@ -180,6 +187,17 @@ impl Registry {
             note(&name);
             names.push(name);
         }
+        let keys = key_configs
+            .iter()
+            .map(|k| key_table_name(&k.family, &k.key))
+            .collect();
+        self.set_reached(
+            &scope,
+            Reached {
+                names: names.clone(),
+                keys,
+            },
+        );
         for (name, line, keys) in shared {
             self.note_table(&name, &file, line, keys, true);
         }
@@ -201,6 +219,21 @@ impl Registry {
         }
         Ok(names)
     }
+}
+
+/// Under what a load's file is known to the next load of it: its path. The loader's unit
+/// tests run in parallel in one process and name their files alike; each test's loads are
+/// apart (by its thread), so that one test's file does not undo another's.
+#[cfg(not(test))]
+fn scope(path: &Path) -> std::path::PathBuf {
+    path.to_owned()
+}
+
+#[cfg(test)]
+fn scope(path: &Path) -> std::path::PathBuf {
+    let thread = std::thread::current();
+    let id = format!("{:?}", thread.id());
+    path.join(thread.name().unwrap_or(&id))
 }
 
 /// A live family's refusal of a reload, as an error: blamed on the key's table if it has one

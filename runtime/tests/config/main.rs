@@ -12,5 +12,6 @@ mod alone;
 mod env;
 mod reload;
 mod reload_heap;
+mod reload_removed;
 mod text;
 mod watch;

@@ -42,7 +42,7 @@ fn a_new_threshold_judges_the_half_filled_window() {
     assert_eq!(b.state(), State::Closed, "60 % < 80 %");
     let names = registry()
         .reload_toml_str(
-            "live.toml",
+            "a-new-threshold-judges-the-half-filled-w.toml",
             "[breakers.\"reload.window\"]\nfailure_rate = 50\nwindow = 10\nmin_calls = 5\n",
         )
         .unwrap();
@@ -75,7 +75,7 @@ fn an_open_breaker_keeps_its_open_time() {
     clock.advance(secs(4));
     registry()
         .reload_toml_str(
-            "live.toml",
+            "an-open-breaker-keeps-its-open-time.toml",
             "[breakers.\"reload.open\"]\nfailures = 1\nopen_for = \"1s\"\n",
         )
         .unwrap();
@@ -103,15 +103,19 @@ fn a_bad_file_changes_nothing() {
     let before = (a.config().clone(), b.config().clone());
     // A valid change to `a`, then a bad value for `b`: nothing applies.
     let text = "[breakers.\"reload.bad.a\"]\nfailures = 1\n\n[breakers.\"reload.bad.b\"]\nfailure_rate = 500\n";
-    let err = registry().reload_toml_str("live.toml", text).unwrap_err();
+    let err = registry()
+        .reload_toml_str("a-bad-file-changes-nothing.toml", text)
+        .unwrap_err();
     assert!(matches!(err, LoadError::Invalid { .. }), "{err}");
     assert_eq!(err.line(), Some(5));
     // A change `b` cannot take live (its window's size), after a valid one to `a`.
     let text = "[breakers.\"reload.bad.a\"]\nfailures = 1\n\n[breakers.\"reload.bad.b\"]\nfailure_rate = 50\nwindow = 20\n";
-    let err = registry().reload_toml_str("live.toml", text).unwrap_err();
+    let err = registry()
+        .reload_toml_str("a-bad-file-changes-nothing.toml", text)
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "live.toml:4: [breakers.reload.bad.b] `window` cannot change on a live breaker: the \
+        "a-bad-file-changes-nothing.toml:4: [breakers.reload.bad.b] `window` cannot change on a live breaker: the \
          window's kind and size are fixed when it is made; it applies to breakers created \
          after the change (restart to apply it to this one)"
     );
@@ -119,11 +123,17 @@ fn a_bad_file_changes_nothing() {
     // A syntax error, and an unknown breaker.
     assert!(
         registry()
-            .reload_toml_str("live.toml", "[breakers.\"reload.bad.a\"\n")
+            .reload_toml_str(
+                "a-bad-file-changes-nothing.toml",
+                "[breakers.\"reload.bad.a\"\n"
+            )
             .is_err()
     );
     let err = registry()
-        .reload_toml_str("live.toml", "[breakers.\"reload.bad.aa\"]\nfailures = 1\n")
+        .reload_toml_str(
+            "a-bad-file-changes-nothing.toml",
+            "[breakers.\"reload.bad.aa\"]\nfailures = 1\n",
+        )
         .unwrap_err();
     assert!(matches!(err, LoadError::UnknownBreaker { .. }), "{err}");
     assert_eq!((a.config().clone(), b.config().clone()), before);
@@ -137,7 +147,7 @@ fn a_bad_file_changes_nothing() {
 fn a_breaker_not_created_yet_is_configured_for_its_creation() {
     registry()
         .reload_toml_str(
-            "live.toml",
+            "a-breaker-not-created-yet-is-configured-.toml",
             "[breakers.\"reload.later\"]\ndynamic = true\nfailures = 2\n",
         )
         .unwrap();
@@ -151,7 +161,7 @@ fn a_reloaded_breaker_is_an_override_not_a_conflict() {
     let b = registry().get_or_create("reload.override", make);
     registry()
         .reload_toml_str(
-            "live.toml",
+            "a-reloaded-breaker-is-an-override-not-a-.toml",
             "[breakers.\"reload.override\"]\nfailures = 2\n",
         )
         .unwrap();
@@ -187,7 +197,9 @@ fn a_family_table_reaches_every_live_key_keeping_its_state() {
     fail_key(&f, "open", 3);
     clock.advance(secs(4));
     let text = "[breakers.\"reload.keyed\"]\ndynamic = true\nfailures = 2\nopen_for = \"1s\"\n";
-    let names = registry().reload_toml_str("live.toml", text).unwrap();
+    let names = registry()
+        .reload_toml_str("a-family-table-reaches-every-live-key-ke.toml", text)
+        .unwrap();
     assert_eq!(names, ["reload.keyed"]);
     // The family's config, for keys made from now on, on the family's clock.
     assert_eq!(f.config().failures(), Some(2));
@@ -230,7 +242,9 @@ fn a_family_table_reaches_the_overflow_breaker() {
     f.call("c", || Ok::<_, &str>(())).unwrap();
     assert_eq!(f.len(), 2);
     let text = "[breakers.\"reload.overflow\"]\ndynamic = true\nmax_keys = 1\nfailures = 2\n";
-    registry().reload_toml_str("live.toml", text).unwrap();
+    registry()
+        .reload_toml_str("a-family-table-reaches-the-overflow-brea.toml", text)
+        .unwrap();
     assert_eq!(f.overflow().unwrap().config().failures(), Some(2));
 }
 
@@ -240,7 +254,9 @@ fn a_key_table_reaches_its_live_key_and_leaves_with_it() {
     fail_key(&f, "slow-host", 2);
     fail_key(&f, "other", 1);
     let with = "[breakers.\"reload.key\"]\ndynamic = true\nfailures = 3\n\n[breakers.\"reload.key\".keys.\"slow-host\"]\nfailures = 5\nopen_for = \"5m\"\n";
-    registry().reload_toml_str("live.toml", with).unwrap();
+    registry()
+        .reload_toml_str("a-key-table-reaches-its-live-key-and-lea.toml", with)
+        .unwrap();
     let slow = f.get("slow-host").unwrap();
     assert_eq!(
         (slow.config().failures(), slow.config().open_for()),
@@ -257,7 +273,9 @@ fn a_key_table_reaches_its_live_key_and_leaves_with_it() {
     // Without the table, the key goes back to the family's config. A family that exists is
     // a name the registry knows: its table needs no `dynamic = true`.
     let without = "[breakers.\"reload.key\"]\nfailures = 4\n";
-    registry().reload_toml_str("live.toml", without).unwrap();
+    registry()
+        .reload_toml_str("a-key-table-reaches-its-live-key-and-lea.toml", without)
+        .unwrap();
     assert_eq!(
         (slow.config().failures(), slow.config().open_for()),
         (Some(4), Config::default().open_for())
@@ -284,14 +302,17 @@ fn a_bad_file_leaves_every_key_as_it_was() {
     let head = "[breakers.\"reload.keyed.bad\"]\ndynamic = true\n";
     let reload = |rest: &str| {
         registry()
-            .reload_toml_str("live.toml", &format!("{head}{rest}"))
+            .reload_toml_str(
+                "a-bad-file-leaves-every-key-as-it-was.toml",
+                &format!("{head}{rest}"),
+            )
             .unwrap_err()
     };
     // The family's window.
     let err = reload("failure_rate = 60\nwindow = 20\n");
     assert_eq!(
         err.to_string(),
-        "live.toml:1: [breakers.reload.keyed.bad] `window` cannot change on a live keyed \
+        "a-bad-file-leaves-every-key-as-it-was.toml:1: [breakers.reload.keyed.bad] `window` cannot change on a live keyed \
          family's breakers: the window's kind and size are fixed when it is made; restart to \
          apply it"
     );
@@ -302,7 +323,7 @@ fn a_bad_file_leaves_every_key_as_it_was() {
     );
     assert_eq!(
         err.to_string(),
-        "live.toml:6: [breakers.reload.keyed.bad.keys.\"h\"] `window` cannot change on a live \
+        "a-bad-file-leaves-every-key-as-it-was.toml:6: [breakers.reload.keyed.bad.keys.\"h\"] `window` cannot change on a live \
          keyed family's breakers: the window's kind and size are fixed when it is made; \
          restart to apply it"
     );
@@ -312,7 +333,7 @@ fn a_bad_file_leaves_every_key_as_it_was() {
     );
     assert_eq!(
         err.to_string(),
-        "live.toml:6: [breakers.reload.keyed.bad.keys.\"not-held\"] `slow_rate` cannot change \
+        "a-bad-file-leaves-every-key-as-it-was.toml:6: [breakers.reload.keyed.bad.keys.\"not-held\"] `slow_rate` cannot change \
          on a live keyed family's breakers: adding or removing a slow-call rate adds or \
          removes the window; restart to apply it"
     );
@@ -320,7 +341,7 @@ fn a_bad_file_leaves_every_key_as_it_was() {
     let err = reload("failure_rate = 60\nwindow = 10\nmax_keys = 5\n");
     assert_eq!(
         err.to_string(),
-        "live.toml:1: [breakers.reload.keyed.bad] `max_keys` cannot change on a live keyed \
+        "a-bad-file-leaves-every-key-as-it-was.toml:1: [breakers.reload.keyed.bad] `max_keys` cannot change on a live keyed \
          family: its bounds are fixed when it is made; restart to apply it"
     );
     // A valid change to the family with a bad table after it.
@@ -369,7 +390,9 @@ fn a_key_made_from_the_old_config_during_a_reload_ends_with_the_new() {
             "[breakers.\"reload.race\"]\ndynamic = true\nfailures = 3\n\n[breakers.\"reload.race\".keys.late]\nfailures = {n}\n"
         )
     };
-    registry().reload_toml_str("live.toml", &file(5)).unwrap();
+    registry()
+        .reload_toml_str("a-key-made-from-the-old-config-during-a-.toml", &file(5))
+        .unwrap();
     let (entered, on_entered) = mpsc::channel();
     let (go, on_go) = mpsc::channel();
     *GATE.lock().unwrap() = Some((entered, on_go));
@@ -380,7 +403,9 @@ fn a_key_made_from_the_old_config_during_a_reload_ends_with_the_new() {
     // The maker has read the key's table (failures = 5) and is in the key's `Display`: its
     // breaker is not in the family yet, so the reload's walk cannot find it.
     on_entered.recv_timeout(secs(60)).unwrap();
-    registry().reload_toml_str("live.toml", &file(4)).unwrap();
+    registry()
+        .reload_toml_str("a-key-made-from-the-old-config-during-a-.toml", &file(4))
+        .unwrap();
     go.send(()).unwrap();
     assert_eq!(maker.join().unwrap(), Some(4), "the maker's handle");
     assert_eq!(
@@ -412,7 +437,9 @@ fn keys_made_while_reloads_run_end_with_the_last_config_and_every_count() {
         }
         s.spawn(|| {
             for n in 520..550 {
-                registry().reload_toml_str("live.toml", &file(n)).unwrap();
+                registry()
+                    .reload_toml_str("keys-made-while-reloads-run-end-with-the.toml", &file(n))
+                    .unwrap();
             }
         });
     });
@@ -436,10 +463,12 @@ fn keys_of_a_single_breaker_are_refused_before_anything_changes() {
     let (b, _) = live("reload.single", Config::builder().failures(3));
     let (other, _) = live("reload.single.other", Config::builder().failures(3));
     let text = "[breakers.\"reload.single\"]\nfailures = 2\n\n[breakers.\"reload.single\".keys.h]\nfailures = 1\n\n[breakers.\"reload.single.other\"]\nfailures = 2\n";
-    let err = registry().reload_toml_str("live.toml", text).unwrap_err();
+    let err = registry()
+        .reload_toml_str("keys-of-a-single-breaker-are-refused-bef.toml", text)
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "live.toml:4: [breakers.reload.single.keys.\"h\"] 'reload.single' is a single breaker, \
+        "keys-of-a-single-breaker-are-refused-bef.toml:4: [breakers.reload.single.keys.\"h\"] 'reload.single' is a single breaker, \
          not a keyed family: only a family has keys"
     );
     assert_eq!(
@@ -485,7 +514,9 @@ fn a_key_whose_display_panics_while_a_reload_applies_keeps_its_config_alone() {
     *PANIC_AT.lock().unwrap() = Some(2);
     let text = "[breakers.\"reload.flaky\"]\nfailures = 3\n\n[breakers.\"reload.flaky\".keys.other]\nfailures = 2\n";
     assert_eq!(
-        registry().reload_toml_str("live.toml", text).unwrap(),
+        registry()
+            .reload_toml_str("a-key-whose-display-panics-while-a-reloa.toml", text)
+            .unwrap(),
         ["reload.flaky"]
     );
     assert_eq!(*PANIC_AT.lock().unwrap(), None, "it panicked");
@@ -513,7 +544,9 @@ fn a_family_keeps_the_probe_of_its_code() {
         .unwrap();
     f.call("held", || Ok::<_, &str>(())).unwrap();
     let text = "[breakers.\"reload.probe\"]\nfailures = 2\n\n[breakers.\"reload.probe\".keys.own]\nfailures = 4\n";
-    registry().reload_toml_str("live.toml", text).unwrap();
+    registry()
+        .reload_toml_str("a-family-keeps-the-probe-of-its-code.toml", text)
+        .unwrap();
     assert!(f.config().probe().is_some(), "the family's");
     for key in ["held", "new", "own"] {
         let config = f.breaker(key).config().clone();

@@ -35,6 +35,7 @@ attribute!(SWITCH_BACK, "layer-switch-back", 110, |b| b
     .window(crate::Window::Calls(20))
     .min_calls(5));
 attribute!(CONF_ATTR, "layer-conf-attr", 120, |b| b.failures(3));
+attribute!(VAR_GONE, "layer-var-gone", 130, |b| b.failure_rate(50));
 
 #[linkme::distributed_slice(crate::registration::REGISTRATIONS)]
 static KEYED: Registration =
@@ -355,8 +356,14 @@ fn a_layer_switches_the_way_of_tripping() {
     assert_eq!(c.failures(), None);
     assert_eq!(c.failures_within(), None);
     assert_eq!(c.window(), crate::Window::Calls(20));
-    // Back to consecutive failures: the rate's window and minimum go with it.
-    load("", &[("BREAKERBOX__LAYER_SWITCH_BACK__FAILURES", "4")]).unwrap();
+    // Back to consecutive failures: the rate's window and minimum go with it (the file
+    // keeps its table: without it, the live breaker would go back to its attribute's
+    // failures, which a reload refuses).
+    load(
+        "[breakers.layer-switch]\nfailure_rate = 50\nwindow = 20\n",
+        &[("BREAKERBOX__LAYER_SWITCH_BACK__FAILURES", "4")],
+    )
+    .unwrap();
     let c = registry()
         .get("layer-switch-back")
         .unwrap()
@@ -488,9 +495,11 @@ fn a_configured_config_is_a_layer_under_the_file_whatever_the_order() {
     let line = line!() + 1;
     assert!(registry().configure("layer-conf-first", rate()));
     load("[breakers.layer-conf-first]\nopen_for = \"5s\"\n", &[]).unwrap();
-    // The file, then configure.
+    // The file, then configure (the file keeps the first table: without it, that breaker
+    // would go back to its configured config).
     load(
-        "[breakers.layer-conf-then]\ndynamic = true\nopen_for = \"5s\"\n",
+        "[breakers.layer-conf-first]\nopen_for = \"5s\"\n\
+         [breakers.layer-conf-then]\ndynamic = true\nopen_for = \"5s\"\n",
         &[],
     )
     .unwrap();
@@ -511,18 +520,19 @@ fn a_configured_config_is_a_layer_under_the_file_whatever_the_order() {
                 "failure_rate = 50 (Registry::configure at runtime/src/load/tests/layers.rs:{line})"
             )
         );
-        // A reload changes its keys only, over the configured config again.
-        load(
-            &format!("[breakers.{name}]\nsuccesses = 1\n"),
-            &[(
-                &format!(
-                    "BREAKERBOX__{}__MIN_CALLS",
-                    name.to_uppercase().replace('-', "_")
-                ),
-                "5",
-            )],
-        )
-        .unwrap();
+        // A reload changes its keys only, over the configured config again (from a file of
+        // its own, which leaves the other name's table alone).
+        let var = format!(
+            "BREAKERBOX__{}__MIN_CALLS",
+            name.to_uppercase().replace('-', "_")
+        );
+        registry()
+            .load_with_env(
+                Path::new(&format!("{name}.toml")),
+                &format!("[breakers.{name}]\nsuccesses = 1\n"),
+                env_of(&[(&var, "5")]),
+            )
+            .unwrap();
         assert_eq!(b.config().failure_rate(), Some(50), "{name}");
         assert_eq!(b.config().min_calls(), 5, "{name}");
         assert_eq!(b.config().open_for(), Duration::from_secs(60), "{name}");
@@ -701,4 +711,32 @@ fn a_configured_family_keeps_the_configured_keys_under_the_file() {
     // configure on a family that exists changes nothing.
     assert!(!registry().configure("layer-conf-family", Config::default()));
     assert_eq!(family.config().failure_rate(), Some(50));
+}
+
+/// A variable gone at the next load of the same file takes its key back to the layers under
+/// it, as a table gone from the file does; the breaker keeps its state.
+#[test]
+fn a_variable_removed_between_two_loads_gives_the_key_back_to_the_attribute() {
+    use crate::config::sources::ConfigSource;
+    let file = Path::new("var-gone.toml");
+    let var = [("BREAKERBOX__LAYER_VAR_GONE__OPEN_FOR", "5s")];
+    registry().load_with_env(file, "", env_of(&var)).unwrap();
+    let b = registry().get("layer-var-gone").unwrap();
+    assert_eq!(b.config().open_for(), Duration::from_secs(5));
+    b.force_open();
+    let names = registry().load_with_env(file, "", Vec::new()).unwrap();
+    assert_eq!(names, ["layer-var-gone"]);
+    assert_eq!(b.config().open_for(), Config::default().open_for());
+    assert_eq!(b.config().failure_rate(), Some(50));
+    assert_eq!(b.state(), crate::State::ForcedOpen);
+    let open_for = source_of("layer-var-gone", "open_for");
+    assert!(
+        matches!(open_for.source, ConfigSource::Default),
+        "{open_for}"
+    );
+    let rate = source_of("layer-var-gone", "failure_rate");
+    assert!(
+        matches!(rate.source, ConfigSource::Site(site) if site.line() == 130),
+        "{rate}"
+    );
 }

@@ -1,0 +1,275 @@
+//! `GET /fleet` (feature `fleet`): the fleet view of the admin JSON, with instances that are
+//! real processes. This test binary starts copies of itself as the other instances (the test
+//! `an_instance_process` acts only when started so), all sharing `payments` through a real
+//! `redis-server` on 127.0.0.1, and reads the view from its own router.
+//!
+//!   cargo test -p breakerbox-admin --features fleet --test fleet
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::Value;
+use tower::ServiceExt;
+
+const CHILD: &str = "BREAKERBOX_ADMIN_FLEET_CHILD";
+
+#[cfg(feature = "fleet")]
+fn config(url: &str, prefix: &str, instance: &str) -> breakerbox_fleet::FleetConfig {
+    use breakerbox_fleet::{FleetConfig, FleetTrip, Quorum};
+    FleetConfig::new(url)
+        .prefix(prefix)
+        .share("payments")
+        .instance(instance)
+        .resync_every(Duration::from_millis(200))
+        .fleet_trip(FleetTrip::Quorum(Quorum::Instances(2)))
+}
+
+#[cfg(feature = "fleet")]
+fn payments() -> breakerbox_runtime::Breaker {
+    breakerbox_runtime::registry().get_or_create("payments", || {
+        breakerbox_runtime::Config::builder()
+            .failures(1)
+            .open_for(Duration::from_secs(60))
+            .build()
+            .unwrap()
+    })
+}
+
+/// One instance, when started by the test below (`BREAKERBOX_ADMIN_FLEET_CHILD=<url> <prefix>
+/// <instance> <fail|stay>`): shares `payments`, fails one call if told, says `ready`, and runs
+/// until its stdin closes.
+#[cfg(feature = "fleet")]
+#[test]
+fn an_instance_process() {
+    let Ok(args) = std::env::var(CHILD) else {
+        return; // not started as an instance: nothing to do
+    };
+    let args: Vec<&str> = args.split(' ').collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let b = payments();
+    let _fleet = {
+        let _guard = rt.enter();
+        breakerbox_fleet::Fleet::start(config(args[0], args[1], args[2])).unwrap()
+    };
+    if args[3] == "fail" {
+        let _ = b.call(|| Err::<(), _>("refused"));
+    }
+    // Straight to the process's stdout: the test harness may capture `println!`.
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "ready");
+        let _ = out.flush();
+    }
+    let (done, closed) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let _ = std::io::stdin().read_line(&mut String::new());
+        let _ = done.send(());
+    });
+    rt.block_on(async {
+        let _ = closed.await;
+    });
+}
+
+fn redis_url() -> Option<(String, Option<Child>)> {
+    if let Ok(url) = std::env::var("BREAKERBOX_TEST_REDIS_URL") {
+        return Some((url, None));
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .spawn();
+    match child {
+        Ok(child) => {
+            let url = format!("redis://127.0.0.1:{port}/");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(Instant::now() < deadline, "redis-server did not start");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Some((url, Some(child)))
+        }
+        Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("the fleet view's test needs redis-server (scripts/test installs it)")
+        }
+        Err(_) => {
+            eprintln!("SKIPPED: no redis-server on the PATH");
+            None
+        }
+    }
+}
+
+/// A copy of this binary running `an_instance_process` as `instance`, once it is ready.
+fn instance(url: &str, prefix: &str, name: &str, fail: bool) -> Child {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "an_instance_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(
+            CHILD,
+            format!(
+                "{url} {prefix} {name} {}",
+                if fail { "fail" } else { "stay" }
+            ),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in out.by_ref() {
+        // After the harness's own `test an_instance_process ... `, on the same line.
+        if line.unwrap().ends_with("ready") {
+            // The rest is read to its end, so that the harness's last words find a reader.
+            std::thread::spawn(move || out.for_each(drop));
+            return child;
+        }
+    }
+    let _ = child.wait();
+    panic!("{name} ended before it was ready");
+}
+
+async fn get(router: &axum::Router, path: &str) -> (StatusCode, Value) {
+    let req = Request::get(path).body(Body::empty()).unwrap();
+    let res = router.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let bytes = axum::body::to_bytes(res.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+/// `(instance, state, this)` of `payments` in the view, by name.
+fn hosts(view: &Value) -> Vec<(String, String, bool)> {
+    let Some(b) = view["breakers"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["name"] == "payments"))
+    else {
+        return Vec::new();
+    };
+    b["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["instance"].as_str().unwrap().to_owned(),
+                i["state"].as_str().unwrap_or("?").to_owned(),
+                i["this"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[cfg(feature = "fleet")]
+#[tokio::test]
+async fn the_fleet_json_lists_each_live_instance_with_its_local_state() {
+    let Some((url, mut server)) = redis_url() else {
+        return;
+    };
+    let prefix = format!("adminfleet{}", std::process::id());
+    let b = payments();
+    let fleet = breakerbox_fleet::Fleet::start(config(&url, &prefix, "here")).unwrap();
+    let router = breakerbox_admin::Admin::new().fleet(fleet.view()).router();
+    // A closed process first, then one that fails alone once both are live (under a quorum of
+    // 2 of three: open there only; with fewer live, its trip would be the fleet's).
+    let mut c = instance(&url, &prefix, "proc-c", false);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while hosts(&get(&router, "/fleet").await.1).len() != 2 {
+        assert!(Instant::now() < deadline, "proc-c never listed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut a = instance(&url, &prefix, "proc-a", true);
+    let want = |c_state: &str| {
+        vec![
+            ("here".to_owned(), "closed".to_owned(), true),
+            ("proc-a".to_owned(), "open".to_owned(), false),
+            ("proc-c".to_owned(), c_state.to_owned(), false),
+        ]
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let view = loop {
+        let (status, view) = get(&router, "/fleet").await;
+        assert_eq!(status, StatusCode::OK, "{view}");
+        if hosts(&view) == want("closed") {
+            break view;
+        }
+        assert!(Instant::now() < deadline, "the view: {view}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(view["instance"], "here");
+    let payments = &view["breakers"][0];
+    assert_eq!(payments["trip"], "quorum");
+    assert_eq!(payments["quorum"], "2");
+    assert_eq!(payments["hosts"], 3);
+    let expires = payments["instances"][0]["expires_in_ms"].as_u64().unwrap();
+    assert!(
+        expires <= 600,
+        "a heartbeat lives three resyncs: {expires} ms"
+    );
+    assert_eq!(
+        b.state(),
+        breakerbox_runtime::State::Closed,
+        "one open of three is not a quorum"
+    );
+    // proc-c goes (its stdin closed: it ends): it leaves the view within its heartbeat's life.
+    drop(c.stdin.take());
+    let _ = c.wait();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, view) = get(&router, "/fleet").await;
+        let live = hosts(&view);
+        if live.len() == 2 {
+            assert_eq!(live, want("closed")[..2]);
+            break;
+        }
+        assert!(Instant::now() < deadline, "the view: {view}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(a.stdin.take());
+    let _ = a.wait();
+    if let Some(server) = &mut server {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+}
+
+#[cfg(not(feature = "fleet"))]
+#[tokio::test]
+async fn without_the_fleet_feature_the_fleet_view_is_a_404_that_says_why() {
+    let (status, body) = get(&breakerbox_admin::router(), "/fleet").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        body["error"].as_str().unwrap().contains("`fleet` feature"),
+        "{body}"
+    );
+}
+
+#[cfg(feature = "fleet")]
+#[tokio::test]
+async fn a_router_given_no_fleet_says_how_to_give_it_one() {
+    let (status, body) = get(&breakerbox_admin::router(), "/fleet").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("Admin::new().fleet(fleet.view())"),
+        "{body}"
+    );
+}
