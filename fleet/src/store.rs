@@ -142,7 +142,10 @@ impl Store for RedisStore {
                 let replies = futures_util::future::join_all(replies).await;
                 if let Some(Err(e)) = replies.iter().find(|r| {
                     r.as_ref().is_err_and(|e| {
-                        !matches!(e.kind(), redis::ErrorKind::Server(_) | redis::ErrorKind::Extension)
+                        !matches!(
+                            e.kind(),
+                            redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
+                        )
                     })
                 }) {
                     return Err(e.clone());

@@ -6,10 +6,9 @@ use core::time::Duration;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use crate::journal::{EntryInfo, Status};
-use crate::replay::{Shared, Task};
 
-/// What a handle reaches of a replay.
-trait Control: Send + Sync {
+/// What a handle reaches of a replay (`replay.rs` implements it for a replay's shared part).
+pub(crate) trait Control: Send + Sync {
     fn name(&self) -> &str;
     fn status(&self) -> Status;
     fn dead_letters(&self) -> Vec<EntryInfo>;
@@ -17,30 +16,6 @@ trait Control: Send + Sync {
     fn drop_dead_letters(&self) -> usize;
     fn store_error(&self) -> Option<String>;
     fn now(&self) -> Duration;
-}
-
-impl<A: Send + 'static> Control for Shared<A> {
-    fn name(&self) -> &str {
-        self.breaker.name()
-    }
-    fn status(&self) -> Status {
-        self.journal.status()
-    }
-    fn dead_letters(&self) -> Vec<EntryInfo> {
-        self.journal.dead_letters()
-    }
-    fn retry_dead_letters(&self) -> usize {
-        Shared::retry_dead_letters(self)
-    }
-    fn drop_dead_letters(&self) -> usize {
-        self.journal.drop_dead_letters()
-    }
-    fn store_error(&self) -> Option<String> {
-        self.journal.store_error()
-    }
-    fn now(&self) -> Duration {
-        self.clock.now()
-    }
 }
 
 /// A [`Replay`](crate::Replay) without its argument type: its journal's status and dead
@@ -100,21 +75,21 @@ impl ReplayHandle {
     }
 }
 
-/// A replay built: alive while a `Replay` holds its task.
-type Registered = (Weak<Task>, Weak<dyn Control>);
+/// A replay built: alive while a `Replay` holds its task (`alive`).
+type Registered = (Weak<dyn Send + Sync>, Weak<dyn Control>);
 
 /// Every replay built in this process.
 static REPLAYS: Mutex<Vec<Registered>> = Mutex::new(Vec::new());
 
-pub(crate) fn of<A: Send + 'static>(shared: &Arc<Shared<A>>) -> ReplayHandle {
-    ReplayHandle(shared.clone())
+pub(crate) fn of(control: Arc<dyn Control>) -> ReplayHandle {
+    ReplayHandle(control)
 }
 
-pub(crate) fn register<A: Send + 'static>(shared: &Arc<Shared<A>>, task: &Arc<Task>) {
-    let control: Arc<dyn Control> = shared.clone();
+/// Lists `control` among the process's replays while `alive` (its replayer's task) lives.
+pub(crate) fn register(control: Arc<dyn Control>, alive: Weak<dyn Send + Sync>) {
     let mut replays = REPLAYS.lock().unwrap_or_else(PoisonError::into_inner);
     replays.retain(|(task, _)| task.strong_count() > 0);
-    replays.push((Arc::downgrade(task), Arc::downgrade(&control)));
+    replays.push((alive, Arc::downgrade(&control)));
 }
 
 /// The replays of this process whose [`Replay`](crate::Replay) is not dropped yet (some

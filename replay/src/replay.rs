@@ -259,7 +259,8 @@ impl<A: Send + 'static> ReplayBuilder<A> {
             wake,
         });
         let task = Arc::new(Task(runtime.spawn(drive(shared.clone()))));
-        crate::handle::register(&shared, &task);
+        let alive: std::sync::Weak<Task> = Arc::downgrade(&task);
+        crate::handle::register(shared.clone(), alive);
         Ok(Replay {
             shared,
             _task: task,
@@ -392,7 +393,7 @@ impl<A: Send + 'static> Replay<A> {
     /// This replay without its argument type, as the admin router serves it (also found by
     /// its breaker's name: [`find`](crate::find)).
     pub fn handle(&self) -> crate::ReplayHandle {
-        crate::handle::of(&self.shared)
+        crate::handle::of(self.shared.clone())
     }
 
     /// Drops every dead letter; how many.
@@ -527,5 +528,29 @@ async fn drive<A: Send + 'static>(shared: Arc<Shared<A>>) {
                 tokio::time::sleep(shared.config.spacing()).await;
             }
         }
+    }
+}
+
+impl<A: Send + 'static> crate::handle::Control for Shared<A> {
+    fn name(&self) -> &str {
+        self.breaker.name()
+    }
+    fn status(&self) -> Status {
+        self.journal.status()
+    }
+    fn dead_letters(&self) -> Vec<EntryInfo> {
+        self.journal.dead_letters()
+    }
+    fn retry_dead_letters(&self) -> usize {
+        Shared::retry_dead_letters(self)
+    }
+    fn drop_dead_letters(&self) -> usize {
+        self.journal.drop_dead_letters()
+    }
+    fn store_error(&self) -> Option<String> {
+        self.journal.store_error()
+    }
+    fn now(&self) -> Duration {
+        self.clock.now()
     }
 }
