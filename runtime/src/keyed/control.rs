@@ -91,7 +91,7 @@ impl KeyQuery {
     }
 }
 
-/// A page of a family's keys, from [`Registry::family_keys`] or [`BreakerMap::key_page`].
+/// A page of a family's keys, from [`Registry::family_keys`](crate::Registry::family_keys) or [`BreakerMap::key_page`].
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
@@ -147,7 +147,7 @@ impl KeyMetrics {
     }
 }
 
-/// A key or family that [`Registry::key_breaker`] and the per-key controls do not find.
+/// A key or family that [`Registry::key_breaker`](crate::Registry::key_breaker) and the per-key controls do not find.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum KeyError {
