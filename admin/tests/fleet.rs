@@ -5,8 +5,11 @@
 //!
 //!   cargo test -p breakerbox-admin --features fleet --test fleet
 
+#[cfg(feature = "fleet")]
 use std::io::{BufRead, BufReader};
+#[cfg(feature = "fleet")]
 use std::process::{Child, Command, Stdio};
+#[cfg(feature = "fleet")]
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -14,6 +17,7 @@ use axum::http::{Request, StatusCode};
 use serde_json::Value;
 use tower::ServiceExt;
 
+#[cfg(feature = "fleet")]
 const CHILD: &str = "BREAKERBOX_ADMIN_FLEET_CHILD";
 
 #[cfg(feature = "fleet")]
@@ -77,6 +81,7 @@ fn an_instance_process() {
     });
 }
 
+#[cfg(feature = "fleet")]
 fn redis_url() -> Option<(String, Option<Child>)> {
     if let Ok(url) = std::env::var("BREAKERBOX_TEST_REDIS_URL") {
         return Some((url, None));
@@ -111,6 +116,7 @@ fn redis_url() -> Option<(String, Option<Child>)> {
     }
 }
 
+#[cfg(feature = "fleet")]
 /// A copy of this binary running `an_instance_process` as `instance`, once it is ready.
 fn instance(url: &str, prefix: &str, name: &str, fail: bool) -> Child {
     let mut child = Command::new(std::env::current_exe().unwrap())
@@ -154,6 +160,7 @@ async fn get(router: &axum::Router, path: &str) -> (StatusCode, Value) {
     (status, serde_json::from_slice(&bytes).unwrap())
 }
 
+#[cfg(feature = "fleet")]
 /// `(instance, state, this)` of `payments` in the view, by name.
 fn hosts(view: &Value) -> Vec<(String, String, bool)> {
     let Some(b) = view["breakers"]
