@@ -151,9 +151,15 @@ impl Task {
             Answer::Failed => return Pushed::Failed,
         };
         if !record.changed && record.epoch == 0 && expected != "0" {
-            // The record vanished (FLUSHALL, a restart): write over "no record" instead.
+            // The record vanished (FLUSHALL, a restart): write over "no record" instead. Under
+            // a quorum an opening over no record is a report, as any opening over a closed one.
             let mut args = args;
             args[1] = "0";
+            if state == State::Open
+                && let Some(quorum) = quorum
+            {
+                return self.report(name, &breaker, quorum, &args).await;
+            }
             record = match self.invoke(name, &args).await {
                 Answer::Done(record) => record,
                 Answer::Unreadable(why) => {

@@ -77,6 +77,9 @@ struct World {
     healthy: [bool; NAMES.len()],
     /// Probe calls in flight, per breaker, of instances still sharing it.
     probes: [u32; NAMES.len()],
+    /// The same per instance (by its index in `insts`): a probe of an earlier half-open that
+    /// outlives it (a call that hangs) is not one of the half-open's probes.
+    probes_of: std::collections::HashMap<(usize, usize), u32>,
     half_open_calls: [u32; NAMES.len()],
     last_fault: Option<Duration>,
     /// Keys that hold a foreign value now, and whether it stays after the heal.
@@ -163,6 +166,7 @@ async fn simulate(seed: u64, tracing: bool) -> Report {
         traffic: true,
         healthy: [true; NAMES.len()],
         probes: [0; NAMES.len()],
+        probes_of: std::collections::HashMap::new(),
         half_open_calls: [2; NAMES.len()],
         last_fault: None,
         junk: [None; NAMES.len()],
@@ -339,15 +343,31 @@ async fn caller(world: Arc<Mutex<World>>, net: Shared, k: usize, j: usize, seed:
         let Ok(permit) = breaker.try_acquire_owned() else {
             continue;
         };
+        // A probe of the fleet's half-open counts against its `half_open_calls`. Under a
+        // quorum, a breaker open alone (its trip reported, the record still closed or gone)
+        // probes alone, as without fleet mode: not counted.
         let probe = permit.is_probe();
-        if probe && shared {
+        let counted = probe && shared && {
+            let w = world.lock().unwrap();
+            w.quorum.is_none()
+                || matches!(record(&net, j).0, Seen::Record { ref state, .. } if state != "closed")
+        };
+        if counted {
             let mut w = world.lock().unwrap();
             w.probes[j] += 1;
+            *w.probes_of.entry((k, j)).or_default() += 1;
             let quiet = w.last_fault.is_none_or(|at| now >= at + SETTLE);
-            if quiet && w.probes[j] > w.half_open_calls[j] {
+            // In flight for the fleet's half-open: those of instances half-open now.
+            let in_half_open: u32 = w
+                .probes_of
+                .iter()
+                .filter(|((i, b), _)| *b == j && w.insts[*i].breakers[j].state() == State::HalfOpen)
+                .map(|(_, n)| *n)
+                .sum();
+            if quiet && in_half_open > w.half_open_calls[j] {
                 let msg = format!(
                     "probes: {} probe calls of `{}` in flight fleet-wide at {:.3}s, half_open_calls = {}",
-                    w.probes[j],
+                    in_half_open,
                     NAMES[j],
                     now.as_secs_f64(),
                     w.half_open_calls[j]
@@ -371,8 +391,11 @@ async fn caller(world: Arc<Mutex<World>>, net: Shared, k: usize, j: usize, seed:
             } else {
                 Outcome::Failure
             };
-            if probe && shared {
+            if counted {
                 w.probes[j] -= 1;
+                if let Some(n) = w.probes_of.get_mut(&(k, j)) {
+                    *n -= 1;
+                }
             }
             drop(w);
             permit.record(outcome);
