@@ -75,10 +75,9 @@ struct World {
     insts: Vec<Inst>,
     traffic: bool,
     healthy: [bool; NAMES.len()],
-    /// Probe calls in flight, per breaker, of instances still sharing it.
-    probes: [u32; NAMES.len()],
-    /// The same per instance (by its index in `insts`): a probe of an earlier half-open that
-    /// outlives it (a call that hangs) is not one of the half-open's probes.
+    /// Probe calls in flight, per instance (its index in `insts`) and breaker, of instances
+    /// still sharing it: per instance, because a probe of an earlier half-open that outlives it
+    /// (a call that hangs) is not one of the current half-open's probes.
     probes_of: std::collections::HashMap<(usize, usize), u32>,
     half_open_calls: [u32; NAMES.len()],
     last_fault: Option<Duration>,
@@ -165,7 +164,6 @@ async fn simulate(seed: u64, tracing: bool) -> Report {
         insts: Vec::new(),
         traffic: true,
         healthy: [true; NAMES.len()],
-        probes: [0; NAMES.len()],
         probes_of: std::collections::HashMap::new(),
         half_open_calls: [2; NAMES.len()],
         last_fault: None,
@@ -354,7 +352,6 @@ async fn caller(world: Arc<Mutex<World>>, net: Shared, k: usize, j: usize, seed:
         };
         if counted {
             let mut w = world.lock().unwrap();
-            w.probes[j] += 1;
             *w.probes_of.entry((k, j)).or_default() += 1;
             let quiet = w.last_fault.is_none_or(|at| now >= at + SETTLE);
             // In flight for the fleet's half-open: those of instances half-open now.
@@ -391,11 +388,8 @@ async fn caller(world: Arc<Mutex<World>>, net: Shared, k: usize, j: usize, seed:
             } else {
                 Outcome::Failure
             };
-            if counted {
-                w.probes[j] -= 1;
-                if let Some(n) = w.probes_of.get_mut(&(k, j)) {
-                    *n -= 1;
-                }
+            if counted && let Some(n) = w.probes_of.get_mut(&(k, j)) {
+                *n -= 1;
             }
             drop(w);
             permit.record(outcome);
