@@ -437,12 +437,9 @@ fn names_contains(files: &[File], name: &str) -> bool {
         .any(|f| f.module.first().is_some_and(|m| m == name))
 }
 
-/// Imports that close a circle and are known debt, each `(crate, from, to)`: the registry's
-/// config-provenance methods (`code_config`, `config_sources`, `configure`, feature `serde`)
-/// ask `keyed` whether a name is a family, while `keyed` builds on the registry. They belong
-/// with `load`, above both. Each must still exist (so that fixing one fails here until it is
-/// taken off this list).
-const DEBT: &[(&str, &str, &str)] = &[("runtime", "registry", "keyed")];
+/// Imports that close a circle and are known debt, each `(crate, from, to)`. Each must still
+/// exist (so that paying one fails here until it is taken off this list).
+const DEBT: &[(&str, &str, &str)] = &[];
 
 /// `c`'s module graph without the debt's imports; panics if a debt import is gone.
 fn without_debt(dir: &str, mut modules: Graph) -> Graph {
