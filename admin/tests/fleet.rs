@@ -183,6 +183,45 @@ fn hosts(view: &Value) -> Vec<(String, String, bool)> {
         .collect()
 }
 
+/// The example of docs/admin.md's section on `GET /fleet`.
+#[cfg(feature = "fleet")]
+fn documented_example() -> Value {
+    let page = include_str!("../../docs/admin.md");
+    let section = &page[page
+        .find("## The fleet view: `GET /fleet`")
+        .expect("the section")..];
+    let start = section.find("```json\n").expect("its example") + "```json\n".len();
+    let end = start + section[start..].find("```").unwrap();
+    serde_json::from_str(&section[start..end]).expect("docs/admin.md's example of GET /fleet")
+}
+
+/// Every field's path in `v`: `breakers[].instances[].state`.
+#[cfg(feature = "fleet")]
+fn paths(v: &Value, at: &str, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        Value::Object(fields) => {
+            for (k, v) in fields {
+                let path = if at.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{at}.{k}")
+                };
+                out.insert(path.clone());
+                paths(v, &path, out);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| paths(v, &format!("{at}[]"), out)),
+        _ => {}
+    }
+}
+
+#[cfg(feature = "fleet")]
+fn fields(v: &Value) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    paths(v, "", &mut out);
+    out
+}
+
 #[cfg(feature = "fleet")]
 #[tokio::test]
 async fn the_fleet_json_lists_each_live_instance_with_its_local_state() {
@@ -233,6 +272,19 @@ async fn the_fleet_json_lists_each_live_instance_with_its_local_state() {
         b.state(),
         breakerbox_runtime::State::Closed,
         "one open of three is not a quorum"
+    );
+    // docs/admin.md's example has this answer's fields, and only those but `last_tally` (an
+    // instance that reported a trip has it; this one did not).
+    let (served, documented) = (fields(&view), fields(&documented_example()));
+    assert!(
+        served.is_subset(&documented),
+        "GET /fleet answers {:?}, which docs/admin.md's example lacks",
+        served.difference(&documented).collect::<Vec<_>>()
+    );
+    let more: Vec<_> = documented.difference(&served).collect();
+    assert!(
+        more.iter().all(|p| p.starts_with("breakers[].last_tally")),
+        "docs/admin.md's example of GET /fleet has {more:?}, which it does not answer"
     );
     // proc-c goes (its stdin closed: it ends): it leaves the view within its heartbeat's life.
     drop(c.stdin.take());

@@ -108,7 +108,7 @@ static RUNNING: Mutex<std::sync::Weak<Shared>> = Mutex::new(std::sync::Weak::new
 /// go on, unshared (a breaker held for a failing store, `on_store_error`, gets its own state
 /// back first).
 pub struct Fleet {
-    shared: Arc<Shared>,
+    shared: Arc<Inner>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -171,7 +171,7 @@ pub struct FleetStatus {
 }
 
 /// What the listeners and the handle share with the task.
-pub(crate) struct Shared {
+pub(crate) struct Inner {
     pub(crate) config: FleetConfig,
     pub(crate) instance: String,
     tx: mpsc::UnboundedSender<task::Message>,
@@ -189,9 +189,9 @@ pub(crate) struct Shared {
     pub(crate) held: Mutex<Option<BTreeMap<String, Held>>>,
     /// `FleetStatus::last_error`.
     pub(crate) last_error: Mutex<Option<String>>,
-    /// Every shared breaker's live instances, as the last heartbeat read them (live.rs).
+    /// Every shared breaker's live instances, as the last heartbeat read them (quorum.rs).
     pub(crate) live: Mutex<BTreeMap<String, Vec<LiveInstance>>>,
-    /// The last quorum tally of each breaker this instance reported a trip of (live.rs).
+    /// The last quorum tally of each breaker this instance reported a trip of (quorum.rs).
     pub(crate) tallies: Mutex<BTreeMap<String, task::Tally>>,
 }
 
@@ -258,7 +258,7 @@ impl Held {
 /// the fleet runs, and empty once it is dropped.
 #[derive(Clone, Debug)]
 pub struct FleetView {
-    shared: std::sync::Weak<Shared>,
+    shared: std::sync::Weak<Inner>,
     instance: String,
 }
 
@@ -276,7 +276,7 @@ impl FleetView {
     }
 }
 
-impl Shared {
+impl Inner {
     fn instances(&self) -> Vec<FleetBreaker> {
         let live = self.live.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let tallies = self
@@ -366,7 +366,7 @@ impl Fleet {
     ) -> Fleet {
         let instance = config.instance.clone().unwrap_or_else(default_instance);
         let (tx, rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Inner {
             config,
             instance,
             tx,
@@ -490,7 +490,7 @@ impl Drop for Fleet {
 
 /// Gives every held breaker back its state. The task does the same when its future is dropped
 /// (its runtime shut down, or the abort above landing after a hold it made meanwhile).
-pub(crate) fn give_back(shared: &Shared) -> usize {
+pub(crate) fn give_back(shared: &Inner) -> usize {
     // Taken out of the lock first: taking a state on runs the breaker's listeners.
     let held = shared.held.lock().unwrap_or_else(|e| e.into_inner()).take();
     let mut n = 0;

@@ -128,7 +128,7 @@ impl Task {
                 commands.push(hmget);
             }
             // And each breaker's heartbeat (`live.lua` by its hash, as a plain `EVALSHA`), in the
-            // same round trip (live.rs).
+            // same round trip (quorum.rs).
             let due_names: Vec<String> = due.iter().map(|n| (*n).clone()).collect();
             commands.extend(self.beat_commands(&due_names));
             let seen: Vec<u64> = due

@@ -17,10 +17,10 @@ use tokio::time::Instant;
 mod counts;
 #[path = "lease.rs"]
 mod lease;
-#[path = "live.rs"]
-mod live;
+#[path = "quorum.rs"]
+mod quorum;
 
-pub(crate) use live::Tally;
+pub(crate) use quorum::Tally;
 #[path = "push.rs"]
 mod push;
 #[path = "resync.rs"]
@@ -28,7 +28,7 @@ mod resync;
 
 use super::record::{Record, parse_payload};
 use super::store::{Script, Store, is_record_problem};
-use super::{Held, OnStoreError, Shared};
+use super::{Held, Inner, OnStoreError};
 use breakerbox_runtime::__edge::{BreakerExt, RegistryExt};
 use breakerbox_runtime::Reason;
 use breakerbox_runtime::registry;
@@ -191,7 +191,7 @@ const TROUBLE_MAX: Duration = Duration::from_millis(500);
 
 pub(crate) struct Task {
     store: Box<dyn Store>,
-    shared: Arc<Shared>,
+    shared: Arc<Inner>,
     rx: mpsc::UnboundedReceiver<Message>,
     pushes: mpsc::UnboundedReceiver<PushInfo>,
     channel: String,
@@ -228,7 +228,7 @@ struct Timers {
 
 impl Task {
     #[cfg(test)]
-    pub(crate) fn new(shared: Arc<Shared>, rx: mpsc::UnboundedReceiver<Message>) -> Task {
+    pub(crate) fn new(shared: Arc<Inner>, rx: mpsc::UnboundedReceiver<Message>) -> Task {
         let (store, pushes) = super::production_store(&shared.config).expect("a good URL");
         Task::with_store(Box::new(store), pushes, shared, rx)
     }
@@ -238,7 +238,7 @@ impl Task {
     pub(crate) fn with_store(
         store: Box<dyn Store>,
         pushes: mpsc::UnboundedReceiver<PushInfo>,
-        shared: Arc<Shared>,
+        shared: Arc<Inner>,
         rx: mpsc::UnboundedReceiver<Message>,
     ) -> Task {
         let channel = format!("{}:changes", shared.config.prefix);

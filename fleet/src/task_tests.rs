@@ -13,12 +13,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::{Message, Record, Task, Timers};
-use crate::{FleetConfig, Shared};
+use crate::{FleetConfig, Inner};
 use breakerbox_runtime::Reason;
 use breakerbox_runtime::{Breaker, Config, ManualClock, State};
 
 /// A task that is not spawned (the test turns its loop), its published records fed by hand.
-fn task(url: &str, prefix: &str) -> (Task, Arc<Shared>, mpsc::UnboundedSender<PushInfo>) {
+fn task(url: &str, prefix: &str) -> (Task, Arc<Inner>, mpsc::UnboundedSender<PushInfo>) {
     task_timed(url, prefix, Duration::from_millis(100))
 }
 
@@ -27,7 +27,7 @@ fn task_timed(
     url: &str,
     prefix: &str,
     timeout: Duration,
-) -> (Task, Arc<Shared>, mpsc::UnboundedSender<PushInfo>) {
+) -> (Task, Arc<Inner>, mpsc::UnboundedSender<PushInfo>) {
     task_with(url, FleetConfig::new(url).prefix(prefix).timeout(timeout))
 }
 
@@ -35,10 +35,10 @@ fn task_timed(
 fn task_with(
     url: &str,
     config: FleetConfig,
-) -> (Task, Arc<Shared>, mpsc::UnboundedSender<PushInfo>) {
+) -> (Task, Arc<Inner>, mpsc::UnboundedSender<PushInfo>) {
     let _ = url;
     let (tx, rx) = mpsc::unbounded_channel();
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(Inner {
         config,
         instance: "here".to_owned(),
         tx,
@@ -61,7 +61,7 @@ fn task_with(
 }
 
 /// `breaker`, shared as `Fleet::share` does it.
-fn share(task: &mut Task, shared: &Arc<Shared>, breaker: &Breaker) {
+fn share(task: &mut Task, shared: &Arc<Inner>, breaker: &Breaker) {
     let weak = Arc::downgrade(shared);
     let own = breaker.downgrade();
     breaker.on_state_change(move |event| {
@@ -243,7 +243,7 @@ async fn two_shared(
     prefix: &str,
 ) -> (
     Task,
-    Arc<Shared>,
+    Arc<Inner>,
     mpsc::UnboundedSender<PushInfo>,
     [Breaker; 2],
     [u64; 2],

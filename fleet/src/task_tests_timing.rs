@@ -6,7 +6,7 @@
 use super::*;
 
 /// A task with this `resync_every`, its store refusing every connection.
-fn task_every(every: Duration) -> (Task, Arc<Shared>, mpsc::UnboundedSender<PushInfo>) {
+fn task_every(every: Duration) -> (Task, Arc<Inner>, mpsc::UnboundedSender<PushInfo>) {
     let url = refused();
     let config = FleetConfig::new(&url)
         .prefix("every")

@@ -9,6 +9,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use breakerbox::admin::Admin;
+use breakerbox::fleet::{Fleet, FleetConfig};
 use breakerbox::{Config, registry};
 use tower::ServiceExt;
 
@@ -72,9 +73,10 @@ fn routes(page: &str, name: &str) -> Vec<Route> {
 }
 
 /// The admin router, mounted as docs/admin.md's example mounts it (and the `admin` example,
-/// which docs/integrations.md describes), with a breaker, a keyed family with a key and
-/// Prometheus text to serve.
-fn app() -> Router {
+/// which docs/integrations.md describes), with a breaker, a keyed family with a key,
+/// Prometheus text and a fleet's view to serve. The fleet shares nothing (the controls below
+/// stay local) and needs no store to answer: it is `scripts/test`'s Redis when there is one.
+fn app() -> (Router, Fleet) {
     assert!(
         ADMIN.contains(r#".nest_service("/admin", admin)"#),
         "docs/admin.md mounts the router another way than this test"
@@ -97,11 +99,20 @@ fn app() -> Router {
         .family::<String>("doc-routes-family", Config::default)
         .unwrap();
     family.call("k1", || Ok::<_, &str>(())).unwrap();
+    let url = std::env::var("BREAKERBOX_TEST_REDIS_URL")
+        .unwrap_or_else(|_| "redis://127.0.0.1:1/".to_owned());
+    let fleet = Fleet::start(
+        FleetConfig::new(url)
+            .prefix("doc-routes")
+            .instance("doc-routes"),
+    )
+    .unwrap();
     let admin = Admin::new()
         .token(TOKEN)
         .prometheus(|| "breakerbox_state{name=\"doc-routes\"} 0\n".to_owned())
+        .fleet(fleet.view())
         .router();
-    Router::new().nest_service("/admin", admin)
+    (Router::new().nest_service("/admin", admin), fleet)
 }
 
 /// The request a route documents, with the breaker, family and key above in its placeholders
@@ -126,7 +137,7 @@ fn request(route: &Route, path: &str) -> Request<Body> {
 
 #[tokio::test]
 async fn every_documented_route_answers() {
-    let app = app();
+    let (app, _fleet) = app();
     let mut admin = routes(ADMIN, "docs/admin.md");
     let integrations = routes(INTEGRATIONS, "docs/integrations.md");
     // The pages document these at least; an extraction that finds fewer is broken.
@@ -135,6 +146,8 @@ async fn every_documented_route_answers() {
         ("GET", "/breakers"),
         ("POST", "/breakers/{name}/disable"),
         ("GET", "/events"),
+        ("GET", "/health"),
+        ("GET", "/fleet"),
         ("GET", "/metrics"),
     ] {
         assert!(
@@ -183,7 +196,7 @@ async fn every_documented_route_answers() {
 /// Mounted as documented, the dashboard answers with and without the trailing slash.
 #[tokio::test]
 async fn the_admin_prefix_answers_with_a_trailing_slash() {
-    let app = app();
+    let (app, _fleet) = app();
     for path in ["/admin", "/admin/"] {
         let res = app
             .clone()

@@ -331,7 +331,6 @@ impl Breaker {
         Ok(OwnedPermit {
             breaker: self.clone(),
             ticket: permit.ticket,
-            done: false,
         })
     }
 

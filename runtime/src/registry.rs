@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::panic::Location;
-use std::sync::{Arc, LazyLock, Mutex, RwLock};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, RwLock};
 
 use crate::breaker::Breaker;
 use crate::clock::{Clock, ClockRef};
@@ -177,6 +177,30 @@ pub(crate) struct Built {
 #[cfg(feature = "serde")]
 pub(crate) fn key_account(family: &str, key: &str) -> String {
     format!("{family}.keys.{key:?}")
+}
+
+/// What the registry asks of the keyed families, which sit a floor above it (`keyed`):
+/// whether a name is a family's, and the config its keys are made with. `keyed` hands the
+/// registry its answer before it makes its first family ([`know_families`]); until then no
+/// family exists to ask about.
+pub(crate) trait FamilyIndex: Sync {
+    /// Whether a keyed family named `name` exists.
+    fn exists(&self, name: &str) -> bool;
+    /// The config the keys of the family `name` are made with, if it exists.
+    #[cfg(feature = "serde")]
+    fn config(&self, name: &str) -> Option<Config>;
+}
+
+static FAMILY_INDEX: OnceLock<&'static dyn FamilyIndex> = OnceLock::new();
+
+/// Gives the registry the families' index; the first call's is kept.
+pub(crate) fn know_families(index: &'static dyn FamilyIndex) {
+    let _ = FAMILY_INDEX.set(index);
+}
+
+/// Whether a keyed family named `name` exists.
+fn is_family(name: &str) -> bool {
+    FAMILY_INDEX.get().is_some_and(|index| index.exists(name))
 }
 
 static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
@@ -569,7 +593,7 @@ impl Registry {
         if let Some(last) = lock(&self.configured).get(name).and_then(|all| all.last()) {
             return Some(last.clone());
         }
-        if crate::keyed::family_exists(name) {
+        if is_family(name) {
             let sites = lock(&self.sites);
             return sites
                 .get(name)?
@@ -703,8 +727,8 @@ impl Registry {
     pub fn config_sources(&self, name: &str) -> Option<Vec<KeySource>> {
         let current = match self.existing(name) {
             Some(b) => b.config().clone(),
-            None => match crate::keyed::families::reloadable().get(name) {
-                Some(family) => family.config(),
+            None => match FAMILY_INDEX.get().and_then(|index| index.config(name)) {
+                Some(config) => config,
                 None => {
                     let preset = self.family_preset(name).config;
                     match preset {
@@ -888,6 +912,10 @@ impl Registry {
         return self.configure_at(name, config, site);
         #[cfg(not(feature = "serde"))]
         {
+            if is_family(name) {
+                tracing::warn!(target: "breakerbox", name, "circuit breaker '{name}' already exists; its config is not changed");
+                return false;
+            }
             if let Some(old) = self.preset(name, |p, _| p.config.replace(config.clone())) {
                 drop(old);
                 self.note_configured(name, site, config);
@@ -920,7 +948,7 @@ impl Registry {
             tracing::warn!(target: "breakerbox", name, "circuit breaker '{name}' already exists; its config is not changed");
             false
         };
-        if crate::keyed::family_exists(name) || self.existing(name).is_some() {
+        if is_family(name) || self.existing(name).is_some() {
             return exists();
         }
         // The file's layers over this config, built outside the locks.

@@ -441,6 +441,7 @@ where
 {
     type Output = Result<T, Error<E>>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
             KindProj::Running {
@@ -487,6 +488,7 @@ where
 struct Held(Option<OwnedPermit>);
 
 impl Drop for Held {
+    #[inline]
     fn drop(&mut self) {
         if let Some(permit) = self.0.take() {
             __edge::cancel(permit);

@@ -11,7 +11,7 @@ use redis::{RedisResult, Value};
 use tokio::time::Instant;
 
 use super::model::Val;
-use super::net::{Net, Shared, SimStore};
+use super::net::{Net, NetRef, SimStore};
 use super::world::SimClock;
 use crate::store::{Reply, Script, Store};
 use crate::{Fleet, FleetConfig, OnStoreError};
@@ -70,7 +70,7 @@ impl Store for Hooked {
 }
 
 pub(super) struct Cluster {
-    pub(super) net: Shared,
+    pub(super) net: NetRef,
     pub(super) fleets: Vec<Option<Fleet>>,
     pub(super) breakers: Vec<Vec<Breaker>>,
     pub(super) conns: Vec<usize>,
@@ -94,7 +94,7 @@ pub(super) fn cluster_with(
     config: impl Fn(SimClock) -> Config,
     fleet: impl Fn(FleetConfig) -> FleetConfig,
 ) -> Cluster {
-    let net: Shared = Arc::new(Mutex::new(Net::new(ChaCha8Rng::seed_from_u64(7), false)));
+    let net: NetRef = Arc::new(Mutex::new(Net::new(ChaCha8Rng::seed_from_u64(7), false)));
     let clock = SimClock(Instant::now());
     let mut c = Cluster {
         net: net.clone(),

@@ -183,7 +183,7 @@ impl Oracle {
     }
 }
 
-pub(super) type Shared = Arc<Mutex<Net>>;
+pub(super) type NetRef = Arc<Mutex<Net>>;
 
 impl Net {
     pub(super) fn new(rng: ChaCha8Rng, tracing: bool) -> Net {
@@ -367,7 +367,7 @@ impl Net {
 /// One instance's store: requests over the simulated network to the model.
 pub(super) struct SimStore {
     pub(super) id: usize,
-    pub(super) net: Shared,
+    pub(super) net: NetRef,
 }
 
 impl SimStore {

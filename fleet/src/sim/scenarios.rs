@@ -10,7 +10,7 @@ use tokio::time::{Instant, sleep};
 
 use super::harness::{Cluster, PREFIX, cluster, consecutive, fail, paused};
 use super::model::Val;
-use super::net::{Net, Shared, SimStore, Weather};
+use super::net::{Net, NetRef, SimStore, Weather};
 use super::world::SimClock;
 use crate::{Fleet, FleetConfig, OnStoreError};
 use breakerbox_runtime::{Breaker, Config, State};
@@ -199,7 +199,7 @@ fn dropping_the_fleet_while_the_store_is_down_gives_every_breaker_back() {
 
 #[test]
 fn losing_the_fleets_runtime_while_the_store_is_down_gives_every_breaker_back() {
-    let net: Shared = Arc::new(Mutex::new(Net::new(ChaCha8Rng::seed_from_u64(7), false)));
+    let net: NetRef = Arc::new(Mutex::new(Net::new(ChaCha8Rng::seed_from_u64(7), false)));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)

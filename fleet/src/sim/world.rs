@@ -30,7 +30,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::time::{Instant, sleep};
 
 use super::model::Val;
-use super::net::{Net, Oracle, Shared, SimStore, Weather};
+use super::net::{Net, NetRef, Oracle, SimStore, Weather};
 use crate::{Fleet, FleetConfig, FleetTrip, OnStoreError, Quorum};
 use breakerbox_runtime::{Breaker, Clock, Config, Outcome, State, Window};
 
@@ -150,7 +150,7 @@ async fn simulate(seed: u64, tracing: bool) -> Report {
     });
     let clock = SimClock(Instant::now());
     let configs = configs(&mut rng, &clock);
-    let net: Shared = Arc::new(Mutex::new(Net::new(
+    let net: NetRef = Arc::new(Mutex::new(Net::new(
         ChaCha8Rng::seed_from_u64(rng.random()),
         tracing,
     )));
@@ -220,7 +220,7 @@ async fn simulate(seed: u64, tracing: bool) -> Report {
 }
 
 fn start_instance(
-    net: &Shared,
+    net: &NetRef,
     configs: &[Config],
     policy: OnStoreError,
     quorum: Option<Quorum>,
@@ -275,7 +275,7 @@ fn start_instance(
 }
 
 /// Traffic in bursts and pauses, and a service that fails and recovers.
-async fn schedule(world: Arc<Mutex<World>>, net: Shared, seed: u64) {
+async fn schedule(world: Arc<Mutex<World>>, net: NetRef, seed: u64) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut next_traffic = Duration::ZERO;
     let mut next_health = [Duration::ZERO; NAMES.len()];
@@ -322,7 +322,7 @@ async fn schedule(world: Arc<Mutex<World>>, net: Shared, seed: u64) {
 }
 
 /// Instance `k`'s calls through breaker `j`.
-async fn caller(world: Arc<Mutex<World>>, net: Shared, k: usize, j: usize, seed: u64) {
+async fn caller(world: Arc<Mutex<World>>, net: NetRef, k: usize, j: usize, seed: u64) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     loop {
         sleep(Duration::from_millis(rng.random_range(5..80))).await;
@@ -418,7 +418,7 @@ fn for_a_while(
 }
 
 /// The fault plan.
-async fn faults(world: Arc<Mutex<World>>, net: Shared, configs: Vec<Config>, seed: u64) {
+async fn faults(world: Arc<Mutex<World>>, net: NetRef, configs: Vec<Config>, seed: u64) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let start = world.lock().unwrap().start;
     sleep(FAULTS_FROM).await;
@@ -638,7 +638,7 @@ async fn faults(world: Arc<Mutex<World>>, net: Shared, configs: Vec<Config>, see
 }
 
 /// Every fault ends (a foreign value under a key may stay), traffic stops.
-fn heal(world: &Arc<Mutex<World>>, net: &Shared) {
+fn heal(world: &Arc<Mutex<World>>, net: &NetRef) {
     let mut nt = net.lock().unwrap();
     nt.note(|| "heal: every fault ends, traffic stops".to_owned());
     nt.weather = Weather::default();
@@ -696,7 +696,7 @@ enum Seen {
     Record { state: String, open_until: u64 },
 }
 
-fn record(net: &Shared, j: usize) -> (Seen, u64) {
+fn record(net: &NetRef, j: usize) -> (Seen, u64) {
     let nt = net.lock().unwrap();
     let (now, _) = nt.server_time();
     let space = nt.model.space.lock().unwrap();
@@ -726,7 +726,7 @@ fn record(net: &Shared, j: usize) -> (Seen, u64) {
     (seen, now)
 }
 
-fn converged(world: &Arc<Mutex<World>>, net: &Shared) {
+fn converged(world: &Arc<Mutex<World>>, net: &NetRef) {
     let mut w = world.lock().unwrap();
     let quorum = w.quorum.is_some();
     let mut found = Vec::new();
@@ -798,7 +798,7 @@ fn converged(world: &Arc<Mutex<World>>, net: &Shared) {
 /// **stuck**: once every call and open time is over, no sharing instance's breaker is open
 /// with time left while the fleet's record is closed or gone (under a quorum, a breaker that
 /// opened alone ends its open time as without fleet mode; in any mode, nothing holds it open).
-fn unstuck(world: &Arc<Mutex<World>>, net: &Shared) {
+fn unstuck(world: &Arc<Mutex<World>>, net: &NetRef) {
     let mut w = world.lock().unwrap();
     let mut found = Vec::new();
     for (j, name) in NAMES.iter().enumerate() {

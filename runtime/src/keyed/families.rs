@@ -122,13 +122,27 @@ pub struct KeyTypeMismatch {
 
 /// Whether a keyed family named `name` exists (`load_toml` configures only those that do
 /// not).
-#[cfg_attr(not(feature = "serde"), allow(dead_code))]
 pub(crate) fn family_exists(name: &str) -> bool {
     FAMILIES
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
         .any(|(n, _)| **n == *name)
+}
+
+/// How the registry learns which names are families' (it sits below `keyed` and cannot look).
+struct Index;
+
+impl crate::registry::FamilyIndex for Index {
+    fn exists(&self, name: &str) -> bool {
+        family_exists(name)
+    }
+
+    #[cfg(feature = "serde")]
+    fn config(&self, name: &str) -> Option<Config> {
+        let view = view(name).ok()?;
+        Some(super::family_config::Reload::config(&*view))
+    }
 }
 
 impl Registry {
@@ -216,6 +230,7 @@ impl Registry {
                         .ok_or_else(mismatch)
                 })
         };
+        crate::registry::know_families(&Index);
         let families = || FAMILIES.lock().unwrap_or_else(|e| e.into_inner());
         // The config closure is user code: it runs outside the lock (and may create families).
         // A call of `family` gives its config at each call, for `check`; the attribute's is

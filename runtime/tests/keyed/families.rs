@@ -216,3 +216,20 @@ fn a_key_whose_display_panics_is_listed_as_such() {
     hosts.call(&Host(2), || Ok::<_, &str>(())).unwrap();
     assert_eq!(hosts.get(&Host(1)).unwrap().state(), State::Open);
 }
+
+#[test]
+fn configure_refuses_the_name_of_an_existing_family() {
+    use breakerbox_runtime::registry;
+    let tenants = registry()
+        .family::<u32>("keyed-configure-refused", || {
+            Config::builder().failures(3).build().unwrap()
+        })
+        .unwrap();
+    assert!(!registry().configure(
+        "keyed-configure-refused",
+        Config::builder().failures(1).build().unwrap()
+    ));
+    // The family's keys keep the family's config.
+    let _ = tenants.call(&7, || Err::<(), _>("refused"));
+    assert_eq!(tenants.get(&7).unwrap().config().failures(), Some(3));
+}

@@ -1,0 +1,221 @@
+//! The dashboard's fleet view in a real browser (feature `fleet`): the tile of a shared breaker
+//! says how many instances report it and each one's local state, as `GET /fleet` has them, and
+//! follows them as they change, until the fleet stops.
+//!
+//! Two fleet instances run in this process, as the fleet's own tests stand several instances in
+//! one (fleet/tests/fleet/instances.rs): `web-1` shares the registry's `ledger`, the breaker the
+//! page shows, and serves the admin router; `web-2` shares a `Breaker::new` of the same name,
+//! a breaker of its own. They meet only in a real `redis-server` on 127.0.0.1: `scripts/test`'s
+//! (`$BREAKERBOX_TEST_REDIS_URL`), else one the test starts. One process is enough: each
+//! instance's local state is its own breaker's, and `web-1` learns `web-2`'s only from the
+//! heartbeats in the store.
+//!
+//! Browser, skip and failure pictures as in tests/dashboard.rs (`tests/browser/`); without
+//! `redis-server` it fails.
+//!
+//!   cargo test -p breakerbox-admin --features fleet --test dashboard_fleet
+
+mod browser;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use breakerbox_admin::Admin;
+use breakerbox_fleet::{Fleet, FleetConfig, FleetTrip, Quorum};
+use breakerbox_runtime::{Breaker, Config, State, registry};
+use fantoccini::Client;
+
+use browser::{target_dir, text_of, tile_in, until};
+
+/// The redis-server of the test: `scripts/test`'s, else one of its own on a free loopback port,
+/// persistence off, killed when dropped.
+struct Redis {
+    url: String,
+    own: Option<Child>,
+}
+
+impl Redis {
+    fn start() -> Redis {
+        if let Ok(url) = std::env::var("BREAKERBOX_TEST_REDIS_URL") {
+            return Redis { url, own: None };
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "the fleet view's browser test needs redis-server (scripts/test installs it: \
+                     apt-get install -y redis-server), or BREAKERBOX_TEST_REDIS_URL: {e}"
+                )
+            });
+        let redis = Redis {
+            url: format!("redis://127.0.0.1:{port}/"),
+            own: Some(child),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        redis
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.own {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Opens on one failure, for a minute: a trip stays until something changes it.
+fn trip_once() -> Config {
+    Config::builder()
+        .failures(1)
+        .open_for(Duration::from_secs(60))
+        .build()
+        .unwrap()
+}
+
+/// An instance of the fleet: heartbeats every 200 ms (each lives 600 ms), and a local trip opens
+/// the fleet only once two live instances are open.
+fn config(url: &str, prefix: &str, instance: &str) -> FleetConfig {
+    FleetConfig::new(url)
+        .prefix(prefix)
+        .instance(instance)
+        .resync_every(Duration::from_millis(200))
+        .fleet_trip(FleetTrip::Quorum(Quorum::Instances(2)))
+}
+
+/// Waits until `ledger`'s tile is in `state` and its fleet line reads `hosts`, with one chip per
+/// instance of `chips` (`(name, whether it is this process, its local state)`), in that order.
+async fn fleet_line(
+    browser: &Client,
+    what: &str,
+    state: &str,
+    hosts: &str,
+    chips: &[(&str, bool, &str)],
+) {
+    let tile = r#"section.tile[data-name="ledger"]"#;
+    let want = chips
+        .iter()
+        .map(|(name, this, local)| {
+            let here = if *this { " (here)" } else { "" };
+            format!("{name}={local}:{name}{here} {local}")
+        })
+        .collect::<Vec<_>>()
+        .join(" | ");
+    until(
+        browser,
+        what,
+        &format!(
+            r#"const t = document.querySelector({tile:?});
+               const f = t && t.querySelector("div.fleet");
+               if (!f) return "no fleet line on the tile";
+               const chips = [...f.querySelectorAll("span.host")]
+                 .map((c) => c.dataset.instance + "=" + c.dataset.state + ":" + c.textContent);
+               const got = [t.dataset.state, {hosts_text}, chips.join(" | ")];
+               const want = [{state:?}, {hosts:?}, {want:?}];
+               return got.every((v, i) => v === want[i]) || got.join(" / ");"#,
+            hosts_text = text_of(&format!("{tile} div.fleet span.hosts")),
+        ),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_breakers_tile_shows_each_instances_local_state_as_it_changes() {
+    let Some(installed) = browser::installed() else {
+        return;
+    };
+    let redis = Redis::start();
+    let prefix = format!("dashfleet{}", std::process::id());
+    let ledger = registry().get_or_create("ledger", trip_once);
+    let web1 = Fleet::start(config(&redis.url, &prefix, "web-1").share("ledger")).unwrap();
+    let web2 = Fleet::start(config(&redis.url, &prefix, "web-2")).unwrap();
+    let theirs = Breaker::new("ledger", trip_once());
+    web2.share(&theirs);
+
+    // web-1's admin router, with its fleet view, under /admin on a free loopback port.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let page = format!("http://{}/admin", listener.local_addr().unwrap());
+    let app = axum::Router::new().nest("/admin", Admin::new().fleet(web1.view()).router());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let (_driver, browser) = browser::open(installed).await;
+    browser.goto(&page).await.unwrap();
+    tile_in(&browser, "ledger", "closed").await;
+    let two = "fleet: 2 hosts reporting · quorum 2";
+    fleet_line(
+        &browser,
+        "both instances report ledger, closed",
+        "closed",
+        two,
+        &[("web-1", true, "closed"), ("web-2", false, "closed")],
+    )
+    .await;
+
+    // web-2's own breaker trips: its chip turns open. One open of two live is no quorum, so the
+    // fleet stays closed, and so do this process's breaker and its tile.
+    let _ = theirs.call(|| Err::<(), _>("ledger db refused"));
+    assert_eq!(theirs.state(), State::Open);
+    fleet_line(
+        &browser,
+        "web-2's chip turns open, web-1's and the tile stay closed",
+        "closed",
+        two,
+        &[("web-1", true, "closed"), ("web-2", false, "open")],
+    )
+    .await;
+    assert_eq!(
+        ledger.state(),
+        State::Closed,
+        "one open of two is no quorum"
+    );
+    let shot = browser.screenshot().await.unwrap();
+    std::fs::write(target_dir().join("dashboard-fleet.png"), shot).unwrap();
+
+    // A reset there (a manual change: the fleet's, under a quorum too) closes it again.
+    theirs.reset();
+    fleet_line(
+        &browser,
+        "web-2's chip turns closed again",
+        "closed",
+        two,
+        &[("web-1", true, "closed"), ("web-2", false, "closed")],
+    )
+    .await;
+
+    // web-2 stops: its heartbeat expires, and the line counts one host.
+    drop(web2);
+    fleet_line(
+        &browser,
+        "web-2 leaves the fleet line",
+        "closed",
+        "fleet: 1 host reporting · quorum 2",
+        &[("web-1", true, "closed")],
+    )
+    .await;
+
+    // web-1's fleet stops: the view lists nothing, and the line goes.
+    drop(web1);
+    until(
+        &browser,
+        "the fleet line goes with the fleet",
+        r#"const t = document.querySelector('section.tile[data-name="ledger"]');
+           return t !== null && t.querySelector("div.fleet") === null;"#,
+    )
+    .await;
+
+    browser.close().await.unwrap();
+    server.abort();
+}
