@@ -101,7 +101,7 @@ pub use config::{FleetConfig, FleetConfigError, FleetTrip, OnStoreError, Quorum}
 pub use link::{StoreConnection, StoreLink};
 
 /// The fleet started last in this process ([`Fleet::running`]).
-static RUNNING: Mutex<std::sync::Weak<Shared>> = Mutex::new(std::sync::Weak::new());
+static RUNNING: Mutex<std::sync::Weak<Inner>> = Mutex::new(std::sync::Weak::new());
 
 /// A running fleet: a background task on the tokio runtime that pushes the shared breakers'
 /// local changes to Redis and applies the others'. Dropping it stops the task; the breakers
