@@ -70,7 +70,19 @@ fn crate_files(lib: &Path) -> Vec<File> {
         };
         for item in &ast.items {
             let syn::Item::Mod(m) = item else { continue };
-            if m.content.is_some() || test_only(&m.attrs) {
+            if test_only(&m.attrs) {
+                continue;
+            }
+            if m.content.is_some() {
+                // An inline module at the crate's root (the runtime's `__private`) is a module
+                // of the map like any other; deeper inline modules belong to their file.
+                if module.is_empty() {
+                    out.push(File {
+                        module: vec![m.ident.to_string()],
+                        path: path.clone(),
+                        ast: inline_module(&text, &m.ident),
+                    });
+                }
                 continue;
             }
             let explicit = m.attrs.iter().find_map(|a| {
@@ -98,6 +110,22 @@ fn crate_files(lib: &Path) -> Vec<File> {
     }
     out.sort_by(|a, b| a.module.cmp(&b.module));
     out
+}
+
+/// The items of the inline module `name` of the file `text`, as a file of their own.
+fn inline_module(text: &str, name: &syn::Ident) -> syn::File {
+    let mut ast = syn::parse_file(text).unwrap();
+    let items = ast
+        .items
+        .drain(..)
+        .find_map(|item| match item {
+            syn::Item::Mod(m) if m.ident == *name => m.content.map(|(_, items)| items),
+            _ => None,
+        })
+        .unwrap();
+    ast.items = items;
+    ast.attrs.clear();
+    ast
 }
 
 /// The paths a file names: each as its segments, `crate` or `super` first.

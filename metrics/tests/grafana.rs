@@ -252,7 +252,7 @@ fn the_grafana_dashboard_queries_only_metrics_and_labels_the_export_emits() {
             "no panel shows outcome `{outcome}`: {outcomes_asked:?}"
         );
     }
-    // What the issue asks the dashboard to show: state, rates, rejections, latency, open keys.
+    // What the dashboard shows: state, rates, rejections, latency, open keys.
     for metric in [
         "breakerbox_state",
         "breakerbox_calls_total",

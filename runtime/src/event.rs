@@ -142,7 +142,7 @@ pub struct Event {
     pub reason: Reason,
     /// When, on the breaker's clock: comparable with the breaker's other times (a
     /// [`ManualClock`](crate::ManualClock)'s in tests), not with `Instant` or a wall time.
-    #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::duration"))]
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::as_text"))]
     pub at: Duration,
     /// When, on the system's wall clock ([`SystemTime::now`] as the change was made), for logs
     /// and alerts. It is read even for a breaker on a [`ManualClock`](crate::ManualClock), and
@@ -168,7 +168,7 @@ pub enum Reason {
     SlowRate(u8),
     /// A call's outcome, or [`Breaker::trip_for`](crate::Breaker::trip_for), opened it for this long.
     TripFor(
-        #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::duration"))] Duration,
+        #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::as_text"))] Duration,
     ),
     /// `open_for` passed: probing.
     OpenElapsed,

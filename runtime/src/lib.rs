@@ -17,8 +17,10 @@
 //! # Where things are
 //!
 //! Floors, bottom up: each module imports only from the modules listed before it (a test,
-//! `integration/tests/layers.rs`, keeps this map true and complete), and no folder's files
-//! import each other in a circle.
+//! `integration/tests/layers.rs`, keeps this map true and complete), and no two child files
+//! of a folder import each other in a circle (a module's own file, such as `breaker.rs` or
+//! `keyed/mod.rs`, declares its children and holds what they share: it and they use each
+//! other).
 //!
 //! The vocabulary, which names no breaker:
 //!
@@ -81,6 +83,8 @@
 //!   `Registry::watch_toml` and its `TomlWatcher`.
 //! - `__edge` — hidden, in `for_edges.rs`: what the integration crates need of the core that
 //!   users should not see; no semver promise.
+//! - `__private` — hidden, inline here: what `#[circuit_breaker]`'s generated code names,
+//!   re-exported by the facade.
 //!
 //! The integrations are crates of their own, each behind a feature of the `breakerbox` facade:
 //! `breakerbox-tower` (`breakerbox::tower`), `breakerbox-http` (`breakerbox::http`),
@@ -152,8 +156,9 @@ pub use metrics::Metrics;
 pub use outcome::{FailureReason, Outcome};
 pub use probe::{HealthProbes, IntoProbe, Probe, ProbeOutcome};
 pub use reconfigure::ReconfigureError;
-pub use registration::{ConfigConflict, Conflict, Conflicts, Site, TwoFiles};
+pub use registration::{ConfigConflict, Conflict, Conflicts, TwoFiles};
 pub use registry::{Registry, registry};
+pub use site::Site;
 pub use state::{SharedState, State};
 pub use timer::Timers;
 

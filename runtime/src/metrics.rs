@@ -20,7 +20,7 @@ pub struct Metrics {
     /// Its state.
     pub state: State,
     /// How long it has been in that state.
-    #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::duration"))]
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::as_text"))]
     pub time_in_state: Duration,
     /// Every call asked for: run or rejected, in every state (disabled too). A call is counted
     /// when its outcome is recorded (or when it is rejected): one still running is not yet.
@@ -55,7 +55,7 @@ pub struct Metrics {
     /// While open: how long until it probes.
     #[cfg_attr(
         feature = "serde",
-        serde(with = "crate::serde_duration::option_duration")
+        serde(with = "crate::serde_duration::option_as_text")
     )]
     pub retry_after: Option<Duration>,
     /// The message of the failure that last tripped it

@@ -11,7 +11,7 @@ use crate::duration as text;
 
 /// `#[serde(with = …)]` for a `Duration` as a string like `"250ms"`: exact, any `Duration`
 /// from zero to `Duration::MAX` (`"18446744073709551615.999999999s"`).
-pub(crate) mod duration {
+pub(crate) mod as_text {
     use super::*;
 
     pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -25,7 +25,7 @@ pub(crate) mod duration {
 }
 
 /// `#[serde(with = …)]` for an `Option<Duration>`.
-pub(crate) mod option_duration {
+pub(crate) mod option_as_text {
     use super::*;
 
     pub(crate) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {

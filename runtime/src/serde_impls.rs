@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Config, ConfigBuilder, Window};
 use crate::duration::{self as text, DurationError};
 use crate::keys::{ATTRIBUTE_ONLY, KEYS};
-use crate::serde_duration::option_duration;
+use crate::serde_duration::option_as_text;
 use crate::state::{SharedState, State};
 use crate::suggest::closest;
 
@@ -355,7 +355,7 @@ impl<'de> Deserialize<'de> for State {
 #[serde(rename = "SharedState")]
 struct SharedStateRepr {
     state: State,
-    #[serde(default, with = "option_duration")]
+    #[serde(default, with = "option_as_text")]
     open_remaining: Option<Duration>,
     #[serde(default)]
     reopens: u32,

@@ -19,7 +19,7 @@ mod harness;
 mod interleavings;
 mod model;
 mod net;
-mod quorum;
+mod quorum_trips;
 mod scenarios;
 mod world;
 

@@ -16,7 +16,9 @@ fn env_override_addresses_the_attributes_default_name() {
     let _v = Var::set("BREAKERBOX__CONFIG__CLIENT__FETCH_USER__FAILURES", "3");
     let _w = Var::set("BREAKERBOX__CONFIG__CLIENT__FETCH_USER__open_for", "7s");
     let file = format!("[breakers.\"{name}\"]\ndynamic = true\nfailures = 9\n");
-    let names = registry().load_toml_str("d06.toml", &file).expect("loads");
+    let names = registry()
+        .load_toml_str("loading.toml", &file)
+        .expect("loads");
     assert_eq!(names, [name]);
     assert_eq!(client::fetch_user(true).unwrap(), 1);
     let b = registry().get(name).expect("the attribute's default name");

@@ -34,7 +34,7 @@ fn event_of_a_huge_trip_for_round_trips() {
     let clock = ManualClock::new();
     clock.advance(Duration::from_secs(u64::MAX / 2_000_000_000));
     let breaker = Breaker::new(
-        "adv-d14-event",
+        "round-trip-event",
         Config::builder().clock(clock.clone()).build().unwrap(),
     );
     let seen: Arc<Mutex<Vec<Event>>> = Arc::default();

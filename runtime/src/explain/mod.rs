@@ -111,10 +111,10 @@ pub struct Explanation {
     pub state: State,
     /// When it entered the state, on the breaker's clock (comparable with
     /// [`Event::at`](crate::Event::at)).
-    #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::duration"))]
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::as_text"))]
     pub since: Duration,
     /// How long it has been in the state, on the breaker's clock.
-    #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::duration"))]
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::as_text"))]
     pub elapsed: Duration,
     /// When it entered the state on the system's wall clock; `None` if it never changed state.
     pub since_wall: Option<SystemTime>,
@@ -127,14 +127,14 @@ pub struct Explanation {
     /// While open: how long until it half-opens.
     #[cfg_attr(
         feature = "serde",
-        serde(with = "crate::serde_duration::option_duration")
+        serde(with = "crate::serde_duration::option_as_text")
     )]
     pub next_probe_in: Option<Duration>,
     /// While open: how long this opening lasts, from `since` (backoff, cap and jitter
     /// applied).
     #[cfg_attr(
         feature = "serde",
-        serde(with = "crate::serde_duration::option_duration")
+        serde(with = "crate::serde_duration::option_as_text")
     )]
     pub open_for: Option<Duration>,
     /// While open after a re-open under `backoff` (a factor above 1): that factor. This
@@ -167,7 +167,7 @@ pub enum Cause {
         /// `failures_within`, if set.
         #[cfg_attr(
             feature = "serde",
-            serde(with = "crate::serde_duration::option_duration")
+            serde(with = "crate::serde_duration::option_as_text")
         )]
         within: Option<Duration>,
     },
@@ -197,7 +197,7 @@ pub enum Cause {
         /// `slow_rate`.
         threshold: u8,
         /// `slow`: from this long, a call is slow.
-        #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::duration"))]
+        #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::as_text"))]
         slow: Duration,
         /// `window`.
         window: Window,
@@ -207,7 +207,7 @@ pub enum Cause {
     /// A call's outcome ([`Outcome::TripFor`](crate::Outcome::TripFor)) or
     /// [`Breaker::trip_for`](crate::Breaker::trip_for) opened it for this long.
     TripFor(
-        #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::duration"))] Duration,
+        #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::as_text"))] Duration,
     ),
     /// Its open time ended: probing.
     OpenElapsed,
@@ -215,7 +215,7 @@ pub enum Cause {
     ProbeFailed,
     /// No probe finished within `probe_timeout` (given).
     ProbeTimeout(
-        #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::duration"))] Duration,
+        #[cfg_attr(feature = "serde", serde(with = "crate::serde_duration::as_text"))] Duration,
     ),
     /// Enough probes (given) succeeded.
     ProbesSucceeded(u32),

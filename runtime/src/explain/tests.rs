@@ -91,7 +91,7 @@ fn open_by_failures_within_a_span() {
     );
 }
 
-/// The example, to the letter (its times but the wall clock).
+/// A whole explanation, to the letter (every time in it but the wall clock's).
 #[test]
 fn open_by_a_failure_rate_with_backoff_after_re_opens() {
     let (b, clock) = breaker(

@@ -10,7 +10,7 @@ use crate::support::breaker;
 #[test]
 fn forgotten_permits_are_freed_by_reset() {
     let b = Breaker::new(
-        "adv-d12",
+        "bulkhead",
         Config::builder().max_concurrent(3).build().unwrap(),
     );
     for _ in 0..3 {
@@ -27,7 +27,7 @@ fn forgotten_permits_are_freed_by_reset() {
 #[test]
 fn old_generation_permits_recording_after_reset_free_no_new_place() {
     let b = Breaker::new(
-        "adv-d12-old",
+        "bulkhead-old",
         Config::builder().max_concurrent(2).build().unwrap(),
     );
     let old: Vec<_> = (0..2).map(|_| b.try_acquire().unwrap()).collect();
@@ -61,7 +61,7 @@ fn old_generation_permits_recording_after_reset_free_no_new_place() {
 fn old_permit_dropped_after_a_trip_and_close_frees_nothing() {
     let clock = ManualClock::new();
     let b = Breaker::new(
-        "adv-d12-trip",
+        "bulkhead-trip",
         clocked(&clock)
             .max_concurrent(2)
             .failures(1)
@@ -87,7 +87,7 @@ fn stress_max_concurrent_holds_exactly() {
     const THREADS: usize = 8;
     const ITERS: usize = 20_000;
     let b = Breaker::new(
-        "adv-d12-stress",
+        "bulkhead-stress",
         Config::builder().max_concurrent(MAX).build().unwrap(),
     );
     let in_flight = AtomicU32::new(0);
@@ -146,7 +146,7 @@ fn stress_max_concurrent_holds_exactly() {
 fn stress_with_resets_never_exceeds_max_per_generation_and_never_sticks() {
     const MAX: u32 = 2;
     let b = Breaker::new(
-        "adv-d12-resets",
+        "bulkhead-resets",
         Config::builder().max_concurrent(MAX).build().unwrap(),
     );
     let stop = AtomicBool::new(false);

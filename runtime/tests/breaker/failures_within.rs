@@ -13,7 +13,7 @@ fn two_failures_at_the_same_instant_trip_failures_2() {
     let clock = ManualClock::new();
     clock.advance(100 * S);
     let b = Breaker::new(
-        "adv-d07",
+        "failures-within",
         clocked(&clock)
             .failures(2)
             .failures_within(S)
@@ -30,7 +30,7 @@ fn two_failures_at_the_same_instant_trip_failures_2() {
 fn a_new_streak_after_an_expired_one_at_one_instant_trips() {
     let clock = ManualClock::new();
     let b = Breaker::new(
-        "adv-d07-expired",
+        "failures-within-expired",
         clocked(&clock)
             .failures(2)
             .failures_within(S)
@@ -62,7 +62,7 @@ fn many_threads_failing_at_one_instant_trip_exactly_once() {
         let clock = ManualClock::new();
         clock.advance(S * round);
         let b = Breaker::new(
-            "adv-d07-threads",
+            "failures-within-threads",
             clocked(&clock)
                 .failures(THREADS as u32)
                 .failures_within(S)
@@ -103,7 +103,7 @@ fn many_threads_failures_2_trip_exactly_once() {
     for _ in 0..50 {
         let clock = ManualClock::new();
         let b = Breaker::new(
-            "adv-d07-threads-2",
+            "failures-within-threads-2",
             clocked(&clock)
                 .failures(2)
                 .failures_within(S)
@@ -135,7 +135,7 @@ fn threads_failing_at_one_instant_after_an_expired_streak_trip() {
     for round in 0..3_000u64 {
         let clock = ManualClock::new();
         let b = Breaker::new(
-            "adv-d07-expired-threads",
+            "failures-within-expired-threads",
             clocked(&clock)
                 .failures(THREADS as u32)
                 .failures_within(S)

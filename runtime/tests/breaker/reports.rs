@@ -14,7 +14,10 @@ use crate::support::{NS, breaker, rejected as rejection, secs};
 // Calls while disabled.
 #[test]
 fn metrics_while_disabled_add_up() {
-    let b = Breaker::new("adv-d13", Config::builder().failures(1).build().unwrap());
+    let b = Breaker::new(
+        "reports-disabled",
+        Config::builder().failures(1).build().unwrap(),
+    );
     b.disable();
     for _ in 0..3 {
         ok(&b);
@@ -39,7 +42,7 @@ fn metrics_while_disabled_add_up() {
 fn hung_probe_and_a_second_probe_9s_later_reopen_at_10s() {
     let clock = ManualClock::new();
     let b = Breaker::new(
-        "adv-d15",
+        "reports-hung-probe",
         clocked(&clock)
             .failures(1)
             .open_for(S)
@@ -73,7 +76,7 @@ fn hung_probe_and_a_second_probe_9s_later_reopen_at_10s() {
 fn single_probe_slot_times_out_from_entering_half_open() {
     let clock = ManualClock::new();
     let b = Breaker::new(
-        "adv-d15-one",
+        "reports-single-probe",
         clocked(&clock)
             .failures(1)
             .open_for(S)
@@ -251,8 +254,8 @@ fn calls_while_disabled_are_counted() {
 }
 
 /// Two probe slots, a 10 s probe timeout: a hung first probe and a second probe 9 s later.
-/// The old code restarted the timer at each admission and stayed half-open until 19 s; the
-/// docs promise a re-open 10 s after entering half-open.
+/// The docs promise a re-open 10 s after entering half-open, not 10 s after the last
+/// admission (19 s here).
 #[test]
 fn the_probe_timeout_runs_from_entering_half_open() {
     let (b, clock) = breaker(

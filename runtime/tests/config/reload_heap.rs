@@ -44,12 +44,12 @@ fn reloading_an_unchanged_file_into_a_family_keeps_memory_flat() {
 
 fn reloading_an_unchanged_file_into_a_family_keeps_memory_flat_alone() {
     let family = registry()
-        .family::<String>("review.reload.flat", || {
+        .family::<String>("reload-heap.reload.flat", || {
             Config::builder().failures(3).build().unwrap()
         })
         .unwrap();
     let _ = family.call("a", || Err::<(), _>("down"));
-    let text = "[breakers.\"review.reload.flat\"]\nfailures = 5\n";
+    let text = "[breakers.\"reload-heap.reload.flat\"]\nfailures = 5\n";
     // The first reload changes the config (3 -> 5); warm up after it.
     for _ in 0..10 {
         registry().reload_toml_str("flat.toml", text).unwrap();

@@ -63,7 +63,7 @@ fn a_huge_value_makes_a_short_message() {
     assert!(e.len() < 300, "a message of {} bytes", e.len());
 }
 
-/// Issue 10: the attribute's duration dialect and its advice, in a file.
+/// The attribute's duration dialect and its advice, in a file.
 #[test]
 fn a_file_reads_durations_as_the_attribute_does() {
     let e = registry()
@@ -84,7 +84,7 @@ fn a_file_reads_durations_as_the_attribute_does() {
     );
 }
 
-/// Issue 10: a misspelt table name fails the load.
+/// A misspelt table name fails the load.
 #[test]
 fn a_misspelt_table_name_fails() {
     let _ = registry().get_or_create("text-inventory", Config::default);

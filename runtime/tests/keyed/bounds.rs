@@ -14,16 +14,16 @@ use crate::support::{config, serial};
 /// A new key for a healthy host should now get its own breaker: the family is above
 /// `max_keys` with closed keys it evicts under pressure ("past that, new keys share one
 /// overflow breaker until eviction makes room"; "above `max_keys` the least recently called
-/// closed keys are" evicted). Before the fix, the pressure sweep a new key triggers waited for
-/// the map to hold `sweep_len` keys, which the last sweep set to the cap plus an eighth of
-/// `max_keys`: a length the map never reaches, since at the cap new keys are not inserted.
-/// Only the time-based sweep (an eighth of `idle_for`, 75 s by default) made room, and until
-/// then every new key was rejected by the open overflow breaker.
+/// closed keys are" evicted). The pressure sweep a new key triggers must run at the cap: a
+/// threshold above it (the cap plus an eighth of `max_keys`) is a length the map never reaches,
+/// since at the cap new keys are not inserted, and only the time-based sweep (an eighth of
+/// `idle_for`, 75 s by default) would make room, every new key rejected by the open overflow
+/// breaker until then.
 #[test]
 fn closed_keys_above_max_keys_make_room_for_a_new_key_at_the_hard_cap() {
     let _s = serial();
     let clock = ManualClock::new();
-    let map: BreakerMap<String> = BreakerMap::new("review-cap", config(&clock, 4, 600));
+    let map: BreakerMap<String> = BreakerMap::new("bounds-cap", config(&clock, 4, 600));
     for i in 0..8 {
         let r = map.call(&format!("down{i}"), || Err::<(), _>("refused"));
         assert!(matches!(r, Err(Error::Inner(_))));
@@ -58,13 +58,12 @@ fn closed_keys_above_max_keys_make_room_for_a_new_key_at_the_hard_cap() {
 /// family's next sweep or `evicted` read". A handle is kept across an eviction and dropped;
 /// the family goes on serving its known keys (no new key, so no sweep on its own). The
 /// breaker waits in the family's list of evicted breakers, so that its counts reach
-/// `evicted`, and the next explicit sweep frees it. (Before the fix the review found, the
-/// doc said it was freed with the handle.)
+/// `evicted`, and the next explicit sweep frees it (not the handle's drop).
 #[test]
 fn an_evicted_breaker_is_freed_by_the_next_sweep_after_its_last_handle_is_dropped() {
     let _s = serial();
     let clock = ManualClock::new();
-    let map: BreakerMap<String> = BreakerMap::new("review-free", config(&clock, 100, 10));
+    let map: BreakerMap<String> = BreakerMap::new("bounds-free", config(&clock, 100, 10));
     map.call("steady", || Ok::<_, &str>(())).unwrap();
     map.call("k", || Ok::<_, &str>(())).unwrap();
     let kept = map.get("k").unwrap();
@@ -99,15 +98,15 @@ fn an_evicted_breaker_is_freed_by_the_next_sweep_after_its_last_handle_is_droppe
 
 /// `BreakerMap::sweep`: "call this to free idle keys of a family that sees no new ones". A
 /// burst of keys goes idle and a sweep evicts them, with no handle, permit or rejection
-/// holding any of them: their breakers are freed when `sweep` returns. Before the fix each
-/// waited in `limbo` until a later prune (the next sweep, or `evicted()`), because the
-/// sweeping thread's own pin still held the removed slots when it pruned; in a family that
-/// then saw no new key and whose `evicted` nobody read, they were never freed.
+/// holding any of them: their breakers are freed when `sweep` returns, not left in `limbo`
+/// for a later prune (the next sweep, or `evicted()`) by the sweeping thread's own pin on the
+/// removed slots: in a family that sees no new key and whose `evicted` nobody reads, that
+/// prune would never come.
 #[test]
 fn a_sweep_frees_the_breakers_it_evicts() {
     let _s = serial();
     let clock = ManualClock::new();
-    let map: BreakerMap<String> = BreakerMap::new("review-sweep-free", config(&clock, 1_000, 10));
+    let map: BreakerMap<String> = BreakerMap::new("bounds-sweep-free", config(&clock, 1_000, 10));
     for i in 0..100 {
         map.call(&format!("burst-{i}"), || Ok::<_, &str>(()))
             .unwrap();
@@ -159,7 +158,7 @@ fn a_sweep_dated_before_the_last_one_does_not_evict_a_key_called_since() {
         .clock(clock.clone())
         .build()
         .unwrap();
-    let map: BreakerMap<String> = BreakerMap::new("review-stale-sweep", config);
+    let map: BreakerMap<String> = BreakerMap::new("bounds-stale-sweep", config);
     manual.advance(Duration::from_secs(100));
     map.call("a", || Ok::<_, &str>(())).unwrap();
     assert_eq!(map.sweep(), 0, "t = 100 s");

@@ -24,8 +24,8 @@ fn dropped_breakers_free_their_names() {
     let _s = serial();
     let before = live_breakers();
     for i in 0..50_000 {
-        let b = Breaker::new(format!("d10-{i}"), Config::default());
-        assert_eq!(b.name(), format!("d10-{i}"));
+        let b = Breaker::new(format!("eviction-{i}"), Config::default());
+        assert_eq!(b.name(), format!("eviction-{i}"));
     }
     assert_eq!(live_breakers(), before);
 }

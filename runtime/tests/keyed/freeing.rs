@@ -12,7 +12,7 @@ fn distinct_named_breakers_are_freed() {
     let _serial = crate::support::serial();
     const N: usize = 50_000;
     let held: Vec<Breaker> = (0..N)
-        .map(|i| Breaker::new(format!("adv-d10-{i}-{}", "x".repeat(40)), Config::default()))
+        .map(|i| Breaker::new(format!("freeing-{i}-{}", "x".repeat(40)), Config::default()))
         .collect();
     let peak = breakerbox_runtime::live_breakers();
     assert!(peak >= N);
@@ -27,18 +27,18 @@ fn distinct_named_breakers_are_freed() {
 #[test]
 fn a_rejection_outlives_its_breaker() {
     let _serial = crate::support::serial();
-    let b = Breaker::new("adv-d10-rejected", Config::default());
+    let b = Breaker::new("freeing-rejected", Config::default());
     b.force_open();
     let r = b.try_acquire().unwrap_err();
     let weak = b.downgrade();
     drop(b);
     // A rejection keeps what it shows, not a handle: the weak one no longer upgrades.
     assert!(weak.upgrade().is_none(), "a Rejected is not a handle");
-    assert_eq!(r.name(), "adv-d10-rejected");
-    assert!(r.to_string().contains("adv-d10-rejected"));
+    assert_eq!(r.name(), "freeing-rejected");
+    assert!(r.to_string().contains("freeing-rejected"));
     let copy = r.clone();
     drop(r);
-    assert!(copy.to_string().contains("adv-d10-rejected"));
+    assert!(copy.to_string().contains("freeing-rejected"));
     drop(copy);
     assert!(weak.upgrade().is_none());
 }
@@ -46,7 +46,7 @@ fn a_rejection_outlives_its_breaker() {
 #[test]
 fn listener_with_a_weak_handle_does_not_keep_the_breaker_alive() {
     let _serial = crate::support::serial();
-    let b = Breaker::new("adv-d11", Config::builder().failures(1).build().unwrap());
+    let b = Breaker::new("freeing", Config::builder().failures(1).build().unwrap());
     let weak = b.downgrade();
     let w = weak.clone();
     let dropped = Arc::new(AtomicBool::new(false));
@@ -149,7 +149,7 @@ fn evicted_keys_are_freed() {
     const N: usize = 40_000;
     let before = breakerbox_runtime::live_breakers();
     let hosts: BreakerMap<u64> = BreakerMap::new(
-        "adv-d10-keyed",
+        "freeing-keyed",
         Config::builder().max_keys(16).build().unwrap(),
     );
     for k in 0..N as u64 {

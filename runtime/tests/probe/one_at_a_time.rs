@@ -1,4 +1,4 @@
-//! Review of health probes (docs/probes.md): at most one probe function of a breaker runs at a
+//! Health probes (docs/probes.md): at most one probe function of a breaker runs at a
 //! time across openings, and the user's probe function dropped on the thread that fires the
 //! timers cannot take the timers down with a panic. Manual clock only; each test waits for
 //! probes by their counts, never for time.
@@ -21,8 +21,8 @@ fn trip(breaker: &Breaker) {
 /// A probe that hangs (a connect to a black-holed host) holds its opening's probing; the
 /// breaker half-opens at its open time, a real call fails and re-opens it. The new opening
 /// must not start a second probe thread while the first still runs: "one at a time per
-/// breaker" (docs/probes.md), and the issue's "bounded in concurrency". Before the fix every
-/// opening of a flapping breaker added one more hung thread.
+/// breaker" and "bounded in concurrency" (docs/probes.md); otherwise every opening of a
+/// flapping breaker would add one more hung thread.
 #[test]
 fn a_hung_blocking_probe_is_not_joined_by_another_after_a_re_open() {
     let clock = ManualClock::new();
@@ -47,7 +47,7 @@ fn a_hung_blocking_probe_is_not_joined_by_another_after_a_re_open() {
         .clock(clock.clone())
         .build()
         .unwrap();
-    let breaker = Breaker::new("review-probe-hung", config);
+    let breaker = Breaker::new("one-at-a-time-probe-hung", config);
     trip(&breaker);
     clock.advance(secs(1));
     assert_eq!(entered.recv().unwrap(), 1);
@@ -114,12 +114,12 @@ fn a_probe_whose_drop_panics_does_not_break_the_timers() {
         .clock(clock.clone())
         .build()
         .unwrap();
-    let breaker = Breaker::new("review-probe-drop-panics", probed);
+    let breaker = Breaker::new("one-at-a-time-probe-drop-panics", probed);
     trip(&breaker);
     drop(breaker);
     // Another breaker on the same clock, due at the same moment as the tick.
     let other = Breaker::new(
-        "review-probe-drop-other",
+        "one-at-a-time-probe-drop-other",
         Config::builder()
             .failures(1)
             .open_for(secs(1))
@@ -140,8 +140,8 @@ fn a_probe_whose_drop_panics_does_not_break_the_timers() {
 
 /// A probe tick armed on a manual clock's timers is held by those timers, and the tick holds
 /// its opening's probing. Dropping the breaker and the clock with the tick still armed must
-/// free both and the user's probe function. Before the fix, the probing held the timers
-/// strongly: the two kept each other alive for ever, with the function's captures.
+/// free both and the user's probe function: a probing that held the timers strongly would
+/// keep the two alive for ever, with the function's captures.
 #[test]
 fn dropping_the_clock_with_a_probe_tick_armed_frees_the_probe() {
     let clock = ManualClock::new();

@@ -17,18 +17,18 @@ use crate::support::{
 #[test]
 fn repro_a_config_closure_may_wait_for_a_thread_that_creates_a_breaker() {
     within("config closure", || {
-        let existing = fresh("d09");
+        let existing = fresh("config");
         registry().get_or_create(&existing, Config::default);
-        for name in [existing, fresh("d09")] {
+        for name in [existing, fresh("config")] {
             let b = registry().get_or_create(&name, || {
                 let other = std::thread::spawn(|| {
-                    registry().get_or_create(&fresh("d09.other"), Config::default)
+                    registry().get_or_create(&fresh("config.other"), Config::default)
                 });
                 let made = other.join().unwrap();
                 assert!(registry().get(made.name()).is_some());
                 assert!(registry().breakers().iter().any(|x| x.ptr_eq(&made)));
                 // On this thread too.
-                let mine = registry().get_or_create(&fresh("d09.nested"), Config::default);
+                let mine = registry().get_or_create(&fresh("config.nested"), Config::default);
                 assert!(registry().get(mine.name()).unwrap().ptr_eq(&mine));
                 Config::default()
             });

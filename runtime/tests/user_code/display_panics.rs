@@ -13,7 +13,7 @@ use crate::calls::{BombDisplay, PanickyDisplay, Reentrant, S, clocked, fail, ok}
 fn rate_breaker_trips_through_a_panicking_display_and_trips_again_after_reset() {
     let clock = ManualClock::new();
     let b = Breaker::new(
-        "adv-d02-rate",
+        "display-panics-rate",
         clocked(&clock)
             .failure_rate(100)
             .window(breakerbox_runtime::Window::Calls(4))
@@ -54,7 +54,7 @@ fn rate_breaker_trips_through_a_panicking_display_and_trips_again_after_reset() 
 fn panicking_display_in_every_state_never_unwinds_to_the_caller() {
     let clock = ManualClock::new();
     let b = Breaker::new(
-        "adv-d02-states",
+        "display-panics-states",
         clocked(&clock).failures(2).open_for(S).build().unwrap(),
     );
     // closed, below the limit
@@ -70,7 +70,7 @@ fn panicking_display_in_every_state_never_unwinds_to_the_caller() {
         Err(Error::Rejected(rej)) => rej.to_string(),
         _ => unreachable!(),
     };
-    assert!(text.contains("adv-d02-states"), "{text}");
+    assert!(text.contains("display-panics-states"), "{text}");
     // half-open probe failure
     clock.advance(S);
     fail(&b, PanickyDisplay);
@@ -98,7 +98,7 @@ fn panicking_display_in_every_state_never_unwinds_to_the_caller() {
 fn display_that_reenters_the_breaker_does_not_deadlock() {
     let clock = ManualClock::new();
     let b = Breaker::new(
-        "adv-d02-reenter",
+        "display-panics-reenter",
         clocked(&clock).failures(1).open_for(S).build().unwrap(),
     );
     let weak = b.downgrade();
@@ -127,7 +127,7 @@ fn display_that_reenters_the_breaker_does_not_deadlock() {
 fn display_that_resets_the_breaker_leaves_a_consistent_breaker() {
     let clock = ManualClock::new();
     let b = Breaker::new(
-        "adv-d02-reset-in-display",
+        "display-panics-reset-in-display",
         clocked(&clock)
             .failure_rate(100)
             .window(breakerbox_runtime::Window::Calls(2))
@@ -156,7 +156,7 @@ fn with_a_debug_subscriber_a_panicking_display_is_counted_and_a_probe_reopens() 
     logging::debug(|| {
         let clock = ManualClock::new();
         let b = Breaker::new(
-            "adv-d02-tracing",
+            "display-panics-tracing",
             clocked(&clock).failures(2).open_for(S).build().unwrap(),
         );
         let r = catch_unwind(AssertUnwindSafe(|| {
@@ -265,10 +265,10 @@ mod logging {
     }
 }
 
-/// The failure that trips a rate breaker has a `Display` that panics. The old code formatted
-/// it after sealing the window for the next generation and before publishing it: the panic
-/// left the gate sealed for a generation never published, and 1000 failures at 100 % never
-/// tripped it.
+/// The failure that trips a rate breaker has a `Display` that panics. The message must be
+/// formatted outside the window's seal-and-publish step: a panic between the two would leave
+/// the gate sealed for a generation never published, and 1000 failures at 100 % would never
+/// trip it.
 #[test]
 fn a_panicking_display_does_not_keep_a_rate_breaker_closed() {
     let (b, _) = breaker(

@@ -12,7 +12,7 @@ use crate::calls::{BombPayload, S, clocked, fail, ok};
 #[test]
 fn listener_panicking_during_a_panicking_protected_call_does_not_abort() {
     let b = Breaker::new(
-        "adv-d03-unwind",
+        "listener-panics-unwind",
         Config::builder().failures(1).build().unwrap(),
     );
     let later = Arc::new(AtomicU32::new(0));
@@ -43,7 +43,7 @@ fn listener_panicking_during_a_panicking_protected_call_does_not_abort() {
 fn listener_panics_never_reach_an_unrelated_caller() {
     let clock = ManualClock::new();
     let b = Breaker::new(
-        "adv-d03-caller",
+        "listener-panics-caller",
         clocked(&clock).failures(1).open_for(S).build().unwrap(),
     );
     let told = Arc::new(Mutex::new(Vec::new()));
@@ -80,7 +80,7 @@ fn listener_panics_never_reach_an_unrelated_caller() {
 
 #[test]
 fn listener_panic_whose_payload_panics_on_drop_is_contained() {
-    let b = Breaker::new("adv-d03-bomb", Config::default());
+    let b = Breaker::new("listener-panics-bomb", Config::default());
     b.on_state_change(|_| panic_any(BombPayload));
     b.force_open();
     b.reset();
@@ -89,7 +89,7 @@ fn listener_panic_whose_payload_panics_on_drop_is_contained() {
 
 #[test]
 fn listener_that_adds_a_listener_while_being_told() {
-    let b = Breaker::new("adv-d03-add", Config::default());
+    let b = Breaker::new("listener-panics-add", Config::default());
     let weak = b.downgrade();
     let added = Arc::new(AtomicU32::new(0));
     let a = added.clone();
@@ -112,7 +112,7 @@ fn listener_that_adds_a_listener_while_being_told() {
 
 #[test]
 fn listener_that_changes_the_state_and_panics() {
-    let b = Breaker::new("adv-d03-act", Config::default());
+    let b = Breaker::new("listener-panics-act", Config::default());
     let weak = b.downgrade();
     let seen = Arc::new(Mutex::new(Vec::new()));
     b.on_state_change(move |e| {
@@ -130,7 +130,7 @@ fn listener_that_changes_the_state_and_panics() {
 
 #[test]
 fn registry_listener_that_panics_is_contained() {
-    let name = "adv-d03-registry-listener";
+    let name = "listener-panics-registry-listener";
     let told = Arc::new(AtomicU32::new(0));
     registry().on_state_change(move |e| {
         if e.name == name {
@@ -156,12 +156,13 @@ fn registry_listener_that_panics_is_contained() {
 
 #[test]
 fn registry_listener_may_use_the_registry() {
-    let name = "adv-d03-registry-reenter";
+    let name = "listener-panics-registry-reenter";
     let made = Arc::new(AtomicBool::new(false));
     let m = made.clone();
     registry().on_state_change(move |e| {
         if e.name == name {
-            let other = registry().get_or_create("adv-d03-registry-reenter-other", Config::default);
+            let other =
+                registry().get_or_create("listener-panics-registry-reenter-other", Config::default);
             other.force_open();
             let _ = registry().snapshot();
             m.store(true, Ordering::SeqCst);
@@ -172,7 +173,7 @@ fn registry_listener_may_use_the_registry() {
     assert!(made.load(Ordering::SeqCst));
     assert_eq!(
         registry()
-            .get("adv-d03-registry-reenter-other")
+            .get("listener-panics-registry-reenter-other")
             .unwrap()
             .state(),
         State::ForcedOpen

@@ -154,7 +154,7 @@ fn a_registry_listener_blocking_on_a_thread_that_uses_the_registry_does_not_dead
 #[test]
 fn repro_a_listener_panicking_during_a_panicking_call_does_not_abort() {
     let clock = ManualClock::new();
-    let name = fresh("d03");
+    let name = fresh("listeners");
     registry().set_clock(&name, clock.clone());
     let b = registry().get_or_create(&name, || config(&clock).build().unwrap());
     let told = Arc::new(Mutex::new(Vec::new()));

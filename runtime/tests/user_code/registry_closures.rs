@@ -8,21 +8,24 @@ use breakerbox_runtime::{Breaker, Config, registry};
 #[test]
 fn config_closure_reads_registry_while_another_thread_creates() {
     for i in 0..50 {
-        let name = format!("adv-d09-{i}");
+        let name = format!("registry-closures-{i}");
         let barrier = Barrier::new(2);
         std::thread::scope(|s| {
             s.spawn(|| {
                 barrier.wait();
                 for j in 0..20 {
-                    registry().get_or_create(&format!("adv-d09-other-{i}-{j}"), Config::default);
+                    registry().get_or_create(
+                        &format!("registry-closures-other-{i}-{j}"),
+                        Config::default,
+                    );
                 }
             });
             let b = registry().get_or_create(&name, || {
                 barrier.wait();
                 // Reads and creates through the registry from inside the closure.
                 let _ = registry().breakers();
-                let _ = registry().get(&format!("adv-d09-other-{i}-0"));
-                registry().get_or_create(&format!("adv-d09-inner-{i}"), Config::default);
+                let _ = registry().get(&format!("registry-closures-other-{i}-0"));
+                registry().get_or_create(&format!("registry-closures-inner-{i}"), Config::default);
                 Config::builder().failures(9).build().unwrap()
             });
             assert_eq!(b.config().failures(), Some(9));
@@ -32,7 +35,7 @@ fn config_closure_reads_registry_while_another_thread_creates() {
 
 #[test]
 fn config_closure_configures_its_own_name_first() {
-    let name = "adv-d09-self-configure";
+    let name = "registry-closures-self-configure";
     let b = registry().get_or_create(name, || {
         assert!(registry().configure(name, Config::builder().failures(7).build().unwrap()));
         Config::builder().failures(3).build().unwrap()

@@ -121,7 +121,7 @@ fn a_variable_applies_to_a_breaker_without_a_table() {
     assert_eq!(made.config().failures(), Some(3));
 }
 
-/// Issue 10: the file's own mistake is the error, whatever the environment holds.
+/// The file's own mistake is the error, whatever the environment holds.
 #[test]
 fn env_never_hides_the_files_own_error() {
     let e = load(

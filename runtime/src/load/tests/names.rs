@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// Issue 10: a misspelt table name is an error, not a config nobody reads.
+/// A misspelt table name is an error, not a config nobody reads.
 #[test]
 fn a_table_must_name_a_known_breaker_or_say_dynamic() {
     let _ = registry().get_or_create("load-inventory", Config::default);

@@ -41,7 +41,7 @@ fn ready<S: Service<u32>>(svc: &mut S) {
 fn panic_in_inner_future_behind_a_catcher_counts_as_failure() {
     let clock = ManualClock::new();
     let breaker = Breaker::new(
-        "adv-d04",
+        "tower-user-code",
         Config::builder()
             .failures(2)
             .open_for(S)
@@ -68,7 +68,7 @@ fn panic_in_inner_future_behind_a_catcher_counts_as_failure() {
 fn panicking_probe_behind_a_catcher_reopens() {
     let clock = ManualClock::new();
     let breaker = Breaker::new(
-        "adv-d04-probe",
+        "tower-user-code-probe",
         Config::builder()
             .failures(1)
             .open_for(S)
@@ -96,7 +96,7 @@ fn panicking_probe_behind_a_catcher_reopens() {
 fn panicking_classifier_counts_and_does_not_corrupt() {
     let clock = ManualClock::new();
     let breaker = Breaker::new(
-        "adv-d04-classify",
+        "tower-user-code-classify",
         Config::builder()
             .failures(1)
             .open_for(S)
