@@ -443,11 +443,15 @@ async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
     let open_key = format!(r#"{family} ul.open-keys li[data-key="b.example"]"#);
     until(
         &browser,
-        "the family lists its open key with time left and last failure",
+        "the family lists its open key with time left, since when and last failure",
+        // It opened at its failure; the family's clock has run 360 ms since, in the calls after
+        // it (300 + 12 + 12 at the start, three of 12 above).
         &format!(
-            "return {}.startsWith('open for ') && {}.includes('connection refused')",
-            text_of(&format!("{open_key} .left")),
-            text_of(&format!("{open_key} .last")),
+            "return ({left}.startsWith('open for ') && {since} === ' · since 360ms ago'
+                 && {last}.includes('connection refused')) || [{left}, {since}, {last}].join(' / ')",
+            left = text_of(&format!("{open_key} .left")),
+            since = text_of(&format!("{open_key} .since")),
+            last = text_of(&format!("{open_key} .last")),
         ),
     )
     .await;
