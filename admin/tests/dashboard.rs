@@ -412,14 +412,46 @@ async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
         ),
     )
     .await;
+    // Its last 10 s by kind and its sparkline, over all its keys, as a breaker's tile: three
+    // calls on `a.example`, two rejected by the open `b.example`.
+    for host in [
+        "a.example",
+        "b.example",
+        "a.example",
+        "b.example",
+        "a.example",
+    ] {
+        let _ = hosts.call(host, || {
+            hosts_clock.advance(Duration::from_millis(12));
+            Ok::<_, &str>(())
+        });
+    }
+    until(
+        &browser,
+        "the family's tile counts its keys' last 10 s by kind and draws the rejections",
+        &format!(
+            r#"const tile = document.querySelector({family:?});
+               const kind = (k) => tile.querySelector('td[data-k="' + k + '"]').textContent;
+               const got = ["success", "failure", "timeout", "rejected", "ignored"].map(kind).join(" ");
+               const drawn = (tile.querySelector("polyline.rejected").getAttribute("points") || "")
+                 .split(" ").some((p) => parseFloat(p.split(",")[1]) < 100);
+               const rate = Number(tile.querySelector('dd[data-f="rate"]').textContent);
+               return (got === "3 0 0 2 0" && rate > 0 && drawn) || [got, rate, drawn].join(" / ");"#
+        ),
+    )
+    .await;
     let open_key = format!(r#"{family} ul.open-keys li[data-key="b.example"]"#);
     until(
         &browser,
-        "the family lists its open key with time left and last failure",
+        "the family lists its open key with time left, since when and last failure",
+        // It opened at its failure; the family's clock has run 360 ms since, in the calls after
+        // it (300 + 12 + 12 at the start, three of 12 above).
         &format!(
-            "return {}.startsWith('open for ') && {}.includes('connection refused')",
-            text_of(&format!("{open_key} .left")),
-            text_of(&format!("{open_key} .last")),
+            "return ({left}.startsWith('open for ') && {since} === ' · since 360ms ago'
+                 && {last}.includes('connection refused')) || [{left}, {since}, {last}].join(' / ')",
+            left = text_of(&format!("{open_key} .left")),
+            since = text_of(&format!("{open_key} .since")),
+            last = text_of(&format!("{open_key} .last")),
         ),
     )
     .await;

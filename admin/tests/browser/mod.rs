@@ -26,11 +26,17 @@ fn on_path(names: &[&str]) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// chromedriver, killed when dropped (the test's own child, by its handle).
+/// chromedriver in a process group of its own, which the chromium it starts joins: dropping it
+/// kills that group (the test's own children, by the group's id), so a test that fails before
+/// it closed its session leaves no browser running. Killing chromedriver alone would.
 pub struct Driver(Child);
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        #[cfg(unix)]
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0.id())])
+            .status();
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -39,11 +45,15 @@ impl Drop for Driver {
 /// Starts chromedriver on a free loopback port (it picks one for `--port=0`) and waits until
 /// it says which.
 fn start_driver(chromedriver: &PathBuf) -> (Driver, u16) {
-    let mut child = Command::new(chromedriver)
+    let mut command = Command::new(chromedriver);
+    command
         .arg("--port=0")
         .arg("--allowed-ips=127.0.0.1")
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::inherit());
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = command
         .spawn()
         .unwrap_or_else(|e| panic!("could not start {}: {e}", chromedriver.display()));
     let stdout = child.stdout.take().unwrap();
