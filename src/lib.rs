@@ -58,7 +58,7 @@
 //!   stream and a dashboard page (`docs/admin.md`).
 //! - `replay` (implies `tokio`): `breakerbox::replay`, calls rejected while open journaled in
 //!   memory and replayed through the breaker once it closes (`docs/replay.md`); with `redis`
-//!   too, `RedisJournal`, one journal in Redis for a fleet.
+//!   too, `RedisJournal` and `replay = "fleet"`, one journal in the fleet's Redis.
 //!
 //! # Alerting on open and close
 //!

@@ -470,3 +470,24 @@ macro_rules! __breakerbox_require_replay {
 }
 
 pub use crate::__breakerbox_require_replay as require_replay;
+
+/// `replay = "fleet"` also needs `redis`; without `replay`, `require_replay!` is the error.
+#[cfg(any(feature = "redis", not(feature = "replay")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __breakerbox_require_replay_fleet {
+    () => {};
+}
+
+#[cfg(all(feature = "replay", not(feature = "redis")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __breakerbox_require_replay_fleet {
+    () => {
+        ::core::compile_error! {
+            "`replay = \"fleet\"` journals in the fleet's Redis, which needs the `redis` feature of breakerbox: add `features = [\"replay\", \"redis\"]` to the breakerbox dependency in Cargo.toml, or use `replay = \"disk\"` (one journal per process)"
+        }
+    };
+}
+
+pub use crate::__breakerbox_require_replay_fleet as require_replay_fleet;

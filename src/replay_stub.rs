@@ -79,6 +79,19 @@ pub fn disk<A, F: Fn(A) -> Fut, Fut: Future<Output = Result<(), String>>>(
     Err(())
 }
 
+/// Stands in for `fleet`.
+pub fn fleet<A, F: Fn(A) -> Fut, Fut: Future<Output = Result<(), String>>>(
+    _breaker: &Breaker,
+    _config: ReplayConfig,
+    _claim_after: Option<Duration>,
+    _replay: F,
+) -> Result<Replay<A>, ()> {
+    Err(())
+}
+
+/// Stands in for `fleet_arg`.
+pub fn fleet_arg<T>(_: &T) {}
+
 /// Stands in for `memory_arg`.
 pub fn memory_arg<T>(_: &T) {}
 

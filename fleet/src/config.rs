@@ -256,6 +256,21 @@ impl FleetConfig {
         self
     }
 
+    /// The store's URL, as given.
+    pub fn get_url(&self) -> &str {
+        &self.url
+    }
+
+    /// The keys' and channel's prefix.
+    pub fn get_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The CA file trusted for TLS, if one was given.
+    pub fn get_tls_ca(&self) -> Option<&Path> {
+        self.tls_ca.as_deref()
+    }
+
     /// Whether the registry's breaker `name` is shared.
     pub fn shares(&self, name: &str) -> bool {
         self.share.iter().any(|p| glob(p, name))

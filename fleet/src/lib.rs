@@ -78,6 +78,7 @@
 
 mod config;
 mod connect;
+mod link;
 mod record;
 #[cfg(test)]
 mod sim;
@@ -97,6 +98,10 @@ use breakerbox_runtime::{Breaker, SharedState, State, WeakBreaker};
 use breakerbox_runtime::{Event, Reason};
 
 pub use config::{FleetConfig, FleetConfigError, FleetTrip, OnStoreError, Quorum};
+pub use link::{StoreConnection, StoreLink};
+
+/// The fleet started last in this process ([`Fleet::running`]).
+static RUNNING: Mutex<std::sync::Weak<Inner>> = Mutex::new(std::sync::Weak::new());
 
 /// A running fleet: a background task on the tokio runtime that pushes the shared breakers'
 /// local changes to Redis and applies the others'. Dropping it stops the task; the breakers
@@ -184,9 +189,9 @@ pub(crate) struct Inner {
     pub(crate) held: Mutex<Option<BTreeMap<String, Held>>>,
     /// `FleetStatus::last_error`.
     pub(crate) last_error: Mutex<Option<String>>,
-    /// Every shared breaker's live instances, as the last heartbeat read them (quorum.rs).
+    /// Every shared breaker's live instances, as the last heartbeat read them (task/quorum.rs).
     pub(crate) live: Mutex<BTreeMap<String, Vec<LiveInstance>>>,
-    /// The last quorum tally of each breaker this instance reported a trip of (quorum.rs).
+    /// The last quorum tally of each breaker this instance reported a trip of (task/quorum.rs).
     pub(crate) tallies: Mutex<BTreeMap<String, task::Tally>>,
 }
 
@@ -387,9 +392,23 @@ impl Fleet {
                 }
             });
         }
+        *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&shared);
         let task = task::Task::with_store(store, pushes, shared.clone(), rx);
         let task = handle.spawn(task.run());
         Fleet { shared, task }
+    }
+
+    /// The config of the fleet started last in this process, while it runs (`None` before
+    /// one starts and once it is dropped): where the other parts of breakerbox that keep data
+    /// in the fleet's store find it (`#[circuit_breaker(replay = "fleet")]`).
+    pub fn running() -> Option<FleetConfig> {
+        let running = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).upgrade();
+        running.map(|shared| shared.config.clone())
+    }
+
+    /// This fleet's config.
+    pub fn config(&self) -> &FleetConfig {
+        &self.shared.config
     }
 
     /// Shares `breaker` (any breaker, [`Breaker::new`] ones too) under its name. The fleet
@@ -500,21 +519,29 @@ impl core::fmt::Debug for Fleet {
 fn production_store(
     config: &FleetConfig,
 ) -> Result<(store::RedisStore, mpsc::UnboundedReceiver<redis::PushInfo>), FleetError> {
+    let (con, pushes) = connector(&config.url, config.tls_ca.as_deref(), config.timeout)?;
+    Ok((store::RedisStore::new(con), pushes))
+}
+
+/// A connector to the store at `url` (not connected yet), and the receiver of its pushes.
+fn connector(
+    url: &str,
+    tls_ca: Option<&std::path::Path>,
+    timeout: Duration,
+) -> Result<(connect::Connector, mpsc::UnboundedReceiver<redis::PushInfo>), FleetError> {
     let bad = |reason: String| FleetError::Url {
-        url: redact(&config.url),
+        url: redact(url),
         reason,
     };
-    let target = connect::Target::parse(&config.url).map_err(|e| bad(e.0))?;
-    let ca = match &config.tls_ca {
+    let target = connect::Target::parse(url).map_err(|e| bad(e.0))?;
+    let ca = match tls_ca {
         Some(path) => Some(std::fs::read(path).map_err(|source| FleetError::TlsCa {
-            path: path.clone(),
+            path: path.to_owned(),
             source,
         })?),
         None => None,
     };
-    let (con, pushes) =
-        connect::Connector::new(&target, ca.as_deref(), config.timeout).map_err(bad)?;
-    Ok((store::RedisStore::new(con), pushes))
+    connect::Connector::new(&target, ca.as_deref(), timeout).map_err(bad)
 }
 
 /// `url` with its password, if any, shown as `***`.

@@ -46,6 +46,7 @@ pub(crate) const KEYS: &[&str] = &[
     "replay_ttl",
     "replay_rate",
     "replay_attempts",
+    "replay_claim_after",
     "crate",
 ];
 
@@ -100,6 +101,8 @@ pub(crate) enum Journal {
     Memory,
     /// `replay = "disk"`: a file per breaker under `$BREAKERBOX_REPLAY_DIR`.
     Disk,
+    /// `replay = "fleet"`: the running fleet's Redis, one journal for every instance.
+    Fleet,
 }
 
 /// The validated attribute.
@@ -142,7 +145,8 @@ pub(crate) struct Args {
     pub(crate) fallback_with_reason: bool,
     pub(crate) fallback_on: Option<Key<FallbackOn>>,
     pub(crate) classify: Option<Key<ExprPath>>,
-    /// `replay = "memory" | "disk"`: calls rejected while open are journaled and replayed.
+    /// `replay = "memory" | "disk" | "fleet"`: calls rejected while open are journaled and
+    /// replayed.
     pub(crate) replay: Option<Key<Journal>>,
     /// `replay_key = expr`: the journal entry's key, an expression over the arguments.
     pub(crate) replay_key: Option<Key<Expr>>,
@@ -150,6 +154,9 @@ pub(crate) struct Args {
     pub(crate) replay_ttl: Option<Key<u64>>,
     pub(crate) replay_rate: Option<Key<u32>>,
     pub(crate) replay_attempts: Option<Key<u32>>,
+    /// `replay_claim_after = "30s"` (nanoseconds): with `replay = "fleet"`, when an entry a
+    /// dead instance held is taken over.
+    pub(crate) replay_claim_after: Option<Key<u64>>,
     pub(crate) krate: Option<Key<Path>>,
 }
 

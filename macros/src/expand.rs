@@ -672,9 +672,13 @@ impl Ctx<'_> {
         let (check, start) = match journal.value {
             Journal::Memory => (quote!(memory_arg), quote!(memory)),
             Journal::Disk => (quote!(disk_arg), quote!(disk)),
+            Journal::Fleet => (quote!(fleet_arg), quote!(fleet)),
         };
         let key = syn::Ident::new("replay", journal.key);
-        let require = locate(quote!(#private::require_replay!{}), &key);
+        let mut require = locate(quote!(#private::require_replay!{}), &key);
+        if journal.value == Journal::Fleet {
+            require.extend(locate(quote!(#private::require_replay_fleet!{}), &key));
+        }
         let names = replay_names(function);
         let types: Vec<&syn::Type> = function
             .sig
@@ -760,6 +764,15 @@ impl Ctx<'_> {
                 async move { #result }
             })
         };
+        // `replay = "fleet"` also takes when a dead instance's entries are taken over.
+        let claim_after =
+            (journal.value == Journal::Fleet).then(|| match &args.replay_claim_after {
+                Some(claim) => {
+                    let claim = duration(private, claim.value);
+                    quote!(#private::Option::Some(#claim),)
+                }
+                None => quote!(#private::Option::None,),
+            });
         let slot = syn::Ident::new("__BREAKERBOX_REPLAY", Span::mixed_site());
         Some(quote! {
             #require
@@ -771,7 +784,7 @@ impl Ctx<'_> {
             static #slot: #private::replay::ReplaySlot<(#(#types,)*)> =
                 #private::replay::ReplaySlot::new();
             let #replay = #private::replay::ReplaySlot::get(&#slot, || {
-                #private::replay::#start(&*#breaker, #config, #replay_fn)
+                #private::replay::#start(&*#breaker, #config, #claim_after #replay_fn)
             });
         })
     }

@@ -100,12 +100,13 @@ use proc_macro::TokenStream;
 /// | `fallback_with_reason` | instead of `fallback`: a fallback that is also told why it answers, as a last `breakerbox::FallbackReason` argument | — | `fallback_with_reason = cached_user` |
 /// | `fallback_on` | with a fallback: `"rejected"`, it answers rejected (and timed-out) calls; `"error"`, also calls that ran and failed; see [Fallbacks](#fallbacks) | `"rejected"` | `fallback_on = "error"` |
 /// | `classify` | a `fn(&ReturnType) -> Outcome` that judges each call; see [Outcomes](#outcomes) | `Ok` is a success, `Err` a failure | `classify = by_status` |
-/// | `replay` | feature `replay`: calls rejected while open are journaled, `"memory"` (arguments `Clone + Send + 'static`) or `"disk"` (a file per breaker under `$BREAKERBOX_REPLAY_DIR`, default `./breakerbox-replay`; arguments `Serialize + DeserializeOwned + Send + 'static`), and replayed through the breaker once it closes; the rejection's `journaled()` says so. Only for calls safe to repeat; not with `key`, `fallback` or `self`; see [Replay](#replay) | — | `replay = "disk"` |
+/// | `replay` | feature `replay`: calls rejected while open are journaled, `"memory"` (arguments `Clone + Send + 'static`), `"disk"` (a file per breaker under `$BREAKERBOX_REPLAY_DIR`, default `./breakerbox-replay`; arguments `Serialize + DeserializeOwned + Send + 'static`) or `"fleet"` (feature `redis` too: the running fleet's Redis, each entry replayed by one instance; arguments as for disk), and replayed through the breaker once it closes; the rejection's `journaled()` says so. Only for calls safe to repeat; not with `key`, `fallback` or `self`; see [Replay](#replay) | — | `replay = "disk"` |
 /// | `replay_key` | with `replay`: the entry's key, an `AsRef<str>` expression over the arguments; a call whose key is queued already is not journaled again | none | `replay_key = order.id.to_string()` |
 /// | `replay_max` | with `replay`: at most this many entries; a call beyond is not journaled | `10000` | `replay_max = 50000` |
 /// | `replay_ttl` | with `replay`: an entry not replayed within this expires | `"1h"` | `replay_ttl = "15m"` |
-/// | `replay_rate` | with `replay`: at most this many replays a second | `10` | `replay_rate = 50` |
+/// | `replay_rate` | with `replay`: at most this many replays a second (each instance's, with `"fleet"`) | `10` | `replay_rate = 50` |
 /// | `replay_attempts` | with `replay`: failed replays before an entry is a dead letter | `5` | `replay_attempts = 3` |
+/// | `replay_claim_after` | with `replay = "fleet"`: an entry an instance took and did not finish within this (it died, or its replay is slower) is taken over by another instance | `"30s"` | `replay_claim_after = "2m"` |
 /// | `crate` | where breakerbox is; see [Renaming the crate](#renaming-the-crate) | `::breakerbox` | `crate = "my_crate::breakerbox"` |
 ///
 /// Durations are strings: a number, optionally with a fraction, and one unit of `ns`, `us`,
@@ -352,7 +353,7 @@ use proc_macro::TokenStream;
 ///
 /// # Replay
 ///
-/// With `replay = "memory"` or `replay = "disk"` (feature `replay`), a call rejected while the
+/// With `replay = "memory"`, `replay = "disk"` or `replay = "fleet"` (feature `replay`), a call rejected while the
 /// breaker is open (half-open and full, or forced open) is journaled with its arguments, and
 /// the function returns its error built `From<Rejected>` as usual, the `Rejected` saying
 /// `Rejected::journaled()`: answer "accepted" (HTTP 202). Once
@@ -360,10 +361,18 @@ use proc_macro::TokenStream;
 /// first, `replay_rate` a second. The body is moved into a function of the arguments, so the
 /// function takes named, owned arguments, no `self` and no generic parameters; each argument
 /// must be `Clone + Send + 'static` (memory) or `Serialize + DeserializeOwned + Send +
-/// 'static` (disk), a compile error at the argument otherwise. The replay starts at the
+/// 'static` (disk, fleet), a compile error at the argument otherwise. The replay starts at the
 /// function's first call inside a tokio runtime (a disk journal's entries from the last run
 /// replay from then). **Replay runs a call again, perhaps more than once: use it only for
 /// calls that are safe to repeat.** `docs/replay.md` has the guarantees and the limits.
+///
+/// `replay = "fleet"` (features `replay` and `redis`) journals in the Redis of the fleet this
+/// process runs (`breakerbox::fleet::Fleet::start`, started before the function's first call;
+/// until one runs, calls are not journaled and each first call tries again): its URL, its TLS
+/// CA, its prefix (`<prefix>:replay:`). Every instance of the fleet journals into the one
+/// stream of the breaker's name, and each entry is replayed by exactly one instance, once its
+/// breaker there closes; an instance that dies holding an entry leaves it to the others after
+/// 30 s. `replay_rate` is each instance's: a fleet of three replays up to three times it.
 ///
 /// # Per-key breakers
 ///

@@ -74,6 +74,7 @@ struct Raw {
     replay_ttl: Slot<u64>,
     replay_rate: Slot<u32>,
     replay_attempts: Slot<u32>,
+    replay_claim_after: Slot<u64>,
     krate: Slot<Path>,
 }
 
@@ -228,6 +229,10 @@ pub(crate) fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
                 u64::from(u32::MAX),
                 "how many failed replays of a call make it a dead letter"
             )),
+            "replay_claim_after" => key!(replay_claim_after, |e: &Expr| duration_value(
+                e,
+                "replay_claim_after"
+            )),
             "crate" => key!(krate, crate_path),
             _ => errors.push(syn::Error::new(
                 key.span(),
@@ -318,30 +323,42 @@ impl Raw {
             replay_ttl: self.replay_ttl.value,
             replay_rate: self.replay_rate.value,
             replay_attempts: self.replay_attempts.value,
+            replay_claim_after: self.replay_claim_after.value,
             krate: self.krate.value,
         }
     }
 }
 
-/// `replay = "memory"` or `replay = "disk"`.
+/// `replay = "memory"`, `replay = "disk"` or `replay = "fleet"`.
 fn journal_value(expr: &Expr) -> syn::Result<Journal> {
     if let Expr::Lit(syn::ExprLit {
         lit: syn::Lit::Str(text),
         ..
     }) = expr
     {
-        match text.value().as_str() {
+        let value = text.value();
+        match value.as_str() {
             "memory" => return Ok(Journal::Memory),
             "disk" => return Ok(Journal::Disk),
+            "fleet" => return Ok(Journal::Fleet),
+            _ if value.eq_ignore_ascii_case("redis") => {
+                return Err(syn::Error::new_spanned(
+                    expr,
+                    "a journal in Redis is the fleet's: write `replay = \"fleet\"` (the Redis of \
+                     the fleet this process runs, each entry replayed by one instance; features \
+                     `replay` and `redis`)",
+                ));
+            }
             _ => {}
         }
     }
     Err(syn::Error::new_spanned(
         expr,
         "`replay` says where rejected calls are journaled: `replay = \"memory\"` (lost with \
-         the process; arguments `Clone`) or `replay = \"disk\"` (a file per breaker under \
-         `$BREAKERBOX_REPLAY_DIR`, kept across restarts; arguments `Serialize + \
-         DeserializeOwned`)",
+         the process; arguments `Clone`), `replay = \"disk\"` (a file per breaker under \
+         `$BREAKERBOX_REPLAY_DIR`, kept across restarts) or `replay = \"fleet\"` (the running \
+         fleet's Redis, each entry replayed by one instance; feature `redis`); arguments \
+         `Serialize + DeserializeOwned` for the last two",
     ))
 }
 

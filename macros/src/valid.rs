@@ -7,7 +7,7 @@
 //! fallback to the default config into a compile error (the `mirror` test below checks that
 //! the two agree).
 
-use crate::args::{Args, Errors, Window, defaults};
+use crate::args::{Args, Errors, Journal, Window, defaults};
 use crate::duration;
 
 /// Reports every impossible combination of keys in `args`.
@@ -155,19 +155,34 @@ fn replay(args: &Args, errors: &mut Errors) {
                 "replay_attempts",
                 args.replay_attempts.as_ref().map(|k| k.key),
             ),
+            (
+                "replay_claim_after",
+                args.replay_claim_after.as_ref().map(|k| k.key),
+            ),
         ] {
             if let Some(span) = span {
                 errors.push(syn::Error::new(
                     span,
                     format!(
-                        "`{key}` only matters with `replay`: add `replay = \"memory\"` or \
-                         `replay = \"disk\"` to journal calls rejected while open, or remove \
-                         `{key}`"
+                        "`{key}` only matters with `replay`: add `replay = \"memory\"`, \
+                         `replay = \"disk\"` or `replay = \"fleet\"` to journal calls rejected \
+                         while open, or remove `{key}`"
                     ),
                 ));
             }
         }
         return;
+    }
+    if let (Some(claim), Some(journal)) = (&args.replay_claim_after, &args.replay)
+        && journal.value != Journal::Fleet
+    {
+        errors.push(syn::Error::new(
+            claim.key,
+            "`replay_claim_after` is when the fleet's other instances take over an entry a dead \
+             instance held: it only matters with `replay = \"fleet\"`; a memory or disk \
+             journal is one process's, and its entries wait for it: remove \
+             `replay_claim_after`, or use `replay = \"fleet\"`",
+        ));
     }
     if let Some(key) = &args.key {
         errors.push(syn::Error::new(
@@ -477,6 +492,7 @@ mod mirror {
             "replay_ttl",
             "replay_rate",
             "replay_attempts",
+            "replay_claim_after",
             "crate",
         ];
         let config_keys: Vec<&str> = crate::args::KEYS

@@ -52,6 +52,7 @@ pub(crate) fn example(key: &str) -> &'static str {
         "replay_ttl" => "replay_ttl = \"1h\"",
         "replay_rate" => "replay_rate = 10",
         "replay_attempts" => "replay_attempts = 5",
+        "replay_claim_after" => "replay_claim_after = \"30s\"",
         "crate" => "crate = \"my_crate::breakerbox\"",
         _ => "key = value",
     }

@@ -1,8 +1,10 @@
 //! Support for `#[circuit_breaker(replay = …)]`, re-exported by the facade's `__private`. Not
 //! public API.
 
+use core::time::Duration;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::Instant;
 
 use breakerbox_runtime::Breaker;
 
@@ -11,11 +13,16 @@ pub use crate::{Replay, ReplayConfig};
 
 /// The attribute's replay of one function: started at the function's first call inside a
 /// tokio runtime (where a disk journal's entries from the last run start replaying), tried
-/// again at each later call until it starts.
+/// again at a later call until it starts, at most once a second (a fleet journal's Redis that
+/// does not answer would otherwise hold every call for its timeout).
 pub struct ReplaySlot<A> {
     cell: OnceLock<Replay<A>>,
-    init: Mutex<()>,
+    /// When a start failed last.
+    init: Mutex<Option<Instant>>,
 }
+
+/// How long after a failed start the next is tried.
+const RETRY_START: Duration = Duration::from_secs(1);
 
 impl<A> Default for ReplaySlot<A> {
     fn default() -> Self {
@@ -28,7 +35,7 @@ impl<A> ReplaySlot<A> {
     pub const fn new() -> Self {
         ReplaySlot {
             cell: OnceLock::new(),
-            init: Mutex::new(()),
+            init: Mutex::new(None),
         }
     }
 }
@@ -47,13 +54,17 @@ impl<A: Send + 'static> ReplaySlot<A> {
     #[cold]
     #[inline(never)]
     fn start(&self, start: impl FnOnce() -> Result<Replay<A>, StartError>) -> Option<&Replay<A>> {
-        let _one = self.init.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut failed = self.init.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(replay) = self.cell.get() {
             return Some(replay);
+        }
+        if failed.is_some_and(|at| at.elapsed() < RETRY_START) {
+            return None;
         }
         match start() {
             Ok(replay) => Some(self.cell.get_or_init(|| replay)),
             Err(e) => {
+                *failed = Some(Instant::now());
                 tracing::warn!(target: "breakerbox", error = %e, "a #[circuit_breaker(replay = …)] function's replay could not start; its rejected calls are not journaled");
                 None
             }
@@ -118,6 +129,53 @@ where
     Ok(replay)
 }
 
+/// Starts `replay = "fleet"`: the journal in the Redis of the fleet running in this process
+/// (`Fleet::running`), shared by every instance of the fleet.
+/// `replay_claim_after`, if given, replaces the journal's default.
+#[cfg(feature = "redis")]
+pub fn fleet<A, F, Fut>(
+    breaker: &Breaker,
+    config: ReplayConfig,
+    claim_after: Option<Duration>,
+    replay: F,
+) -> Result<Replay<A>, StartError>
+where
+    A: FleetArgs,
+    F: Fn(A) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    let builder = Replay::builder(breaker).config(config);
+    let replay = match claim_after {
+        None => builder.fleet(replay)?,
+        Some(after) => {
+            let options = crate::RedisOptions::running_fleet()
+                .ok_or_else(|| crate::replay::no_fleet(breaker.name()))?;
+            builder.redis(options.claim_after(after), replay)?
+        }
+    };
+    tracing::info!(target: "breakerbox", breaker = %breaker.name(), "a replay journal in the fleet's Redis was opened");
+    Ok(replay)
+}
+
+/// Stands in for `fleet` without the feature `redis`: the attribute's `require_replay_fleet!`
+/// is the error then, and this never starts.
+#[cfg(not(feature = "redis"))]
+pub fn fleet<A, F, Fut>(
+    _breaker: &Breaker,
+    _config: ReplayConfig,
+    _claim_after: Option<Duration>,
+    _replay: F,
+) -> Result<Replay<A>, StartError>
+where
+    A: FleetArgs,
+    F: Fn(A) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    Err(StartError::Store(
+        "replay = \"fleet\" needs breakerbox's `redis` feature".to_owned(),
+    ))
+}
+
 /// What `replay = "memory"` journals: each argument must be `Clone + Send + 'static`.
 #[diagnostic::on_unimplemented(
     message = "`#[circuit_breaker(replay = \"memory\")]` journals this argument, so it must be `Clone + Send + 'static`, but `{Self}` is not",
@@ -149,6 +207,22 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> DiskArg
 #[inline(always)]
 pub fn disk_arg<T: DiskArg>(_: &T) {}
 
+/// What `replay = "fleet"` journals: each argument must be `Serialize + DeserializeOwned +
+/// Send + 'static`.
+#[diagnostic::on_unimplemented(
+    message = "`#[circuit_breaker(replay = \"fleet\")]` writes this argument to the fleet's Redis, so it must be `Serialize + DeserializeOwned + Send + 'static`, but `{Self}` is not",
+    label = "journaled in Redis: needs `serde::Serialize + serde::de::DeserializeOwned`",
+    note = "derive `serde::Serialize` and `serde::Deserialize` for it (owning its data: no borrowed arguments); every instance of the fleet may replay it"
+)]
+pub trait FleetArg {}
+
+#[diagnostic::do_not_recommend]
+impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> FleetArg for T {}
+
+/// Checks one argument of a `replay = "fleet"` function (the call is located at it).
+#[inline(always)]
+pub fn fleet_arg<T: FleetArg>(_: &T) {}
+
 /// The arguments of a `replay = "memory"` function, as one tuple: what the journal holds.
 /// Each argument is checked on its own first (`memory_arg`), where the error is clearer.
 #[diagnostic::on_unimplemented(
@@ -169,6 +243,16 @@ pub trait DiskArgs: serde::Serialize + serde::de::DeserializeOwned + Send + 'sta
 
 #[diagnostic::do_not_recommend]
 impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> DiskArgs for T {}
+
+/// The arguments of a `replay = "fleet"` function, as one tuple (see [`MemoryArgs`]).
+#[diagnostic::on_unimplemented(
+    message = "`#[circuit_breaker(replay = \"fleet\")]` journals the arguments as one `{Self}`, which is not `Serialize + DeserializeOwned + Send + 'static`: see the error at the argument that is not",
+    label = "the journaled arguments"
+)]
+pub trait FleetArgs: serde::Serialize + serde::de::DeserializeOwned + Send + 'static {}
+
+#[diagnostic::do_not_recommend]
+impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> FleetArgs for T {}
 
 /// A failed replay's message: the error's `Display`, where it has one.
 pub fn failure_message(cause: Option<&dyn core::fmt::Display>) -> String {

@@ -5,10 +5,12 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::time::Duration;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
+use breakerbox_fleet::{FleetConfig, StoreLink};
 use redis::{Script, Value};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -42,6 +44,7 @@ const LIST_LIMIT: usize = 10_000;
 #[derive(Clone, Debug)]
 pub struct RedisOptions {
     url: String,
+    tls_ca: Option<PathBuf>,
     prefix: String,
     timeout: Duration,
     claim_after: Duration,
@@ -50,12 +53,16 @@ pub struct RedisOptions {
 }
 
 impl RedisOptions {
-    /// Redis at `url`: `redis://[user:password@]host:port[/db]` (or `redis+unix://` or
-    /// `unix://`, a socket path). The defaults: prefix `breakerbox:replay:`, a timeout of
-    /// 500 ms, claim after 30 s, poll every second.
+    /// Redis at `url`, any URL fleet mode takes: `redis://[user:password@]host:port[/db]`
+    /// (or `redis+unix://` or `unix://`, a socket path), `rediss://` (TLS: breakerbox's
+    /// feature `redis-tls`), `redis+sentinel://host:port[,…]/<master name>` (`redis-sentinel`)
+    /// or `redis+cluster://host:port[,…]` (`redis-cluster`), each with `user:password@` for
+    /// an ACL user. The defaults: prefix `breakerbox:replay:`, a timeout of 500 ms, claim
+    /// after 30 s, poll every second.
     pub fn new(url: impl Into<String>) -> Self {
         RedisOptions {
             url: url.into(),
+            tls_ca: None,
             prefix: "breakerbox:replay:".to_owned(),
             timeout: Duration::from_millis(500),
             claim_after: Duration::from_secs(30),
@@ -64,15 +71,38 @@ impl RedisOptions {
         }
     }
 
+    /// The Redis of `fleet` (its URL and [`tls_ca`](FleetConfig::tls_ca)), with the prefix
+    /// `<the fleet's prefix>:replay:` (`breakerbox:replay:` by default); the journal's own
+    /// timeout, `claim_after` and poll keep their defaults.
+    pub fn for_fleet(fleet: &FleetConfig) -> Self {
+        let mut options =
+            RedisOptions::new(fleet.get_url()).prefix(format!("{}:replay:", fleet.get_prefix()));
+        options.tls_ca = fleet.get_tls_ca().map(PathBuf::from);
+        options
+    }
+
+    /// [`for_fleet`](RedisOptions::for_fleet) of the fleet running in this process
+    /// ([`Fleet::running`](breakerbox_fleet::Fleet::running)), if one runs.
+    pub fn running_fleet() -> Option<Self> {
+        breakerbox_fleet::Fleet::running().map(|fleet| RedisOptions::for_fleet(&fleet))
+    }
+
+    /// Trusts the certificate authority in the PEM file at `path` for TLS (`rediss://`)
+    /// instead of the system's roots, as [`FleetConfig::tls_ca`] does.
+    pub fn tls_ca(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls_ca = Some(path.into());
+        self
+    }
+
     /// The keys' prefix: a journal's keys are `<prefix>{<breaker name>}:…` (one hash slot).
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
     }
 
-    /// The longest a connect, a write or a read waits on Redis (each); a call past it fails,
-    /// and for this long after a failure the journal refuses calls without trying Redis
-    /// again.
+    /// The longest a connect, and an operation on the connection, wait on Redis (each): a
+    /// call waits at most twice this (and 50 ms) and then fails, and for this long after a
+    /// failure the journal refuses calls without trying Redis again.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout.max(Duration::from_millis(1));
         self
@@ -105,14 +135,21 @@ impl RedisOptions {
     pub fn get_claim_after(&self) -> Duration {
         self.claim_after
     }
+
+    /// The keys' prefix.
+    pub fn get_prefix(&self) -> &str {
+        &self.prefix
+    }
 }
 
 /// Why a [`RedisJournal`] could not open.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RedisJournalError {
-    /// The URL is not one the `redis` crate reads (its password is not shown).
-    #[error("the replay journal's Redis URL is not valid: {0}")]
+    /// The URL is not one fleet mode takes, or needs a feature this build lacks (TLS, Sentinel,
+    /// Cluster), or the TLS CA file cannot be read: the URL (its password shown as `***`) and
+    /// why.
+    #[error("the replay journal's Redis URL is not usable: {0}")]
     Url(String),
     /// Redis did not answer, or answered with an error (a key of another kind under the
     /// journal's keys, a wrong password).
@@ -146,16 +183,20 @@ pub enum RedisJournalError {
 ///   the queue after `claim_after`.
 /// - [`Status`] and [`Counts`] are the fleet's (read from Redis), plus this instance's calls
 ///   refused because Redis failed; metrics count this instance's events.
-/// - Its calls block the calling thread for up to the timeout: it is for calls to a remote
-///   service that is down anyway, where a round trip to Redis is small beside the call.
+/// - **Connections** are the fleet's (`breakerbox-fleet`'s `StoreLink`): the URLs fleet mode
+///   takes, with TLS, Sentinel and Cluster where breakerbox's `redis-tls`, `redis-sentinel`
+///   and `redis-cluster` features are on. A thread of the journal's own holds the connection
+///   and sends the calls of every thread on it.
+/// - Its calls block the calling thread for up to twice the timeout (a connect, then the
+///   operation): it is for calls to a remote service that is down anyway, where a round trip
+///   to Redis is small beside the call.
 pub struct RedisJournal<A> {
     name: String,
     keys: [String; 6],
     consumer: String,
     options: RedisOptions,
     config: ReplayConfig,
-    client: redis::Client,
-    idle: Mutex<Vec<redis::Connection>>,
+    link: Link,
     /// Until when calls are refused without trying Redis, and why.
     down: Mutex<Option<(Instant, String)>>,
     last_error: Mutex<Option<String>>,
@@ -278,19 +319,28 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
         options: RedisOptions,
         config: &ReplayConfig,
     ) -> Result<RedisJournal<A>, RedisJournalError> {
-        let client = redis::Client::open(options.url.as_str())
-            .map_err(|e| RedisJournalError::Url(e.to_string()))?;
+        let store = StoreLink::new(&options.url, options.tls_ca.as_deref(), options.timeout)
+            .map_err(|e| match e {
+                breakerbox_fleet::FleetError::Url { url, reason } => {
+                    RedisJournalError::Url(format!("`{url}`: {reason}"))
+                }
+                other => RedisJournalError::Url(other.to_string()),
+            })?;
         let base = format!("{}{{{name}}}:", options.prefix);
         let keys =
             ["stream", "dead", "keys", "tries", "held", "counts"].map(|k| format!("{base}{k}"));
+        let link = Link::start(store, keys.clone(), options.timeout).map_err(|e| {
+            RedisJournalError::Store(format!(
+                "the replay journal `{name}` could not start its Redis thread: {e}"
+            ))
+        })?;
         let journal = RedisJournal {
             name: name.to_owned(),
             keys,
             consumer: options.consumer.clone().unwrap_or_else(consumer_name),
             options,
             config: config.clone(),
-            client,
-            idle: Mutex::new(Vec::new()),
+            link,
             down: Mutex::new(None),
             last_error: Mutex::new(None),
             last_status: Mutex::new(empty_status()),
@@ -325,19 +375,8 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
         {
             return Err(why.clone());
         }
-        let result = self.connection().and_then(|mut con| {
-            let mut invocation = SCRIPT.prepare_invoke();
-            for key in &self.keys {
-                invocation.key(key);
-            }
-            for arg in args {
-                invocation.arg(arg);
-            }
-            let value = invocation.invoke::<Value>(&mut con)?;
-            lock(&self.idle).push(con);
-            Ok(value)
-        });
-        match result {
+        let args: Vec<Vec<u8>> = args.iter().flat_map(|a| a.to_redis_args()).collect();
+        match self.link.call(args) {
             Ok(value) => {
                 *lock(&self.last_error) = None;
                 Ok(value)
@@ -355,37 +394,25 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
         }
     }
 
-    fn describe(&self, e: &redis::RedisError) -> String {
-        let message = e.to_string();
-        if message.contains("WRONGTYPE") {
-            format!(
+    fn describe(&self, failure: &Failure) -> String {
+        match failure {
+            Failure::Error(message) if message.contains("WRONGTYPE") => format!(
                 "the replay journal `{}` cannot use its keys in Redis: a key under `{}` holds a value of another kind (WRONGTYPE); remove it, or give the journal another prefix",
                 self.name, self.keys[0]
-            )
-        } else if e.is_timeout() {
-            format!(
-                "the replay journal `{}`'s Redis did not answer within {:?}",
-                self.name, self.options.timeout
-            )
-        } else {
-            format!(
+            ),
+            Failure::Error(message) => format!(
                 "the replay journal `{}`'s Redis failed: {message}",
                 self.name
-            )
+            ),
+            Failure::Timeout => format!(
+                "the replay journal `{}`'s Redis did not answer within {:?}",
+                self.name, self.options.timeout
+            ),
+            Failure::Gone => format!(
+                "the replay journal `{}`'s Redis thread has stopped",
+                self.name
+            ),
         }
-    }
-
-    /// An idle connection, or a new one (connect, read and write each within the timeout).
-    fn connection(&self) -> redis::RedisResult<redis::Connection> {
-        if let Some(con) = lock(&self.idle).pop() {
-            return Ok(con);
-        }
-        let con = self
-            .client
-            .get_connection_with_timeout(self.options.timeout)?;
-        con.set_read_timeout(Some(self.options.timeout))?;
-        con.set_write_timeout(Some(self.options.timeout))?;
-        Ok(con)
     }
 
     fn report(&self, items: &[Value]) {
@@ -443,6 +470,130 @@ fn empty_status() -> Status {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Why a call to Redis failed.
+enum Failure {
+    /// Redis answered with an error, or the connection failed: what the client said.
+    Error(String),
+    /// No answer within the timeout.
+    Timeout,
+    /// The journal's thread is gone (its runtime could not be built).
+    Gone,
+}
+
+/// One operation for the journal's thread: the script's arguments, and where its answer goes.
+struct Request {
+    args: Vec<Vec<u8>>,
+    answer: std::sync::mpsc::SyncSender<Result<Value, Failure>>,
+}
+
+/// The journal's way to Redis: a thread of its own runs a tokio runtime with the fleet's
+/// connection ([`StoreLink`]: its URLs, TLS, Sentinel, Cluster), so that the journal's
+/// synchronous calls work from any thread, in a runtime or not. Calls are sent on one
+/// multiplexed connection, concurrently; each caller waits for its answer at most the
+/// timeout. The thread ends when the journal is dropped.
+struct Link {
+    requests: tokio::sync::mpsc::UnboundedSender<Request>,
+    timeout: Duration,
+}
+
+impl Link {
+    fn start(store: StoreLink, keys: [String; 6], timeout: Duration) -> std::io::Result<Link> {
+        let (requests, incoming) = tokio::sync::mpsc::unbounded_channel();
+        // Built and dropped on its thread (a runtime must not be dropped in async code). If it
+        // cannot be built, the thread ends, and every call is `Failure::Gone`.
+        std::thread::Builder::new()
+            .name("breakerbox-replay-redis".to_owned())
+            .spawn(move || {
+                match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => {
+                        runtime.block_on(serve(store, Arc::new(keys), incoming, timeout));
+                    }
+                    Err(e) => {
+                        tracing::error!(target: "breakerbox", error = %e, "a replay journal's Redis thread could not start its runtime");
+                    }
+                }
+            })?;
+        Ok(Link { requests, timeout })
+    }
+
+    /// Runs the script with `args`, waiting at most the timeout (and a little for the thread
+    /// to hand the answer over).
+    fn call(&self, args: Vec<Vec<u8>>) -> Result<Value, Failure> {
+        let (answer, answered) = std::sync::mpsc::sync_channel(1);
+        if self.requests.send(Request { args, answer }).is_err() {
+            return Err(Failure::Gone);
+        }
+        let wait = self.timeout.saturating_mul(2) + Duration::from_millis(50);
+        match answered.recv_timeout(wait) {
+            Ok(result) => result,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Failure::Timeout),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Failure::Gone),
+        }
+    }
+}
+
+/// The journal's thread: connects (at most the timeout each time) and runs each request on
+/// the connection as a task of its own (at most the timeout each), telling the link of the
+/// store's failures (a Sentinel link then asks for the master again).
+async fn serve(
+    mut store: StoreLink,
+    keys: Arc<[String; 6]>,
+    mut incoming: tokio::sync::mpsc::UnboundedReceiver<Request>,
+    timeout: Duration,
+) {
+    let (failed, mut failures) = tokio::sync::mpsc::unbounded_channel::<redis::RedisError>();
+    loop {
+        let request = tokio::select! {
+            biased;
+            Some(error) = failures.recv() => {
+                store.failed(&error);
+                continue;
+            }
+            request = incoming.recv() => match request {
+                Some(request) => request,
+                None => return,
+            },
+        };
+        let mut con = match tokio::time::timeout(timeout, store.connection()).await {
+            Ok(Ok(con)) => con,
+            Ok(Err(e)) => {
+                let _ = request.answer.send(Err(Failure::Error(e.to_string())));
+                continue;
+            }
+            Err(_) => {
+                let _ = request.answer.send(Err(Failure::Timeout));
+                continue;
+            }
+        };
+        let keys = keys.clone();
+        let failed = failed.clone();
+        tokio::spawn(async move {
+            let mut invocation = SCRIPT.prepare_invoke();
+            for key in keys.iter() {
+                invocation.key(key);
+            }
+            for arg in &request.args {
+                invocation.arg(arg);
+            }
+            // `EVALSHA`, loading the script again after `NOSCRIPT` (a restart, `SCRIPT FLUSH`).
+            let result = tokio::time::timeout(timeout, invocation.invoke_async::<Value>(&mut con));
+            let answer = match result.await {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(e)) => {
+                    let message = e.to_string();
+                    let _ = failed.send(e);
+                    Err(Failure::Error(message))
+                }
+                Err(_) => Err(Failure::Timeout),
+            };
+            let _ = request.answer.send(answer);
+        });
+    }
 }
 
 impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for RedisJournal<A> {

@@ -223,6 +223,26 @@ impl<A: Send + 'static> ReplayBuilder<A> {
         self.journal(Arc::new(journal), replay)
     }
 
+    /// Opens breaker's journal in the Redis of the fleet running in this process
+    /// ([`RedisOptions::running_fleet`](crate::RedisOptions::running_fleet): its URL, TLS CA and
+    /// prefix) and starts the replayer over it (feature `redis`): every instance of the fleet
+    /// journals there, and each entry is replayed by one of them. An error if no fleet runs
+    /// ([`Fleet::start`](breakerbox_fleet::Fleet::start) it first). `replay` is called with each
+    /// entry's arguments; `Err` is a failure.
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub fn fleet<F, Fut, T, E>(self, replay: F) -> Result<Replay<A>, StartError>
+    where
+        A: serde::Serialize + serde::de::DeserializeOwned,
+        F: Fn(A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        E: fmt::Display,
+    {
+        let options =
+            crate::RedisOptions::running_fleet().ok_or_else(|| no_fleet(self.breaker.name()))?;
+        self.redis(options, replay)
+    }
+
     /// Starts the replayer over the given journal.
     pub fn journal<F, Fut, T, E>(
         self,
@@ -400,6 +420,14 @@ impl<A: Send + 'static> Replay<A> {
     pub fn drop_dead_letters(&self) -> usize {
         self.shared.journal.drop_dead_letters()
     }
+}
+
+/// Why the fleet journal of breaker `name` cannot open: no fleet runs.
+#[cfg(feature = "redis")]
+pub(crate) fn no_fleet(name: &str) -> StartError {
+    StartError::Store(format!(
+        "the replay journal `{name}` is the fleet's, and no fleet runs in this process: start one (breakerbox::fleet::Fleet::start) before the first call"
+    ))
 }
 
 /// Whether a rejection for this reason is journaled: the breaker is not letting calls

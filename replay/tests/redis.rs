@@ -746,3 +746,70 @@ fn the_claim_and_ack_protocol_keeps_its_invariants_under_seeded_schedules() {
         "no seed had a replay end after its entry was taken over"
     );
 }
+
+#[test]
+fn an_url_fleet_mode_does_not_take_is_an_error_naming_its_scheme() {
+    for (url, says) in [
+        ("http://127.0.0.1:6379/", "unknown scheme `http`"),
+        ("127.0.0.1:6379", "want redis://, rediss://"),
+        ("redis+sentinel://127.0.0.1:26379", "no master name"),
+        ("redis+cluster://", "no host"),
+    ] {
+        let Err(breakerbox_replay::RedisJournalError::Url(why)) =
+            RedisJournal::<u32>::open("urls", RedisOptions::new(url), &ReplayConfig::new())
+        else {
+            panic!("{url} opened");
+        };
+        assert!(why.contains(says), "{url}: {why}");
+    }
+    // The password is not shown.
+    let Err(breakerbox_replay::RedisJournalError::Url(why)) = RedisJournal::<u32>::open(
+        "urls",
+        RedisOptions::new("ftp://user:s3cret@h:1/"),
+        &ReplayConfig::new(),
+    ) else {
+        panic!("ftp opened");
+    };
+    assert!(
+        why.contains("user:***@h:1") && !why.contains("s3cret"),
+        "{why}"
+    );
+}
+
+#[test]
+fn an_acl_user_in_the_url_opens_the_journal_and_a_wrong_password_is_the_error() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let prefix = prefix("acl");
+    let user = format!("bbjournal{}", std::process::id());
+    redis.command(
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(&user)
+            .arg("reset")
+            .arg("on")
+            .arg(">pa ss")
+            .arg(format!("~{prefix}*"))
+            .arg("+@all"),
+    );
+    let at = redis.url.trim_start_matches("redis://");
+    let with = |password: &str| {
+        RedisOptions::new(format!("redis://{user}:{password}@{at}"))
+            .timeout(Duration::from_secs(5))
+            .prefix(&prefix)
+    };
+    let config = ReplayConfig::new();
+    let journal: RedisJournal<u32> = RedisJournal::open("acl", with("pa%20ss"), &config).unwrap();
+    assert_eq!(journal.push(None, 1, S(1)).unwrap(), Pushed::New(1));
+    assert_eq!(journal.status().entries, 1);
+    let wrong = RedisJournal::<u32>::open("acl", with("wrong"), &config);
+    redis.command(redis::cmd("ACL").arg("DELUSER").arg(&user));
+    let Err(breakerbox_replay::RedisJournalError::Store(why)) = wrong else {
+        panic!("opened with a wrong password");
+    };
+    assert!(
+        why.contains("WRONGPASS") || why.contains("invalid username-password"),
+        "{why}"
+    );
+}

@@ -9,7 +9,9 @@
 //! `pass-tokio/` and `fail-tokio/` with it, `fail-without-tokio/` without.
 //!
 //! `replay` depends on the facade's `replay` feature (which implies `tokio`): `pass-replay/` and
-//! `fail-replay/` with it, `fail-without-replay/` without.
+//! `fail-replay/` with it, `fail-without-replay/` without. `replay = "fleet"` also needs `redis`:
+//! `pass-replay-fleet/` and `fail-replay-fleet/` with both, `fail-replay-without-redis/` with
+//! `replay` alone.
 
 #[test]
 fn ui() {
@@ -28,4 +30,10 @@ fn ui() {
     t.compile_fail("tests/ui/fail-replay/*.rs");
     #[cfg(not(feature = "replay"))]
     t.compile_fail("tests/ui/fail-without-replay/*.rs");
+    #[cfg(feature = "redis")]
+    t.pass("tests/ui/pass-replay-fleet/*.rs");
+    #[cfg(feature = "redis")]
+    t.compile_fail("tests/ui/fail-replay-fleet/*.rs");
+    #[cfg(all(feature = "replay", not(feature = "redis")))]
+    t.compile_fail("tests/ui/fail-replay-without-redis/*.rs");
 }

@@ -1,4 +1,4 @@
-//! `replay` is "memory" or "disk".
+//! `replay` is "memory", "disk" or "fleet".
 use breakerbox::{Rejected, circuit_breaker};
 
 #[derive(Debug)]
@@ -10,7 +10,7 @@ impl From<Rejected> for Error {
     }
 }
 
-#[circuit_breaker(replay = "redis")]
+#[circuit_breaker(replay = "file")]
 fn call(id: u32) -> Result<u32, Error> {
     Ok(id)
 }
