@@ -4,8 +4,8 @@
 //!
 //! Two fleet instances run in this process, as the fleet's own tests stand several instances in
 //! one (fleet/tests/fleet/instances.rs): `web-1` shares the registry's `ledger`, the breaker the
-//! page shows, and serves the admin router; `web-2` shares a `Breaker::new` of the same name,
-//! a breaker of its own. They meet only in a real `redis-server` on 127.0.0.1: `scripts/test`'s
+//! page shows (and `audit`, alone, under `FleetTrip::Any`), and serves the admin router; `web-2`
+//! shares a `Breaker::new` of the same name, a breaker of its own. They meet only in a real `redis-server` on 127.0.0.1: `scripts/test`'s
 //! (`$BREAKERBOX_TEST_REDIS_URL`), else one the test starts. One process is enough: each
 //! instance's local state is its own breaker's, and `web-1` learns `web-2`'s only from the
 //! heartbeats in the store.
@@ -96,16 +96,17 @@ fn config(url: &str, prefix: &str, instance: &str) -> FleetConfig {
         .fleet_trip(FleetTrip::Quorum(Quorum::Instances(2)))
 }
 
-/// Waits until `ledger`'s tile is in `state` and its fleet line reads `hosts`, with one chip per
-/// instance of `chips` (`(name, whether it is this process, its local state)`), in that order.
+/// Waits until the tile of `breaker` is in `state` and its fleet line reads `hosts`, with one
+/// chip per instance of `chips` (`(name, whether it is this process, its local state)`), in that
+/// order.
 async fn fleet_line(
     browser: &Client,
     what: &str,
-    state: &str,
+    (breaker, state): (&str, &str),
     hosts: &str,
     chips: &[(&str, bool, &str)],
 ) {
-    let tile = r#"section.tile[data-name="ledger"]"#;
+    let tile = format!(r#"section.tile[data-name="{breaker}"]"#);
     let want = chips
         .iter()
         .map(|(name, this, local)| {
@@ -140,7 +141,15 @@ async fn a_shared_breakers_tile_shows_each_instances_local_state_as_it_changes()
     let redis = Redis::start();
     let prefix = format!("dashfleet{}", std::process::id());
     let ledger = registry().get_or_create("ledger", trip_once);
-    let web1 = Fleet::start(config(&redis.url, &prefix, "web-1").share("ledger")).unwrap();
+    // `audit` is web-1's alone, and any instance's trip of it is the fleet's.
+    let _audit = registry().get_or_create("audit", trip_once);
+    let web1 = Fleet::start(
+        config(&redis.url, &prefix, "web-1")
+            .share("ledger")
+            .share("audit")
+            .fleet_trip_for("audit", FleetTrip::Any),
+    )
+    .unwrap();
     let web2 = Fleet::start(config(&redis.url, &prefix, "web-2")).unwrap();
     let theirs = Breaker::new("ledger", trip_once());
     web2.share(&theirs);
@@ -158,9 +167,17 @@ async fn a_shared_breakers_tile_shows_each_instances_local_state_as_it_changes()
     fleet_line(
         &browser,
         "both instances report ledger, closed",
-        "closed",
+        ("ledger", "closed"),
         two,
         &[("web-1", true, "closed"), ("web-2", false, "closed")],
+    )
+    .await;
+    fleet_line(
+        &browser,
+        "audit's line reads one host, and its mode",
+        ("audit", "closed"),
+        "fleet: 1 host reporting · any instance trips the fleet",
+        &[("web-1", true, "closed")],
     )
     .await;
 
@@ -171,7 +188,7 @@ async fn a_shared_breakers_tile_shows_each_instances_local_state_as_it_changes()
     fleet_line(
         &browser,
         "web-2's chip turns open, web-1's and the tile stay closed",
-        "closed",
+        ("ledger", "closed"),
         two,
         &[("web-1", true, "closed"), ("web-2", false, "open")],
     )
@@ -189,7 +206,7 @@ async fn a_shared_breakers_tile_shows_each_instances_local_state_as_it_changes()
     fleet_line(
         &browser,
         "web-2's chip turns closed again",
-        "closed",
+        ("ledger", "closed"),
         two,
         &[("web-1", true, "closed"), ("web-2", false, "closed")],
     )
@@ -200,7 +217,7 @@ async fn a_shared_breakers_tile_shows_each_instances_local_state_as_it_changes()
     fleet_line(
         &browser,
         "web-2 leaves the fleet line",
-        "closed",
+        ("ledger", "closed"),
         "fleet: 1 host reporting · quorum 2",
         &[("web-1", true, "closed")],
     )

@@ -189,9 +189,9 @@ pub(crate) struct Inner {
     pub(crate) held: Mutex<Option<BTreeMap<String, Held>>>,
     /// `FleetStatus::last_error`.
     pub(crate) last_error: Mutex<Option<String>>,
-    /// Every shared breaker's live instances, as the last heartbeat read them (quorum.rs).
+    /// Every shared breaker's live instances, as the last heartbeat read them (task/quorum.rs).
     pub(crate) live: Mutex<BTreeMap<String, Vec<LiveInstance>>>,
-    /// The last quorum tally of each breaker this instance reported a trip of (quorum.rs).
+    /// The last quorum tally of each breaker this instance reported a trip of (task/quorum.rs).
     pub(crate) tallies: Mutex<BTreeMap<String, task::Tally>>,
 }
 

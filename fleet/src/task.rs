@@ -13,17 +13,12 @@ use redis::{FromRedisValue, PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-#[path = "counts.rs"]
 mod counts;
-#[path = "lease.rs"]
 mod lease;
-#[path = "quorum.rs"]
 mod quorum;
 
 pub(crate) use quorum::Tally;
-#[path = "push.rs"]
 mod push;
-#[path = "resync.rs"]
 mod resync;
 
 use super::record::{Record, parse_payload};
@@ -845,5 +840,4 @@ impl Drop for Task {
 }
 
 #[cfg(test)]
-#[path = "task_tests.rs"]
 mod tests;

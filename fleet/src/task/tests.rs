@@ -425,5 +425,4 @@ async fn a_resync_asked_for_during_a_pass_is_answered_by_a_whole_pass_after_it()
 }
 
 // The re-read after a failure, and records this instance cannot read.
-#[path = "task_tests_timing.rs"]
 mod timing;
