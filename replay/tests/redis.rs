@@ -776,33 +776,91 @@ fn an_url_fleet_mode_does_not_take_is_an_error_naming_its_scheme() {
     );
 }
 
+/// The least-privilege rule of docs/replay.md for a journal under `prefix`: its keys, and the
+/// commands its script runs.
+fn journal_rule(prefix: &str) -> Vec<String> {
+    let rule = "-@all +hello +auth +ping +evalsha +script|load +type +xgroup|create +xadd +xack \
+        +xclaim +xdel +xlen +xpending +xrange +xreadgroup +zadd +zrangebyscore +zrem +zscore \
+        +hdel +hget +hincrby +hset +del";
+    let mut args = vec!["resetkeys".to_owned(), format!("~{prefix}*")];
+    args.extend(rule.split_whitespace().map(str::to_owned));
+    args
+}
+
+/// Every bulk string in a reply, as text.
+fn texts(value: &redis::Value, out: &mut Vec<String>) {
+    match value {
+        redis::Value::BulkString(b) => out.push(String::from_utf8_lossy(b).into_owned()),
+        redis::Value::SimpleString(s) => out.push(s.clone()),
+        redis::Value::Array(items) | redis::Value::Set(items) => {
+            items.iter().for_each(|v| texts(v, out))
+        }
+        redis::Value::Map(pairs) => pairs.iter().for_each(|(k, v)| {
+            texts(k, out);
+            texts(v, out);
+        }),
+        _ => {}
+    }
+}
+
 #[test]
-fn an_acl_user_in_the_url_opens_the_journal_and_a_wrong_password_is_the_error() {
+fn an_acl_user_under_the_documented_rule_runs_every_operation_and_a_wrong_password_is_the_error() {
     let Some(redis) = TestRedis::get() else {
         return;
     };
     let prefix = prefix("acl");
     let user = format!("bbjournal{}", std::process::id());
-    redis.command(
-        redis::cmd("ACL")
-            .arg("SETUSER")
-            .arg(&user)
-            .arg("reset")
-            .arg("on")
-            .arg(">pa ss")
-            .arg(format!("~{prefix}*"))
-            .arg("+@all"),
-    );
+    let mut setuser = redis::cmd("ACL");
+    setuser
+        .arg("SETUSER")
+        .arg(&user)
+        .arg("reset")
+        .arg("on")
+        .arg(">pa ss");
+    setuser.arg(journal_rule(&prefix));
+    redis.command(&setuser);
     let at = redis.url.trim_start_matches("redis://");
     let with = |password: &str| {
         RedisOptions::new(format!("redis://{user}:{password}@{at}"))
             .timeout(Duration::from_secs(5))
             .prefix(&prefix)
     };
-    let config = ReplayConfig::new();
+    let config = ReplayConfig::new().attempts(2).backoff(S(1), S(1));
+    // The password percent-encoded in the URL.
     let journal: RedisJournal<u32> = RedisJournal::open("acl", with("pa%20ss"), &config).unwrap();
+    let due = |at: u64| match journal.take(S(at)) {
+        Take::Due(taken) => taken.id,
+        other => panic!("nothing due at {at}: {other:?}"),
+    };
+    // Every path of the script: a first take, a failure and its backoff, a take from the
+    // queue, a replay that did not run, a dead letter, its retry, a replay, a drop.
     assert_eq!(journal.push(None, 1, S(1)).unwrap(), Pushed::New(1));
-    assert_eq!(journal.status().entries, 1);
+    journal.settle(due(2), Settled::Failed, S(2));
+    journal.settle(due(4), Settled::NotRun, S(4));
+    journal.settle(due(5), Settled::Failed, S(5));
+    assert_eq!(journal.dead_letters().len(), 1);
+    assert_eq!(journal.retry_dead_letters(S(6)), 1);
+    assert_eq!(journal.entries().len(), 1);
+    journal.settle(due(7), Settled::Replayed, S(7));
+    journal.push(Some("k".to_owned()), 2, S(8)).unwrap();
+    journal.settle(due(8), Settled::Failed, S(8));
+    journal.settle(due(10), Settled::Failed, S(10));
+    assert_eq!(journal.drop_dead_letters(), 1);
+    let status = journal.status();
+    assert_eq!((status.entries, status.dead_letters), (0, 0));
+    assert_eq!(
+        (
+            status.counts.queued,
+            status.counts.replayed,
+            status.counts.failed
+        ),
+        (2, 1, 4)
+    );
+    assert_eq!(journal.store_error(), None, "no operation was refused");
+    let mut log = Vec::new();
+    texts(&redis.command(redis::cmd("ACL").arg("LOG")), &mut log);
+    assert!(!log.contains(&user), "the ACL log names the user: {log:?}");
+
     let wrong = RedisJournal::<u32>::open("acl", with("wrong"), &config);
     redis.command(redis::cmd("ACL").arg("DELUSER").arg(&user));
     let Err(breakerbox_replay::RedisJournalError::Store(why)) = wrong else {
