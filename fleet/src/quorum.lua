@@ -5,7 +5,7 @@
 -- KEYS[1]  the record `{<prefix>:<name>}`
 -- KEYS[2]  its probe leases `{<prefix>:<name>}:probes` (dropped when the record is written)
 -- KEYS[3]  the live instances `{<prefix>:<name>}:live`: a hash, instance ->
---          `<expiry>|<its local state>`, the expiry in server ms (see live.lua)
+--          `<expiry>|<its local state>`, the expiry in server ms (see heartbeat.lua)
 -- KEYS[4]  the open reports `{<prefix>:<name>}:opens`: a sorted set of `<epoch>|<instance>` by
 --          the end of that instance's open time, in server ms. A report counts only for the
 --          record epoch it names: any write of the record (a reset, a close, a trip, redis-cli)

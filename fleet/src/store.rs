@@ -26,8 +26,8 @@ pub(crate) enum Script {
     Count,
     /// `quorum.lua`: a local trip reported under a quorum, which may open the record.
     Quorum,
-    /// `live.lua`: a heartbeat with the instance's local state, and everyone's.
-    Live,
+    /// `heartbeat.lua`: a heartbeat with the instance's local state, and everyone's.
+    Heartbeat,
 }
 
 impl Script {
@@ -37,7 +37,7 @@ impl Script {
         Script::Probe,
         Script::Count,
         Script::Quorum,
-        Script::Live,
+        Script::Heartbeat,
     ];
 
     /// The script's SHA-1, as `EVALSHA` names it.
@@ -55,7 +55,7 @@ impl Script {
             Script::Probe => include_str!("probe.lua"),
             Script::Count => include_str!("count.lua"),
             Script::Quorum => include_str!("quorum.lua"),
-            Script::Live => include_str!("live.lua"),
+            Script::Heartbeat => include_str!("heartbeat.lua"),
         }
     }
 }

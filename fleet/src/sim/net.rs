@@ -110,7 +110,7 @@ impl Oracle {
     ) {
         let num = |i: usize| args.get(i).and_then(|a| a.parse::<u64>().ok()).unwrap_or(0);
         let record = match script {
-            Script::Live => {
+            Script::Heartbeat => {
                 if ran {
                     let rk = keys[0].trim_end_matches(":live").to_owned();
                     self.live.insert((rk, args[0].clone()), now + num(1));
@@ -167,7 +167,7 @@ impl Oracle {
                             matches!(s.as_str(), "open" | "forced_open" | "disabled")
                         })
                 }
-                Script::Probe | Script::Live => false,
+                Script::Probe | Script::Heartbeat => false,
             };
             if !ok {
                 self.violations.push(format!(

@@ -1,5 +1,5 @@
 //! Quorum trips (`fleet_trip = "quorum"`), step by step on the model store: the instances run
-//! the production fleet code and `quorum.lua`/`live.lua` themselves.
+//! the production fleet code and `quorum.lua`/`heartbeat.lua` themselves.
 
 use core::time::Duration;
 

@@ -1,6 +1,6 @@
-//! Quorum trips and heartbeats (`quorum.lua`, `live.lua`).
+//! Quorum trips and heartbeats (`quorum.lua`, `heartbeat.lua`).
 //!
-//! Every re-read pass, each instance beats for every breaker it shares: `live.lua` puts it in
+//! Every re-read pass, each instance beats for every breaker it shares: `heartbeat.lua` puts it in
 //! the breaker's live set (the hash `{<prefix>:<name>}:live`, with the expiry of its beat, three
 //! `resync_every`s from the server's now, and its local state of the breaker), drops those
 //! whose beat has expired, and returns everyone's: the latest read is kept for
@@ -137,7 +137,7 @@ impl Task {
         Pushed::Done
     }
 
-    /// The heartbeats of the breakers `names`, with their local states: `live.lua` as plain
+    /// The heartbeats of the breakers `names`, with their local states: `heartbeat.lua` as plain
     /// `EVALSHA` commands, for the re-read's pipeline (one round trip for a batch; in a
     /// Cluster, each goes to its key's node).
     pub(super) fn beat_commands(&self, names: &[String]) -> Vec<Vec<String>> {
@@ -152,7 +152,7 @@ impl Task {
                     .map_or(State::Closed, |b| b.state());
                 vec![
                     "EVALSHA".to_owned(),
-                    Script::Live.sha().to_owned(),
+                    Script::Heartbeat.sha().to_owned(),
                     "1".to_owned(),
                     self.key_of(name, "live"),
                     self.shared.instance.clone(),
@@ -192,7 +192,9 @@ impl Task {
         if let Some(name) = load {
             let args = self.beat_commands(core::slice::from_ref(&name))[0][4..].to_vec();
             let keys = vec![self.key_of(&name, "live")];
-            if let Answer::Done(reply) = self.ask::<Vec<String>>(Script::Live, keys, args).await {
+            if let Answer::Done(reply) =
+                self.ask::<Vec<String>>(Script::Heartbeat, keys, args).await
+            {
                 seen.insert(name, self.live_of(&reply, sent));
             }
         }
@@ -201,7 +203,7 @@ impl Task {
         kept.extend(seen);
     }
 
-    /// `live.lua`'s reply as the instances it lists, by name.
+    /// `heartbeat.lua`'s reply as the instances it lists, by name.
     fn live_of(&self, reply: &[String], read_at: Instant) -> Vec<LiveInstance> {
         let Some((now, rest)) = reply.split_first() else {
             return Vec::new();

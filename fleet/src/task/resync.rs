@@ -127,7 +127,7 @@ impl Task {
                 hmget.extend(READ_FIELDS.iter().map(|f| (*f).to_owned()));
                 commands.push(hmget);
             }
-            // And each breaker's heartbeat (`live.lua` by its hash, as a plain `EVALSHA`), in the
+            // And each breaker's heartbeat (`heartbeat.lua` by its hash, as a plain `EVALSHA`), in the
             // same round trip (quorum.rs).
             let due_names: Vec<String> = due.iter().map(|n| (*n).clone()).collect();
             commands.extend(self.beat_commands(&due_names));

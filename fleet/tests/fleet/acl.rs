@@ -101,7 +101,7 @@ fn quorum_trips_and_heartbeats_run_under_the_same_acl_user() {
     let url = redis
         .url()
         .replace("redis://", "redis://fleet:fleet-secret@");
-    // quorum.lua (reports, the quorum's write) and live.lua (heartbeats, the fleet view).
+    // quorum.lua (reports, the quorum's write) and heartbeat.lua (heartbeats, the fleet view).
     let mut nodes = nodes_fleet(
         &url,
         "acl",

@@ -17,7 +17,7 @@ fn every_script_of_a_breaker_keeps_its_keys_on_one_cluster_slot() {
     let cluster = Cluster::start(&bin, 3, 0);
     for name in ["payments", "a}b", "{x}", "}{", "über", "with space", ""] {
         let record = format!("{{breakerbox:{name}}}");
-        // probe.lua's leases, live.lua's heartbeats, quorum.lua's open reports.
+        // probe.lua's leases, heartbeat.lua's heartbeats, quorum.lua's open reports.
         for what in ["probes", "live", "opens"] {
             assert_eq!(
                 cluster.keyslot(&record),
