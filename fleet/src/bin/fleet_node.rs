@@ -68,11 +68,16 @@ pub fn run(path: &str) {
             std::process::exit(2);
         }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    // The fleet's task runs on a thread of its own that drives the runtime until the process
+    // exits, while this thread reads stdin (a `block_on` here, for `resync`, waits alongside).
+    let runtime = std::sync::Arc::new(
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime"),
+    );
+    let driver = runtime.clone();
+    std::thread::spawn(move || driver.block_on(std::future::pending::<()>()));
     let breaker = registry().get_or_create("payments", Config::default);
     breaker.on_state_change(|e| {
         let wall = e.wall.duration_since(UNIX_EPOCH).unwrap_or_default();
