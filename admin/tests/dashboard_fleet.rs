@@ -16,9 +16,9 @@
 //!   cargo test -p breakerbox-admin --features fleet --test dashboard_fleet
 
 mod browser;
+mod redis;
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use breakerbox_admin::Admin;
 use breakerbox_fleet::{Fleet, FleetConfig, FleetTrip, Quorum};
@@ -26,56 +26,7 @@ use breakerbox_runtime::{Breaker, Config, State, registry};
 use fantoccini::Client;
 
 use browser::{target_dir, text_of, tile_in, until};
-
-/// The redis-server of the test: `scripts/test`'s, else one of its own on a free loopback port,
-/// persistence off, killed when dropped.
-struct Redis {
-    url: String,
-    own: Option<Child>,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        if let Ok(url) = std::env::var("BREAKERBOX_TEST_REDIS_URL") {
-            return Redis { url, own: None };
-        }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "the fleet view's browser test needs redis-server (scripts/test installs it: \
-                     apt-get install -y redis-server), or BREAKERBOX_TEST_REDIS_URL: {e}"
-                )
-            });
-        let redis = Redis {
-            url: format!("redis://127.0.0.1:{port}/"),
-            own: Some(child),
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        redis
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.own {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
+use redis::Redis;
 
 /// Opens on one failure, for a minute: a trip stays until something changes it.
 fn trip_once() -> Config {
@@ -138,7 +89,12 @@ async fn a_shared_breakers_tile_shows_each_instances_local_state_as_it_changes()
     let Some(installed) = browser::installed() else {
         return;
     };
-    let redis = Redis::start();
+    let redis = Redis::start().unwrap_or_else(|e| {
+        panic!(
+            "the fleet view's browser test needs redis-server (scripts/test installs it: \
+             apt-get install -y redis-server), or BREAKERBOX_TEST_REDIS_URL: {e}"
+        )
+    });
     let prefix = format!("dashfleet{}", std::process::id());
     let ledger = registry().get_or_create("ledger", trip_once);
     // `audit` is web-1's alone, and any instance's trip of it is the fleet's.

@@ -18,6 +18,9 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 #[cfg(feature = "fleet")]
+mod redis;
+
+#[cfg(feature = "fleet")]
 const CHILD: &str = "BREAKERBOX_ADMIN_FLEET_CHILD";
 
 #[cfg(feature = "fleet")]
@@ -82,30 +85,9 @@ fn an_instance_process() {
 }
 
 #[cfg(feature = "fleet")]
-fn redis_url() -> Option<(String, Option<Child>)> {
-    if let Ok(url) = std::env::var("BREAKERBOX_TEST_REDIS_URL") {
-        return Some((url, None));
-    }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .spawn();
-    match child {
-        Ok(child) => {
-            let url = format!("redis://127.0.0.1:{port}/");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-                assert!(Instant::now() < deadline, "redis-server did not start");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Some((url, Some(child)))
-        }
+fn redis() -> Option<redis::Redis> {
+    match redis::Redis::start() {
+        Ok(redis) => Some(redis),
         Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
             panic!("the fleet view's test needs redis-server (scripts/test installs it)")
         }
@@ -225,9 +207,10 @@ fn fields(v: &Value) -> std::collections::BTreeSet<String> {
 #[cfg(feature = "fleet")]
 #[tokio::test]
 async fn the_fleet_json_lists_each_live_instance_with_its_local_state() {
-    let Some((url, mut server)) = redis_url() else {
+    let Some(server) = redis() else {
         return;
     };
+    let url = server.url.clone();
     let prefix = format!("adminfleet{}", std::process::id());
     let b = payments();
     let fleet = breakerbox_fleet::Fleet::start(config(&url, &prefix, "here")).unwrap();
@@ -302,10 +285,7 @@ async fn the_fleet_json_lists_each_live_instance_with_its_local_state() {
     }
     drop(a.stdin.take());
     let _ = a.wait();
-    if let Some(server) = &mut server {
-        let _ = server.kill();
-        let _ = server.wait();
-    }
+    drop(server);
 }
 
 #[cfg(not(feature = "fleet"))]
