@@ -1,14 +1,18 @@
 //! Folders are floors. In every library crate of the workspace, no module imports from a module
 //! that imports it back (directly or through others), and no file of a folder imports from a
-//! sibling file that imports it back. The runtime's map (`runtime/src/lib.rs`, "Where things
-//! are") lists its modules floor by floor, bottom up: each module imports only from the ones
-//! listed before it, and every module is listed.
+//! file of that folder that imports it back, the folder's module file (`breaker.rs`,
+//! `keyed/mod.rs`) counted as one of its files: a module file declares and re-exports its
+//! children, so a child that uses what the module file defines closes a circle. For the same
+//! reason no module may import what its crate's `lib.rs` itself defines. The runtime's map
+//! (`runtime/src/lib.rs`, "Where things are") lists its modules floor by floor, bottom up: each
+//! module imports only from the ones listed before it, and every module is listed.
 //!
 //! The crates are read with `syn`, following the module tree from `lib.rs` (modules under
 //! `#[cfg(test)]` are left out: tests may import anything). An import is any path that starts
-//! with `crate::` (or `super::`, between the files of one folder), in code, in `use` trees, in
-//! attributes (`#[serde(with = "crate::…")]`) and in macro calls. A name the crate root or a
-//! folder's module file re-exports counts as the file that defines it.
+//! with `crate::` (or `super::`, between the files of one folder; or a child's name, in a
+//! module file), in code, in `use` trees, in attributes (`#[serde(with = "crate::…")]`) and in
+//! macro calls. A name the crate root or a folder's module file re-exports counts as the file
+//! that defines it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -128,9 +132,11 @@ fn inline_module(text: &str, name: &syn::Ident) -> syn::File {
     ast
 }
 
-/// The paths a file names: each as its segments, `crate` or `super` first.
+/// The paths a file names: each as its segments, `crate` or `super` first. `relative` holds
+/// the other paths (`self::a::X`, `a::X`): in a module file, those that start with a child's
+/// name are imports of that child.
 #[derive(Default)]
-struct Paths(BTreeSet<Vec<String>>);
+struct Paths(BTreeSet<Vec<String>>, BTreeSet<Vec<String>>);
 
 impl Paths {
     fn add_text(&mut self, text: &str) {
@@ -194,10 +200,24 @@ impl Paths {
     }
 
     fn push(&mut self, prefix: &[String], last: &str) {
-        if matches!(prefix.first().map(String::as_str), Some("crate" | "super")) {
-            let mut segs = prefix.to_vec();
-            segs.push(last.to_owned());
-            self.0.insert(segs);
+        let mut segs = prefix.to_vec();
+        segs.push(last.to_owned());
+        self.insert(segs);
+    }
+
+    fn insert(&mut self, mut segs: Vec<String>) {
+        match segs.first().map(String::as_str) {
+            Some("crate" | "super") => {
+                self.0.insert(segs);
+            }
+            Some("self") => {
+                segs.remove(0);
+                self.1.insert(segs);
+            }
+            Some(_) => {
+                self.1.insert(segs);
+            }
+            None => {}
         }
     }
 }
@@ -225,8 +245,8 @@ impl<'ast> Visit<'ast> for Paths {
     }
     fn visit_path(&mut self, p: &'ast syn::Path) {
         let segs: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
-        if matches!(segs.first().map(String::as_str), Some("crate" | "super")) {
-            self.0.insert(segs);
+        if p.leading_colon.is_none() {
+            self.insert(segs);
         }
         syn::visit::visit_path(self, p);
     }
@@ -365,24 +385,59 @@ fn circle(graph: &Graph) -> Option<String> {
     None
 }
 
-/// The crate's graphs: its top-level modules, and the files of each folder.
+/// The crate's graphs: its top-level modules, and the files of each folder, a folder's module
+/// file (`breaker.rs`, `keyed/mod.rs`) being a node of that folder like its children.
 struct Crate {
     modules: Graph,
     folders: BTreeMap<String, Graph>,
     /// Top-level module names, as declared in `lib.rs`.
     names: BTreeSet<String>,
+    /// Items a module imports from the crate root's own code (not re-exported from a module):
+    /// `lib.rs` declares every module, so each of these closes a circle. Item → files.
+    from_root: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// The node that stands for a folder's module file in that folder's graph.
+fn module_file_node(file: &File) -> String {
+    let name = file.path.file_name().unwrap().to_str().unwrap();
+    format!("({name})")
 }
 
 fn read_crate(dir: &str) -> Crate {
-    let lib = root().join(dir).join("src/lib.rs");
+    read_crate_at(&root().join(dir))
+}
+
+/// The graphs of the crate in the directory `dir`.
+fn read_crate_at(dir: &Path) -> Crate {
+    let lib = dir.join("src/lib.rs");
     let files = crate_files(&lib);
     let roots: BTreeMap<Vec<String>, BTreeMap<String, String>> = files
         .iter()
         .map(|f| (f.module.clone(), reexports(f)))
         .collect();
+    // The files that are modules of `folder` (its children), by their name in it.
+    let children = |folder: &[String]| -> BTreeSet<String> {
+        files
+            .iter()
+            .filter(|f| f.module.len() == folder.len() + 1 && f.module[..folder.len()] == *folder)
+            .map(|f| f.module[folder.len()].clone())
+            .collect()
+    };
+    let module_file = |folder: &[String]| files.iter().find(|f| f.module == folder).unwrap();
     let mut modules = Graph::new();
     let mut folders: BTreeMap<String, Graph> = BTreeMap::new();
     let mut names = BTreeSet::new();
+    let mut from_root: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut step = |folder: &[String], from: String, to: String, shown: &str| {
+        folders
+            .entry(folder.join("/"))
+            .or_default()
+            .entry(from)
+            .or_default()
+            .entry(to)
+            .or_default()
+            .insert(shown.to_owned());
+    };
     for file in &files {
         let Some(top) = file.module.first() else {
             continue;
@@ -391,21 +446,40 @@ fn read_crate(dir: &str) -> Crate {
         let shown = file
             .path
             .strip_prefix(root())
-            .unwrap()
+            .unwrap_or(&file.path)
             .display()
             .to_string();
         modules.entry(top.clone()).or_default();
         let mut paths = Paths::default();
         paths.visit_file(&file.ast);
+        // A module file's imports of its own children, written relative to it (`inner::X`,
+        // `self::inner::X`).
+        let mine = children(&file.module);
+        if !mine.is_empty() {
+            for segs in paths.1.iter().filter(|s| s.len() >= 2) {
+                if mine.contains(&segs[0]) {
+                    step(
+                        &file.module,
+                        module_file_node(file),
+                        segs[0].clone(),
+                        &shown,
+                    );
+                }
+            }
+        }
         for segs in &paths.0 {
             // The absolute module path this names (segments after `crate`).
             let abs: Vec<String> = match segs[0].as_str() {
                 "crate" => segs[1..].to_vec(),
                 _ => {
-                    // `super` of a module file (`mod.rs` or a folder's `x.rs`) is its parent.
+                    // `super` is the parent of the file's module, whatever kind of file it is.
                     let mut base = file.module.clone();
-                    base.pop();
-                    base.extend(segs[1..].iter().cloned());
+                    let mut rest = &segs[..];
+                    while rest.first().is_some_and(|s| s == "super") && !base.is_empty() {
+                        base.pop();
+                        rest = &rest[1..];
+                    }
+                    base.extend(rest.iter().cloned());
                     base
                 }
             };
@@ -419,35 +493,40 @@ fn read_crate(dir: &str) -> Crate {
                 modules
                     .entry(top.clone())
                     .or_default()
-                    .entry(target)
+                    .entry(target.clone())
+                    .or_default()
+                    .insert(shown.clone());
+            } else if !names_contains(&files, &target)
+                && !roots[&Vec::new()].contains_key(first)
+                && first != "*"
+                && root_defines(module_file(&[]), first)
+            {
+                from_root
+                    .entry(first.clone())
                     .or_default()
                     .insert(shown.clone());
             }
-            // Between the files of one folder: `file.module` is [folder.., me].
-            if file.module.len() >= 2 {
-                let folder = &file.module[..file.module.len() - 1];
-                if abs.len() > folder.len() && abs[..folder.len()] == *folder {
-                    let next = &abs[folder.len()];
-                    let sibling = match roots.get(folder).and_then(|r| r.get(next)) {
-                        Some(child) => child.clone(),
-                        None => next.clone(),
-                    };
-                    let me = &file.module[folder.len()];
-                    let is_file = files.iter().any(|f| {
-                        f.module.len() == folder.len() + 1
-                            && f.module[..folder.len()] == *folder
-                            && f.module[folder.len()] == sibling
-                    });
-                    if sibling != *me && is_file {
-                        folders
-                            .entry(folder.join("/"))
-                            .or_default()
-                            .entry(me.clone())
-                            .or_default()
-                            .entry(sibling)
-                            .or_default()
-                            .insert(shown.clone());
+            // Within a folder that holds this file, at any depth: the path names either one
+            // of the folder's children (by file, or by what the folder's module file
+            // re-exports from one) or something the module file itself defines.
+            for depth in 1..file.module.len() {
+                let folder = &file.module[..depth];
+                if abs.len() <= depth || abs[..depth] != *folder {
+                    continue;
+                }
+                let me = &file.module[depth];
+                let next = &abs[depth];
+                let kids = children(folder);
+                let sibling = match roots.get(folder).and_then(|r| r.get(next)) {
+                    Some(child) => child.clone(),
+                    None => next.clone(),
+                };
+                if kids.contains(&sibling) {
+                    if sibling != *me {
+                        step(folder, me.clone(), sibling, &shown);
                     }
+                } else if next != "*" && root_defines(module_file(folder), next) {
+                    step(folder, me.clone(), module_file_node(module_file(folder)), &shown);
                 }
             }
         }
@@ -456,6 +535,42 @@ fn read_crate(dir: &str) -> Crate {
         modules,
         folders,
         names,
+        from_root,
+    }
+}
+
+/// Whether `file` itself defines an item called `name` (not a `use` of it, not a module).
+fn root_defines(file: &File, name: &str) -> bool {
+    file.ast.items.iter().any(|item| {
+        if let syn::Item::Macro(m) = item {
+            return m.ident.as_ref().is_some_and(|i| i == name);
+        }
+        let ident = match item {
+            syn::Item::Const(i) => &i.ident,
+            syn::Item::Enum(i) => &i.ident,
+            syn::Item::Fn(i) => &i.sig.ident,
+            syn::Item::Static(i) => &i.ident,
+            syn::Item::Struct(i) => &i.ident,
+            syn::Item::Trait(i) => &i.ident,
+            syn::Item::Type(i) => &i.ident,
+            syn::Item::Union(i) => &i.ident,
+            _ => return false,
+        };
+        ident == name && !test_only(item_attrs(item))
+    })
+}
+
+fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
+    match item {
+        syn::Item::Const(i) => &i.attrs,
+        syn::Item::Enum(i) => &i.attrs,
+        syn::Item::Fn(i) => &i.attrs,
+        syn::Item::Static(i) => &i.attrs,
+        syn::Item::Struct(i) => &i.attrs,
+        syn::Item::Trait(i) => &i.attrs,
+        syn::Item::Type(i) => &i.attrs,
+        syn::Item::Union(i) => &i.attrs,
+        _ => &[],
     }
 }
 
@@ -499,6 +614,12 @@ fn no_crate_has_a_circle_of_modules_or_of_a_folders_files() {
             if let Some(steps) = circle(graph) {
                 found.push(format!("{dir}: a circle of files in {folder}/:\n{steps}"));
             }
+        }
+        for (item, files) in &c.from_root {
+            found.push(format!(
+                "{dir}: `{item}` is defined in lib.rs, which declares the modules that import it \
+                 (in {files:?}): move it to a module of its own"
+            ));
         }
     }
     assert!(found.is_empty(), "{}", found.join("\n"));
@@ -630,4 +751,61 @@ fn imports_are_read_from_code_use_trees_attributes_and_macros_but_not_tests_or_d
     let mut paths = Paths::default();
     paths.add_text("$crate :: no :: x ; my_crate :: no :: y");
     assert!(paths.0.is_empty(), "{:?}", paths.0);
+}
+
+/// Writes the crate `files` (path, text) into a directory of its own and reads its graphs.
+fn scratch_crate(name: &str, files: &[(&str, &str)]) -> Crate {
+    let dir = std::env::temp_dir().join(format!("layers-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for (path, text) in files {
+        let path = dir.join("src").join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let c = read_crate_at(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    c
+}
+
+#[test]
+fn a_child_that_uses_what_its_module_file_defines_closes_a_circle() {
+    let c = scratch_crate(
+        "module-file",
+        &[
+            ("lib.rs", "mod m;"),
+            (
+                "m.rs",
+                "mod kid; mod other; pub struct Shared; pub use kid::K; fn f() { other::g(); }",
+            ),
+            ("m/kid.rs", "use super::Shared; pub struct K;"),
+            ("m/other.rs", "pub fn g() { let _ = super::K; }"),
+        ],
+    );
+    let m = &c.folders["m"];
+    // The module file's own definition, used by a child: kid → (m.rs) → kid.
+    assert!(m["kid"].contains_key("(m.rs)"), "{m:?}");
+    assert!(m["(m.rs)"].contains_key("kid"), "{m:?}");
+    // A re-export counts as the child that defines it: other uses kid, not the module file.
+    assert!(m["other"].contains_key("kid"), "{m:?}");
+    assert!(!m["other"].contains_key("(m.rs)"), "{m:?}");
+    let found = circle(m).expect("the circle through the module file");
+    assert!(found.contains("(m.rs) → kid"), "{found}");
+}
+
+#[test]
+fn a_module_that_imports_what_lib_rs_defines_is_named() {
+    let c = scratch_crate(
+        "lib-rs",
+        &[
+            ("lib.rs", "mod a; mod b; pub use b::Exported; struct Defined;"),
+            ("a.rs", "use crate::{Defined, Exported};"),
+            ("b.rs", "pub struct Exported;"),
+        ],
+    );
+    assert_eq!(
+        c.from_root.keys().collect::<Vec<_>>(),
+        ["Defined"],
+        "only what lib.rs defines, not what it re-exports"
+    );
+    assert!(c.modules["a"].contains_key("b"), "{:?}", c.modules);
 }
