@@ -131,7 +131,7 @@ pub use breaker::{Breaker, Error, OwnedPermit, Permit, Rejected, WeakBreaker};
 pub use clock::TokioClock;
 #[doc(hidden)]
 #[cfg(not(loom))]
-pub use clock::system::stop as __stop_system_timer;
+pub use clock::timer_thread::stop as __stop_system_timer;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::sources::{ConfigSource, KeySource};
 pub use config::{Config, ConfigBuilder, ConfigError, Window};

@@ -6,7 +6,8 @@
 
 use std::path::Path;
 
-use super::{Cut, LoadError, Name, Origin};
+use super::load_error::{Cut, LoadError, Name};
+use super::table::Origin;
 use crate::config::sources::{ConfigSource, KeySource, code_keys};
 use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::keys::KEYS;

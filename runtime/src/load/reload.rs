@@ -5,7 +5,10 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{LoadError, Name, Place, Prepared, PreparedKey, key_table_name, read};
+use super::file::read;
+use super::load_error::{LoadError, Name};
+use super::prepare::{Place, Prepared, PreparedKey};
+use super::table::key_table_name;
 use crate::keyed::family_config::{self as reload, KeyTable, Reload};
 use crate::keyed::family_exists;
 use crate::reconfigure::ReconfigureError;
