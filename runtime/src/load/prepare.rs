@@ -93,7 +93,7 @@ impl Registry {
             .collect();
         let mut configs = Vec::with_capacity(targets.len());
         let mut key_configs = Vec::new();
-        let live: HashSet<String> = crate::keyed::families::reloadable().into_keys().collect();
+        let live: HashSet<String> = crate::keyed::registered::reloadable().into_keys().collect();
         for name in targets {
             let table = parsed.breakers.get(&name);
             let vars = env.remove(&name).unwrap_or_default();
@@ -194,7 +194,7 @@ impl Registry {
     fn known_names(&self) -> HashSet<String> {
         let mut known: HashSet<String> = self.names().into_iter().collect();
         known.extend(self.keyed_names().map(str::to_owned));
-        known.extend(crate::keyed::families::reloadable().into_keys());
+        known.extend(crate::keyed::registered::reloadable().into_keys());
         known.extend(self.preset_names());
         known
     }

@@ -104,7 +104,7 @@ impl Registry {
         // The live families in the file (by their index in `configs`), each with its single
         // keys' tables (all of them: a key whose table is gone goes back to the family's
         // config).
-        let live = crate::keyed::families::reloadable();
+        let live = crate::keyed::registered::reloadable();
         let mut tables: HashMap<&str, KeyTable> = HashMap::new();
         for k in &key_configs {
             if live.contains_key(&k.family) {
