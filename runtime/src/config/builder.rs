@@ -20,7 +20,7 @@ impl Config {
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct ConfigBuilder {
     config: Config,
-    /// The keys a setter was called for, one bit per [`KEYS`](crate::keys::KEYS) entry:
+    /// The keys a setter was called for, one bit per [`KEYS`](crate::config_keys::KEYS) entry:
     /// what a layer of configuration names, so that a layer above changes only its own keys.
     given: u32,
     set_failures: bool,
@@ -41,10 +41,10 @@ macro_rules! setters {
     )*};
 }
 
-/// The bit of `key` in [`ConfigBuilder::given`]: its place in [`KEYS`](crate::keys::KEYS).
+/// The bit of `key` in [`ConfigBuilder::given`]: its place in [`KEYS`](crate::config_keys::KEYS).
 /// Evaluated at compile time for every setter, so a setter without a key fails the build.
 const fn key_bit(key: &str) -> u32 {
-    let keys = crate::keys::KEYS;
+    let keys = crate::config_keys::KEYS;
     let mut i = 0;
     while i < keys.len() {
         let (a, b) = (keys[i].as_bytes(), key.as_bytes());
@@ -63,10 +63,10 @@ const fn key_bit(key: &str) -> u32 {
 }
 
 impl ConfigBuilder {
-    /// The keys a setter was called for, in the order of [`KEYS`](crate::keys::KEYS).
+    /// The keys a setter was called for, in the order of [`KEYS`](crate::config_keys::KEYS).
     #[cfg_attr(not(feature = "serde"), allow(dead_code))]
     pub(crate) fn given(&self) -> impl Iterator<Item = &'static str> + '_ {
-        crate::keys::KEYS
+        crate::config_keys::KEYS
             .iter()
             .enumerate()
             .filter(|(i, _)| self.given & (1 << i) != 0)

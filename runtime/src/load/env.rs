@@ -7,7 +7,7 @@ use std::path::Path;
 use super::load_error::{Cut, LoadError, Name};
 use super::table::{Keys, Origin};
 
-use crate::keys::KEYS;
+use crate::config_keys::KEYS;
 use crate::serde_impls::{Raw, did_you_mean};
 use crate::suggest::closest;
 

@@ -14,7 +14,7 @@ use super::parse::parse;
 use super::table::{CONFIGS, DEFAULTS, Keys, Origin, Table, key_table_name};
 use crate::config::Config;
 use crate::config::sources::KeySource;
-use crate::keys::KEYS;
+use crate::config_keys::KEYS;
 use crate::registration::Site;
 use crate::registry::{Built, Layered, Registry};
 use crate::suggest::closest;
