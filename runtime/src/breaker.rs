@@ -41,7 +41,8 @@
 //! (recording), `transition` (the state machine), `delivery` (telling listeners), `cause`
 //! (failure messages, `explain`), `permit` ([`Permit`], [`OwnedPermit`]), `weak`
 //! ([`WeakBreaker`]), `rejected` ([`Rejected`], [`Error`]), `orphans` (rejections that outlive
-//! the last handle), `guarded`, `open_timer`, `probing` (health probes run while open) and
+//! the last handle), `guarded` (an awaited call's permit), `call_future` (`call_async`'s
+//! future), `open_timer`, `probing` (health probes run while open) and
 //! `config_change` (`reconfigure`). The vocabulary they share sits one floor down, in `state`,
 //! `identity`, `error` and `event`; none of those, and nothing here, names the registry.
 //!
@@ -53,6 +54,7 @@
 
 mod admit;
 mod api;
+mod call_future;
 mod cause;
 mod config_change;
 mod delivery;

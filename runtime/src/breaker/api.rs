@@ -5,7 +5,7 @@ use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;
 
-use super::guarded::Guarded;
+use super::call_future::CallFuture;
 use super::handle::Breaker;
 use super::permit::{OwnedPermit, Permit};
 use super::rejected::{Error, Rejected};
@@ -103,17 +103,12 @@ impl Breaker {
     /// [`Ignored`](Outcome::Ignored), also when it is dropped because another future of its
     /// task panicked; a panic out of `fut` counts as a failure, also when a catcher around
     /// this future stops it. Needs no particular async runtime.
-    pub async fn call_async<T, E: fmt::Display>(
+    #[inline]
+    pub fn call_async<T, E: fmt::Display>(
         &self,
         fut: impl Future<Output = Result<T, E>>,
-    ) -> Result<T, Error<E>> {
-        let permit = self.try_acquire()?;
-        let (result, permit) = Guarded::new(permit, fut).await;
-        match &result {
-            Ok(_) => permit.success(),
-            Err(e) => permit.failure_with(e),
-        }
-        result.map_err(Error::Inner)
+    ) -> impl Future<Output = Result<T, Error<E>>> {
+        CallFuture::new(self, fut)
     }
 
     /// Runs `f` through the breaker and lets `classify` say what its result means.

@@ -75,9 +75,9 @@ impl<'a, F: Future> Future for Guarded<'a, F> {
 /// Records the failure of the call if dropped while armed, which only happens when the inner
 /// future's `poll` unwinds: disarmed as soon as it returns, so a future polled from a `Drop`
 /// while another panic unwinds is not blamed for it.
-struct Armed<'p, 'a> {
-    permit: &'p mut Option<Permit<'a>>,
-    armed: bool,
+pub(super) struct Armed<'p, 'a> {
+    pub(super) permit: &'p mut Option<Permit<'a>>,
+    pub(super) armed: bool,
 }
 
 impl Drop for Armed<'_, '_> {

@@ -53,6 +53,80 @@ fn a_dropped_call_async_future_is_ignored() {
     assert_eq!(b.state(), State::Closed);
 }
 
+#[test]
+fn a_call_async_future_asks_for_its_permit_when_first_polled_not_when_made() {
+    let (b, _) = breaker(Config::builder().failures(1));
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    let mut fut = Box::pin(b.call_async(async { Ok::<u32, &str>(7) }));
+    assert_eq!(b.metrics().calls, 0, "made, not polled: no call yet");
+    b.force_open();
+    // Opened between making and polling: the call is rejected, its future never polled.
+    let std::task::Poll::Ready(Err(breakerbox_runtime::Error::Rejected(r))) =
+        fut.as_mut().poll(&mut cx)
+    else {
+        panic!("a rejection");
+    };
+    assert_eq!(r.reason(), breakerbox_runtime::RejectReason::ForcedOpen);
+    let m = b.metrics();
+    assert_eq!(
+        (m.rejected, m.successes, m.failures, m.ignored),
+        (1, 0, 0, 0)
+    );
+}
+
+#[test]
+fn a_call_async_future_polled_again_after_its_rejection_panics_without_running_the_call() {
+    let (b, _) = breaker(Config::builder().failures(1));
+    b.force_open();
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    let ran = std::cell::Cell::new(false);
+    let mut fut = Box::pin(b.call_async(async {
+        ran.set(true);
+        Ok::<u32, &str>(7)
+    }));
+    assert!(matches!(
+        fut.as_mut().poll(&mut cx),
+        std::task::Poll::Ready(Err(_))
+    ));
+    let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = fut.as_mut().poll(&mut cx);
+    }));
+    let message = *again.unwrap_err().downcast::<&str>().unwrap();
+    assert_eq!(
+        message,
+        "`Breaker::call_async`'s future polled after it completed"
+    );
+    assert!(!ran.get(), "the call ran without a permit");
+    drop(fut);
+    let m = b.metrics();
+    assert_eq!(
+        (m.rejected, m.successes, m.failures, m.ignored),
+        (1, 0, 0, 0)
+    );
+}
+
+#[test]
+fn a_call_async_future_polled_again_after_it_finished_panics_and_counts_the_call_once() {
+    let (b, _) = breaker(Config::builder().failures(1));
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    let mut fut = Box::pin(b.call_async(async { Err::<u32, &str>("down") }));
+    assert!(matches!(
+        fut.as_mut().poll(&mut cx),
+        std::task::Poll::Ready(Err(breakerbox_runtime::Error::Inner("down")))
+    ));
+    assert_eq!(b.state(), State::Open);
+    let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = fut.as_mut().poll(&mut cx);
+    }));
+    assert!(again.is_err());
+    drop(fut);
+    let m = b.metrics();
+    assert_eq!((m.calls, m.failures, m.ignored), (1, 1, 0));
+}
+
 /// A closed-state permit held across a reset: its failure would trip a `failures(1)` breaker,
 /// but it is only counted.
 #[test]
