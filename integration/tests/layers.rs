@@ -526,7 +526,12 @@ fn read_crate_at(dir: &Path) -> Crate {
                         step(folder, me.clone(), sibling, &shown);
                     }
                 } else if next != "*" && root_defines(module_file(folder), next) {
-                    step(folder, me.clone(), module_file_node(module_file(folder)), &shown);
+                    step(
+                        folder,
+                        me.clone(),
+                        module_file_node(module_file(folder)),
+                        &shown,
+                    );
                 }
             }
         }
@@ -797,7 +802,10 @@ fn a_module_that_imports_what_lib_rs_defines_is_named() {
     let c = scratch_crate(
         "lib-rs",
         &[
-            ("lib.rs", "mod a; mod b; pub use b::Exported; struct Defined;"),
+            (
+                "lib.rs",
+                "mod a; mod b; pub use b::Exported; struct Defined;",
+            ),
             ("a.rs", "use crate::{Defined, Exported};"),
             ("b.rs", "pub struct Exported;"),
         ],
