@@ -13,8 +13,10 @@ use breakerbox_replay::{Counts, EntryInfo, ReplayHandle, Status};
 use breakerbox_runtime::__edge::excerpt;
 use serde::Serialize;
 
-use super::view::bad_path;
-use super::{Problem, Shared, control, json};
+use crate::breakers::bad_path;
+use crate::control;
+use crate::respond::{Problem, json};
+use crate::state::AdminState;
 
 /// A replay's journal, as `GET /breakers/{name}/replay` shows it.
 #[derive(Serialize)]
@@ -163,7 +165,7 @@ fn no_body(body: Result<Bytes, BytesRejection>) -> Result<(), Problem> {
 
 /// `POST /breakers/{name}/replay/dead-letters/retry`: every dead letter back in the queue.
 pub(crate) async fn retry(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<AdminState>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -175,7 +177,7 @@ pub(crate) async fn retry(
 
 /// `POST /breakers/{name}/replay/dead-letters/drop`: every dead letter dropped.
 pub(crate) async fn drop_all(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<AdminState>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -188,7 +190,7 @@ pub(crate) async fn drop_all(
 /// The token first (a caller without it learns nothing else), then the replay, then the body;
 /// the action only if all three are right. Answers how many, and the replay after it.
 fn dead_letter_control(
-    shared: &Shared,
+    shared: &AdminState,
     path: Result<Path<String>, PathRejection>,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
