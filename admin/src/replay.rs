@@ -9,7 +9,7 @@ use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use breakerbox_replay::{Counts, EntryInfo, ReplayHandle, Status};
+use breakerbox_replay::{EntryInfo, JournalCounts, JournalStatus, ReplayHandle};
 use breakerbox_runtime::__edge::excerpt;
 use serde::Serialize;
 
@@ -45,8 +45,8 @@ struct CountsView {
     refused: u64,
 }
 
-impl From<Counts> for CountsView {
-    fn from(c: Counts) -> CountsView {
+impl From<JournalCounts> for CountsView {
+    fn from(c: JournalCounts) -> CountsView {
         CountsView {
             queued: c.queued,
             deduplicated: c.deduplicated,
@@ -62,7 +62,7 @@ impl From<Counts> for CountsView {
 
 impl ReplayView {
     pub(crate) fn of(handle: &ReplayHandle) -> ReplayView {
-        let status: Status = handle.status();
+        let status: JournalStatus = handle.status();
         ReplayView {
             breaker: handle.name().to_owned(),
             entries: status.entries,
