@@ -17,10 +17,10 @@
 //! # Where things are
 //!
 //! Floors, bottom up: each module imports only from the modules listed before it (a test,
-//! `integration/tests/layers.rs`, keeps this map true and complete), and no two child files
-//! of a folder import each other in a circle (a module's own file, such as `breaker.rs` or
-//! `keyed/mod.rs`, declares its children and holds what they share: it and they use each
-//! other).
+//! `integration/tests/layers.rs`, keeps this map true and complete), and no two files of a
+//! folder import each other in a circle. A module's own file (`breaker.rs`, `keyed/mod.rs`,
+//! and this one) only declares its children, re-exports what they define and carries the
+//! module's docs: what its children share sits in a child file of its own, below them.
 //!
 //! The vocabulary, which names no breaker:
 //!
@@ -29,7 +29,8 @@
 //! - `serde_duration` (feature `serde`) — durations as that text in the `serde` derives of
 //!   [`Metrics`] and [`Event`], here so that the core never names `serde_impls`.
 //! - `suggest` — "did you mean …?" for misspelt keys and names, shared with the attribute.
-//! - `keys` — the config's keys as text, for the TOML loader and the attribute's key list.
+//! - `config_keys` — the config's keys as text, for the TOML loader and the attribute's key
+//!   list (public, hidden, as `keys`).
 //! - `site` — [`Site`]: where a config was given (an attribute, a call), as reports name it.
 //! - `error` — [`RejectReason`], [`Timeout`], and how admission encodes a refusal.
 //! - `identity` — a breaker's name, shared by a keyed family's breakers.
@@ -43,17 +44,22 @@
 //! - `metrics` — [`Metrics`] snapshots.
 //! - `timer` — [`Timers`]: the wake-ups that half-open an open breaker without a call; it
 //!   names the breaker only through its `Target` trait.
-//! - `clock` — [`Clock`], [`SystemClock`], [`ManualClock`] (and `TokioClock`); the system
-//!   clock's timer thread.
+//! - `clock` — [`Clock`] (in `clock/source`), [`SystemClock`] (`clock/system`),
+//!   [`ManualClock`] (`clock/manual`), `TokioClock` (`clock/tokio_clock`); the clock a breaker
+//!   holds (`clock/clock_ref`), the recent time (`clock/recent`) and the system clock's timer
+//!   thread (`clock/timer_thread`).
 //!
 //! What a breaker does, and what it judges with:
 //!
-//! - `config` — [`Config`] and [`ConfigBuilder`]: what a breaker does, validated once;
+//! - `config` — [`Config`] (in `config/settings`) and [`ConfigBuilder`] (`config/builder`,
+//!   with [`ConfigError`] in `config/config_error`): what a breaker does, validated once;
 //!   `config/pool` shares one allocation between equal configs, `config/sources` tells where
 //!   each key's value came from.
-//! - `window` — the sliding count and time windows behind `failure_rate` and `slow_rate`.
-//! - `explain` — [`Explanation`], [`Cause`], [`Progress`]: `Breaker::explain`'s data, and in
-//!   `explain/text` its sentences.
+//! - `window` — the sliding windows behind `failure_rate` and `slow_rate`: `window/rate`
+//!   picks the count window (`window/calls`) or the time window (`window/time`), which share
+//!   `window/gate`.
+//! - `explain` — [`Explanation`], [`Cause`], [`Progress`]: `Breaker::explain`'s data in
+//!   `explain/model`, and in `explain/text` its sentences.
 //! - `outcome` — [`Outcome`], a finished call's verdict.
 //! - `reconfigure` — [`ReconfigureError`], which configs a live breaker can take, and the
 //!   config slot a reload swaps.
@@ -62,10 +68,11 @@
 //!
 //! The breaker:
 //!
-//! - `breaker` — [`Breaker`], the handle and its API; below it, one file per seam: `inner`
-//!   (the shared state's layout), `extras` (the parts few breakers use, made on first use),
-//!   `admit`, `record`, `transition`, `events`, `cause` (a failure's message, `explain`),
-//!   `permit` ([`Permit`], [`OwnedPermit`]), `weak` ([`WeakBreaker`]), `rejected`
+//! - `breaker` — [`Breaker`]: the handle in `breaker/handle`, its API in `breaker/api`, its
+//!   end in `breaker/teardown`; below them, one file per seam: `inner` (the shared state's
+//!   layout), `rare_parts` (the parts few breakers use, made on first use), `admit`,
+//!   `record`, `transition`, `delivery` (telling listeners), `cause` (a failure's message,
+//!   `explain`), `permit` ([`Permit`], [`OwnedPermit`]), `weak` ([`WeakBreaker`]), `rejected`
 //!   ([`Rejected`], [`Error`]), `orphans`, `guarded`, `open_timer`, `probing` (health probes
 //!   run while open), `config_change` (`reconfigure`).
 //!
@@ -74,13 +81,16 @@
 //! - `registration` — the link-time list of `#[circuit_breaker]` functions, and the conflicts
 //!   [`Registry::check`] reports ([`Conflicts`], [`Conflict`], [`ConfigConflict`]).
 //! - `registry` — [`registry()`]: one breaker per name, listeners.
-//! - `keyed` — [`BreakerMap`]: a breaker per key, bounded by `max_keys` and `idle_for`; the
-//!   registry's families (`keyed/families`), and a family's config replaced live
-//!   (`keyed/family_config`, with the single keys' configs in `keyed/key_configs`).
+//! - `keyed` — [`BreakerMap`] (in `keyed/breaker_map`): a breaker per key, bounded by
+//!   `max_keys` and `idle_for`, its keys kept in `keyed/family`; the families the registry
+//!   holds (`keyed/registered`), and a family's config replaced live (`keyed/family_config`,
+//!   with the single keys' configs in `keyed/key_configs`).
 //! - `health` — [`Registry::health`]: UP, DEGRADED or DOWN.
-//! - `load` (feature `serde`) — `Registry::load_toml`, `reload_toml` and their `LoadError`,
-//!   the layers merged key by key and the environment; `load/watch` (feature `watch`) —
-//!   `Registry::watch_toml` and its `TomlWatcher`.
+//! - `load` (feature `serde`) — `Registry::load_toml` (`load/load_toml`), `reload_toml`
+//!   (`load/reload`) and their `LoadError` (`load/load_error`): the file read (`load/file`)
+//!   and parsed into tables (`load/parse`, `load/table`), the environment (`load/env`), the
+//!   layers merged key by key (`load/merge`) into configs (`load/prepare`); `load/watch`
+//!   (feature `watch`) — `Registry::watch_toml` and its `TomlWatcher`.
 //! - `__edge` — hidden, in `for_edges.rs`: what the integration crates need of the core that
 //!   users should not see; no semver promise.
 //! - `__private` — hidden, inline here: what `#[circuit_breaker]`'s generated code names,
@@ -95,6 +105,8 @@
 mod breaker;
 mod clock;
 mod config;
+#[doc(hidden)]
+pub mod config_keys;
 mod counters;
 mod duration;
 mod error;
@@ -103,8 +115,6 @@ mod explain;
 mod health;
 mod identity;
 mod keyed;
-#[doc(hidden)]
-pub mod keys;
 mod latency;
 #[cfg(feature = "serde")]
 mod load;
@@ -131,10 +141,12 @@ pub use breaker::{Breaker, Error, OwnedPermit, Permit, Rejected, WeakBreaker};
 pub use clock::TokioClock;
 #[doc(hidden)]
 #[cfg(not(loom))]
-pub use clock::system::stop as __stop_system_timer;
+pub use clock::timer_thread::stop as __stop_system_timer;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::sources::{ConfigSource, KeySource};
 pub use config::{Config, ConfigBuilder, ConfigError, Window};
+#[doc(hidden)]
+pub use config_keys as keys;
 pub use error::{RejectReason, Timeout};
 pub use event::{Event, Reason};
 pub use explain::{Cause, Explanation, Progress};

@@ -115,7 +115,7 @@ type Tables = (HashMap<Box<str>, TableNote>, BTreeMap<Box<str>, TwoFiles>);
 struct TableNote {
     file: Arc<std::path::Path>,
     line: usize,
-    /// The keys it set, one bit per [`KEYS`](crate::keys::KEYS) entry.
+    /// The keys it set, one bit per [`KEYS`](crate::config_keys::KEYS) entry.
     keys: u32,
 }
 
@@ -684,7 +684,7 @@ impl Registry {
                 .trim_end_matches(']')
                 .to_owned(),
             shared,
-            keys: crate::keys::KEYS
+            keys: crate::config_keys::KEYS
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| both & (1 << i) != 0)
@@ -703,7 +703,7 @@ impl Registry {
     /// base, or table (with the file and line), an environment variable, the
     /// `#[circuit_breaker]` attribute or the `get_or_create` call that gave it (with its file
     /// and line), or a whole config set in code. In the order of the keys' list
-    /// ([`keys::KEYS`](crate::keys::KEYS)). `None` if the registry knows no such name. Creates
+    /// ([`keys::KEYS`](crate::config_keys::KEYS)). `None` if the registry knows no such name. Creates
     /// nothing.
     ///
     /// A key whose value changed since the last file was applied (by
@@ -764,7 +764,7 @@ impl Registry {
         let then = recorded
             .as_ref()
             .map(|a| crate::registration::keys(&a.config));
-        let sources = crate::keys::KEYS
+        let sources = crate::config_keys::KEYS
             .iter()
             .map(|key| {
                 let value = value_of(key);
@@ -801,7 +801,7 @@ impl Registry {
         Some(
             crate::registration::keys(&account.config)
                 .into_iter()
-                .filter(|(key, _)| crate::keys::KEYS.contains(key))
+                .filter(|(key, _)| crate::config_keys::KEYS.contains(key))
                 .map(|(key, value)| KeySource {
                     key,
                     value,

@@ -10,8 +10,8 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, ConfigBuilder, Window};
+use crate::config_keys::{ATTRIBUTE_ONLY, KEYS};
 use crate::duration::{self as text, DurationError};
-use crate::keys::{ATTRIBUTE_ONLY, KEYS};
 use crate::serde_duration::option_as_text;
 use crate::state::{SharedState, State};
 use crate::suggest::closest;

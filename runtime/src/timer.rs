@@ -291,7 +291,7 @@ impl Timers {
     }
 }
 
-/// For the system clock's timer thread (`clock::system`), which owns a deferring `Timers`.
+/// For the system clock's timer thread (`clock::timer_thread`), which owns a deferring `Timers`.
 #[cfg(not(loom))]
 impl Timers {
     /// Timers whose breakers' listeners are told on the notifier thread.

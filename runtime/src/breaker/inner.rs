@@ -4,7 +4,7 @@ use core::time::Duration;
 
 use once_cell::race::OnceBox;
 
-use super::extras::Extras;
+use super::rare_parts::Extras;
 use crate::clock::ClockRef;
 use crate::config::{Config, intern};
 use crate::counters::{Count, Counts, Slot, Spill};

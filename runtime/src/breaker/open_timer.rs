@@ -45,7 +45,9 @@ impl Inner {
         let weak: Box<dyn Target> = Box::new(self.weak_handle());
         match timers {
             #[cfg(not(loom))]
-            TimerSource::System => crate::clock::system::timers().arm(until, generation, weak),
+            TimerSource::System => {
+                crate::clock::timer_thread::timers().arm(until, generation, weak)
+            }
             TimerSource::Custom(t) => t.arm(until, generation, weak).is_some() && t.relied_on(),
         }
     }

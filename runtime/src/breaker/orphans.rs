@@ -126,5 +126,5 @@ unsafe fn released_slow(ptr: NonNull<Inner>) {
     // after the last handle's drop (its Acquire fence), and `outstanding` read every
     // rejection's drop with Acquire.
     // SAFETY: taken out of the list, so no handle, rejection or other thread frees it.
-    unsafe { super::destroy(ptr) };
+    unsafe { super::teardown::destroy(ptr) };
 }

@@ -298,7 +298,7 @@ impl Episode {
         let tick: Box<dyn Target> = Box::new(Tick(self.clone()));
         match &self.wheel {
             #[cfg(not(loom))]
-            Wheel::System => crate::clock::system::timers().arm(at, self.generation, tick),
+            Wheel::System => crate::clock::timer_thread::timers().arm(at, self.generation, tick),
             // Timers already dropped: no tick will ever come, as if they had shut down. The
             // handle upgraded here is never the last one (the breaker holds one while it
             // opens; whoever fires a tick holds one), so the timers are not dropped here,

@@ -1,36 +1,13 @@
-//! [`WeakBreaker`]: a handle that does not keep its breaker alive, and the weak count that
-//! frees a breaker's memory.
+//! [`WeakBreaker`]: a handle that does not keep its breaker alive; the weak count it holds
+//! frees a breaker's memory (in `teardown.rs`).
 
 use core::fmt;
 use core::ptr::NonNull;
 
 use super::Breaker;
 use super::inner::Inner;
-use crate::sync::{AtomicU32, Ordering, fence};
-
-/// Gives back one share of `weak`; the last one frees the breaker's memory, whose contents
-/// were dropped with its last handle.
-///
-/// # Safety
-///
-/// `ptr` is a `Breaker::new` breaker and the caller owns one share of its weak count, which
-/// it gives up.
-pub(super) unsafe fn release_weak(ptr: NonNull<Inner>) {
-    // SAFETY: the caller's share keeps the memory allocated; `weak` is an atomic, never
-    // dropped with the contents, so it may be read through a reference to the field alone.
-    let weak = unsafe { &*core::ptr::addr_of!((*ptr.as_ptr()).weak) };
-    // Release and the fence: as for `refs` in `Breaker::drop`.
-    if weak.fetch_sub(1, Ordering::Release) != 1 {
-        return;
-    }
-    fence(Ordering::Acquire);
-    // SAFETY: `key_len` is a plain `u16` set at creation, not dropped with the contents.
-    let key_len = unsafe { *core::ptr::addr_of!((*ptr.as_ptr()).key_len) };
-    // SAFETY: no handle and no weak handle remains; `Breaker::new` allocated this with
-    // `Box::new`, that is with `Layout::new::<Inner>()` (`key_len` is `NO_KEY`), and
-    // `Breaker::keyed` with `Inner::layout(key_len)`; its contents were dropped.
-    unsafe { std::alloc::dealloc(ptr.as_ptr().cast(), Inner::layout(key_len)) };
-}
+use super::teardown::release_weak;
+use crate::sync::{AtomicU32, Ordering};
 
 /// A handle that does not keep its breaker alive, from [`Breaker::downgrade`]: what a listener
 /// that acts on its own breaker should hold, since a [`Breaker`] captured by the breaker's own

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use super::settings::Config;
 use crate::clock::ClockRef;
-use crate::config::Config;
 
 /// One shared `Arc` per distinct config, so that per-key breakers made by the thousand from
 /// one config pay for it once. Runs only when a breaker is created, in O(1) amortized however

@@ -3,7 +3,8 @@
 use core::fmt;
 use std::path::PathBuf;
 
-use crate::config::{Config, ConfigBuilder};
+use super::builder::ConfigBuilder;
+use super::settings::Config;
 use crate::site::Site;
 
 /// The layer a config key's value came from (see docs/configuration.md for the layers).
@@ -114,8 +115,8 @@ pub(crate) fn code_keys(mut b: ConfigBuilder, config: &Config) -> ConfigBuilder 
         }
         // The default minimum adapts to a small count window: only another value was set.
         let derived = match config.window {
-            crate::config::Window::Calls(n) => d.min_calls.min(n),
-            crate::config::Window::Time(_) => d.min_calls,
+            super::settings::Window::Calls(n) => d.min_calls.min(n),
+            super::settings::Window::Time(_) => d.min_calls,
         };
         if config.min_calls != derived {
             b = b.min_calls(config.min_calls);

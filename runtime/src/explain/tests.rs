@@ -2,7 +2,10 @@
 
 use super::text::{Factor, Human, TimeOfDay, ordinal};
 use super::*;
+use crate::state::State;
 use crate::{Breaker, Config, ConfigBuilder, ManualClock, Outcome, SharedState};
+use core::time::Duration;
+use std::time::SystemTime;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

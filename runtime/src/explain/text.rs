@@ -5,7 +5,7 @@ use core::fmt;
 use core::time::Duration;
 use std::time::SystemTime;
 
-use super::{Cause, Explanation, Progress};
+use super::model::{Cause, Explanation, Progress};
 use crate::config::Window;
 use crate::state::State;
 
@@ -158,7 +158,18 @@ impl fmt::Display for Cause {
     }
 }
 
-pub(super) struct Short<'a>(pub(super) &'a Explanation);
+struct Short<'a>(&'a Explanation);
+
+impl Explanation {
+    /// The short form: the cause and the last failure, without times. What the `tracing`
+    /// event of an opening carries in its `why` field.
+    ///
+    /// `6 of the last 10 calls failed (60 % ≥ 50 %, window 10 s, min 5); last failure: 'server
+    /// answered 500'`
+    pub fn short(&self) -> impl fmt::Display + '_ {
+        Short(self)
+    }
+}
 
 impl fmt::Display for Short<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -10,7 +10,7 @@ use core::hash::{BuildHasher, Hash};
 use crate::breaker::Breaker;
 use crate::state::State;
 
-use super::BreakerMap;
+use super::breaker_map::BreakerMap;
 use crate::metrics::Metrics;
 
 /// How a page of keys is sorted ([`KeyQuery::order`]).

@@ -234,7 +234,7 @@ pub(crate) trait Reload {
     fn config(&self) -> Config;
 }
 
-impl<K, S> Reload for super::BreakerMap<K, S>
+impl<K, S> Reload for super::breaker_map::BreakerMap<K, S>
 where
     K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
     S: BuildHasher + Send + Sync + 'static,
@@ -248,6 +248,6 @@ where
     }
 
     fn config(&self) -> Config {
-        super::BreakerMap::config(self).clone()
+        super::breaker_map::BreakerMap::config(self).clone()
     }
 }

@@ -42,7 +42,7 @@ use core::borrow::Borrow;
 use core::cell::{Cell, UnsafeCell};
 use core::hash::{BuildHasher, Hash};
 
-use super::KeyHasher;
+use super::hasher::KeyHasher;
 use crate::breaker::Breaker;
 use crate::sync::{AtomicU64, LazyBox, Ordering};
 

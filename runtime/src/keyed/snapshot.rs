@@ -10,7 +10,9 @@ use crate::latency::{LatencySnapshot, Merged};
 use crate::metrics::Metrics;
 use crate::state::State;
 
-use super::{BreakerMap, Evicted, KeyMetrics};
+use super::breaker_map::BreakerMap;
+use super::control::KeyMetrics;
+use super::totals::Evicted;
 
 /// What every breaker a family ever had counted together: its keys now, the overflow breaker,
 /// and its evicted keys. Part of a [`FamilySnapshot`].

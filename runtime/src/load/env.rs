@@ -4,10 +4,15 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::Path;
 
-use super::{Cut, ENV_PREFIX, Keys, LoadError, Name, Origin};
-use crate::keys::KEYS;
+use super::load_error::{Cut, LoadError, Name};
+use super::table::{Keys, Origin};
+
+use crate::config_keys::KEYS;
 use crate::serde_impls::{Raw, did_you_mean};
 use crate::suggest::closest;
+
+/// The prefix of environment overrides: `BREAKERBOX__<NAME>__<KEY>=value`.
+const ENV_PREFIX: &str = "BREAKERBOX__";
 
 /// A breaker's name as it is written in an environment variable: ASCII letters in capitals,
 /// digits as they are, every other character `_` (`my_app::fetch` → `MY_APP__FETCH`).

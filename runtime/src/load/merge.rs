@@ -6,10 +6,11 @@
 
 use std::path::Path;
 
-use super::{Cut, LoadError, Name, Origin};
+use super::load_error::{Cut, LoadError, Name};
+use super::table::Origin;
 use crate::config::sources::{ConfigSource, KeySource, code_keys};
 use crate::config::{Config, ConfigBuilder, ConfigError};
-use crate::keys::KEYS;
+use crate::config_keys::KEYS;
 use crate::registration::{Registration, Site, keys as values_of, value};
 use crate::serde_impls::{Dialect, Raw, apply};
 

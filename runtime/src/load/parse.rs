@@ -6,7 +6,8 @@ use std::path::Path;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::{BASE, CONFIGS, Cut, DEFAULTS, DYNAMIC, KEYS_TABLE, LoadError, Name, Origin, Table};
+use super::load_error::{Cut, LoadError, Name};
+use super::table::{BASE, CONFIGS, DEFAULTS, DYNAMIC, KEYS_TABLE, Origin, Table};
 use crate::serde_impls::Raw;
 
 #[cfg(test)]

@@ -5,7 +5,10 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{LoadError, Name, Place, Prepared, PreparedKey, key_table_name, read};
+use super::file::read;
+use super::load_error::{LoadError, Name};
+use super::prepare::{Place, Prepared, PreparedKey};
+use super::table::key_table_name;
 use crate::keyed::family_config::{self as reload, KeyTable, Reload};
 use crate::keyed::family_exists;
 use crate::reconfigure::ReconfigureError;
@@ -101,7 +104,7 @@ impl Registry {
         // The live families in the file (by their index in `configs`), each with its single
         // keys' tables (all of them: a key whose table is gone goes back to the family's
         // config).
-        let live = crate::keyed::families::reloadable();
+        let live = crate::keyed::registered::reloadable();
         let mut tables: HashMap<&str, KeyTable> = HashMap::new();
         for k in &key_configs {
             if live.contains_key(&k.family) {

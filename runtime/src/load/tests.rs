@@ -1,9 +1,13 @@
 //! The loader's tests: the file's tables here; the environment, names and scale in `tests/`.
 
+use super::file::read;
+use super::load_error::LoadError;
 use super::parse::Lines;
-use super::*;
+use crate::config::Config;
 use crate::registry::registry;
 use core::time::Duration;
+use std::ffi::OsString;
+use std::path::Path;
 
 fn env_of(env: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
     env.iter().map(|(k, v)| (k.into(), v.into())).collect()

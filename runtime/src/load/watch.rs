@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use notify::{EventKind, RecursiveMode, Watcher};
 
-use super::LoadError;
+use super::load_error::LoadError;
 use crate::registry::Registry;
 
 /// How long the file must stay unchanged before it is read: an editor's save is several

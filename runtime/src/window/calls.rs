@@ -1,6 +1,6 @@
 //! The count window: the last `n` calls, their failures and slow calls as rings of bits.
 
-use super::{Gate, Tally};
+use super::gate::{Gate, Tally};
 use crate::sync::{Atomic, AtomicBool, AtomicU64, Mutex, Ordering, lock};
 
 /// The last `n` calls. A call's place in the window is its number among the breaker's calls:

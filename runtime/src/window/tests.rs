@@ -1,6 +1,14 @@
 //! The windows' unit tests.
 
-use super::*;
+use super::calls::CallWindow;
+use super::gate::Tally;
+use super::rate::RateWindow;
+use super::time::{Bucket, TimeWindow};
+use crate::clock::ClockRef;
+use crate::config::Window;
+use crate::counters::MORE;
+use crate::state::stamp;
+use crate::sync::{AtomicU64, Ordering};
 use core::time::Duration;
 
 /// A bucket word's count stays in its low half, saturates, and reads as live for its epoch

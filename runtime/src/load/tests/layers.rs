@@ -159,7 +159,7 @@ fn config_sources_follow_the_attribute_the_file_and_code() {
         let all = registry().config_sources("layer-sourced").unwrap();
         assert_eq!(
             all.iter().map(|k| k.key).collect::<Vec<_>>(),
-            crate::keys::KEYS
+            crate::config_keys::KEYS
         );
         all.into_iter().find(|k| k.key == key).unwrap()
     };

@@ -12,8 +12,10 @@ use crate::registration::{Registration, Site};
 use crate::registry::Registry;
 use crate::state::State;
 
+use super::breaker_map::BreakerMap;
 use super::control::{KeyError, KeyMetrics, KeyPage, KeyQuery};
-use super::{BreakerMap, Evicted, FamilySnapshot};
+use super::snapshot::FamilySnapshot;
+use super::totals::Evicted;
 
 /// A keyed family as [`Registry::families`] lists it: every key (for a family of many keys,
 /// [`Registry::family_snapshots`] gives aggregates and the top open keys instead).

@@ -1,8 +1,8 @@
 //! Telling state changes: the queue of events not yet told, delivered in order by one thread
 //! at a time, to the breaker's listeners, then the registry's.
 
-use super::extras::Pending;
 use super::inner::Inner;
+use super::rare_parts::Pending;
 use crate::event::Event;
 use crate::state::State;
 use crate::sync::{Mutex, lock};

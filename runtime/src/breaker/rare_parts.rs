@@ -1,5 +1,5 @@
 //! [`Extras`]: the parts of a breaker that few breakers use, allocated on first use. The data
-//! only: telling the queued events is in `events.rs`, which names `Inner`; this file names
+//! only: telling the queued events is in `delivery.rs`, which names `Inner`; this file names
 //! nothing of the breaker, so `inner.rs` can hold an `Extras` without a cycle.
 
 use std::collections::VecDeque;
