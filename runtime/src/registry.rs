@@ -703,8 +703,8 @@ impl Registry {
     /// base, or table (with the file and line), an environment variable, the
     /// `#[circuit_breaker]` attribute or the `get_or_create` call that gave it (with its file
     /// and line), or a whole config set in code. In the order of the keys' list
-    /// ([`keys::KEYS`](crate::config_keys::KEYS)). `None` if the registry knows no such name. Creates
-    /// nothing.
+    /// ([`config_keys::KEYS`](crate::config_keys::KEYS)). `None` if the registry knows no such
+    /// name. Creates nothing.
     ///
     /// A key whose value changed since the last file was applied (by
     /// [`Breaker::reconfigure`](crate::Breaker::reconfigure)) is said to come from
