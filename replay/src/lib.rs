@@ -32,12 +32,11 @@
 //! - `handle` — [`ReplayHandle`], a replay without its argument type, and the process's live
 //!   replays by their breaker's name ([`find`], [`replays`]): what the admin router serves.
 //! - `stats` — the counts as `metrics` (feature `metrics`).
+//! - `attribute` — what `#[circuit_breaker(replay = …)]`'s generated code calls, re-exported as
+//!   the hidden `__private`: no semver promise.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-/// Support for `#[circuit_breaker(replay = …)]`. Not public API.
-#[doc(hidden)]
-#[path = "attribute.rs"]
-pub mod __private;
+mod attribute;
 mod book;
 mod config;
 mod disk;
@@ -62,3 +61,9 @@ pub use memory::MemoryJournal;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use redis::{RedisJournal, RedisJournalError, RedisOptions};
 pub use replayer::{Replay, ReplayBuilder, StartError, WallClock};
+
+/// Support for `#[circuit_breaker(replay = …)]`. Not public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::attribute::*;
+}
