@@ -3,7 +3,6 @@
 //! One loop, so every decision about a breaker is made in order: local changes from the
 //! listeners (a channel), remote changes (push messages), and a timer that retries what is
 //! pending and re-reads every record.
-
 //!
 //! The task is one type, [`Task`] (`state.rs`), whose methods each file of this folder adds:
 //! the loop (`run.rs`), store operations and their answers (`ask.rs`), the store policy

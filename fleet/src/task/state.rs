@@ -188,7 +188,7 @@ pub(super) enum Answer<T> {
     Failed,
 }
 
-/// Probe leases this instance holds for a breaker.
+/// Probe leases this instance holds for a breaker (`lease.rs` asks for them and keeps them).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Lease {
     /// When they end here: their life from the moment the ask was sent, which is before the
@@ -197,6 +197,7 @@ pub(super) struct Lease {
     /// The ask's round trip.
     pub(super) rtt: Duration,
 }
+
 impl Task {
     #[cfg(test)]
     pub(crate) fn new(shared: Arc<Inner>, rx: mpsc::UnboundedReceiver<Message>) -> Task {
