@@ -2,7 +2,7 @@
 
 use axum::http::{HeaderMap, StatusCode, header};
 
-use super::Problem;
+use crate::respond::Problem;
 
 /// The configured token. Its `Debug` never shows it.
 pub(crate) struct Token(Box<[u8]>);

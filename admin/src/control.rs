@@ -13,9 +13,14 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use core::time::Duration;
 
-use super::view::{BreakerView, bad_path, find};
-use super::{BODY_LIMIT, Problem, Shared, auth, json};
+use crate::auth;
+use crate::breakers::{BreakerView, bad_path, find};
+use crate::respond::{Problem, json};
+use crate::state::AdminState;
 use breakerbox_runtime::{__edge, Breaker};
+
+/// The largest request body the router reads, in bytes: a control's, with a `413` over it.
+pub(crate) const BODY_LIMIT: usize = 4096;
 
 /// What a control does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +47,7 @@ impl Action {
 
 /// `POST /breakers/{name}/{action}`: the breaker's view after the action.
 pub(crate) async fn act(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<AdminState>>,
     path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -54,7 +59,7 @@ pub(crate) async fn act(
 }
 
 fn run(
-    shared: &Shared,
+    shared: &AdminState,
     path: Result<Path<(String, String)>, PathRejection>,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -66,7 +71,7 @@ fn run(
 /// The token checked first (so that a caller without it learns nothing else), then `path`
 /// read: the start of every control, a breaker's or a key's.
 pub(crate) fn checked<T>(
-    shared: &Shared,
+    shared: &AdminState,
     headers: &HeaderMap,
     path: impl FnOnce() -> Result<T, Problem>,
 ) -> Result<T, Problem> {

@@ -10,7 +10,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::{Problem, Shared, json};
+use crate::respond::{Problem, json};
+use crate::state::AdminState;
 use breakerbox_fleet::{FleetBreaker, FleetTrip, Quorum};
 use breakerbox_runtime::State;
 
@@ -84,7 +85,7 @@ fn breaker(b: FleetBreaker) -> Breaker {
 }
 
 /// `GET /fleet`.
-pub(crate) async fn fleet(Extract(shared): Extract<Arc<Shared>>) -> Response {
+pub(crate) async fn fleet(Extract(shared): Extract<Arc<AdminState>>) -> Response {
     let Some(view) = &shared.fleet else {
         return Problem::new(
             StatusCode::NOT_FOUND,

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Serialize;
 
-use super::json;
+use crate::respond::json;
 use breakerbox_runtime::{HealthStatus, State, registry};
 
 #[derive(Serialize)]

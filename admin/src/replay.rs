@@ -9,12 +9,14 @@ use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use breakerbox_replay::{Counts, EntryInfo, ReplayHandle, Status};
+use breakerbox_replay::{EntryInfo, JournalCounts, JournalStatus, ReplayHandle};
 use breakerbox_runtime::__edge::excerpt;
 use serde::Serialize;
 
-use super::view::bad_path;
-use super::{Problem, Shared, control, json};
+use crate::breakers::bad_path;
+use crate::control;
+use crate::respond::{Problem, json};
+use crate::state::AdminState;
 
 /// A replay's journal, as `GET /breakers/{name}/replay` shows it.
 #[derive(Serialize)]
@@ -43,8 +45,8 @@ struct CountsView {
     refused: u64,
 }
 
-impl From<Counts> for CountsView {
-    fn from(c: Counts) -> CountsView {
+impl From<JournalCounts> for CountsView {
+    fn from(c: JournalCounts) -> CountsView {
         CountsView {
             queued: c.queued,
             deduplicated: c.deduplicated,
@@ -60,7 +62,7 @@ impl From<Counts> for CountsView {
 
 impl ReplayView {
     pub(crate) fn of(handle: &ReplayHandle) -> ReplayView {
-        let status: Status = handle.status();
+        let status: JournalStatus = handle.status();
         ReplayView {
             breaker: handle.name().to_owned(),
             entries: status.entries,
@@ -163,7 +165,7 @@ fn no_body(body: Result<Bytes, BytesRejection>) -> Result<(), Problem> {
 
 /// `POST /breakers/{name}/replay/dead-letters/retry`: every dead letter back in the queue.
 pub(crate) async fn retry(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<AdminState>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -175,7 +177,7 @@ pub(crate) async fn retry(
 
 /// `POST /breakers/{name}/replay/dead-letters/drop`: every dead letter dropped.
 pub(crate) async fn drop_all(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<AdminState>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -188,7 +190,7 @@ pub(crate) async fn drop_all(
 /// The token first (a caller without it learns nothing else), then the replay, then the body;
 /// the action only if all three are right. Answers how many, and the replay after it.
 fn dead_letter_control(
-    shared: &Shared,
+    shared: &AdminState,
     path: Result<Path<String>, PathRejection>,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,

@@ -22,7 +22,7 @@ use serde::Serialize;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
-use super::view::{self, BreakerView, FamilyView};
+use crate::breakers::{self, BreakerView, FamilyView};
 use breakerbox_runtime::{Event, registry};
 
 /// Events a subscriber may fall behind by before it loses the oldest.
@@ -269,7 +269,7 @@ impl Subscriber {
         let now = Instant::now();
         // What families held back goes out after this tick, on the channel.
         flush(now);
-        let views = view::breakers(true);
+        let views = breakers::breakers(true);
         let mut totals = HashMap::with_capacity(views.len());
         let mut breakers = Vec::with_capacity(views.len());
         for v in views {
@@ -301,7 +301,7 @@ impl Subscriber {
         self.last = Some((now, totals));
         let tick = Tick {
             breakers,
-            families: view::families(),
+            families: breakers::families(),
             dropped: self.dropped,
         };
         data("metrics", &tick)

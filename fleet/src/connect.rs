@@ -8,6 +8,8 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, ErrorKind, Pipeline, PushInfo, RedisError, RedisFuture, RedisResult, Value};
 use tokio::sync::mpsc;
 
+use crate::error::{FleetError, redact};
+
 /// Why a URL does not name a store this build can reach.
 #[derive(Debug)]
 pub(crate) struct BadUrl(pub(crate) String);
@@ -426,6 +428,27 @@ impl Connector {
     }
 }
 
+/// A connector to the store at `url` (not connected yet), and the receiver of its pushes.
+pub(crate) fn connector(
+    url: &str,
+    tls_ca: Option<&std::path::Path>,
+    timeout: Duration,
+) -> Result<(Connector, mpsc::UnboundedReceiver<redis::PushInfo>), FleetError> {
+    let bad = |reason: String| FleetError::Url {
+        url: redact(url),
+        reason,
+    };
+    let target = Target::parse(url).map_err(|e| bad(e.0))?;
+    let ca = match tls_ca {
+        Some(path) => Some(std::fs::read(path).map_err(|source| FleetError::TlsCa {
+            path: path.to_owned(),
+            source,
+        })?),
+        None => None,
+    };
+    Connector::new(&target, ca.as_deref(), timeout).map_err(bad)
+}
+
 /// The URL with RESP3 asked for: push messages (pub/sub on the command connection) need it.
 pub(crate) fn resp3(url: &str) -> String {
     if url.contains("protocol=") {
@@ -453,5 +476,23 @@ pub(crate) fn is_record_problem(e: &RedisError) -> bool {
         }
         ErrorKind::Extension => e.code() == Some("WRONGTYPE"),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resp3_is_asked_for_once() {
+        assert_eq!(resp3("redis://h:1/"), "redis://h:1/?protocol=resp3");
+        assert_eq!(
+            resp3("redis://h:1/?db=2"),
+            "redis://h:1/?db=2&protocol=resp3"
+        );
+        assert_eq!(
+            resp3("redis://h:1/?protocol=resp3"),
+            "redis://h:1/?protocol=resp3"
+        );
     }
 }

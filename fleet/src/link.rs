@@ -33,11 +33,11 @@ impl StoreLink {
         tls_ca: Option<&Path>,
         timeout: Duration,
     ) -> Result<StoreLink, FleetError> {
-        let (connector, pushes) = crate::connector(url, tls_ca, timeout)?;
+        let (connector, pushes) = crate::connect::connector(url, tls_ca, timeout)?;
         Ok(StoreLink {
             connector,
             pushes,
-            url: crate::redact(url),
+            url: crate::error::redact(url),
         })
     }
 

@@ -9,8 +9,11 @@ use core::future::Future;
 use core::pin::Pin;
 
 use redis::{RedisResult, Value};
+use tokio::sync::mpsc;
 
-use crate::connect::{Connector, Handle};
+use crate::config::FleetConfig;
+use crate::connect::{Connector, Handle, connector};
+use crate::error::FleetError;
 
 /// A store operation in flight.
 pub(crate) type Reply<'a, T> = Pin<Box<dyn Future<Output = RedisResult<T>> + Send + 'a>>;
@@ -171,6 +174,14 @@ impl Store for RedisStore {
     fn subscribe(&mut self, channel: String) -> Reply<'_, ()> {
         Box::pin(self.con.subscribe(channel))
     }
+}
+
+/// The store `config` names, not connected yet.
+pub(crate) fn production_store(
+    config: &FleetConfig,
+) -> Result<(RedisStore, mpsc::UnboundedReceiver<redis::PushInfo>), FleetError> {
+    let (con, pushes) = connector(&config.url, config.tls_ca.as_deref(), config.timeout)?;
+    Ok((RedisStore::new(con), pushes))
 }
 
 #[cfg(test)]

@@ -5,15 +5,18 @@
 //!
 //! The macro works in stages, one module each, run in one direction by `expand::try_expand`:
 //! `parse` reads the attribute into `args::Args`, a typed config that keeps every key's span,
-//! reading each value with `values` (durations with `duration`); `valid` checks the keys
-//! against each other; `func` checks the function's shape; `expand` edits the function in
-//! place. Every stage reports into one `args::Errors`, so all mistakes come in one compile.
+//! reading each value with `values` (durations with `duration`) and naming the closest key
+//! for a misspelt one with `suggest`; `valid` checks the keys against each other; `func`
+//! checks the function's shape; `expand` edits the function in place. Every stage reports
+//! into one `args::Errors`, so all mistakes come in one compile.
 
 mod args;
 mod duration;
 mod expand;
 mod func;
 mod parse;
+// Shared with the runtime: `macros/src/suggest.rs` is a symlink to `runtime/src/suggest.rs`.
+mod suggest;
 mod valid;
 mod values;
 

@@ -12,9 +12,7 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprPath, LitStr, Path, Token};
 
 use crate::args::{Args, Errors, FallbackOn, Journal, KEYS, Key, Name, Window};
-// Shared with the runtime: `macros/src/suggest.rs` is a symlink to `runtime/src/suggest.rs`.
-#[path = "suggest.rs"]
-mod suggest;
+use crate::suggest;
 use crate::values::{
     MAX_HALF_OPEN_CALLS, backoff_value, boolean, config_value, count, crate_path, duration_value,
     example, fallback_on_value, fn_path, jitter_value, name_value, percent, window_value,

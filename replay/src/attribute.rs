@@ -149,7 +149,7 @@ where
         None => builder.fleet(replay)?,
         Some(after) => {
             let options = crate::RedisOptions::running_fleet()
-                .ok_or_else(|| crate::replay::no_fleet(breaker.name()))?;
+                .ok_or_else(|| crate::replayer::no_fleet(breaker.name()))?;
             builder.redis(options.claim_after(after), replay)?
         }
     };

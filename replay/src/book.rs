@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use crate::config::{ReplayConfig, WhenFull};
-use crate::journal::{Counts, EntryInfo, NotJournaled, Pushed, Settled};
+use crate::journal::{EntryInfo, JournalCounts, NotJournaled, Pushed, Settled};
 
 /// One entry.
 #[derive(Debug)]
@@ -58,7 +58,7 @@ pub(crate) struct Book<P> {
     bytes: usize,
     dead: BTreeMap<u64, Slot<P>>,
     next_id: u64,
-    pub(crate) counts: Counts,
+    pub(crate) counts: JournalCounts,
 }
 
 /// What one operation changed, and the payloads it removed: the caller drops those after
@@ -66,7 +66,7 @@ pub(crate) struct Book<P> {
 pub(crate) struct Done<P> {
     pub(crate) changes: Vec<Change>,
     pub(crate) removed: Vec<P>,
-    pub(crate) counts: Counts,
+    pub(crate) counts: JournalCounts,
 }
 
 impl<P> Default for Done<P> {
@@ -74,7 +74,7 @@ impl<P> Default for Done<P> {
         Done {
             changes: Vec::new(),
             removed: Vec::new(),
-            counts: Counts::default(),
+            counts: JournalCounts::default(),
         }
     }
 }
@@ -88,7 +88,7 @@ impl<P> Book<P> {
             bytes: 0,
             dead: BTreeMap::new(),
             next_id: 1,
-            counts: Counts::default(),
+            counts: JournalCounts::default(),
         }
     }
 

@@ -12,7 +12,9 @@ use serde::de::DeserializeOwned;
 
 use crate::book::{Book, Change, Done, Slot, Take as BookTake};
 use crate::config::ReplayConfig;
-use crate::journal::{EntryInfo, Journal, NotJournaled, Pushed, Settled, Status, Take, Taken};
+use crate::journal::{
+    EntryInfo, Journal, JournalStatus, NotJournaled, Pushed, Settled, Take, Taken,
+};
 use crate::log::{self, Log, Record, Recovery};
 use crate::memory::status;
 use crate::stats::Sink;
@@ -187,7 +189,7 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> DiskJournal<A> {
 
     /// Counts a call the journal could not take before reaching the book.
     fn refused(&self) {
-        let counts = crate::journal::Counts {
+        let counts = crate::journal::JournalCounts {
             refused: 1,
             ..Default::default()
         };
@@ -337,7 +339,7 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for DiskJourna
         self.after(done);
     }
 
-    fn status(&self) -> Status {
+    fn status(&self) -> JournalStatus {
         status(&self.lock())
     }
 

@@ -5,12 +5,12 @@ use core::fmt;
 use core::time::Duration;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use crate::journal::{EntryInfo, Status};
+use crate::journal::{EntryInfo, JournalStatus};
 
 /// What a handle reaches of a replay (`replay.rs` implements it for a replay's shared part).
 pub(crate) trait Control: Send + Sync {
     fn name(&self) -> &str;
-    fn status(&self) -> Status;
+    fn status(&self) -> JournalStatus;
     fn dead_letters(&self) -> Vec<EntryInfo>;
     fn retry_dead_letters(&self) -> usize;
     fn drop_dead_letters(&self) -> usize;
@@ -40,12 +40,12 @@ impl ReplayHandle {
     }
 
     /// The journal's size and counts.
-    pub fn status(&self) -> Status {
+    pub fn status(&self) -> JournalStatus {
         self.0.status()
     }
 
     /// How long ago the oldest queued entry was journaled, on the journal's clock.
-    pub fn oldest_age(&self, status: &Status) -> Option<Duration> {
+    pub fn oldest_age(&self, status: &JournalStatus) -> Option<Duration> {
         status.oldest.map(|at| self.0.now().saturating_sub(at))
     }
 

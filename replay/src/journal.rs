@@ -70,7 +70,7 @@ pub struct EntryInfo {
 /// start over at each start).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Counts {
+pub struct JournalCounts {
     /// Calls journaled as new entries.
     pub queued: u64,
     /// Calls whose key was queued already: one entry stands for them.
@@ -91,8 +91,8 @@ pub struct Counts {
     pub refused: u64,
 }
 
-impl Counts {
-    pub(crate) fn add(&mut self, other: &Counts) {
+impl JournalCounts {
+    pub(crate) fn add(&mut self, other: &JournalCounts) {
         self.queued += other.queued;
         self.deduplicated += other.deduplicated;
         self.replayed += other.replayed;
@@ -107,7 +107,7 @@ impl Counts {
 /// A journal's size and counts now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Status {
+pub struct JournalStatus {
     /// Queued entries.
     pub entries: usize,
     /// Their bytes.
@@ -117,7 +117,7 @@ pub struct Status {
     /// Dead letters.
     pub dead_letters: usize,
     /// What happened to entries so far.
-    pub counts: Counts,
+    pub counts: JournalCounts,
 }
 
 /// What [`Journal::take`] found.
@@ -183,7 +183,7 @@ pub trait Journal<A>: Send + Sync + 'static {
     fn settle(&self, id: u64, how: Settled, now: Duration);
 
     /// Size and counts.
-    fn status(&self) -> Status;
+    fn status(&self) -> JournalStatus;
 
     /// The queued entries, oldest first.
     fn entries(&self) -> Vec<EntryInfo>;

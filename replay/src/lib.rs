@@ -21,23 +21,22 @@
 //!
 //! - `config` — [`ReplayConfig`], [`WhenFull`].
 //! - `journal` — the [`Journal`] trait and what it speaks: [`Pushed`], [`NotJournaled`],
-//!   [`Take`], [`Taken`], [`Settled`], [`EntryInfo`], [`Status`], [`Counts`].
+//!   [`Take`], [`Taken`], [`Settled`], [`EntryInfo`], [`JournalStatus`], [`JournalCounts`].
 //! - `book` — the bookkeeping every journal shares (order, keys, bounds, TTL, attempts, dead
 //!   letters), pure data under the journal's lock.
 //! - `memory` — [`MemoryJournal`].
 //! - `disk` — [`DiskJournal`]; `log` below it, the file: checksummed frames, group commit,
 //!   reading a damaged file ([`Recovery`], [`Skipped`]).
 //! - `redis` — `RedisJournal` and its script, `redis.lua` (feature `redis`).
-//! - `replay` — [`Replay`], its builder, and the replayer task.
+//! - `replayer` — [`Replay`], its builder, and the replayer task.
 //! - `handle` — [`ReplayHandle`], a replay without its argument type, and the process's live
 //!   replays by their breaker's name ([`find`], [`replays`]): what the admin router serves.
 //! - `stats` — the counts as `metrics` (feature `metrics`).
+//! - `attribute` — what `#[circuit_breaker(replay = …)]`'s generated code calls, re-exported as
+//!   the hidden `__private`: no semver promise.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-/// Support for `#[circuit_breaker(replay = …)]`. Not public API.
-#[doc(hidden)]
-#[path = "attribute.rs"]
-pub mod __private;
+mod attribute;
 mod book;
 mod config;
 mod disk;
@@ -47,16 +46,24 @@ mod log;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
-mod replay;
+mod replayer;
 mod stats;
 
 pub use config::{ReplayConfig, WhenFull};
 pub use disk::DiskJournal;
 pub use handle::{ReplayHandle, find, replays};
-pub use journal::{Counts, EntryInfo, Journal, NotJournaled, Pushed, Settled, Status, Take, Taken};
+pub use journal::{
+    EntryInfo, Journal, JournalCounts, JournalStatus, NotJournaled, Pushed, Settled, Take, Taken,
+};
 pub use log::{Recovery, Skipped};
 pub use memory::MemoryJournal;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use redis::{RedisJournal, RedisJournalError, RedisOptions};
-pub use replay::{Replay, ReplayBuilder, StartError, WallClock};
+pub use replayer::{Replay, ReplayBuilder, StartError, WallClock};
+
+/// Support for `#[circuit_breaker(replay = …)]`. Not public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::attribute::*;
+}

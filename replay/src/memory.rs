@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::book::{Book, Done, Take as BookTake};
 use crate::config::ReplayConfig;
-use crate::journal::{EntryInfo, Journal, NotJournaled, Pushed, Settled, Status, Take, Taken};
+use crate::journal::{
+    EntryInfo, Journal, JournalStatus, NotJournaled, Pushed, Settled, Take, Taken,
+};
 use crate::stats::Sink;
 
 /// What an entry weighs beside its arguments and key.
@@ -115,7 +117,7 @@ impl<A: Clone + Send + 'static> Journal<A> for MemoryJournal<A> {
         self.after(done);
     }
 
-    fn status(&self) -> Status {
+    fn status(&self) -> JournalStatus {
         status(&self.lock())
     }
 
@@ -140,8 +142,8 @@ impl<A: Clone + Send + 'static> Journal<A> for MemoryJournal<A> {
     }
 }
 
-pub(crate) fn status<P>(book: &Book<P>) -> Status {
-    Status {
+pub(crate) fn status<P>(book: &Book<P>) -> JournalStatus {
+    JournalStatus {
         entries: book.len(),
         bytes: book.bytes(),
         oldest: book.oldest(),
@@ -161,7 +163,7 @@ impl<A, J: Journal<A> + ?Sized> Journal<A> for Arc<J> {
     fn settle(&self, id: u64, how: Settled, now: Duration) {
         (**self).settle(id, how, now)
     }
-    fn status(&self) -> Status {
+    fn status(&self) -> JournalStatus {
         (**self).status()
     }
     fn entries(&self) -> Vec<EntryInfo> {

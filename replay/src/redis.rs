@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 
 use crate::config::{ReplayConfig, WhenFull};
 use crate::journal::{
-    Counts, EntryInfo, Journal, NotJournaled, Pushed, Settled, Status, Take, Taken,
+    EntryInfo, Journal, JournalCounts, JournalStatus, NotJournaled, Pushed, Settled, Take, Taken,
 };
 use crate::stats::Sink;
 
@@ -181,8 +181,8 @@ pub enum RedisJournalError {
 ///   counts: the fleet's are in Redis). A key of another kind under the journal's keys is an
 ///   error of this journal only. A settle that fails leaves the entry held: it goes back to
 ///   the queue after `claim_after`.
-/// - [`Status`] and [`Counts`] are the fleet's (read from Redis), plus this instance's calls
-///   refused because Redis failed; metrics count this instance's events.
+/// - [`JournalStatus`] and [`JournalCounts`] are the fleet's (read from Redis), plus this
+///   instance's calls refused because Redis failed; metrics count this instance's events.
 /// - **Connections** are the fleet's (`breakerbox-fleet`'s `StoreLink`): the URLs fleet mode
 ///   takes, with TLS, Sentinel and Cluster where breakerbox's `redis-tls`, `redis-sentinel`
 ///   and `redis-cluster` features are on. A thread of the journal's own holds the connection
@@ -200,8 +200,8 @@ pub struct RedisJournal<A> {
     /// Until when calls are refused without trying Redis, and why.
     down: Mutex<Option<(Instant, String)>>,
     last_error: Mutex<Option<String>>,
-    /// Status as last read, for when Redis does not answer.
-    last_status: Mutex<Status>,
+    /// The status as last read, for when Redis does not answer.
+    last_status: Mutex<JournalStatus>,
     /// Calls refused because Redis failed: not in the fleet's counts.
     refused: AtomicU64,
     sink: Sink,
@@ -275,9 +275,9 @@ fn array(value: Value) -> Vec<Value> {
 }
 
 /// The counts after a script's result (its last eight values).
-fn delta(items: &[Value]) -> Counts {
+fn delta(items: &[Value]) -> JournalCounts {
     let at = |i: usize| number(items.len().checked_sub(8 - i).and_then(|j| items.get(j)));
-    Counts {
+    JournalCounts {
         queued: at(0),
         deduplicated: at(1),
         replayed: at(2),
@@ -422,9 +422,9 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
     /// Counts a call refused before the script ran (not in the fleet's counts).
     fn count_refused(&self) {
         self.refused.fetch_add(1, Ordering::Relaxed);
-        self.sink.count(&Counts {
+        self.sink.count(&JournalCounts {
             refused: 1,
-            ..Counts::default()
+            ..JournalCounts::default()
         });
     }
 
@@ -433,18 +433,18 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
         NotJournaled::Store(why)
     }
 
-    fn read_status(&self, value: Value) -> Status {
+    fn read_status(&self, value: Value) -> JournalStatus {
         let items = array(value);
         let oldest = items.get(2).and_then(text).filter(|s| !s.is_empty());
         let c = |i: usize| number(items.get(4 + i));
-        Status {
+        JournalStatus {
             entries: usize::try_from(number(items.first())).unwrap_or(usize::MAX),
             bytes: usize::try_from(number(items.get(1))).unwrap_or(usize::MAX),
             oldest: oldest
                 .and_then(|s| s.parse().ok())
                 .map(Duration::from_nanos),
             dead_letters: usize::try_from(number(items.get(3))).unwrap_or(usize::MAX),
-            counts: Counts {
+            counts: JournalCounts {
                 queued: c(0),
                 deduplicated: c(1),
                 replayed: c(2),
@@ -458,13 +458,13 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
     }
 }
 
-fn empty_status() -> Status {
-    Status {
+fn empty_status() -> JournalStatus {
+    JournalStatus {
         entries: 0,
         bytes: 0,
         oldest: None,
         dead_letters: 0,
-        counts: Counts::default(),
+        counts: JournalCounts::default(),
     }
 }
 
@@ -724,7 +724,7 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for RedisJourn
         }
     }
 
-    fn status(&self) -> Status {
+    fn status(&self) -> JournalStatus {
         let mut status = match self.run(&["status"]) {
             Ok(value) => {
                 let status = self.read_status(value);

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::journal::Counts;
+use crate::journal::JournalCounts;
 
 pub(crate) struct Sink {
     name: Arc<str>,
@@ -22,7 +22,7 @@ impl Sink {
     }
 
     #[cfg(feature = "metrics")]
-    pub(crate) fn count(&self, counts: &Counts) {
+    pub(crate) fn count(&self, counts: &JournalCounts) {
         let events = [
             ("queued", counts.queued),
             ("deduplicated", counts.deduplicated),
@@ -42,12 +42,12 @@ impl Sink {
     }
 
     #[cfg(not(feature = "metrics"))]
-    pub(crate) fn count(&self, _counts: &Counts) {}
+    pub(crate) fn count(&self, _counts: &JournalCounts) {}
 }
 
 /// Reports the gauges of a journal's status, outside its lock.
 #[cfg(feature = "metrics")]
-pub(crate) fn gauges(name: &str, status: &crate::journal::Status) {
+pub(crate) fn gauges(name: &str, status: &crate::journal::JournalStatus) {
     let label = name.to_string();
     metrics::gauge!("breakerbox_replay_entries", "journal" => label.clone())
         .set(status.entries as f64);

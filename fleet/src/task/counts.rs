@@ -21,7 +21,7 @@
 
 use core::time::Duration;
 
-use super::{Answer, Task};
+use super::state::{Answer, Intent, Task};
 use crate::store::Script;
 use breakerbox_runtime::__edge::BreakerExt;
 use breakerbox_runtime::{State, Window};
@@ -46,7 +46,7 @@ impl Task {
         }
         t.manual = now;
         if self.holding() {
-            return; // a hold's give-back finds it (task.rs)
+            return; // a hold's give-back finds it (hold.rs)
         }
         let (to, reason) = match breaker.state() {
             State::ForcedOpen => (State::ForcedOpen, breakerbox_runtime::Reason::ForcedOpen),
@@ -56,10 +56,7 @@ impl Task {
                 // A `trip_for` of an open breaker: written as any trip, for its open time.
                 let left = breaker.export_state().open_remaining.unwrap_or_default();
                 let pending = self.pending.entry(name.to_owned()).or_default();
-                pending.auto = Some((
-                    super::Intent::Trip,
-                    breakerbox_runtime::Reason::TripFor(left),
-                ));
+                pending.auto = Some((Intent::Trip, breakerbox_runtime::Reason::TripFor(left)));
                 return;
             }
             // Half-open: the hand's own transition told an event. (`State` is

@@ -16,17 +16,8 @@ use core::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Answer, Task};
+use super::state::{Answer, Lease, Task};
 
-/// Probe leases this instance holds for a breaker.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Lease {
-    /// When they end here: their life from the moment the ask was sent, which is before the
-    /// store granted them.
-    until: Instant,
-    /// The ask's round trip.
-    rtt: Duration,
-}
 use crate::store::Script;
 use breakerbox_runtime::__edge::BreakerExt;
 use breakerbox_runtime::{Breaker, SharedState, State};

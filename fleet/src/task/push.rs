@@ -4,7 +4,8 @@
 use core::time::Duration;
 use std::sync::atomic::Ordering;
 
-use super::{Answer, Intent, Task, lease};
+use super::lease;
+use super::state::{Answer, Intent, Task};
 
 /// How writing one change ended.
 pub(super) enum Pushed {

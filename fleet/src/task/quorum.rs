@@ -17,10 +17,11 @@ use std::collections::BTreeMap;
 use tokio::time::Instant;
 
 use super::push::Pushed;
-use super::{Answer, Task};
+use super::state::{Answer, Task};
+use crate::config::Quorum;
+use crate::instances::{LiveInstance, Tally};
 use crate::record::Record;
 use crate::store::Script;
-use crate::{LiveInstance, Quorum};
 use breakerbox_runtime::{Breaker, State};
 
 /// A state as an instance reports it: `State::as_str`.
@@ -34,15 +35,6 @@ pub(crate) fn parse_state(text: &str) -> Option<State> {
     ]
     .into_iter()
     .find(|s| s.as_str() == text)
-}
-
-/// The last tally of a breaker's quorum this instance saw: open reports of live instances,
-/// the quorum among them, and how many are live.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Tally {
-    pub(crate) open: u32,
-    pub(crate) needed: u32,
-    pub(crate) live: u32,
 }
 
 impl Task {

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use tokio::sync::oneshot;
 
 use super::push::Pushed;
-use super::{Answer, Intent, READ_BATCH, Task, Tracked};
+use super::state::{Answer, Intent, READ_BATCH, Task, Tracked};
 use crate::record::{READ_FIELDS, Record};
 use breakerbox_runtime::__edge::RegistryExt;
 use breakerbox_runtime::State;

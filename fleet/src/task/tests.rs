@@ -12,8 +12,11 @@ use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::{Message, Record, Task, Timers};
-use crate::{FleetConfig, Inner};
+use super::run::Timers;
+use super::state::Task;
+use crate::FleetConfig;
+use crate::record::Record;
+use crate::shared::{Inner, Message};
 use breakerbox_runtime::Reason;
 use breakerbox_runtime::{Breaker, Config, ManualClock, State};
 

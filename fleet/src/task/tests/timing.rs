@@ -264,7 +264,7 @@ async fn resync_pass_numbers() {
         println!(
             "{{\"resync_pass\": {{\"breakers\": {n}, \"ms_per_pass\": {:.2}, \"redis_commands_per_pass\": {commands}, \"batch\": {}, \"rss_kib_for_breakers_and_fleet\": {}}}}}",
             per_pass.as_secs_f64() * 1e3,
-            crate::task::READ_BATCH,
+            crate::task::state::READ_BATCH,
             rss_after.saturating_sub(rss_before)
         );
     }

@@ -15,8 +15,10 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::view::{BreakerView, bad_path};
-use super::{Problem, Shared, control, json};
+use crate::breakers::{BreakerView, bad_path};
+use crate::control;
+use crate::respond::{Problem, json};
+use crate::state::AdminState;
 use breakerbox_runtime::__edge::{self, excerpt};
 use breakerbox_runtime::{
     Breaker, KeyError, KeyMetrics, KeyOrder, KeyPage, KeyQuery, Metrics, State as BreakerState,
@@ -44,7 +46,7 @@ impl From<KeyMetrics> for KeyRow {
         KeyRow {
             failure_rate: k.failure_rate(),
             state: k.metrics.state,
-            open_remaining: super::view::open_remaining(&k.metrics),
+            open_remaining: crate::breakers::open_remaining(&k.metrics),
             key: k.key,
             last_failure: k.last_failure,
             metrics: k.metrics,
@@ -105,7 +107,7 @@ pub(crate) async fn detail(path: Result<Path<(String, String)>, PathRejection>) 
 /// `POST /breakers/{family}/keys/{key}/{action}`: the key's view after the action, checked as
 /// a breaker's control is (the token first).
 pub(crate) async fn act(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<AdminState>>,
     path: Result<Path<(String, String, String)>, PathRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,

@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 
 use crate::config::ReplayConfig;
 use crate::disk::DiskJournal;
-use crate::journal::{EntryInfo, Journal, NotJournaled, Settled, Status, Take, Taken};
+use crate::journal::{EntryInfo, Journal, JournalStatus, NotJournaled, Settled, Take, Taken};
 use crate::log::Recovery;
 use crate::memory::MemoryJournal;
 
@@ -390,7 +390,7 @@ impl<A: Send + 'static> Replay<A> {
     }
 
     /// The journal's size and counts.
-    pub fn status(&self) -> Status {
+    pub fn status(&self) -> JournalStatus {
         self.shared.journal.status()
     }
 
@@ -563,7 +563,7 @@ impl<A: Send + 'static> crate::handle::Control for Shared<A> {
     fn name(&self) -> &str {
         self.breaker.name()
     }
-    fn status(&self) -> Status {
+    fn status(&self) -> JournalStatus {
         self.journal.status()
     }
     fn dead_letters(&self) -> Vec<EntryInfo> {

@@ -8,8 +8,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::view::{bad_path, unknown};
-use super::{Problem, json};
+use crate::breakers::{bad_path, unknown};
+use crate::respond::{Problem, json};
 use breakerbox_runtime::{ConfigSource, KeySource, Site, registry};
 
 /// One key: its effective value and its layer, as data and as the sentence the docs use.
@@ -134,7 +134,7 @@ pub(crate) async fn key(path: Result<Path<(String, String)>, PathRejection>) -> 
     if let Some(sources) = registry().key_config_sources(&family, &key) {
         return answer(family, Some(key), sources);
     }
-    if let Err(problem) = super::keys::find(&family, &key) {
+    if let Err(problem) = crate::family_keys::find(&family, &key) {
         return problem.into_response();
     }
     match registry().config_sources(&family) {

@@ -1,4 +1,5 @@
-//! The JSON views: `GET /breakers` and `GET /breakers/{name}`.
+//! The JSON views of the breakers and families: `GET /breakers` and `GET /breakers/{name}`, and
+//! what the other routes answer with too (a breaker's view, its lookup, the `404`s).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -9,7 +10,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::{Problem, Shared, json};
+use crate::respond::{Problem, json};
+use crate::state::AdminState;
 use breakerbox_runtime::__edge::{self, display_duration, excerpt};
 use breakerbox_runtime::{
     Breaker, Config, Explanation, FamilySnapshot, Metrics, State as BreakerState, registry,
@@ -176,7 +178,7 @@ struct List {
 }
 
 /// `GET /breakers`.
-pub(crate) async fn list(State(shared): State<Arc<Shared>>) -> Response {
+pub(crate) async fn list(State(shared): State<Arc<AdminState>>) -> Response {
     json(&List {
         breakers: breakers(false),
         families: families(),

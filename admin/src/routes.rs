@@ -1,0 +1,167 @@
+//! The router: [`Admin`], which builds it, and its table of routes, each to the module that
+//! serves it.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+
+use crate::auth::Token;
+use crate::control::BODY_LIMIT;
+use crate::dashboard::dashboard;
+use crate::fallback::{method_not_allowed, not_found};
+use crate::prometheus::metrics;
+use crate::state::AdminState;
+#[cfg(feature = "metrics")]
+use crate::state::Render;
+use crate::{breakers, config_sources, control, family_keys, health, stream};
+
+#[cfg(not(feature = "replay"))]
+use crate::fallback::{
+    no_replay as replay_dead_letters, no_replay as replay_drop, no_replay as replay_list,
+    no_replay as replay_retry, no_replay as replay_status,
+};
+#[cfg(feature = "replay")]
+use crate::replay::{
+    dead_letters as replay_dead_letters, drop_all as replay_drop, list as replay_list,
+    retry as replay_retry, status as replay_status,
+};
+
+#[cfg(not(feature = "fleet"))]
+use crate::fallback::no_fleet as fleet;
+#[cfg(feature = "fleet")]
+use crate::fleet::fleet;
+
+/// A read-only admin router: [`Admin::new().router()`](Admin::router).
+pub fn router() -> Router {
+    Admin::new().router()
+}
+
+/// Builds the admin [`Router`]: the token that turns the controls on, and the Prometheus
+/// renderer.
+///
+/// ```
+/// use breakerbox_admin::Admin;
+///
+/// let admin = Admin::new().token("s3cret").router();
+/// # let _ = admin;
+/// ```
+#[derive(Default)]
+pub struct Admin {
+    token: Option<Token>,
+    #[cfg(feature = "metrics")]
+    prometheus: Option<Render>,
+    #[cfg(feature = "fleet")]
+    fleet: Option<breakerbox_fleet::FleetView>,
+}
+
+impl Admin {
+    /// A read-only admin: no token, no Prometheus text.
+    pub fn new() -> Admin {
+        Admin::default()
+    }
+
+    /// Turns the controls on for requests that send `Authorization: Bearer <token>`.
+    ///
+    /// An empty token turns them off, as if none were given: an empty bearer is no secret.
+    /// Use a long random string, and keep it out of source code.
+    pub fn token(mut self, token: impl Into<String>) -> Admin {
+        let token: String = token.into();
+        self.token = (!token.is_empty()).then(|| Token::new(token.into_bytes()));
+        self
+    }
+
+    /// Serves `GET /metrics`: calls [`export::record_all`](breakerbox_metrics::record_all), then
+    /// answers `render()` as Prometheus text.
+    ///
+    /// The `metrics` crate's recorder is global and the application's to choose, so the admin
+    /// does not install one; it asks the one you installed to render:
+    ///
+    /// ```ignore
+    /// let handle = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+    /// let admin = Admin::new().prometheus(move || handle.render()).router();
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn prometheus(mut self, render: impl Fn() -> String + Send + Sync + 'static) -> Admin {
+        self.prometheus = Some(Arc::new(render));
+        self
+    }
+
+    /// Serves `GET /fleet`, the fleet view: each shared breaker with the live instances
+    /// sharing it and each one's local state, from [`Fleet::view`](breakerbox_fleet::Fleet::view).
+    /// The dashboard shows it on the breakers' tiles.
+    ///
+    /// ```ignore
+    /// let fleet = Fleet::start(config)?;
+    /// let admin = Admin::new().fleet(fleet.view()).router();
+    /// ```
+    #[cfg(feature = "fleet")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
+    pub fn fleet(mut self, view: breakerbox_fleet::FleetView) -> Admin {
+        self.fleet = Some(view);
+        self
+    }
+
+    /// The router. Mount it where you like: `Router::nest_service("/admin", …)` serves the
+    /// dashboard at `/admin` and `/admin/` (axum's `nest` routes `/admin` only). The dashboard
+    /// finds the other endpoints relative to its own address.
+    pub fn router(self) -> Router {
+        stream::install();
+        let shared = Arc::new(AdminState {
+            token: self.token,
+            #[cfg(feature = "metrics")]
+            prometheus: self.prometheus,
+            #[cfg(feature = "fleet")]
+            fleet: self.fleet,
+        });
+        Router::new()
+            .route("/", get(dashboard))
+            .route("/breakers", get(breakers::list))
+            .route("/breakers/{name}", get(breakers::detail))
+            .route("/breakers/{name}/{action}", post(control::act))
+            .route("/breakers/{name}/config", get(config_sources::breaker))
+            .route("/breakers/{name}/keys", get(family_keys::list))
+            .route("/breakers/{name}/keys/{key}", get(family_keys::detail))
+            .route(
+                "/breakers/{name}/keys/{key}/config",
+                get(config_sources::key),
+            )
+            .route(
+                "/breakers/{name}/keys/{key}/{action}",
+                post(family_keys::act),
+            )
+            .route("/breakers/{name}/replay", get(replay_status))
+            .route(
+                "/breakers/{name}/replay/dead-letters",
+                get(replay_dead_letters),
+            )
+            .route(
+                "/breakers/{name}/replay/dead-letters/retry",
+                post(replay_retry),
+            )
+            .route(
+                "/breakers/{name}/replay/dead-letters/drop",
+                post(replay_drop),
+            )
+            .route("/replays", get(replay_list))
+            .route("/events", get(stream::events))
+            .route("/health", get(health::health))
+            .route("/fleet", get(fleet))
+            .route("/metrics", get(metrics))
+            .fallback(not_found)
+            .method_not_allowed_fallback(method_not_allowed)
+            .layer(DefaultBodyLimit::max(BODY_LIMIT))
+            .with_state(shared)
+    }
+}
+
+impl core::fmt::Debug for Admin {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // Never the token itself.
+        f.debug_struct("Admin")
+            .field("control", &self.token.is_some())
+            .finish_non_exhaustive()
+    }
+}

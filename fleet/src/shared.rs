@@ -1,0 +1,135 @@
+//! What the handle, the listeners and the task share ([`Inner`]): the config, the counts
+//! `Fleet::status` reads, the breakers held for a failing store, the heartbeats last read;
+//! and the messages the listeners and the handle send the task ([`Message`]).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+
+use tokio::sync::{mpsc, oneshot};
+
+use breakerbox_runtime::__edge::BreakerExt;
+use breakerbox_runtime::{Breaker, Event, Reason, SharedState, State, WeakBreaker};
+
+use crate::config::FleetConfig;
+use crate::instances::{FleetBreaker, LiveInstance, Tally};
+
+/// What the handle and the listeners send to the task.
+pub(crate) enum Message {
+    /// A shared breaker changed state here.
+    Changed {
+        name: String,
+        to: State,
+        reason: Reason,
+        breaker: Option<WeakBreaker>,
+    },
+    /// A remote record was taken on here: local changes told before it are outdated.
+    Imported { name: String },
+    /// `Fleet::share`.
+    Track { name: String, breaker: WeakBreaker },
+    /// `Fleet::resync`: answer whether every store operation succeeded.
+    Resync(oneshot::Sender<bool>),
+}
+
+/// What the listeners and the handle share with the task.
+pub(crate) struct Inner {
+    pub(crate) config: FleetConfig,
+    pub(crate) instance: String,
+    pub(crate) tx: mpsc::UnboundedSender<Message>,
+    pub(crate) connected: AtomicBool,
+    pub(crate) pushed: AtomicU64,
+    pub(crate) applied: AtomicU64,
+    pub(crate) store_errors: AtomicU64,
+    pub(crate) resyncs: AtomicU64,
+    /// `FleetStatus::pending` and `shared`, as the task last left them.
+    pub(crate) pending: AtomicU64,
+    pub(crate) shared: AtomicU64,
+    /// While the store is unreachable under `on_store_error = "open" | "closed"`: each held
+    /// breaker and the state it gets back. Here rather than in the task, so that dropping the
+    /// `Fleet` gives them back at once, whatever the task is doing.
+    pub(crate) held: Mutex<Option<BTreeMap<String, Held>>>,
+    /// `FleetStatus::last_error`.
+    pub(crate) last_error: Mutex<Option<String>>,
+    /// Every shared breaker's live instances, as the last heartbeat read them (task/quorum.rs).
+    pub(crate) live: Mutex<BTreeMap<String, Vec<LiveInstance>>>,
+    /// The last quorum tally of each breaker this instance reported a trip of (task/quorum.rs).
+    pub(crate) tallies: Mutex<BTreeMap<String, Tally>>,
+}
+
+/// A breaker held forced open or disabled while the store is unreachable.
+pub(crate) struct Held {
+    pub(crate) breaker: WeakBreaker,
+    /// What it gets back: its state when it was held, or the fleet's record taken on since.
+    pub(crate) state: SharedState,
+    /// When `state` was taken: its open time runs on from then.
+    pub(crate) since: tokio::time::Instant,
+    /// `Breaker::manual_changes` when it was held: a hand on it since (a `force_open` of a
+    /// breaker held forced open changes no state and tells nothing) stands.
+    pub(crate) manual: u32,
+}
+
+impl Held {
+    /// The state to give back now: the open time that has passed since is counted.
+    pub(crate) fn now(&self) -> SharedState {
+        let mut state = self.state;
+        if let Some(left) = &mut state.open_remaining {
+            *left = left.saturating_sub(self.since.elapsed());
+        }
+        state
+    }
+}
+
+impl Inner {
+    pub(crate) fn instances(&self) -> Vec<FleetBreaker> {
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let tallies = self
+            .tallies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        live.into_iter()
+            .map(|(name, instances)| FleetBreaker {
+                trip: self.config.trip_of(&name),
+                last_tally: tallies.get(&name).map(|t| (t.open, t.needed, t.live)),
+                name,
+                instances,
+            })
+            .collect()
+    }
+
+    /// A listener's work: hand a local change to the task. Never waits.
+    pub(crate) fn tell(&self, event: &Event, breaker: Option<&Breaker>) {
+        if event.reason == Reason::Imported {
+            // A remote change applied here: not ours to push. The task is told all the same,
+            // in the breaker's order of events, so that it drops a local change made before
+            // this one and not yet written (the record it came from is older).
+            let _ = self.tx.send(Message::Imported {
+                name: event.name.clone(),
+            });
+            return;
+        }
+        let _ = self.tx.send(Message::Changed {
+            name: event.name.clone(),
+            to: event.to,
+            reason: event.reason,
+            breaker: breaker.map(Breaker::downgrade),
+        });
+    }
+}
+
+/// Gives every held breaker back its state. The task does the same when its future is dropped
+/// (its runtime shut down, or `Fleet`'s abort landing after a hold it made meanwhile).
+pub(crate) fn give_back(shared: &Inner) -> usize {
+    // Taken out of the lock first: taking a state on runs the breaker's listeners.
+    let held = shared.held.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let mut n = 0;
+    for (_, h) in held.into_iter().flatten() {
+        if let Some(breaker) = h.breaker.upgrade()
+            && breaker.manual_changes() == h.manual
+        {
+            breaker.import_state(&h.now());
+            n += 1;
+        }
+    }
+    n
+}

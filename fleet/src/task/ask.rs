@@ -1,0 +1,137 @@
+//! How the task runs a script against the store, and what the answer means for one breaker:
+//! the store's failure (counted, a re-read owed), or that breaker's own trouble (left alone,
+//! with backoff, while the others go on).
+
+use std::sync::atomic::Ordering;
+
+use redis::{FromRedisValue, Value};
+use tokio::time::Instant;
+
+use super::state::{Answer, TROUBLE_FIRST, TROUBLE_MAX, Task, Trouble};
+use crate::record::Record;
+use crate::store::{Script, is_record_problem};
+
+impl Task {
+    /// Runs `script` for the breaker `name`, bounded by the task's limit. A failure or a
+    /// timeout is the store's (`failed`: it counts, and owes a full re-read); an error the
+    /// store gives about this breaker's keys, or a reply this instance cannot read, is that
+    /// breaker's only (`Answer::Unreadable`, for the caller to pass to `troubled`).
+    pub(super) async fn ask<T: FromRedisValue>(
+        &mut self,
+        script: Script,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Answer<T> {
+        let limit = self.shared.config.timeout * 2;
+        let result = tokio::time::timeout(limit, self.store.eval(script, keys, args)).await;
+        match result {
+            Ok(reply) => self.answer_of(reply),
+            Err(_) => {
+                self.failed("timed out");
+                Answer::Failed
+            }
+        }
+    }
+
+    /// One script call's reply, as an answer about its breaker (see `ask`).
+    pub(super) fn answer_of<T: FromRedisValue>(
+        &mut self,
+        reply: redis::RedisResult<Value>,
+    ) -> Answer<T> {
+        match reply {
+            Ok(value) => {
+                self.shared.connected.store(true, Ordering::Relaxed);
+                match redis::from_redis_value::<T>(value) {
+                    Ok(reply) => Answer::Done(reply),
+                    Err(e) => Answer::Unreadable(format!("an unexpected reply: {e}")),
+                }
+            }
+            Err(e) if is_record_problem(&e) => {
+                self.shared.connected.store(true, Ordering::Relaxed);
+                Answer::Unreadable(e.to_string())
+            }
+            Err(e) => {
+                self.failed(&e.to_string());
+                Answer::Failed
+            }
+        }
+    }
+
+    /// Runs `record.lua` for `name`.
+    pub(super) async fn invoke(&mut self, name: &str, args: &[&str]) -> Answer<Record> {
+        let keys = vec![self.key(name), self.probes_key(name)];
+        let args = args.iter().map(|a| (*a).to_owned()).collect();
+        let answer = self.ask::<Vec<String>>(Script::Record, keys, args).await;
+        self.record_of(name, answer)
+    }
+
+    /// `record.lua`'s reply about `name`, as a record.
+    pub(super) fn record_of(&mut self, name: &str, answer: Answer<Vec<String>>) -> Answer<Record> {
+        match answer {
+            Answer::Done(reply) => match Record::from_reply(&reply) {
+                Some(record) => {
+                    self.readable(name);
+                    Answer::Done(record)
+                }
+                None => Answer::Unreadable(
+                    "a record this instance cannot read (another version's?)".to_owned(),
+                ),
+            },
+            Answer::Unreadable(why) => Answer::Unreadable(why),
+            Answer::Failed => Answer::Failed,
+        }
+    }
+
+    /// The store answered about `name`'s keys with an error, or with what this instance cannot
+    /// read: a value of another type left there by another application or version, a hash
+    /// whose fields are not a record's. That is this breaker's problem only: it is left alone
+    /// (its pending change kept, its record not read) for a backoff that doubles up to
+    /// `TROUBLE_MAX`, then tried again, while every other breaker goes on as before.
+    pub(super) fn troubled(&mut self, name: &str, why: &str) {
+        let key = self.key(name);
+        let Some(t) = self.tracked.get_mut(name) else {
+            return;
+        };
+        let backoff = t
+            .trouble
+            .map_or(TROUBLE_FIRST, |t| (t.backoff * 2).min(TROUBLE_MAX));
+        if t.trouble.is_none() {
+            tracing::warn!(target: "breakerbox", name, key, why, "fleet: the store holds what this instance cannot read under this breaker's key; this breaker is not shared until it can (tried again with backoff), the others go on");
+        }
+        t.trouble = Some(Trouble {
+            retry_at: Instant::now() + backoff,
+            backoff,
+        });
+    }
+
+    /// The store answered about `name` with a record this instance reads.
+    pub(super) fn readable(&mut self, name: &str) {
+        if let Some(t) = self.tracked.get_mut(name)
+            && t.trouble.take().is_some()
+        {
+            tracing::info!(target: "breakerbox", name, "fleet: this breaker's record reads again; shared as before");
+        }
+    }
+
+    /// Whether `name` is left alone for now (`troubled`).
+    pub(super) fn left_alone(&self, name: &str) -> bool {
+        self.tracked
+            .get(name)
+            .and_then(|t| t.trouble)
+            .is_some_and(|t| Instant::now() < t.retry_at)
+    }
+
+    pub(super) fn failed(&mut self, why: &str) {
+        if self.shared.connected.swap(false, Ordering::Relaxed) {
+            tracing::warn!(target: "breakerbox", "fleet: the store failed ({why}); breakers decide locally until it answers");
+        }
+        self.shared.store_errors.fetch_add(1, Ordering::Relaxed);
+        *self
+            .shared
+            .last_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(why.to_owned());
+        self.owed = true;
+        self.hold();
+    }
+}
