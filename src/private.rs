@@ -322,10 +322,10 @@ impl<'a, E> ErrorCauseNone<'a> for &ErrorCause<'a, E> {
 }
 
 /// A call's result, classified without `classify = …` when the function has a fallback:
-/// `(&Classify(&result)).__breakerbox_outcome()` picks [`ClassifyResult`] for a `Result` and
+/// `(&OutcomeOf(&result)).__breakerbox_outcome()` picks [`ClassifyResult`] for a `Result` and
 /// [`ClassifyAny`] (a success: only panics and timeouts fail) for any other type.
 #[derive(Debug)]
-pub struct Classify<'a, R>(pub &'a R);
+pub struct OutcomeOf<'a, R>(pub &'a R);
 
 /// A `Result`: `Ok` → success, `Err` → failure.
 pub trait ClassifyResult {
@@ -333,7 +333,7 @@ pub trait ClassifyResult {
     fn __breakerbox_outcome(&self) -> Outcome;
 }
 
-impl<T, E> ClassifyResult for Classify<'_, Result<T, E>> {
+impl<T, E> ClassifyResult for OutcomeOf<'_, Result<T, E>> {
     #[inline]
     fn __breakerbox_outcome(&self) -> Outcome {
         Outcome::of_result(self.0)
@@ -346,7 +346,7 @@ pub trait ClassifyAny {
     fn __breakerbox_outcome(&self) -> Outcome;
 }
 
-impl<R> ClassifyAny for &Classify<'_, R> {
+impl<R> ClassifyAny for &OutcomeOf<'_, R> {
     #[inline]
     fn __breakerbox_outcome(&self) -> Outcome {
         Outcome::Success
@@ -355,13 +355,13 @@ impl<R> ClassifyAny for &Classify<'_, R> {
 
 /// A call's result, inspected for a cause to keep when it trips the breaker.
 ///
-/// Autoref specialization: `(&Cause(&result)).__breakerbox_cause()` picks
+/// Autoref specialization: `(&CauseOf(&result)).__breakerbox_cause()` picks
 /// [`CauseDisplay`] when the result is `Err(e)` with `e: Display` and [`CauseNone`]
 /// otherwise. It resolves at the call site, where the result's type is concrete (the
 /// expansion fixes it before this call). The method name is prefixed because method
 /// resolution also sees the user's traits in scope at the call site.
 #[derive(Debug)]
-pub struct Cause<'a, R>(pub &'a R);
+pub struct CauseOf<'a, R>(pub &'a R);
 
 /// A `Result` whose error is `Display`: its error is the cause.
 pub trait CauseDisplay {
@@ -369,7 +369,7 @@ pub trait CauseDisplay {
     fn __breakerbox_cause(&self) -> Option<&dyn Display>;
 }
 
-impl<T, E: Display> CauseDisplay for Cause<'_, Result<T, E>> {
+impl<T, E: Display> CauseDisplay for CauseOf<'_, Result<T, E>> {
     #[inline]
     fn __breakerbox_cause(&self) -> Option<&dyn Display> {
         match self.0 {
@@ -385,7 +385,7 @@ pub trait CauseNone {
     fn __breakerbox_cause(&self) -> Option<&dyn Display>;
 }
 
-impl<R> CauseNone for &Cause<'_, R> {
+impl<R> CauseNone for &CauseOf<'_, R> {
     #[inline]
     fn __breakerbox_cause(&self) -> Option<&dyn Display> {
         Option::None

@@ -555,7 +555,7 @@ impl<'a> Ctx<'a> {
                 quote!(#private::Outcome),
                 quote!({
                     use #private::{ClassifyAny as _, ClassifyResult as _};
-                    (&#private::Classify(&#result)).__breakerbox_outcome()
+                    (&#private::OutcomeOf(&#result)).__breakerbox_outcome()
                 }),
             ),
             // The function returns a `Result` (else the error points at its return type):
@@ -628,7 +628,7 @@ impl<'a> Ctx<'a> {
                 #private::Permit::record_with(
                     #permit,
                     #outcome,
-                    (&#private::Cause(&#result)).__breakerbox_cause(),
+                    (&#private::CauseOf(&#result)).__breakerbox_cause(),
                 );
                 #answer
             }
@@ -733,7 +733,7 @@ impl Ctx<'_> {
                         _ => {
                             use #private::{CauseDisplay as _, CauseNone as _};
                             #private::Result::Err(#private::replay::failure_message(
-                                (&#private::Cause(&#result)).__breakerbox_cause(),
+                                (&#private::CauseOf(&#result)).__breakerbox_cause(),
                             ))
                         }
                     }
