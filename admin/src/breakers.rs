@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::respond::{Problem, json};
 use crate::state::AdminState;
-use breakerbox_runtime::__edge::{self, display_duration, excerpt};
+use breakerbox_runtime::__integrations::{self, display_duration, excerpt};
 use breakerbox_runtime::{
     Breaker, Config, Explanation, FamilySnapshot, Metrics, State as BreakerState, registry,
 };
@@ -99,7 +99,7 @@ impl BreakerView {
     /// The breaker's view now; with its config unless `summary`.
     pub(crate) fn of(breaker: &Breaker, summary: bool) -> BreakerView {
         let metrics = breaker.metrics();
-        let key = __edge::breaker_key(breaker).map(str::to_owned);
+        let key = __integrations::breaker_key(breaker).map(str::to_owned);
         BreakerView {
             kind: if key.is_some() { "key" } else { "breaker" },
             name: breaker.name().to_owned(),
@@ -209,7 +209,7 @@ pub(crate) fn find(name: &str) -> Result<Breaker, Problem> {
 
 pub(crate) fn unknown(name: &str) -> Problem {
     let names = registry().names();
-    let hint = match __edge::closest(name, names.iter().map(String::as_str)) {
+    let hint = match __integrations::closest(name, names.iter().map(String::as_str)) {
         Some(near) => format!("; did you mean '{near}'?"),
         None => String::new(),
     };

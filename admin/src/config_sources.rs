@@ -143,7 +143,7 @@ pub(crate) async fn key(path: Result<Path<(String, String)>, PathRejection>) -> 
             StatusCode::NOT_FOUND,
             format!(
                 "no config is known for the keyed family '{}'",
-                breakerbox_runtime::__edge::excerpt(&family)
+                breakerbox_runtime::__integrations::excerpt(&family)
             ),
         )
         .into_response(),

@@ -17,7 +17,7 @@ use crate::auth;
 use crate::breakers::{BreakerView, bad_path, find};
 use crate::respond::{Problem, json};
 use crate::state::AdminState;
-use breakerbox_runtime::{__edge, Breaker};
+use breakerbox_runtime::{__integrations, Breaker};
 
 /// The largest request body the router reads, in bytes: a control's, with a `413` over it.
 pub(crate) const BODY_LIMIT: usize = 4096;
@@ -92,7 +92,7 @@ pub(crate) fn apply(
             StatusCode::NOT_FOUND,
             format!(
                 "no action '{}': the actions are {ACTIONS}",
-                __edge::excerpt(&action)
+                __integrations::excerpt(&action)
             ),
         )
     })?;
@@ -175,7 +175,7 @@ fn trip_for_duration(headers: &HeaderMap, body: &[u8]) -> Result<Duration, Probl
             format!("malformed trip-for body ({e}): {TRIP_FOR_BODY}"),
         )
     })?;
-    __edge::parse_duration(&duration)
+    __integrations::parse_duration(&duration)
         .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, format!("trip-for: {e}")))
 }
 

@@ -40,7 +40,7 @@ pub(crate) async fn not_found(uri: axum::http::Uri) -> Problem {
              POST /breakers/{{name}}/{{action}}, /breakers/{{family}}/keys/{{key}}/{{action}} \
              (actions: force-open, disable, reset, trip-for), \
              /breakers/{{name}}/replay/dead-letters/retry, /breakers/{{name}}/replay/dead-letters/drop",
-            breakerbox_runtime::__edge::excerpt(uri.path())
+            breakerbox_runtime::__integrations::excerpt(uri.path())
         ),
     )
 }
@@ -61,7 +61,7 @@ pub(crate) async fn method_not_allowed(
         StatusCode::METHOD_NOT_ALLOWED,
         format!(
             "{method} is not allowed on '{}': use {allowed}",
-            breakerbox_runtime::__edge::excerpt(uri.path())
+            breakerbox_runtime::__integrations::excerpt(uri.path())
         ),
     )
 }

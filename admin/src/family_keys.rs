@@ -19,7 +19,7 @@ use crate::breakers::{BreakerView, bad_path};
 use crate::control;
 use crate::respond::{Problem, json};
 use crate::state::AdminState;
-use breakerbox_runtime::__edge::{self, excerpt};
+use breakerbox_runtime::__integrations::{self, excerpt};
 use breakerbox_runtime::{
     Breaker, KeyError, KeyMetrics, KeyOrder, KeyPage, KeyQuery, Metrics, State as BreakerState,
     registry,
@@ -131,11 +131,13 @@ pub(crate) fn find(family: &str, key: &str) -> Result<Breaker, Problem> {
 fn not_found(e: KeyError) -> Problem {
     let message = match e {
         KeyError::NoFamily { family } => {
-            let hint =
-                match __edge::closest(&family, __edge::family_names().iter().map(String::as_str)) {
-                    Some(near) => format!("; did you mean '{near}'?"),
-                    None => String::new(),
-                };
+            let hint = match __integrations::closest(
+                &family,
+                __integrations::family_names().iter().map(String::as_str),
+            ) {
+                Some(near) => format!("; did you mean '{near}'?"),
+                None => String::new(),
+            };
             format!(
                 "no keyed family named '{}'{hint} (GET /breakers lists them)",
                 excerpt(&family)

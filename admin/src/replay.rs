@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use breakerbox_replay::{EntryInfo, JournalCounts, JournalStatus, ReplayHandle};
-use breakerbox_runtime::__edge::excerpt;
+use breakerbox_runtime::__integrations::excerpt;
 use serde::Serialize;
 
 use crate::breakers::bad_path;

@@ -93,7 +93,7 @@ use metrics::{
     Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
 };
 
-use breakerbox_runtime::__edge;
+use breakerbox_runtime::__integrations;
 use breakerbox_runtime::{Breaker, BreakerMap, FamilySnapshot, State, registry};
 
 /// The value of `breakerbox_state` for `state`.
@@ -218,7 +218,7 @@ pub fn record_all() {
         record_snapshot(&family);
     }
     if PER_KEY.load(Ordering::Relaxed) {
-        __edge::each_family_key(registry(), record_key);
+        __integrations::each_family_key(registry(), record_key);
     }
 }
 
@@ -251,7 +251,7 @@ where
     record_snapshot(&family.snapshot(TOP_OPEN.load(Ordering::Relaxed)));
     if PER_KEY.load(Ordering::Relaxed) {
         let name = family.name().to_owned();
-        __edge::each_key(family, |key, b| record_key(&name, key, b));
+        __integrations::each_key(family, |key, b| record_key(&name, key, b));
     }
 }
 
@@ -294,11 +294,11 @@ fn record_snapshot(s: &FamilySnapshot) {
             .get_or_insert_with(HashMap::new)
             .entry(s.name.clone())
             .or_default();
-        let fresh = last.family != __edge::family_id(s);
+        let fresh = last.family != __integrations::family_id(s);
         if fresh {
             // Another family of this name: its counters start from its own counts (a reset,
             // to Prometheus); its keys' gauges left from the old one are still set to 0 below.
-            last.family = __edge::family_id(s);
+            last.family = __integrations::family_id(s);
             last.counts = [0; 7];
         }
         for (kept, now) in last.counts.iter_mut().zip(now) {

@@ -91,8 +91,11 @@
 //!   and parsed into tables (`load/parse`, `load/table`), the environment (`load/env`), the
 //!   layers merged key by key (`load/merge`) into configs (`load/prepare`); `load/watch`
 //!   (feature `watch`) — `Registry::watch_toml` and its `TomlWatcher`.
-//! - `__edge` — hidden, in `for_edges.rs`: what the integration crates need of the core that
-//!   users should not see; no semver promise.
+//! - `integration_support` — what the integration crates need of the core that users should
+//!   not see; no semver promise.
+//! - `__integrations` — hidden, inline here: `integration_support` under the path the
+//!   integration crates name (`breakerbox_runtime::__integrations`; also as `__edge`, its old
+//!   name, until the fleet crate moves).
 //! - `__private` — hidden, inline here: what `#[circuit_breaker]`'s generated code names,
 //!   re-exported by the facade.
 //!
@@ -114,6 +117,7 @@ mod event;
 mod explain;
 mod health;
 mod identity;
+mod integration_support;
 mod keyed;
 mod latency;
 #[cfg(feature = "serde")]
@@ -174,9 +178,16 @@ pub use site::Site;
 pub use state::{SharedState, State};
 pub use timer::Timers;
 
+/// What the integration crates need of the core: `integration_support`'s items, under a name
+/// that says they are not public API.
 #[doc(hidden)]
-#[path = "for_edges.rs"]
-pub mod __edge;
+pub mod __integrations {
+    pub use crate::integration_support::*;
+}
+
+/// The old name of [`__integrations`], for the fleet crate until it moves to the new one.
+#[doc(hidden)]
+pub use self::__integrations as __edge;
 
 /// Support for the code `#[circuit_breaker]` generates, re-exported by the facade's
 /// `__private`. Not public API.

@@ -62,7 +62,7 @@ use ::tower::{Layer, Service};
 
 use core::hash::Hash;
 
-use breakerbox_runtime::__edge;
+use breakerbox_runtime::__integrations;
 use breakerbox_runtime::{
     Breaker, BreakerMap, Config, Error, Outcome, OwnedPermit, Rejected, registry,
 };
@@ -491,7 +491,7 @@ impl Drop for Held {
     #[inline]
     fn drop(&mut self) {
         if let Some(permit) = self.0.take() {
-            __edge::cancel(permit);
+            __integrations::cancel(permit);
         }
     }
 }
@@ -516,7 +516,7 @@ impl Drop for RecordPanic<'_> {
                 permit.record(Outcome::Failure)
             }));
             if let Err(payload) = recorded {
-                __edge::discard_panic(payload);
+                __integrations::discard_panic(payload);
             }
         }
     }

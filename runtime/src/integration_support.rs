@@ -1,6 +1,6 @@
 //! What the integration crates (`breakerbox-metrics`, `breakerbox-tower`, `breakerbox-admin`,
 //! `breakerbox-fleet`) need from the core that users should not see: reached through the
-//! runtime as `breakerbox_runtime::__edge`.
+//! runtime as `breakerbox_runtime::__integrations`.
 //!
 //! **No semver promise.** This module is not public API: anything here may change or go in any
 //! release, minor or patch. The facade pins each integration crate with `=`, so the runtime and
