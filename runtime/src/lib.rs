@@ -33,7 +33,8 @@
 //!   list (public, hidden, as `keys`).
 //! - `site` — [`Site`]: where a config was given (an attribute, a call), as reports name it.
 //! - `error` — [`RejectReason`], [`Timeout`], and how admission encodes a refusal.
-//! - `identity` — a breaker's name, shared by a keyed family's breakers.
+//! - `identity` — a breaker's name, shared by a keyed family's breakers, and the count of live
+//!   breakers (`live_breakers`, for tests of memory).
 //! - `probe` — [`Probe`], [`IntoProbe`], [`HealthProbes`]: the health probe a config holds.
 //! - `state` — [`State`], [`SharedState`], and the packed words the protocols run on.
 //! - `counters` — per-thread striped call counters, exact without an atomic read-modify-write
