@@ -42,7 +42,7 @@ pub(crate) enum Change {
 }
 
 /// What [`Book::take`] found.
-pub(crate) enum Take {
+pub(crate) enum BookTake {
     /// The oldest due entry, now in flight.
     Due(u64),
     /// Nothing due before this time.
@@ -228,7 +228,7 @@ impl<P> Book<P> {
     }
 
     /// Marks the oldest due entry in flight.
-    pub(crate) fn take(&mut self, now: Duration) -> (Take, Done<P>) {
+    pub(crate) fn take(&mut self, now: Duration) -> (BookTake, Done<P>) {
         let mut done = Done::default();
         self.expire(now, &mut done);
         self.finish(&mut done);
@@ -239,11 +239,11 @@ impl<P> Book<P> {
             }
             if slot.next_try <= now {
                 slot.in_flight = true;
-                return (Take::Due(*id), done);
+                return (BookTake::Due(*id), done);
             }
             wait = Some(wait.map_or(slot.next_try, |w| w.min(slot.next_try)));
         }
-        (wait.map_or(Take::Empty, Take::Wait), done)
+        (wait.map_or(BookTake::Empty, BookTake::Wait), done)
     }
 
     /// Ends the replay of entry `id`, taken by [`take`](Book::take).

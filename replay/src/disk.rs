@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::book::{Book, Change, Done, Slot, Take as BookTake};
+use crate::book::{Book, BookTake, Change, Done, Slot};
 use crate::config::ReplayConfig;
 use crate::journal::{
     EntryInfo, Journal, JournalStatus, NotJournaled, Pushed, Settled, Take, Taken,

@@ -4,7 +4,7 @@ use core::time::Duration;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::book::{Book, Done, Take as BookTake};
+use crate::book::{Book, BookTake, Done};
 use crate::config::ReplayConfig;
 use crate::journal::{
     EntryInfo, Journal, JournalStatus, NotJournaled, Pushed, Settled, Take, Taken,
