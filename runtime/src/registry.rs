@@ -899,9 +899,11 @@ impl Registry {
     /// use std::time::Duration;
     ///
     /// registry().configure("doc-configure", Config::builder().failure_rate(50).build()?);
+    /// # #[cfg(feature = "serde")]
     /// registry().load_toml_str("app.toml", "[breakers.doc-configure]\nopen_for = \"5s\"\n")?;
     /// let b = registry().get_or_create("doc-configure", Config::default);
     /// assert_eq!(b.config().failure_rate(), Some(50));
+    /// # #[cfg(feature = "serde")]
     /// assert_eq!(b.config().open_for(), Duration::from_secs(5));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
