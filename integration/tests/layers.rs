@@ -817,3 +817,253 @@ fn a_module_that_imports_what_lib_rs_defines_is_named() {
     );
     assert!(c.modules["a"].contains_key("b"), "{:?}", c.modules);
 }
+
+/// The methods a file defines in its inherent `impl` blocks, and the methods it calls
+/// (`x.m(…)`, `Self::m(…)`, `Type::m(…)`), by name.
+#[derive(Default)]
+struct Methods {
+    defines: BTreeSet<String>,
+    calls: BTreeSet<String>,
+}
+
+impl<'ast> Visit<'ast> for Methods {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if !test_only(&m.attrs) {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        if !test_only(&f.attrs) {
+            syn::visit::visit_item_fn(self, f);
+        }
+    }
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        if test_only(&i.attrs) {
+            return;
+        }
+        if i.trait_.is_none() {
+            for item in &i.items {
+                if let syn::ImplItem::Fn(f) = item
+                    && !test_only(&f.attrs)
+                {
+                    self.defines.insert(f.sig.ident.to_string());
+                }
+            }
+        }
+        syn::visit::visit_item_impl(self, i);
+    }
+    fn visit_expr_method_call(&mut self, c: &'ast syn::ExprMethodCall) {
+        self.calls.insert(c.method.to_string());
+        syn::visit::visit_expr_method_call(self, c);
+    }
+    fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
+        if let syn::Expr::Path(p) = &*c.func
+            && p.path.segments.len() >= 2
+        {
+            let segs: Vec<String> = p
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect();
+            let owner = &segs[segs.len() - 2];
+            if owner == "Self" || owner.starts_with(char::is_uppercase) {
+                self.calls.insert(segs[segs.len() - 1].clone());
+            }
+        }
+        syn::visit::visit_expr_call(self, c);
+    }
+}
+
+/// Each folder's graph of method calls between its files: an edge from a file that calls `m`
+/// to the one other file of the folder whose inherent `impl` defines `m`. Names defined in
+/// more than one file of the crate are left out (without types, a call cannot be told apart),
+/// and so are names that std's and the dependencies' types also have, which a call on a `Vec`,
+/// an atomic or a redis `Script` would match.
+fn method_graphs(dir: &Path) -> BTreeMap<String, Graph> {
+    const COMMON: &[&str] = &[
+        "new",
+        "get",
+        "set",
+        "len",
+        "is_empty",
+        "clone",
+        "take",
+        "replace",
+        "push",
+        "pop",
+        "insert",
+        "remove",
+        "iter",
+        "map",
+        "load",
+        "store",
+        "swap",
+        "lock",
+        "read",
+        "write",
+        "next",
+        "from",
+        "into",
+        "as_ref",
+        "drop",
+        "default",
+        "fmt",
+        "eq",
+        "hash",
+        "contains",
+        "clear",
+        "extend",
+        "with",
+        "name",
+        "run",
+        "call",
+        "wait",
+        "send",
+        "recv",
+        "poll",
+        "entry",
+        "keys",
+        "values",
+        "first",
+        "last",
+        "split",
+        "join",
+        "start",
+        "stop",
+        "reset",
+        "now",
+        "elapsed",
+        "add",
+        "sub",
+        "min",
+        "max",
+        "to_string",
+        "parse",
+        "build",
+        "state",
+        "config",
+        "update",
+        "apply",
+        "record",
+        "finish",
+        "flush",
+        "close",
+        "open",
+        "key",
+        "arg",
+    ];
+    let files = crate_files(&dir.join("src/lib.rs"));
+    let methods: Vec<Methods> = files
+        .iter()
+        .map(|f| {
+            let mut m = Methods::default();
+            m.visit_file(&f.ast);
+            m
+        })
+        .collect();
+    let mut owners: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, m) in methods.iter().enumerate() {
+        for name in &m.defines {
+            owners.entry(name.as_str()).or_default().push(i);
+        }
+    }
+    let mut graphs: BTreeMap<String, Graph> = BTreeMap::new();
+    for (i, file) in files.iter().enumerate() {
+        let Some((_, folder)) = file.module.split_last() else {
+            continue;
+        };
+        for name in &methods[i].calls {
+            let Some(&[j]) = owners.get(name.as_str()).map(Vec::as_slice) else {
+                continue;
+            };
+            if j == i || COMMON.contains(&name.as_str()) {
+                continue;
+            }
+            let other = &files[j];
+            // Both in `folder`: a child of it, or its module file.
+            let node = |f: &File| -> Option<String> {
+                if f.module.as_slice() == folder {
+                    Some(module_file_node(f))
+                } else if f.module.len() == folder.len() + 1 && f.module[..folder.len()] == *folder
+                {
+                    Some(f.module[folder.len()].clone())
+                } else {
+                    None
+                }
+            };
+            if let (Some(from), Some(to)) = (node(file), node(other)) {
+                graphs
+                    .entry(folder.join("/"))
+                    .or_default()
+                    .entry(from)
+                    .or_default()
+                    .entry(to)
+                    .or_default()
+                    .insert(format!("{name}()"));
+            }
+        }
+    }
+    graphs
+}
+
+/// Method calls between files that form a circle and are known debt, each
+/// `(crate, folder, from, to)`. Each must still exist.
+const METHOD_DEBT: &[(&str, &str, &str, &str)] = &[];
+
+#[test]
+fn no_folder_has_a_circle_of_method_calls_between_its_files() {
+    let mut found = Vec::new();
+    for dir in CRATES {
+        for (folder, mut graph) in method_graphs(&root().join(dir)) {
+            for (krate, f, from, to) in METHOD_DEBT {
+                if krate == dir && *f == folder {
+                    let gone = graph.get_mut(*from).and_then(|m| m.remove(*to)).is_none();
+                    assert!(
+                        !gone,
+                        "{krate}: {folder}/{from} no longer calls {to}: take it off METHOD_DEBT"
+                    );
+                }
+            }
+            if let Some(steps) = circle(&graph) {
+                found.push(format!(
+                    "{dir}: a circle of method calls in {folder}/:\n{steps}"
+                ));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn a_call_to_a_method_of_a_sibling_file_is_an_edge_unless_its_name_is_common() {
+    let dir = std::env::temp_dir().join(format!("layers-methods-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for (path, text) in [
+        ("lib.rs", "mod m;"),
+        ("m.rs", "mod a; mod b; pub struct T;"),
+        (
+            "m/a.rs",
+            "impl super::T { fn from_a(&self) { self.from_b(); let _ = Self::made(); } }",
+        ),
+        (
+            "m/b.rs",
+            "impl super::T { fn from_b(&self) { let v: Vec<u8> = Vec::new(); v.len(); } fn made() -> u8 { 0 } fn len(&self) {} }",
+        ),
+    ] {
+        let path = dir.join("src").join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let graphs = method_graphs(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let m = &graphs["m"];
+    assert_eq!(
+        m["a"]["b"].iter().collect::<Vec<_>>(),
+        ["from_b()", "made()"],
+        "a method call and an associated function call"
+    );
+    // `v.len()` is a `Vec`'s: no edge from b to itself, nor anywhere.
+    assert!(!m.contains_key("b"), "{m:?}");
+    assert!(circle(m).is_none());
+}
