@@ -10,7 +10,7 @@
 //!   transitions, never on the call path), prepares the new state's data first, then publishes
 //!   the new word with a Release store, bumping the generation.
 //! * A permit remembers the generation it was admitted in. Its result is counted in the totals
-//!   but not fed to the policy if the generation moved on meanwhile (seed 004's generation).
+//!   but not fed to the policy if the generation moved on meanwhile.
 //! * Closed, consecutive policy: `streak` (a `Streak`) packs the generation and the failures in
 //!   a row. A success only reads it, and writes only if there was a streak to break; a failure
 //!   bumps it with a CAS that fails for a stale generation. The thread whose failure reaches

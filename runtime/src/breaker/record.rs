@@ -18,9 +18,9 @@ impl Inner {
     /// counter stripe write and one load of the streak, nothing shared written.
     ///
     /// PERF(`closed_ok/bb_call`): takes the ticket's words as two scalars, not the permit by
-    /// reference: a permit spilled
-    /// across the user's call as two 8-byte stores and read back as one 16-byte copy stalls
-    /// store forwarding (~7 ns, the bulk of a closed call before this).
+    /// reference: a permit spilled across the user's call as two 8-byte stores and read back
+    /// as one 16-byte copy stalls store forwarding, which costs more than the rest of a closed
+    /// call.
     #[inline(always)]
     pub(super) fn record(
         &self,
