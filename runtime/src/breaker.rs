@@ -33,18 +33,31 @@
 //!
 //! # Where each part is
 //!
-//! This file only declares the parts and re-exports what they define. `handle` holds the
-//! handle, [`Breaker`]: its pointer, its reference count, and how a breaker is made; `api` its
-//! methods; `teardown` how a breaker's contents and memory go with its last handle and its last
-//! weak handle. Below them: `inner` (the shared state and its cache-line layout), `rare_parts`
-//! (the parts few breakers use, made on first use), `admit` (admission), `record`
-//! (recording), `transition` (the state machine), `delivery` (telling listeners), `cause`
-//! (failure messages, `explain`), `permit` ([`Permit`], [`OwnedPermit`]), `weak`
-//! ([`WeakBreaker`]), `rejected` ([`Rejected`], [`Error`]), `orphans` (rejections that outlive
-//! the last handle), `guarded` (an awaited call's permit), `call_future` (`call_async`'s
-//! future), `open_timer`, `probing` (health probes run while open) and
-//! `config_change` (`reconfigure`). The vocabulary they share sits one floor down, in `state`,
-//! `identity`, `error` and `event`; none of those, and nothing here, names the registry.
+//! This file only declares the parts and re-exports what they define. They form floors: each
+//! file uses (by path or by calling a method another file defines) only the files on floors
+//! below it. Bottom up:
+//!
+//! 1. `probing` (health probes run while open) and `ticket` (what a permit carries: its
+//!    generation and kind);
+//! 2. `rare_parts` (the parts few breakers use, made on first use);
+//! 3. `inner` (the shared state, its cache-line layout, and what it reads of itself);
+//! 4. `teardown` (how a breaker's contents and memory go with its last handle and its last
+//!    weak handle);
+//! 5. `orphans` (rejections that outlive the last handle);
+//! 6. `handle` (the handle, [`Breaker`]: its pointer, its reference count, and how a breaker
+//!    is made) and `rejected` ([`Rejected`], [`Error`]);
+//! 7. `cause` (failure messages, `explain`), `config_change` (`reconfigure`) and `weak`
+//!    ([`WeakBreaker`]);
+//! 8. `delivery` (telling listeners) and `timer_source` (where an opening's timer is armed);
+//! 9. `transition` (the state machine);
+//! 10. `record` (recording) and `open_timer` (a fired or disarmed timer, a passed health probe);
+//! 11. `permit` ([`Permit`], [`OwnedPermit`]);
+//! 12. `admit` (admission) and `guarded` (an awaited call's permit);
+//! 13. `api` (the handle's methods), and this file;
+//! 14. `call_future` (`call_async` and its future).
+//!
+//! The vocabulary they share sits one floor down, in `state`, `identity`, `error` and `event`;
+//! none of those, and nothing here, names the registry.
 //!
 //! # Comments that speed depends on
 //!
@@ -71,6 +84,8 @@ mod rejected;
 mod teardown;
 #[cfg(all(test, not(loom)))]
 mod tests;
+mod ticket;
+mod timer_source;
 mod transition;
 mod weak;
 

@@ -1,7 +1,8 @@
 //! Admission: whether a call may run, and its permit.
 
 use super::inner::Inner;
-use super::permit::{Kind, Permit, Ticket};
+use super::permit::Permit;
+use super::ticket::{Kind, Ticket};
 use crate::clock::nanos;
 use crate::counters::Count;
 use crate::error::{NO_RETRY, Refusal, RejectReason};
@@ -161,18 +162,6 @@ impl Inner {
         match word.state() {
             State::HalfOpen => self.acquire_probe(word.generation(), now),
             _ => self.acquire_word(word),
-        }
-    }
-
-    /// How many probes a half-open round admits: `half_open_calls`, or fewer under a probe
-    /// budget (`Breaker::set_probe_budget`). Read on the half-open slow path only.
-    pub(super) fn probe_limit(&self) -> u32 {
-        let limit = self.config.half_open_calls;
-        match self.extras.get().map_or(0, |c| {
-            c.probe_budget.load(std::sync::atomic::Ordering::Relaxed)
-        }) {
-            0 => limit,
-            budget => limit.min(budget - 1),
         }
     }
 

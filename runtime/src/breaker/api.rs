@@ -5,7 +5,6 @@ use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;
 
-use super::call_future::CallFuture;
 use super::handle::Breaker;
 use super::permit::{OwnedPermit, Permit};
 use super::rejected::{Error, Rejected};
@@ -96,19 +95,6 @@ impl Breaker {
             Err(e) => permit.failure_with(e),
         }
         result.map_err(Error::Inner)
-    }
-
-    /// Awaits `fut` through the breaker, counting as [`call`](Breaker::call) does. If the
-    /// returned future is dropped before it finishes, the call counts as
-    /// [`Ignored`](Outcome::Ignored), also when it is dropped because another future of its
-    /// task panicked; a panic out of `fut` counts as a failure, also when a catcher around
-    /// this future stops it. Needs no particular async runtime.
-    #[inline]
-    pub fn call_async<T, E: fmt::Display>(
-        &self,
-        fut: impl Future<Output = Result<T, E>>,
-    ) -> impl Future<Output = Result<T, Error<E>>> {
-        CallFuture::new(self, fut)
     }
 
     /// Runs `f` through the breaker and lets `classify` say what its result means.

@@ -81,3 +81,18 @@ impl<T, E: fmt::Display, F: Future<Output = Result<T, E>>> Future for CallFuture
         Poll::Ready(result.map_err(Error::Inner))
     }
 }
+
+impl Breaker {
+    /// Awaits `fut` through the breaker, counting as [`call`](Breaker::call) does. If the
+    /// returned future is dropped before it finishes, the call counts as
+    /// [`Ignored`](crate::Outcome::Ignored), also when it is dropped because another future of its
+    /// task panicked; a panic out of `fut` counts as a failure, also when a catcher around
+    /// this future stops it. Needs no particular async runtime.
+    #[inline]
+    pub fn call_async<T, E: fmt::Display>(
+        &self,
+        fut: impl Future<Output = Result<T, E>>,
+    ) -> impl Future<Output = Result<T, Error<E>>> {
+        CallFuture::new(self, fut)
+    }
+}

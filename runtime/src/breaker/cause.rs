@@ -51,16 +51,6 @@ pub(crate) fn displayed(value: &dyn fmt::Display) -> String {
 }
 
 impl Inner {
-    /// The message of the failure that last tripped the breaker.
-    pub(super) fn last_failure(&self) -> Option<Arc<str>> {
-        let extras = self.extras.get()?;
-        extras
-            .last_failure
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
     /// Keeps `failure` as the last one, allocating the extras only to store one.
     pub(super) fn set_last_failure(&self, failure: Option<Arc<str>>) {
         let extras = match (&failure, self.extras.get()) {

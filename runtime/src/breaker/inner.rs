@@ -2,6 +2,8 @@
 
 use core::time::Duration;
 
+use std::sync::Arc;
+
 use once_cell::race::OnceBox;
 
 use super::rare_parts::Extras;
@@ -185,6 +187,18 @@ impl Inner {
         self.reopens.load(Ordering::Relaxed).saturating_sub(1)
     }
 
+    /// How many probes a half-open round admits: `half_open_calls`, or fewer under a probe
+    /// budget (`Breaker::set_probe_budget`). Read on the half-open slow path only.
+    pub(super) fn probe_limit(&self) -> u32 {
+        let limit = self.config.half_open_calls;
+        match self.extras.get().map_or(0, |c| {
+            c.probe_budget.load(std::sync::atomic::Ordering::Relaxed)
+        }) {
+            0 => limit,
+            budget => limit.min(budget - 1),
+        }
+    }
+
     pub(super) fn clock(&self) -> &ClockRef {
         &self.config.clock
     }
@@ -212,6 +226,16 @@ impl Inner {
 
     pub(super) fn extras(&self) -> &Extras {
         self.extras.get_or_init(Box::default)
+    }
+
+    /// The message of the failure that last tripped the breaker.
+    pub(super) fn last_failure(&self) -> Option<Arc<str>> {
+        let extras = self.extras.get()?;
+        extras
+            .last_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub(super) fn metrics(&self) -> Metrics {

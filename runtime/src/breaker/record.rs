@@ -4,7 +4,7 @@ use core::fmt;
 
 use super::cause::{CaughtDisplay, message};
 use super::inner::Inner;
-use super::permit::{Kind, Ticket};
+use super::ticket::{Kind, Ticket};
 use crate::clock::nanos;
 use crate::counters::{Count, Slot};
 use crate::event::Reason;

@@ -270,13 +270,13 @@ impl Inner {
     fn start_probing(
         &self,
         probe: &crate::probe::Probe,
-        timers: &super::open_timer::TimerSource,
+        timers: &super::timer_source::TimerSource,
         generation: u32,
         now: u64,
         retired: &mut super::probing::Retired,
     ) {
-        use super::open_timer::TimerSource;
         use super::probing::Wheel;
+        use super::timer_source::TimerSource;
         let wheel = match timers {
             #[cfg(not(loom))]
             TimerSource::System => Wheel::System,

@@ -147,10 +147,3 @@ impl fmt::Debug for WeakBreaker {
         f.write_str("(WeakBreaker)")
     }
 }
-
-impl super::probing::Probed for WeakBreaker {
-    fn passed(&self, generation: u32) -> bool {
-        self.upgrade()
-            .is_some_and(|b| b.health_probe_passed(generation))
-    }
-}
