@@ -1,19 +1,22 @@
-//! A family's keys: lookup, insertion, and eviction (the sweep).
+//! A family's keys: lookup, insertion (with the config a new key gets, and brought to a reload's
+//! config: `family_config.rs` has the protocol), and eviction (the sweep).
 
 use core::borrow::Borrow;
 use core::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, OnceLock, Weak};
 
 use crate::breaker::{Breaker, displayed};
+use crate::config::Config;
 use crate::identity::Identity;
 use crate::state::State;
 
+use super::key_configs::KeyConfigs;
 use super::lookups::{Lookups, Map, Stamps};
 use super::totals::Totals;
 
 pub(super) struct Family<K, S> {
-    pub(super) map: papaya::HashMap<K, Slot, S>,
+    pub(super) map: papaya::HashMap<K, KeySlot, S>,
     /// Unique in the process (see `FamilySnapshot::family`).
     pub(super) id: u64,
     pub(super) name: Arc<Box<str>>,
@@ -58,7 +61,7 @@ pub(super) struct Family<K, S> {
 }
 
 /// A key's breaker and when it was last called.
-pub(super) struct Slot {
+pub(super) struct KeySlot {
     pub(super) breaker: Breaker,
     /// The `tick` in which a call last found the key; 0 if none has since its creation.
     pub(super) touched: AtomicU64,
@@ -173,11 +176,11 @@ where
     /// A new breaker for `key`, which knows its key's text for its events, rejections and
     /// explanations (the key's `Display` is user code: it runs under no lock of ours, and a
     /// panic in it gives `<Display panicked>`).
-    pub(super) fn slot(&self, now: u64, key: &K) -> Slot {
+    pub(super) fn slot(&self, now: u64, key: &K) -> KeySlot {
         let config = self.config_of(key);
         let identity = Identity::shared(self.name.clone());
         let in_registry = self.in_registry.load(Ordering::Relaxed);
-        Slot {
+        KeySlot {
             breaker: Breaker::keyed(identity, config, in_registry, &displayed(key)),
             touched: AtomicU64::new(0),
             seen: AtomicU64::new(now),
@@ -188,13 +191,95 @@ where
     pub(super) fn put<'g>(
         &'g self,
         key: K,
-        slot: Slot,
+        slot: KeySlot,
         guard: &'g impl papaya::Guard,
     ) -> &'g Breaker {
         match self.map.try_insert(key, slot, guard) {
             Ok(slot) => &slot.breaker,
             // The loser's breaker saw no call.
             Err(e) => &e.current.breaker,
+        }
+    }
+
+    /// Makes `key`'s breaker and puts it in the map (unless another thread was first): the
+    /// breaker there, brought to the config of a reload that ran meanwhile.
+    pub(super) fn fresh<'g, Q>(
+        &'g self,
+        key: &Q,
+        now: u64,
+        guard: &'g impl papaya::Guard,
+    ) -> &'g Breaker
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let seen = self.live.generation();
+        let owned = key.to_owned();
+        let slot = self.slot(now, &owned);
+        let breaker = self.put(owned, slot, guard);
+        // Our insertion, then our look at `generation`; a reload's bump, then its walk: with
+        // a fence on each side, one of the two sees the other.
+        fence(Ordering::SeqCst);
+        if self.live.generation() != seen
+            && let Some((k, _)) = self.map.get_key_value(key, guard)
+        {
+            self.settle(k, breaker);
+        }
+        breaker
+    }
+
+    /// The breaker new keys share when the family is full (see `BreakerMap::overflow`),
+    /// made if it is not yet, with the family's config.
+    pub(super) fn overflow_breaker(&self) -> &Breaker {
+        let seen = self.live.generation();
+        let breaker = self.overflow.get_or_init(|| {
+            Breaker::named(Identity::shared(self.name.clone()), (*self.config).clone())
+        });
+        fence(Ordering::SeqCst);
+        if self.live.generation() != seen {
+            self.settle_with(breaker, |_| None);
+        }
+        breaker
+    }
+
+    /// The config `key`'s breaker is made with now: its own (with the family's clock, and its
+    /// probe unless it names one), or the family's.
+    pub(super) fn config_of(&self, key: &K) -> Config {
+        match self.live.own(key) {
+            Some(mut own) => {
+                own.clock = self.config.clock.clone();
+                if own.probe.is_none() {
+                    own.probe = self.config.probe.clone();
+                }
+                own
+            }
+            None => (*self.config).clone(),
+        }
+    }
+
+    /// Brings `breaker`, `key`'s, to the config the family gives the key now.
+    pub(super) fn settle(&self, key: &K, breaker: &Breaker) {
+        self.settle_with(breaker, |live| live.own(key));
+    }
+
+    /// Brings `breaker` to `own(live)`, or else the family's config, until no reload has
+    /// swapped the configs meanwhile.
+    pub(super) fn settle_with(
+        &self,
+        breaker: &Breaker,
+        own: impl Fn(&KeyConfigs) -> Option<Config>,
+    ) {
+        loop {
+            let seen = self.live.generation();
+            let config = own(&self.live).unwrap_or_else(|| (*self.config).clone());
+            if let Err(e) = breaker.reconfigure(config) {
+                // Checked before the reload; only a racing `Breaker::reconfigure` through a
+                // user's handle can change the breaker's shape since.
+                tracing::warn!(target: "breakerbox", family = %self.name, "a key's breaker kept its config: {e}");
+            }
+            if self.live.generation() == seen {
+                return;
+            }
         }
     }
 
@@ -273,7 +358,7 @@ where
     /// anything can still record into it (a call admitted before the removal, a permit, a
     /// user's handle): its opening is carried to the key's breaker in the family (see
     /// [`carry`](Family::carry)).
-    fn evict(&self, key: &K, guard: &impl papaya::Guard, still: impl Fn(&Slot) -> bool) -> bool {
+    fn evict(&self, key: &K, guard: &impl papaya::Guard, still: impl Fn(&KeySlot) -> bool) -> bool {
         let Ok(Some((key, slot))) = self.map.remove_if(key, |_, slot| still(slot), guard) else {
             return false;
         };
@@ -362,4 +447,4 @@ impl Drop for Sweeping<'_> {
 // The cost of a key's slot beside its breaker (the breaker is 192 bytes: its layout is in
 // `breaker/inner.rs`, and `breaker/tests.rs` holds the size).
 #[cfg(not(loom))]
-const _: () = assert!(core::mem::size_of::<Slot>() == 24);
+const _: () = assert!(core::mem::size_of::<KeySlot>() == 24);

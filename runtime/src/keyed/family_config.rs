@@ -19,119 +19,38 @@
 
 #![cfg_attr(not(feature = "serde"), allow(dead_code))]
 
-use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 
-use crate::breaker::Breaker;
 use crate::config::Config;
-use crate::identity::Identity;
 
 use super::family::Family;
 pub(crate) use super::key_configs::KeyTable;
-use super::key_configs::{KeyConfigs, lock};
+use super::key_configs::lock;
 
 impl<K, S> Family<K, S>
 where
     K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static,
     S: BuildHasher + Send + Sync + 'static,
 {
-    /// Makes `key`'s breaker and puts it in the map (unless another thread was first): the
-    /// breaker there, brought to the config of a reload that ran meanwhile.
-    pub(super) fn fresh<'g, Q>(
-        &'g self,
-        key: &Q,
-        now: u64,
-        guard: &'g impl papaya::Guard,
-    ) -> &'g Breaker
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let seen = self.live.generation();
-        let owned = key.to_owned();
-        let slot = self.slot(now, &owned);
-        let breaker = self.put(owned, slot, guard);
-        // Our insertion, then our look at `generation`; a reload's bump, then its walk: with
-        // a fence on each side, one of the two sees the other.
-        fence(Ordering::SeqCst);
-        if self.live.generation() != seen
-            && let Some((k, _)) = self.map.get_key_value(key, guard)
-        {
-            self.settle(k, breaker);
-        }
-        breaker
-    }
-
-    /// The breaker new keys share when the family is full (see `BreakerMap::overflow`),
-    /// made if it is not yet, with the family's config.
-    pub(super) fn overflow_breaker(&self) -> &Breaker {
-        let seen = self.live.generation();
-        let breaker = self.overflow.get_or_init(|| {
-            Breaker::named(Identity::shared(self.name.clone()), (*self.config).clone())
-        });
-        fence(Ordering::SeqCst);
-        if self.live.generation() != seen {
-            self.settle_with(breaker, |_| None);
-        }
-        breaker
-    }
-
-    /// The config `key`'s breaker is made with now: its own (with the family's clock, and its
-    /// probe unless it names one), or the family's.
-    pub(super) fn config_of(&self, key: &K) -> Config {
-        match self.live.own(key) {
-            Some(mut own) => {
-                own.clock = self.config.clock.clone();
-                if own.probe.is_none() {
-                    own.probe = self.config.probe.clone();
-                }
-                own
-            }
-            None => (*self.config).clone(),
-        }
-    }
-
-    /// Brings `breaker`, `key`'s, to the config the family gives the key now.
-    fn settle(&self, key: &K, breaker: &Breaker) {
-        self.settle_with(breaker, |live| live.own(key));
-    }
-
-    /// Brings `breaker` to `own(live)`, or else the family's config, until no reload has
-    /// swapped the configs meanwhile.
-    fn settle_with(&self, breaker: &Breaker, own: impl Fn(&KeyConfigs) -> Option<Config>) {
-        loop {
-            let seen = self.live.generation();
-            let config = own(&self.live).unwrap_or_else(|| (*self.config).clone());
-            if let Err(e) = breaker.reconfigure(config) {
-                // Checked before the reload; only a racing `Breaker::reconfigure` through a
-                // user's handle can change the breaker's shape since.
-                tracing::warn!(target: "breakerbox", family = %self.name, "a key's breaker kept its config: {e}");
-            }
-            if self.live.generation() == seen {
-                return;
-            }
-        }
-    }
-
     /// Whether the family can take `config` and `keys` live: `Err` names the key whose breaker
     /// (or config, for keys not held now) cannot, `None` for the family's own config.
     fn check(&self, config: &Config, keys: &KeyTable) -> Result<(), Refused> {
         let family = |error| Refused { key: None, error };
         if self.config.max_keys != config.max_keys {
-            return Err(family(Refusal::Bounds("max_keys")));
+            return Err(family(FamilyRefusal::Bounds("max_keys")));
         }
         if self.config.idle_for != config.idle_for {
-            return Err(family(Refusal::Bounds("idle_for")));
+            return Err(family(FamilyRefusal::Bounds("idle_for")));
         }
         crate::reconfigure::compatible(&self.config, config)
-            .map_err(|e| family(Refusal::Shape(e)))?;
+            .map_err(|e| family(FamilyRefusal::Shape(e)))?;
         let key = |k: &str, e| Refused {
             key: Some(k.to_owned()),
-            error: Refusal::Shape(e),
+            error: FamilyRefusal::Shape(e),
         };
         // Keys with a config of their own, before or after: held or not, as they would be made.
         let old = self.live.keys();
@@ -158,7 +77,7 @@ where
         refused?;
         if let Some(b) = self.overflow.get() {
             crate::reconfigure::compatible(b.config(), config)
-                .map_err(|e| family(Refusal::Shape(e)))?;
+                .map_err(|e| family(FamilyRefusal::Shape(e)))?;
         }
         Ok(())
     }
@@ -190,7 +109,7 @@ where
             self.live.generation.fetch_add(1, Ordering::SeqCst);
             (old_keys, unused)
         };
-        // The bump, then the walk (see `fresh`).
+        // The bump, then the walk (see `Family::fresh`).
         fence(Ordering::SeqCst);
         // Dropped after the locks: a config may hold the last reference to a user's clock.
         drop(old);
@@ -210,7 +129,7 @@ where
 }
 
 /// Why a family cannot take a reload.
-pub(crate) enum Refusal {
+pub(crate) enum FamilyRefusal {
     /// A config that changes a breaker's shape (see [`compatible`](crate::reconfigure::compatible)).
     Shape(crate::reconfigure::ReconfigureError),
     /// `max_keys` or `idle_for`, which are fixed when the family is made.
@@ -221,7 +140,7 @@ pub(crate) enum Refusal {
 /// `None` for the family's.
 pub(crate) struct Refused {
     pub(crate) key: Option<String>,
-    pub(crate) error: Refusal,
+    pub(crate) error: FamilyRefusal,
 }
 
 /// A registered family's reload, whatever its key type.

@@ -44,21 +44,37 @@
 //! * When open keys fill the map: it grows past `max_keys` with keys it may not forget, up to
 //!   twice `max_keys`; past that a new key shares one overflow breaker with the family's config
 //!   until sweeps make room.
+//!
+//! # Where each part is
+//!
+//! This file only declares the parts and re-exports what they define. They form floors: each
+//! file uses (by path or by calling a method another file defines) only the files on floors
+//! below it. Bottom up:
+//!
+//! 1. `hasher` ([`KeyHasher`]), `key_configs` (single keys' configs and the reload generation)
+//!    and `totals` (what evicted breakers counted);
+//! 2. `lookups` (each thread's cache of its last lookups);
+//! 3. `family` (a family's keys: lookup, insertion with the config a key gets, eviction);
+//! 4. `breaker_map` ([`BreakerMap`]: the handle, its calls and counts);
+//! 5. `family_config` (a family's config replaced live) and `key_page` (a family's keys by
+//!    their text: [`KeyQuery`], [`KeyPage`], [`KeyError`]);
+//! 6. `snapshot` ([`FamilySnapshot`]);
+//! 7. `registered` (families in the registry), and this file.
 
 mod breaker_map;
-mod control;
 mod family;
 pub(crate) mod family_config;
 mod hasher;
 mod key_configs;
+mod key_page;
 mod lookups;
 pub(crate) mod registered;
 mod snapshot;
 mod totals;
 
 pub use breaker_map::BreakerMap;
-pub use control::{KeyError, KeyMetrics, KeyOrder, KeyPage, KeyQuery};
 pub use hasher::KeyHasher;
+pub use key_page::{KeyError, KeyMetrics, KeyOrder, KeyPage, KeyQuery};
 #[cfg(feature = "serde")]
 pub(crate) use registered::family_exists;
 pub(crate) use registered::family_names;

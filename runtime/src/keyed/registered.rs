@@ -13,7 +13,7 @@ use crate::registry::Registry;
 use crate::state::State;
 
 use super::breaker_map::BreakerMap;
-use super::control::{KeyError, KeyMetrics, KeyPage, KeyQuery};
+use super::key_page::{KeyError, KeyMetrics, KeyPage, KeyQuery};
 use super::snapshot::FamilySnapshot;
 use super::totals::Evicted;
 

@@ -11,7 +11,7 @@ use crate::metrics::Metrics;
 use crate::state::State;
 
 use super::breaker_map::BreakerMap;
-use super::control::KeyMetrics;
+use super::key_page::KeyMetrics;
 use super::totals::Evicted;
 
 /// What every breaker a family ever had counted together: its keys now, the overflow breaker,

@@ -249,14 +249,14 @@ fn family_refused(
     refused: reload::Refused,
 ) -> LoadError {
     let (field, message) = match refused.error {
-        reload::Refusal::Shape(e) => (
+        reload::FamilyRefusal::Shape(e) => (
             e.field,
             format!(
                 "`{}` cannot change on a live keyed family's breakers: {}; restart to apply it",
                 e.field, e.why
             ),
         ),
-        reload::Refusal::Bounds(field) => (
+        reload::FamilyRefusal::Bounds(field) => (
             field,
             format!(
                 "`{field}` cannot change on a live keyed family: its bounds are fixed when it \

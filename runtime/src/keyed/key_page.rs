@@ -1,7 +1,9 @@
-//! One key of a family, by its text: a page of a family's keys, sorted and searched, and the
-//! controls of one key ([`Registry::family_keys`](crate::Registry::family_keys),
-//! [`Registry::key_breaker`](crate::Registry::key_breaker) and the per-key
-//! controls), what the admin router's per-key routes serve.
+//! A family's keys by their text: the query ([`KeyQuery`], [`KeyOrder`]), the page it gives
+//! ([`KeyPage`], of [`KeyMetrics`]), the error of a key or family not found ([`KeyError`]), and
+//! [`BreakerMap::key_page`] and [`BreakerMap::key_by_text`]. The registry's side, which the
+//! admin router's per-key routes serve ([`Registry::family_keys`](crate::Registry::family_keys),
+//! [`Registry::key_breaker`](crate::Registry::key_breaker) and the per-key controls), is in
+//! `registered.rs`.
 
 use core::cmp::Ordering;
 use core::fmt;
