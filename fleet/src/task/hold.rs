@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use breakerbox_runtime::__edge::BreakerExt;
 use breakerbox_runtime::{Reason, SharedState, State};
 
-use super::lease;
+use super::breakers;
 use super::state::Task;
 use crate::config::OnStoreError;
 use crate::shared::Held;
@@ -103,7 +103,7 @@ impl Task {
             if state.state == State::HalfOpen {
                 // A round of probes the hold ended: the next one waits for a lease too, held
                 // one `probe_timeout` as an open record is.
-                state = lease::held(
+                state = breakers::held(
                     &breaker,
                     SharedState::new(State::Open, Some(Duration::ZERO), state.reopens),
                 );

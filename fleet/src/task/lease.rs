@@ -16,20 +16,12 @@ use core::time::Duration;
 
 use tokio::time::Instant;
 
+use super::breakers::held;
 use super::state::{Answer, Lease, Task};
 
 use crate::store::Script;
 use breakerbox_runtime::__edge::BreakerExt;
 use breakerbox_runtime::{Breaker, SharedState, State};
-
-/// `state` as this instance takes it on: an open record held one `probe_timeout` longer.
-pub(super) fn held(breaker: &Breaker, mut state: SharedState) -> SharedState {
-    if state.state == State::Open {
-        let hold = breaker.config().probe_timeout();
-        state.open_remaining = Some(state.open_remaining.unwrap_or_default() + hold);
-    }
-    state
-}
 
 impl Task {
     /// The earliest moment a tracked breaker asks for a lease.

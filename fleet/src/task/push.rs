@@ -2,20 +2,9 @@
 //! written (`cas` or `force`) only if the breaker still holds it.
 
 use core::time::Duration;
-use std::sync::atomic::Ordering;
 
-use super::lease;
-use super::state::{Answer, Intent, Task};
+use super::state::{Answer, Intent, Pushed, Task};
 
-/// How writing one change ended.
-pub(super) enum Pushed {
-    /// Written, or nothing of it left to write.
-    Done,
-    /// Kept for later: the key holds what this instance cannot read.
-    Kept,
-    /// The store failed.
-    Failed,
-}
 use crate::record::state_name;
 use breakerbox_runtime::State;
 
@@ -172,44 +161,5 @@ impl Task {
         }
         self.took(name, &breaker, &record, reimport);
         Pushed::Done
-    }
-
-    /// A record this instance's write returned: written (taken on here as the fleet's), or
-    /// another instance's that won (taken on over the local change).
-    pub(super) fn took(
-        &mut self,
-        name: &str,
-        breaker: &breakerbox_runtime::Breaker,
-        record: &crate::record::Record,
-        reimport: bool,
-    ) {
-        if record.changed {
-            if let Some(t) = self.tracked.get_mut(name) {
-                t.saw(record);
-            }
-            if record.state == State::Open && breaker.state() == State::Open {
-                // Tripped here: held open like the others until a lease says probe.
-                self.import(
-                    name,
-                    breaker,
-                    &lease::held(breaker, record.shared_state()),
-                    false,
-                );
-            } else if reimport && breaker.state() != record.state {
-                // A manual change, with an older record taken on over it here meanwhile: the
-                // write made it the fleet's newest record, so this breaker holds it too.
-                self.import(
-                    name,
-                    breaker,
-                    &lease::held(breaker, record.shared_state()),
-                    false,
-                );
-                self.shared.applied.fetch_add(1, Ordering::Relaxed);
-            }
-            self.shared.pushed.fetch_add(1, Ordering::Relaxed);
-        } else {
-            // Another instance changed it first: its record wins here too.
-            self.apply(name, record);
-        }
     }
 }

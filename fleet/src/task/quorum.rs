@@ -16,8 +16,7 @@ use std::collections::BTreeMap;
 
 use tokio::time::Instant;
 
-use super::push::Pushed;
-use super::state::{Answer, Task};
+use super::state::{Answer, Pushed, Task};
 use crate::config::Quorum;
 use crate::instances::{LiveInstance, Tally};
 use crate::record::Record;

@@ -6,29 +6,11 @@ use std::sync::atomic::Ordering;
 
 use tokio::sync::oneshot;
 
-use super::push::Pushed;
-use super::state::{Answer, Intent, READ_BATCH, Task, Tracked};
+use super::state::{Answer, Intent, Pushed, READ_BATCH, Task, Tracked};
 use crate::record::{READ_FIELDS, Record};
-use breakerbox_runtime::__edge::RegistryExt;
 use breakerbox_runtime::State;
-use breakerbox_runtime::registry;
 
 impl Task {
-    /// Tracks the registry's breakers the config shares that are not tracked yet.
-    pub(super) fn track_registry(&mut self) {
-        if self.shared.config.share.is_empty() {
-            return;
-        }
-        for name in registry().names() {
-            if !self.tracked.contains_key(&name)
-                && self.shared.config.shares(&name)
-                && let Some(b) = registry().existing(&name)
-            {
-                self.track(&name, b.downgrade());
-            }
-        }
-    }
-
     /// Subscribes if not yet, finds newly created shared registry breakers, writes what is
     /// pending, and re-reads every record. `true` if every store operation succeeded.
     pub(super) async fn tick(&mut self) -> bool {

@@ -188,6 +188,16 @@ pub(super) enum Answer<T> {
     Failed,
 }
 
+/// How writing one change ended.
+pub(super) enum Pushed {
+    /// Written, or nothing of it left to write.
+    Done,
+    /// Kept for later: the key holds what this instance cannot read.
+    Kept,
+    /// The store failed.
+    Failed,
+}
+
 /// Probe leases this instance holds for a breaker (`lease.rs` asks for them and keeps them).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Lease {

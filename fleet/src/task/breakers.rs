@@ -1,0 +1,168 @@
+//! The local breakers the task shares, and how a state is taken on by them: which breakers
+//! are tracked (`track`, `breaker`), a state imported (`import`: the fleet's, or the task's own
+//! for a hold or a give-back), a published or read record applied (`apply`), and the record a
+//! write returned taken on (`took`).
+
+use std::sync::atomic::Ordering;
+
+use tokio::time::Instant;
+
+use breakerbox_runtime::__edge::RegistryExt;
+use breakerbox_runtime::{Breaker, SharedState, State, WeakBreaker, registry};
+
+use super::state::{Task, Tracked};
+use crate::record::Record;
+
+/// `state` as this instance takes it on: an open record held one `probe_timeout` longer.
+pub(super) fn held(breaker: &Breaker, mut state: SharedState) -> SharedState {
+    if state.state == State::Open {
+        let hold = breaker.config().probe_timeout();
+        state.open_remaining = Some(state.open_remaining.unwrap_or_default() + hold);
+    }
+    state
+}
+
+impl Task {
+    pub(super) fn track(&mut self, name: &str, breaker: WeakBreaker) {
+        let same = |t: &Tracked| match (t.breaker.upgrade(), breaker.upgrade()) {
+            (Some(a), Some(b)) => a.ptr_eq(&b),
+            (None, None) => true,
+            _ => false,
+        };
+        match self.tracked.get(name) {
+            Some(t) if same(t) => {}
+            // Another breaker under this name (the one before was dropped, or is left to
+            // go): the new one is shared from scratch, its record read by the next pass.
+            Some(_) => {
+                self.tracked.insert(name.to_owned(), Tracked::new(breaker));
+                self.owed = true;
+            }
+            None => {
+                self.tracked.insert(name.to_owned(), Tracked::new(breaker));
+            }
+        }
+    }
+
+    /// Tracks the registry's breakers the config shares that are not tracked yet.
+    pub(super) fn track_registry(&mut self) {
+        if self.shared.config.share.is_empty() {
+            return;
+        }
+        for name in registry().names() {
+            if !self.tracked.contains_key(&name)
+                && self.shared.config.shares(&name)
+                && let Some(b) = registry().existing(&name)
+            {
+                self.track(&name, b.downgrade());
+            }
+        }
+    }
+
+    /// The local breaker `name`: tracked, or a registry breaker the config shares.
+    pub(super) fn breaker(&mut self, name: &str) -> Option<Breaker> {
+        if let Some(b) = self.tracked.get(name).and_then(|t| t.breaker.upgrade()) {
+            return Some(b);
+        }
+        if !self.shared.config.shares(name) {
+            return None;
+        }
+        let b = registry().existing(name)?;
+        self.tracked
+            .insert(name.to_owned(), Tracked::new(b.downgrade()));
+        Some(b)
+    }
+
+    /// Takes on the record `record` as the breaker's state, unless it holds it already.
+    pub(super) fn apply(&mut self, name: &str, record: &Record) {
+        if record.epoch == 0 {
+            return; // no record is no state to take on
+        }
+        if self.pending.get(name).is_some_and(|p| p.manual.is_some()) {
+            // A manual change made here is about to be written over this record (`force`):
+            // the breaker keeps it.
+            return;
+        }
+        let Some(breaker) = self.breaker(name) else {
+            return;
+        };
+        // The fleet moved on: whatever leases this instance held are dropped (lease.rs).
+        breaker.set_probe_budget(None);
+        if let Some(t) = self.tracked.get_mut(name) {
+            t.saw(record);
+        }
+        if let Some(pending) = self.pending.get_mut(name) {
+            pending.auto = None;
+        }
+        if let Some(h) = self
+            .shared
+            .held
+            .lock()
+            .unwrap()
+            .as_mut()
+            .and_then(|held| held.get_mut(name))
+        {
+            // Held for a failing store: the breaker stays held, and gets this record back
+            // when the store answers, instead of the state it had before the hold, which
+            // the record is newer than.
+            h.state = held(&breaker, record.shared_state());
+            h.since = Instant::now();
+            self.shared.applied.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let local = breaker.state();
+        if local == record.state && record.state != State::Open {
+            return;
+        }
+        // A local change of this breaker not yet written loses to the record: the record is
+        // newer than what that change was made from. An open record is held here one
+        // `probe_timeout` longer, for the fleet's probe leases (lease.rs).
+        self.import(
+            name,
+            &breaker,
+            &held(&breaker, record.shared_state()),
+            false,
+        );
+        self.shared.applied.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A record this instance's write returned: written (taken on here as the fleet's), or
+    /// another instance's that won (taken on over the local change).
+    pub(super) fn took(&mut self, name: &str, breaker: &Breaker, record: &Record, reimport: bool) {
+        if record.changed {
+            if let Some(t) = self.tracked.get_mut(name) {
+                t.saw(record);
+            }
+            if record.state == State::Open && breaker.state() == State::Open {
+                // Tripped here: held open like the others until a lease says probe.
+                self.import(name, breaker, &held(breaker, record.shared_state()), false);
+            } else if reimport && breaker.state() != record.state {
+                // A manual change, with an older record taken on over it here meanwhile: the
+                // write made it the fleet's newest record, so this breaker holds it too.
+                self.import(name, breaker, &held(breaker, record.shared_state()), false);
+                self.shared.applied.fetch_add(1, Ordering::Relaxed);
+            }
+            self.shared.pushed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            // Another instance changed it first: its record wins here too.
+            self.apply(name, record);
+        }
+    }
+
+    /// Imports `state` into `breaker`: `own` for a hold or a give-back (see `own_imports`),
+    /// else the fleet's record taken on.
+    pub(super) fn import(&mut self, name: &str, breaker: &Breaker, state: &SharedState, own: bool) {
+        if breaker.state() != state.state {
+            // A change of state tells an event: its `Imported` message is matched to this.
+            self.own_imports
+                .entry(name.to_owned())
+                .or_default()
+                .push_back(own);
+        }
+        breaker.import_state(state);
+    }
+
+    /// Imports `state` into `breaker` as this task's own change: a hold or a give-back.
+    pub(super) fn import_own(&mut self, name: &str, breaker: &Breaker, state: &SharedState) {
+        self.import(name, breaker, state, true);
+    }
+}
