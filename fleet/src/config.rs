@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
 
-use breakerbox_runtime::__edge::closest;
+use breakerbox_runtime::__integrations::closest;
 
 /// How a [`Fleet`](super::Fleet) connects and what it shares.
 ///
@@ -340,7 +340,7 @@ impl FleetConfig {
             };
             let duration = |what: &str| {
                 let text = string(what)?;
-                breakerbox_runtime::__edge::parse_any_duration(&text)
+                breakerbox_runtime::__integrations::parse_any_duration(&text)
                     .map_err(|m| err(at, format!("[fleet] `{}`: {m}", k.get_ref())))
             };
             match k.get_ref().as_ref() {
@@ -370,7 +370,7 @@ impl FleetConfig {
                                 Some(v.span().start),
                                 format!(
                                     "[fleet] `on_store_error` cannot be `{}`{hint} (one of: {})",
-                                    breakerbox_runtime::__edge::excerpt(other),
+                                    breakerbox_runtime::__integrations::excerpt(other),
                                     ON_STORE_ERROR.join(", ")
                                 ),
                             ));
@@ -408,7 +408,7 @@ impl FleetConfig {
                                         Some(k.span().start),
                                         format!(
                                             "{within} unknown key `{}`{hint} (keys: {})",
-                                            breakerbox_runtime::__edge::excerpt(other),
+                                            breakerbox_runtime::__integrations::excerpt(other),
                                             BREAKER_KEYS.join(", ")
                                         ),
                                     ));
@@ -442,7 +442,7 @@ impl FleetConfig {
                         at,
                         format!(
                             "[fleet] unknown key `{}`{hint} (keys: {})",
-                            breakerbox_runtime::__edge::excerpt(other),
+                            breakerbox_runtime::__integrations::excerpt(other),
                             KEYS.join(", ")
                         ),
                     ));
@@ -515,7 +515,7 @@ impl TripKeys {
                         Some(at),
                         format!(
                             "{within} `fleet_trip` cannot be `{}`{hint} (one of: {})",
-                            breakerbox_runtime::__edge::excerpt(other),
+                            breakerbox_runtime::__integrations::excerpt(other),
                             FLEET_TRIP.join(", ")
                         ),
                     ));
@@ -545,7 +545,7 @@ impl TripKeys {
                 let Some(p) = text.strip_suffix('%') else {
                     return Err(wrong(&format!(
                         "cannot be `{}`",
-                        breakerbox_runtime::__edge::excerpt(text)
+                        breakerbox_runtime::__integrations::excerpt(text)
                     )));
                 };
                 match p.trim().parse::<u8>() {

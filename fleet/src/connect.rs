@@ -16,7 +16,7 @@ pub(crate) struct BadUrl(pub(crate) String);
 
 /// Where the store is, as parsed from the URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Target {
+pub(crate) struct StoreTarget {
     pub(crate) kind: Kind,
     /// `rediss…`: TLS to every server.
     pub(crate) tls: bool,
@@ -71,8 +71,8 @@ fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-impl Target {
-    pub(crate) fn parse(url: &str) -> Result<Target, BadUrl> {
+impl StoreTarget {
+    pub(crate) fn parse(url: &str) -> Result<StoreTarget, BadUrl> {
         let Some((scheme, rest)) = url.split_once("://") else {
             return Err(BadUrl(
                 "want redis://, rediss://, redis+sentinel:// or redis+cluster://".to_owned(),
@@ -119,7 +119,7 @@ impl Target {
         }) {
             return Err(BadUrl(format!("`{h}` is not host:port")));
         }
-        Ok(Target {
+        Ok(StoreTarget {
             kind,
             tls,
             user,
@@ -236,7 +236,7 @@ impl Connector {
     /// A connector for `target` (nothing is connected yet), and the receiver of its push
     /// messages: published records and disconnections.
     pub(crate) fn new(
-        target: &Target,
+        target: &StoreTarget,
         ca: Option<&[u8]>,
         timeout: Duration,
     ) -> Result<(Connector, mpsc::UnboundedReceiver<PushInfo>), String> {
@@ -438,7 +438,7 @@ pub(crate) fn connector(
         url: redact(url),
         reason,
     };
-    let target = Target::parse(url).map_err(|e| bad(e.0))?;
+    let target = StoreTarget::parse(url).map_err(|e| bad(e.0))?;
     let ca = match tls_ca {
         Some(path) => Some(std::fs::read(path).map_err(|source| FleetError::TlsCa {
             path: path.to_owned(),

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use tokio::sync::{mpsc, oneshot};
 
-use breakerbox_runtime::__edge::BreakerExt;
+use breakerbox_runtime::__integrations::BreakerExt;
 use breakerbox_runtime::{Breaker, Event, Reason, SharedState, State, WeakBreaker};
 
 use crate::config::FleetConfig;

@@ -95,8 +95,7 @@
 //! - `integration_support` — what the integration crates need of the core that users should
 //!   not see; no semver promise.
 //! - `__integrations` — hidden, inline here: `integration_support` under the path the
-//!   integration crates name (`breakerbox_runtime::__integrations`; also as `__edge`, its old
-//!   name, until the fleet crate moves).
+//!   integration crates name (`breakerbox_runtime::__integrations`).
 //! - `__private` — hidden, inline here: what `#[circuit_breaker]`'s generated code names,
 //!   re-exported by the facade.
 //!
@@ -185,10 +184,6 @@ pub use timer::Timers;
 pub mod __integrations {
     pub use crate::integration_support::*;
 }
-
-/// The old name of [`__integrations`], for the fleet crate until it moves to the new one.
-#[doc(hidden)]
-pub use self::__integrations as __edge;
 
 /// Support for the code `#[circuit_breaker]` generates, re-exported by the facade's
 /// `__private`. Not public API.

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
 
-use breakerbox_runtime::__edge::RegistryExt;
+use breakerbox_runtime::__integrations::RegistryExt;
 use breakerbox_runtime::{Breaker, SharedState, State, WeakBreaker, registry};
 
 use super::state::{Task, Tracked};

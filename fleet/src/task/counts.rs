@@ -23,7 +23,7 @@ use core::time::Duration;
 
 use super::state::{Answer, Intent, Task};
 use crate::store::Script;
-use breakerbox_runtime::__edge::BreakerExt;
+use breakerbox_runtime::__integrations::BreakerExt;
 use breakerbox_runtime::{State, Window};
 
 /// How often counts are sent.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use tokio::time::Instant;
 
-use breakerbox_runtime::__edge::BreakerExt;
+use breakerbox_runtime::__integrations::BreakerExt;
 use breakerbox_runtime::{Reason, SharedState, State};
 
 use super::breakers;

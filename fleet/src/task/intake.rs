@@ -10,7 +10,7 @@ use redis::{PushInfo, PushKind, Value};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use breakerbox_runtime::__edge::{BreakerExt, RegistryExt};
+use breakerbox_runtime::__integrations::{BreakerExt, RegistryExt};
 use breakerbox_runtime::{Reason, State, WeakBreaker, registry};
 
 use super::state::{Intent, Task};

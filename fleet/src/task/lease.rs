@@ -20,7 +20,7 @@ use super::breakers::held;
 use super::state::{Answer, Lease, Task};
 
 use crate::store::Script;
-use breakerbox_runtime::__edge::BreakerExt;
+use breakerbox_runtime::__integrations::BreakerExt;
 use breakerbox_runtime::{Breaker, SharedState, State};
 
 impl Task {

@@ -12,14 +12,14 @@ use super::state::Task;
 use crate::shared::{Message, give_back};
 
 /// The loop's timers: the next re-read, and the count batches.
-pub(super) struct Timers {
+pub(super) struct TaskTimers {
     pub(super) next: Instant,
     pub(super) batch: tokio::time::Interval,
 }
 
 impl Task {
     pub(crate) async fn run(mut self) {
-        let mut timers = Timers {
+        let mut timers = TaskTimers {
             next: Instant::now(),
             batch: tokio::time::interval(counts::BATCH),
         };
@@ -36,7 +36,7 @@ impl Task {
     /// record written before that change (by another instance, or by this one's count batch)
     /// is never taken on over it; `apply` then finds it older than the write, or a manual
     /// change pending.
-    pub(super) async fn step(&mut self, timers: &mut Timers) -> bool {
+    pub(super) async fn step(&mut self, timers: &mut TaskTimers) -> bool {
         let probe_at = self.next_probe();
         tokio::select! {
             biased;

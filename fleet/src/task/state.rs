@@ -11,7 +11,7 @@ use redis::PushInfo;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use breakerbox_runtime::__edge::BreakerExt;
+use breakerbox_runtime::__integrations::BreakerExt;
 use breakerbox_runtime::{Reason, State, WeakBreaker};
 
 use crate::config::{FleetTrip, Quorum};

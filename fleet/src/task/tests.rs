@@ -12,7 +12,7 @@ use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::run::Timers;
+use super::run::TaskTimers;
 use super::state::Task;
 use crate::FleetConfig;
 use crate::record::Record;
@@ -100,16 +100,16 @@ fn published(prefix: &str, epoch: u64, state: &str) -> PushInfo {
     }
 }
 
-fn timers() -> Timers {
+fn timers() -> TaskTimers {
     let later = Instant::now() + Duration::from_secs(3600);
-    Timers {
+    TaskTimers {
         next: later,
         batch: tokio::time::interval_at(later, Duration::from_secs(3600)),
     }
 }
 
 /// Turns the loop until no local change and no published record is waiting.
-async fn drain(task: &mut Task, timers: &mut Timers) {
+async fn drain(task: &mut Task, timers: &mut TaskTimers) {
     while !task.rx.is_empty() || !task.pushes.is_empty() {
         assert!(task.step(timers).await);
     }
