@@ -473,6 +473,24 @@ fn rate(c: &mut Criterion) {
     });
     let rc = recloser(100);
     one(&mut g, "recloser", all(), |x| rc.call(|| protected(x)));
+    // The controls: what timing a call costs by itself, two readings around the direct call
+    // and nothing else. `two_timer_reads` reads the timer a breaker on the system clock times
+    // its calls by (quanta's, the CPU's time-stamp counter here); `two_clock_reads` reads
+    // `CLOCK_MONOTONIC` (`SystemClock::now`, what `std::time::Instant` reads).
+    let timer = quanta::Clock::new();
+    one(&mut g, "two_timer_reads", all(), |x| {
+        let started = timer.raw();
+        let r = protected(x);
+        std::hint::black_box(timer.delta_as_nanos(started, timer.raw()));
+        r
+    });
+    one(&mut g, "two_clock_reads", all(), |x| {
+        use breakerbox::Clock as _;
+        let started = breakerbox::SystemClock.now();
+        let r = protected(x);
+        std::hint::black_box(breakerbox::SystemClock.now().saturating_sub(started));
+        r
+    });
     g.finish();
 }
 

@@ -301,6 +301,14 @@ pub(crate) fn current_seat() -> Option<usize> {
     }
 }
 
+/// Seats this thread now, as its first count would, and returns its seat: for tests whose
+/// threads must be seated before they touch what stripes by seat.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn seat_now() -> Option<usize> {
+    thread_id();
+    current_seat()
+}
+
 /// This thread's token, seating it on first use: a live token, or [`NONE`].
 fn thread_id() -> u64 {
     match current_id() {

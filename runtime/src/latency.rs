@@ -13,7 +13,11 @@
 //!
 //! A call adds one to its bucket and its duration to the sum, with relaxed `fetch_add`s on
 //! the cumulative histogram: nothing else is written on a call, so its counts are exact
-//! however many threads record at once.
+//! however many threads record at once. The cumulative histogram is kept in [`STRIPES`]
+//! stripes, summed wherever it is read: a thread records in the stripe of its counter seat,
+//! so two threads timing calls through one breaker do not pass one cache line back and forth
+//! on every call. The first stripe is allocated with the histogram, each other one by the
+//! first call of a thread whose seat picks it: a breaker timed by one thread holds one.
 //!
 //! The last minute is the cumulative histogram less a copy of it taken at the start of a
 //! slot of [`SLOT`] (10 s). The first call of a new slot (the one whose compare-and-swap
@@ -27,7 +31,7 @@
 
 use core::time::Duration;
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, LazyBox, Ordering};
 
 /// Sub-buckets per power of two.
 const SUB_BITS: u32 = 3;
@@ -106,13 +110,27 @@ struct Mark {
     counts: Counts,
 }
 
+/// How many stripes the cumulative histogram is split into (see the module doc).
+const STRIPES: usize = 4;
+
+/// One stripe of the cumulative histogram: its counts and their durations' sum. On cache
+/// lines of its own, so that no stripe shares one with another's hot end.
+#[derive(Default)]
+#[repr(align(64))]
+struct Stripe {
+    counts: Counts,
+    /// The durations recorded here, summed, in nanoseconds (saturating at `u64::MAX` is not
+    /// checked: 584 years of calls).
+    sum: AtomicU64,
+}
+
 /// A breaker's latency histogram: allocated the first time a call records its latency.
 #[derive(Default)]
 pub(crate) struct Latency {
-    counts: Counts,
-    /// The durations recorded, summed, in nanoseconds (saturating at `u64::MAX` is not
-    /// checked: 584 years of calls).
-    sum: AtomicU64,
+    /// The stripe of seat 0 and of threads without a seat yet.
+    first: Stripe,
+    /// The other stripes, each allocated by the first call that records in it.
+    more: [LazyBox<Stripe>; STRIPES - 1],
     /// The slot of the last call, plus one (0: none yet).
     epoch: AtomicU64,
     copies: [Mark; SLOTS],
@@ -134,8 +152,36 @@ impl Latency {
             self.turn(seen, slot);
         }
         // Relaxed: counts that nothing is ordered by; a reader sums what it sees.
-        self.counts.0[bucket(took)].fetch_add(1, Ordering::Relaxed);
-        self.sum.fetch_add(took, Ordering::Relaxed);
+        let stripe = self.stripe();
+        stripe.counts.0[bucket(took)].fetch_add(1, Ordering::Relaxed);
+        stripe.sum.fetch_add(took, Ordering::Relaxed);
+    }
+
+    /// The stripe this thread records in.
+    #[inline]
+    fn stripe(&self) -> &Stripe {
+        match crate::counters::current_seat().map_or(0, |seat| seat % STRIPES) {
+            0 => &self.first,
+            i => self.more[i - 1].get_or_default(),
+        }
+    }
+
+    /// The stripes allocated so far.
+    fn stripes(&self) -> impl Iterator<Item = &Stripe> {
+        core::iter::once(&self.first).chain(self.more.iter().filter_map(LazyBox::get))
+    }
+
+    /// The cumulative counts, summed over the stripes, and their sum.
+    fn cumulative(&self) -> ([u64; BUCKETS], u64) {
+        let mut counts = [0; BUCKETS];
+        let mut sum = 0u64;
+        for stripe in self.stripes() {
+            for (to, c) in counts.iter_mut().zip(&stripe.counts.0) {
+                *to += c.load(Ordering::Relaxed);
+            }
+            sum = sum.saturating_add(stripe.sum.load(Ordering::Relaxed));
+        }
+        (counts, sum)
     }
 
     /// The first call of slot `slot` copies the counts for the rolling view.
@@ -157,8 +203,9 @@ impl Latency {
         // 0 first, so a reader that sees the counts change under it finds the tag changed.
         copy.slot.store(0, Ordering::Relaxed);
         crate::sync::fence(Ordering::Release);
-        for (to, from) in copy.counts.0.iter().zip(&self.counts.0) {
-            to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+        let (counts, _) = self.cumulative();
+        for (to, from) in copy.counts.0.iter().zip(counts) {
+            to.store(from, Ordering::Relaxed);
         }
         copy.slot.store(slot, Ordering::Release);
     }
@@ -174,13 +221,8 @@ impl Latency {
     /// The counts since the breaker was made, for a keyed family to keep once the breaker is
     /// gone ([`Merged::add_total`]), and their sum.
     pub(crate) fn total(&self) -> (Box<[u64]>, u64) {
-        let total = self
-            .counts
-            .0
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .collect();
-        (total, self.sum.load(Ordering::Relaxed))
+        let (total, sum) = self.cumulative();
+        (Box::new(total), sum)
     }
 
     /// Adds the counts since the breaker was made to `total` and those of the last minute as
@@ -193,9 +235,7 @@ impl Latency {
                 *t = c.load(Ordering::Relaxed);
             }
         };
-        let mut total = [0; BUCKETS];
-        load(&mut total, &self.counts);
-        let sum = self.sum.load(Ordering::Relaxed);
+        let (total, sum) = self.cumulative();
         let current = slot_of(now);
         let oldest = current.saturating_sub(SLOTS as u64 - 1);
         // The oldest copy taken within the last `SLOTS` slots.

@@ -144,6 +144,10 @@ impl Inner {
 
     pub(super) fn new(identity: Identity, config: Config, registered: bool) -> Inner {
         let now = config.clock.coarse();
+        if config.timed() {
+            // Here rather than in the first timed call, which would wait for the calibration.
+            config.clock.start_timer();
+        }
         let window = config
             .uses_window()
             .then(|| Box::new(RateWindow::new(config.window, &config.clock)));

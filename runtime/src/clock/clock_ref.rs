@@ -61,12 +61,23 @@ impl ClockRef {
         }
     }
 
-    /// Nanoseconds for measuring call durations.
+    /// Nanoseconds for measuring call durations: on the system clock, its calls' timer (see
+    /// [`SystemClock`]), whose readings are compared only with each other.
     #[inline]
     pub(crate) fn precise(&self) -> u64 {
         match self {
-            ClockRef::System => SystemClock.nanos(),
+            ClockRef::System => SystemClock.timer_nanos(),
             ClockRef::Custom(c) => nanos(c.now()),
+        }
+    }
+}
+
+impl ClockRef {
+    /// Readies [`precise`](Self::precise) for a breaker that times its calls: on the system
+    /// clock, calibrates its calls' timer if no breaker has yet (about a millisecond, once).
+    pub(crate) fn start_timer(&self) {
+        if let ClockRef::System = self {
+            SystemClock.start_timer();
         }
     }
 }

@@ -10,6 +10,14 @@ use super::source::nanos;
 ///
 /// On Linux `now_coarse` reads `CLOCK_MONOTONIC_COARSE` (a few nanoseconds, millisecond
 /// resolution) and `now` reads `CLOCK_MONOTONIC`; elsewhere both use [`std::time::Instant`].
+///
+/// A breaker on this clock times its calls (for a `slow` threshold or its latency histogram)
+/// with the CPU's time-stamp counter instead, where the `quanta` crate finds one it can trust
+/// (an invariant TSC on x86-64, the system counter on aarch64), and with `CLOCK_MONOTONIC`
+/// elsewhere: a call's duration is only ever compared with other durations and times of that
+/// same timer, and two readings of the counter cost a third of two of `CLOCK_MONOTONIC` on a
+/// virtual machine (BENCHMARKS.md, the slow-call rate). Calibrating it takes about a
+/// millisecond, once per process, when the first breaker that times its calls is made.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
 
@@ -40,6 +48,18 @@ impl SystemClock {
         return nanos(since_origin());
     }
 
+    /// Nanoseconds on the calls' timer (see the type's doc), since the timer's first reading.
+    #[inline]
+    pub(crate) fn timer_nanos(self) -> u64 {
+        let (clock, origin) = timer();
+        clock.delta_as_nanos(origin, clock.raw())
+    }
+
+    /// Calibrates the calls' timer now, so that the first timed call does not wait for it.
+    pub(crate) fn start_timer(self) {
+        timer();
+    }
+
     #[inline]
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn coarse_nanos(self) -> u64 {
@@ -53,6 +73,20 @@ impl SystemClock {
         #[cfg(not(target_os = "linux"))]
         return nanos(since_origin());
     }
+}
+
+/// The calls' timer and its first raw reading. `quanta::Clock::new` calibrates the counter
+/// against the OS clock (a busy loop of about a millisecond here, 200 ms at most), and reads
+/// the OS clock itself where the counter is missing or not invariant.
+#[inline]
+fn timer() -> (&'static quanta::Clock, u64) {
+    static TIMER: std::sync::OnceLock<(quanta::Clock, u64)> = std::sync::OnceLock::new();
+    let (clock, origin) = TIMER.get_or_init(|| {
+        let clock = quanta::Clock::new();
+        let origin = clock.raw();
+        (clock, origin)
+    });
+    (clock, *origin)
 }
 
 #[cfg(not(target_os = "linux"))]

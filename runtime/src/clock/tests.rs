@@ -41,3 +41,57 @@ fn a_shared_clock_is_a_clock() {
         .unwrap();
     assert_ne!(a, c, "another clock");
 }
+
+/// The timer a breaker on the system clock times its calls by measures what
+/// `std::time::Instant` measures over the same stretch of work, within 5%. Its readings
+/// bracket the `Instant` ones, so it never reads less (beyond its calibration's error); the
+/// best of five rounds must agree, so that a preemption between two readings cannot fail it.
+#[test]
+fn the_calls_timer_measures_what_the_monotonic_clock_does() {
+    use super::SystemClock;
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t0 = SystemClock.timer_nanos();
+        let i0 = std::time::Instant::now();
+        let mut x = 1u64;
+        for i in 0..2_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(i));
+        }
+        let i1 = std::time::Instant::now();
+        let t1 = SystemClock.timer_nanos();
+        let ratio = (t1 - t0) as f64 / (i1 - i0).as_nanos() as f64;
+        assert!(ratio >= 0.95, "timer/Instant {ratio}");
+        best = best.min(ratio);
+    }
+    assert!(best <= 1.05, "timer/Instant at best {best}");
+}
+
+/// A breaker on the system clock times a call by that timer: a call that runs 3 ms against a
+/// 1 ms threshold is slow, and its latency reads at least 3 ms.
+#[test]
+fn a_call_on_the_system_clock_is_timed_against_its_threshold() {
+    let breaker = Breaker::new(
+        "timed-on-the-system-clock",
+        Config::builder()
+            .slow(Duration::from_millis(1))
+            .build()
+            .unwrap(),
+    );
+    breaker
+        .call(|| {
+            // Runs for 3 ms of the OS's clock: a call of known length, not a wait for an event.
+            let start = std::time::Instant::now();
+            while start.elapsed() < Duration::from_millis(3) {
+                std::hint::spin_loop();
+            }
+            Ok::<(), &str>(())
+        })
+        .unwrap();
+    breaker.call(|| Ok::<(), &str>(())).unwrap();
+    let metrics = breaker.metrics();
+    assert_eq!((metrics.successes, metrics.slow), (2, 1));
+    let latency = breaker.latency().expect("a timed breaker");
+    assert_eq!(latency.calls, 2);
+    assert!(latency.sum >= Duration::from_millis(3), "{:?}", latency.sum);
+    assert!(latency.sum < Duration::from_secs(3), "{:?}", latency.sum);
+}

@@ -160,8 +160,10 @@ impl ConfigBuilder {
         /// Time every call into a latency histogram, read with
         /// [`Breaker::latency`](crate::Breaker::latency) (default `false`). A breaker with a
         /// `slow` threshold times its calls anyway, and keeps the histogram whatever this
-        /// says. It costs each call two clock reads and two atomic adds, and the breaker about
-        /// 12.6 KB from its first timed call (BENCHMARKS.md, "Latency").
+        /// says. It costs each call two readings of a timer (the CPU's time-stamp counter on the
+        /// system clock; see [`SystemClock`](crate::SystemClock)) and two atomic adds, and the
+        /// breaker about 12.6 KB from its first timed call, plus 1.8 KB for each of up to three
+        /// more stripes the threads timing its calls need (BENCHMARKS.md, "Latency").
         latency: bool => |c, v| c.latency = v;
         /// Whether [`Registry::health`](crate::Registry::health) counts this breaker (default
         /// `true`): `false` leaves it out, as Spring's `registerHealthIndicator = false` does.

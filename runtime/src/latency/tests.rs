@@ -131,16 +131,23 @@ fn threads_recording_at_once_lose_no_call() {
         .map(|t| {
             let l = l.clone();
             std::thread::spawn(move || {
+                // Seated first, as a breaker's call seats its thread: the threads record in
+                // the stripes of their seats.
+                let seat = crate::counters::seat_now();
                 for i in 0..50_000u64 {
                     // Every thread crosses slot edges as it goes.
                     l.record(1_000 + (i % 7) * 1_000_000, (i / 500) * S + t);
                 }
+                seat
             })
         })
         .collect();
+    let mut stripes = std::collections::BTreeSet::from([0]);
     for t in threads {
-        t.join().unwrap();
+        stripes.insert(t.join().unwrap().map_or(0, |seat| seat % STRIPES));
     }
+    // The stripes of the threads' seats, and only those, were allocated.
+    assert_eq!(l.stripes().count(), stripes.len());
     let s = l.snapshot(100 * S);
     assert_eq!(s.calls, 200_000);
     assert_eq!(s.buckets().map(|(_, n)| n).sum::<u64>(), 200_000);
@@ -149,4 +156,60 @@ fn threads_recording_at_once_lose_no_call() {
     // Threads cross slot edges at their own pace, so what falls in the last minute depends
     // on the interleaving; it is never more than was recorded.
     assert!(s.recent_calls <= s.calls, "{}", s.recent_calls);
+}
+
+#[test]
+fn a_thread_records_in_its_seats_stripe_and_allocates_no_other() {
+    let l = Latency::default();
+    let seat = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let seat = crate::counters::seat_now().expect("a seat");
+                l.record(2_000, S);
+                l.record(3_000, S);
+                seat
+            })
+            .join()
+            .unwrap()
+    });
+    let own = seat % STRIPES;
+    let expected = if own == 0 { 1 } else { 2 };
+    assert_eq!(l.stripes().count(), expected, "seat {seat}");
+    let counts: u64 = match own {
+        0 => l
+            .first
+            .counts
+            .0
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum(),
+        i => l.more[i - 1]
+            .get()
+            .expect("its stripe")
+            .counts
+            .0
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum(),
+    };
+    assert_eq!(counts, 2);
+    let s = l.snapshot(S);
+    assert_eq!(
+        (s.calls, s.recent_calls, s.sum),
+        (2, 2, Duration::from_nanos(5_000))
+    );
+}
+
+#[test]
+fn a_thread_without_a_seat_records_in_the_first_stripe() {
+    let l = Latency::default();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            assert_eq!(crate::counters::current_seat(), None);
+            l.record(700, S);
+        });
+    });
+    assert_eq!(l.stripes().count(), 1);
+    assert_eq!(l.first.counts.0[bucket(700)].load(Ordering::Relaxed), 1);
+    assert_eq!(l.snapshot(S).calls, 1);
 }
