@@ -145,6 +145,17 @@ impl Latency {
     /// Records a call that took `took` nanoseconds and ended at `now`.
     #[inline]
     pub(crate) fn record(&self, took: u64, now: u64) {
+        self.record_in(
+            crate::counters::current_seat().map_or(0, |seat| seat % STRIPES),
+            took,
+            now,
+        );
+    }
+
+    /// Records a call in stripe `stripe` (below [`STRIPES`]): [`record`](Self::record) with
+    /// the stripe chosen, which the loom model chooses itself (its threads have no seats).
+    #[inline]
+    fn record_in(&self, stripe: usize, took: u64, now: u64) {
         let slot = slot_of(now);
         // Relaxed: a stale read only sends this call to `turn`, which compares again.
         let seen = self.epoch.load(Ordering::Relaxed);
@@ -152,18 +163,12 @@ impl Latency {
             self.turn(seen, slot);
         }
         // Relaxed: counts that nothing is ordered by; a reader sums what it sees.
-        let stripe = self.stripe();
-        stripe.counts.0[bucket(took)].fetch_add(1, Ordering::Relaxed);
-        stripe.sum.fetch_add(took, Ordering::Relaxed);
-    }
-
-    /// The stripe this thread records in.
-    #[inline]
-    fn stripe(&self) -> &Stripe {
-        match crate::counters::current_seat().map_or(0, |seat| seat % STRIPES) {
+        let stripe = match stripe {
             0 => &self.first,
             i => self.more[i - 1].get_or_default(),
-        }
+        };
+        stripe.counts.0[bucket(took)].fetch_add(1, Ordering::Relaxed);
+        stripe.sum.fetch_add(took, Ordering::Relaxed);
     }
 
     /// The stripes allocated so far.

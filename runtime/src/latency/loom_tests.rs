@@ -1,6 +1,7 @@
 //! The rolling view's protocol under loom: the first call of a slot marks it (a CAS on the
-//! epoch, then a copy of the counts) while another call of that slot records and a reader
-//! reads. (Under loom the histogram has 10 buckets: 0, eight from 512 ns, one from 1024 ns.)
+//! epoch, then a copy of the counts summed over the stripes) while another call of that slot
+//! records in another stripe and a reader reads. (Under loom the histogram has 10 buckets: 0,
+//! eight from 512 ns, one from 1024 ns.)
 
 use super::*;
 use loom::sync::Arc;
@@ -14,7 +15,7 @@ fn a_slot_turned_while_calls_race_counts_each_call_once() {
         l.record(600, 5 * S);
         let other = {
             let l = l.clone();
-            loom::thread::spawn(move || l.record(700, 15 * S))
+            loom::thread::spawn(move || l.record_in(1, 700, 15 * S))
         };
         l.record(900, 15 * S);
         // A read while the slot may be turning: never more recent calls than calls.
