@@ -16,8 +16,9 @@ use super::source::nanos;
 /// (an invariant TSC on x86-64, the system counter on aarch64), and with `CLOCK_MONOTONIC`
 /// elsewhere: a call's duration is only ever compared with other durations and times of that
 /// same timer, and two readings of the counter cost a third of two of `CLOCK_MONOTONIC` on a
-/// virtual machine (BENCHMARKS.md, the slow-call rate). Calibrating it takes about a
-/// millisecond, once per process, when the first breaker that times its calls is made.
+/// virtual machine (BENCHMARKS.md, the slow-call rate). Calibrating it takes under a
+/// millisecond here (quanta stops at 200 ms), once per process, when the first breaker that
+/// times its calls is made.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
 
