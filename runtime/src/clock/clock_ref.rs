@@ -70,9 +70,7 @@ impl ClockRef {
             ClockRef::Custom(c) => nanos(c.now()),
         }
     }
-}
 
-impl ClockRef {
     /// Readies [`precise`](Self::precise) for a breaker that times its calls: on the system
     /// clock, calibrates its calls' timer if no breaker has yet (about a millisecond, once).
     pub(crate) fn start_timer(&self) {
