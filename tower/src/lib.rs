@@ -238,7 +238,7 @@ where
                 classify: self.classify.clone(),
             },
             Err(rejected) => Kind::Rejected {
-                rejected: Some(rejected),
+                rejected: Pending(Some(rejected)),
             },
         };
         ResponseFuture { kind }
@@ -389,7 +389,7 @@ where
                 classify: self.classify.clone(),
             },
             Err(rejected) => Kind::Rejected {
-                rejected: Some(rejected),
+                rejected: Pending(Some(rejected)),
             },
         };
         ResponseFuture { kind }
@@ -416,7 +416,7 @@ pin_project_lite::pin_project! {
             classify: C,
         },
         Rejected {
-            rejected: Option<Rejected>,
+            rejected: Pending,
         },
     }
 }
@@ -473,7 +473,7 @@ where
                 }
                 Poll::Ready(result.map_err(Error::Inner))
             }
-            KindProj::Rejected { rejected } => match rejected.take() {
+            KindProj::Rejected { rejected } => match rejected.0.take() {
                 Some(rejected) => Poll::Ready(Err(Error::Rejected(rejected))),
                 None => panic!("`ResponseFuture` polled after it completed"),
             },
@@ -488,12 +488,40 @@ where
 struct Held(Option<OwnedPermit>);
 
 impl Drop for Held {
+    /// PERF(`closed_ok/bb_tower`): a finished future's permit is `None`, so its drop is a test;
+    /// cancelling one is a call, so that the response future's drop stays small enough to
+    /// inline where it is awaited.
     #[inline]
     fn drop(&mut self) {
         if let Some(permit) = self.0.take() {
-            __integrations::cancel(permit);
+            cancel(permit);
         }
     }
+}
+
+#[cold]
+#[inline(never)]
+fn cancel(permit: OwnedPermit) {
+    __integrations::cancel(permit);
+}
+
+/// A rejection not yet returned by `poll`: dropped before, it is dropped by a call, for the
+/// same reason as [`Held`]'s cancel.
+struct Pending(Option<Rejected>);
+
+impl Drop for Pending {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(rejected) = self.0.take() {
+            drop_rejected(rejected);
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn drop_rejected(rejected: Rejected) {
+    drop(rejected);
 }
 
 /// Records a [`Failure`](Outcome::Failure) on the permit if dropped while armed, which only

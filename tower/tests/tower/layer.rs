@@ -5,7 +5,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
@@ -172,6 +172,40 @@ async fn a_dropped_response_future_counts_as_ignored() {
     drop(fut);
     let m = breaker.metrics();
     assert_eq!((m.ignored, m.successes, m.failures), (1, 0, 0));
+}
+
+#[tokio::test]
+async fn a_rejected_response_future_dropped_unpolled_keeps_then_frees_its_breaker() {
+    struct Flag(Arc<AtomicBool>);
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let breaker = Breaker::new("tower-rejected-dropped", Config::default());
+    // A listener is dropped with its breaker: the flag says when the breaker is freed.
+    let freed = Arc::new(AtomicBool::new(false));
+    let flag = Flag(freed.clone());
+    breaker.on_state_change(move |_| {
+        let _ = &flag;
+    });
+    breaker.force_open();
+    let mut svc: CircuitBreaker<_> = CircuitBreaker::new(
+        tower::service_fn(|()| async { Ok::<(), Infallible>(()) }),
+        breaker.clone(),
+    );
+    let fut = svc.ready().await.unwrap().call(());
+    drop(svc);
+    drop(breaker);
+    assert!(
+        !freed.load(Ordering::SeqCst),
+        "the rejection in the future keeps its breaker"
+    );
+    drop(fut);
+    assert!(
+        freed.load(Ordering::SeqCst),
+        "freed with the last rejection"
+    );
 }
 
 #[tokio::test]
