@@ -222,17 +222,24 @@ impl Paths {
     }
 }
 
+/// A visitor's `visit_item_mod` and `visit_item_fn` that skip what only tests compile.
+macro_rules! skip_test_only {
+    () => {
+        fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+            if !test_only(&m.attrs) {
+                syn::visit::visit_item_mod(self, m);
+            }
+        }
+        fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+            if !test_only(&f.attrs) {
+                syn::visit::visit_item_fn(self, f);
+            }
+        }
+    };
+}
+
 impl<'ast> Visit<'ast> for Paths {
-    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
-        if !test_only(&m.attrs) {
-            syn::visit::visit_item_mod(self, m);
-        }
-    }
-    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
-        if !test_only(&f.attrs) {
-            syn::visit::visit_item_fn(self, f);
-        }
-    }
+    skip_test_only!();
     fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
         if !test_only(&i.attrs) {
             syn::visit::visit_item_impl(self, i);
@@ -827,16 +834,7 @@ struct Methods {
 }
 
 impl<'ast> Visit<'ast> for Methods {
-    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
-        if !test_only(&m.attrs) {
-            syn::visit::visit_item_mod(self, m);
-        }
-    }
-    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
-        if !test_only(&f.attrs) {
-            syn::visit::visit_item_fn(self, f);
-        }
-    }
+    skip_test_only!();
     fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
         if test_only(&i.attrs) {
             return;

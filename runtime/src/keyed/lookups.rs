@@ -76,9 +76,9 @@ const SEATS: usize = 64;
 #[cfg(loom)]
 const SEATS: usize = 8;
 /// Sets and ways of a thread's cache. Eight ways, so that hot keys do not evict each other:
-/// 64 keys placed at random in 32 sets leave one set with more than 8 of them in about one
-/// placement in 130, where four ways were overfilled in most (about 2.4 of the 64 keys would
-/// miss every time). A set's eight tags are one cache line.
+/// 64 keys placed at random in 32 sets put more than 8 in one set in about one placement in
+/// 130, and more than 4 in most (about 2.4 of the 64 keys would then miss every time). A set's
+/// eight tags are one cache line.
 const SETS: usize = 32;
 const WAYS: usize = 8;
 const ENTRIES: usize = SETS * WAYS;
@@ -176,7 +176,6 @@ struct Cache<K> {
     missed: [Cell<u64>; SETS],
     /// Per set: the way the next filing replaces.
     next: [Cell<u8>; SETS],
-    /// Per entry: its key's hash with the low bit set, or 0 when empty.
     hashes: Tags,
     entries: Box<[UnsafeCell<Option<Entry<K>>>]>,
 }
