@@ -177,7 +177,8 @@ struct Cache<K> {
     /// Per set: the way the next filing replaces.
     next: [Cell<u8>; SETS],
     hashes: Tags,
-    entries: Box<[UnsafeCell<Option<Entry<K>>>]>,
+    /// In the cache itself, not behind a pointer of their own: a hit loads one pointer less.
+    entries: [UnsafeCell<Option<Entry<K>>>; ENTRIES],
 }
 
 /// Per entry: its key's hash with the low bit set, or 0 when empty; a set's on one cache line.
@@ -203,7 +204,7 @@ impl<K> Default for Cache<K> {
             missed: core::array::from_fn(|_| Cell::new(0)),
             next: core::array::from_fn(|_| Cell::new(0)),
             hashes: Tags(core::array::from_fn(|_| Cell::new(0))),
-            entries: (0..ENTRIES).map(|_| UnsafeCell::new(None)).collect(),
+            entries: core::array::from_fn(|_| UnsafeCell::new(None)),
         }
     }
 }
@@ -284,9 +285,18 @@ impl<K> Lent<'_, K> {
     {
         let tag = hash | 1;
         let set = (hash >> 32) as usize % SETS;
-        for i in set * WAYS..set * WAYS + WAYS {
-            if self.0.hashes.0[i].get() == tag
-                && let Some(e) = self.entry(i)
+        let base = set * WAYS;
+        // The ways whose tag matches, as bits, compared without a branch each: which way holds
+        // a hot key is as random as the key, so a branch per way would be mispredicted on
+        // most lookups. Another key with the same 63 tag bits is as rare as a hash collision.
+        let mut ways = 0u32;
+        for (w, t) in self.0.hashes.0[base..base + WAYS].iter().enumerate() {
+            ways |= u32::from(t.get() == tag) << w;
+        }
+        while ways != 0 {
+            let i = base + ways.trailing_zeros() as usize;
+            ways &= ways - 1;
+            if let Some(e) = self.entry(i)
                 && e.key.borrow() == key
             {
                 if e.tick.get() != tick {
