@@ -114,27 +114,29 @@ impl<K> Lookups<K> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let Some(mut lent) = self.lend() else {
-            return map.find(key, |b, _| f(b));
+            return through_map(map, key, f);
         };
         // Before any entry is used, and before the map is read on a miss.
         lent.sync(stamps.removals.load(Ordering::Acquire));
         let tick = stamps.tick.load(Ordering::Relaxed);
-        if lent.0.repeat.get() {
-            if let Some(b) = lent.last(key, tick) {
-                return f(b);
-            }
-            lent.0.repeat.set(false);
-        }
-        let miss = match lent.find(key, self.hasher.hash_one(key), tick) {
-            Ok(b) => return f(b),
-            Err(miss) => miss,
+        let last = if lent.0.repeat.get() {
+            lent.last(key, tick)
+        } else {
+            None
         };
-        map.find(key, |b, own| {
-            if own {
-                lent.put(miss, || key.to_owned(), b, tick);
+        let found = match last {
+            Some(b) => Ok(b),
+            None => {
+                lent.0.repeat.set(false);
+                lent.find(key, self.hasher.hash_one(key), tick)
             }
-            f(b)
-        })
+        };
+        // PERF(`keyed_1t_same/breakermap`): `f` is called here alone on a hit, so that it is
+        // inlined into the lookup; the map's calls of it are out of line.
+        match found {
+            Ok(b) => f(b),
+            Err(miss) => file_from_map(lent, map, miss, tick, key, f),
+        }
     }
 
     /// Drops this thread's entries if a key has been removed since they were made, so that
@@ -158,6 +160,39 @@ impl<K> Lookups<K> {
         }
         Some(Lent(cache))
     }
+}
+
+/// A lookup without the thread's cache: `key`'s breaker from the map.
+#[inline(never)]
+fn through_map<K, Q, R>(map: &impl Map<K>, key: &Q, f: impl FnOnce(&Breaker) -> R) -> R
+where
+    K: Borrow<Q>,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+{
+    map.find(key, |b, _| f(b))
+}
+
+/// A lookup the cache missed: `key`'s breaker from the map, filed in the cache as `miss` says
+/// (unless it is the overflow breaker).
+#[inline(never)]
+fn file_from_map<K, Q, R>(
+    mut lent: Lent<'_, K>,
+    map: &impl Map<K>,
+    miss: Miss,
+    tick: u64,
+    key: &Q,
+    f: impl FnOnce(&Breaker) -> R,
+) -> R
+where
+    K: Borrow<Q>,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+{
+    map.find(key, |b, own| {
+        if own {
+            lent.put(miss, || key.to_owned(), b, tick);
+        }
+        f(b)
+    })
 }
 
 /// One thread's cache in one family.
