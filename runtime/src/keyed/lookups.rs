@@ -320,18 +320,9 @@ impl<K> Lent<'_, K> {
     {
         let tag = hash | 1;
         let set = (hash >> 32) as usize % SETS;
-        let base = set * WAYS;
-        // The ways whose tag matches, as bits, compared without a branch each: which way holds
-        // a hot key is as random as the key, so a branch per way would be mispredicted on
-        // most lookups. Another key with the same 63 tag bits is as rare as a hash collision.
-        let mut ways = 0u32;
-        for (w, t) in self.0.hashes.0[base..base + WAYS].iter().enumerate() {
-            ways |= u32::from(t.get() == tag) << w;
-        }
-        while ways != 0 {
-            let i = base + ways.trailing_zeros() as usize;
-            ways &= ways - 1;
-            if let Some(e) = self.entry(i)
+        for i in set * WAYS..set * WAYS + WAYS {
+            if self.0.hashes.0[i].get() == tag
+                && let Some(e) = self.entry(i)
                 && e.key.borrow() == key
             {
                 if e.tick.get() != tick {
