@@ -155,7 +155,7 @@ where
     ) -> Result<T, Error<E>>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
         self.family.with(key, |b| b.call(f))
     }
@@ -171,7 +171,7 @@ where
     ) -> Result<R, Rejected>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
         self.family.with(key, |b| b.call_with(f, classify))
     }
@@ -185,7 +185,7 @@ where
     ) -> Result<T, Error<E>>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
         let breaker = self.family.with(key, Breaker::clone);
         breaker.call_async(fut).await
@@ -198,7 +198,7 @@ where
     pub fn try_acquire<Q>(&self, key: &Q) -> Result<OwnedPermit, Rejected>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
         self.family.with(key, Breaker::try_acquire_owned)
     }
@@ -234,7 +234,7 @@ where
     pub fn breaker<Q>(&self, key: &Q) -> Breaker
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
         self.family.with(key, Breaker::clone)
     }

@@ -103,7 +103,7 @@ where
     pub(super) fn with<Q, R>(&self, key: &Q, f: impl FnOnce(&Breaker) -> R) -> R
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
         let stamps = Stamps {
             removals: &self.removals,

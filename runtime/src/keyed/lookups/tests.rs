@@ -124,3 +124,83 @@ fn a_key_is_filed_on_its_second_miss_and_dropped_when_a_key_is_removed() {
     removals.fetch_add(1, Ordering::Release);
     assert_eq!(lookup("a"), 1, "a removal drops every entry");
 }
+
+/// The inline compare of string keys tells every pair of strings apart that `==` does, at
+/// every length it handles inline and past them.
+#[test]
+fn string_keys_compare_as_their_bytes_at_every_length() {
+    for n in 0..=40usize {
+        let key: String = (0..n).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let copy = key.clone();
+        assert!(same_key::<str>(&key, &copy), "length {n}");
+        assert!(same_key::<String>(&key, &copy), "length {n}");
+        for at in 0..n {
+            let mut other = key.clone().into_bytes();
+            other[at] = b'Z';
+            let other = String::from_utf8(other).expect("ASCII");
+            assert!(!same_key::<str>(&key, &other), "length {n}, byte {at}");
+            assert!(!same_key::<String>(&key, &other), "length {n}, byte {at}");
+        }
+        let longer = format!("{key}a");
+        assert!(
+            !same_key::<str>(&key, &longer),
+            "length {n} against {}",
+            n + 1
+        );
+        assert!(
+            !same_key::<String>(&longer, &key),
+            "length {} against {n}",
+            n + 1
+        );
+    }
+}
+
+/// A key type other than `str` and `String` is compared by its own `==`.
+#[test]
+fn a_key_type_of_its_own_keeps_its_equality() {
+    #[derive(Debug)]
+    struct Caseless(String);
+    impl PartialEq for Caseless {
+        fn eq(&self, other: &Self) -> bool {
+            self.0.eq_ignore_ascii_case(&other.0)
+        }
+    }
+    impl Eq for Caseless {}
+    let (upper, lower) = (Caseless("HOST-1".into()), Caseless("host-1".into()));
+    assert!(same_key(&upper, &lower));
+    assert!(!same_key(&upper, &Caseless("host-2".into())));
+}
+
+/// Keys that differ only in their last byte, of every length from 1 to 40, each get their own
+/// breaker from the cache, on the repeated-key path and on the probe of their set.
+#[test]
+fn cached_keys_that_differ_in_one_byte_find_their_own_breakers() {
+    crate::counters::seat_now().expect("a seat");
+    let keys: Vec<String> = (1..=40)
+        .flat_map(|n| ["x", "y"].map(|last| format!("{}{last}", "k".repeat(n - 1))))
+        .collect();
+    let (map, lookups, removals, tick) = family(&keys);
+    let lookup = |key: &str| {
+        let stamps = Stamps {
+            removals: &removals,
+            tick: &tick,
+        };
+        lookups.with(&map, stamps, key, |b| assert_eq!(b.name(), key));
+    };
+    for _ in 0..4 {
+        for key in &keys {
+            // Three in a row: the third is answered by the last-hit entry.
+            for _ in 0..3 {
+                lookup(key);
+            }
+        }
+    }
+    let finds = map.finds.get();
+    for key in keys.iter().rev() {
+        lookup(key);
+    }
+    assert!(
+        map.finds.get() - finds < keys.len() as u64,
+        "the cache answered none of the keys"
+    );
+}
