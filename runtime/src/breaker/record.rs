@@ -60,10 +60,25 @@ impl Inner {
             && let Some(window) = &self.window
         {
             let slot = self.count(Count::Success);
-            self.record_window_success(window, ticket.generation(), slot);
+            // PERF(`rate_count_100/bb_call`): a count window's success that needs no judgment
+            // returns here, before any call: nothing to keep across one, so no register is
+            // saved on the way in. The rest goes round by the general path, which reads the
+            // same words again.
+            if window.success_is_counted_only()
+                && ticket.generation() == self.state.load(Ordering::Relaxed).generation()
+            {
+                return;
+            }
+            self.window_success_rest(window, ticket.generation(), slot);
             return;
         }
         self.record_any(ticket, outcome, cause, None);
+    }
+
+    /// [`record_window_success`](Self::record_window_success), out of line: see `record_other`.
+    #[inline(never)]
+    fn window_success_rest(&self, window: &RateWindow, generation: u32, slot: Slot) {
+        self.record_window_success(window, generation, slot);
     }
 
     /// A closed-state success into a rate window: what `record_closed` does for it, inline,

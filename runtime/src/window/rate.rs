@@ -89,6 +89,14 @@ impl RateWindow {
         }
     }
 
+    /// Whether a success's count is all there is to record of it: in a count window whose
+    /// last judgment found `min_calls` calls (`record_success` would return `false` and touch
+    /// nothing).
+    #[inline(always)]
+    pub(crate) fn success_is_counted_only(&self) -> bool {
+        matches!(self, RateWindow::Calls(w) if !w.success())
+    }
+
     /// Notes whether the last judgment found fewer than `min_calls` calls. Neither window
     /// can tell cheaply when it crosses `min_calls` (their calls are counted per thread), so
     /// until a judgment finds enough calls, every call is judged: a success that brings the
