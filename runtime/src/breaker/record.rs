@@ -61,15 +61,16 @@ impl Inner {
         {
             let slot = self.count(Count::Success);
             // PERF(`rate_count_100/bb_call`): a count window's success that needs no judgment
-            // returns here, before any call: nothing to keep across one, so no register is
-            // saved on the way in. The rest goes round by the general path, which reads the
-            // same words again.
-            if window.success_is_counted_only()
-                && ticket.generation() == self.state.load(Ordering::Relaxed).generation()
-            {
+            // returns here, before any call, which saves fewer registers on the way in. A
+            // stale one goes round by the general path, which reads the state again; a time
+            // window's success is recorded inline.
+            if window.success_is_counted_only() {
+                if ticket.generation() != self.state.load(Ordering::Relaxed).generation() {
+                    self.window_success_rest(window, ticket.generation(), slot);
+                }
                 return;
             }
-            self.window_success_rest(window, ticket.generation(), slot);
+            self.record_window_success(window, ticket.generation(), slot);
             return;
         }
         self.record_any(ticket, outcome, cause, None);
