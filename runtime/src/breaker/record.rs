@@ -61,9 +61,9 @@ impl Inner {
         {
             let slot = self.count(Count::Success);
             // PERF(`rate_count_100/bb_call`): a count window's success that needs no judgment
-            // returns here, before any call, which saves fewer registers on the way in. A
-            // stale one goes round by the general path, which reads the state again; a time
-            // window's success is recorded inline.
+            // returns here, before any call, so that fewer registers are saved on the way in.
+            // A stale one is left out of the window by `record_window_success`, out of line
+            // (which reads the state again); a time window's success is recorded inline.
             if window.success_is_counted_only() {
                 if ticket.generation() != self.state.load(Ordering::Relaxed).generation() {
                     self.window_success_rest(window, ticket.generation(), slot);
