@@ -20,7 +20,10 @@ use crate::state::State;
 /// opens its own breaker and no other.
 ///
 /// Keys are created on first use. Looking one up by a borrowed form (`&str` for a `String`
-/// key) does not allocate. Keys display (a rejection names its key, as
+/// key) does not allocate. The lookups that go through the calling thread's cache of recent
+/// keys (`call`, `call_with`, `call_async`, `try_acquire`, `breaker`) take a `'static`
+/// borrowed form (`str`, `[u8]`, any key type without a lifetime parameter), so that the
+/// cache can compare `str` and `String` keys without calling the C library. Keys display (a rejection names its key, as
 /// [`Rejected::key`] and in its message; [`Registry::families`](crate::Registry::families)
 /// lists them as text), and keys and the hasher are `Send + Sync + 'static`: an evicted
 /// breaker keeps a listener that holds its key and carries a late opening to it. The family is bounded by the config's
