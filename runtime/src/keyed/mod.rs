@@ -36,7 +36,9 @@
 //!   weak reference to the family, then looks at its state: whichever of the two sees the
 //!   breaker open (before its time has run), forced open or disabled carries that state to
 //!   the key's breaker in the family, creating it if the key has none, if that one is closed.
-//!   Counts are not carried: the late call is counted once, in the evicted totals. A closed
+//!   That thread carries it: a failure that opens the breaker just before the removal's
+//!   listener is added returns before the evicting thread's look has carried it, so for that
+//!   moment the key reads closed, as for any call racing an opening. Counts are not carried: the late call is counted once, in the evicted totals. A closed
 //!   key's failure streak is not carried either (an eviction of a closed key forgets it);
 //!   only an opening is. `tests/keyed/races.rs` checks this with racing evictions
 //!   (`failures_across_racing_evictions_always_reach_the_key`); the listener costs an
