@@ -36,11 +36,12 @@
 //!   weak reference to the family, then looks at its state: whichever of the two sees the
 //!   breaker open (before its time has run), forced open or disabled carries that state to
 //!   the key's breaker in the family, creating it if the key has none, if that one is closed.
-//!   That thread carries it: a failure that opens the breaker just before the removal's
-//!   listener is added returns before the evicting thread's look has carried it, so for that
-//!   moment the key reads closed, as for any call racing an opening. Counts are not carried: the late call is counted once, in the evicted totals. A closed
-//!   key's failure streak is not carried either (an eviction of a closed key forgets it);
-//!   only an opening is. `tests/keyed/races.rs` checks this with racing evictions
+//!   Each carries it on its own thread: a failure that opens the breaker just before the
+//!   listener is added returns before the evicting thread has looked, so for that moment the
+//!   key reads closed and a call may pass, as for any call racing an opening. Counts are not
+//!   carried: the late call is counted once, in the evicted totals. A closed key's failure
+//!   streak is not carried either (an eviction of a closed key forgets it); only an opening
+//!   is. `tests/keyed/races.rs` checks this with racing evictions
 //!   (`failures_across_racing_evictions_always_reach_the_key`); the listener costs an
 //!   eviction a few small allocations, freed with the breaker.
 //! * When open keys fill the map: it grows past `max_keys` with keys it may not forget, up to
