@@ -176,20 +176,12 @@ fn string_keys_hash_by_every_byte_and_alike_in_either_form() {
         }
         // The same bytes and a zero more, where a short key's missing words read as zeros.
         let longer = format!("{key}\0");
-        assert_ne!(
-            hash,
-            lookups.hash::<str>(&longer),
-            "length {n} and {}",
-            n + 1
-        );
+        assert_ne!(hash, lookups.hash::<str>(&longer), "length {n} and {}", n + 1);
     }
     // Seeded per family: two families place the same keys apart.
     let other = Lookups::<String>::new();
     let keys: Vec<String> = (0..16).map(|i| format!("host-{i}.example")).collect();
-    assert!(
-        keys.iter()
-            .any(|k| lookups.hash::<str>(k) != other.hash::<str>(k))
-    );
+    assert!(keys.iter().any(|k| lookups.hash::<str>(k) != other.hash::<str>(k)));
 }
 
 /// A key type other than `str` and `String` is compared by its own `==`.
