@@ -89,17 +89,13 @@ pub(super) struct Lookups<K> {
     /// Places keys in the caches' sets. Not the map's hasher (which the map does not lend
     /// out): a key an attacker makes collide here only sends its lookups to the map.
     hasher: KeyHasher,
-    /// The seeds of [`short_hash`], drawn from `hasher`.
-    seeds: [u64; 4],
 }
 
 impl<K> Lookups<K> {
     pub(super) fn new() -> Self {
-        let hasher = KeyHasher::new();
         Lookups {
             seats: (0..SEATS).map(|_| LazyBox::default()).collect(),
-            seeds: core::array::from_fn(|i| hasher.hash_one(i)),
-            hasher,
+            hasher: KeyHasher::new(),
         }
     }
 
@@ -132,7 +128,7 @@ impl<K> Lookups<K> {
             Some(b) => Ok(b),
             None => {
                 lent.0.repeat.set(false);
-                lent.find(key, self.hash(key), tick)
+                lent.find(key, self.hasher.hash_one(key), tick)
             }
         };
         // PERF(`keyed_1t_same/breakermap`): `f` is called here alone on a hit, so that it is
@@ -140,17 +136,6 @@ impl<K> Lookups<K> {
         match found {
             Ok(b) => f(b),
             Err(miss) => file_from_map(lent, map, miss, tick, key, f),
-        }
-    }
-
-    /// Where `key` goes in a cache: [`short_hash`] for a string of at most 32 bytes, else the
-    /// family's hasher. Consistent for a key whatever form it is looked up by (`str` and
-    /// `String` alike): a key whose forms hashed apart would only be filed twice.
-    #[inline(always)]
-    fn hash<Q: Hash + ?Sized + 'static>(&self, key: &Q) -> u64 {
-        match key_bytes(key) {
-            Some(bytes) if bytes.len() <= 32 => short_hash(&self.seeds, bytes),
-            _ => self.hasher.hash_one(key),
         }
     }
 
@@ -217,59 +202,20 @@ where
 /// inline. Any other type, and longer strings, use the type's own `==`.
 #[inline(always)]
 fn same_key<Q: Eq + ?Sized + 'static>(a: &Q, b: &Q) -> bool {
-    match (key_bytes(a), key_bytes(b)) {
-        (Some(a), Some(b)) => same_bytes(a, b),
-        _ => a == b,
-    }
-}
-
-/// The bytes of a `str` or `String` key (whose `==` and `Hash` are those of its bytes); `None`
-/// for any other type. Decided at compile time.
-#[inline(always)]
-fn key_bytes<Q: ?Sized + 'static>(key: &Q) -> Option<&[u8]> {
     use core::any::TypeId;
     if TypeId::of::<Q>() == TypeId::of::<str>() {
         // SAFETY: `Q` is `str`, whose value is its UTF-8 bytes, `size_of_val` of them.
-        return Some(unsafe {
-            core::slice::from_raw_parts(core::ptr::from_ref(key).cast::<u8>(), size_of_val(key))
-        });
+        let bytes = |s: &Q| unsafe {
+            core::slice::from_raw_parts(core::ptr::from_ref(s).cast::<u8>(), size_of_val(s))
+        };
+        return same_bytes(bytes(a), bytes(b));
     }
     if TypeId::of::<Q>() == TypeId::of::<String>() {
         // SAFETY: `Q` is `String`.
-        return Some(unsafe { &*core::ptr::from_ref(key).cast::<String>() }.as_bytes());
+        let string = |s: &Q| unsafe { &*core::ptr::from_ref(s).cast::<String>() };
+        return same_bytes(string(a).as_bytes(), string(b).as_bytes());
     }
-    None
-}
-
-/// A seeded hash of a key of at most 32 bytes, without a call: the key's words, folded by two
-/// independent 64 × 64 → 128-bit multiplications.
-///
-/// PERF(`keyed_1t_hot/breakermap`): foldhash's path for keys over 16 bytes is a call and a
-/// loop, about a seventh of a hot-key lookup. This one needs only to spread keys over the
-/// sets: its seeds are secret, and keys made to collide only go to the map, which hashes with
-/// the family's own hasher.
-#[inline(always)]
-fn short_hash(seeds: &[u64; 4], b: &[u8]) -> u64 {
-    let n = b.len();
-    let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
-    let half = |i: usize| u64::from(u32::from_le_bytes(b[i..i + 4].try_into().unwrap_or([0; 4])));
-    let (w0, w1, w2, w3) = match n {
-        0 => (0, 0, 0, 0),
-        1..4 => (
-            u64::from(b[0]) << 16 | u64::from(b[n / 2]) << 8 | u64::from(b[n - 1]),
-            0,
-            0,
-            0,
-        ),
-        4..8 => (half(0), half(n - 4), 0, 0),
-        8..=16 => (word(0), word(n - 8), 0, 0),
-        _ => (word(0), word(8), word(n - 16), word(n - 8)),
-    };
-    let fold = |a: u64, b: u64| {
-        let p = u128::from(a) * u128::from(b);
-        p as u64 ^ (p >> 64) as u64
-    };
-    fold(w0 ^ seeds[0], w1 ^ seeds[1]) ^ fold(w2 ^ seeds[2], w3 ^ seeds[3] ^ n as u64)
+    a == b
 }
 
 /// `a == b` for byte strings, without a call for lengths up to 32: overlapping words from

@@ -155,35 +155,6 @@ fn string_keys_compare_as_their_bytes_at_every_length() {
     }
 }
 
-/// A string key hashes alike whether looked up as `str` or as `String`, at every length (the
-/// inline hash up to 32 bytes, the family's hasher past them); and up to 32 bytes, changing any
-/// one byte, or the length, changes its hash: no byte of a key is left out of its set and tag.
-#[test]
-fn string_keys_hash_by_every_byte_and_alike_in_either_form() {
-    let lookups = Lookups::<String>::new();
-    for n in 0..=40usize {
-        let key: String = (0..n).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
-        let hash = lookups.hash::<str>(&key);
-        assert_eq!(hash, lookups.hash::<String>(&key), "length {n}");
-        if n > 32 {
-            continue;
-        }
-        for at in 0..n {
-            let mut other = key.clone().into_bytes();
-            other[at] = b'Z';
-            let other = String::from_utf8(other).expect("ASCII");
-            assert_ne!(hash, lookups.hash::<str>(&other), "length {n}, byte {at}");
-        }
-        // The same bytes and a zero more, where a short key's missing words read as zeros.
-        let longer = format!("{key}\0");
-        assert_ne!(hash, lookups.hash::<str>(&longer), "length {n} and {}", n + 1);
-    }
-    // Seeded per family: two families place the same keys apart.
-    let other = Lookups::<String>::new();
-    let keys: Vec<String> = (0..16).map(|i| format!("host-{i}.example")).collect();
-    assert!(keys.iter().any(|k| lookups.hash::<str>(k) != other.hash::<str>(k)));
-}
-
 /// A key type other than `str` and `String` is compared by its own `==`.
 #[test]
 fn a_key_type_of_its_own_keeps_its_equality() {
