@@ -16,6 +16,10 @@
 //! - `vec_floor`: a control, not a map: a `Vec<Breaker>` indexed by the key's number, visited
 //!   in the same order. No hashing and no key compare: what is left is the breaker call and
 //!   its cache and TLB misses, the floor under every map in `keyed_1t`.
+//! - `hashed_floor`: a control, not a map either: a std `HashMap` with `BreakerMap`'s hasher,
+//!   filled before the run and read through a shared reference with no lock, no guard and no
+//!   cache. Any hashed lookup pays at least this: the key's hash, one probe, one key compare
+//!   and the call. It is the floor under every map in `keyed_1t_hot` and `keyed_1t_same`.
 //!
 //! Each contender's keys and breakers are allocated in a loop of their own, so no contender's
 //! memory is interleaved with the others' (which spread each map over ten times the pages).
@@ -202,6 +206,19 @@ impl Lookup for Floor {
     }
 }
 
+/// Read-only, so shared by the threads without a lock: see the module doc.
+struct HashedFloor(HashMap<String, Breaker, KeyHasher>);
+impl Lookup for HashedFloor {
+    #[inline(always)]
+    fn call(&self, key: &str, _: u32, x: u64) -> u64 {
+        self.0
+            .get(key)
+            .expect("key")
+            .call(|| protected(x))
+            .unwrap_or(1)
+    }
+}
+
 /// `keyed_parts`: the hash alone.
 struct HashOnly<S>(S);
 impl<S: std::hash::BuildHasher + Send + Sync + 'static> Lookup for HashOnly<S> {
@@ -278,6 +295,10 @@ fn contenders(keys: &[String]) -> Vec<(&'static str, Arc<dyn Lookup>)> {
     let rw: HashMap<_, _> = keys.iter().map(|k| (k.clone(), breaker(k))).collect();
     let mx: HashMap<_, _> = keys.iter().map(|k| (k.clone(), breaker(k))).collect();
     let floor: Vec<Breaker> = keys.iter().map(|k| breaker(k)).collect();
+    let mut hashed = HashMap::with_capacity_and_hasher(KEYS, KeyHasher::new());
+    for k in keys {
+        hashed.insert(k.clone(), breaker(k));
+    }
     vec![
         ("direct", Arc::new(Direct) as Arc<dyn Lookup>),
         (
@@ -285,6 +306,7 @@ fn contenders(keys: &[String]) -> Vec<(&'static str, Arc<dyn Lookup>)> {
             Arc::new(Single(Breaker::new("bench.keyed.single", config()))),
         ),
         ("vec_floor", Arc::new(Floor(floor))),
+        ("hashed_floor", Arc::new(HashedFloor(hashed))),
         ("breakermap", Arc::new(bm)),
         ("breakermap_siphash", Arc::new(bs)),
         ("papaya", Arc::new(Papaya(pa))),
