@@ -54,10 +54,15 @@ fn order(n: usize, len: usize) -> Vec<usize> {
         .collect()
 }
 
-/// 64 hot keys looked up in a shuffled order: once each has been filed, at least 60 of them
-/// are answered by the cache every time. (The cache's hasher is seeded at random, so which
-/// keys share a set changes from run to run; more than 4 keys of 64 missing needs a set to
-/// draw 13 of them, or several sets 9: about one run in ten million.)
+/// 64 hot keys looked up in a shuffled order: once each has been filed, at most one lookup in
+/// eight reaches the map, and at least 40 of the keys are answered by the cache every time.
+///
+/// The cache's hasher is seeded at random, so which keys share a set changes from run to run.
+/// In about one run in 160 a set draws more than its eight ways' worth of the 64 keys (9 or
+/// 10 of them: 13 of 2000 runs measured), and then every key of that set is out of the cache
+/// now and then, in turn; such runs sent at most 220 of the 6400 lookups to the map. Failing
+/// here takes three sets overflowing at once, or one set drawing 16 keys or more: each well
+/// under one run in a million.
 #[test]
 fn sixty_four_hot_keys_are_answered_by_the_threads_cache() {
     crate::counters::seat_now().expect("a seat");
@@ -86,15 +91,12 @@ fn sixty_four_hot_keys_are_answered_by_the_threads_cache() {
         }
     }
     assert!(
-        missing.len() <= 4,
+        missing.len() <= 24,
         "{} keys went to the map: {missing:?}",
         missing.len()
     );
-    assert!(
-        map.finds.get() - before <= 4 * 6_400 / 64 * 3,
-        "{}",
-        map.finds.get() - before
-    );
+    let finds = map.finds.get() - before;
+    assert!(finds <= 6_400 / 8, "{finds} of 6400 lookups reached the map");
 }
 
 /// A key looked up once is not filed, and a key filed is answered by the cache until the
