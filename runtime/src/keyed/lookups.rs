@@ -24,6 +24,14 @@
 //!   (`Family::tick`, read Relaxed). The first lookup of a key in a new tick goes through the
 //!   map, which marks the key called (`Family::find`), so a key kept in caches is never idle
 //!   to a sweep while it is called.
+//! * A `str` or `String` key is also found by where its bytes are: a thread calling a key
+//!   held in one place (a `&'static str`, a field of its own) passes the same address each
+//!   time. Each cache remembers, by that address, the entry a hit or a filing last used, and
+//!   a lookup tries that entry before hashing the key. The address is only a hint: the entry
+//!   is used only if its key equals the one given, byte for byte, and went through the map
+//!   in this tick, as for any hit. Dropping the entries leaves the index as it is: an entry
+//!   it names is then empty, or holds whatever key was filed there since, which the compare
+//!   tells apart.
 //! * A key is filed on its second miss in a short time (its set remembers the hash of the
 //!   last key that missed): a thread looking up many keys once each does not clone each key
 //!   into its cache. The overflow breaker (a key the full family has no room for) is never
@@ -82,6 +90,14 @@ const SEATS: usize = 8;
 const SETS: usize = 32;
 const WAYS: usize = 8;
 const ENTRIES: usize = SETS * WAYS;
+/// Slots of a cache's index by key address (2,304 bytes a cache): four for each of 64 hot
+/// keys, so that few of them share a slot with another key (a shared slot answers only the
+/// key whose lookup came last).
+const PLACES: usize = 256;
+const _: () = assert!(
+    ENTRIES <= 1 << 8,
+    "an entry's index fits the byte `Cache::placed` keeps"
+);
 
 /// A family's caches, one per seat, each allocated on its thread's first lookup.
 pub(super) struct Lookups<K> {
@@ -128,7 +144,7 @@ impl<K> Lookups<K> {
             Some(b) => Ok(b),
             None => {
                 lent.0.repeat.set(false);
-                lent.find(key, self.hasher.hash_one(key), tick)
+                lent.find(key, &self.hasher, tick)
             }
         };
         // PERF(`keyed_1t_same/breakermap`): `f` is called here alone on a hit, so that it is
@@ -185,11 +201,11 @@ fn file_from_map<K, Q, R>(
 ) -> R
 where
     K: Borrow<Q>,
-    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
 {
     map.find(key, |b, own| {
         if own {
-            lent.put(miss, || key.to_owned(), b, tick);
+            lent.put(miss, key, b, tick);
         }
         f(b)
     })
@@ -202,20 +218,42 @@ where
 /// inline. Any other type, and longer strings, use the type's own `==`.
 #[inline(always)]
 fn same_key<Q: Eq + ?Sized + 'static>(a: &Q, b: &Q) -> bool {
+    match (key_bytes(a), key_bytes(b)) {
+        (Some(a), Some(b)) => same_bytes(a, b),
+        _ => a == b,
+    }
+}
+
+/// The bytes of a `str` or `String` key (whose `==` is that of its bytes); `None` for any
+/// other type. Decided at compile time.
+#[inline(always)]
+fn key_bytes<Q: ?Sized + 'static>(key: &Q) -> Option<&[u8]> {
     use core::any::TypeId;
     if TypeId::of::<Q>() == TypeId::of::<str>() {
         // SAFETY: `Q` is `str`, whose value is its UTF-8 bytes, `size_of_val` of them.
-        let bytes = |s: &Q| unsafe {
-            core::slice::from_raw_parts(core::ptr::from_ref(s).cast::<u8>(), size_of_val(s))
-        };
-        return same_bytes(bytes(a), bytes(b));
+        return Some(unsafe {
+            core::slice::from_raw_parts(core::ptr::from_ref(key).cast::<u8>(), size_of_val(key))
+        });
     }
     if TypeId::of::<Q>() == TypeId::of::<String>() {
         // SAFETY: `Q` is `String`.
-        let string = |s: &Q| unsafe { &*core::ptr::from_ref(s).cast::<String>() };
-        return same_bytes(string(a).as_bytes(), string(b).as_bytes());
+        return Some(unsafe { &*core::ptr::from_ref(key).cast::<String>() }.as_bytes());
     }
-    a == b
+    None
+}
+
+/// Where a `str` or `String` key's address goes in a cache's index by address, and the
+/// address; `None` for any other key type.
+#[inline(always)]
+fn place<Q: ?Sized + 'static>(key: &Q) -> Option<(usize, usize)> {
+    let at = key_bytes(key)?.as_ptr() as usize;
+    // The two halves of the address's full product with an odd constant, folded: keys laid
+    // out at a fixed stride (a `Vec` of `String`s, one allocation after another) spread over
+    // the slots about as evenly as random addresses would, where a plain multiply's top bits
+    // put strides of 16 or 48 bytes in a sixth fewer slots.
+    let p = u128::from(at as u64) * 0x9E37_79B9_7F4A_7C15;
+    let slot = (p as u64 ^ (p >> 64) as u64) as usize % PLACES;
+    Some((slot, at))
 }
 
 /// `a == b` for byte strings, without a call for lengths up to 32: overlapping words from
@@ -259,6 +297,13 @@ struct Cache<K> {
     missed: [Cell<u64>; SETS],
     /// Per set: the way the next filing replaces.
     next: [Cell<u8>; SETS],
+    /// By key address (see [`place`]): the address of the key last found or filed with this
+    /// slot, and its entry's index. A hint, checked as the module doc says.
+    addresses: [Cell<usize>; PLACES],
+    placed: [Cell<u8>; PLACES],
+    /// How many lookups hashed their key.
+    #[cfg(test)]
+    hashed: Cell<u64>,
     hashes: Tags,
     /// In the cache itself, not behind a pointer of their own: a hit loads one pointer less.
     entries: [UnsafeCell<Option<Entry<K>>>; ENTRIES],
@@ -286,6 +331,10 @@ impl<K> Default for Cache<K> {
             repeat: Cell::new(false),
             missed: core::array::from_fn(|_| Cell::new(0)),
             next: core::array::from_fn(|_| Cell::new(0)),
+            addresses: core::array::from_fn(|_| Cell::new(0)),
+            placed: core::array::from_fn(|_| Cell::new(0)),
+            #[cfg(test)]
+            hashed: Cell::new(0),
             hashes: Tags(core::array::from_fn(|_| Cell::new(0))),
             entries: core::array::from_fn(|_| UnsafeCell::new(None)),
         }
@@ -359,13 +408,55 @@ impl<K> Lent<'_, K> {
         (e.tick.get() == tick && same_key(e.key.borrow(), key)).then_some(&e.breaker)
     }
 
-    /// `key`'s breaker if its entry went through the map in `tick`; else how to file it.
-    #[inline]
-    fn find<Q>(&self, key: &Q, hash: u64, tick: u64) -> Result<&Breaker, Miss>
+    /// The entry last found or filed at `key`'s address, if it holds `key` and went through
+    /// the map in `tick`; `None` also for a key type other than `str` and `String`.
+    #[inline(always)]
+    fn placed<Q>(&self, key: &Q, tick: u64) -> Option<&Breaker>
     where
         K: Borrow<Q>,
         Q: Eq + ?Sized + 'static,
     {
+        let (slot, at) = place(key)?;
+        if self.0.addresses[slot].get() != at {
+            return None;
+        }
+        let i = usize::from(self.0.placed[slot].get());
+        let e = self.entry(i)?;
+        if e.tick.get() != tick || !same_key(e.key.borrow(), key) {
+            return None;
+        }
+        self.0.repeat.set(self.0.last.replace(i) == i);
+        Some(&e.breaker)
+    }
+
+    /// Remembers that `key`, at its address, was last found or filed in entry `i`.
+    #[inline(always)]
+    fn remember<Q: ?Sized + 'static>(&self, key: &Q, i: usize) {
+        if let Some((slot, at)) = place(key) {
+            self.0.addresses[slot].set(at);
+            // `i < ENTRIES <= 256`: see the assertion by `PLACES`.
+            self.0.placed[slot].set(i as u8);
+        }
+    }
+
+    /// `key`'s breaker if its entry went through the map in `tick` (tried at its address
+    /// first, then in its set by its hash); else how to file it.
+    ///
+    /// PERF(`keyed_1t_same/breakermap`): the address is tried here, not in `Lookups::with`,
+    /// which then grew enough for the compiler to stop inlining the call into it (1.2× slower
+    /// on one key).
+    #[inline]
+    fn find<Q>(&self, key: &Q, hasher: &KeyHasher, tick: u64) -> Result<&Breaker, Miss>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized + 'static,
+    {
+        if let Some(b) = self.placed(key, tick) {
+            return Ok(b);
+        }
+        let hash = hasher.hash_one(key);
+        #[cfg(test)]
+        self.0.hashed.set(self.0.hashed.get() + 1);
         let tag = hash | 1;
         let set = (hash >> 32) as usize % SETS;
         for i in set * WAYS..set * WAYS + WAYS {
@@ -377,6 +468,7 @@ impl<K> Lent<'_, K> {
                     return Err(Miss::Stale(i));
                 }
                 self.0.repeat.set(self.0.last.replace(i) == i);
+                self.remember(key, i);
                 return Ok(&e.breaker);
             }
         }
@@ -385,7 +477,10 @@ impl<K> Lent<'_, K> {
 
     /// Files what the map gave for a miss: `key`'s breaker `breaker`, found in `tick`; for an
     /// absent key only on its second miss in a row in its set.
-    fn put(&mut self, miss: Miss, key: impl FnOnce() -> K, breaker: &Breaker, tick: u64) {
+    fn put<Q>(&mut self, miss: Miss, key: &Q, breaker: &Breaker, tick: u64)
+    where
+        Q: ToOwned<Owned = K> + ?Sized + 'static,
+    {
         match miss {
             Miss::Stale(i) => {
                 if let Some(e) = self.entry(i)
@@ -393,6 +488,7 @@ impl<K> Lent<'_, K> {
                 {
                     e.tick.set(tick);
                     self.0.last.set(i);
+                    self.remember(key, i);
                     return;
                 }
                 // Replaced in the map under the same removal count cannot happen (a removal
@@ -411,12 +507,13 @@ impl<K> Lent<'_, K> {
                     i,
                     hash | 1,
                     Some(Entry {
-                        key: key(),
+                        key: key.to_owned(),
                         breaker: breaker.clone(),
                         tick: Cell::new(tick),
                     }),
                 );
                 self.0.last.set(i);
+                self.remember(key, i);
             }
         }
     }
