@@ -6,6 +6,7 @@
 //!
 //! Smoke run (CI): `cargo bench -p breakerbox-benches --bench compare -- --test` runs every case once.
 
+use std::sync::atomic::{AtomicU64, Ordering, fence};
 use std::time::{Duration, Instant};
 
 use breakerbox::{Breaker, Config, Error, State, registry};
@@ -163,6 +164,15 @@ fn closed(c: &mut Criterion) {
         assert!(rc.call(|| Ok::<_, ()>(())).is_ok(), "recloser tripped");
 
         tower_one(&mut g, "tower_service_fn", inputs(), tower_base());
+        // A control: the direct call with a shared handle cloned and dropped around it (two
+        // locked read-modify-writes), as the tower layer's owned permit clones a `Breaker::new`
+        // breaker's handle; a registry breaker's handle has no count.
+        let handle = std::sync::Arc::new(0u64);
+        one(&mut g, "handle_clone_drop", inputs(), |x| {
+            let h = std::hint::black_box(handle.clone());
+            drop(h);
+            protected(x)
+        });
         // breakerbox's own layer over the same `service_fn`, read against `tower_service_fn`.
         let b = bb_consecutive(&format!("{case}.tower"));
         tower_one(&mut g, "bb_tower", inputs(), bb_tower(&b));
@@ -293,6 +303,17 @@ fn open(c: &mut Criterion) {
     let mut g = c.benchmark_group("open_1t");
     let all = Inputs::all_ok;
     one(&mut g, "direct", all(), protected);
+    // A control: the direct call with one full barrier before it (a store, `fence(SeqCst)`, a
+    // load), as a `Breaker::new` breaker's rejection does when it is dropped (the store-buffer
+    // handshake with the breaker's last handle, breaker/orphans.rs); a registry breaker's
+    // rejection does none.
+    let (line, flag) = (AtomicU64::new(0), AtomicU64::new(0));
+    one(&mut g, "full_barrier", all(), |x| {
+        line.store(x, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        std::hint::black_box(flag.load(Ordering::Relaxed));
+        protected(x)
+    });
     let b = tripped_bb("open_1t.call");
     one(&mut g, "bb_call", all(), |x| b.call(|| protected(x)));
     let b = tripped_bb_static("open_1t.call_static");
