@@ -104,8 +104,9 @@ fn sixty_four_hot_keys_are_answered_by_the_threads_cache() {
 
 /// The same 64 hot keys, each at one address (a `String` of the family's): after the warm-up
 /// most lookups are answered at the key's address, without hashing it. (Which keys share an
-/// address slot depends on the heap; 64 keys at random in 256 slots leave about 7 sharing,
-/// each answered by address only when its lookup came last in its slot.)
+/// address slot depends on the heap: at random, about 14 of 64 keys share a slot with another,
+/// and such a key is answered at its address only when its lookup came last in its slot; about
+/// one lookup in nine would then hash. Five runs hashed 3–9 %; the bound is a third.)
 #[test]
 fn hot_keys_at_stable_addresses_are_mostly_found_without_a_hash() {
     crate::counters::seat_now().expect("a seat");
@@ -130,7 +131,7 @@ fn hot_keys_at_stable_addresses_are_mostly_found_without_a_hash() {
     }
     let hashes = hashed() - before;
     assert!(
-        hashes <= 6_400 / 4,
+        hashes <= 6_400 / 3,
         "{hashes} of 6400 lookups hashed their key"
     );
 }
@@ -181,8 +182,21 @@ fn a_key_rewritten_at_the_same_address_finds_its_own_breaker() {
 #[test]
 fn a_key_found_at_its_address_goes_through_the_map_once_a_tick() {
     crate::counters::seat_now().expect("a seat");
-    let keys: Vec<String> = vec!["a".into(), "b".into()];
+    // Two keys in address slots of their own, so that each is answered at its address (the
+    // keys passed over are kept, so that no address comes round again).
+    let slot = |k: &String| place::<str>(k).map(|(slot, _)| slot);
+    let mut keys = vec!["a".to_owned()];
+    let mut passed_over = Vec::new();
+    for n in 0.. {
+        let key = format!("b{n}");
+        if slot(&key) != slot(&keys[0]) {
+            keys.push(key);
+            break;
+        }
+        passed_over.push(key);
+    }
     let (map, lookups, removals, tick) = family(&keys);
+    let hashed = || lookups.lend().expect("the thread's cache").0.hashed.get();
     let lookup = |i: usize| {
         let stamps = Stamps {
             removals: &removals,
@@ -199,14 +213,18 @@ fn a_key_found_at_its_address_goes_through_the_map_once_a_tick() {
     for i in [0, 0, 1, 1] {
         lookup(i);
     }
+    let hashes = hashed();
     assert_eq!([lookup(0), lookup(1), lookup(0), lookup(1)], [0; 4]);
+    assert_eq!(hashed(), hashes, "each answered at its address");
     tick.fetch_add(1, Ordering::Relaxed);
     assert_eq!(
         [lookup(0), lookup(1)],
         [1, 1],
         "each through the map in the new tick"
     );
+    assert_eq!(hashed(), hashes + 2, "each found stale by its hash");
     assert_eq!([lookup(0), lookup(1), lookup(0)], [0; 3]);
+    assert_eq!(hashed(), hashes + 2, "then at its address again");
 }
 
 /// A key looked up once is not filed, and a key filed is answered by the cache until the
