@@ -18,8 +18,9 @@
 //!   its cache and TLB misses, the floor under every map in `keyed_1t`.
 //! - `hashed_floor`: a control, not a map either: a std `HashMap` with `BreakerMap`'s hasher,
 //!   filled before the run and read through a shared reference with no lock, no guard and no
-//!   cache. Any hashed lookup pays at least this: the key's hash, one probe, one key compare
-//!   and the call. It is the floor under every map in `keyed_1t_hot` and `keyed_1t_same`.
+//!   cache. A lookup that hashes its key pays at least this: the hash, one probe, one key
+//!   compare and the call. `BreakerMap` can read under it: its thread cache answers a key
+//!   repeated, or passed from the same address, without hashing it.
 //!
 //! Each contender's keys and breakers are allocated in a loop of their own, so no contender's
 //! memory is interleaved with the others' (which spread each map over ten times the pages).
