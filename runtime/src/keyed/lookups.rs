@@ -85,7 +85,7 @@ const SEATS: usize = 64;
 const SEATS: usize = 8;
 /// Sets and ways of a thread's cache. Eight ways, so that hot keys do not evict each other:
 /// 64 keys placed at random in 32 sets put more than 8 in one set in about one placement in
-/// 130, and more than 4 in most (about 2.4 of the 64 keys would then miss every time). A set's
+/// 180, and more than 4 in most (about 2.4 of the 64 keys would then miss every time). A set's
 /// eight tags are one cache line.
 const SETS: usize = 32;
 const WAYS: usize = 8;

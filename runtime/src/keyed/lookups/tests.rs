@@ -58,7 +58,7 @@ fn order(n: usize, len: usize) -> Vec<usize> {
 /// eight reaches the map, and at least 40 of the keys are answered by the cache every time.
 ///
 /// The cache's hasher is seeded at random, so which keys share a set changes from run to run.
-/// In about one run in 160 a set draws more than its eight ways' worth of the 64 keys (9 or
+/// In about one run in 180 a set draws more than its eight ways' worth of the 64 keys (9 or
 /// 10 of them: 13 of 2000 runs measured), and then every key of that set is out of the cache
 /// now and then, in turn; such runs sent at most 220 of the 6400 lookups to the map. Failing
 /// here takes three sets overflowing at once, or one set drawing 16 keys or more: each well
