@@ -404,8 +404,18 @@ impl<K> Lent<'_, K> {
         K: Borrow<Q>,
         Q: Eq + ?Sized + 'static,
     {
-        let e = self.entry(self.0.last.get())?;
-        (e.tick.get() == tick && same_key(e.key.borrow(), key)).then_some(&e.breaker)
+        self.held(self.0.last.get(), key, tick).map(|e| &e.breaker)
+    }
+
+    /// Entry `i`, if it holds `key` and went through the map in `tick`: a hit.
+    #[inline(always)]
+    fn held<Q>(&self, i: usize, key: &Q, tick: u64) -> Option<&Entry<K>>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized + 'static,
+    {
+        let e = self.entry(i)?;
+        (e.tick.get() == tick && same_key(e.key.borrow(), key)).then_some(e)
     }
 
     /// The entry last found or filed at `key`'s address, if it holds `key` and went through
@@ -421,10 +431,7 @@ impl<K> Lent<'_, K> {
             return None;
         }
         let i = usize::from(self.0.placed[slot].get());
-        let e = self.entry(i)?;
-        if e.tick.get() != tick || !same_key(e.key.borrow(), key) {
-            return None;
-        }
+        let e = self.held(i, key, tick)?;
         self.0.repeat.set(self.0.last.replace(i) == i);
         Some(&e.breaker)
     }

@@ -29,16 +29,66 @@ impl Map<String> for Counting {
     }
 }
 
-fn family(keys: &[String]) -> (Counting, Lookups<String>, AtomicU64, AtomicU64) {
-    let breakers = keys
-        .iter()
-        .map(|k| (k.clone(), Breaker::new(k.clone(), Config::default())))
-        .collect();
-    let map = Counting {
-        breakers,
-        finds: Cell::new(0),
-    };
-    (map, Lookups::new(), AtomicU64::new(0), AtomicU64::new(1))
+/// A family of `keys` on this thread (seated): the counting map, the caches, and the family's
+/// removal count and sweep tick.
+struct Family {
+    map: Counting,
+    lookups: Lookups<String>,
+    removals: AtomicU64,
+    tick: AtomicU64,
+}
+
+impl Family {
+    fn new(keys: &[String]) -> Self {
+        crate::counters::seat_now().expect("a seat");
+        let breakers = keys
+            .iter()
+            .map(|k| (k.clone(), Breaker::new(k.clone(), Config::default())))
+            .collect();
+        Family {
+            map: Counting {
+                breakers,
+                finds: Cell::new(0),
+            },
+            lookups: Lookups::new(),
+            removals: AtomicU64::new(0),
+            tick: AtomicU64::new(1),
+        }
+    }
+
+    /// Looks `key` up, checks it got its own breaker, and returns how many lookups that sent
+    /// to the map.
+    fn lookup(&self, key: &str) -> u64 {
+        let stamps = Stamps {
+            removals: &self.removals,
+            tick: &self.tick,
+        };
+        let before = self.finds();
+        self.lookups.with(&self.map, stamps, key, |b| {
+            assert_eq!(b.name(), key, "the breaker of the key looked up");
+        });
+        self.finds() - before
+    }
+
+    /// Lookups that reached the map so far.
+    fn finds(&self) -> u64 {
+        self.map.finds.get()
+    }
+
+    /// Lookups this thread's cache hashed the key of so far.
+    fn hashed(&self) -> u64 {
+        self.lookups
+            .lend()
+            .expect("the thread's cache")
+            .0
+            .hashed
+            .get()
+    }
+}
+
+/// The 64 hot keys of the tests that look keys up in a shuffled order.
+fn hot_keys() -> Vec<String> {
+    (0..64).map(|i| format!("host-{i}.example")).collect()
 }
 
 /// A fixed pseudo-random order over `n` keys (xorshift), `len` lookups long.
@@ -65,28 +115,16 @@ fn order(n: usize, len: usize) -> Vec<usize> {
 /// under one run in a million.
 #[test]
 fn sixty_four_hot_keys_are_answered_by_the_threads_cache() {
-    crate::counters::seat_now().expect("a seat");
-    let keys: Vec<String> = (0..64).map(|i| format!("host-{i}.example")).collect();
-    let (map, lookups, removals, tick) = family(&keys);
-    let lookup = |i: usize| {
-        let stamps = Stamps {
-            removals: &removals,
-            tick: &tick,
-        };
-        lookups.with(&map, stamps, keys[i].as_str(), |b| {
-            assert_eq!(b.name(), keys[i]);
-        });
-    };
+    let keys = hot_keys();
+    let family = Family::new(&keys);
     // Warm-up: each key is filed on its second miss in a row in its set.
     for i in order(64, 20_000) {
-        lookup(i);
+        family.lookup(&keys[i]);
     }
-    let before = map.finds.get();
+    let before = family.finds();
     let mut missing = std::collections::BTreeSet::new();
     for i in order(64, 6_400) {
-        let finds = map.finds.get();
-        lookup(i);
-        if map.finds.get() != finds {
+        if family.lookup(&keys[i]) != 0 {
             missing.insert(i);
         }
     }
@@ -95,7 +133,7 @@ fn sixty_four_hot_keys_are_answered_by_the_threads_cache() {
         "{} keys went to the map: {missing:?}",
         missing.len()
     );
-    let finds = map.finds.get() - before;
+    let finds = family.finds() - before;
     assert!(
         finds <= 6_400 / 8,
         "{finds} of 6400 lookups reached the map"
@@ -109,27 +147,16 @@ fn sixty_four_hot_keys_are_answered_by_the_threads_cache() {
 /// one lookup in nine would then hash. Five runs hashed 3–9 %; the bound is a third.)
 #[test]
 fn hot_keys_at_stable_addresses_are_mostly_found_without_a_hash() {
-    crate::counters::seat_now().expect("a seat");
-    let keys: Vec<String> = (0..64).map(|i| format!("host-{i}.example")).collect();
-    let (map, lookups, removals, tick) = family(&keys);
-    let hashed = || lookups.lend().expect("the thread's cache").0.hashed.get();
-    let lookup = |i: usize| {
-        let stamps = Stamps {
-            removals: &removals,
-            tick: &tick,
-        };
-        lookups.with(&map, stamps, keys[i].as_str(), |b| {
-            assert_eq!(b.name(), keys[i]);
-        });
-    };
+    let keys = hot_keys();
+    let family = Family::new(&keys);
     for i in order(64, 20_000) {
-        lookup(i);
+        family.lookup(&keys[i]);
     }
-    let before = hashed();
+    let before = family.hashed();
     for i in order(64, 6_400) {
-        lookup(i);
+        family.lookup(&keys[i]);
     }
-    let hashes = hashed() - before;
+    let hashes = family.hashed() - before;
     assert!(
         hashes <= 6_400 / 3,
         "{hashes} of 6400 lookups hashed their key"
@@ -142,10 +169,8 @@ fn hot_keys_at_stable_addresses_are_mostly_found_without_a_hash() {
 /// the address, without a hash.
 #[test]
 fn a_key_rewritten_at_the_same_address_finds_its_own_breaker() {
-    crate::counters::seat_now().expect("a seat");
     let keys: Vec<String> = (0..8).map(|i| format!("host-{i}.example")).collect();
-    let (map, lookups, removals, tick) = family(&keys);
-    let hashed = || lookups.lend().expect("the thread's cache").0.hashed.get();
+    let family = Family::new(&keys);
     let buffer = std::cell::RefCell::new(String::with_capacity(32));
     let at = buffer.borrow().as_ptr();
     let lookup = |i: usize| {
@@ -153,35 +178,32 @@ fn a_key_rewritten_at_the_same_address_finds_its_own_breaker() {
         buffer.clear();
         buffer.push_str(&keys[i]);
         assert_eq!(buffer.as_ptr(), at, "the key is rewritten in place");
-        let stamps = Stamps {
-            removals: &removals,
-            tick: &tick,
-        };
-        lookups.with(&map, stamps, buffer.as_str(), |b| {
-            assert_eq!(b.name(), keys[i], "the breaker of the key in the buffer");
-        });
+        family.lookup(&buffer);
     };
     // Filed: each key on its second miss in a row.
     for i in 0..keys.len() {
         lookup(i);
         lookup(i);
     }
-    let (finds, hashes) = (map.finds.get(), hashed());
+    let (finds, hashes) = (family.finds(), family.hashed());
     for _ in 0..4 {
         for i in 0..keys.len() {
             lookup(i);
             lookup(i);
         }
     }
-    assert_eq!(map.finds.get(), finds, "every key answered by the cache");
-    assert_eq!(hashed() - hashes, 4 * 8, "one hash per pair of lookups");
+    assert_eq!(family.finds(), finds, "every key answered by the cache");
+    assert_eq!(
+        family.hashed() - hashes,
+        4 * 8,
+        "one hash per pair of lookups"
+    );
 }
 
 /// A key found at its address goes through the map in each new sweep tick, as a key found by
 /// its hash does (the sweep sees it called), then is answered at its address again.
 #[test]
 fn a_key_found_at_its_address_goes_through_the_map_once_a_tick() {
-    crate::counters::seat_now().expect("a seat");
     // Two keys in address slots of their own, so that each is answered at its address (the
     // keys passed over are kept, so that no address comes round again).
     let slot = |k: &String| place::<str>(k).map(|(slot, _)| slot);
@@ -195,54 +217,33 @@ fn a_key_found_at_its_address_goes_through_the_map_once_a_tick() {
         }
         passed_over.push(key);
     }
-    let (map, lookups, removals, tick) = family(&keys);
-    let hashed = || lookups.lend().expect("the thread's cache").0.hashed.get();
-    let lookup = |i: usize| {
-        let stamps = Stamps {
-            removals: &removals,
-            tick: &tick,
-        };
-        let before = map.finds.get();
-        lookups.with(&map, stamps, keys[i].as_str(), |b| {
-            assert_eq!(b.name(), keys[i]);
-        });
-        map.finds.get() - before
-    };
+    let family = Family::new(&keys);
+    let lookup = |i: usize| family.lookup(&keys[i]);
     // Both filed; then alternating, so that each is answered at its address (not as the last
     // hit repeated).
     for i in [0, 0, 1, 1] {
         lookup(i);
     }
-    let hashes = hashed();
+    let hashes = family.hashed();
     assert_eq!([lookup(0), lookup(1), lookup(0), lookup(1)], [0; 4]);
-    assert_eq!(hashed(), hashes, "each answered at its address");
-    tick.fetch_add(1, Ordering::Relaxed);
+    assert_eq!(family.hashed(), hashes, "each answered at its address");
+    family.tick.fetch_add(1, Ordering::Relaxed);
     assert_eq!(
         [lookup(0), lookup(1)],
         [1, 1],
         "each through the map in the new tick"
     );
-    assert_eq!(hashed(), hashes + 2, "each found stale by its hash");
+    assert_eq!(family.hashed(), hashes + 2, "each found stale by its hash");
     assert_eq!([lookup(0), lookup(1), lookup(0)], [0; 3]);
-    assert_eq!(hashed(), hashes + 2, "then at its address again");
+    assert_eq!(family.hashed(), hashes + 2, "then at its address again");
 }
 
 /// A key looked up once is not filed, and a key filed is answered by the cache until the
 /// family's removal count moves, after which its next lookup goes to the map again.
 #[test]
 fn a_key_is_filed_on_its_second_miss_and_dropped_when_a_key_is_removed() {
-    crate::counters::seat_now().expect("a seat");
-    let keys = vec!["a".to_owned(), "b".to_owned()];
-    let (map, lookups, removals, tick) = family(&keys);
-    let lookup = |key: &str| {
-        let stamps = Stamps {
-            removals: &removals,
-            tick: &tick,
-        };
-        let before = map.finds.get();
-        lookups.with(&map, stamps, key, |_| ());
-        map.finds.get() - before
-    };
+    let family = Family::new(&["a".to_owned(), "b".to_owned()]);
+    let lookup = |key: &str| family.lookup(key);
     assert_eq!(lookup("a"), 1, "a first miss goes to the map");
     assert_eq!(
         lookup("a"),
@@ -251,7 +252,7 @@ fn a_key_is_filed_on_its_second_miss_and_dropped_when_a_key_is_removed() {
     );
     assert_eq!(lookup("a"), 0, "then the cache answers");
     assert_eq!(lookup("a"), 0);
-    removals.fetch_add(1, Ordering::Release);
+    family.removals.fetch_add(1, Ordering::Release);
     assert_eq!(lookup("a"), 1, "a removal drops every entry");
 }
 
@@ -305,18 +306,11 @@ fn a_key_type_of_its_own_keeps_its_equality() {
 /// breaker from the cache, on the repeated-key path and on the probe of their set.
 #[test]
 fn cached_keys_that_differ_in_one_byte_find_their_own_breakers() {
-    crate::counters::seat_now().expect("a seat");
     let keys: Vec<String> = (1..=40)
         .flat_map(|n| ["x", "y"].map(|last| format!("{}{last}", "k".repeat(n - 1))))
         .collect();
-    let (map, lookups, removals, tick) = family(&keys);
-    let lookup = |key: &str| {
-        let stamps = Stamps {
-            removals: &removals,
-            tick: &tick,
-        };
-        lookups.with(&map, stamps, key, |b| assert_eq!(b.name(), key));
-    };
+    let family = Family::new(&keys);
+    let lookup = |key: &str| family.lookup(key);
     for _ in 0..4 {
         for key in &keys {
             // Three in a row: the third is answered by the last-hit entry.
@@ -325,12 +319,12 @@ fn cached_keys_that_differ_in_one_byte_find_their_own_breakers() {
             }
         }
     }
-    let finds = map.finds.get();
+    let finds = family.finds();
     for key in keys.iter().rev() {
         lookup(key);
     }
     assert!(
-        map.finds.get() - finds < keys.len() as u64,
+        family.finds() - finds < keys.len() as u64,
         "the cache answered none of the keys"
     );
 }
