@@ -32,16 +32,24 @@
 //!   in this tick, as for any hit. Dropping the entries leaves the index as it is: an entry
 //!   it names is then empty, or holds whatever key was filed there since, which the compare
 //!   tells apart.
-//! * A key is filed on its second miss in a short time (its set remembers the hash of the
-//!   last key that missed): a thread looking up many keys once each does not clone each key
-//!   into its cache. The overflow breaker (a key the full family has no room for) is never
-//!   filed.
+//! * A key is filed on its second miss in a short time (its set remembers the hash of a key
+//!   that missed): a thread looking up many keys once each does not clone each key into its
+//!   cache. A miss takes the place of another key's remembered hash only on a coin's toss
+//!   (half the time), so that keys taking turns in one set (a thread calling a few shards in
+//!   a fixed order) do not each displace the next for ever. The overflow breaker (a key the
+//!   full family has no room for) is never filed.
+//! * A thread whose lookups keep missing (many keys, each seldom repeated: [`STREAK`] misses
+//!   in a row that filed nothing) sends all but one in [`SAMPLE`] of its lookups straight to
+//!   the map, without hashing the key for the cache or probing it: there the cache only costs.
+//!   The lookups that still try it file keys as before, and the first hit or filing among
+//!   them gives the thread its cache back. The entries held meanwhile are kept, and checked
+//!   as any are by the next lookup that tries the cache.
 //! * A lookup made while the thread's cache is lent to another (a call's closure calling the
 //!   family again, a listener or a drop run by it) goes through the map: an entry lent out is
 //!   never changed or dropped under its borrower.
 //! * An entry keeps its breaker alive (a handle): a breaker evicted meanwhile is freed once
-//!   the thread's next lookup in the family finds the count moved and drops its entries, or
-//!   with the family. At most `SEATS × SETS × WAYS` such handles per family.
+//!   the thread's next lookup in the family that tries its cache (at most [`SAMPLE`] lookups
+//!   later) finds the count moved and drops its entries, or with the family. At most `SEATS × SETS × WAYS` such handles per family.
 //!
 //! `lookups/loom_tests.rs` models cached lookups racing a removal, with a map of loom atomics
 //! in place of the family's.
@@ -94,6 +102,12 @@ const ENTRIES: usize = SETS * WAYS;
 /// keys, so that few of them share a slot with another key (a shared slot answers only the
 /// key whose lookup came last).
 const PLACES: usize = 256;
+/// Misses in a row (none filing a key, none a hit) after which a thread's lookups are taken
+/// to miss, and only one in [`SAMPLE`] tries the cache. Far above what a cache answering even
+/// one lookup in four gives by chance (0.75⁶⁴, about one in 10⁸).
+const STREAK: u32 = 64;
+/// One lookup in this many tries the cache while a thread's lookups keep missing.
+const SAMPLE: u32 = 16;
 const _: () = assert!(
     ENTRIES <= 1 << 8,
     "an entry's index fits the byte `Cache::placed` keeps"
@@ -129,7 +143,15 @@ impl<K> Lookups<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
-        let Some(mut lent) = self.lend() else {
+        let Some(cache) = self.cache() else {
+            return through_map(map, key, f);
+        };
+        let skip = cache.skip.get();
+        if skip != 0 {
+            cache.skip.set(skip - 1);
+            return through_map(map, key, f);
+        }
+        let Some(mut lent) = Lent::new(cache) else {
             return through_map(map, key, f);
         };
         // Before any entry is used, and before the map is read on a miss.
@@ -150,7 +172,10 @@ impl<K> Lookups<K> {
         // PERF(`keyed_1t_same/breakermap`): `f` is called here alone on a hit, so that it is
         // inlined into the lookup; the map's calls of it are out of line.
         match found {
-            Ok(b) => f(b),
+            Ok(b) => {
+                lent.0.misses.set(0);
+                f(b)
+            }
             Err(miss) => file_from_map(lent, map, miss, tick, key, f),
         }
     }
@@ -167,14 +192,17 @@ impl<K> Lookups<K> {
     /// thread has no seat below [`SEATS`] or has lent its cache already.
     #[inline]
     fn lend(&self) -> Option<Lent<'_, K>> {
-        let cache = self
-            .seats
-            .get(crate::counters::current_seat()?)?
-            .get_or_default();
-        if cache.lent.replace(true) {
-            return None;
-        }
-        Some(Lent(cache))
+        Lent::new(self.cache()?)
+    }
+
+    /// This thread's cache; `None` if the thread has no seat below [`SEATS`].
+    #[inline]
+    fn cache(&self) -> Option<&Cache<K>> {
+        Some(
+            self.seats
+                .get(crate::counters::current_seat()?)?
+                .get_or_default(),
+        )
     }
 }
 
@@ -204,9 +232,8 @@ where
     Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
 {
     map.find(key, |b, own| {
-        if own {
-            lent.put(miss, key, b, tick);
-        }
+        let filed = own && lent.put(miss, key, b, tick);
+        lent.missed(filed);
         f(b)
     })
 }
@@ -284,6 +311,10 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 /// One thread's cache in one family.
 struct Cache<K> {
     lent: Cell<bool>,
+    /// Lookups in a row that missed and filed nothing (see [`STREAK`]).
+    misses: Cell<u32>,
+    /// Lookups left to send straight to the map before the next one tries the cache.
+    skip: Cell<u32>,
     /// The family's removal count the entries were found under.
     removals: Cell<u64>,
     /// The entry of the last hit.
@@ -293,8 +324,10 @@ struct Cache<K> {
     /// fails, so that a thread cycling over several hot keys pays no key compare against the
     /// wrong entry before each hash.
     repeat: Cell<bool>,
-    /// Per set: the hash of the last key that missed (the next miss of the same key files it).
+    /// Per set: the hash of a key that missed (the next miss of the same key files it), or 0.
     missed: [Cell<u64>; SETS],
+    /// A xorshift generator's state, for the coin a miss tosses (see the module doc).
+    coin: Cell<u64>,
     /// Per set: the way the next filing replaces.
     next: [Cell<u8>; SETS],
     /// By key address (see [`place`]): the address of the key last found or filed with this
@@ -326,10 +359,13 @@ impl<K> Default for Cache<K> {
     fn default() -> Self {
         Cache {
             lent: Cell::new(false),
+            misses: Cell::new(0),
+            skip: Cell::new(0),
             removals: Cell::new(0),
             last: Cell::new(0),
             repeat: Cell::new(false),
             missed: core::array::from_fn(|_| Cell::new(0)),
+            coin: Cell::new(0x9E37_79B9_7F4A_7C15),
             next: core::array::from_fn(|_| Cell::new(0)),
             addresses: core::array::from_fn(|_| Cell::new(0)),
             placed: core::array::from_fn(|_| Cell::new(0)),
@@ -366,7 +402,31 @@ enum Miss {
     Absent { hash: u64 },
 }
 
-impl<K> Lent<'_, K> {
+impl<'a, K> Lent<'a, K> {
+    /// `cache` lent out; `None` if it is lent already.
+    #[inline]
+    fn new(cache: &'a Cache<K>) -> Option<Self> {
+        if cache.lent.replace(true) {
+            return None;
+        }
+        Some(Lent(cache))
+    }
+
+    /// Counts a lookup that missed: one that `filed` its key ends a streak of misses, and
+    /// past [`STREAK`] of them the next `SAMPLE - 1` lookups skip the cache.
+    #[inline]
+    fn missed(&self, filed: bool) {
+        let misses = if filed {
+            0
+        } else {
+            self.0.misses.get().saturating_add(1)
+        };
+        self.0.misses.set(misses);
+        if misses >= STREAK {
+            self.0.skip.set(SAMPLE - 1);
+        }
+    }
+
     /// Drops every entry if the family's removal count moved from the one they were found
     /// under.
     #[inline]
@@ -483,8 +543,9 @@ impl<K> Lent<'_, K> {
     }
 
     /// Files what the map gave for a miss: `key`'s breaker `breaker`, found in `tick`; for an
-    /// absent key only on its second miss in a row in its set.
-    fn put<Q>(&mut self, miss: Miss, key: &Q, breaker: &Breaker, tick: u64)
+    /// absent key only on its second miss in a row in its set. Whether it filed or refreshed
+    /// an entry.
+    fn put<Q>(&mut self, miss: Miss, key: &Q, breaker: &Breaker, tick: u64) -> bool
     where
         Q: ToOwned<Owned = K> + ?Sized + 'static,
     {
@@ -496,17 +557,23 @@ impl<K> Lent<'_, K> {
                     e.tick.set(tick);
                     self.0.last.set(i);
                     self.remember(key, i);
-                    return;
+                    return true;
                 }
                 // Replaced in the map under the same removal count cannot happen (a removal
                 // bumps it); drop the entry rather than trust that.
                 self.set(i, 0, None);
+                false
             }
             Miss::Absent { hash } => {
                 let set = (hash >> 32) as usize % SETS;
-                if self.0.missed[set].replace(hash) != hash {
-                    return;
+                let missed = self.0.missed[set].get();
+                if missed != hash {
+                    if missed == 0 || self.toss() {
+                        self.0.missed[set].set(hash);
+                    }
+                    return false;
                 }
+                self.0.missed[set].set(0);
                 let way = self.0.next[set].get();
                 self.0.next[set].set((way + 1) % WAYS as u8);
                 let i = set * WAYS + way as usize;
@@ -521,8 +588,19 @@ impl<K> Lent<'_, K> {
                 );
                 self.0.last.set(i);
                 self.remember(key, i);
+                true
             }
         }
+    }
+
+    /// A coin's toss: whether a miss takes another key's place in its set's `missed`.
+    fn toss(&self) -> bool {
+        let mut x = self.0.coin.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0.coin.set(x);
+        x >> 63 == 1
     }
 
     fn set(&mut self, i: usize, tag: u64, entry: Option<Entry<K>>) {

@@ -328,3 +328,117 @@ fn cached_keys_that_differ_in_one_byte_find_their_own_breakers() {
         "the cache answered none of the keys"
     );
 }
+
+/// `n` keys of the tests that look many keys up uniformly.
+fn many_keys(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("host-{i}.example")).collect()
+}
+
+/// 36 000 lookups uniform over `keys`; how many of the last 16 000 hashed their key for the
+/// cache, and how many the cache answered.
+fn look_up_uniformly(family: &Family, keys: &[String]) -> (u64, u64) {
+    let order = order(keys.len(), 36_000);
+    for &i in &order[..20_000] {
+        family.lookup(&keys[i]);
+    }
+    let (hashes, finds) = (family.hashed(), family.finds());
+    for &i in &order[20_000..] {
+        family.lookup(&keys[i]);
+    }
+    (family.hashed() - hashes, 16_000 - (family.finds() - finds))
+}
+
+/// A thread looking up 10 000 keys uniformly misses its cache nearly every time: after a
+/// streak of misses, it sends all but one lookup in `SAMPLE` straight to the map, without
+/// hashing the key for the cache; the ones it still sends through the cache keep sampling.
+#[test]
+fn a_thread_whose_lookups_keep_missing_skips_its_cache() {
+    let keys = many_keys(10_000);
+    let family = Family::new(&keys);
+    // One in `SAMPLE` (1,000), and a streak of `STREAK` after each of the few lookups that
+    // file a key or hit one filed (runs saw 1,276–1,355).
+    let (hashes, answered) = look_up_uniformly(&family, &keys);
+    assert!(
+        (16_000 / 32..=16_000 / 8).contains(&hashes),
+        "{hashes} of 16000 lookups hashed their key for the cache"
+    );
+    assert!(
+        answered <= 16_000 / 100,
+        "the cache answered {answered} of 16000 lookups over 10 000 keys"
+    );
+}
+
+/// A thread whose lookups moved from 10 000 keys to 64 hot ones gets its cache back: once
+/// the hot keys are filed (by the lookups it still sends through the cache, then by all), at
+/// most one lookup in eight reaches the map, as for a thread on hot keys from the start.
+#[test]
+fn a_thread_back_on_hot_keys_gets_its_cache_back() {
+    let keys = many_keys(10_000);
+    let family = Family::new(&keys);
+    let (hashes, _) = look_up_uniformly(&family, &keys);
+    assert!(hashes <= 16_000 / 8, "skipping the cache: {hashes} hashed");
+    let hot: Vec<&String> = (0..64).map(|i| &keys[i * 150]).collect();
+    for i in order(64, 20_000) {
+        family.lookup(hot[i]);
+    }
+    let finds = family.finds();
+    for i in order(64, 6_400) {
+        family.lookup(hot[i]);
+    }
+    let finds = family.finds() - finds;
+    assert!(
+        finds <= 6_400 / 8,
+        "{finds} of 6400 lookups reached the map"
+    );
+}
+
+/// Half of a thread's lookups on 8 hot keys, half over 10 000 others: the hits on the hot keys
+/// break every streak of misses, so the thread keeps its cache and the hot keys are answered
+/// by it.
+#[test]
+fn a_thread_with_hot_keys_among_many_keeps_its_cache() {
+    let keys = many_keys(10_000);
+    let family = Family::new(&keys);
+    let cold = order(keys.len(), 40_000);
+    let lookup_pair = |j: usize| {
+        // Keys 0..8 hot, looked up at their own addresses; the others uniform.
+        let hot = family.lookup(&keys[j % 8]);
+        family.lookup(&keys[8 + cold[j] % (keys.len() - 8)]);
+        hot
+    };
+    for j in 0..20_000 {
+        lookup_pair(j);
+    }
+    let hot_finds: u64 = (20_000..40_000).map(lookup_pair).sum();
+    assert!(
+        hot_finds <= 20_000 / 16,
+        "{hot_finds} of 20000 lookups of hot keys reached the map"
+    );
+}
+
+/// Two keys of one set of the cache, looked up in turn: each miss of one comes between two of
+/// the other's, yet both are filed (a miss displaces the other key's remembered miss only on
+/// a coin's toss), and then answered by the cache.
+#[test]
+fn keys_of_one_set_taking_turns_are_both_filed() {
+    let set =
+        |lookups: &Lookups<String>, k: &str| (lookups.hasher.hash_one(k) >> 32) as usize % SETS;
+    let mut keys = many_keys(2_000);
+    let family_keys = keys.clone();
+    let family = Family::new(&family_keys);
+    let first = set(&family.lookups, &keys[0]);
+    keys.retain(|k| set(&family.lookups, k) == first);
+    assert!(
+        keys.len() >= 2,
+        "2000 keys over {SETS} sets put two in the first key's"
+    );
+    let pair = [keys[0].clone(), keys[1].clone()];
+    for j in 0..64 {
+        family.lookup(&pair[j % 2]);
+    }
+    let finds = family.finds();
+    for j in 0..64 {
+        family.lookup(&pair[j % 2]);
+    }
+    assert_eq!(family.finds(), finds, "both keys answered by the cache");
+}
