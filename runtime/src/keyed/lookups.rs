@@ -42,14 +42,14 @@
 //!   in a row that filed nothing) sends all but one in [`SAMPLE`] of its lookups straight to
 //!   the map, without hashing the key for the cache or probing it: there the cache only costs.
 //!   The lookups that still try it file keys as before, and the first hit or filing among
-//!   them gives the thread its cache back. The entries held meanwhile are kept, and checked
-//!   as any are by the next lookup that tries the cache.
+//!   them gives the thread its cache back. The entries are kept meanwhile (and dropped on a
+//!   removal, as ever).
 //! * A lookup made while the thread's cache is lent to another (a call's closure calling the
 //!   family again, a listener or a drop run by it) goes through the map: an entry lent out is
 //!   never changed or dropped under its borrower.
 //! * An entry keeps its breaker alive (a handle): a breaker evicted meanwhile is freed once
-//!   the thread's next lookup in the family that tries its cache (at most [`SAMPLE`] lookups
-//!   later) finds the count moved and drops its entries, or with the family. At most `SEATS × SETS × WAYS` such handles per family.
+//!   the thread's next lookup in the family finds the count moved and drops its entries, or
+//!   with the family. At most `SEATS × SETS × WAYS` such handles per family.
 //!
 //! `lookups/loom_tests.rs` models cached lookups racing a removal, with a map of loom atomics
 //! in place of the family's.
@@ -143,15 +143,7 @@ impl<K> Lookups<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
-        let Some(cache) = self.cache() else {
-            return through_map(map, key, f);
-        };
-        let skip = cache.skip.get();
-        if skip != 0 {
-            cache.skip.set(skip - 1);
-            return through_map(map, key, f);
-        }
-        let Some(mut lent) = Lent::new(cache) else {
+        let Some(mut lent) = self.lend() else {
             return through_map(map, key, f);
         };
         // Before any entry is used, and before the map is read on a miss.
@@ -172,9 +164,10 @@ impl<K> Lookups<K> {
         // PERF(`keyed_1t_same/breakermap`): `f` is called here alone on a hit, so that it is
         // inlined into the lookup; the map's calls of it are out of line.
         match found {
-            Ok(b) => {
-                lent.0.misses.set(0);
-                f(b)
+            Ok(b) => f(b),
+            Err(Miss::Skipped) => {
+                drop(lent);
+                through_map(map, key, f)
             }
             Err(miss) => file_from_map(lent, map, miss, tick, key, f),
         }
@@ -192,17 +185,14 @@ impl<K> Lookups<K> {
     /// thread has no seat below [`SEATS`] or has lent its cache already.
     #[inline]
     fn lend(&self) -> Option<Lent<'_, K>> {
-        Lent::new(self.cache()?)
-    }
-
-    /// This thread's cache; `None` if the thread has no seat below [`SEATS`].
-    #[inline]
-    fn cache(&self) -> Option<&Cache<K>> {
-        Some(
-            self.seats
-                .get(crate::counters::current_seat()?)?
-                .get_or_default(),
-        )
+        let cache = self
+            .seats
+            .get(crate::counters::current_seat()?)?
+            .get_or_default();
+        if cache.lent.replace(true) {
+            return None;
+        }
+        Some(Lent(cache))
     }
 }
 
@@ -400,18 +390,11 @@ enum Miss {
     Stale(usize),
     /// Not there: file it if the set saw it miss just before.
     Absent { hash: u64 },
+    /// Not tried: the thread's lookups keep missing (see [`STREAK`]).
+    Skipped,
 }
 
-impl<'a, K> Lent<'a, K> {
-    /// `cache` lent out; `None` if it is lent already.
-    #[inline]
-    fn new(cache: &'a Cache<K>) -> Option<Self> {
-        if cache.lent.replace(true) {
-            return None;
-        }
-        Some(Lent(cache))
-    }
-
+impl<K> Lent<'_, K> {
     /// Counts a lookup that missed: one that `filed` its key ends a streak of misses, and
     /// past [`STREAK`] of them the next `SAMPLE - 1` lookups skip the cache.
     #[inline]
@@ -492,7 +475,7 @@ impl<'a, K> Lent<'a, K> {
         }
         let i = usize::from(self.0.placed[slot].get());
         let e = self.held(i, key, tick)?;
-        self.0.repeat.set(self.0.last.replace(i) == i);
+        self.hit(i);
         Some(&e.breaker)
     }
 
@@ -506,8 +489,18 @@ impl<'a, K> Lent<'a, K> {
         }
     }
 
+    /// Notes a hit on entry `i` found at its address or by its hash: the next lookup tries it
+    /// first if it was the last hit's too, and a streak of misses ends. (A hit of the last
+    /// hit's entry, tried first, needs neither: the last hit was such a hit, after any miss.)
+    #[inline(always)]
+    fn hit(&self, i: usize) {
+        self.0.repeat.set(self.0.last.replace(i) == i);
+        self.0.misses.set(0);
+    }
+
     /// `key`'s breaker if its entry went through the map in `tick` (tried at its address
-    /// first, then in its set by its hash); else how to file it.
+    /// first, then in its set by its hash); else how to file it, or that the cache was not
+    /// tried (one lookup in [`SAMPLE`] is, while the thread's lookups keep missing).
     ///
     /// PERF(`keyed_1t_same/breakermap`): the address is tried here, not in `Lookups::with`,
     /// which then grew enough for the compiler to stop inlining the call into it (1.2× slower
@@ -518,6 +511,11 @@ impl<'a, K> Lent<'a, K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized + 'static,
     {
+        let skip = self.0.skip.get();
+        if skip != 0 {
+            self.0.skip.set(skip - 1);
+            return Err(Miss::Skipped);
+        }
         if let Some(b) = self.placed(key, tick) {
             return Ok(b);
         }
@@ -534,7 +532,7 @@ impl<'a, K> Lent<'a, K> {
                 if e.tick.get() != tick {
                     return Err(Miss::Stale(i));
                 }
-                self.0.repeat.set(self.0.last.replace(i) == i);
+                self.hit(i);
                 self.remember(key, i);
                 return Ok(&e.breaker);
             }
@@ -564,6 +562,7 @@ impl<'a, K> Lent<'a, K> {
                 self.set(i, 0, None);
                 false
             }
+            Miss::Skipped => false,
             Miss::Absent { hash } => {
                 let set = (hash >> 32) as usize % SETS;
                 let missed = self.0.missed[set].get();
