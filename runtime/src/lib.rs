@@ -105,6 +105,7 @@
 //! `breakerbox-fleet` (`breakerbox::fleet`), `breakerbox-replay` (`breakerbox::replay`).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod barrier;
 mod breaker;
 mod clock;
 mod config;

@@ -119,6 +119,8 @@ impl Breaker {
 
     /// A `Breaker::new` breaker that shares its name's allocation with others (a keyed family's).
     pub(crate) fn named(identity: Identity, config: Config) -> Breaker {
+        // Its rejections' drops use the light barrier (`orphans.rs`).
+        crate::barrier::init();
         Breaker(NonNull::from(Box::leak(Box::new(Inner::new(
             identity, config, false,
         )))))
@@ -139,6 +141,7 @@ impl Breaker {
             end -= 1;
         }
         let key = &key[..end];
+        crate::barrier::init();
         let mut value = Inner::new(identity, config, false);
         value.tells_registry = tells_registry;
         value.key_len = key.len() as u16;

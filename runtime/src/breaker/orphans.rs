@@ -9,22 +9,24 @@
 //!
 //! - The last handle's drop (`Breaker::drop`, then [`adopt`]) reads how many rejections are
 //!   alive. None: the breaker is freed as before. Some: it is put in the orphan list, its
-//!   bucket's `pending` count is raised, a `SeqCst` fence, and the count is read again (the
+//!   bucket's `pending` count is raised, a heavy barrier, and the count is read again (the
 //!   last rejection may have been dropped meanwhile: then it is taken out and freed here).
-//! - A rejection's drop counts itself released on its thread's line, then a `SeqCst` fence, then
-//!   reads `pending` for its breaker's bucket ([`released`]): zero, and it is done, touching
-//!   nothing of the breaker after its count. Otherwise it looks its breaker up in the list (by
-//!   address, under the list's lock) and frees it if no rejection is left.
+//! - A rejection's drop counts itself released on its thread's line, then a light barrier,
+//!   then reads `pending` for its breaker's bucket ([`released`]): zero, and it is done,
+//!   touching nothing of the breaker after its count. Otherwise it looks its breaker up in the
+//!   list (by address, under the list's lock) and frees it if no rejection is left.
 //!
-//! The two fences make the last of the two sides see the other (the store-buffer pattern):
-//! either the handle's drop sees the rejection's count, or the rejection sees `pending`. A
+//! The two barriers (`barrier.rs`: together they order as two `SeqCst` fences, the light one
+//! costing a rejection nothing on Linux) make the last of the two sides see the other (the
+//! store-buffer pattern): either the handle's drop sees the rejection's count, or the
+//! rejection sees `pending`. A
 //! breaker in the list is freed only by whoever takes it out of the list, under the lock, so
 //! once. `tests/loom/rejected.rs` models it.
 
 use core::ptr::NonNull;
 
 use super::inner::Inner;
-use crate::sync::{AtomicUsize, Mutex, Ordering, fence, lock};
+use crate::sync::{AtomicUsize, Mutex, Ordering, lock};
 
 /// How many `pending` counts the list is split over: a rejection alive long after its breaker
 /// (kept in an error chain) sends only the drops of rejections in its bucket to the list.
@@ -77,8 +79,8 @@ pub(super) unsafe fn adopt(ptr: NonNull<Inner>) -> bool {
     let mut list = lock(&o.list);
     list.push(ptr.as_ptr() as usize);
     o.pending[b].fetch_add(1, Ordering::Relaxed);
-    // Pairs with the fence in `released`: see the module doc.
-    fence(Ordering::SeqCst);
+    // Pairs with the barrier in `released`: see the module doc.
+    crate::barrier::heavy();
     if inner.counts.outstanding(&inner.spill) != 0 {
         return true;
     }
@@ -94,8 +96,8 @@ pub(super) unsafe fn adopt(ptr: NonNull<Inner>) -> bool {
 /// `ptr` is a `Breaker::new` breaker, whose memory the caller touches no more.
 #[inline]
 pub(super) unsafe fn released(ptr: NonNull<Inner>) {
-    // Pairs with the fence in `adopt`: see the module doc.
-    fence(Ordering::SeqCst);
+    // Pairs with the barrier in `adopt`: see the module doc.
+    crate::barrier::light();
     if orphans().pending[bucket(ptr)].load(Ordering::Relaxed) != 0 {
         // SAFETY: as the caller's.
         unsafe { released_slow(ptr) };

@@ -61,7 +61,8 @@ impl Clone for Rejected {
 
 impl Drop for Rejected {
     /// PERF(`open_1t/bb_call`, `open_2t/bb_call`): for a `Breaker::new` breaker, a count on the
-    /// thread's own line and a fence; nothing for a registry one.
+    /// thread's own line and a light barrier (`barrier.rs`: a compiler fence on Linux);
+    /// nothing for a registry one.
     #[inline]
     fn drop(&mut self) {
         let inner = self.inner();
