@@ -51,7 +51,8 @@
 //! 8. `delivery` (telling listeners) and `timer_source` (where an opening's timer is armed);
 //! 9. `transition` (the state machine);
 //! 10. `record` (recording) and `open_timer` (a fired or disarmed timer, a passed health probe);
-//! 11. `permit` ([`Permit`], [`OwnedPermit`]);
+//! 11. `permit` ([`Permit`], [`OwnedPermit`]) and `lease` (the tower layer's permit, kept
+//!     alive as a rejection is);
 //! 12. `admit` (admission) and `guarded` (an awaited call's permit);
 //! 13. `api` (the handle's methods), and this file;
 //! 14. `call_future` (`call_async` and its future).
@@ -74,6 +75,7 @@ mod delivery;
 mod guarded;
 mod handle;
 mod inner;
+mod lease;
 mod open_timer;
 mod orphans;
 mod permit;
@@ -92,6 +94,7 @@ mod weak;
 pub(crate) use cause::displayed;
 pub use guarded::Guarded;
 pub use handle::Breaker;
+pub use lease::Lease;
 pub use permit::{OwnedPermit, Permit};
 pub use rejected::{Error, Rejected};
 pub use weak::WeakBreaker;

@@ -84,7 +84,8 @@ struct Stripe {
     /// dead token; see the module doc.
     owner: AtomicU64,
     n: [AtomicU64; KINDS],
-    /// The rejections this thread dropped (see [`Counts::release`]).
+    /// The rejections and leases this thread dropped, less the leases it made (see
+    /// [`Counts::release`], [`Counts::hold`]).
     released: AtomicU64,
 }
 
@@ -106,7 +107,7 @@ struct More {
     /// one word of them is here, on a line only it writes.
     first_released: Line,
     shared: [AtomicU64; KINDS],
-    /// Rejections dropped by threads with no stripe of their own here.
+    /// Rejections and leases dropped (less leases made) by threads with no stripe here.
     shared_released: AtomicU64,
     /// Clones of rejections (see [`Counts::outstanding`]).
     clones: AtomicU64,
@@ -425,6 +426,26 @@ impl Counts {
     /// also sees every clone made of the dropped rejection before the drop.
     #[inline]
     pub(crate) fn release(&self, owner: &AtomicU64, spill: &Spill) {
+        self.released_by(owner, spill, 1);
+    }
+
+    /// Counts a lease of this breaker made (the tower layer's permit, kept alive as a rejection
+    /// is: see `breaker/lease.rs`): one taken from this thread's released word, which the
+    /// lease's [`release`](Counts::release) gives back, so that
+    /// [`outstanding`](Counts::outstanding) counts the lease until it ends. The words are
+    /// summed with wrapping arithmetic: a thread that makes more leases than it ends holds a
+    /// "negative" word.
+    ///
+    /// Relaxed: the lease is made through a handle, and the last handle's drop, which reads
+    /// the words, happens after every handle's uses (`Breaker::drop`).
+    #[inline]
+    pub(crate) fn hold(&self, owner: &AtomicU64, spill: &Spill) {
+        self.released_by(owner, spill, u64::MAX);
+    }
+
+    /// Adds `n` (wrapping) to this thread's released word.
+    #[inline(always)]
+    fn released_by(&self, owner: &AtomicU64, spill: &Spill, n: u64) {
         let me = current_id();
         let more = spill.0.get_or_default();
         let word = if owner.load(Ordering::Relaxed) == me {
@@ -434,11 +455,14 @@ impl Counts {
             if stripe.owner.load(Ordering::Relaxed) == me {
                 &stripe.released
             } else {
-                more.shared_released.fetch_add(1, Ordering::Release);
+                more.shared_released.fetch_add(n, Ordering::Release);
                 return;
             }
         };
-        word.store(word.load(Ordering::Relaxed) + 1, Ordering::Release);
+        word.store(
+            word.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Release,
+        );
     }
 
     /// Counts a clone of one of this breaker's rejections (a shared word: clones are rare).
@@ -451,8 +475,9 @@ impl Counts {
             .fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The rejections of this breaker not dropped yet: every rejection counted and every clone
-    /// of one, less those [`release`](Counts::release)d. Exact for a caller that has seen every
+    /// The rejections and leases of this breaker not dropped yet: every rejection counted and
+    /// every clone of one, less those [`release`](Counts::release)d (a lease is counted by
+    /// [`hold`](Counts::hold) as a release taken back). Exact for a caller that has seen every
     /// rejection's count (the last handle's, after its Acquire: a rejection is made through a
     /// handle), whatever it sees of the drops: the drops are read first, with Acquire, so each
     /// drop read brings with it the clones made before it.
@@ -461,10 +486,13 @@ impl Counts {
             // No rejection was ever dropped (the first drop allocates `more`), and none cloned.
             return self.0[Count::Rejected as usize].load(Ordering::Relaxed);
         };
-        let mut released = more.first_released.0.load(Ordering::Acquire)
-            + more.shared_released.load(Ordering::Acquire);
+        let mut released = more
+            .first_released
+            .0
+            .load(Ordering::Acquire)
+            .wrapping_add(more.shared_released.load(Ordering::Acquire));
         for s in &more.stripes {
-            released += s.released.load(Ordering::Acquire);
+            released = released.wrapping_add(s.released.load(Ordering::Acquire));
         }
         let made = self.total(spill, Count::Rejected) + more.clones.load(Ordering::Relaxed);
         made.wrapping_sub(released)

@@ -81,11 +81,25 @@ pub fn breaker_key(breaker: &Breaker) -> Option<&str> {
     breaker.key()
 }
 
-/// Ends `permit` as a cancelled call (`Ignored`, also while the thread unwinds from another
-/// panic): the tower layer's response future dropped unfinished.
+pub use crate::breaker::Lease;
+
+/// Asks `breaker` to make one call, as [`Breaker::try_acquire_owned`] does, with a [`Lease`]:
+/// no handle clone (the tower layer's response future).
 #[inline]
-pub fn cancel(permit: crate::OwnedPermit) {
-    permit.cancel();
+pub fn lease(breaker: &Breaker) -> Result<Lease, crate::Rejected> {
+    breaker.try_lease()
+}
+
+/// Asks `key`'s breaker in `family` to make one call, as [`BreakerMap::try_acquire`] does,
+/// with a [`Lease`].
+#[inline]
+pub fn lease_key<K, S, Q>(family: &BreakerMap<K, S>, key: &Q) -> Result<Lease, crate::Rejected>
+where
+    K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static + core::borrow::Borrow<Q>,
+    S: BuildHasher + Send + Sync + 'static,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
+{
+    family.lease(key)
 }
 
 /// Drops a caught panic's payload, whose own `Drop` may panic: that second panic is caught

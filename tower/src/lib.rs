@@ -40,8 +40,9 @@
 //!
 //! # Cost
 //!
-//! Per request: the breaker's admission (one atomic load while closed), a handle clone (a
-//! reference count for a [`Breaker::new`] breaker, nothing for a registry one), and a clone of
+//! Per request: the breaker's admission (one atomic load while closed), a count on the
+//! thread's own line that keeps a [`Breaker::new`] breaker alive while the request runs (as a
+//! rejection does: no shared reference count; nothing for a registry breaker), and a clone of
 //! the classifier. No lock, no allocation. A response future dropped before it finishes records
 //! the call as [`Outcome::Ignored`]: a cancelled request says nothing about the service.
 //!
@@ -62,10 +63,8 @@ use ::tower::{Layer, Service};
 
 use core::hash::Hash;
 
-use breakerbox_runtime::__integrations;
-use breakerbox_runtime::{
-    Breaker, BreakerMap, Config, Error, Outcome, OwnedPermit, Rejected, registry,
-};
+use breakerbox_runtime::__integrations::{self, Lease};
+use breakerbox_runtime::{Breaker, BreakerMap, Config, Error, Outcome, Rejected, registry};
 
 /// Decides what a finished call means for the breaker, as `classify = …` does for the
 /// attribute.
@@ -231,7 +230,7 @@ where
 
     #[inline]
     fn call(&mut self, req: Req) -> Self::Future {
-        let kind = match self.breaker.try_acquire_owned() {
+        let kind = match __integrations::lease(&self.breaker) {
             Ok(permit) => Kind::Running {
                 future: self.inner.call(req),
                 permit: Held(Some(permit)),
@@ -382,7 +381,7 @@ where
     fn call(&mut self, req: Req) -> Self::Future {
         // The extractor is user code; it runs before any breaker is touched.
         let key = (self.extract)(&req);
-        let kind = match self.family.try_acquire(&key) {
+        let kind = match __integrations::lease_key(&self.family, &key) {
             Ok(permit) => Kind::Running {
                 future: self.inner.call(req),
                 permit: Held(Some(permit)),
@@ -485,7 +484,7 @@ where
 /// a cancelled call, `Ignored`, also while the thread unwinds from another panic (a sibling
 /// request's, tokio dropping the task's future on the way out): the permit's own rule would
 /// call that a failure, and one panic would count once per request in flight in the task.
-struct Held(Option<OwnedPermit>);
+struct Held(Option<Lease>);
 
 impl Drop for Held {
     /// PERF(`closed_ok/bb_tower`): a finished future's permit is `None`, so its drop is a test;
@@ -501,8 +500,8 @@ impl Drop for Held {
 
 #[cold]
 #[inline(never)]
-fn cancel(permit: OwnedPermit) {
-    __integrations::cancel(permit);
+fn cancel(permit: Lease) {
+    permit.cancel();
 }
 
 /// A rejection not yet returned by `poll`: dropped before, it is dropped by a call, for the
@@ -527,7 +526,7 @@ fn drop_rejected(rejected: Rejected) {
 /// Records a [`Failure`](Outcome::Failure) on the permit if dropped while armed, which only
 /// happens when the inner future's `poll` unwinds.
 struct RecordPanic<'a> {
-    permit: &'a mut Option<OwnedPermit>,
+    permit: &'a mut Option<Lease>,
     armed: bool,
 }
 

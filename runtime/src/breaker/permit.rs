@@ -256,12 +256,6 @@ impl OwnedPermit {
     pub fn breaker(&self) -> &Breaker {
         &self.breaker
     }
-
-    /// See [`Permit::cancel`].
-    pub(crate) fn cancel(self) {
-        let (breaker, ticket) = self.into_parts();
-        borrowed(&breaker, ticket).cancel();
-    }
 }
 
 /// The borrowed permit an owned one stands for.

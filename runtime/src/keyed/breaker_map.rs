@@ -209,6 +209,16 @@ where
         self.family.with(key, Breaker::try_acquire_owned)
     }
 
+    /// As [`try_acquire`](BreakerMap::try_acquire), with a lease (see `breaker/lease.rs`).
+    #[inline]
+    pub(crate) fn lease<Q>(&self, key: &Q) -> Result<crate::breaker::Lease, Rejected>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
+    {
+        self.family.with(key, Breaker::try_lease)
+    }
+
     /// `rejected`, a rejection by the breaker of `key` got from
     /// [`breaker`](BreakerMap::breaker). A family's breaker knows its key, so a rejection
     /// names it already; kept for the code `#[circuit_breaker(key = …)]` generates.

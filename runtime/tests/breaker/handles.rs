@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
+use breakerbox_runtime::__integrations::lease;
 use breakerbox_runtime::{
     Breaker, Clock, Config, ConfigBuilder, ManualClock, Outcome, RejectReason, State,
 };
@@ -205,4 +206,109 @@ fn borrowed_permits_give_their_places_back_across_a_trip_and_recovery() {
     c.success();
     drop(b);
     assert!(!alive(&token));
+}
+
+/// The tower layer's permit (`__integrations::lease`): it holds no handle, yet keeps a
+/// `Breaker::new` breaker alive after the last handle, as a rejection does, and what it
+/// records goes to the live breaker (its listener sees the opening), which it then frees.
+#[test]
+fn a_lease_keeps_the_breaker_alive_until_it_records() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (b, _, token) = tracked(Config::builder().failures(1));
+    let opened = Arc::new(AtomicBool::new(false));
+    let seen = opened.clone();
+    b.on_state_change(move |e| seen.store(e.to == State::Open, Ordering::SeqCst));
+    let lease = lease(&b).expect("admitted");
+    drop(b);
+    assert!(alive(&token), "freed under a lease");
+    lease.record(Outcome::Failure);
+    assert!(
+        opened.load(Ordering::SeqCst),
+        "recorded into the live breaker"
+    );
+    assert!(!alive(&token), "the lease's end did not free the breaker");
+}
+
+/// Leases made on one thread and ended on others, the last handle dropped in between: the
+/// breaker lives until the last lease ends, each lease counted once (the outcomes add up).
+#[test]
+fn leases_ended_on_other_threads_free_the_breaker_after_the_last() {
+    let (b, _, token) = tracked(Config::builder().failures(1_000_000));
+    // One call first, so that this thread counts on a line of its own.
+    b.try_acquire().expect("admitted").success();
+    let leases: Vec<_> = (0..8).map(|_| lease(&b).expect("admitted")).collect();
+    let watcher = b.downgrade();
+    drop(b);
+    let ends: Vec<_> = leases
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| {
+            thread::spawn(move || {
+                if i % 2 == 0 {
+                    l.record(Outcome::Success);
+                } else {
+                    drop(l); // a cancelled call: ignored
+                }
+            })
+        })
+        .collect();
+    assert!(watcher.upgrade().is_none(), "a lease is not a handle");
+    for e in ends {
+        e.join().expect("a lease's end");
+    }
+    assert!(!alive(&token), "the last lease did not free the breaker");
+}
+
+/// Leases and rejections alive together after the last handle, ended in turns: the breaker is
+/// freed by the last of them, not before.
+#[test]
+fn leases_and_rejections_free_the_breaker_after_the_last_of_them() {
+    let (b, _, token) = tracked(Config::builder().failures(1));
+    let first = lease(&b).expect("admitted");
+    let second = lease(&b).expect("admitted");
+    first.record(Outcome::Failure);
+    assert_eq!(b.state(), State::Open);
+    let rejected = lease(&b).expect_err("open");
+    drop(b);
+    assert!(alive(&token));
+    drop(rejected);
+    assert!(alive(&token), "freed with a lease left");
+    second.record(Outcome::Success);
+    assert!(!alive(&token));
+}
+
+/// A lease whose recording panics (the user's clock, read to date the opening) still ends:
+/// the breaker is freed when its last handle goes.
+#[test]
+fn a_lease_whose_recording_panics_still_frees_the_breaker() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    struct Panicking {
+        armed: Arc<AtomicBool>,
+        _token: Arc<()>,
+    }
+    impl Clock for Panicking {
+        fn now(&self) -> Duration {
+            assert!(!self.armed.load(Ordering::SeqCst), "the clock panicked");
+            Duration::ZERO
+        }
+    }
+    let (armed, token) = (Arc::new(AtomicBool::new(false)), Arc::new(()));
+    let config = Config::builder()
+        .failures(1)
+        .clock(Panicking {
+            armed: armed.clone(),
+            _token: token.clone(),
+        })
+        .build()
+        .expect("valid config");
+    let b = Breaker::new("handles", config);
+    let l = lease(&b).expect("admitted");
+    armed.store(true, Ordering::SeqCst);
+    let recorded =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l.record(Outcome::Failure)));
+    assert!(recorded.is_err(), "the clock's panic reaches the recorder");
+    armed.store(false, Ordering::SeqCst);
+    assert!(alive(&token));
+    drop(b);
+    assert!(!alive(&token), "the panicked lease kept the breaker");
 }

@@ -1,7 +1,7 @@
-//! loom model of how a rejection keeps its breaker alive without a reference count
-//! (`runtime/src/breaker/orphans.rs`): the breaker's last handle and its last rejections are
-//! dropped on different threads, in every order, and the breaker is freed exactly once, after
-//! the last of them.
+//! loom model of how a rejection, or a lease (the tower layer's permit), keeps its breaker
+//! alive without a reference count (`runtime/src/breaker/orphans.rs`): the breaker's last
+//! handle and its last rejections and leases are dropped on different threads, in every
+//! order, and the breaker is freed exactly once, after the last of them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -87,6 +87,48 @@ fn a_clone_of_an_orphaned_rejection_keeps_the_breaker_until_both_are_dropped() {
             drop(copy);
             t2.join().unwrap();
         });
+        t.join().unwrap();
+        assert_eq!(freed.load(Ordering::SeqCst), 1);
+    });
+}
+
+/// A lease (the tower layer's permit: no handle, counted as a rejection is) moved to another
+/// thread and recorded there while this thread drops the last handle, a rejection of the same
+/// breaker alive beside it: the last of the three frees the breaker, once.
+#[test]
+fn a_lease_recorded_on_another_thread_frees_the_breaker_once_after_the_last() {
+    loom::model(|| {
+        let (b, freed) = open_breaker();
+        b.reset();
+        let lease = breakerbox_runtime::__integrations::lease(&b).unwrap();
+        b.force_open();
+        let r = b.try_acquire().unwrap_err();
+        let t = thread::spawn(move || {
+            lease.record(breakerbox_runtime::Outcome::Success);
+        });
+        drop(b);
+        drop(r);
+        t.join().unwrap();
+        assert_eq!(freed.load(Ordering::SeqCst), 1);
+    });
+}
+
+/// Each thread makes a lease through its own handle (counted on its own line) and ends it
+/// after dropping that handle, in any order against the other thread.
+#[test]
+fn leases_made_on_two_threads_free_the_breaker_once_after_the_last() {
+    loom::model(|| {
+        let (b, freed) = open_breaker();
+        b.reset();
+        let b2 = b.clone();
+        let t = thread::spawn(move || {
+            let lease = breakerbox_runtime::__integrations::lease(&b2).unwrap();
+            drop(b2);
+            drop(lease);
+        });
+        let lease = breakerbox_runtime::__integrations::lease(&b).unwrap();
+        drop(b);
+        lease.record(breakerbox_runtime::Outcome::Success);
         t.join().unwrap();
         assert_eq!(freed.load(Ordering::SeqCst), 1);
     });

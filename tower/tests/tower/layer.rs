@@ -208,6 +208,77 @@ async fn a_rejected_response_future_dropped_unpolled_keeps_then_frees_its_breake
     );
 }
 
+/// A request in flight when the service and every handle to its `Breaker::new` breaker are
+/// dropped: its response future keeps the breaker alive (it holds no handle, but counts itself
+/// as a rejection does), records its failure into it (the listener sees the opening), and
+/// frees it when it finishes.
+#[tokio::test]
+async fn a_running_response_future_keeps_then_frees_its_breaker() {
+    struct Flag(Arc<AtomicBool>);
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let breaker = Breaker::new(
+        "tower-running-dropped",
+        Config::builder().failures(1).build().unwrap(),
+    );
+    let (freed, opened) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (flag, seen) = (Flag(freed.clone()), opened.clone());
+    breaker.on_state_change(move |e| {
+        let _ = &flag;
+        seen.store(e.to == State::Open, Ordering::SeqCst);
+    });
+    let go = Arc::new(AtomicBool::new(false));
+    let gate = go.clone();
+    let mut svc: CircuitBreaker<_> = CircuitBreaker::new(
+        tower::service_fn(move |()| {
+            let gate = gate.clone();
+            std::future::poll_fn(move |_| {
+                if gate.load(Ordering::SeqCst) {
+                    std::task::Poll::Ready(Err::<(), _>("upstream down"))
+                } else {
+                    std::task::Poll::Pending
+                }
+            })
+        }),
+        breaker.clone(),
+    );
+    let mut fut = Box::pin(svc.ready().await.unwrap().call(()));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(fut.as_mut().poll(&mut cx).is_pending());
+    drop(svc);
+    drop(breaker);
+    assert!(
+        !freed.load(Ordering::SeqCst),
+        "freed under a running request"
+    );
+    // Finished on another thread, as a work-stealing runtime may.
+    go.store(true, Ordering::SeqCst);
+    let result = std::thread::spawn(move || {
+        let mut cx = Context::from_waker(Waker::noop());
+        match fut.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(r) => r,
+            std::task::Poll::Pending => panic!("the request finished"),
+        }
+    })
+    .join()
+    .unwrap();
+    assert!(matches!(result, Err(Error::Inner("upstream down"))));
+    assert!(
+        opened.load(Ordering::SeqCst),
+        "the failure opened the live breaker"
+    );
+    assert!(
+        freed.load(Ordering::SeqCst),
+        "freed when the request finished"
+    );
+}
+
 #[tokio::test]
 async fn a_cancelled_probe_frees_its_slot() {
     let clock = ManualClock::new();
