@@ -42,9 +42,11 @@ impl Breaker {
     }
 
     /// Like [`try_acquire`](Breaker::try_acquire), but the permit holds a handle to the
-    /// breaker instead of borrowing it, so it can live in a `'static` future (the `tower`
-    /// layer's). Costs what `try_acquire` does plus a handle clone: a reference-count increment
-    /// for a [`Breaker::new`] breaker, nothing for a registry one; no allocation.
+    /// breaker instead of borrowing it, so it can live in a `'static` future or move to
+    /// another thread. Costs what `try_acquire` does plus a handle clone: a reference-count
+    /// increment (and its decrement when the permit ends) for a [`Breaker::new`] breaker,
+    /// nothing for a registry one; no allocation. (The `tower` layer's response future keeps
+    /// its breaker alive without a handle, as a [`Rejected`] does.)
     ///
     /// ```
     /// use breakerbox_runtime::{Breaker, Config, Outcome};
