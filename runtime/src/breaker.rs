@@ -51,10 +51,10 @@
 //! 8. `delivery` (telling listeners) and `timer_source` (where an opening's timer is armed);
 //! 9. `transition` (the state machine);
 //! 10. `record` (recording) and `open_timer` (a fired or disarmed timer, a passed health probe);
-//! 11. `permit` ([`Permit`], [`OwnedPermit`]) and `lease` (the tower layer's permit, kept
-//!     alive as a rejection is);
+//! 11. `permit` ([`Permit`], [`OwnedPermit`]);
 //! 12. `admit` (admission) and `guarded` (an awaited call's permit);
-//! 13. `api` (the handle's methods), and this file;
+//! 13. `api` (the handle's methods), `lease` (the tower layer's permit, which keeps its
+//!     breaker alive as a rejection does), and this file;
 //! 14. `call_future` (`call_async` and its future).
 //!
 //! The vocabulary they share sits one floor down, in `state`, `identity`, `error` and `event`;

@@ -25,6 +25,8 @@
 //! The vocabulary, which names no breaker:
 //!
 //! - `sync` — std's atomics and locks, or loom's under `cfg(loom)` for the model checks.
+//! - `barrier` — asymmetric barriers: a compiler fence on a protocol's frequent side paired
+//!   with `membarrier(2)` on its rare side (Linux), else `SeqCst` fences on both.
 //! - `duration` — the one duration parser and printer (`"250ms"`), shared with the attribute.
 //! - `serde_duration` (feature `serde`) — durations as that text in the `serde` derives of
 //!   [`Metrics`] and [`Event`], here so that the core never names `serde_impls`.
