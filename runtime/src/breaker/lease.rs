@@ -137,15 +137,12 @@ impl Drop for Ending {
     }
 }
 
-/// Gives a lease of `ptr` back: see the module doc.
+/// Gives a lease of `ptr` back (`orphans::give_back`), out of line.
 ///
 /// # Safety
 /// `ptr` is a `Breaker::new` breaker the lease kept alive; nothing of it is touched after.
 #[inline(never)]
 unsafe fn end(ptr: NonNull<Inner>) {
-    // SAFETY: the lease is alive until the release below.
-    let inner = unsafe { ptr.as_ref() };
-    inner.counts.release(&inner.owner, &inner.spill);
-    // SAFETY: a `Breaker::new` breaker, which this lease touches no more.
-    unsafe { super::orphans::released(ptr) };
+    // SAFETY: as the caller's.
+    unsafe { super::orphans::give_back(ptr) };
 }

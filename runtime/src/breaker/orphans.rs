@@ -19,9 +19,9 @@
 //! The two barriers (`barrier.rs`: together they order as two `SeqCst` fences, the light one
 //! costing a rejection nothing on Linux) make the last of the two sides see the other (the
 //! store-buffer pattern): either the handle's drop sees the rejection's count, or the
-//! rejection sees `pending`. A
-//! breaker in the list is freed only by whoever takes it out of the list, under the lock, so
-//! once. `tests/loom/rejected.rs` models it.
+//! rejection sees `pending`. A breaker in the list is freed only by whoever takes it out of
+//! the list, under the lock, so once. The tower layer's lease (`lease.rs`) is counted and
+//! given back the same way ([`give_back`]). `tests/loom/rejected.rs` models both.
 
 use core::ptr::NonNull;
 
@@ -89,13 +89,28 @@ pub(super) unsafe fn adopt(ptr: NonNull<Inner>) -> bool {
     false
 }
 
-/// After a rejection of `ptr` counted its drop: frees the breaker if it is orphaned and that was
-/// its last rejection.
+/// Gives back what a rejection or a lease of `ptr` kept alive: counts its end on this thread's
+/// line, then frees the breaker if it is orphaned and that was the last of them.
+///
+/// # Safety
+/// `ptr` is a `Breaker::new` breaker kept alive by the caller's rejection or lease, which
+/// touches it no more.
+#[inline(always)]
+pub(super) unsafe fn give_back(ptr: NonNull<Inner>) {
+    // SAFETY: alive until the count below.
+    let inner = unsafe { ptr.as_ref() };
+    inner.counts.release(&inner.owner, &inner.spill);
+    // SAFETY: as the caller's; nothing of the breaker is touched after its count.
+    unsafe { released(ptr) };
+}
+
+/// After a rejection or lease of `ptr` counted its end: frees the breaker if it is orphaned
+/// and that was the last of them.
 ///
 /// # Safety
 /// `ptr` is a `Breaker::new` breaker, whose memory the caller touches no more.
 #[inline]
-pub(super) unsafe fn released(ptr: NonNull<Inner>) {
+unsafe fn released(ptr: NonNull<Inner>) {
     // Pairs with the barrier in `adopt`: see the module doc.
     crate::barrier::light();
     if orphans().pending[bucket(ptr)].load(Ordering::Relaxed) != 0 {

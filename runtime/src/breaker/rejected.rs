@@ -69,9 +69,8 @@ impl Drop for Rejected {
         if inner.registered {
             return;
         }
-        inner.counts.release(&inner.owner, &inner.spill);
         // SAFETY: a `Breaker::new` breaker, which this rejection touches no more.
-        unsafe { super::orphans::released(self.inner) };
+        unsafe { super::orphans::give_back(self.inner) };
     }
 }
 

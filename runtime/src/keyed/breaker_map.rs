@@ -26,10 +26,11 @@ use crate::state::State;
 /// cache can compare `str` and `String` keys without calling the C library. A `str` or
 /// `String` key passed from the same place on every call (a `&'static str`, a field of the
 /// caller's, a `Vec` of hosts) is found there by its address, without hashing it: 64 hot keys
-/// about 1.2× faster than by their hash (BENCHMARKS.md, issue 27, sixth stop). Keys display (a rejection names its key, as
-/// [`Rejected::key`] and in its message; [`Registry::families`](crate::Registry::families)
-/// lists them as text), and keys and the hasher are `Send + Sync + 'static`: an evicted
-/// breaker keeps a listener that holds its key and carries a late opening to it. The family is bounded by the config's
+/// about 1.2× faster than by their hash (BENCHMARKS.md, issue 27, sixth stop). Keys display
+/// (a rejection names its key, as [`Rejected::key`] and in its message;
+/// [`Registry::families`](crate::Registry::families) lists them as text), and keys and the
+/// hasher are `Send + Sync + 'static`: an evicted breaker keeps a listener that holds its key
+/// and carries a late opening to it. The family is bounded by the config's
 /// [`max_keys`](crate::ConfigBuilder::max_keys) and [`idle_for`](crate::ConfigBuilder::idle_for):
 /// keys uncalled for `idle_for` are evicted, and above `max_keys` the least recently called
 /// closed keys are. A key whose breaker is open before its open time has run, forced open or

@@ -562,6 +562,7 @@ impl<K> Lent<'_, K> {
                 self.set(i, 0, None);
                 false
             }
+            // Never reaches the map's filing: `Lookups::with` sends it through the map alone.
             Miss::Skipped => false,
             Miss::Absent { hash } => {
                 let set = (hash >> 32) as usize % SETS;

@@ -16,6 +16,15 @@ use breakerbox_tower::{CircuitBreaker, CircuitBreakerLayer};
 use tower::{Layer, Service, ServiceExt};
 use tower_test::{assert_request_eq, mock};
 
+/// Sets its flag when dropped: held by a listener, it says when the breaker is freed.
+struct Flag(Arc<AtomicBool>);
+
+impl Drop for Flag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 fn config(clock: &ManualClock) -> Config {
     Config::builder()
         .failures(2)
@@ -176,12 +185,6 @@ async fn a_dropped_response_future_counts_as_ignored() {
 
 #[tokio::test]
 async fn a_rejected_response_future_dropped_unpolled_keeps_then_frees_its_breaker() {
-    struct Flag(Arc<AtomicBool>);
-    impl Drop for Flag {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
     let breaker = Breaker::new("tower-rejected-dropped", Config::default());
     // A listener is dropped with its breaker: the flag says when the breaker is freed.
     let freed = Arc::new(AtomicBool::new(false));
@@ -214,12 +217,6 @@ async fn a_rejected_response_future_dropped_unpolled_keeps_then_frees_its_breake
 /// frees it when it finishes.
 #[tokio::test]
 async fn a_running_response_future_keeps_then_frees_its_breaker() {
-    struct Flag(Arc<AtomicBool>);
-    impl Drop for Flag {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
     let breaker = Breaker::new(
         "tower-running-dropped",
         Config::builder().failures(1).build().unwrap(),

@@ -86,9 +86,9 @@ impl Family {
     }
 }
 
-/// The 64 hot keys of the tests that look keys up in a shuffled order.
-fn hot_keys() -> Vec<String> {
-    (0..64).map(|i| format!("host-{i}.example")).collect()
+/// `n` keys of the tests, `host-<i>.example`.
+fn many_keys(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("host-{i}.example")).collect()
 }
 
 /// A fixed pseudo-random order over `n` keys (xorshift), `len` lookups long.
@@ -115,7 +115,7 @@ fn order(n: usize, len: usize) -> Vec<usize> {
 /// under one run in a million.
 #[test]
 fn sixty_four_hot_keys_are_answered_by_the_threads_cache() {
-    let keys = hot_keys();
+    let keys = many_keys(64);
     let family = Family::new(&keys);
     // Warm-up: each key is filed on its second miss in a row in its set.
     for i in order(64, 20_000) {
@@ -147,7 +147,7 @@ fn sixty_four_hot_keys_are_answered_by_the_threads_cache() {
 /// one lookup in nine would then hash. Five runs hashed 3–9 %; the bound is a third.)
 #[test]
 fn hot_keys_at_stable_addresses_are_mostly_found_without_a_hash() {
-    let keys = hot_keys();
+    let keys = many_keys(64);
     let family = Family::new(&keys);
     for i in order(64, 20_000) {
         family.lookup(&keys[i]);
@@ -327,11 +327,6 @@ fn cached_keys_that_differ_in_one_byte_find_their_own_breakers() {
         family.finds() - finds < keys.len() as u64,
         "the cache answered none of the keys"
     );
-}
-
-/// `n` keys of the tests that look many keys up uniformly.
-fn many_keys(n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("host-{i}.example")).collect()
 }
 
 /// 36 000 lookups uniform over `keys`; how many of the last 16 000 hashed their key for the
