@@ -42,8 +42,9 @@ use crate::state::State;
 /// [`overflow`](BreakerMap::overflow)) until eviction makes room (at that size every
 /// `max_keys / 8` keys turned away run a sweep, so keys that have closed since make room
 /// within as many calls). The growth keeps every open
-/// key's protection during a wide outage, at a bounded cost (about 250 bytes and the key per
-/// key); the overflow breaker keeps new keys protected rather than unprotected, and memory
+/// key's protection during a wide outage, at a bounded cost (about 260 bytes and the key per
+/// key, and about 40 more, a second copy of the key among them, once the family indexes its
+/// keys for lookups: BENCHMARKS.md, issue 27); the overflow breaker keeps new keys protected rather than unprotected, and memory
 /// bounded, when even that is full.
 ///
 /// Every breaker of a family shares its config (one allocation), except keys given their own
@@ -110,6 +111,7 @@ where
         let max_keys = config.max_keys as usize;
         let now = config.clock.coarse();
         let idle_for = nanos(config.idle_for).max(1);
+        let hasher = super::front::SharedHasher::new(hasher);
         BreakerMap {
             family: Arc::new_cyclic(|me| Family {
                 id: {
@@ -117,9 +119,13 @@ where
                     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                 },
                 map: papaya::HashMap::builder()
-                    .hasher(hasher)
+                    .hasher(hasher.clone())
                     .resize_mode(papaya::ResizeMode::Blocking)
                     .build(),
+                hasher,
+                front: super::front::Front::new(),
+                front_misses: AtomicUsize::new(0),
+                front_worn: AtomicBool::new(false),
                 name: Arc::new(name.into().into_boxed_str()),
                 tick: crate::sync::AtomicU64::new(2),
                 swept_at: AtomicU64::new(now),
@@ -301,7 +307,9 @@ where
     /// Evicts now what a sweep would (keys idle for `idle_for`, then the least recently
     /// called closed keys above `max_keys`) and returns how many keys it evicted. Sweeps also
     /// run on their own when new keys arrive; call this to free idle keys of a family that
-    /// sees no new ones. Returns 0 without waiting if another thread is sweeping.
+    /// sees no new ones. Returns 0 without waiting if another thread is sweeping, or is
+    /// rebuilding the family's index of its keys (which a lookup does after many lookups of
+    /// keys the index lacked: a pass over the keys, like a sweep).
     pub fn sweep(&self) -> usize {
         let evicted = {
             let guard = self.family.map.guard();

@@ -11,12 +11,23 @@ use crate::config::Config;
 use crate::identity::Identity;
 use crate::state::State;
 
+use super::front::{Front, MIN_KEYS, SharedHasher};
 use super::key_configs::KeyConfigs;
 use super::lookups::{Lookups, Map, Stamps};
 use super::totals::Totals;
 
 pub(super) struct Family<K, S> {
-    pub(super) map: papaya::HashMap<K, KeySlot, S>,
+    pub(super) map: papaya::HashMap<K, KeySlot, SharedHasher<S>>,
+    /// The map's hasher, for the front table.
+    pub(super) hasher: SharedHasher<S>,
+    /// A read-only index of the map's keys, looked in first (see `front.rs`). Replaced only
+    /// while `sweeping` is held.
+    pub(super) front: Front<K, KeySlot, S>,
+    /// Lookups the front table missed since it was built (a trigger, not a count anything
+    /// relies on: racing threads may lose a few).
+    pub(super) front_misses: AtomicUsize,
+    /// Set by a sweep whose evictions tagged over a quarter of the front table.
+    pub(super) front_worn: AtomicBool,
     /// Unique in the process (see `FamilySnapshot::family`).
     pub(super) id: u64,
     pub(super) name: Arc<Box<str>>,
@@ -28,8 +39,9 @@ pub(super) struct Family<K, S> {
     /// When the current period began: the last sweep, or the family's creation.
     pub(super) swept_at: AtomicU64,
     pub(super) totals: Arc<Totals>,
-    /// Set while a thread sweeps. A flag, not a lock: nobody waits for a sweep, and the
-    /// user code a sweep runs (the clock, listeners of a state carried over) may panic.
+    /// Set while a thread sweeps or rebuilds the front table. A flag, not a lock: nobody
+    /// waits for a sweep, and the user code a sweep runs (the clock, listeners of a state
+    /// carried over, the keys' `Hash`) may panic.
     pub(super) sweeping: AtomicBool,
     /// No recency or pressure sweep is due before this time, or before the map holds
     /// `sweep_len` keys.
@@ -117,25 +129,86 @@ where
         self.lookups.forget_removed(&self.removals);
     }
 
-    /// `key`'s breaker, created if it is new.
+    /// `key`'s breaker, created if it is new: from the front table if it holds the key, else
+    /// from the map.
     #[inline]
     pub(super) fn find<'g, Q>(&'g self, key: &Q, guard: &'g impl papaya::Guard) -> &'g Breaker
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        match self.front.find(key, guard) {
+            Some((slot, breaker)) => {
+                self.touch(slot);
+                breaker
+            }
+            None => self.find_in_map(key, guard),
+        }
+    }
+
+    /// Recency: a store only in the first call of a sweep period, so that threads calling one
+    /// key do not pass its line back and forth.
+    #[inline]
+    fn touch(&self, slot: &KeySlot) {
+        let tick = self.tick.load(Ordering::Relaxed);
+        if slot.touched.load(Ordering::Relaxed) != tick {
+            slot.touched.store(tick, Ordering::Relaxed);
+        }
+    }
+
+    /// `key`'s breaker from the map, created if it is new. A key the map held but the front
+    /// table did not counts towards the table's next rebuild.
+    fn find_in_map<'g, Q>(&'g self, key: &Q, guard: &'g impl papaya::Guard) -> &'g Breaker
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         match self.map.get(key, guard) {
             Some(slot) => {
-                // Recency: a store only in the first call of a sweep period, so that threads
-                // calling one key do not pass its line back and forth.
-                let tick = self.tick.load(Ordering::Relaxed);
-                if slot.touched.load(Ordering::Relaxed) != tick {
-                    slot.touched.store(tick, Ordering::Relaxed);
-                }
+                self.touch(slot);
+                self.missed_front(guard);
                 &slot.breaker
             }
+            // A new key is not counted: a family whose calls are mostly of new keys (each
+            // called once) would rebuild the table for nothing.
             None => self.insert(key, guard),
         }
+    }
+
+    /// Counts a lookup of a held key that the front table lacked, and rebuilds the table once
+    /// an eighth as many such lookups as it holds keys (and at least [`MIN_KEYS`]) have taken
+    /// the longer way: the rebuild's cost, the map's length, is spread over at least as many
+    /// lookups that paid the map's.
+    #[cold]
+    fn missed_front(&self, guard: &impl papaya::Guard) {
+        let misses = self.front_misses.load(Ordering::Relaxed) + 1;
+        self.front_misses.store(misses, Ordering::Relaxed);
+        if misses < (self.front.len(guard) / 8).max(MIN_KEYS) || self.map.len() < MIN_KEYS {
+            return;
+        }
+        if !self.sweeping.swap(true, Ordering::Acquire) {
+            let _sweeping = Sweeping(&self.sweeping);
+            // Before the build, which runs the keys' `Clone` and `Hash` (user code): if they
+            // panic, the next attempt waits for as many misses again, rather than every
+            // lookup of every key retrying it.
+            self.front_misses.store(0, Ordering::Relaxed);
+            self.rebuild_front(guard);
+        }
+    }
+
+    /// Publishes a front table of every key in the map. The caller holds `sweeping`.
+    fn rebuild_front(&self, guard: &impl papaya::Guard) {
+        let entries = self
+            .map
+            .iter(guard)
+            .map(|(k, slot)| (k, slot, &slot.breaker));
+        // SAFETY: `guard` pins the map whose entries these are, the caller holds `sweeping`,
+        // and only `evict` removes keys, with `sweeping` held, and only slots the sweep has
+        // tagged in the current table (`forget_in_front`).
+        unsafe {
+            self.front
+                .publish(&self.hasher, self.map.len(), entries, guard)
+        };
     }
 
     #[cold]
@@ -310,17 +383,18 @@ where
             slot.seen.store(seen, Ordering::Relaxed);
             let is_idle = now.saturating_sub(seen) >= self.idle_for;
             match class(&slot.breaker) {
-                Class::Closed | Class::Spent if is_idle => idle.push(key),
-                Class::Closed => closed.push((seen, key)),
+                Class::Closed | Class::Spent if is_idle => idle.push((key, slot)),
+                Class::Closed => closed.push((seen, key, slot)),
                 _ => {}
             }
         }
         self.swept_at.store(now, Ordering::Relaxed);
         self.tick.store(tick + 1, Ordering::Relaxed);
         let mut evicted = 0;
-        for key in idle {
+        self.forget_in_front(idle.iter().map(|&(_, slot)| slot), guard);
+        for (key, slot) in idle {
             // Still idle: no call found it since this sweep began.
-            evicted += usize::from(self.evict(key, guard, |slot| {
+            evicted += usize::from(self.evict(key, slot, guard, |slot| {
                 slot.touched.load(Ordering::Relaxed) < tick && class(&slot.breaker) != Class::Kept
             }));
         }
@@ -329,16 +403,22 @@ where
             let low = self.max_keys - self.max_keys / 8;
             let excess = len - low;
             if excess < closed.len() {
-                closed.select_nth_unstable_by_key(excess, |&(seen, _)| seen);
+                closed.select_nth_unstable_by_key(excess, |&(seen, _, _)| seen);
                 closed.truncate(excess);
             }
-            for (_, key) in closed {
-                evicted += usize::from(
-                    self.evict(key, guard, |slot| class(&slot.breaker) == Class::Closed),
-                );
+            self.forget_in_front(closed.iter().map(|&(_, _, slot)| slot), guard);
+            for (_, key, slot) in closed {
+                evicted += usize::from(self.evict(key, slot, guard, |slot| {
+                    class(&slot.breaker) == Class::Closed
+                }));
             }
         }
-        // Start reclaiming what was removed now rather than when this thread's batch fills.
+        // Free the evicted keys' copies once they are many.
+        if self.front_worn.swap(false, Ordering::Relaxed) {
+            self.rebuild_front(guard);
+        }
+        // Start reclaiming what was removed now rather than when this thread's batch fills
+        // (the front tables replaced above among it).
         guard.flush();
         self.totals.prune();
         let len = self.map.len();
@@ -354,12 +434,45 @@ where
         evicted
     }
 
+    /// Tags `leaving`, slots this sweep is about to try to remove, in the front table: see
+    /// `front.rs`. By the slots' addresses, not their keys, so that a key type whose `Clone`,
+    /// `Hash` or `Eq` disagree cannot leave an entry untagged. The caller holds `sweeping`.
+    fn forget_in_front<'a>(
+        &self,
+        leaving: impl ExactSizeIterator<Item = &'a KeySlot>,
+        guard: &impl papaya::Guard,
+    ) {
+        if leaving.len() == 0 {
+            return;
+        }
+        let leaving: std::collections::HashSet<*const KeySlot, super::hasher::KeyHasher> =
+            leaving.map(core::ptr::from_ref).collect();
+        if self.front.forget(&leaving, guard) {
+            self.front_worn.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// Removes `key` if `still` holds for its slot. The removed breaker is not forgotten while
     /// anything can still record into it (a call admitted before the removal, a permit, a
     /// user's handle): its opening is carried to the key's breaker in the family (see
     /// [`carry`](Family::carry)).
-    fn evict(&self, key: &K, guard: &impl papaya::Guard, still: impl Fn(&KeySlot) -> bool) -> bool {
-        let Ok(Some((key, slot))) = self.map.remove_if(key, |_, slot| still(slot), guard) else {
+    ///
+    /// `slot` is the key's slot as the sweep found it, tagged in the front table (see
+    /// `forget_in_front`): only that slot is removed. The caller holds `sweeping`, so the key
+    /// still has it unless a key type's `Hash` or `Eq` is inconsistent.
+    fn evict(
+        &self,
+        key: &K,
+        slot: &KeySlot,
+        guard: &impl papaya::Guard,
+        still: impl Fn(&KeySlot) -> bool,
+    ) -> bool {
+        let tagged = slot;
+        let Ok(Some((key, slot))) = self.map.remove_if(
+            key,
+            |_, slot| core::ptr::eq(slot, tagged) && still(slot),
+            guard,
+        ) else {
             return false;
         };
         // After the removal: a cache that reads this count looks the key up in the map again,

@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
+use std::time::Duration;
 
 use breakerbox_runtime::{Breaker, BreakerMap, Config, Outcome, State, WeakBreaker, registry};
 
@@ -165,4 +166,90 @@ fn evicted_keys_are_freed() {
     );
     assert_eq!(hosts.evicted().keys as usize + hosts.len(), N);
     drop(hosts);
+}
+
+/// A family of a thousand keys (large enough to keep a front table, a read-only index of its
+/// keys holding a handle to each breaker): the breakers a sweep evicts are freed by the time
+/// `sweep` returns, and a key called again afterwards gets a new breaker, not the evicted one.
+#[test]
+fn a_large_familys_evicted_breakers_are_freed_when_the_sweep_returns() {
+    let _serial = crate::support::serial();
+    let before = breakerbox_runtime::live_breakers();
+    let clock = breakerbox_runtime::ManualClock::new();
+    let hosts: BreakerMap<u64> =
+        BreakerMap::new("freeing-large", crate::support::config(&clock, 4_000, 10));
+    // Twice each: a first pass that files keys in this thread's cache of its lookups, then
+    // one that goes through the map (and its front table) for most of them.
+    for _ in 0..2 {
+        for k in 0..1_000u64 {
+            hosts.call(&k, || Ok::<_, &str>(())).unwrap();
+        }
+    }
+    let weak: Vec<_> = (0..1_000u64)
+        .map(|k| hosts.get(&k).expect("held").downgrade())
+        .collect();
+    assert_eq!(breakerbox_runtime::live_breakers() - before, 1_000);
+    // A sweep dates the calls since the last one; the next, 11 s on, finds them idle.
+    assert_eq!(hosts.sweep(), 0);
+    clock.advance(Duration::from_secs(11));
+    assert_eq!(hosts.sweep(), 1_000);
+    assert_eq!(hosts.len(), 0);
+    let alive = weak.iter().filter(|w| w.upgrade().is_some()).count();
+    assert_eq!(alive, 0, "evicted breakers still alive after the sweep");
+    assert_eq!(breakerbox_runtime::live_breakers(), before);
+    let evicted = hosts.evicted();
+    assert_eq!((evicted.keys, evicted.calls), (1_000, 2_000));
+    hosts.call(&7, || Ok::<_, &str>(())).unwrap();
+    assert_eq!(hosts.get(&7).expect("made again").metrics().calls, 1);
+    drop(hosts);
+    assert_eq!(breakerbox_runtime::live_breakers(), before);
+}
+
+/// A key whose `Clone` changes it (a logic error, but safe code): the family stores the clone
+/// `W(i ^ 1024)` of each key called, and a front table built from the map files each slot
+/// under the clone of its key. Evicting a slot still takes it out of the table, whatever key
+/// it is filed under: a lookup after the sweep never reaches the evicted breaker, which is
+/// freed. (Under valgrind in `scripts/test`, which would report a read of its freed slot.)
+#[test]
+fn a_key_whose_clone_changes_it_never_reaches_an_evicted_breaker() {
+    #[derive(Hash, PartialEq, Eq)]
+    struct W(u64);
+    impl Clone for W {
+        fn clone(&self) -> W {
+            W(self.0 ^ 1024)
+        }
+    }
+    impl std::fmt::Display for W {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "w{}", self.0)
+        }
+    }
+    let _serial = crate::support::serial();
+    let clock = breakerbox_runtime::ManualClock::new();
+    let hosts: BreakerMap<W> = BreakerMap::new(
+        "freeing-odd-clone",
+        crate::support::config(&clock, 4_000, 10),
+    );
+    for i in 0..200u64 {
+        hosts.call(&W(i), || Ok::<_, &str>(())).unwrap();
+    }
+    // Held keys looked up again, through the map: the front table is built.
+    for _ in 0..4 {
+        for i in 0..200u64 {
+            hosts.call(&W(i ^ 1024), || Ok::<_, &str>(())).unwrap();
+        }
+    }
+    // Every key but W(1024) forced open, so never evicted.
+    for i in 1..200u64 {
+        hosts.get(&W(i ^ 1024)).expect("held").force_open();
+    }
+    let evicted = hosts.get(&W(1024)).expect("held").downgrade();
+    assert_eq!(hosts.sweep(), 0);
+    clock.advance(Duration::from_secs(11));
+    assert_eq!(hosts.sweep(), 1);
+    assert!(evicted.upgrade().is_none(), "the evicted breaker is freed");
+    let b = hosts.breaker(&W(0));
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.metrics().calls, 0, "a new breaker, not the evicted one");
+    assert_eq!(hosts.len(), 200);
 }

@@ -18,13 +18,28 @@ use crate::support::{config, serial};
 /// a breaker it wakes for a moment, which may be just after the family's drop.)
 #[test]
 fn eviction_racing_calls_loses_and_doubles_no_count() {
+    racing_calls_and_eviction(16, 200);
+}
+
+/// The same in a family of hundreds of keys, large enough to keep a front table (a read-only
+/// index of its keys, rebuilt as keys come and before a sweep removes any): lookups through
+/// it race its rebuilds and the removals.
+#[test]
+fn eviction_racing_calls_in_a_family_of_hundreds_of_keys_loses_and_doubles_no_count() {
+    racing_calls_and_eviction(256, 3_000);
+}
+
+/// `THREADS` threads call random keys below `keys` in a family of `max_keys` while another
+/// sweeps and moves the clock; every outcome is counted once, and no breaker outlives the
+/// family.
+fn racing_calls_and_eviction(max_keys: u32, keys: u64) {
     let _s = serial();
     let before = live_breakers();
     let clock = ManualClock::new();
     let config = Config::builder()
         .failures(3)
         .open_for(Duration::from_millis(1))
-        .max_keys(16)
+        .max_keys(max_keys)
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -50,7 +65,7 @@ fn eviction_racing_calls_loses_and_doubles_no_count() {
                         x ^= x << 13;
                         x ^= x >> 7;
                         x ^= x << 17;
-                        let key = x % 200;
+                        let key = x % keys;
                         let r = if i % 4 == 0 {
                             // Through a permit, the path that holds an owned pin.
                             match map.try_acquire(&key) {

@@ -1,0 +1,448 @@
+//! A family's front table: a read-only index of its map's keys, looked in before the map.
+//!
+//! A lookup in the map (papaya) follows one pointer more than a plain hash table's (a
+//! table's slot holds a pointer to a boxed entry), and over many keys each pointer is a cache
+//! miss. The front table is a std `HashMap` built from the map, whose entries hold what a call
+//! needs at once: a copy of the key (to compare), a pointer to the map's slot (for recency)
+//! and a copy of the map's handle to the key's breaker, so a hit reaches the breaker's state
+//! in as many steps as an unshared `HashMap` of breakers would. A miss goes on to the map.
+//!
+//! # The protocol
+//!
+//! * A table's keys and pointers never change once published: a new table replaces it
+//!   (`publish`), and the old one is retired through the map's collector (`seize`), so it is
+//!   freed only once every thread that was pinned when it was replaced has unpinned. A lookup
+//!   reads the table under a pin of the map and uses what it finds only while pinned.
+//! * The table points into the map's entries without owning them (its breaker copies are
+//!   not counted handles). An entry is removed only by a sweep, which first tags every table
+//!   entry pointing to the slot `GONE` (`forget`: by the slot's address, whatever the key's
+//!   `Clone`, `Hash` and `Eq` do), then removes that slot, and no other, from the map, whose
+//!   collector retires it. A lookup checks the tag before it reads the slot or the breaker.
+//!   The collector orders the two sides as it does the map's own unlinking and retiring: a
+//!   thread pinned when the entry is retired keeps it alive until it unpins, and a thread
+//!   that pins after the retirement sees the tag, so no thread reads a freed entry. Tagging,
+//!   removing and publishing all happen while the family's `sweeping` flag is held, so a
+//!   table built from the map before a removal is never published after it untagged.
+//! * A key the table lacks, or holds tagged, is looked up in the map: a key added since the
+//!   table was built, one a sweep meant to evict but found called, or one evicted and made
+//!   again. A lookup of a key the map holds but the table does not counts as a miss, and an
+//!   eighth as many misses as the table holds keys (at least [`MIN_KEYS`]) rebuild it: the
+//!   rebuild's cost, the map's length, is spread over at least as many lookups that paid the
+//!   map's. A new key is not counted (a family whose keys are each called once would rebuild
+//!   for nothing), nor is a table rebuilt for a family under [`MIN_KEYS`] keys. A sweep that
+//!   has tagged over a quarter of the table rebuilds it, so that the evicted keys' copies are
+//!   freed.
+//! * What the protocol keeps from the map's own: a lookup racing an eviction may reach the
+//!   evicted breaker, exactly as a lookup that found the key in the map just before its
+//!   removal does (see `family.rs`); one that starts after the removal is visible to it (the
+//!   family's `removals` count read with Acquire, as each thread's cache does) sees the tag,
+//!   stored before the removal.
+//!
+//! The table holds no handle: an evicted breaker is freed when the map's entry is, as without
+//! it.
+
+use core::borrow::Borrow;
+use core::hash::{BuildHasher, Hash};
+use core::mem::ManuallyDrop;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+use crate::breaker::Breaker;
+
+/// The map's size from which a family keeps a front table: below it, each thread's cache of
+/// its lookups answers most calls, and the table would only cost memory.
+pub(super) const MIN_KEYS: usize = 64;
+
+/// The family's hasher, shared by its map and its front table (the map does not lend its own
+/// out), so that both place a key by the hash the user chose.
+pub(super) struct SharedHasher<S>(Arc<S>);
+
+impl<S> SharedHasher<S> {
+    pub(super) fn new(hasher: S) -> Self {
+        SharedHasher(Arc::new(hasher))
+    }
+}
+
+impl<S> Clone for SharedHasher<S> {
+    fn clone(&self) -> Self {
+        SharedHasher(self.0.clone())
+    }
+}
+
+impl<S: BuildHasher> BuildHasher for SharedHasher<S> {
+    type Hasher = S::Hasher;
+
+    #[inline]
+    fn build_hasher(&self) -> S::Hasher {
+        self.0.build_hasher()
+    }
+}
+
+/// Set in an entry's slot word once a sweep is about to remove its key from the map.
+const GONE: usize = 1;
+
+/// A key's slot in the map, and its breaker.
+struct Entry<V> {
+    /// The map's slot, tagged [`GONE`] once the key is being removed: the slot (and the map
+    /// entry it is part of) may then be freed, and the entry is not used.
+    slot: AtomicPtr<V>,
+    /// A copy of the map's handle to the key's breaker, not counted as a handle: valid while
+    /// the map's entry is, which reading `slot` already requires. Never dropped.
+    breaker: ManuallyDrop<Breaker>,
+}
+
+/// One published table: see the module doc.
+struct Table<K, V, S> {
+    entries: HashMap<K, Entry<V>, SharedHasher<S>>,
+    /// Entries tagged [`GONE`] so far.
+    gone: AtomicUsize,
+}
+
+/// The family's current front table, if it has one yet.
+pub(super) struct Front<K, V, S> {
+    current: AtomicPtr<Table<K, V, S>>,
+}
+
+// SAFETY: a table is shared by every thread that pins the map, and may be freed on any of
+// them (by the collector). Its slot pointers and breaker copies are to the map's values,
+// which the map itself shares across threads; its keys and hasher are `Send + Sync`.
+unsafe impl<K: Send + Sync, V: Send + Sync, S: Send + Sync> Send for Front<K, V, S> {}
+// SAFETY: as for `Send`: lookups only read a published table (and its atomics).
+unsafe impl<K: Send + Sync, V: Send + Sync, S: Send + Sync> Sync for Front<K, V, S> {}
+
+impl<K, V, S> Front<K, V, S> {
+    pub(super) fn new() -> Self {
+        Front {
+            current: AtomicPtr::new(core::ptr::null_mut()),
+        }
+    }
+
+    /// The current table, if there is one.
+    ///
+    /// `guard` must pin the map whose collector retires this front's tables (the family's).
+    #[inline]
+    fn table<'g>(&self, guard: &'g impl papaya::Guard) -> Option<&'g Table<K, V, S>> {
+        let table = guard.protect(&self.current, Ordering::Acquire);
+        // SAFETY: a published table is freed only through the map's collector, after every
+        // thread pinned when it was replaced has unpinned; this thread is pinned (`guard`).
+        unsafe { table.as_ref() }
+    }
+
+    /// `key`'s slot and breaker in the current table, if it holds the key and the key is
+    /// not being removed.
+    #[inline]
+    pub(super) fn find<'g, Q>(
+        &self,
+        key: &Q,
+        guard: &'g impl papaya::Guard,
+    ) -> Option<(&'g V, &'g Breaker)>
+    where
+        K: Borrow<Q> + Hash + Eq + 'g,
+        V: 'g,
+        S: BuildHasher + 'g,
+        Q: Hash + Eq + ?Sized,
+    {
+        let entry = self.table(guard)?.entries.get(key)?;
+        // Acquire: pairs with nothing in particular; the tag's visibility to a thread pinned
+        // after the removal comes from the collector's barriers (see the module doc).
+        let slot = entry.slot.load(Ordering::Acquire);
+        if slot.addr() & GONE != 0 {
+            return None;
+        }
+        // SAFETY: the key is not being removed as far as this pinned thread can tell, so the
+        // map's entry is alive for as long as it stays pinned (see the module doc); the
+        // breaker copy is that entry's handle.
+        Some((unsafe { &*slot }, &entry.breaker))
+    }
+
+    /// Tags the entries of the current table whose slot is one of `leaving`, before the
+    /// caller removes those slots from the map. Returns whether the table has now tagged over
+    /// a quarter of its entries (then worth rebuilding, to free the keys' copies). A pass
+    /// over the table: the caller batches a sweep's removals. The caller holds `sweeping`.
+    pub(super) fn forget<H: BuildHasher>(
+        &self,
+        leaving: &HashSet<*const V, H>,
+        guard: &impl papaya::Guard,
+    ) -> bool {
+        let Some(table) = self.table(guard) else {
+            return false;
+        };
+        let mut tagged = 0;
+        for entry in table.entries.values() {
+            let slot = entry.slot.load(Ordering::Relaxed);
+            if slot.addr() & GONE == 0 && leaving.contains(&slot.cast_const()) {
+                // Before the removal that retires the map's entry: a thread pinned after the
+                // retirement sees the tag (the collector's barriers order the two).
+                entry
+                    .slot
+                    .store(slot.map_addr(|a| a | GONE), Ordering::Release);
+                tagged += 1;
+            }
+        }
+        let gone = table.gone.fetch_add(tagged, Ordering::Relaxed) + tagged;
+        gone > table.entries.len() / 4
+    }
+
+    /// How many keys the current table holds, tagged ones included (0 if there is none).
+    pub(super) fn len(&self, guard: &impl papaya::Guard) -> usize {
+        self.table(guard).map_or(0, |t| t.entries.len())
+    }
+
+    /// Builds a table of `entries` and publishes it in place of the current one, which is
+    /// retired through `guard`'s collector.
+    ///
+    /// # Safety
+    ///
+    /// `guard` pins the family's map, whose slots and breakers `entries` yields; the caller
+    /// holds the family's `sweeping` flag, and a key is removed from the map only after its
+    /// entry in the current table (if any) is tagged ([`forget`](Front::forget)), with the
+    /// flag held.
+    pub(super) unsafe fn publish<'a>(
+        &self,
+        hasher: &SharedHasher<S>,
+        len: usize,
+        entries: impl Iterator<Item = (&'a K, &'a V, &'a Breaker)>,
+        guard: &impl papaya::Guard,
+    ) where
+        K: Hash + Eq + Clone + 'a,
+        V: 'a,
+        S: BuildHasher,
+    {
+        let mut table = HashMap::with_capacity_and_hasher(len, hasher.clone());
+        // The key's `Clone` and `Hash` are user code: a panic here drops the half-built table
+        // and leaves the current one published.
+        for (key, slot, breaker) in entries {
+            let entry = Entry {
+                slot: AtomicPtr::new(core::ptr::from_ref(slot).cast_mut()),
+                // SAFETY: a bitwise copy of the map's handle, never dropped (`ManuallyDrop`),
+                // used only while the map's entry holding the original is alive.
+                breaker: ManuallyDrop::new(unsafe { core::ptr::read(breaker) }),
+            };
+            table.insert(key.clone(), entry);
+        }
+        let fresh = Box::into_raw(Box::new(Table {
+            entries: table,
+            gone: AtomicUsize::new(0),
+        }));
+        // Release: a thread that reads the new table sees it built.
+        let old = self.current.swap(fresh, Ordering::AcqRel);
+        if !old.is_null() {
+            // SAFETY: `old` is unreachable from `current` now; a thread still reading it is
+            // pinned, and the collector frees it only after every such thread has unpinned.
+            // It is retired once: only the publication that replaced it retires it.
+            unsafe { guard.defer_retire(old, free::<K, V, S, _>) };
+            // A table is large and retired seldom: hand it to the collector now rather than
+            // when this thread's batch of retired objects fills, which could hold many
+            // replaced tables at once.
+            guard.flush();
+        }
+    }
+}
+
+/// Frees a table the collector hands back (its collector, the second argument, is not needed).
+///
+/// # Safety
+///
+/// `table` was made by `Box::into_raw` in `publish`, retired once, and is handed back once.
+unsafe fn free<K, V, S, C>(table: *mut Table<K, V, S>, _: &C) {
+    // SAFETY: see the function's contract.
+    drop(unsafe { Box::from_raw(table) });
+}
+
+impl<K, V, S> Drop for Front<K, V, S> {
+    fn drop(&mut self) {
+        let table = *self.current.get_mut();
+        if !table.is_null() {
+            // SAFETY: made by `Box::into_raw` in `publish`, never retired while current, and
+            // no thread can pin the family's map any more (it is being dropped). Dropping it
+            // reads none of its slot pointers and drops none of its breaker copies.
+            drop(unsafe { Box::from_raw(table) });
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::{Front, SharedHasher};
+    use crate::breaker::Breaker;
+    use crate::config::Config;
+    use crate::keyed::hasher::KeyHasher;
+
+    /// A key that counts its live copies (the table's among them) in its test's counter.
+    struct Key(u64, Option<&'static AtomicUsize>);
+
+    impl Key {
+        fn new(k: u64, live: &'static AtomicUsize) -> Self {
+            live.fetch_add(1, Ordering::Relaxed);
+            Key(k, Some(live))
+        }
+
+        /// A key to look up with, counted nowhere.
+        fn probe(k: u64) -> Self {
+            Key(k, None)
+        }
+    }
+
+    impl core::hash::Hash for Key {
+        fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+            self.0.hash(state);
+        }
+    }
+
+    impl PartialEq for Key {
+        fn eq(&self, other: &Self) -> bool {
+            self.0 == other.0
+        }
+    }
+
+    impl Eq for Key {}
+
+    impl Clone for Key {
+        fn clone(&self) -> Self {
+            match self.1 {
+                Some(live) => Key::new(self.0, live),
+                None => Key::probe(self.0),
+            }
+        }
+    }
+
+    impl Drop for Key {
+        fn drop(&mut self) {
+            if let Some(live) = self.1 {
+                live.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    type Map = papaya::HashMap<Key, Breaker, SharedHasher<KeyHasher>>;
+
+    fn map(hasher: &SharedHasher<KeyHasher>, keys: u64, live: &'static AtomicUsize) -> Map {
+        let map = papaya::HashMap::builder().hasher(hasher.clone()).build();
+        for k in 0..keys {
+            map.pin()
+                .insert(Key::new(k, live), Breaker::new("front", Config::default()));
+        }
+        map
+    }
+
+    fn publish(
+        front: &Front<Key, Breaker, KeyHasher>,
+        hasher: &SharedHasher<KeyHasher>,
+        map: &Map,
+    ) {
+        let guard = map.guard();
+        let entries = map.iter(&guard).map(|(k, b)| (k, b, b));
+        // SAFETY: `guard` pins `map`, and nothing removes from it in these tests.
+        unsafe { front.publish(hasher, map.len(), entries, &guard) };
+    }
+
+    #[test]
+    fn a_published_table_finds_each_key_of_the_map_and_no_other() {
+        let hasher = SharedHasher::new(KeyHasher::new());
+        static LIVE: AtomicUsize = AtomicUsize::new(0);
+        let map = map(&hasher, 100, &LIVE);
+        let front = Front::new();
+        let guard = map.guard();
+        assert!(front.find(&Key::probe(3), &guard).is_none(), "no table yet");
+        publish(&front, &hasher, &map);
+        assert_eq!(front.len(&guard), 100);
+        for k in 0..100 {
+            let in_map = map.get(&Key::probe(k), &guard).unwrap();
+            let (slot, breaker) = front.find(&Key::probe(k), &guard).expect("published");
+            assert!(core::ptr::eq(slot, in_map), "key {k}: the map's own slot");
+            assert!(breaker.ptr_eq(in_map), "key {k}: the map's breaker");
+        }
+        assert!(front.find(&Key::probe(100), &guard).is_none());
+    }
+
+    #[test]
+    fn a_forgotten_slot_is_not_found_and_a_quarter_forgotten_asks_for_a_rebuild() {
+        let hasher = SharedHasher::new(KeyHasher::new());
+        static LIVE: AtomicUsize = AtomicUsize::new(0);
+        let map = map(&hasher, 100, &LIVE);
+        let front = Front::new();
+        publish(&front, &hasher, &map);
+        let guard = map.guard();
+        let slots = |keys: core::ops::Range<u64>| -> HashSet<*const Breaker, KeyHasher> {
+            keys.map(|k| core::ptr::from_ref(map.get(&Key::probe(k), &guard).unwrap()))
+                .collect()
+        };
+        assert!(
+            !front.forget(&slots(0..25), &guard),
+            "a quarter is not over it"
+        );
+        assert!(front.find(&Key::probe(0), &guard).is_none());
+        assert!(front.find(&Key::probe(25), &guard).is_some());
+        // Tagging a slot twice counts once; the 26th counts.
+        assert!(!front.forget(&slots(0..25), &guard));
+        assert!(front.forget(&slots(24..26), &guard), "26 of 100 tagged");
+        assert!(front.find(&Key::probe(25), &guard).is_none());
+        drop(guard);
+        publish(&front, &hasher, &map);
+        assert!(
+            front.find(&Key::probe(0), &map.guard()).is_some(),
+            "rebuilt from the map"
+        );
+    }
+
+    /// A key type whose `Clone` changes the key: the table files the map's slot of key 1024
+    /// under key 0. A slot is tagged by its address, so removing key 1024's slot tags the
+    /// entry filed under 0 as well.
+    #[test]
+    fn a_slot_is_forgotten_under_whatever_key_the_table_filed_it() {
+        #[derive(Hash, PartialEq, Eq)]
+        struct Odd(u64);
+        impl Clone for Odd {
+            fn clone(&self) -> Self {
+                Odd(self.0 ^ 1024)
+            }
+        }
+        let hasher = SharedHasher::new(KeyHasher::new());
+        let map: papaya::HashMap<Odd, Breaker, _> =
+            papaya::HashMap::builder().hasher(hasher.clone()).build();
+        map.pin()
+            .insert(Odd(1024), Breaker::new("odd", Config::default()));
+        let front = Front::new();
+        {
+            let guard = map.guard();
+            let entries = map.iter(&guard).map(|(k, b)| (k, b, b));
+            // SAFETY: `guard` pins `map`, and nothing removes from it before the tag below.
+            unsafe { front.publish(&hasher, 1, entries, &guard) };
+        }
+        let guard = map.guard();
+        let slot = map.get(&Odd(1024), &guard).unwrap();
+        assert!(
+            front.find(&Odd(0), &guard).is_some(),
+            "filed under the clone's key"
+        );
+        let leaving: HashSet<*const Breaker, KeyHasher> =
+            [core::ptr::from_ref(slot)].into_iter().collect();
+        front.forget(&leaving, &guard);
+        assert!(front.find(&Odd(0), &guard).is_none());
+    }
+
+    #[test]
+    fn a_replaced_table_and_its_key_copies_are_freed_once_unpinned() {
+        let hasher = SharedHasher::new(KeyHasher::new());
+        static LIVE: AtomicUsize = AtomicUsize::new(0);
+        let map = map(&hasher, 100, &LIVE);
+        let before = LIVE.load(Ordering::Relaxed);
+        let front = Front::new();
+        publish(&front, &hasher, &map);
+        assert_eq!(LIVE.load(Ordering::Relaxed), before + 100);
+        let pinned = map.guard();
+        let (_, held) = front.find(&Key::probe(5), &pinned).expect("published");
+        publish(&front, &hasher, &map);
+        // The old table is still readable by the thread pinned before it was replaced.
+        assert!(held.ptr_eq(map.get(&Key::probe(5), &pinned).unwrap()));
+        assert_eq!(LIVE.load(Ordering::Relaxed), before + 200);
+        drop(pinned);
+        assert_eq!(LIVE.load(Ordering::Relaxed), before + 100);
+        drop(front);
+        assert_eq!(LIVE.load(Ordering::Relaxed), before);
+    }
+}
