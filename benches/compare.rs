@@ -494,6 +494,13 @@ fn rate(c: &mut Criterion) {
     });
     let rc = recloser(100);
     one(&mut g, "recloser", all(), |x| rc.call(|| protected(x)));
+    // The one peer with a slow-call rate, tower-resilience, is a tower layer: both layers over
+    // the same `service_fn`, each timing every call against the same 1 s threshold.
+    tower_one(&mut g, "tower_service_fn", all(), tower_base());
+    let b = Breaker::new("rate_slow_count_100.tower", bb_slow_count_window_config());
+    tower_one(&mut g, "bb_tower", all(), bb_tower(&b));
+    assert_closed(&b);
+    tower_one(&mut g, "tower_resilience", all(), tower_slow_count_window());
     // The controls: what timing a call costs by itself, two readings around the direct call
     // and nothing else. `two_timer_reads` reads the timer a breaker on the system clock times
     // its calls by (quanta's, the CPU's time-stamp counter here); `two_clock_reads` reads

@@ -286,6 +286,23 @@ pub fn tower_count_window() -> TowerBreaker {
         .layer(tower_base())
 }
 
+/// tower-resilience, slow-call rate 50% over the last 100 calls, a call slow from 1 s: the
+/// peer with a slow-call rate, matched to [`bb_slow_count_window_config`].
+pub fn tower_slow_count_window() -> TowerBreaker {
+    use tower::Layer;
+    use tower_resilience::circuitbreaker::{CircuitBreakerLayer, SlidingWindowType};
+    CircuitBreakerLayer::builder()
+        .slow_call_duration_threshold(Duration::from_secs(1))
+        .slow_call_rate_threshold(0.5)
+        .sliding_window_type(SlidingWindowType::CountBased)
+        .sliding_window_size(100)
+        .minimum_number_of_calls(100)
+        .wait_duration_in_open(LONG)
+        .build()
+        .expect("valid config")
+        .layer(tower_base())
+}
+
 // ---- two threads ----
 
 /// Two long-lived threads that run a batch of calls each, started together behind a barrier.
