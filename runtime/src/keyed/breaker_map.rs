@@ -43,8 +43,9 @@ use crate::state::State;
 /// `max_keys / 8` keys turned away run a sweep, so keys that have closed since make room
 /// within as many calls). The growth keeps every open
 /// key's protection during a wide outage, at a bounded cost (about 260 bytes and the key per
-/// key, and about 40 more, a second copy of the key among them, once the family indexes its
-/// keys for lookups: BENCHMARKS.md, issue 27); the overflow breaker keeps new keys protected rather than unprotected, and memory
+/// key; once the family indexes its keys for lookups, a bucket of the key's size plus 17
+/// bytes in a table at most 7/8 full, and a second copy of the key's heap: 29–57 bytes more
+/// for a `u64` key, 47–94 and the text for a `String`; twice that while the index is rebuilt); the overflow breaker keeps new keys protected rather than unprotected, and memory
 /// bounded, when even that is full.
 ///
 /// Every breaker of a family shares its config (one allocation), except keys given their own
@@ -121,9 +122,10 @@ where
                 map: papaya::HashMap::builder()
                     .hasher(hasher.clone())
                     .resize_mode(papaya::ResizeMode::Blocking)
+                    .collector(seize::Collector::new().batch_size(super::front::batch_size()))
                     .build(),
                 hasher,
-                front: super::front::Front::new(),
+                front: super::front::Front::new(super::front::batch_size()),
                 front_misses: AtomicUsize::new(0),
                 front_worn: AtomicBool::new(false),
                 name: Arc::new(name.into().into_boxed_str()),

@@ -197,18 +197,32 @@ where
     }
 
     /// Publishes a front table of every key in the map. The caller holds `sweeping`.
+    ///
+    /// The build runs the keys' `Clone` and `Hash` (user code) for keys other than the one
+    /// the caller looks up: a panic there is caught and logged, and the current table stays.
     fn rebuild_front(&self, guard: &impl papaya::Guard) {
-        let entries = self
-            .map
-            .iter(guard)
-            .map(|(k, slot)| (k, slot, &slot.breaker));
-        // SAFETY: `guard` pins the map whose entries these are, the caller holds `sweeping`,
-        // and only `evict` removes keys, with `sweeping` held, and only slots the sweep has
-        // tagged in the current table (`forget_in_front`).
-        unsafe {
-            self.front
-                .publish(&self.hasher, self.map.len(), entries, guard)
+        let build = || {
+            let entries = self
+                .map
+                .iter(guard)
+                .map(|(k, slot)| (k, slot, &slot.breaker));
+            // SAFETY: `guard` pins the map whose entries these are, the caller holds
+            // `sweeping`, and only `evict` removes keys, with `sweeping` held, and only slots
+            // the sweep has tagged in the current table (`forget_in_front`).
+            unsafe {
+                self.front
+                    .publish(&self.hasher, self.map.len(), entries, guard)
+            };
         };
+        // Unwind safe: a panic leaves the half-built table dropped and the current one
+        // published (`publish` replaces it only once built).
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(build)).is_err() {
+            tracing::warn!(
+                target: "breakerbox",
+                family = %self.name,
+                "a key's Clone or Hash panicked while the family indexed its keys; lookups of the keys it lacks go through the map"
+            );
+        }
     }
 
     #[cold]
@@ -467,6 +481,18 @@ where
         guard: &impl papaya::Guard,
         still: impl Fn(&KeySlot) -> bool,
     ) -> bool {
+        // The key's copy for the listener below, before the removal: its `Clone` is user code,
+        // and a panic in it between the removal and the listener would lose a late opening.
+        // A key that cannot be copied is kept.
+        let Ok(carried) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| key.clone()))
+        else {
+            tracing::warn!(
+                target: "breakerbox",
+                family = %self.name,
+                "a key's Clone panicked; the key is not evicted"
+            );
+            return false;
+        };
         let tagged = slot;
         let Ok(Some((key, slot))) = self.map.remove_if(
             key,
@@ -491,7 +517,6 @@ where
         // key's breaker no longer closed and does nothing).
         let family = self.me.clone();
         let owner = slot.breaker.downgrade();
-        let carried = key.clone();
         slot.breaker.on_state_change(move |event| {
             if !matches!(event.to, State::Open | State::ForcedOpen | State::Disabled) {
                 return;

@@ -102,6 +102,22 @@ struct Table<K, V, S> {
 /// The family's current front table, if it has one yet.
 pub(super) struct Front<K, V, S> {
     current: AtomicPtr<Table<K, V, S>>,
+    /// The map's collector's batch size (see [`batch_size`]).
+    batch: usize,
+}
+
+/// The batch size of a family's collector: seize's default (32, or the number of CPUs if
+/// more). The collector retires a thread's batch of retired objects only once it holds that
+/// many, and at least as many as there are pinned threads; a replaced table is padded up to it
+/// (see `publish`), so that it is not left in a thread's batch that fills seldom.
+pub(super) fn batch_size() -> usize {
+    static BATCH: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BATCH.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .max(32)
+            .next_power_of_two()
+    })
 }
 
 // SAFETY: a table is shared by every thread that pins the map, and may be freed on any of
@@ -112,9 +128,11 @@ unsafe impl<K: Send + Sync, V: Send + Sync, S: Send + Sync> Send for Front<K, V,
 unsafe impl<K: Send + Sync, V: Send + Sync, S: Send + Sync> Sync for Front<K, V, S> {}
 
 impl<K, V, S> Front<K, V, S> {
-    pub(super) fn new() -> Self {
+    /// No table yet; `batch` is the map's collector's batch size.
+    pub(super) fn new(batch: usize) -> Self {
         Front {
             current: AtomicPtr::new(core::ptr::null_mut()),
+            batch,
         }
     }
 
@@ -144,9 +162,10 @@ impl<K, V, S> Front<K, V, S> {
         Q: Hash + Eq + ?Sized,
     {
         let entry = self.table(guard)?.entries.get(key)?;
-        // Acquire: pairs with nothing in particular; the tag's visibility to a thread pinned
-        // after the removal comes from the collector's barriers (see the module doc).
-        let slot = entry.slot.load(Ordering::Acquire);
+        // Through the guard: the tag's visibility to a thread pinned after the removal comes
+        // from the collector's barriers, which order the loads it protects (see the module
+        // doc).
+        let slot = guard.protect(&entry.slot, Ordering::Acquire);
         if slot.addr() & GONE != 0 {
             return None;
         }
@@ -232,10 +251,17 @@ impl<K, V, S> Front<K, V, S> {
             // pinned, and the collector frees it only after every such thread has unpinned.
             // It is retired once: only the publication that replaced it retires it.
             unsafe { guard.defer_retire(old, free::<K, V, S, _>) };
-            // A table is large and retired seldom: hand it to the collector now rather than
-            // when this thread's batch of retired objects fills, which could hold many
-            // replaced tables at once.
-            guard.flush();
+            // A table is large and retired seldom, and the collector retires this thread's
+            // batch (then frees it once the threads pinned now have unpinned) only once the
+            // batch holds `batch` objects: a thread that otherwise retires nothing would keep
+            // the table for good. Padded with objects that free nothing, the batch reaches
+            // that size now.
+            for _ in 1..self.batch {
+                // SAFETY: `nothing` never reads the pointer; the collector only hands it back.
+                unsafe {
+                    guard.defer_retire(core::ptr::NonNull::<u8>::dangling().as_ptr(), nothing::<_>)
+                };
+            }
         }
     }
 }
@@ -249,6 +275,13 @@ unsafe fn free<K, V, S, C>(table: *mut Table<K, V, S>, _: &C) {
     // SAFETY: see the function's contract.
     drop(unsafe { Box::from_raw(table) });
 }
+
+/// What a padding object's reclamation does: nothing (see `publish`).
+///
+/// # Safety
+///
+/// None needed: the pointer is not read.
+unsafe fn nothing<C>(_: *mut u8, _: &C) {}
 
 impl<K, V, S> Drop for Front<K, V, S> {
     fn drop(&mut self) {
@@ -321,7 +354,11 @@ mod tests {
     type Map = papaya::HashMap<Key, Breaker, SharedHasher<KeyHasher>>;
 
     fn map(hasher: &SharedHasher<KeyHasher>, keys: u64, live: &'static AtomicUsize) -> Map {
-        let map = papaya::HashMap::builder().hasher(hasher.clone()).build();
+        // The family's collector, as `BreakerMap` builds it.
+        let map = papaya::HashMap::builder()
+            .hasher(hasher.clone())
+            .collector(seize::Collector::new().batch_size(super::batch_size()))
+            .build();
         for k in 0..keys {
             map.pin()
                 .insert(Key::new(k, live), Breaker::new("front", Config::default()));
@@ -345,7 +382,7 @@ mod tests {
         let hasher = SharedHasher::new(KeyHasher::new());
         static LIVE: AtomicUsize = AtomicUsize::new(0);
         let map = map(&hasher, 100, &LIVE);
-        let front = Front::new();
+        let front = Front::new(super::batch_size());
         let guard = map.guard();
         assert!(front.find(&Key::probe(3), &guard).is_none(), "no table yet");
         publish(&front, &hasher, &map);
@@ -364,7 +401,7 @@ mod tests {
         let hasher = SharedHasher::new(KeyHasher::new());
         static LIVE: AtomicUsize = AtomicUsize::new(0);
         let map = map(&hasher, 100, &LIVE);
-        let front = Front::new();
+        let front = Front::new(super::batch_size());
         publish(&front, &hasher, &map);
         let guard = map.guard();
         let slots = |keys: core::ops::Range<u64>| -> HashSet<*const Breaker, KeyHasher> {
@@ -406,7 +443,7 @@ mod tests {
             papaya::HashMap::builder().hasher(hasher.clone()).build();
         map.pin()
             .insert(Odd(1024), Breaker::new("odd", Config::default()));
-        let front = Front::new();
+        let front = Front::new(super::batch_size());
         {
             let guard = map.guard();
             let entries = map.iter(&guard).map(|(k, b)| (k, b, b));
@@ -425,13 +462,50 @@ mod tests {
         assert!(front.find(&Odd(0), &guard).is_none());
     }
 
+    /// The thread that replaces a table retires nothing else, and another thread is pinned
+    /// meanwhile: the collector would keep the table in the first thread's batch until that
+    /// batch filled. Padded, it is freed once both have unpinned.
+    #[test]
+    fn a_replaced_table_is_freed_though_its_thread_retires_nothing_else() {
+        let hasher = SharedHasher::new(KeyHasher::new());
+        static LIVE: AtomicUsize = AtomicUsize::new(0);
+        let map = map(&hasher, 100, &LIVE);
+        let front = Front::new(super::batch_size());
+        publish(&front, &hasher, &map);
+        let copies = LIVE.load(Ordering::Relaxed);
+        let (pinned, release) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let guard = map.guard();
+                pinned.wait();
+                release.wait();
+                drop(guard);
+            });
+            pinned.wait();
+            publish(&front, &hasher, &map);
+            assert_eq!(
+                LIVE.load(Ordering::Relaxed),
+                copies + 100,
+                "the old table is kept"
+            );
+            release.wait();
+        });
+        // One more pin and unpin on this thread: the collector frees what it may on unpinning.
+        drop(map.guard());
+        assert_eq!(
+            LIVE.load(Ordering::Relaxed),
+            copies,
+            "the old table is freed"
+        );
+    }
+
     #[test]
     fn a_replaced_table_and_its_key_copies_are_freed_once_unpinned() {
         let hasher = SharedHasher::new(KeyHasher::new());
         static LIVE: AtomicUsize = AtomicUsize::new(0);
         let map = map(&hasher, 100, &LIVE);
         let before = LIVE.load(Ordering::Relaxed);
-        let front = Front::new();
+        let front = Front::new(super::batch_size());
         publish(&front, &hasher, &map);
         assert_eq!(LIVE.load(Ordering::Relaxed), before + 100);
         let pinned = map.guard();

@@ -451,3 +451,51 @@ fn bad_bounds_are_refused() {
         (10_000, Duration::from_secs(600))
     );
 }
+
+/// A key type whose `Clone` panics for one key once it is held: the family copies every held
+/// key when it indexes them for lookups (after many lookups of keys it had not indexed), and
+/// a panic there fails no call of any other key, nor a sweep, which still evicts the others.
+/// The key itself is kept: an eviction copies the key first (to carry a late opening of the
+/// evicted breaker to it).
+#[test]
+fn a_key_whose_clone_panics_fails_no_lookup_of_other_keys_nor_a_sweep() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static PANICS: AtomicBool = AtomicBool::new(false);
+    #[derive(Hash, PartialEq, Eq)]
+    struct Key(u64);
+    impl Clone for Key {
+        fn clone(&self) -> Key {
+            assert!(
+                !(self.0 == 5 && PANICS.load(Ordering::Relaxed)),
+                "key 5 cannot be cloned"
+            );
+            Key(self.0)
+        }
+    }
+    impl std::fmt::Display for Key {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "key-{}", self.0)
+        }
+    }
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<Key> = BreakerMap::new("clone-panics", config(&clock, 4_000, 10));
+    for k in 0..500 {
+        map.call(&Key(k), || Ok::<_, &str>(())).unwrap();
+    }
+    PANICS.store(true, Ordering::Relaxed);
+    // Lookups of held keys the family has not indexed: each such batch of misses retries the
+    // index, whose copy of key 5 panics.
+    for _ in 0..4 {
+        for k in (0..500).filter(|&k| k != 5) {
+            assert_eq!(map.call(&Key(k), || Ok::<_, &str>(k)).unwrap(), k);
+        }
+    }
+    assert_eq!(map.len(), 500);
+    assert_eq!(map.sweep(), 0);
+    clock.advance(Duration::from_secs(11));
+    assert_eq!(map.sweep(), 499, "every key idle, key 5 kept");
+    assert_eq!(map.len(), 1);
+    assert!(map.get(&Key(5)).is_some());
+    PANICS.store(false, Ordering::Relaxed);
+}
