@@ -69,7 +69,7 @@ impl Permit<'_> {
     /// Records a failure with its message.
     ///
     /// PERF(`closed_10pct/bb_call`): inline, so that a failure through `Breaker::call` is one
-    /// call (to `Inner::record_other`), not two.
+    /// call (to `Inner::record_any`), not two.
     #[inline]
     pub fn failure_with(self, cause: &dyn fmt::Display) {
         self.record_with(Outcome::Failure, Some(cause));

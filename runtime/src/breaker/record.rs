@@ -28,55 +28,37 @@ impl Inner {
         outcome: Outcome,
         cause: Option<&dyn fmt::Display>,
     ) {
-        // PERF(`closed_ok/bb_call`): only the plain closed success is forced inline; anything
-        // larger here goes past the inliner's budget and costs a call on every success
-        // (+1.5 ns).
-        if self.plain_success
-            && ticket.kind() == Kind::Closed
-            && matches!(outcome, Outcome::Success)
-        {
-            self.count(Count::Success);
-            let cur = self.streak.load(Ordering::Relaxed);
-            if !cur.is_empty() {
-                self.break_streak(ticket.generation(), cur);
+        // PERF(`closed_ok/bb_call`): only closed successes are taken inline; anything larger
+        // here goes past the inliner's budget and costs a call on every success (+1.5 ns).
+        if ticket.kind() == Kind::Closed && matches!(outcome, Outcome::Success) {
+            if self.plain_success {
+                self.count(Count::Success);
+                let cur = self.streak.load(Ordering::Relaxed);
+                if !cur.is_empty() {
+                    self.break_streak(ticket.generation(), cur);
+                }
+                return;
             }
-            return;
-        }
-        self.record_other(ticket, outcome, cause);
-    }
-
-    /// Everything but the plain closed success. PERF(`rate_count_100/bb_call`,
-    /// `rate_time_10s/bb_call`): a window success is still taken without the generic path.
-    #[inline(never)]
-    pub(super) fn record_other(
-        &self,
-        ticket: Ticket,
-        outcome: Outcome,
-        cause: Option<&dyn fmt::Display>,
-    ) {
-        if self.window_success
-            && ticket.kind() == Kind::Closed
-            && matches!(outcome, Outcome::Success)
-            && let Some(window) = &self.window
-        {
-            let slot = self.count(Count::Success);
             // PERF(`rate_count_100/bb_call`): a count window's success that needs no judgment
-            // returns here, before any call, so that fewer registers are saved on the way in.
-            // A stale one is left out of the window by `record_window_success`, out of line
-            // (which reads the state again); a time window's success is recorded inline.
-            if window.success_is_counted_only() {
-                if ticket.generation() != self.state.load(Ordering::Relaxed).generation() {
+            // is its count and two loads; a judgment, a time window's success and a stale
+            // success (left out of the window by `record_window_success`, which reads the
+            // state again) are out of line.
+            if self.window_success
+                && let Some(window) = &self.window
+            {
+                let slot = self.count(Count::Success);
+                if !window.success_is_counted_only()
+                    || ticket.generation() != self.state.load(Ordering::Relaxed).generation()
+                {
                     self.window_success_rest(window, ticket.generation(), slot);
                 }
                 return;
             }
-            self.record_window_success(window, ticket.generation(), slot);
-            return;
         }
         self.record_any(ticket, outcome, cause, None);
     }
 
-    /// [`record_window_success`](Self::record_window_success), out of line: see `record_other`.
+    /// [`record_window_success`](Self::record_window_success), out of line: see `record`.
     #[inline(never)]
     fn window_success_rest(&self, window: &RateWindow, generation: u32, slot: Slot) {
         self.record_window_success(window, generation, slot);
@@ -169,11 +151,11 @@ impl Inner {
     }
 
     /// A finished call's outcome, counted and judged; `timed_out` is the timeout of a call
-    /// that ran past it, in nanoseconds (`None` from `record_other`).
+    /// that ran past it, in nanoseconds (`None` from `record`).
     ///
-    /// PERF(`rate_time_10s/bb_call`): out of line, so that `record_other`'s window success
-    /// saves no more registers than it uses. PERF(`closed_10pct/bb_call`,
-    /// `latency/bb_latency`): one body for timeouts too, so that the functions inlined here
+    /// PERF(`closed_ok/bb_call`, `rate_count_100/bb_call`): out of line, so that the closed
+    /// successes inlined into `record` save no more registers than they use.
+    /// PERF(`closed_10pct/bb_call`, `latency/bb_latency`): one body for timeouts too, so that the functions inlined here
     /// (`timed`, `record_closed`, `record_probe`, the window's `record`) keep one caller and
     /// stay inlined: two copies of this body, one per caller, made the compiler call them.
     #[inline(never)]
