@@ -273,27 +273,28 @@ pub fn tower_time_window() -> TowerBreaker {
 
 /// tower-resilience, failure rate 50% over the last 100 calls.
 pub fn tower_count_window() -> TowerBreaker {
-    use tower::Layer;
-    use tower_resilience::circuitbreaker::{CircuitBreakerLayer, SlidingWindowType};
-    CircuitBreakerLayer::builder()
-        .failure_rate_threshold(0.5)
-        .sliding_window_type(SlidingWindowType::CountBased)
-        .sliding_window_size(100)
-        .minimum_number_of_calls(100)
-        .wait_duration_in_open(LONG)
-        .build()
-        .expect("valid config")
-        .layer(tower_base())
+    tower_over_last_100(|b| b.failure_rate_threshold(0.5))
 }
 
 /// tower-resilience, slow-call rate 50% over the last 100 calls, a call slow from 1 s: the
 /// peer with a slow-call rate, matched to [`bb_slow_count_window_config`].
 pub fn tower_slow_count_window() -> TowerBreaker {
+    tower_over_last_100(|b| {
+        b.slow_call_duration_threshold(Duration::from_secs(1))
+            .slow_call_rate_threshold(0.5)
+    })
+}
+
+/// tower-resilience over a count window of 100 calls, judged from the 100th, with the
+/// thresholds `rate` sets.
+fn tower_over_last_100(
+    rate: impl FnOnce(
+        tower_resilience::circuitbreaker::CircuitBreakerConfigBuilder,
+    ) -> tower_resilience::circuitbreaker::CircuitBreakerConfigBuilder,
+) -> TowerBreaker {
     use tower::Layer;
     use tower_resilience::circuitbreaker::{CircuitBreakerLayer, SlidingWindowType};
-    CircuitBreakerLayer::builder()
-        .slow_call_duration_threshold(Duration::from_secs(1))
-        .slow_call_rate_threshold(0.5)
+    rate(CircuitBreakerLayer::builder())
         .sliding_window_type(SlidingWindowType::CountBased)
         .sliding_window_size(100)
         .minimum_number_of_calls(100)
