@@ -155,9 +155,10 @@ impl Inner {
     ///
     /// PERF(`closed_ok/bb_call`, `rate_count_100/bb_call`): out of line, so that the closed
     /// successes inlined into `record` save no more registers than they use.
-    /// PERF(`closed_10pct/bb_call`, `latency/bb_latency`): one body for timeouts too, so that the functions inlined here
-    /// (`timed`, `record_closed`, `record_probe`, the window's `record`) keep one caller and
-    /// stay inlined: two copies of this body, one per caller, made the compiler call them.
+    /// PERF(`closed_10pct/bb_call`, `latency/bb_latency`): one body for timeouts too, so that
+    /// the functions inlined here (`timed`, `record_closed`, `record_probe`, the window's
+    /// `record`) keep one caller and stay inlined: two copies of this body, one per caller,
+    /// made the compiler call them.
     #[inline(never)]
     pub(super) fn record_any(
         &self,
