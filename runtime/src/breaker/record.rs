@@ -14,8 +14,9 @@ use crate::sync::Ordering;
 use crate::window::RateWindow;
 
 impl Inner {
-    /// Records a finished call. The closed-state success is inlined into the caller: one
-    /// counter stripe write and one load of the streak, nothing shared written.
+    /// Records a finished call. The closed-state successes are inlined into the caller, and
+    /// write nothing shared: a plain breaker's is one counter stripe write and one load of the
+    /// streak, a count window's that needs no judgment one write and two loads.
     ///
     /// PERF(`closed_ok/bb_call`): takes the ticket's words as two scalars, not the permit by
     /// reference: a permit spilled across the user's call as two 8-byte stores and read back

@@ -199,6 +199,23 @@ fn the_window_is_cleared_when_the_breaker_closes() {
 /// 49.7 days of uptime for a 10 ms window), ten consecutive buckets must still be ten distinct
 /// slots: none written over while still in the window.
 #[test]
+fn a_success_admitted_before_a_reset_stays_out_of_the_new_count_window() {
+    let (b, _) = breaker(rate_config(Window::Calls(10), 2, 50));
+    succeed(&b);
+    succeed(&b); // judged at `min_calls`: later successes are only counted
+    let before = b.try_acquire().expect("closed");
+    b.reset();
+    succeed(&b);
+    succeed(&b); // the new window past `min_calls` too
+    before.success();
+    assert_eq!(
+        b.metrics().window_calls,
+        2,
+        "a success admitted before the reset landed in the new window"
+    );
+}
+
+#[test]
 fn a_time_window_keeps_every_bucket_where_its_stamps_wrap() {
     let (b, clock) = breaker(rate_config(
         Window::Time(Duration::from_millis(10)),
