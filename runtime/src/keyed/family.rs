@@ -138,9 +138,13 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         match self.front.find(key, guard) {
-            Some((slot, breaker)) => {
-                self.touch(slot);
-                breaker
+            Some(found) => {
+                let tick = self.tick.load(Ordering::Relaxed);
+                if found.marked.load(Ordering::Relaxed) != tick {
+                    self.touch(found.slot);
+                    found.marked.store(tick, Ordering::Relaxed);
+                }
+                found.breaker
             }
             None => self.find_in_map(key, guard),
         }

@@ -46,7 +46,7 @@ use core::hash::{BuildHasher, Hash};
 use core::mem::ManuallyDrop;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use crate::breaker::Breaker;
 
@@ -90,6 +90,23 @@ struct Entry<V> {
     /// A copy of the map's handle to the key's breaker, not counted as a handle: valid while
     /// the map's entry is, which reading `slot` already requires. Never dropped.
     breaker: ManuallyDrop<Breaker>,
+    /// The sweep tick in which a lookup through this entry last marked the map's slot called
+    /// (see [`Found::marked`]); 0 if none has.
+    marked: AtomicU64,
+}
+
+/// A key the front table holds.
+pub(super) struct Found<'g, V> {
+    /// The key's slot in the map.
+    pub(super) slot: &'g V,
+    /// The key's breaker.
+    pub(super) breaker: &'g Breaker,
+    /// The tick in which a lookup through this entry last marked `slot` called. Only a hint,
+    /// kept beside the entry (a line the lookup has read already) so that a call need not
+    /// load the slot's own mark (a line of the map's, a cache miss over many keys) to learn
+    /// that its key is marked in this tick: a lookup that finds this equal to the tick skips
+    /// the mark, and one that does not marks the slot, then this.
+    pub(super) marked: &'g AtomicU64,
 }
 
 /// One published table: see the module doc.
@@ -154,7 +171,7 @@ impl<K, V, S> Front<K, V, S> {
         &self,
         key: &Q,
         guard: &'g impl papaya::Guard,
-    ) -> Option<(&'g V, &'g Breaker)>
+    ) -> Option<Found<'g, V>>
     where
         K: Borrow<Q> + Hash + Eq + 'g,
         V: 'g,
@@ -172,7 +189,11 @@ impl<K, V, S> Front<K, V, S> {
         // SAFETY: the key is not being removed as far as this pinned thread can tell, so the
         // map's entry is alive for as long as it stays pinned (see the module doc); the
         // breaker copy is that entry's handle.
-        Some((unsafe { &*slot }, &entry.breaker))
+        Some(Found {
+            slot: unsafe { &*slot },
+            breaker: &entry.breaker,
+            marked: &entry.marked,
+        })
     }
 
     /// Tags the entries of the current table whose slot is one of `leaving`, before the
@@ -237,6 +258,7 @@ impl<K, V, S> Front<K, V, S> {
                 // SAFETY: a bitwise copy of the map's handle, never dropped (`ManuallyDrop`),
                 // used only while the map's entry holding the original is alive.
                 breaker: ManuallyDrop::new(unsafe { core::ptr::read(breaker) }),
+                marked: AtomicU64::new(0),
             };
             table.insert(key.clone(), entry);
         }
@@ -389,7 +411,8 @@ mod tests {
         assert_eq!(front.len(&guard), 100);
         for k in 0..100 {
             let in_map = map.get(&Key::probe(k), &guard).unwrap();
-            let (slot, breaker) = front.find(&Key::probe(k), &guard).expect("published");
+            let found = front.find(&Key::probe(k), &guard).expect("published");
+            let (slot, breaker) = (found.slot, found.breaker);
             assert!(core::ptr::eq(slot, in_map), "key {k}: the map's own slot");
             assert!(breaker.ptr_eq(in_map), "key {k}: the map's breaker");
         }
@@ -509,7 +532,7 @@ mod tests {
         publish(&front, &hasher, &map);
         assert_eq!(LIVE.load(Ordering::Relaxed), before + 100);
         let pinned = map.guard();
-        let (_, held) = front.find(&Key::probe(5), &pinned).expect("published");
+        let held = front.find(&Key::probe(5), &pinned).expect("published").breaker;
         publish(&front, &hasher, &map);
         // The old table is still readable by the thread pinned before it was replaced.
         assert!(held.ptr_eq(map.get(&Key::probe(5), &pinned).unwrap()));
