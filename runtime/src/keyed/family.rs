@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::identity::Identity;
 use crate::state::State;
 
-use super::front::{Front, MIN_KEYS, SharedHasher};
+use super::front::{self, Front, MIN_KEYS, SharedHasher};
 use super::key_configs::KeyConfigs;
 use super::lookups::{Lookups, Map, Stamps};
 use super::totals::Totals;
@@ -135,7 +135,7 @@ where
     pub(super) fn find<'g, Q>(&'g self, key: &Q, guard: &'g impl papaya::Guard) -> &'g Breaker
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
         match self.front.find(key, guard) {
             Some(found) => {
@@ -165,12 +165,14 @@ where
     fn find_in_map<'g, Q>(&'g self, key: &Q, guard: &'g impl papaya::Guard) -> &'g Breaker
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
         match self.map.get(key, guard) {
             Some(slot) => {
                 self.touch(slot);
-                self.missed_front(guard);
+                if front::compares::<K, Q>(key) {
+                    self.missed_front(guard);
+                }
                 &slot.breaker
             }
             // A new key is not counted: a family whose calls are mostly of new keys (each
@@ -567,7 +569,7 @@ where
     fn find<Q, R>(&self, key: &Q, f: impl FnOnce(&Breaker, bool) -> R) -> R
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
         let guard = self.map.guard();
         let b = Family::find(self, key, &guard);

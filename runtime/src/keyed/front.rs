@@ -2,10 +2,14 @@
 //!
 //! A lookup in the map (papaya) follows one pointer more than a plain hash table's (a
 //! table's slot holds a pointer to a boxed entry), and over many keys each pointer is a cache
-//! miss. The front table is a std `HashMap` built from the map, whose entries hold what a call
-//! needs at once: a copy of the key (to compare), a pointer to the map's slot (for recency)
-//! and a copy of the map's handle to the key's breaker, so a hit reaches the breaker's state
-//! in as many steps as an unshared `HashMap` of breakers would. A miss goes on to the map.
+//! miss. The front table is a hash table (hashbrown's) built from the map, whose entries hold
+//! what a call needs at once: the key to compare (a copy; a `String` of up to 23 bytes as its
+//! bytes, in place, so that the compare reads no other line), a pointer to the map's slot (for
+//! recency), the tick in which the slot was last marked through the entry (so that a call marks
+//! it once a sweep period without reading it each time) and a copy of the map's handle to the
+//! key's breaker. A hit reaches the breaker's state in fewer steps than an unshared std
+//! `HashMap<String, Breaker>` would (no read of the key's heap buffer). A miss goes on to the
+//! map.
 //!
 //! # The protocol
 //!
@@ -41,13 +45,17 @@
 //! The table holds no handle: an evicted breaker is freed when the map's entry is, as without
 //! it.
 
+use core::any::TypeId;
 use core::borrow::Borrow;
 use core::hash::{BuildHasher, Hash};
-use core::mem::ManuallyDrop;
-use std::collections::{HashMap, HashSet};
+use core::mem::{ManuallyDrop, MaybeUninit};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
+use hashbrown::HashTable;
+
+use super::lookups::{key_bytes, same_bytes};
 use crate::breaker::Breaker;
 
 /// The map's size from which a family keeps a front table: below it, each thread's cache of
@@ -81,11 +89,18 @@ impl<S: BuildHasher> BuildHasher for SharedHasher<S> {
 
 /// Set in an entry's slot word once a sweep is about to remove its key from the map.
 const GONE: usize = 1;
+/// Set in an entry's slot word, from its making, when the entry holds its key's bytes in
+/// place of a copy of the key (see [`Entry::key`]).
+const SHORT: usize = 2;
+/// The longest `String` key an entry holds in place: its bytes fill the room of a `String`
+/// but its last byte, which holds the length.
+const SHORT_MAX: usize = size_of::<String>() - 1;
 
 /// A key's slot in the map, and its breaker.
-struct Entry<V> {
+struct Entry<K, V> {
     /// The map's slot, tagged [`GONE`] once the key is being removed: the slot (and the map
-    /// entry it is part of) may then be freed, and the entry is not used.
+    /// entry it is part of) may then be freed, and the entry is not used. Tagged [`SHORT`]
+    /// if `key` holds bytes.
     slot: AtomicPtr<V>,
     /// A copy of the map's handle to the key's breaker, not counted as a handle: valid while
     /// the map's entry is, which reading `slot` already requires. Never dropped.
@@ -93,6 +108,116 @@ struct Entry<V> {
     /// The sweep tick in which a lookup through this entry last marked the map's slot called
     /// (see [`Found::marked`]); 0 if none has.
     marked: AtomicU64,
+    /// A copy of the key (its `Clone`); or, for a `String` key of at most [`SHORT_MAX`] bytes
+    /// (the slot word tagged [`SHORT`]), the key's bytes, zeros after them and its length in
+    /// the last byte. A lookup then compares the key without reading the `String`'s heap
+    /// buffer: over many keys, a cache miss less than a copy's (or a std `HashMap`'s) costs.
+    key: MaybeUninit<K>,
+}
+
+impl<K: Hash + 'static, V> Entry<K, V> {
+    /// An entry for `key`, its `slot` and a bitwise copy of `breaker`.
+    ///
+    /// # Safety
+    ///
+    /// The entry is used only while the map's entry holding `slot` and `breaker` is alive.
+    unsafe fn new(key: &K, slot: &V, breaker: &Breaker) -> Self
+    where
+        K: Clone,
+    {
+        const {
+            assert!(
+                align_of::<V>() > GONE | SHORT,
+                "a slot's address leaves room for the tags"
+            )
+        };
+        let mut word = core::ptr::from_ref(slot).cast_mut();
+        let key = match key_bytes(key) {
+            Some(bytes) if bytes.len() <= SHORT_MAX => {
+                word = word.map_addr(|a| a | SHORT);
+                let mut room = MaybeUninit::<K>::uninit();
+                let at = room.as_mut_ptr().cast::<u8>();
+                // SAFETY: `key_bytes` gave bytes, so `K` is `String` (a sized `str` cannot
+                // be): `room` has `SHORT_MAX + 1` bytes, all written here, none read as a `K`.
+                unsafe {
+                    at.write_bytes(0, SHORT_MAX + 1);
+                    at.copy_from_nonoverlapping(bytes.as_ptr(), bytes.len());
+                    at.add(SHORT_MAX).write(bytes.len() as u8);
+                }
+                room
+            }
+            _ => MaybeUninit::new(key.clone()),
+        };
+        Entry {
+            slot: AtomicPtr::new(word),
+            // SAFETY: a bitwise copy of the map's handle, never dropped (`ManuallyDrop`), used
+            // only while the map's entry holding the original is alive (the contract).
+            breaker: ManuallyDrop::new(unsafe { core::ptr::read(breaker) }),
+            marked: AtomicU64::new(0),
+            key,
+        }
+    }
+
+    /// The entry's key: its bytes, or its copy.
+    #[inline(always)]
+    fn key(&self) -> Key<'_, K> {
+        if self.slot.load(Ordering::Relaxed).addr() & SHORT == 0 {
+            // SAFETY: not tagged `SHORT`: `key` holds a `K` (see `new`).
+            return Key::Whole(unsafe { self.key.assume_init_ref() });
+        }
+        // SAFETY: tagged `SHORT` at its making: all `SHORT_MAX + 1` bytes of `key` written
+        // (see `new`), and never changed.
+        let room =
+            unsafe { core::slice::from_raw_parts(self.key.as_ptr().cast::<u8>(), SHORT_MAX + 1) };
+        Key::Short(&room[..usize::from(room[SHORT_MAX])])
+    }
+
+    /// Whether the entry's key is `key`. An entry holding bytes is compared only with a `str`
+    /// or `String` key (see [`compares`]).
+    #[inline(always)]
+    fn holds<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized + 'static,
+    {
+        match self.key() {
+            Key::Whole(whole) => whole.borrow() == key,
+            Key::Short(bytes) => key_bytes(key).is_some_and(|k| same_bytes(bytes, k)),
+        }
+    }
+
+    /// The entry's key's hash: that of the key, or of the `str` its bytes are (which is a
+    /// `String`'s hash).
+    fn hash<S: BuildHasher>(&self, hasher: &S) -> u64 {
+        match self.key() {
+            Key::Whole(whole) => hasher.hash_one(whole),
+            // SAFETY: the bytes of a `String` (see `new`), so UTF-8.
+            Key::Short(bytes) => hasher.hash_one(unsafe { core::str::from_utf8_unchecked(bytes) }),
+        }
+    }
+}
+
+/// An entry's key, as it holds it.
+enum Key<'a, K> {
+    Whole(&'a K),
+    Short(&'a [u8]),
+}
+
+impl<K, V> Drop for Entry<K, V> {
+    fn drop(&mut self) {
+        if self.slot.get_mut().addr() & SHORT == 0 {
+            // SAFETY: not tagged `SHORT`: `key` holds a `K`, dropped only here.
+            unsafe { self.key.assume_init_drop() };
+        }
+    }
+}
+
+/// Whether a table of `K` keys can compare its keys with `key`: not if its entries may hold
+/// bytes (`K` is `String`) and `Q` is neither `str` nor `String` (a type a user's own `Borrow`
+/// impl lets `String` borrow as). Such a lookup goes to the map, and is no miss of the table's.
+#[inline(always)]
+pub(super) fn compares<K: 'static, Q: ?Sized + 'static>(key: &Q) -> bool {
+    TypeId::of::<K>() != TypeId::of::<String>() || key_bytes(key).is_some()
 }
 
 /// A key the front table holds.
@@ -111,7 +236,8 @@ pub(super) struct Found<'g, V> {
 
 /// One published table: see the module doc.
 struct Table<K, V, S> {
-    entries: HashMap<K, Entry<V>, SharedHasher<S>>,
+    entries: HashTable<Entry<K, V>>,
+    hasher: SharedHasher<S>,
     /// Entries tagged [`GONE`] so far.
     gone: AtomicUsize,
 }
@@ -167,18 +293,20 @@ impl<K, V, S> Front<K, V, S> {
     /// `key`'s slot and breaker in the current table, if it holds the key and the key is
     /// not being removed.
     #[inline]
-    pub(super) fn find<'g, Q>(
-        &self,
-        key: &Q,
-        guard: &'g impl papaya::Guard,
-    ) -> Option<Found<'g, V>>
+    pub(super) fn find<'g, Q>(&self, key: &Q, guard: &'g impl papaya::Guard) -> Option<Found<'g, V>>
     where
-        K: Borrow<Q> + Hash + Eq + 'g,
+        K: Borrow<Q> + Hash + Eq + 'static,
         V: 'g,
         S: BuildHasher + 'g,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Eq + ?Sized + 'static,
     {
-        let entry = self.table(guard)?.entries.get(key)?;
+        if !compares::<K, Q>(key) {
+            return None;
+        }
+        let table = self.table(guard)?;
+        let entry = table
+            .entries
+            .find(table.hasher.hash_one(key), |e| e.holds(key))?;
         // Through the guard: the tag's visibility to a thread pinned after the removal comes
         // from the collector's barriers, which order the loads it protects (see the module
         // doc).
@@ -189,8 +317,9 @@ impl<K, V, S> Front<K, V, S> {
         // SAFETY: the key is not being removed as far as this pinned thread can tell, so the
         // map's entry is alive for as long as it stays pinned (see the module doc); the
         // breaker copy is that entry's handle.
+        let slot = unsafe { &*slot.map_addr(|a| a & !SHORT) };
         Some(Found {
-            slot: unsafe { &*slot },
+            slot,
             breaker: &entry.breaker,
             marked: &entry.marked,
         })
@@ -209,9 +338,10 @@ impl<K, V, S> Front<K, V, S> {
             return false;
         };
         let mut tagged = 0;
-        for entry in table.entries.values() {
+        for entry in &table.entries {
             let slot = entry.slot.load(Ordering::Relaxed);
-            if slot.addr() & GONE == 0 && leaving.contains(&slot.cast_const()) {
+            let at = slot.map_addr(|a| a & !SHORT).cast_const();
+            if slot.addr() & GONE == 0 && leaving.contains(&at) {
                 // Before the removal that retires the map's entry: a thread pinned after the
                 // retirement sees the tag (the collector's barriers order the two).
                 entry
@@ -245,25 +375,24 @@ impl<K, V, S> Front<K, V, S> {
         entries: impl Iterator<Item = (&'a K, &'a V, &'a Breaker)>,
         guard: &impl papaya::Guard,
     ) where
-        K: Hash + Eq + Clone + 'a,
+        K: Hash + Eq + Clone + 'static,
         V: 'a,
         S: BuildHasher,
     {
-        let mut table = HashMap::with_capacity_and_hasher(len, hasher.clone());
+        let mut table = HashTable::with_capacity(len);
         // The key's `Clone` and `Hash` are user code: a panic here drops the half-built table
-        // and leaves the current one published.
+        // (the entries' key copies with it) and leaves the current one published.
         for (key, slot, breaker) in entries {
-            let entry = Entry {
-                slot: AtomicPtr::new(core::ptr::from_ref(slot).cast_mut()),
-                // SAFETY: a bitwise copy of the map's handle, never dropped (`ManuallyDrop`),
-                // used only while the map's entry holding the original is alive.
-                breaker: ManuallyDrop::new(unsafe { core::ptr::read(breaker) }),
-                marked: AtomicU64::new(0),
-            };
-            table.insert(key.clone(), entry);
+            // SAFETY: the entry is used only while the map's entry is alive (the contract).
+            let entry = unsafe { Entry::new(key, slot, breaker) };
+            // Hashed from the entry (the key's copy, or its bytes), as a lookup that finds
+            // it will be: a key whose `Clone` changes its hash is then not found here, and is
+            // looked up in the map, rather than found under the wrong key.
+            table.insert_unique(entry.hash(hasher), entry, |e| e.hash(hasher));
         }
         let fresh = Box::into_raw(Box::new(Table {
             entries: table,
+            hasher: hasher.clone(),
             gone: AtomicUsize::new(0),
         }));
         // Release: a thread that reads the new table sees it built.
@@ -419,6 +548,90 @@ mod tests {
         assert!(front.find(&Key::probe(100), &guard).is_none());
     }
 
+    /// `String` keys of every length around the longest held in place (23 bytes), multi-byte
+    /// ones among them: each found by `&str` and by `&String` at its own slot, and no key
+    /// differing from one held by a byte, a trailing NUL or a missing last byte.
+    #[test]
+    fn string_keys_short_and_long_are_each_found_and_no_other() {
+        let hasher = SharedHasher::new(KeyHasher::new());
+        let map: papaya::HashMap<String, Breaker, _> = papaya::HashMap::builder()
+            .hasher(hasher.clone())
+            .collector(seize::Collector::new().batch_size(super::batch_size()))
+            .build();
+        let mut keys: Vec<String> = (0..=40).map(|n| "k".repeat(n)).collect();
+        keys.extend(["é".repeat(11), "é".repeat(12), "€".repeat(8), "ü-\0".into()]);
+        keys.extend((0..100).map(|i| format!("host-{i}.example")));
+        for k in &keys {
+            map.pin()
+                .insert(k.clone(), Breaker::new("front", Config::default()));
+        }
+        let front: Front<String, Breaker, KeyHasher> = Front::new(super::batch_size());
+        let guard = map.guard();
+        let entries = map.iter(&guard).map(|(k, b)| (k, b, b));
+        // SAFETY: `guard` pins `map`, and nothing removes from it in this test.
+        unsafe { front.publish(&hasher, map.len(), entries, &guard) };
+        assert_eq!(front.len(&guard), keys.len());
+        for k in &keys {
+            let in_map = map.get(k.as_str(), &guard).unwrap();
+            let by_str = front.find(k.as_str(), &guard).expect(k);
+            assert!(core::ptr::eq(by_str.slot, in_map), "{k:?}: its own slot");
+            assert!(by_str.breaker.ptr_eq(in_map), "{k:?}: its own breaker");
+            let by_string = front.find(k, &guard).expect(k);
+            assert!(core::ptr::eq(by_string.slot, in_map), "{k:?} as a String");
+            for other in [format!("{k}\0"), format!("{k}x"), format!("x{k}")] {
+                if !keys.contains(&other) {
+                    assert!(front.find(other.as_str(), &guard).is_none(), "{other:?}");
+                }
+            }
+            if let Some((last, _)) = k.char_indices().last() {
+                let cut = &k[..last];
+                if !keys.iter().any(|k| k == cut) {
+                    assert!(front.find(cut, &guard).is_none(), "{cut:?}");
+                }
+                let changed = format!("{cut}#");
+                if !keys.contains(&changed) {
+                    assert!(
+                        front.find(changed.as_str(), &guard).is_none(),
+                        "{changed:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A key type that `String` borrows as through a user's own `Borrow` impl: a table whose
+    /// keys may be held as bytes cannot compare it, so it finds nothing and says so
+    /// (`compares`), and the family looks such keys up in its map without counting them as
+    /// the table's misses.
+    #[test]
+    fn a_string_table_compares_no_key_type_but_str_and_string() {
+        #[derive(Hash, PartialEq, Eq)]
+        #[repr(transparent)]
+        struct Host(String);
+        impl core::borrow::Borrow<Host> for String {
+            fn borrow(&self) -> &Host {
+                // SAFETY: `Host` is a `repr(transparent)` newtype of `String`.
+                unsafe { &*core::ptr::from_ref(self).cast::<Host>() }
+            }
+        }
+        assert!(super::compares::<String, str>("a"));
+        assert!(super::compares::<String, String>(&"a".to_owned()));
+        assert!(super::compares::<u64, u64>(&1));
+        assert!(!super::compares::<String, Host>(&Host("a".into())));
+        let hasher = SharedHasher::new(KeyHasher::new());
+        let map: papaya::HashMap<String, Breaker, _> =
+            papaya::HashMap::builder().hasher(hasher.clone()).build();
+        map.pin()
+            .insert("a".into(), Breaker::new("front", Config::default()));
+        let front: Front<String, Breaker, KeyHasher> = Front::new(super::batch_size());
+        let guard = map.guard();
+        let entries = map.iter(&guard).map(|(k, b)| (k, b, b));
+        // SAFETY: `guard` pins `map`, and nothing removes from it in this test.
+        unsafe { front.publish(&hasher, map.len(), entries, &guard) };
+        assert!(front.find("a", &guard).is_some());
+        assert!(front.find(&Host("a".into()), &guard).is_none());
+    }
+
     #[test]
     fn a_forgotten_slot_is_not_found_and_a_quarter_forgotten_asks_for_a_rebuild() {
         let hasher = SharedHasher::new(KeyHasher::new());
@@ -532,7 +745,10 @@ mod tests {
         publish(&front, &hasher, &map);
         assert_eq!(LIVE.load(Ordering::Relaxed), before + 100);
         let pinned = map.guard();
-        let held = front.find(&Key::probe(5), &pinned).expect("published").breaker;
+        let held = front
+            .find(&Key::probe(5), &pinned)
+            .expect("published")
+            .breaker;
         publish(&front, &hasher, &map);
         // The old table is still readable by the thread pinned before it was replaced.
         assert!(held.ptr_eq(map.get(&Key::probe(5), &pinned).unwrap()));

@@ -74,7 +74,7 @@ pub(super) trait Map<K> {
     fn find<Q, R>(&self, key: &Q, f: impl FnOnce(&Breaker, bool) -> R) -> R
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized;
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static;
 }
 
 /// The family's words a lookup reads: see the module doc.
@@ -201,7 +201,7 @@ impl<K> Lookups<K> {
 fn through_map<K, Q, R>(map: &impl Map<K>, key: &Q, f: impl FnOnce(&Breaker) -> R) -> R
 where
     K: Borrow<Q>,
-    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
 {
     map.find(key, |b, _| f(b))
 }
@@ -244,7 +244,7 @@ fn same_key<Q: Eq + ?Sized + 'static>(a: &Q, b: &Q) -> bool {
 /// The bytes of a `str` or `String` key (whose `==` is that of its bytes); `None` for any
 /// other type. Decided at compile time.
 #[inline(always)]
-fn key_bytes<Q: ?Sized + 'static>(key: &Q) -> Option<&[u8]> {
+pub(super) fn key_bytes<Q: ?Sized + 'static>(key: &Q) -> Option<&[u8]> {
     use core::any::TypeId;
     if TypeId::of::<Q>() == TypeId::of::<str>() {
         // SAFETY: `Q` is `str`, whose value is its UTF-8 bytes, `size_of_val` of them.
@@ -276,7 +276,7 @@ fn place<Q: ?Sized + 'static>(key: &Q) -> Option<(usize, usize)> {
 /// `a == b` for byte strings, without a call for lengths up to 32: overlapping words from
 /// each end.
 #[inline(always)]
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub(super) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;

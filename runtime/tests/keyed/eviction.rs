@@ -435,6 +435,76 @@ fn borrowed_lookups_and_registry_families() {
     assert_eq!(f.open_keys, 1);
 }
 
+/// In a family large enough to keep a front table, a key called once in a sweep period, its
+/// lookup answered by the table, is marked called: the next sweep keeps it and evicts the
+/// keys not called since the last one.
+#[test]
+fn a_key_found_in_the_front_table_is_not_idle_to_the_next_sweep() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<String> = BreakerMap::new("front-recency", config(&clock, 4_000, 10));
+    let keys: Vec<String> = (0..200).map(|i| format!("host-{i}.example")).collect();
+    for _ in 0..4 {
+        for k in &keys {
+            ok(&map, k).unwrap();
+        }
+    }
+    assert_eq!(map.sweep(), 0);
+    clock.advance(Duration::from_secs(6));
+    ok(&map, "host-5.example").unwrap();
+    ok(&map, "host-150.example").unwrap();
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(map.sweep(), 198);
+    assert_eq!(map.len(), 2);
+    assert!(map.get("host-5.example").is_some());
+    assert!(map.get("host-150.example").is_some());
+}
+
+/// A key type of the user's own that `String` borrows as (a newtype of it): looked up in a
+/// family large enough to keep a front table (which holds short keys as bytes and cannot
+/// compare such a type with them), it reaches the same breaker as the `&str` of the key.
+#[test]
+fn a_users_own_borrowed_key_type_reaches_the_keys_breaker() {
+    #[derive(Hash, PartialEq, Eq)]
+    #[repr(transparent)]
+    struct Host(String);
+    impl std::borrow::Borrow<Host> for String {
+        fn borrow(&self) -> &Host {
+            // SAFETY: `Host` is a `repr(transparent)` newtype of `String`.
+            unsafe { &*std::ptr::from_ref(self).cast::<Host>() }
+        }
+    }
+    impl ToOwned for Host {
+        type Owned = String;
+        fn to_owned(&self) -> String {
+            self.0.clone()
+        }
+    }
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<String> = BreakerMap::new("borrowed-newtype", config(&clock, 4_000, 10));
+    let keys: Vec<String> = (0..200).map(|i| format!("host-{i}.example")).collect();
+    // Each key called by `&str` four times: the map builds its front table.
+    for _ in 0..4 {
+        for k in &keys {
+            ok(&map, k).unwrap();
+        }
+    }
+    for _ in 0..4 {
+        for k in &keys {
+            let host = Host(k.clone());
+            map.call(&host, || Ok::<_, &str>(())).unwrap();
+        }
+    }
+    let _ = map.call(&Host("host-7.example".into()), || Err::<(), _>("refused"));
+    assert_eq!(map.len(), 200);
+    for k in &keys {
+        let m = map.get(k.as_str()).expect("held").metrics();
+        let failed = u64::from(k == "host-7.example");
+        assert_eq!((m.calls, m.failures), (8 + failed, failed), "{k}");
+    }
+}
+
 #[test]
 fn bad_bounds_are_refused() {
     let _serial = crate::support::serial();

@@ -97,8 +97,9 @@ fn keyed() {
     );
 
     // The same keys called again: the family builds its front table (a copy of each key, a
-    // pointer to its slot and to its breaker, in a std `HashMap`), at most 64 bytes a key
-    // more (a table of 16 384 buckets for 10 000 keys: 41).
+    // pointer to its slot and to its breaker and the tick it last marked the slot in: 32
+    // bytes an entry and a control byte), at most 64 bytes a key more (a table of 16 384
+    // buckets for 10 000 keys: 54).
     let before = live();
     let map: BreakerMap<u64> = BreakerMap::new("cost-called-again", config.clone());
     for _ in 0..2 {
