@@ -18,7 +18,7 @@ use crate::support::{config, serial};
 /// a breaker it wakes for a moment, which may be just after the family's drop.)
 #[test]
 fn eviction_racing_calls_loses_and_doubles_no_count() {
-    racing_calls_and_eviction(16, 200);
+    racing_calls_and_eviction(16, 200, |k| k);
 }
 
 /// The same in a family of hundreds of keys, large enough to keep a front table (a read-only
@@ -26,13 +26,29 @@ fn eviction_racing_calls_loses_and_doubles_no_count() {
 /// it race its rebuilds and the removals.
 #[test]
 fn eviction_racing_calls_in_a_family_of_hundreds_of_keys_loses_and_doubles_no_count() {
-    racing_calls_and_eviction(256, 3_000);
+    racing_calls_and_eviction(256, 3_000, |k| k);
+}
+
+/// The same with `String` keys, a third of them longer than the 23 bytes a front table holds
+/// in place of a copy: the table's entries of both kinds are tagged before their keys leave.
+#[test]
+fn eviction_racing_calls_in_a_family_of_hundreds_of_string_keys_loses_and_doubles_no_count() {
+    racing_calls_and_eviction(256, 3_000, |k| {
+        if k % 3 == 0 {
+            format!("a-host-name-over-23-bytes-{k}.example")
+        } else {
+            format!("h-{k}")
+        }
+    });
 }
 
 /// `THREADS` threads call random keys below `keys` in a family of `max_keys` while another
 /// sweeps and moves the clock; every outcome is counted once, and no breaker outlives the
 /// family.
-fn racing_calls_and_eviction(max_keys: u32, keys: u64) {
+fn racing_calls_and_eviction<K>(max_keys: u32, keys: u64, key_of: fn(u64) -> K)
+where
+    K: std::hash::Hash + Eq + Clone + std::fmt::Display + Send + Sync + 'static,
+{
     let _s = serial();
     let before = live_breakers();
     let clock = ManualClock::new();
@@ -43,7 +59,7 @@ fn racing_calls_and_eviction(max_keys: u32, keys: u64) {
         .clock(clock.clone())
         .build()
         .unwrap();
-    let map: BreakerMap<u64> = BreakerMap::new("race", config);
+    let map: BreakerMap<K> = BreakerMap::new("race", config);
     const THREADS: u64 = 3;
     const CALLS: u64 = 20_000;
     let done = AtomicBool::new(false);
@@ -65,7 +81,7 @@ fn racing_calls_and_eviction(max_keys: u32, keys: u64) {
                         x ^= x << 13;
                         x ^= x >> 7;
                         x ^= x << 17;
-                        let key = x % keys;
+                        let key = key_of(x % keys);
                         let r = if i % 4 == 0 {
                             // Through a permit, the path that holds an owned pin.
                             match map.try_acquire(&key) {
