@@ -20,7 +20,13 @@
 //!   filled before the run and read through a shared reference with no lock, no guard and no
 //!   cache. A lookup that hashes its key pays at least this: the hash, one probe, one key
 //!   compare and the call. `BreakerMap` can read under it: its thread cache answers a key
-//!   repeated, or passed from the same address, without hashing it.
+//!   repeated, or passed from the same address, without hashing it; and its front table holds
+//!   a short key's bytes in place, where this reads each `String` key's heap buffer.
+//! - `inline_floor`: the lowest control that hashes: a table laid out as `BreakerMap`'s front
+//!   table (hashbrown, each key of up to 23 bytes held in place, compared inline), with the
+//!   same hasher, read through a shared reference with no guard, no thread cache and no
+//!   recency mark. A lookup that hashes a short key pays at least this. `inline_floor_pinned`
+//!   is the same under papaya's guard, entered and left per call as `BreakerMap` does.
 //!
 //! Each contender's keys and breakers are allocated in a loop of their own, so no contender's
 //! memory is interleaved with the others' (which spread each map over ten times the pages).
@@ -38,6 +44,7 @@
 //! map comparison into BENCHMARKS.md. Smoke run: `cargo bench --bench keyed -- --test`.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::hint::black_box;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
@@ -119,7 +126,7 @@ impl Lookup for Single {
     }
 }
 
-impl<S: std::hash::BuildHasher + Send + Sync + 'static> Lookup for BreakerMap<String, S> {
+impl<S: BuildHasher + Send + Sync + 'static> Lookup for BreakerMap<String, S> {
     #[inline(always)]
     fn call(&self, key: &str, _: u32, x: u64) -> u64 {
         BreakerMap::call(self, key, || protected(x)).unwrap_or(1)
@@ -220,9 +227,61 @@ impl Lookup for HashedFloor {
     }
 }
 
+/// A key of up to 23 bytes, zero-padded, in place (`inline_floor`).
+type Inline = [u8; 24];
+
+fn inline(key: &str) -> Inline {
+    let mut room = [0; 24];
+    room[..key.len()].copy_from_slice(key.as_bytes());
+    room[23] = key.len() as u8;
+    room
+}
+
+/// Read-only, as `HashedFloor`: see the module doc.
+struct InlineFloor(hashbrown::HashTable<(Inline, Breaker)>, KeyHasher);
+impl Lookup for InlineFloor {
+    #[inline(always)]
+    fn call(&self, key: &str, _: u32, x: u64) -> u64 {
+        let probe = inline(key);
+        self.0
+            .find(self.1.hash_one(key), |(k, _)| *k == probe)
+            .expect("key")
+            .1
+            .call(|| protected(x))
+            .unwrap_or(1)
+    }
+}
+
+/// `inline_floor` under papaya's guard, entered and left per call as `BreakerMap` does.
+struct PinnedInlineFloor(InlineFloor, papaya::HashMap<String, Breaker, KeyHasher>);
+impl Lookup for PinnedInlineFloor {
+    #[inline(always)]
+    fn call(&self, key: &str, i: u32, x: u64) -> u64 {
+        let guard = self.1.guard();
+        let r = self.0.call(key, i, x);
+        drop(black_box(guard));
+        r
+    }
+}
+
+/// An `InlineFloor` of `keys` (each at most 23 bytes), with a hasher of its own.
+fn inline_floor(keys: &[String]) -> InlineFloor {
+    let hasher = KeyHasher::new();
+    let mut table = hashbrown::HashTable::with_capacity(KEYS);
+    for k in keys {
+        assert!(k.len() <= 23, "{k}: a short key");
+        let rehash = |(k, _): &(Inline, Breaker)| {
+            let len = usize::from(k[23]);
+            hasher.hash_one(std::str::from_utf8(&k[..len]).expect("a key's UTF-8"))
+        };
+        table.insert_unique(hasher.hash_one(k.as_str()), (inline(k), breaker(k)), rehash);
+    }
+    InlineFloor(table, hasher)
+}
+
 /// `keyed_parts`: the hash alone.
 struct HashOnly<S>(S);
-impl<S: std::hash::BuildHasher + Send + Sync + 'static> Lookup for HashOnly<S> {
+impl<S: BuildHasher + Send + Sync + 'static> Lookup for HashOnly<S> {
     #[inline(always)]
     fn call(&self, key: &str, _: u32, x: u64) -> u64 {
         self.0.hash_one(key) ^ x
@@ -300,6 +359,11 @@ fn contenders(keys: &[String]) -> Vec<(&'static str, Arc<dyn Lookup>)> {
     for k in keys {
         hashed.insert(k.clone(), breaker(k));
     }
+    let inlined = inline_floor(keys);
+    let pinned = PinnedInlineFloor(
+        inline_floor(keys),
+        papaya::HashMap::builder().hasher(KeyHasher::new()).build(),
+    );
     vec![
         ("direct", Arc::new(Direct) as Arc<dyn Lookup>),
         (
@@ -308,6 +372,8 @@ fn contenders(keys: &[String]) -> Vec<(&'static str, Arc<dyn Lookup>)> {
         ),
         ("vec_floor", Arc::new(Floor(floor))),
         ("hashed_floor", Arc::new(HashedFloor(hashed))),
+        ("inline_floor", Arc::new(inlined)),
+        ("inline_floor_pinned", Arc::new(pinned)),
         ("breakermap", Arc::new(bm)),
         ("breakermap_siphash", Arc::new(bs)),
         ("papaya", Arc::new(Papaya(pa))),
