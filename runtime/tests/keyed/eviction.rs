@@ -435,6 +435,19 @@ fn borrowed_lookups_and_registry_families() {
     assert_eq!(f.open_keys, 1);
 }
 
+/// A family of 200 `String` keys (`host-<i>.example`), each called four times by `&str`: it
+/// has built its front table. Idle after 10 s.
+fn with_front_table(name: &'static str, clock: &ManualClock) -> (BreakerMap<String>, Vec<String>) {
+    let map: BreakerMap<String> = BreakerMap::new(name, config(clock, 4_000, 10));
+    let keys: Vec<String> = (0..200).map(|i| format!("host-{i}.example")).collect();
+    for _ in 0..4 {
+        for k in &keys {
+            ok(&map, k).unwrap();
+        }
+    }
+    (map, keys)
+}
+
 /// In a family large enough to keep a front table, a key called once in a sweep period, its
 /// lookup answered by the table, is marked called: the next sweep keeps it and evicts the
 /// keys not called since the last one.
@@ -442,13 +455,7 @@ fn borrowed_lookups_and_registry_families() {
 fn a_key_found_in_the_front_table_is_not_idle_to_the_next_sweep() {
     let _s = serial();
     let clock = ManualClock::new();
-    let map: BreakerMap<String> = BreakerMap::new("front-recency", config(&clock, 4_000, 10));
-    let keys: Vec<String> = (0..200).map(|i| format!("host-{i}.example")).collect();
-    for _ in 0..4 {
-        for k in &keys {
-            ok(&map, k).unwrap();
-        }
-    }
+    let (map, _) = with_front_table("front-recency", &clock);
     assert_eq!(map.sweep(), 0);
     clock.advance(Duration::from_secs(6));
     ok(&map, "host-5.example").unwrap();
@@ -482,14 +489,7 @@ fn a_users_own_borrowed_key_type_reaches_the_keys_breaker() {
     }
     let _s = serial();
     let clock = ManualClock::new();
-    let map: BreakerMap<String> = BreakerMap::new("borrowed-newtype", config(&clock, 4_000, 10));
-    let keys: Vec<String> = (0..200).map(|i| format!("host-{i}.example")).collect();
-    // Each key called by `&str` four times: the map builds its front table.
-    for _ in 0..4 {
-        for k in &keys {
-            ok(&map, k).unwrap();
-        }
-    }
+    let (map, keys) = with_front_table("borrowed-newtype", &clock);
     for _ in 0..4 {
         for k in &keys {
             let host = Host(k.clone());
