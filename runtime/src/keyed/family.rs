@@ -150,14 +150,11 @@ where
         }
     }
 
-    /// Recency: a store only in the first call of a sweep period, so that threads calling one
+    /// Recency: a write only in the first call of a sweep period, so that threads calling one
     /// key do not pass its line back and forth.
     #[inline]
     fn touch(&self, slot: &KeySlot) {
-        let tick = self.tick.load(Ordering::Relaxed);
-        if slot.touched.load(Ordering::Relaxed) != tick {
-            slot.touched.store(tick, Ordering::Relaxed);
-        }
+        mark(slot, self.tick.load(Ordering::Relaxed));
     }
 
     /// `key`'s breaker from the map, created if it is new. A key the map held but the front
@@ -576,6 +573,69 @@ where
         // The overflow breaker is no key's: a later lookup may find room for the key.
         let own = !self.overflow.get().is_some_and(|o| core::ptr::eq(o, b));
         f(b, own)
+    }
+}
+
+/// Marks `slot` called in `tick`. The mark never moves back: a thread that read the tick
+/// before a sweep moved it, and marks after a later call marked the slot (and its front entry,
+/// whose hint then spares the key's next calls the slot), must not leave the slot a period
+/// behind, idle to the next sweep however often the key is called meanwhile.
+#[inline]
+fn mark(slot: &KeySlot, tick: u64) {
+    if slot.touched.load(Ordering::Relaxed) < tick {
+        slot.touched.fetch_max(tick, Ordering::Relaxed);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use crate::{BreakerMap, Config, ManualClock};
+
+    /// A key called through the front table after a sweep, then marked by a thread that had
+    /// read the tick before that sweep (its late mark made here), and called every second
+    /// since: the next sweep, `idle_for` later, keeps it.
+    #[test]
+    fn a_late_mark_from_before_a_sweep_does_not_make_a_called_key_idle() {
+        let clock = ManualClock::new();
+        let config = Config::builder()
+            .max_keys(4_000)
+            .idle_for(Duration::from_secs(10))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let map: BreakerMap<String> = BreakerMap::new("late-mark", config);
+        let keys: Vec<String> = (0..200).map(|i| format!("host-{i}.example")).collect();
+        for _ in 0..4 {
+            for k in &keys {
+                map.call(k.as_str(), || Ok::<_, &str>(())).unwrap();
+            }
+        }
+        let hot = "host-5.example";
+        map.sweep();
+        map.call(hot, || Ok::<_, &str>(())).unwrap();
+        {
+            let guard = map.family.map.guard();
+            let tick = map.family.tick.load(std::sync::atomic::Ordering::Relaxed);
+            let slot = map.family.map.get(hot, &guard).unwrap();
+            super::mark(slot, tick - 1);
+            assert_eq!(
+                slot.touched.load(std::sync::atomic::Ordering::Relaxed),
+                tick
+            );
+        }
+        for _ in 0..11 {
+            clock.advance(Duration::from_secs(1));
+            for _ in 0..100 {
+                map.call(hot, || Ok::<_, &str>(())).unwrap();
+            }
+        }
+        map.sweep();
+        assert!(
+            map.get(hot).is_some(),
+            "a key called every second was evicted"
+        );
     }
 }
 
