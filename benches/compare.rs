@@ -252,6 +252,24 @@ fn tripped_bb(name: &str) -> Breaker {
     b
 }
 
+/// A tripped `Breaker::new` breaker whose first thread (the one that tripped it) stays alive
+/// until the returned sender is dropped, so that the caller's thread counts on a later line.
+fn tripped_bb_elsewhere(name: &str) -> (Breaker, std::sync::mpsc::Sender<()>) {
+    let b = Breaker::new(name, bb_trip_once_config());
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let first = b.clone();
+    std::thread::spawn(move || {
+        let _ = first.call(|| protected(FAIL));
+        drop(first);
+        ready_tx.send(()).unwrap();
+        let _ = rx.recv();
+    });
+    ready.recv().unwrap();
+    assert_eq!(b.state(), State::Open);
+    (b, tx)
+}
+
 /// A tripped breaker from the registry: the handle `#[circuit_breaker]` uses (no reference
 /// count to touch).
 fn tripped_bb_static(name: &str) -> Breaker {
@@ -318,6 +336,10 @@ fn open(c: &mut Criterion) {
     one(&mut g, "bb_call", all(), |x| b.call(|| protected(x)));
     let b = tripped_bb_static("open_1t.call_static");
     one(&mut g, "bb_call_static", all(), |x| b.call(|| protected(x)));
+    // A control: the same rejection on a thread that is not the breaker's first (whose counts
+    // sit on a second thread's line, as both threads' of `open_2t` do).
+    let (b, _first) = tripped_bb_elsewhere("open_1t.call_second");
+    one(&mut g, "bb_call_second_thread", all(), |x| b.call(|| protected(x)));
     let b = tripped_bb("open_1t.permit");
     one(&mut g, "bb_permit", all(), |x| bb_permit(&b, x));
     tripped_attr("bench.attr.open_1t", attr::open_1t);
