@@ -336,10 +336,12 @@ fn open(c: &mut Criterion) {
     one(&mut g, "bb_call", all(), |x| b.call(|| protected(x)));
     let b = tripped_bb_static("open_1t.call_static");
     one(&mut g, "bb_call_static", all(), |x| b.call(|| protected(x)));
-    // A control: the same rejection on a thread that is not the breaker's first (whose counts
-    // sit on a second thread's line, as both threads' of `open_2t` do).
+    // A control: the same rejection on a thread that is not the breaker's first, whose counts
+    // sit on a later thread's line, as the counts of both of `open_2t`'s threads do.
     let (b, _first) = tripped_bb_elsewhere("open_1t.call_second");
-    one(&mut g, "bb_call_second_thread", all(), |x| b.call(|| protected(x)));
+    one(&mut g, "bb_call_second_thread", all(), |x| {
+        b.call(|| protected(x))
+    });
     let b = tripped_bb("open_1t.permit");
     one(&mut g, "bb_permit", all(), |x| bb_permit(&b, x));
     tripped_attr("bench.attr.open_1t", attr::open_1t);
