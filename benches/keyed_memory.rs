@@ -1,5 +1,7 @@
 //! Per-key breakers' memory, what criterion cannot time:
-//! - heap bytes per key of a `BreakerMap` (a consecutive-failure config), beside the key;
+//! - heap bytes per key of a `BreakerMap` (a consecutive-failure config), beside the key: with
+//!   each key called once, and called three times (by then the family has built its index of
+//!   the keys for lookups, the front table: what a family whose keys are called again costs);
 //! - RSS while 1 M distinct keys stream through a family with `max_keys = 10 000`;
 //! - RSS and live heap after creating and dropping 1 M `Breaker::new` with distinct names.
 //!
@@ -52,9 +54,11 @@ fn rss() -> i64 {
 
 const MIB: f64 = (1 << 20) as f64;
 
-/// Heap bytes per key of a family holding `n` keys made by `key`, minus the key's own heap.
+/// Heap bytes per key of a family holding `n` keys made by `key`, each called `rounds` times,
+/// minus the key's own heap.
 fn per_key<K: std::hash::Hash + Eq + Clone + std::fmt::Display + Send + Sync + 'static>(
     n: u64,
+    rounds: u64,
     key: impl Fn(u64) -> K,
     key_heap: i64,
 ) -> i64 {
@@ -65,9 +69,11 @@ fn per_key<K: std::hash::Hash + Eq + Clone + std::fmt::Display + Send + Sync + '
         .expect("valid config");
     let before = live();
     let map: BreakerMap<K> = BreakerMap::new("bench.cost", config);
-    for i in 0..n {
-        let k = key(i);
-        map.call(&k, || Ok::<_, &str>(())).expect("closed");
+    for _ in 0..rounds {
+        for i in 0..n {
+            let k = key(i);
+            map.call(&k, || Ok::<_, &str>(())).expect("closed");
+        }
     }
     let per = (live() - before) / n as i64 - key_heap;
     drop(map);
@@ -79,9 +85,14 @@ fn main() {
         || !std::env::args().any(|a| a == "--bench");
     let million: u64 = if quick { 100_000 } else { 1_000_000 };
 
-    // A key: `u64` (no heap of its own) and `String` (its bytes counted as the key's).
-    let u64_key = per_key(10_000, |i| i, 0);
-    let string_key = per_key(10_000, |i| format!("host-{i:05}.example"), 24);
+    // A key: `u64` (no heap of its own) and `String` (its bytes counted as the key's). Called
+    // once, the keys are in the map alone; the second round's misses build the front table
+    // (at the 64th), and the third finds every key there.
+    let u64_key = per_key(10_000, 1, |i| i, 0);
+    let u64_indexed = per_key(10_000, 3, |i| i, 0);
+    let string = |i| format!("host-{i:05}.example");
+    let string_key = per_key(10_000, 1, string, 24);
+    let string_indexed = per_key(10_000, 3, string, 24);
 
     // Streaming distinct keys through a bounded family.
     let config = Config::builder()
@@ -115,7 +126,8 @@ fn main() {
     let named_live = live_breakers() as i64 - live_before as i64;
 
     println!(
-        "{{\"keyed_memory\": {{\"bytes_per_key_u64\": {u64_key}, \"bytes_per_key_string_beside_key\": {string_key}, \
+        "{{\"keyed_memory\": {{\"bytes_per_key_u64\": {u64_key}, \"bytes_per_key_u64_indexed\": {u64_indexed}, \
+         \"bytes_per_key_string_beside_key\": {string_key}, \"bytes_per_key_string_indexed_beside_key\": {string_indexed}, \
          \"stream_keys\": {million}, \"stream_max_keys_held\": {max_len}, \"stream_evicted\": {evicted}, \
          \"stream_rss_growth_after_warmup_mib\": {stream_rss:.2}, \"stream_heap_growth_after_warmup_mib\": {stream_heap:.2}, \
          \"named_breakers\": {million}, \"named_rss_growth_mib\": {named_rss:.2}, \"named_heap_growth_bytes\": {named_heap}, \
