@@ -172,7 +172,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
-        self.family.with(key, |b| b.call(f))
+        self.family.lookup(key).call(f)
     }
 
     /// Runs `f` through `key`'s breaker and lets `classify` judge it, as
@@ -188,7 +188,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
-        self.family.with(key, |b| b.call_with(f, classify))
+        self.family.lookup(key).call_with(f, classify)
     }
 
     /// Awaits `fut` through `key`'s breaker, as [`Breaker::call_async`] does. The future holds
@@ -202,7 +202,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
-        let breaker = self.family.with(key, Breaker::clone);
+        let breaker = Breaker::clone(&self.family.lookup(key));
         breaker.call_async(fut).await
     }
 
@@ -215,7 +215,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
-        self.family.with(key, Breaker::try_acquire_owned)
+        self.family.lookup(key).try_acquire_owned()
     }
 
     /// As [`try_acquire`](BreakerMap::try_acquire), with a lease (see `breaker/lease.rs`).
@@ -225,7 +225,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
-        self.family.with(key, Breaker::try_lease)
+        self.family.lookup(key).try_lease()
     }
 
     /// `rejected`, a rejection by the breaker of `key` got from
@@ -261,7 +261,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
-        self.family.with(key, Breaker::clone)
+        Breaker::clone(&self.family.lookup(key))
     }
 
     /// The breaker new keys share while the family is full of keys it may not evict, if it

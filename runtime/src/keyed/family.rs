@@ -13,7 +13,7 @@ use crate::state::State;
 
 use super::front::{self, Front, MIN_KEYS, SharedHasher};
 use super::key_configs::KeyConfigs;
-use super::lookups::{Lookups, Map, Stamps};
+use super::lookups::{Found, Lookups, Map, Stamps};
 use super::totals::Totals;
 
 pub(super) struct Family<K, S> {
@@ -109,10 +109,10 @@ where
     K: Hash + Eq + Clone + core::fmt::Display + Send + Sync + 'static,
     S: BuildHasher + Send + Sync + 'static,
 {
-    /// Runs `f` with `key`'s breaker (created if the key is new): from this thread's cache of
+    /// `key`'s breaker (created if the key is new), for one call: from this thread's cache of
     /// its lookups if it holds the key, else from the map (then filed in the cache).
     #[inline]
-    pub(super) fn with<Q, R>(&self, key: &Q, f: impl FnOnce(&Breaker) -> R) -> R
+    pub(super) fn lookup<Q>(&self, key: &Q) -> Found<'_, K, papaya::LocalGuard<'_>>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
@@ -121,7 +121,7 @@ where
             removals: &self.removals,
             tick: &self.tick,
         };
-        self.lookups.with(self, stamps, key, f)
+        self.lookups.lookup(self, stamps, key)
     }
 
     /// Drops this thread's cached lookups if a key has been removed since they were made.
@@ -562,17 +562,30 @@ where
     K: Hash + Eq + Clone + core::fmt::Display + Send + Sync + 'static,
     S: BuildHasher + Send + Sync + 'static,
 {
+    type Guard<'m>
+        = papaya::LocalGuard<'m>
+    where
+        Self: 'm;
+
     #[inline]
-    fn find<Q, R>(&self, key: &Q, f: impl FnOnce(&Breaker, bool) -> R) -> R
+    fn guard(&self) -> papaya::LocalGuard<'_> {
+        self.map.guard()
+    }
+
+    #[inline]
+    fn find<'g, 'm: 'g, Q>(
+        &'m self,
+        key: &Q,
+        guard: &'g papaya::LocalGuard<'m>,
+    ) -> (&'g Breaker, bool)
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
     {
-        let guard = self.map.guard();
-        let b = Family::find(self, key, &guard);
+        let b = Family::find(self, key, guard);
         // The overflow breaker is no key's: a later lookup may find room for the key.
         let own = !self.overflow.get().is_some_and(|o| core::ptr::eq(o, b));
-        f(b, own)
+        (b, own)
     }
 }
 

@@ -25,7 +25,11 @@ struct Family {
 }
 
 impl Map<u64> for Family {
-    fn find<Q, R>(&self, _: &Q, f: impl FnOnce(&Breaker, bool) -> R) -> R
+    type Guard<'m> = ();
+
+    fn guard(&self) {}
+
+    fn find<'g, 'm: 'g, Q>(&'m self, _: &Q, _: &'g ()) -> (&'g Breaker, bool)
     where
         u64: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = u64> + ?Sized,
@@ -40,7 +44,7 @@ impl Map<u64> for Family {
                 Err(now) => now,
             };
         }
-        f(&self.breakers[at - 1], true)
+        (&self.breakers[at - 1], true)
     }
 }
 
@@ -68,10 +72,9 @@ impl Family {
             removals: &self.removals,
             tick: &self.tick,
         };
-        self.lookups.with(self, stamps, &KEY, |b| {
-            b.call(|| Ok::<_, &str>(())).unwrap();
-            b.clone()
-        })
+        let b = self.lookups.lookup(self, stamps, &KEY);
+        b.call(|| Ok::<_, &str>(())).unwrap();
+        Breaker::clone(&b)
     }
 
     /// An eviction of the key, as a sweep makes it: a new sweep period, the removal, the count.

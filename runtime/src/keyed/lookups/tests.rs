@@ -14,7 +14,11 @@ struct Counting {
 }
 
 impl Map<String> for Counting {
-    fn find<Q, R>(&self, key: &Q, f: impl FnOnce(&Breaker, bool) -> R) -> R
+    type Guard<'m> = ();
+
+    fn guard(&self) {}
+
+    fn find<'g, 'm: 'g, Q>(&'m self, key: &Q, _: &'g ()) -> (&'g Breaker, bool)
     where
         String: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = String> + ?Sized,
@@ -25,7 +29,7 @@ impl Map<String> for Counting {
             .breakers
             .get::<str>(key.as_str())
             .expect("a key of the family");
-        f(breaker, true)
+        (breaker, true)
     }
 }
 
@@ -64,10 +68,19 @@ impl Family {
             tick: &self.tick,
         };
         let before = self.finds();
-        self.lookups.with(&self.map, stamps, key, |b| {
-            assert_eq!(b.name(), key, "the breaker of the key looked up");
-        });
+        let found = self.lookups.lookup(&self.map, stamps, key);
+        assert_eq!(found.name(), key, "the breaker of the key looked up");
+        drop(found);
         self.finds() - before
+    }
+
+    /// `key`'s breaker, held for a call (until the returned value drops).
+    fn hold(&self, key: &str) -> Found<'_, String, ()> {
+        let stamps = Stamps {
+            removals: &self.removals,
+            tick: &self.tick,
+        };
+        self.lookups.lookup(&self.map, stamps, key)
     }
 
     /// Lookups that reached the map so far.
@@ -254,6 +267,45 @@ fn a_key_is_filed_on_its_second_miss_and_dropped_when_a_key_is_removed() {
     assert_eq!(lookup("a"), 0);
     family.removals.fetch_add(1, Ordering::Release);
     assert_eq!(lookup("a"), 1, "a removal drops every entry");
+}
+
+/// While a call holds a breaker the cache found, the cache is the call's: lookups the call
+/// makes go to the map, and none changes the entry under it. A call whose breaker the map
+/// found (the lookup that files its key, or one that missed) gives the cache back first, so
+/// its own lookups are answered by the cache.
+#[test]
+fn a_call_holds_the_threads_cache_only_when_the_cache_found_its_breaker() {
+    let family = Family::new(&["a".to_owned(), "b".to_owned()]);
+    assert_eq!(family.lookup("b"), 1);
+    assert_eq!(family.lookup("b"), 1, "b filed");
+    assert_eq!(family.lookup("a"), 1, "a first miss");
+
+    let before = family.finds();
+    let filing = family.hold("a");
+    assert_eq!(
+        family.finds() - before,
+        1,
+        "the second miss went to the map"
+    );
+    assert_eq!(filing.name(), "a");
+    assert_eq!(family.lookup("b"), 0, "the cache answers inside that call");
+    assert_eq!(family.lookup("a"), 0, "and has filed the call's own key");
+    drop(filing);
+
+    let hit = family.hold("a");
+    assert_eq!(hit.name(), "a");
+    assert_eq!(
+        family.lookup("b"),
+        1,
+        "inside a call the cache answered: the map"
+    );
+    assert_eq!(family.lookup("a"), 1);
+    drop(hit);
+    assert_eq!(
+        family.lookup("b"),
+        0,
+        "the cache is back once the call ends"
+    );
 }
 
 /// The inline compare of string keys tells every pair of strings apart that `==` does, at
