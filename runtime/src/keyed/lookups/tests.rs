@@ -63,12 +63,8 @@ impl Family {
     /// Looks `key` up, checks it got its own breaker, and returns how many lookups that sent
     /// to the map.
     fn lookup(&self, key: &str) -> u64 {
-        let stamps = Stamps {
-            removals: &self.removals,
-            tick: &self.tick,
-        };
         let before = self.finds();
-        let found = self.lookups.lookup(&self.map, stamps, key);
+        let found = self.hold(key);
         assert_eq!(found.name(), key, "the breaker of the key looked up");
         drop(found);
         self.finds() - before
