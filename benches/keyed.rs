@@ -31,6 +31,10 @@
 //! Each contender's keys and breakers are allocated in a loop of their own, so no contender's
 //! memory is interleaved with the others' (which spread each map over ten times the pages).
 //!
+//! The same with `u64` keys (`keyed_u64_1t`, `keyed_u64_1t_hot`, `keyed_u64_1t_same`; one thread):
+//! the controls, `BreakerMap<u64>`, dashmap and `RwLock<HashMap>` (each with its default
+//! hasher), over 10 000 keys spread over the `u64`s.
+//!
 //! Groups: `keyed_1t` (one thread, uniform over the 10 000 keys: cache misses dominate),
 //! `keyed_1t_hot` (64 hot keys), `keyed_1t_same` (one key), `keyed_2t_same` (two threads, one
 //! key), `keyed_2t_own` (two threads, each on one key of its own: the control for
@@ -484,6 +488,162 @@ fn keyed(c: &mut Criterion) {
     g.finish();
 }
 
+/// `keyed_u64_*`: the same cases with `u64` keys (a tenant's or a shard's number), which hash
+/// in a few instructions and compare in one: what is left of each contender is its own work.
+mod numbers {
+    use super::*;
+
+    /// What each contender does per call, with a `u64` key.
+    pub trait Lookup: Send + Sync + 'static {
+        fn call(&self, key: u64, index: u32, x: u64) -> u64;
+
+        /// As [`super::Lookup::batch`].
+        #[inline(never)]
+        fn batch(&self, keys: &[u64], order: &[u32], n: u64) -> u64 {
+            let mut sum = 0u64;
+            let mut i = 0;
+            for j in 0..n {
+                let index = order[i];
+                let key = keys[index as usize];
+                sum = sum.wrapping_add(self.call(black_box(key), black_box(index), black_box(j)));
+                i += 1;
+                if i == order.len() {
+                    i = 0;
+                }
+            }
+            sum
+        }
+    }
+
+    /// 10 000 distinct keys spread over the `u64`s (splitmix64 of their numbers), so that no
+    /// hasher meets a friendlier pattern than a real id would give it.
+    pub fn keys() -> Vec<u64> {
+        (0..KEYS as u64)
+            .map(|i| {
+                let mut z = i.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                z ^ (z >> 31)
+            })
+            .collect()
+    }
+
+    impl Lookup for Direct {
+        #[inline(always)]
+        fn call(&self, _: u64, _: u32, x: u64) -> u64 {
+            protected(x).unwrap_or(1)
+        }
+    }
+
+    impl Lookup for Single {
+        #[inline(always)]
+        fn call(&self, _: u64, _: u32, x: u64) -> u64 {
+            self.0.call(|| protected(x)).unwrap_or(1)
+        }
+    }
+
+    impl Lookup for Floor {
+        #[inline(always)]
+        fn call(&self, _: u64, index: u32, x: u64) -> u64 {
+            self.0[index as usize].call(|| protected(x)).unwrap_or(1)
+        }
+    }
+
+    impl<S: BuildHasher + Send + Sync + 'static> Lookup for BreakerMap<u64, S> {
+        #[inline(always)]
+        fn call(&self, key: u64, _: u32, x: u64) -> u64 {
+            BreakerMap::call(self, &key, || protected(x)).unwrap_or(1)
+        }
+    }
+
+    /// Read-only, shared without a lock: the floor of a hashed lookup.
+    pub struct HashedFloor(HashMap<u64, Breaker, KeyHasher>);
+    impl Lookup for HashedFloor {
+        #[inline(always)]
+        fn call(&self, key: u64, _: u32, x: u64) -> u64 {
+            self.0[&key].call(|| protected(x)).unwrap_or(1)
+        }
+    }
+
+    pub struct Dash(dashmap::DashMap<u64, Breaker>);
+    impl Lookup for Dash {
+        #[inline(always)]
+        fn call(&self, key: u64, _: u32, x: u64) -> u64 {
+            self.0
+                .get(&key)
+                .expect("key")
+                .call(|| protected(x))
+                .unwrap_or(1)
+        }
+    }
+
+    pub struct Rw(RwLock<HashMap<u64, Breaker>>);
+    impl Lookup for Rw {
+        #[inline(always)]
+        fn call(&self, key: u64, _: u32, x: u64) -> u64 {
+            let m = self.0.read().unwrap();
+            m[&key].call(|| protected(x)).unwrap_or(1)
+        }
+    }
+
+    /// The contenders of `keyed_u64_*`: the controls, `BreakerMap` and the two maps issue 27
+    /// names, each filled in a loop of its own.
+    pub fn contenders(keys: &[u64]) -> Vec<(&'static str, Arc<dyn Lookup>)> {
+        let named = |k: u64| Breaker::new(&k.to_string(), config());
+        let bm: BreakerMap<u64> = BreakerMap::new("bench.keyed.u64", config());
+        for k in keys {
+            bm.call(k, || Ok::<_, CallError>(())).expect("closed");
+        }
+        assert_eq!(bm.len(), KEYS);
+        let floor: Vec<Breaker> = keys.iter().map(|&k| named(k)).collect();
+        let mut hashed = HashMap::with_capacity_and_hasher(KEYS, KeyHasher::new());
+        for &k in keys {
+            hashed.insert(k, named(k));
+        }
+        let da = dashmap::DashMap::new();
+        for &k in keys {
+            da.insert(k, named(k));
+        }
+        let rw: HashMap<_, _> = keys.iter().map(|&k| (k, named(k))).collect();
+        vec![
+            ("direct", Arc::new(Direct) as Arc<dyn Lookup>),
+            (
+                "single_breaker",
+                Arc::new(Single(Breaker::new("bench.keyed.u64.single", config()))),
+            ),
+            ("vec_floor", Arc::new(Floor(floor))),
+            ("hashed_floor", Arc::new(HashedFloor(hashed))),
+            ("breakermap", Arc::new(bm)),
+            ("dashmap", Arc::new(Dash(da))),
+            ("rwlock_hashmap", Arc::new(Rw(RwLock::new(rw)))),
+        ]
+    }
+}
+
+/// `keyed_u64_1t`, `keyed_u64_1t_hot`, `keyed_u64_1t_same`: one thread, `u64` keys, in the
+/// same three orders as the `String` keys' groups.
+fn keyed_u64(c: &mut Criterion) {
+    let keys = numbers::keys();
+    let all = numbers::contenders(&keys);
+    let uniform = order(0..KEYS, 1 << 16, 0x2545_F491_4F6C_DD1D);
+    let hot: Vec<u32> = order(0..64, 1 << 12, 0x9E37_79B9_7F4A_7C15)
+        .into_iter()
+        .map(|i| i * (KEYS as u32 / 64))
+        .collect();
+    let same = vec![7u32; 64];
+    for (group, seq) in [
+        ("keyed_u64_1t", &uniform),
+        ("keyed_u64_1t_hot", &hot),
+        ("keyed_u64_1t_same", &same),
+    ] {
+        let mut g = c.benchmark_group(group);
+        for (id, m) in &all {
+            one(&mut g, id, |n| m.batch(&keys, seq, n));
+        }
+        g.finish();
+    }
+}
+
 fn one(g: &mut Group<'_>, id: &str, mut f: impl FnMut(u64) -> u64) {
     g.bench_function(id, |b| {
         b.iter_custom(|n| {
@@ -515,6 +675,6 @@ fn criterion() -> Criterion {
 criterion_group! {
     name = benches;
     config = criterion();
-    targets = keyed
+    targets = keyed, keyed_u64
 }
 criterion_main!(benches);
