@@ -85,7 +85,7 @@ impl Inner {
             None => Default::default(),
         };
         let window = self.window.as_ref().map(|w| {
-            let t = w.tally(now, || self.window_calls());
+            let t = w.tally(now);
             (t.failures, t.slow, t.calls)
         });
         Explanation::new(Parts {

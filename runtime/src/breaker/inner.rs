@@ -213,13 +213,6 @@ impl Inner {
         self.counts.add(&self.owner, &self.spill, kind)
     }
 
-    /// The calls a count window places: successes and failures (ignored calls and rejections
-    /// are not in a window), summed over the threads' counter lines.
-    pub(super) fn window_calls(&self) -> u64 {
-        self.counts.total(&self.spill, Count::Success)
-            + self.counts.total(&self.spill, Count::Failure)
-    }
-
     /// Failures that were timeouts ([`Permit::timed_out`](super::Permit::timed_out)). Read
     /// before the failures, with Acquire: never more than the failures read after it.
     pub(super) fn timeouts(&self) -> u64 {
@@ -274,10 +267,7 @@ impl Inner {
             } else {
                 0
             };
-        let tally = self
-            .window
-            .as_ref()
-            .map(|w| w.tally(now, || self.window_calls()));
+        let tally = self.window.as_ref().map(|w| w.tally(now));
         let rate = |n: u64, calls: u64| (calls > 0).then(|| n as f64 * 100.0 / calls as f64);
         Metrics {
             name: self.identity.name().to_string(),

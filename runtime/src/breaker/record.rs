@@ -41,16 +41,17 @@ impl Inner {
                 return;
             }
             // PERF(`rate_count_100/bb_call`): a count window's success that needs no judgment
-            // is its count and two loads; a judgment, a time window's success and a stale
-            // success (left out of the window by `record_window_success`, which reads the
-            // state again) are out of line.
+            // is its count and a load and a store of its thread's window word; a judgment
+            // and a time window's success are out of line.
             if self.window_success
                 && let Some(window) = &self.window
             {
                 let slot = self.count(Count::Success);
-                if !window.success_is_counted_only()
-                    || ticket.generation() != self.state.load(Ordering::Relaxed).generation()
-                {
+                if let RateWindow::Calls(_) = &**window {
+                    if window.record_success(self.clock(), slot, ticket.generation()) {
+                        self.judge_success(window, ticket.generation());
+                    }
+                } else {
                     self.window_success_rest(window, ticket.generation(), slot);
                 }
                 return;
@@ -69,31 +70,32 @@ impl Inner {
     /// but for the time a time window dates it by (see `RateWindow::record_success`).
     #[inline]
     pub(super) fn record_window_success(&self, window: &RateWindow, generation: u32, slot: Slot) {
-        if generation != self.state.load(Ordering::Relaxed).generation() {
-            window.exclude();
-            return; // stale
+        if matches!(window, RateWindow::Time(_))
+            && generation != self.state.load(Ordering::Relaxed).generation()
+        {
+            return; // stale: a time window leaves it out (a count window's words do)
         }
-        // A time window dates a success by the recent time, a judgment by the clock.
-        if window.record_success(self.clock(), slot) {
-            let now = if window.needs_clock() {
-                self.clock().coarse()
-            } else {
-                0 // read by `judge_rates`
-            };
-            self.judge_rates(window, generation, now, None);
+        if window.record_success(self.clock(), slot, generation) {
+            self.judge_success(window, generation);
         }
     }
 
-    /// A call counted among the breaker's that is not the closed state's (a probe, a disabled
-    /// call) and is recorded while the breaker is closed (after a reset, say): a count window
-    /// leaves it out. While the breaker is not closed its count window holds still, and the
-    /// next clear starts from the calls counted by then, so nothing is to be left out.
-    fn exclude_if_closed(&self) {
-        if let Some(window) = &self.window
-            && self.state.load(Ordering::Relaxed).state() == State::Closed
-        {
-            window.exclude();
+    /// Judges the rates after a success the window asked to be judged (it is short of
+    /// `min_calls`, or a time window's bucket turned over). A stale success judges nothing:
+    /// a judgment's trip would be refused anyway.
+    #[cold]
+    #[inline(never)]
+    fn judge_success(&self, window: &RateWindow, generation: u32) {
+        if generation != self.state.load(Ordering::Relaxed).generation() {
+            return;
         }
+        // A time window dates a judgment by the clock; a count window reads no time.
+        let now = if window.needs_clock() {
+            self.clock().coarse()
+        } else {
+            0 // read by `judge_rates`
+        };
+        self.judge_rates(window, generation, now, None);
     }
 
     /// Gives back the bulkhead place of a permit admitted in `generation`, if that generation's
@@ -185,9 +187,6 @@ impl Inner {
             if timed_out.is_some() {
                 self.count_timeout();
             }
-            if !matches!(outcome, Outcome::Ignored) {
-                self.exclude_if_closed();
-            }
             return;
         }
         if ticket.kind() == Kind::Closed && self.config.max_concurrent.is_some() {
@@ -217,9 +216,6 @@ impl Inner {
             Outcome::Ignored => self.count(Count::Ignored),
         };
         if let Outcome::TripFor(d) = outcome {
-            if let Some(window) = &self.window {
-                window.exclude();
-            }
             // The service said how long to stay away: honour it whatever the generation.
             let now = self.clock().coarse();
             let from = [State::Closed, State::Open, State::HalfOpen];
@@ -235,9 +231,6 @@ impl Inner {
                 self.record_closed(ticket.generation(), outcome, failed, slow, cause, slot);
             }
             Kind::Probe => {
-                if !matches!(outcome, Outcome::Ignored) {
-                    self.exclude_if_closed();
-                }
                 self.record_probe(ticket.generation(), outcome, failed || slow, cause);
             }
             Kind::Disabled => {}
@@ -281,14 +274,12 @@ impl Inner {
             let against = failed || slow;
             if against {
                 if !window.enter(generation) {
-                    window.exclude();
                     return; // stale: admitted before the last transition
                 }
             } else if generation != self.state.load(Ordering::Relaxed).generation() {
-                window.exclude();
                 return; // stale
             }
-            let judge = window.record(failed, slow, now, slot, || self.window_calls());
+            let judge = window.record(failed, slow, now, slot, generation);
             if against {
                 // Left before judging: a trip takes the transition lock, under which a seal
                 // waits for this record.
@@ -459,7 +450,7 @@ impl Inner {
         now: u64,
         cause: Option<&dyn fmt::Display>,
     ) {
-        let t = window.tally(now, || self.window_calls());
+        let t = window.tally(now);
         let short = t.calls < u64::from(self.config.min_calls);
         window.judged(short);
         if short || t.calls == 0 {

@@ -133,7 +133,7 @@ impl Inner {
             // before the window is cleared or the new state published.
             w.seal(next);
             if was == State::Closed {
-                w.freeze(|| self.window_calls());
+                w.freeze();
             }
         }
         if was == State::Open
@@ -192,7 +192,7 @@ impl Inner {
             State::Closed => {
                 self.streak.store(Streak::new(next), Ordering::Relaxed);
                 if let Some(w) = &self.window {
-                    w.clear(|| self.window_calls());
+                    w.clear(next);
                 }
                 self.reopens.store(0, Ordering::Relaxed);
             }

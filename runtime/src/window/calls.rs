@@ -1,20 +1,39 @@
 //! The count window: the last `n` calls, their failures and slow calls as rings of bits.
 
 use super::gate::{Gate, Tally};
-use crate::sync::{Atomic, AtomicBool, AtomicU64, Mutex, Ordering, lock};
+use super::time::Bucket;
+use crate::counters::{MORE, Slot};
+use crate::sync::{Atomic, AtomicBool, LazyBox, Mutex, Ordering, lock};
 
-/// The last `n` calls. A call's place in the window is its number among the breaker's calls:
-/// the breaker's own success and failure counts, which each thread keeps on its own counter
-/// line (counters.rs), summed. So a success writes nothing here: it is counted where every
-/// call is counted, and only reads `short`. Failures and slow calls (rarer, and each already a
-/// read-modify-write on the gate) mark their place in two rings of bits under a lock, and
-/// clear the places of the successes counted since the last one marked (`Ring::settle`).
+/// The last `n` calls of the breaker's closed state, counted by the window itself.
 ///
-/// On one thread this is exactly the last `n` calls. With threads recording at once, a call's
-/// number is the sum of the counts when its failure is marked, which orders it among the calls
-/// counted by then; two failures that find the same sum take neighbouring places. The window
-/// is then the last `n` calls in that order, give or take the places of calls being recorded
-/// at that moment.
+/// A call's place in the window is its number among the window's calls. Successes are
+/// counted per thread, in a word stamped with the generation the call was admitted in (a
+/// [`Bucket`] whose epoch is that generation): a thread with a counter stripe of its own
+/// (counters.rs) writes its word with a plain load and store, on a cache line no other thread
+/// writes; others share one word with a compare-and-swap. Failures and slow calls (rarer, and
+/// each already a read-modify-write on the gate) are counted under the ring's lock, where they
+/// mark their place in two rings of bits and clear the places of the successes counted since
+/// the last one marked (`Ring::settle`).
+///
+/// The window holds exactly the calls it has counted since its last clear:
+///
+/// - A success's count and its generation are one word, so it belongs to one window whatever
+///   a reset does meanwhile: the window sums only the words stamped with its generation. A
+///   success admitted before a transition lands in a word no window reads. Only a thread's
+///   first success of a generation (or a word four billion calls full) takes the ring's lock,
+///   to restamp its word: under it, a success of a generation the window is not holding (a
+///   stale one) writes nothing, so a stale success never overwrites a newer count.
+/// - A failure enters the gate, which a transition seals before it freezes or clears the
+///   window: a failure is counted in the window of its generation or refused.
+/// - While the breaker is not closed the window holds the calls it had when it left the
+///   closed state (`frozen`) until the next clear.
+///
+/// On one thread this is exactly the last `n` calls. With threads recording at once, a
+/// failure's place is the number of calls the window had counted when it is marked, which
+/// orders it among the calls counted by then; two failures that find the same number take
+/// neighbouring places. The window is then the last `n` calls in that order, give or take the
+/// places of successes being counted at that moment.
 pub(crate) struct CallWindow {
     /// See [`Gate`].
     pub(super) gate: Atomic<Gate>,
@@ -22,20 +41,31 @@ pub(crate) struct CallWindow {
     /// a judgment finds enough): while it is set every success is judged, since a success may
     /// bring the window to `min_calls`.
     short: AtomicBool,
-    /// Calls counted among the breaker's that are not in the window: stale ones (admitted
-    /// before a transition), and `TripFor` outcomes. Written only for those (rare).
-    excluded: AtomicU64,
+    /// Successes of the threads without a stripe of their own.
+    shared: Atomic<Bucket>,
+    /// Successes of the threads with a spill stripe, allocated when one first records.
+    more: LazyBox<[Line; MORE]>,
+    /// Successes of the thread that owns the breaker's first counter stripe.
+    first: Line,
     ring: Mutex<Ring>,
 }
 
+/// One thread's success word, alone on its cache line.
+#[repr(align(64))]
+#[derive(Default)]
+struct Line(Atomic<Bucket>);
+
 struct Ring {
     size: u64,
-    /// The breaker's call count and `excluded` when the window was last cleared: the calls
-    /// counted since, less those excluded since, are in it. Places count from there.
-    base: u64,
-    base_excluded: u64,
+    /// The generation whose closed state the window holds: the success words stamped with it
+    /// are in it.
+    generation: u32,
+    /// Successes of this generation taken out of full words (see `CallWindow::restamp`).
+    folded: u64,
+    /// Failures and slow calls counted since the clear.
+    against: u64,
     /// While the breaker is not closed: the window's calls when it left the closed state
-    /// (calls counted since, probes or disabled calls, are not in it).
+    /// (calls counted since, of a generation that has ended, are not in it).
     frozen: Option<u64>,
     /// Places below this are settled: a failure's or slow call's bit set, a success's cleared.
     top: u64,
@@ -86,11 +116,14 @@ impl CallWindow {
         CallWindow {
             gate: Atomic::new(Gate::new(0)),
             short: AtomicBool::new(true),
-            excluded: AtomicU64::new(0),
+            shared: Atomic::new(Bucket::default()),
+            more: LazyBox::default(),
+            first: Line::default(),
             ring: Mutex::new(Ring {
                 size: u64::from(n),
-                base: 0,
-                base_excluded: 0,
+                generation: 0,
+                folded: 0,
+                against: 0,
                 frozen: None,
                 top: 0,
                 failed: vec![0; words].into_boxed_slice(),
@@ -99,40 +132,125 @@ impl CallWindow {
         }
     }
 
-    /// A success: whether to judge the rates (only while the window is short of `min_calls`).
+    /// The success word of `slot`, if that slot is one thread's alone.
     #[inline(always)]
-    pub(super) fn success(&self) -> bool {
+    fn own(&self, slot: Slot) -> Option<&Atomic<Bucket>> {
+        match slot {
+            0 => Some(&self.first.0),
+            1..=MORE => Some(&self.more.get_or_default()[slot - 1].0),
+            _ => None,
+        }
+    }
+
+    /// Counts a success admitted in `generation`, by the thread whose counter slot is `slot`.
+    /// Returns whether to judge the rates (only while the window is short of `min_calls`).
+    #[inline(always)]
+    pub(super) fn success(&self, slot: Slot, generation: u32) -> bool {
+        if slot == 0 {
+            let word = &self.first.0;
+            let cur = word.load(Ordering::Relaxed);
+            if cur.epoch() == generation && !cur.is_full() {
+                word.store(cur.bumped(), Ordering::Relaxed);
+            } else {
+                self.restamp(word, generation);
+            }
+        } else {
+            self.success_other(slot, generation);
+        }
         self.short.load(Ordering::Relaxed)
     }
 
-    /// A call counted among the breaker's calls that is not to be in the window.
-    pub(super) fn exclude(&self) {
-        // Release: the call's count comes before, for a reader that sees this (see `read`).
-        self.excluded.fetch_add(1, Ordering::Release);
+    /// `success` by a thread other than the first stripe's owner.
+    #[inline(never)]
+    fn success_other(&self, slot: Slot, generation: u32) {
+        let word = match self.own(slot) {
+            Some(word) => {
+                let cur = word.load(Ordering::Relaxed);
+                if cur.epoch() == generation && !cur.is_full() {
+                    word.store(cur.bumped(), Ordering::Relaxed);
+                    return;
+                }
+                word
+            }
+            None => {
+                let word = &self.shared;
+                let mut cur = word.load(Ordering::Relaxed);
+                while cur.epoch() == generation && !cur.is_full() {
+                    match word.compare_exchange_weak(
+                        cur,
+                        cur.bumped(),
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => return,
+                        Err(actual) => cur = actual,
+                    }
+                }
+                word
+            }
+        };
+        self.restamp(word, generation);
     }
 
-    /// `excluded` and the breaker's calls now, in that order: `excluded` with Acquire, so
-    /// every call it leaves out is among the calls read after it.
-    fn read(&self, calls: impl FnOnce() -> u64) -> (u64, u64) {
-        let excluded = self.excluded.load(Ordering::Acquire);
-        (excluded, calls())
+    /// A success whose word counts another generation, or is full: under the ring's lock, so
+    /// that the window's generation cannot change meanwhile. A success of a generation the
+    /// window does not hold (stale, or arriving after the window froze) writes nothing. One of
+    /// the window's generation starts the word over for it (what it held counts for a window
+    /// gone), or folds a full word's count into the ring.
+    #[cold]
+    #[inline(never)]
+    fn restamp(&self, word: &Atomic<Bucket>, generation: u32) {
+        let mut ring = lock(&self.ring);
+        if generation != ring.generation || ring.frozen.is_some() {
+            return;
+        }
+        // A compare-and-swap: the shared word has other writers (an owned word has none, and
+        // then this always succeeds).
+        let mut cur = word.load(Ordering::Relaxed);
+        loop {
+            let (next, folded) = if cur.epoch() != generation {
+                (Bucket::first(generation), 0)
+            } else if cur.is_full() {
+                (Bucket::first(generation), u64::from(cur.count()))
+            } else {
+                (cur.bumped(), 0)
+            };
+            match word.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    ring.folded += folded;
+                    return;
+                }
+                Err(actual) => cur = actual,
+            }
+        }
     }
 
     /// The window's calls since its clear.
-    fn held(&self, ring: &Ring, calls: impl FnOnce() -> u64) -> u64 {
+    fn held(&self, ring: &Ring) -> u64 {
         if let Some(frozen) = ring.frozen {
             return frozen;
         }
-        let (excluded, calls) = self.read(calls);
+        let count = |w: &Atomic<Bucket>| {
+            let b = w.load(Ordering::Relaxed);
+            if b.epoch() == ring.generation {
+                u64::from(b.count())
+            } else {
+                0
+            }
+        };
+        let mut calls = ring.folded + ring.against + count(&self.first.0) + count(&self.shared);
+        if let Some(more) = self.more.get() {
+            calls += more.iter().map(|l| count(&l.0)).sum::<u64>();
+        }
         calls
-            .saturating_sub(ring.base)
-            .saturating_sub(excluded.saturating_sub(ring.base_excluded))
     }
 
-    /// Marks a failure or slow call, counted already among `calls` (the breaker's calls now).
-    pub(super) fn record(&self, failed: bool, slow: bool, calls: impl FnOnce() -> u64) {
+    /// Counts and marks a failure or slow call. Called inside the gate: the window holds the
+    /// call's generation.
+    pub(super) fn record(&self, failed: bool, slow: bool) {
         let mut ring = lock(&self.ring);
-        let calls = self.held(&ring, calls);
+        ring.against += 1;
+        let calls = self.held(&ring);
         // Its place: the last call counted, or, if another failure took that one, the next.
         let place = (calls.max(1) - 1).max(ring.top);
         // Clears the place itself too (a call `n` places back left its bits there).
@@ -154,17 +272,17 @@ impl CallWindow {
 
     /// The breaker leaves the closed state: the window keeps the calls it holds now until the
     /// next clear. Called with the transition lock held, after `seal`.
-    pub(super) fn freeze(&self, calls: impl FnOnce() -> u64) {
+    pub(super) fn freeze(&self) {
         let mut ring = lock(&self.ring);
-        let held = self.held(&ring, calls);
+        let held = self.held(&ring);
         ring.settle(held);
         ring.frozen = Some(held);
     }
 
-    /// The window's tally, `calls` being the breaker's calls now.
-    pub(super) fn tally(&self, calls: impl FnOnce() -> u64) -> Tally {
+    /// The window's tally.
+    pub(super) fn tally(&self) -> Tally {
         let mut ring = lock(&self.ring);
-        let calls = self.held(&ring, calls);
+        let calls = self.held(&ring);
         ring.settle(calls);
         let held = calls.min(ring.size);
         let count = |bits: &[u64]| {
@@ -180,13 +298,15 @@ impl CallWindow {
         }
     }
 
-    /// Empties the window, `calls` being the breaker's calls now. Called with the transition
+    /// Empties the window for the closed state of `generation`. Called with the transition
     /// lock held, after `seal`: no failure is being recorded.
-    pub(super) fn clear(&self, calls: impl FnOnce() -> u64) {
+    pub(super) fn clear(&self, generation: u32) {
         let mut ring = lock(&self.ring);
         ring.failed.fill(0);
         ring.slow.fill(0);
-        (ring.base_excluded, ring.base) = self.read(calls);
+        ring.generation = generation;
+        ring.folded = 0;
+        ring.against = 0;
         ring.frozen = None;
         ring.top = 0;
         drop(ring);

@@ -35,14 +35,13 @@ impl RateWindow {
         matches!(self, RateWindow::Time(_))
     }
 
-    /// Records one call. Returns whether the rates should be judged now: they can only rise
-    /// with a failure or slow call, when the window first holds `min_calls` calls, or when old
-    /// calls slide out of a time window.
+    /// Records one call admitted in `generation`. Returns whether the rates should be judged
+    /// now: they can only rise with a failure or slow call, when the window first holds
+    /// `min_calls` calls, or when old calls slide out of a time window.
     ///
-    /// `slot` is the recording thread's counter slot: a time window counts the calls of a
-    /// thread with a stripe of its own in words only that thread writes. `calls` gives the
-    /// breaker's call count (successes and failures, this one counted): a count window's
-    /// places (read only for a failure or slow call).
+    /// `slot` is the recording thread's counter slot: each window counts the calls of a
+    /// thread with a stripe of its own in words only that thread writes. A failure or slow
+    /// call is recorded inside the gate ([`enter`](RateWindow::enter)).
     #[inline]
     pub(crate) fn record(
         &self,
@@ -50,15 +49,15 @@ impl RateWindow {
         slow: bool,
         now: u64,
         slot: Slot,
-        calls: impl FnOnce() -> u64,
+        generation: u32,
     ) -> bool {
         match self {
             RateWindow::Calls(w) => {
                 if failed || slow {
-                    w.record(failed, slow, calls);
+                    w.record(failed, slow);
                     true
                 } else {
-                    w.success()
+                    w.success(slot, generation)
                 }
             }
             RateWindow::Time(w) => {
@@ -70,31 +69,24 @@ impl RateWindow {
         }
     }
 
-    /// Records one closed-state success: [`record`](RateWindow::record) with nothing against
-    /// it, dated in a time window by [`ClockRef::recent`] (see `TimeWindow::record_success`).
+    /// Records one closed-state success admitted in `generation`: [`record`](RateWindow::record)
+    /// with nothing against it, dated in a time window by [`ClockRef::recent`] (see
+    /// `TimeWindow::record_success`).
     /// PERF(`rate_time_10s/bb_call`): a time window's success by the thread that owns the
     /// breaker's first counter stripe is inlined into the recording path: a load of the
     /// recent time, the bucket's number, a load and a store of that thread's own word, and
     /// the `short` flag. No clock read: that alone cost ~12 ns, most of the success.
     /// PERF(`rate_count_100/bb_call`, `rate_count_100_2t/bb_call`): a count window's success
-    /// is the `short` flag's load; the call was counted on the thread's own line already.
+    /// by that thread is a load and a store of its own word, and the `short` flag's load.
     #[inline(always)]
-    pub(crate) fn record_success(&self, clock: &ClockRef, slot: Slot) -> bool {
+    pub(crate) fn record_success(&self, clock: &ClockRef, slot: Slot, generation: u32) -> bool {
         match self {
             RateWindow::Time(w) => {
                 w.record_success(clock.recent(), slot, || clock.coarse())
                     || w.short.load(Ordering::Relaxed)
             }
-            RateWindow::Calls(w) => w.success(),
+            RateWindow::Calls(w) => w.success(slot, generation),
         }
-    }
-
-    /// Whether a success's count is all there is to record of it: in a count window whose
-    /// last judgment found `min_calls` calls (`record_success` would return `false` and touch
-    /// nothing).
-    #[inline(always)]
-    pub(crate) fn success_is_counted_only(&self) -> bool {
-        matches!(self, RateWindow::Calls(w) if !w.success())
     }
 
     /// Notes whether the last judgment found fewer than `min_calls` calls. Neither window
@@ -112,11 +104,10 @@ impl RateWindow {
         }
     }
 
-    /// The window's calls, failures and slow calls at `now`; `calls` gives the breaker's call
-    /// count (read by a count window).
-    pub(crate) fn tally(&self, now: u64, calls: impl FnOnce() -> u64) -> Tally {
+    /// The window's calls, failures and slow calls at `now` (read by a time window).
+    pub(crate) fn tally(&self, now: u64) -> Tally {
         match self {
-            RateWindow::Calls(w) => w.tally(calls),
+            RateWindow::Calls(w) => w.tally(),
             RateWindow::Time(w) => w.tally(now),
         }
     }
@@ -135,7 +126,8 @@ impl RateWindow {
     /// Checking the breaker's state and then recording is not enough: a close could clear the
     /// window between the two and the stale failure would land in the new one. The gate makes
     /// the check and the entry one step, and [`seal`](RateWindow::seal) waits for those inside.
-    /// Successes skip the gate (it costs two read-modify-writes): a stale one can only dilute
+    /// Successes skip the gate (it costs two read-modify-writes): a count window counts one
+    /// in a word stamped with its generation, and a time window's stale one can only dilute
     /// the new window's rates, never count against it.
     #[inline]
     pub(crate) fn enter(&self, generation: u32) -> bool {
@@ -183,28 +175,19 @@ impl RateWindow {
         }
     }
 
-    /// A call counted among the breaker's calls that does not enter the window (stale, or a
-    /// `TripFor`): a count window leaves it out of its places.
-    #[cold]
-    pub(crate) fn exclude(&self) {
-        if let RateWindow::Calls(w) = self {
-            w.exclude();
-        }
-    }
-
     /// The breaker leaves the closed state (transition lock held, after `seal`): a count
     /// window holds its calls until the next clear.
-    pub(crate) fn freeze(&self, calls: impl FnOnce() -> u64) {
+    pub(crate) fn freeze(&self) {
         if let RateWindow::Calls(w) = self {
-            w.freeze(calls);
+            w.freeze();
         }
     }
 
-    /// Empties the window. Called with the transition lock held; `calls` gives the breaker's
-    /// call count (a count window's calls are those counted after it).
-    pub(crate) fn clear(&self, calls: impl FnOnce() -> u64) {
+    /// Empties the window for the closed state of `generation`. Called with the transition
+    /// lock held, after `seal`.
+    pub(crate) fn clear(&self, generation: u32) {
         match self {
-            RateWindow::Calls(w) => w.clear(calls),
+            RateWindow::Calls(w) => w.clear(generation),
             RateWindow::Time(w) => w.clear(),
         }
     }

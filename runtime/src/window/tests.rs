@@ -8,7 +8,7 @@ use crate::clock::ClockRef;
 use crate::config::Window;
 use crate::counters::MORE;
 use crate::state::stamp;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use core::time::Duration;
 
 /// A bucket word's count stays in its low half, saturates, and reads as live for its epoch
@@ -37,13 +37,14 @@ fn a_count_window_is_exactly_the_last_n_calls() {
         let w = CallWindow::new(n);
         let mut reference: std::collections::VecDeque<(bool, bool)> = Default::default();
         let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut generation = 0;
         for i in 0..20_000u64 {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            // The breaker's calls counted before this one.
             if rng.is_multiple_of(997) {
-                w.clear(|| i);
+                generation += 1;
+                w.clear(generation);
                 reference.clear();
             }
             // Runs of successes of every length, then a failure or a slow call.
@@ -53,16 +54,17 @@ fn a_count_window_is_exactly_the_last_n_calls() {
                 2 => (true, true),
                 _ => (false, false),
             };
-            let calls = i + 1;
             if failed || slow {
-                w.record(failed, slow, || calls);
+                w.record(failed, slow);
+            } else {
+                w.success(0, generation);
             }
             reference.push_back((failed, slow));
             if reference.len() > n as usize {
                 reference.pop_front();
             }
             if i.is_multiple_of(3) || rng.is_multiple_of(5) {
-                let t = w.tally(|| calls);
+                let t = w.tally();
                 let expected = Tally {
                     calls: reference.len() as u64,
                     failures: reference.iter().filter(|c| c.0).count() as u64,
@@ -74,25 +76,24 @@ fn a_count_window_is_exactly_the_last_n_calls() {
     }
 }
 
-/// Two threads recording on one window, counting their calls in one shared count (as the
-/// breaker's stripes sum them), with clears racing them: nothing panics or locks up, a tally
-/// never holds more failures than calls, and once the threads are done a window's length of
-/// failures reads as all failures.
+/// Two threads recording on one window, each counting its successes in its own word, with
+/// clears racing them: nothing panics or locks up, a tally never holds more failures than
+/// calls, and once the threads are done a window's length of failures reads as all failures.
 #[test]
 fn a_count_window_recorded_by_two_threads_stays_within_its_calls() {
     const RECORDS: u64 = 100_000;
     let w = CallWindow::new(64);
-    let calls = AtomicU64::new(0);
+    let generation = AtomicU32::new(0);
     let done = AtomicU64::new(0);
     std::thread::scope(|s| {
         for t in 0..2u64 {
-            let (w, calls, done) = (&w, &calls, &done);
+            let (w, generation, done) = (&w, &generation, &done);
             s.spawn(move || {
                 for i in 0..RECORDS {
-                    let failed = (i + t).is_multiple_of(2);
-                    let n = calls.fetch_add(1, Ordering::Relaxed) + 1;
-                    if failed {
-                        w.record(true, i.is_multiple_of(3), || n);
+                    if (i + t).is_multiple_of(2) {
+                        w.record(true, i.is_multiple_of(3));
+                    } else {
+                        w.success(t as usize, generation.load(Ordering::Relaxed));
                     }
                 }
                 done.fetch_add(1, Ordering::Relaxed);
@@ -100,22 +101,56 @@ fn a_count_window_recorded_by_two_threads_stays_within_its_calls() {
         }
         s.spawn(|| {
             while done.load(Ordering::Relaxed) < 2 {
-                let t = w.tally(|| calls.load(Ordering::Relaxed));
+                let t = w.tally();
                 assert!(
                     t.failures <= t.calls && t.slow <= t.calls && t.calls <= 64,
                     "{t:?}"
                 );
-                w.clear(|| calls.load(Ordering::Relaxed));
+                let g = generation.fetch_add(1, Ordering::Relaxed) + 1;
+                w.clear(g);
             }
         });
     });
-    let mut n = calls.load(Ordering::Relaxed);
     for _ in 0..64 {
-        n += 1;
-        w.record(true, false, || n);
+        w.record(true, false);
     }
-    let t = w.tally(|| n);
+    let t = w.tally();
     assert_eq!((t.calls, t.failures, t.slow), (64, 64, 0));
+}
+
+/// Successes of a generation the window does not hold are not in it, whenever they land: a
+/// stale one (admitted before the clear) and one of the window's own generation counted after
+/// the window froze. A success that finds its word stamped with an older generation starts it
+/// over, from any slot.
+#[test]
+fn a_count_window_holds_only_its_generations_successes() {
+    for slot in [0, 1, MORE + 1] {
+        let w = CallWindow::new(8);
+        w.success(slot, 0);
+        w.success(slot, 0);
+        assert_eq!(w.tally().calls, 2, "slot {slot}");
+        w.clear(3);
+        w.success(slot, 0);
+        assert_eq!(w.tally().calls, 0, "slot {slot}: a stale success");
+        w.success(slot, 3);
+        w.record(true, false);
+        assert_eq!((w.tally().calls, w.tally().failures), (2, 1), "slot {slot}");
+        w.freeze();
+        w.success(slot, 3);
+        assert_eq!(w.tally().calls, 2, "slot {slot}: frozen");
+        w.clear(6);
+        w.success(slot, 3);
+        w.success(slot, 6);
+        assert_eq!(
+            w.tally(),
+            Tally {
+                calls: 1,
+                failures: 0,
+                slow: 0
+            },
+            "slot {slot}"
+        );
+    }
 }
 
 const SEC: u64 = 1_000_000_000;

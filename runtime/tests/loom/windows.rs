@@ -151,3 +151,35 @@ fn a_time_window_clear_racing_an_owners_bump_stays_clear() {
         assert!((1..=2).contains(&m.window_calls), "{m:?}");
     });
 }
+
+/// A success admitted before a reset and recorded while the reset runs belongs to the window
+/// it was admitted in, whatever the order: the window the reset starts holds exactly the calls
+/// recorded after it. Neither counted in it (two calls after one failure), nor taken out of it
+/// though it was never in it (counted among the breaker's calls before the clear, left out as
+/// stale after it): one failure would read as no call, and a window's length of failures would
+/// not trip it.
+#[test]
+fn a_success_racing_a_reset_leaves_the_count_window_exact() {
+    model(|| {
+        let (b, _) = breaker(
+            Config::builder()
+                .failure_rate(100)
+                .window(Window::Calls(2))
+                .min_calls(2),
+        );
+        // Calls before the reset, so that a call taken out twice cannot hide below zero.
+        b.try_acquire().unwrap().success();
+        b.try_acquire().unwrap().success();
+        let permit = b.try_acquire_owned().unwrap();
+        let t = thread::spawn(move || permit.success());
+        b.reset();
+        t.join().unwrap();
+        b.try_acquire().unwrap().failure();
+        let m = b.metrics();
+        assert_eq!((m.window_calls, m.state), (1, State::Closed), "{m:?}");
+        b.try_acquire().unwrap().failure();
+        let m = b.metrics();
+        assert_eq!(m.state, State::Open, "{m:?}");
+        assert_eq!((m.window_calls, m.failure_rate), (2, Some(100.0)), "{m:?}");
+    });
+}

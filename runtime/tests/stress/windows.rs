@@ -262,3 +262,61 @@ fn resets_racing_successes_keep_a_count_window_exact() {
         (want.successes, want.failures, want.rejected)
     );
 }
+
+/// Successes admitted before a reset and recorded while resets run are stale: the window
+/// each reset starts holds none of them, however their recording interleaves with the clear,
+/// and then exactly the calls recorded after it. Each round two threads record thousands of
+/// such successes while this one resets for as long as they run; then the window must be
+/// empty, and a window's length of failures (four) must trip it at 100%. A window that took
+/// a success out twice (counted before a clear, left out after it) would hold three calls
+/// after the four failures, and stay closed.
+#[test]
+fn successes_racing_resets_leave_a_count_window_exactly_its_calls() {
+    const WINDOW: u32 = 4;
+    const ROUNDS: u64 = 100;
+    const EACH: usize = 5_000;
+    let config = Config::builder()
+        .failure_rate(100)
+        .window(Window::Calls(WINDOW))
+        .min_calls(WINDOW)
+        .build()
+        .unwrap();
+    let b = Breaker::new("stress.window.count.stale", config);
+    for round in 0..ROUNDS {
+        let permits: Vec<Vec<_>> = (0..2)
+            .map(|_| (0..EACH).map(|_| b.try_acquire_owned().unwrap()).collect())
+            .collect();
+        let finished = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for batch in permits {
+                let finished = &finished;
+                s.spawn(move || {
+                    for p in batch {
+                        p.success();
+                    }
+                    finished.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+            b.reset();
+            while finished.load(Ordering::Relaxed) < 2 {
+                b.reset();
+            }
+        });
+        let m = b.metrics();
+        assert_eq!(
+            (m.state, m.window_calls),
+            (State::Closed, 0),
+            "round {round}: {m:?}"
+        );
+        for _ in 0..WINDOW {
+            b.try_acquire().unwrap().failure();
+        }
+        let m = b.metrics();
+        assert_eq!(
+            (m.state, m.window_calls, m.failure_rate),
+            (State::Open, u64::from(WINDOW), Some(100.0)),
+            "round {round}: four failures did not trip it: {m:?}"
+        );
+        b.reset();
+    }
+}
