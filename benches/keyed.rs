@@ -19,14 +19,12 @@
 //! - `hashed_floor`: a control, not a map either: a std `HashMap` with `BreakerMap`'s hasher,
 //!   filled before the run and read through a shared reference with no lock, no guard and no
 //!   cache. A lookup that hashes its key pays at least this: the hash, one probe, one key
-//!   compare and the call. `BreakerMap` can read under it: its thread cache answers a key
-//!   repeated, or passed from the same address, without hashing it; and its front table holds
-//!   a short key's bytes in place, where this reads each `String` key's heap buffer.
-//! - `inline_floor`: the lowest control that hashes: a table laid out as `BreakerMap`'s front
-//!   table (hashbrown, each key of up to 23 bytes held in place, compared inline), with the
-//!   same hasher, read through a shared reference with no guard, no thread cache and no
-//!   recency mark. A lookup that hashes a short key pays at least this. `inline_floor_pinned`
-//!   is the same under papaya's guard, entered and left per call as `BreakerMap` does.
+//!   compare and the call.
+//! - `inline_floor`: the lowest control that hashes: a hashbrown table holding each key of up
+//!   to 23 bytes in place, compared inline, with the same hasher, read through a shared
+//!   reference with no guard and no recency mark. A lookup that hashes a short key pays at
+//!   least this. `inline_floor_pinned` is the same under papaya's guard, entered and left per
+//!   call as `BreakerMap` does.
 //!
 //! Each contender's keys and breakers are allocated in a loop of their own, so no contender's
 //! memory is interleaved with the others' (which spread each map over ten times the pages).

@@ -97,7 +97,8 @@ pub fn lease_key<K, S, Q>(family: &BreakerMap<K, S>, key: &Q) -> Result<Lease, c
 where
     K: Hash + Eq + Clone + fmt::Display + Send + Sync + 'static + core::borrow::Borrow<Q>,
     S: BuildHasher + Send + Sync + 'static,
-    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
+    Q: Hash + Eq + ToOwned + ?Sized,
+    Q::Owned: Into<K>,
 {
     family.lease(key)
 }

@@ -52,6 +52,39 @@ impl Drop for LiveConfig {
     }
 }
 
+/// A [`LiveConfig`] that keeps every config it replaces for as long as it lives, so that a
+/// reference read from it stays valid without the caller keeping anything: a keyed family's
+/// config, which [`BreakerMap::config`](crate::BreakerMap::config) lends out.
+pub(crate) struct KeptConfig {
+    live: LiveConfig,
+    retired: std::sync::Mutex<Vec<Arc<Config>>>,
+}
+
+impl KeptConfig {
+    pub(crate) fn new(config: Arc<Config>) -> KeptConfig {
+        KeptConfig {
+            live: LiveConfig::new(config),
+            retired: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Puts `config` in place; the one it replaces is kept.
+    pub(crate) fn replace(&self, config: Arc<Config>) {
+        let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: the replaced config goes to `retired`, which lives as long as `live`.
+        retired.push(unsafe { self.live.swap(config) });
+    }
+}
+
+impl core::ops::Deref for KeptConfig {
+    type Target = Config;
+
+    #[inline]
+    fn deref(&self) -> &Config {
+        &self.live
+    }
+}
+
 /// Why [`Breaker::reconfigure`](crate::Breaker::reconfigure) (or
 /// `Registry::reload_toml`) refused a config for a live breaker: it changes a key that
 /// shapes the breaker's window or call path, which only a new breaker can take.

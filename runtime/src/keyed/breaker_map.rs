@@ -19,14 +19,11 @@ use crate::state::State;
 /// A family of breakers, one per key, made from one config: one failing host, tenant or shard
 /// opens its own breaker and no other.
 ///
-/// Keys are created on first use. Looking one up by a borrowed form (`&str` for a `String`
-/// key) does not allocate. The lookups that go through the calling thread's cache of recent
-/// keys (`call`, `call_with`, `call_async`, `try_acquire`, `breaker`) take a `'static`
-/// borrowed form (`str`, `[u8]`, any key type without a lifetime parameter), so that the
-/// cache can compare `str` and `String` keys without calling the C library. A `str` or
-/// `String` key passed from the same place on every call (a `&'static str`, a field of the
-/// caller's, a `Vec` of hosts) is found there by its address, without hashing it: 64 hot keys
-/// about 1.2× faster than by their hash (BENCHMARKS.md, issue 27, sixth stop). Keys display
+/// Keys are created on first use. A key is looked up by any borrowed form a `HashMap` lookup
+/// takes (`&str` for a `String` key), which does not allocate; a new key is made from it with
+/// `to_owned` (and `into`, so an `Arc<str>` key is found and made from a `&str`). The keys
+/// are in one concurrent map (papaya): a lookup reads it without a lock, and a call runs
+/// while the map is pinned, with no reference count taken. Keys display
 /// (a rejection names its key, as [`Rejected::key`] and in its message;
 /// [`Registry::families`](crate::Registry::families) lists them as text), and keys and the
 /// hasher are `Send + Sync + 'static`: an evicted breaker keeps a listener that holds its key
@@ -43,9 +40,7 @@ use crate::state::State;
 /// `max_keys / 8` keys turned away run a sweep, so keys that have closed since make room
 /// within as many calls). The growth keeps every open
 /// key's protection during a wide outage, at a bounded cost (about 260 bytes and the key per
-/// key; once the family indexes its keys for lookups, a bucket of the key's size plus 17
-/// bytes in a table at most 7/8 full, and a second copy of the key's heap: 29–57 bytes more
-/// for a `u64` key, 47–94 and the text for a `String`; twice that while the index is rebuilt); the overflow breaker keeps new keys protected rather than unprotected, and memory
+/// key); the overflow breaker keeps new keys protected rather than unprotected, and memory
 /// bounded, when even that is full.
 ///
 /// Every breaker of a family shares its config (one allocation), except keys given their own
@@ -112,7 +107,6 @@ where
         let max_keys = config.max_keys as usize;
         let now = config.clock.coarse();
         let idle_for = nanos(config.idle_for).max(1);
-        let hasher = super::front::SharedHasher::new(hasher);
         BreakerMap {
             family: Arc::new_cyclic(|me| Family {
                 id: {
@@ -120,16 +114,11 @@ where
                     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                 },
                 map: papaya::HashMap::builder()
-                    .hasher(hasher.clone())
+                    .hasher(hasher)
                     .resize_mode(papaya::ResizeMode::Blocking)
-                    .collector(seize::Collector::new().batch_size(super::front::batch_size()))
                     .build(),
-                hasher,
-                front: super::front::Front::new(super::front::batch_size()),
-                front_misses: AtomicUsize::new(0),
-                front_worn: AtomicBool::new(false),
                 name: Arc::new(name.into().into_boxed_str()),
-                tick: crate::sync::AtomicU64::new(2),
+                tick: AtomicU64::new(2),
                 swept_at: AtomicU64::new(now),
                 totals: Arc::default(),
                 sweeping: AtomicBool::new(false),
@@ -140,12 +129,10 @@ where
                 max_keys,
                 hard_cap: max_keys.saturating_mul(2),
                 idle_for,
-                config: crate::reconfigure::LiveConfig::new(Arc::new(config)),
+                config: crate::reconfigure::KeptConfig::new(Arc::new(config)),
                 live: Default::default(),
                 me: me.clone(),
                 in_registry: AtomicBool::new(false),
-                removals: crate::sync::AtomicU64::new(0),
-                lookups: super::lookups::Lookups::new(),
             }),
         }
     }
@@ -170,9 +157,10 @@ where
     ) -> Result<T, Error<E>>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
     {
-        self.family.lookup(key).call(f)
+        self.family.with(key, |b| b.call(f))
     }
 
     /// Runs `f` through `key`'s breaker and lets `classify` judge it, as
@@ -186,9 +174,10 @@ where
     ) -> Result<R, Rejected>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
     {
-        self.family.lookup(key).call_with(f, classify)
+        self.family.with(key, |b| b.call_with(f, classify))
     }
 
     /// Awaits `fut` through `key`'s breaker, as [`Breaker::call_async`] does. The future holds
@@ -200,9 +189,10 @@ where
     ) -> Result<T, Error<E>>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
     {
-        let breaker = Breaker::clone(&self.family.lookup(key));
+        let breaker = self.family.with(key, Breaker::clone);
         breaker.call_async(fut).await
     }
 
@@ -213,9 +203,10 @@ where
     pub fn try_acquire<Q>(&self, key: &Q) -> Result<OwnedPermit, Rejected>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
     {
-        self.family.lookup(key).try_acquire_owned()
+        self.family.with(key, Breaker::try_acquire_owned)
     }
 
     /// As [`try_acquire`](BreakerMap::try_acquire), with a lease (see `breaker/lease.rs`).
@@ -223,9 +214,10 @@ where
     pub(crate) fn lease<Q>(&self, key: &Q) -> Result<crate::breaker::Lease, Rejected>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
     {
-        self.family.lookup(key).try_lease()
+        self.family.with(key, Breaker::try_lease)
     }
 
     /// `rejected`, a rejection by the breaker of `key` got from
@@ -259,9 +251,10 @@ where
     pub fn breaker<Q>(&self, key: &Q) -> Breaker
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
     {
-        Breaker::clone(&self.family.lookup(key))
+        self.family.with(key, Breaker::clone)
     }
 
     /// The breaker new keys share while the family is full of keys it may not evict, if it
@@ -274,7 +267,6 @@ where
     /// into a breaker evicted while they ran, and calls through handles from
     /// [`get`](BreakerMap::get) or [`breaker`](BreakerMap::breaker) kept after the eviction.
     pub fn evicted(&self) -> Evicted {
-        self.family.forget_removed();
         self.family.totals.prune();
         // The totals and the breakers not folded in yet, in one critical section.
         let gone = self.family.totals.lock();
@@ -309,9 +301,7 @@ where
     /// Evicts now what a sweep would (keys idle for `idle_for`, then the least recently
     /// called closed keys above `max_keys`) and returns how many keys it evicted. Sweeps also
     /// run on their own when new keys arrive; call this to free idle keys of a family that
-    /// sees no new ones. Returns 0 without waiting if another thread is sweeping, or is
-    /// rebuilding the family's index of its keys (which a lookup does after many lookups of
-    /// keys the index lacked: a pass over the keys, like a sweep).
+    /// sees no new ones. Returns 0 without waiting if another thread is sweeping.
     pub fn sweep(&self) -> usize {
         let evicted = {
             let guard = self.family.map.guard();
@@ -319,8 +309,7 @@ where
         };
         // Unpinned now, so the slots this sweep removed are reclaimed (unless another thread
         // is still pinned): the breakers nothing else holds are freed here, not at the next
-        // sweep. This thread's cached lookups of evicted keys are dropped first.
-        self.family.forget_removed();
+        // sweep.
         self.family.totals.prune();
         evicted
     }

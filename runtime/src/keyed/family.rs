@@ -11,37 +11,25 @@ use crate::config::Config;
 use crate::identity::Identity;
 use crate::state::State;
 
-use super::front::{self, Front, MIN_KEYS, SharedHasher};
 use super::key_configs::KeyConfigs;
-use super::lookups::{Found, Lookups, Map, Stamps};
 use super::totals::Totals;
 
 pub(super) struct Family<K, S> {
-    pub(super) map: papaya::HashMap<K, KeySlot, SharedHasher<S>>,
-    /// The map's hasher, for the front table.
-    pub(super) hasher: SharedHasher<S>,
-    /// A read-only index of the map's keys, looked in first (see `front.rs`). Replaced only
-    /// while `sweeping` is held.
-    pub(super) front: Front<K, KeySlot, S>,
-    /// Lookups the front table missed since it was built (a trigger, not a count anything
-    /// relies on: racing threads may lose a few).
-    pub(super) front_misses: AtomicUsize,
-    /// Set by a sweep whose evictions tagged over a quarter of the front table.
-    pub(super) front_worn: AtomicBool,
+    pub(super) map: papaya::HashMap<K, KeySlot, S>,
     /// Unique in the process (see `FamilySnapshot::family`).
     pub(super) id: u64,
     pub(super) name: Arc<Box<str>>,
     /// Replaced by a reload (see `family_config.rs`).
-    pub(super) config: crate::reconfigure::LiveConfig,
+    pub(super) config: crate::reconfigure::KeptConfig,
     /// The number of the current sweep period: what a call writes into the slot it finds.
     /// Starts at 2: a slot's 0 means "not called since it was created".
-    pub(super) tick: crate::sync::AtomicU64,
+    pub(super) tick: AtomicU64,
     /// When the current period began: the last sweep, or the family's creation.
     pub(super) swept_at: AtomicU64,
     pub(super) totals: Arc<Totals>,
-    /// Set while a thread sweeps or rebuilds the front table. A flag, not a lock: nobody
-    /// waits for a sweep, and the user code a sweep runs (the clock, listeners of a state
-    /// carried over, the keys' `Hash`) may panic.
+    /// Set while a thread sweeps. A flag, not a lock: nobody waits for a sweep, and the user
+    /// code a sweep runs (the clock, listeners of a state carried over, the keys' `Hash`) may
+    /// panic.
     pub(super) sweeping: AtomicBool,
     /// No recency or pressure sweep is due before this time, or before the map holds
     /// `sweep_len` keys.
@@ -64,12 +52,6 @@ pub(super) struct Family<K, S> {
     /// A registry family's: its keys' changes are told to the registry-wide listeners (the
     /// admin event stream's among them). Set before the family is shared.
     pub(super) in_registry: AtomicBool,
-    /// How many keys have been removed from `map`: bumped (Release) after each removal, read
-    /// (Acquire) by each thread's cache of its lookups before it uses any entry (see
-    /// `lookups.rs`).
-    pub(super) removals: crate::sync::AtomicU64,
-    /// Each thread's cache of its last lookups.
-    pub(super) lookups: Lookups<K>,
 }
 
 /// A key's breaker and when it was last called.
@@ -109,122 +91,34 @@ where
     K: Hash + Eq + Clone + core::fmt::Display + Send + Sync + 'static,
     S: BuildHasher + Send + Sync + 'static,
 {
-    /// `key`'s breaker (created if the key is new), for one call: from this thread's cache of
-    /// its lookups if it holds the key, else from the map (then filed in the cache).
+    /// Runs `f` with `key`'s breaker (created if the key is new), the map pinned meanwhile:
+    /// the breaker is alive while `f` runs, whatever a sweep does.
     #[inline]
-    pub(super) fn lookup<Q>(&self, key: &Q) -> Found<'_, K, papaya::LocalGuard<'_>>
+    pub(super) fn with<Q, R>(&self, key: &Q, f: impl FnOnce(&Breaker) -> R) -> R
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
     {
-        let stamps = Stamps {
-            removals: &self.removals,
-            tick: &self.tick,
-        };
-        self.lookups.lookup(self, stamps, key)
+        let guard = self.map.guard();
+        f(self.find(key, &guard))
     }
 
-    /// Drops this thread's cached lookups if a key has been removed since they were made.
-    pub(super) fn forget_removed(&self) {
-        self.lookups.forget_removed(&self.removals);
-    }
-
-    /// `key`'s breaker, created if it is new: from the front table if it holds the key, else
-    /// from the map.
+    /// `key`'s breaker, created if it is new (or the overflow breaker, when the family is
+    /// full of keys it may not evict).
     #[inline]
     pub(super) fn find<'g, Q>(&'g self, key: &Q, guard: &'g impl papaya::Guard) -> &'g Breaker
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
-    {
-        match self.front.find(key, guard) {
-            Some(found) => {
-                let tick = self.tick.load(Ordering::Relaxed);
-                if found.marked.load(Ordering::Relaxed) != tick {
-                    self.touch(found.slot);
-                    found.marked.store(tick, Ordering::Relaxed);
-                }
-                found.breaker
-            }
-            None => self.find_in_map(key, guard),
-        }
-    }
-
-    /// Recency: a write only in the first call of a sweep period, so that threads calling one
-    /// key do not pass its line back and forth.
-    #[inline]
-    fn touch(&self, slot: &KeySlot) {
-        mark(slot, self.tick.load(Ordering::Relaxed));
-    }
-
-    /// `key`'s breaker from the map, created if it is new. A key the map held but the front
-    /// table did not counts towards the table's next rebuild.
-    fn find_in_map<'g, Q>(&'g self, key: &Q, guard: &'g impl papaya::Guard) -> &'g Breaker
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
     {
         match self.map.get(key, guard) {
             Some(slot) => {
-                self.touch(slot);
-                if front::compares::<K, Q>(key) {
-                    self.missed_front(guard);
-                }
+                mark(slot, self.tick.load(Ordering::Relaxed));
                 &slot.breaker
             }
-            // A new key is not counted: a family whose calls are mostly of new keys (each
-            // called once) would rebuild the table for nothing.
             None => self.insert(key, guard),
-        }
-    }
-
-    /// Counts a lookup of a held key that the front table lacked, and rebuilds the table once
-    /// an eighth as many such lookups as it holds keys (and at least [`MIN_KEYS`]) have taken
-    /// the longer way: the rebuild's cost, the map's length, is spread over at least as many
-    /// lookups that paid the map's.
-    #[cold]
-    fn missed_front(&self, guard: &impl papaya::Guard) {
-        let misses = self.front_misses.load(Ordering::Relaxed) + 1;
-        self.front_misses.store(misses, Ordering::Relaxed);
-        if misses < (self.front.len(guard) / 8).max(MIN_KEYS) || self.map.len() < MIN_KEYS {
-            return;
-        }
-        if !self.sweeping.swap(true, Ordering::Acquire) {
-            let _sweeping = Sweeping(&self.sweeping);
-            // Before the build, which runs the keys' `Clone` and `Hash` (user code): if they
-            // panic, the next attempt waits for as many misses again, rather than every
-            // lookup of every key retrying it.
-            self.front_misses.store(0, Ordering::Relaxed);
-            self.rebuild_front(guard);
-        }
-    }
-
-    /// Publishes a front table of every key in the map. The caller holds `sweeping`.
-    ///
-    /// The build runs the keys' `Clone` and `Hash` (user code) for keys other than the one
-    /// the caller looks up: a panic there is caught and logged, and the current table stays.
-    fn rebuild_front(&self, guard: &impl papaya::Guard) {
-        let build = || {
-            let entries = self
-                .map
-                .iter(guard)
-                .map(|(k, slot)| (k, slot, &slot.breaker));
-            // SAFETY: `guard` pins the map whose entries these are, the caller holds
-            // `sweeping`, and only `evict` removes keys, with `sweeping` held, and only slots
-            // the sweep has tagged in the current table (`forget_in_front`).
-            unsafe {
-                self.front
-                    .publish(&self.hasher, self.map.len(), entries, guard)
-            };
-        };
-        // Unwind safe: a panic leaves the half-built table dropped and the current one
-        // published (`publish` replaces it only once built).
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(build)).is_err() {
-            tracing::warn!(
-                target: "breakerbox",
-                family = %self.name,
-                "a key's Clone or Hash panicked while the family indexed its keys; lookups of the keys it lacks go through the map"
-            );
         }
     }
 
@@ -233,7 +127,8 @@ where
     fn insert<'g, Q>(&'g self, key: &Q, guard: &'g impl papaya::Guard) -> &'g Breaker
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
     {
         let now = self.config.clock.coarse();
         let len = self.map.len();
@@ -301,10 +196,11 @@ where
     ) -> &'g Breaker
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        Q::Owned: Into<K>,
     {
         let seen = self.live.generation();
-        let owned = key.to_owned();
+        let owned: K = key.to_owned().into();
         let slot = self.slot(now, &owned);
         let breaker = self.put(owned, slot, guard);
         // Our insertion, then our look at `generation`; a reload's bump, then its walk: with
@@ -408,7 +304,6 @@ where
         self.swept_at.store(now, Ordering::Relaxed);
         self.tick.store(tick + 1, Ordering::Relaxed);
         let mut evicted = 0;
-        self.forget_in_front(idle.iter().map(|&(_, slot)| slot), guard);
         for (key, slot) in idle {
             // Still idle: no call found it since this sweep began.
             evicted += usize::from(self.evict(key, slot, guard, |slot| {
@@ -423,19 +318,13 @@ where
                 closed.select_nth_unstable_by_key(excess, |&(seen, _, _)| seen);
                 closed.truncate(excess);
             }
-            self.forget_in_front(closed.iter().map(|&(_, _, slot)| slot), guard);
             for (_, key, slot) in closed {
                 evicted += usize::from(self.evict(key, slot, guard, |slot| {
                     class(&slot.breaker) == Class::Closed
                 }));
             }
         }
-        // Free the evicted keys' copies once they are many.
-        if self.front_worn.swap(false, Ordering::Relaxed) {
-            self.rebuild_front(guard);
-        }
-        // Start reclaiming what was removed now rather than when this thread's batch fills
-        // (the front tables replaced above among it).
+        // Start reclaiming what was removed now rather than when this thread's batch fills.
         guard.flush();
         self.totals.prune();
         let len = self.map.len();
@@ -451,32 +340,13 @@ where
         evicted
     }
 
-    /// Tags `leaving`, slots this sweep is about to try to remove, in the front table: see
-    /// `front.rs`. By the slots' addresses, not their keys, so that a key type whose `Clone`,
-    /// `Hash` or `Eq` disagree cannot leave an entry untagged. The caller holds `sweeping`.
-    fn forget_in_front<'a>(
-        &self,
-        leaving: impl ExactSizeIterator<Item = &'a KeySlot>,
-        guard: &impl papaya::Guard,
-    ) {
-        if leaving.len() == 0 {
-            return;
-        }
-        let leaving: std::collections::HashSet<*const KeySlot, super::hasher::KeyHasher> =
-            leaving.map(core::ptr::from_ref).collect();
-        if self.front.forget(&leaving, guard) {
-            self.front_worn.store(true, Ordering::Relaxed);
-        }
-    }
-
     /// Removes `key` if `still` holds for its slot. The removed breaker is not forgotten while
     /// anything can still record into it (a call admitted before the removal, a permit, a
     /// user's handle): its opening is carried to the key's breaker in the family (see
     /// [`carry`](Family::carry)).
     ///
-    /// `slot` is the key's slot as the sweep found it, tagged in the front table (see
-    /// `forget_in_front`): only that slot is removed. The caller holds `sweeping`, so the key
-    /// still has it unless a key type's `Hash` or `Eq` is inconsistent.
+    /// `slot` is the key's slot as the sweep found it: only that slot is removed (a key
+    /// called since may have been evicted and made again by now).
     fn evict(
         &self,
         key: &K,
@@ -496,17 +366,14 @@ where
             );
             return false;
         };
-        let tagged = slot;
+        let found = slot;
         let Ok(Some((key, slot))) = self.map.remove_if(
             key,
-            |_, slot| core::ptr::eq(slot, tagged) && still(slot),
+            |_, slot| core::ptr::eq(slot, found) && still(slot),
             guard,
         ) else {
             return false;
         };
-        // After the removal: a cache that reads this count looks the key up in the map again,
-        // and finds the removal there (see `lookups.rs`).
-        self.removals.fetch_add(1, crate::sync::Ordering::Release);
         {
             let mut gone = self.totals.lock();
             gone.evicted.keys += 1;
@@ -557,42 +424,11 @@ where
     }
 }
 
-impl<K, S> Map<K> for Family<K, S>
-where
-    K: Hash + Eq + Clone + core::fmt::Display + Send + Sync + 'static,
-    S: BuildHasher + Send + Sync + 'static,
-{
-    type Guard<'m>
-        = papaya::LocalGuard<'m>
-    where
-        Self: 'm;
-
-    #[inline]
-    fn guard(&self) -> papaya::LocalGuard<'_> {
-        self.map.guard()
-    }
-
-    #[inline]
-    fn find<'g, 'm: 'g, Q>(
-        &'m self,
-        key: &Q,
-        guard: &'g papaya::LocalGuard<'m>,
-    ) -> (&'g Breaker, bool)
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
-    {
-        let b = Family::find(self, key, guard);
-        // The overflow breaker is no key's: a later lookup may find room for the key.
-        let own = !self.overflow.get().is_some_and(|o| core::ptr::eq(o, b));
-        (b, own)
-    }
-}
-
-/// Marks `slot` called in `tick`. The mark never moves back: a thread that read the tick
-/// before a sweep moved it, and marks after a later call marked the slot (and its front entry,
-/// whose hint then spares the key's next calls the slot), must not leave the slot a period
-/// behind, idle to the next sweep however often the key is called meanwhile.
+/// Marks `slot` called in `tick`: a write only in the first call of a sweep period, so that
+/// threads calling one key do not pass its line back and forth. The mark never moves back: a
+/// thread that read the tick before a sweep moved it, and marks after a later call marked the
+/// slot, must not leave the slot a period behind, idle to the next sweep however often the key
+/// is called meanwhile.
 #[inline]
 fn mark(slot: &KeySlot, tick: u64) {
     if slot.touched.load(Ordering::Relaxed) < tick {
@@ -606,9 +442,9 @@ mod tests {
 
     use crate::{BreakerMap, Config, ManualClock};
 
-    /// A key called through the front table after a sweep, then marked by a thread that had
-    /// read the tick before that sweep (its late mark made here), and called every second
-    /// since: the next sweep, `idle_for` later, keeps it.
+    /// A key called after a sweep, then marked by a thread that had read the tick before that
+    /// sweep (its late mark made here), and called every second since: the next sweep,
+    /// `idle_for` later, keeps it.
     #[test]
     fn a_late_mark_from_before_a_sweep_does_not_make_a_called_key_idle() {
         let clock = ManualClock::new();

@@ -15,7 +15,7 @@
 //! transition lock, so one made after a reload's (of the same key) sees that reload's bump.
 //!
 //! No lock of ours is held while user code runs (a key's `Display`, a clock dropped with a
-//! config): `keys` and `retired` are locked only to read or swap a pointer.
+//! config): `keys` and `reloading` are locked only to read or swap a pointer.
 
 #![cfg_attr(not(feature = "serde"), allow(dead_code))]
 
@@ -90,7 +90,7 @@ where
             config.probe = self.config.probe.clone();
         }
         let old = {
-            let mut retired = lock(&self.live.retired);
+            let _reloading = lock(&self.live.reloading);
             let has = !keys.is_empty();
             let old_keys = core::mem::replace(&mut *lock(&self.live.keys), Arc::new(keys));
             self.live.has_keys.store(has, Ordering::Release);
@@ -100,10 +100,7 @@ where
             let unused = if *self.config == config {
                 Some(config)
             } else {
-                // SAFETY: the replaced config goes to `retired`, which lives as long as the
-                // family.
-                let old = unsafe { self.config.swap(Arc::new(config)) };
-                retired.push(old);
+                self.config.replace(Arc::new(config));
                 None
             };
             self.live.generation.fetch_add(1, Ordering::SeqCst);

@@ -1,6 +1,6 @@
 //! What a keyed family's config is replaced with beside the family's own: the configs of single
-//! keys (`[breakers.<family>.keys."<key>"]`), the reload generation new keys compare against,
-//! and the family configs a reload replaced (see `family_config.rs` for the protocol).
+//! keys (`[breakers.<family>.keys."<key>"]`) and the reload generation new keys compare
+//! against (see `family_config.rs` for the protocol).
 
 use core::fmt;
 use std::collections::HashMap;
@@ -21,9 +21,8 @@ pub(super) struct KeyConfigs {
     /// key of a family without them reads no lock.
     pub(super) keys: Mutex<Arc<KeyTable>>,
     pub(super) has_keys: AtomicBool,
-    /// The family configs a reload replaced: [`BreakerMap::config`](super::BreakerMap::config)
-    /// may have handed out a reference to one, so they live as long as the family.
-    pub(super) retired: Mutex<Vec<Arc<Config>>>,
+    /// Held by a reload while it swaps the configs: one reload at a time.
+    pub(super) reloading: Mutex<()>,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -6,17 +6,6 @@
 //!   reader can still see it). [`BreakerMap::call`] pins the map, finds its key's breaker and
 //!   runs through it while pinned: no reference count. A permit from
 //!   [`BreakerMap::try_acquire`] and [`BreakerMap::call_async`] hold a handle instead.
-//! * In the map, a lookup first reads the family's front table (`front.rs`): a read-only
-//!   index of the map's keys, rebuilt from it once enough lookups have missed it, whose
-//!   entries hold a copy of the key, the slot's address and the breaker, so a lookup over
-//!   many keys (each a cache miss) takes one step fewer than papaya's. Entries point into the
-//!   map's: a sweep tags an entry before it removes its slot, and the table is read and
-//!   retired under the map's pin.
-//! * Before the map, each thread looks in its own cache of its last lookups in the family
-//!   (`lookups.rs`): a key found there twice recently is found again with no pin and no
-//!   probe of the shared table. An entry is used only while the family has removed no key
-//!   since it was made (a count each removal bumps) and within the sweep period it last went
-//!   through the map in (so its key's recency is kept).
 //! * An evicted breaker waits in `limbo`, where [`BreakerMap::evicted`] counts it as it reads,
 //!   until its handle there is the last one: its slot freed (after the last pinned call) and
 //!   every permit recorded. Then a sweep or `evicted` folds its counts into the totals and
@@ -62,23 +51,19 @@
 //!
 //! 1. `hasher` ([`KeyHasher`]), `key_configs` (single keys' configs and the reload generation)
 //!    and `totals` (what evicted breakers counted);
-//! 2. `lookups` (each thread's cache of its last lookups) and `front` (a read-only index of a
-//!    family's keys, looked in before its map);
-//! 3. `family` (a family's keys: lookup, insertion with the config a key gets, eviction);
-//! 4. `breaker_map` ([`BreakerMap`]: the handle, its calls and counts);
-//! 5. `family_config` (a family's config replaced live) and `key_page` (a family's keys by
+//! 2. `family` (a family's keys: lookup, insertion with the config a key gets, eviction);
+//! 3. `breaker_map` ([`BreakerMap`]: the handle, its calls and counts);
+//! 4. `family_config` (a family's config replaced live) and `key_page` (a family's keys by
 //!    their text: [`KeyQuery`], [`KeyPage`], [`KeyError`]);
-//! 6. `snapshot` ([`FamilySnapshot`]);
-//! 7. `registered` (families in the registry), and this file.
+//! 5. `snapshot` ([`FamilySnapshot`]);
+//! 6. `registered` (families in the registry), and this file.
 
 mod breaker_map;
 mod family;
 pub(crate) mod family_config;
-mod front;
 mod hasher;
 mod key_configs;
 mod key_page;
-mod lookups;
 pub(crate) mod registered;
 mod snapshot;
 mod totals;

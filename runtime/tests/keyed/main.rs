@@ -8,6 +8,7 @@
 
 #[path = "../common/alone.rs"]
 mod alone;
+mod borrowed;
 mod bounds;
 #[allow(dead_code)]
 #[path = "../breaker/support.rs"]
