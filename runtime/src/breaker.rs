@@ -39,23 +39,19 @@
 //!
 //! 1. `probing` (health probes run while open) and `ticket` (what a permit carries: its
 //!    generation and kind);
-//! 2. `rare_parts` (the parts few breakers use, made on first use);
+//! 2. `rare_parts` (the parts few breakers use, made on first use) and `rejected`
+//!    ([`Rejected`], what it reports of its breaker, [`Error`]);
 //! 3. `inner` (the shared state, its cache-line layout, and what it reads of itself);
-//! 4. `teardown` (how a breaker's contents and memory go with its last handle and its last
-//!    weak handle);
-//! 5. `orphans` (rejections that outlive the last handle);
-//! 6. `handle` (the handle, [`Breaker`]: its pointer, its reference count, and how a breaker
-//!    is made) and `rejected` ([`Rejected`], [`Error`]);
-//! 7. `cause` (failure messages, `explain`), `config_change` (`reconfigure`) and `weak`
-//!    ([`WeakBreaker`]);
-//! 8. `delivery` (telling listeners) and `timer_source` (where an opening's timer is armed);
-//! 9. `transition` (the state machine);
-//! 10. `record` (recording) and `open_timer` (a fired or disarmed timer, a passed health probe);
-//! 11. `permit` ([`Permit`], [`OwnedPermit`]);
-//! 12. `admit` (admission) and `guarded` (an awaited call's permit);
-//! 13. `api` (the handle's methods), `lease` (the tower layer's permit, which keeps its
-//!     breaker alive as a rejection does), and this file;
-//! 14. `call_future` (`call_async` and its future).
+//! 4. `handle` (the handles, [`Breaker`] and [`WeakBreaker`], and how a breaker is made);
+//! 5. `cause` (failure messages, `explain`) and `config_change` (`reconfigure`);
+//! 6. `delivery` (telling listeners) and `timer_source` (where an opening's timer is armed);
+//! 7. `transition` (the state machine);
+//! 8. `record` (recording) and `open_timer` (a fired or disarmed timer, a passed health probe);
+//! 9. `permit` ([`Permit`], [`OwnedPermit`]);
+//! 10. `admit` (admission) and `guarded` (an awaited call's permit);
+//! 11. `api` (the handle's methods), `lease` (the tower layer's permit, which keeps its
+//!     breaker alive without being a handle), and this file;
+//! 12. `call_future` (`call_async` and its future).
 //!
 //! The vocabulary they share sits one floor down, in `state`, `identity`, `error` and `event`;
 //! none of those, and nothing here, names the registry.
@@ -77,24 +73,20 @@ mod handle;
 mod inner;
 mod lease;
 mod open_timer;
-mod orphans;
 mod permit;
 mod probing;
 mod rare_parts;
 mod record;
 mod rejected;
-mod teardown;
 #[cfg(all(test, not(loom)))]
 mod tests;
 mod ticket;
 mod timer_source;
 mod transition;
-mod weak;
 
 pub(crate) use cause::displayed;
 pub use guarded::Guarded;
-pub use handle::Breaker;
+pub use handle::{Breaker, WeakBreaker};
 pub use lease::Lease;
 pub use permit::{OwnedPermit, Permit};
 pub use rejected::{Error, Rejected};
-pub use weak::WeakBreaker;

@@ -84,15 +84,7 @@ struct Stripe {
     /// dead token; see the module doc.
     owner: AtomicU64,
     n: [AtomicU64; KINDS],
-    /// The rejections and leases this thread dropped, less the leases it made (see
-    /// [`Counts::release`], [`Counts::hold`]).
-    released: AtomicU64,
 }
-
-/// A word on a cache line of its own.
-#[repr(align(64))]
-#[derive(Default)]
-struct Line(AtomicU64);
 
 /// The stripes of the threads after the first, allocated when the second thread arrives.
 /// Kept apart from the first stripe so that reading it never touches the first thread's line.
@@ -103,14 +95,7 @@ pub(crate) struct Spill(LazyBox<More>);
 #[derive(Default)]
 struct More {
     stripes: [Stripe; MORE],
-    /// The rejections the first stripe's thread dropped: that thread's line is full, so its
-    /// one word of them is here, on a line only it writes.
-    first_released: Line,
     shared: [AtomicU64; KINDS],
-    /// Rejections and leases dropped (less leases made) by threads with no stripe here.
-    shared_released: AtomicU64,
-    /// Clones of rejections (see [`Counts::outstanding`]).
-    clones: AtomicU64,
 }
 
 /// The low bits of a token: its seat's index + 1 (never 0, never all ones).
@@ -416,86 +401,6 @@ impl Counts {
                 .sum::<u64>();
         }
         sum
-    }
-
-    /// Counts the drop of one of this breaker's rejections ([`Rejected`](crate::Rejected)), on
-    /// this thread's line: a thread-local load, an owner compare and a plain increment, like
-    /// [`add`](Counts::add). A thread with no stripe here adds to a shared word.
-    ///
-    /// Release: a thread that reads this count with Acquire ([`outstanding`](Counts::outstanding))
-    /// also sees every clone made of the dropped rejection before the drop.
-    #[inline]
-    pub(crate) fn release(&self, owner: &AtomicU64, spill: &Spill) {
-        self.released_by(owner, spill, 1);
-    }
-
-    /// Counts a lease of this breaker made (the tower layer's permit, kept alive as a rejection
-    /// is: see `breaker/lease.rs`): one taken from this thread's released word, which the
-    /// lease's [`release`](Counts::release) gives back, so that
-    /// [`outstanding`](Counts::outstanding) counts the lease until it ends. The words are
-    /// summed with wrapping arithmetic: a thread that makes more leases than it ends holds a
-    /// "negative" word.
-    ///
-    /// Relaxed: the lease is made through a handle, and the last handle's drop, which reads
-    /// the words, happens after every handle's uses (`Breaker::drop`).
-    #[inline]
-    pub(crate) fn hold(&self, owner: &AtomicU64, spill: &Spill) {
-        self.released_by(owner, spill, u64::MAX);
-    }
-
-    /// Adds `n` (wrapping) to this thread's released word.
-    #[inline(always)]
-    fn released_by(&self, owner: &AtomicU64, spill: &Spill, n: u64) {
-        let me = current_id();
-        let more = spill.0.get_or_default();
-        let word = if owner.load(Ordering::Relaxed) == me {
-            &more.first_released.0
-        } else {
-            let stripe = &more.stripes[(me as usize) % MORE];
-            if stripe.owner.load(Ordering::Relaxed) == me {
-                &stripe.released
-            } else {
-                more.shared_released.fetch_add(n, Ordering::Release);
-                return;
-            }
-        };
-        word.store(
-            word.load(Ordering::Relaxed).wrapping_add(n),
-            Ordering::Release,
-        );
-    }
-
-    /// Counts a clone of one of this breaker's rejections (a shared word: clones are rare).
-    pub(crate) fn clone_rejection(&self, spill: &Spill) {
-        // Relaxed: the clone is made from a live rejection, whose drop (a Release) comes after.
-        spill
-            .0
-            .get_or_default()
-            .clones
-            .fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The rejections and leases of this breaker not dropped yet: every rejection counted and
-    /// every clone of one, less those [`release`](Counts::release)d (a lease is counted by
-    /// [`hold`](Counts::hold) as a release taken back). Exact for a caller that has seen every
-    /// rejection's count (the last handle's, after its Acquire: a rejection is made through a
-    /// handle), whatever it sees of the drops: the drops are read first, with Acquire, so each
-    /// drop read brings with it the clones made before it.
-    pub(crate) fn outstanding(&self, spill: &Spill) -> u64 {
-        let Some(more) = spill.0.get() else {
-            // No rejection was ever dropped (the first drop allocates `more`), and none cloned.
-            return self.0[Count::Rejected as usize].load(Ordering::Relaxed);
-        };
-        let mut released = more
-            .first_released
-            .0
-            .load(Ordering::Acquire)
-            .wrapping_add(more.shared_released.load(Ordering::Acquire));
-        for s in &more.stripes {
-            released = released.wrapping_add(s.released.load(Ordering::Acquire));
-        }
-        let made = self.total(spill, Count::Rejected) + more.clones.load(Ordering::Relaxed);
-        made.wrapping_sub(released)
     }
 }
 

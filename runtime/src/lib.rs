@@ -25,8 +25,6 @@
 //! The vocabulary, which names no breaker:
 //!
 //! - `sync` — std's atomics and locks, or loom's under `cfg(loom)` for the model checks.
-//! - `barrier` — asymmetric barriers: a compiler fence on a protocol's frequent side paired
-//!   with `membarrier(2)` on its rare side (Linux), else `SeqCst` fences on both.
 //! - `duration` — the one duration parser and printer (`"250ms"`), shared with the attribute.
 //! - `serde_duration` (feature `serde`) — durations as that text in the `serde` derives of
 //!   [`Metrics`] and [`Event`], here so that the core never names `serde_impls`.
@@ -71,13 +69,12 @@
 //!
 //! The breaker:
 //!
-//! - `breaker` — [`Breaker`]: the handle in `breaker/handle`, its API in `breaker/api`, its
-//!   end in `breaker/teardown`; below them, one file per seam: `inner` (the shared state's
-//!   layout), `rare_parts` (the parts few breakers use, made on first use), `admit`,
-//!   `record`, `transition`, `delivery` (telling listeners), `cause` (a failure's message,
-//!   `explain`), `permit` ([`Permit`], [`OwnedPermit`]), `weak` ([`WeakBreaker`]), `rejected`
-//!   ([`Rejected`], [`Error`]), `orphans`, `guarded`, `open_timer`, `probing` (health probes
-//!   run while open), `config_change` (`reconfigure`).
+//! - `breaker` — [`Breaker`] and [`WeakBreaker`]: the handles in `breaker/handle`, the API
+//!   in `breaker/api`; below them, one file per seam: `inner` (the shared state's layout),
+//!   `rare_parts` (the parts few breakers use, made on first use), `admit`, `record`,
+//!   `transition`, `delivery` (telling listeners), `cause` (a failure's message, `explain`),
+//!   `permit` ([`Permit`], [`OwnedPermit`]), `rejected` ([`Rejected`], [`Error`]), `guarded`,
+//!   `open_timer`, `probing` (health probes run while open), `config_change` (`reconfigure`).
 //!
 //! Many breakers:
 //!
@@ -107,7 +104,6 @@
 //! `breakerbox-fleet` (`breakerbox::fleet`), `breakerbox-replay` (`breakerbox::replay`).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod barrier;
 mod breaker;
 mod clock;
 mod config;

@@ -10,9 +10,7 @@ pub(crate) use loom::sync::atomic::{
 #[cfg(not(loom))]
 pub(crate) use std::sync::Mutex;
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
-};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, fence};
 
 /// Lets another thread run while this one waits for it (loom must know, or it reports a
 /// livelock).

@@ -40,10 +40,9 @@
 //!
 //! # Cost
 //!
-//! Per request: the breaker's admission (one atomic load while closed), a count on the
-//! thread's own line that keeps a [`Breaker::new`] breaker alive while the request runs (as a
-//! rejection does: no shared reference count; nothing for a registry breaker), and a clone of
-//! the classifier. No lock, no allocation. A response future dropped before it finishes records
+//! Per request: the breaker's admission (one atomic load while closed), a reference count
+//! that keeps a [`Breaker::new`] breaker alive while the request runs (nothing for a registry
+//! breaker, which lives for the process), and a clone of the classifier. No lock, no allocation. A response future dropped before it finishes records
 //! the call as [`Outcome::Ignored`]: a cancelled request says nothing about the service.
 //!
 //! # Panics

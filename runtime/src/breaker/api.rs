@@ -19,7 +19,7 @@ use crate::sync::Ordering;
 impl Breaker {
     /// The breaker's name.
     pub fn name(&self) -> &str {
-        self.inner().identity.name()
+        self.inner().name()
     }
 
     /// Its configuration.
@@ -44,9 +44,9 @@ impl Breaker {
     /// Like [`try_acquire`](Breaker::try_acquire), but the permit holds a handle to the
     /// breaker instead of borrowing it, so it can live in a `'static` future or move to
     /// another thread. Costs what `try_acquire` does plus a handle clone: a reference-count
-    /// increment (and its decrement when the permit ends) for a [`Breaker::new`] breaker,
-    /// nothing for a registry one; no allocation. (The `tower` layer's response future keeps
-    /// its breaker alive without a handle, as a [`Rejected`] does.)
+    /// increment (and its decrement when the permit ends); no allocation. (The `tower`
+    /// layer's response future holds no handle: for a registry breaker it holds no count at
+    /// all.)
     ///
     /// ```
     /// use breakerbox_runtime::{Breaker, Config, Outcome};
@@ -75,9 +75,7 @@ impl Breaker {
         self.inner()
             .acquire()
             .map_err(|(reason, retry_after_ns)| Rejected {
-                // No reference count: the rejection was counted, which keeps the breaker
-                // alive until it is dropped (see `orphans`).
-                inner: self.0,
+                report: self.report(),
                 reason,
                 retry_after_ns,
             })
@@ -381,7 +379,7 @@ impl Breaker {
     /// before. A keyed family folds an evicted breaker into its totals once only its own handle
     /// is left, when nothing can record into it any more.
     pub(crate) fn handles(&self) -> usize {
-        self.inner().refs.load(Ordering::Acquire)
+        self.handle_count()
     }
 
     /// A keyed family's breaker's key, as it displayed when the family made the breaker.

@@ -51,14 +51,10 @@ pub(crate) fn displayed(value: &dyn fmt::Display) -> String {
 }
 
 impl Inner {
-    /// Keeps `failure` as the last one, allocating the extras only to store one.
+    /// Keeps `failure` as the last one.
     pub(super) fn set_last_failure(&self, failure: Option<Arc<str>>) {
-        let extras = match (&failure, self.extras.get()) {
-            (None, None) => return,
-            (_, Some(extras)) => extras,
-            (Some(_), None) => self.extras(),
-        };
-        *extras
+        *self
+            .report
             .last_failure
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = failure;

@@ -2,19 +2,28 @@
 
 use core::time::Duration;
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use once_cell::race::OnceBox;
 
 use super::rare_parts::Extras;
+use super::rejected::Report;
 use crate::clock::ClockRef;
 use crate::config::{Config, intern};
 use crate::counters::{Count, Counts, Slot, Spill};
-use crate::identity::Identity;
 use crate::metrics::Metrics;
 use crate::state::{Places, Round, State, Streak, Word};
-use crate::sync::{Atomic, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::sync::{Atomic, AtomicU32, AtomicU64, Mutex, Ordering};
 use crate::window::RateWindow;
+
+/// What a breaker's handles share: its state. Dropped with the last handle, which drops the
+/// breaker's `Inner` unless a lease still holds it.
+pub(super) struct Handle {
+    pub(super) inner: Arc<Inner>,
+    /// A registry breaker, which lives for the process, as a `'static` reference: what its
+    /// rejections and leases hold instead of a reference count. `None` for any other.
+    pub(super) forever: Option<&'static Inner>,
+}
 
 /// The breaker's shared state. `Breaker` is a handle to it.
 ///
@@ -39,8 +48,8 @@ pub(super) struct Inner {
     /// `Extras::retired` while the breaker lives.
     pub(super) config: crate::reconfigure::LiveConfig,
     pub(super) window: Option<Box<RateWindow>>,
-    /// The name: one word, shared by the breakers of a keyed family. Freed with the breaker.
-    pub(super) identity: Identity,
+    /// What its rejections report: name, key, clock, last failure.
+    pub(super) report: Arc<Report>,
     /// Whether a closed-state admission is just a state load: no bulkhead, no clock (no
     /// `slow` threshold and no `latency` to time calls for).
     pub(super) plain_acquire: bool,
@@ -50,15 +59,9 @@ pub(super) struct Inner {
     /// Whether a closed-state success only fills the rate window: a failure-rate policy with
     /// no slow threshold and no bulkhead. Taken inline, like `plain_success`.
     pub(super) window_success: bool,
-    /// A registry breaker: leaked, lives for the process; its handles count no references.
-    pub(super) registered: bool,
     /// Whether registry-wide listeners are told its changes: a registry breaker's, and a
     /// registry family's key's (set by [`Breaker::keyed`](super::Breaker::keyed)).
     pub(super) tells_registry: bool,
-    /// A keyed family's breaker: the length of its key's text, which follows `Inner` in the
-    /// same allocation (see [`Breaker::keyed`](super::Breaker::keyed)); [`NO_KEY`] for other
-    /// breakers. Here, in the padding of line 0, so a key costs its text's bytes and no more.
-    pub(super) key_len: u16,
     /// The thread that owns `counts`: written once, read by every call.
     pub(super) owner: AtomicU64,
     /// While open: when it may probe. Written with the transition to `Open`.
@@ -78,8 +81,8 @@ pub(super) struct Inner {
     /// When the current `failures_within` streak started; see `record_within_failure`.
     pub(super) mark: AtomicU64,
     pub(super) probe: Atomic<Round>,
-    /// Handles to a `Breaker::new` breaker; unused for a registry one.
-    pub(super) refs: AtomicUsize,
+    /// The handles' shared part, for the weak handles an armed timer holds.
+    pub(super) handle: Weak<Handle>,
     pub(super) reopens: AtomicU32,
     /// Numbers `failures_within` streaks, to tag them (see `record_within_failure`).
     pub(super) starts: AtomicU32,
@@ -88,10 +91,6 @@ pub(super) struct Inner {
     /// whose permit never records (forgotten, or parked for ever) is freed by the next
     /// transition; see `acquire_other`.
     pub(super) active: Atomic<Places>,
-    /// Weak handles to a `Breaker::new` breaker, plus one for all its handles together (as in
-    /// `Arc`): the last handle drops the breaker's contents, the last of these frees its
-    /// memory. Unused for a registry one. 32 bits to keep the line: see `Breaker::downgrade`.
-    pub(super) weak: AtomicU32,
 }
 
 // PERF(`closed_2t/bb_call`, `open_1t/bb_call`): the layout the comments above describe. Not
@@ -103,46 +102,21 @@ const _: () = {
     assert!(core::mem::offset_of!(Inner, spill) == 128);
 };
 
-/// `Inner::key_len` of a breaker with no key.
-pub(super) const NO_KEY: u16 = u16::MAX;
-
 /// The longest key text a breaker keeps; a longer one is cut at a character boundary.
-pub(super) const MAX_KEY: usize = NO_KEY as usize - 1;
+pub(super) const MAX_KEY: usize = u16::MAX as usize - 1;
 
 impl Inner {
+    /// The breaker's name: a keyed family's, for its breakers.
+    pub(super) fn name(&self) -> &str {
+        self.report.identity.name()
+    }
+
     /// The key's text of a keyed family's breaker, as it displayed when the breaker was made.
     pub(super) fn key(&self) -> Option<&str> {
-        if self.key_len == NO_KEY {
-            return None;
-        }
-        // SAFETY: `Breaker::keyed` allocated this `Inner` with `key_len` bytes of UTF-8 right
-        // after it, in the same allocation, and never writes them again; they live as long as
-        // the `Inner`. The pointer is derived from `self`, a reference made from the
-        // allocation's own pointer (`Breaker::inner`), and reads within that allocation.
-        unsafe {
-            let text = core::ptr::from_ref(self).add(1).cast::<u8>();
-            Some(core::str::from_utf8_unchecked(core::slice::from_raw_parts(
-                text,
-                usize::from(self.key_len),
-            )))
-        }
+        self.report.key.as_deref()
     }
 
-    /// The layout of a breaker's allocation: `Inner`, then its key's text if it has one.
-    pub(super) fn layout(key_len: u16) -> std::alloc::Layout {
-        let text = if key_len == NO_KEY {
-            0
-        } else {
-            usize::from(key_len)
-        };
-        std::alloc::Layout::from_size_align(
-            core::mem::size_of::<Inner>() + text,
-            core::mem::align_of::<Inner>(),
-        )
-        .expect("a breaker's layout")
-    }
-
-    pub(super) fn new(identity: Identity, config: Config, registered: bool) -> Inner {
+    pub(super) fn new(report: Report, config: Config) -> Inner {
         let now = config.clock.coarse();
         if config.timed() {
             // Here rather than in the first timed call, which would wait for the calibration.
@@ -155,7 +129,7 @@ impl Inner {
             state: Atomic::new(Word::new(0, State::Closed)),
             streak: Atomic::new(Streak::new(0)),
             window,
-            identity,
+            report: Arc::new(report),
             open_until: AtomicU64::new(0),
             state_since: AtomicU64::new(now),
             mark: AtomicU64::new(now),
@@ -166,11 +140,8 @@ impl Inner {
             times_opened: AtomicU64::new(0),
             transition: Mutex::new(()),
             extras: OnceBox::new(),
-            refs: AtomicUsize::new(1),
-            weak: AtomicU32::new(1),
-            registered,
-            tells_registry: registered,
-            key_len: NO_KEY,
+            handle: Weak::new(),
+            tells_registry: false,
             plain_acquire: !config.timed() && config.max_concurrent.is_none(),
             plain_success: !config.timed()
                 && !config.uses_window()
@@ -227,12 +198,7 @@ impl Inner {
 
     /// The message of the failure that last tripped the breaker.
     pub(super) fn last_failure(&self) -> Option<Arc<str>> {
-        let extras = self.extras.get()?;
-        extras
-            .last_failure
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.report.last_failure()
     }
 
     pub(super) fn metrics(&self) -> Metrics {
@@ -270,7 +236,7 @@ impl Inner {
         let tally = self.window.as_ref().map(|w| w.tally(now));
         let rate = |n: u64, calls: u64| (calls > 0).then(|| n as f64 * 100.0 / calls as f64);
         Metrics {
-            name: self.identity.name().to_string(),
+            name: self.name().to_string(),
             state,
             time_in_state: Duration::from_nanos(
                 now.saturating_sub(self.state_since.load(Ordering::Relaxed)),

@@ -1,18 +1,14 @@
-//! [`Lease`]: an owned permit that keeps its breaker alive as a rejection does, for the tower
-//! layer's response future.
+//! [`Lease`]: an owned permit that holds its breaker's state rather than a handle, for the
+//! tower layer's response future.
 //!
-//! An [`OwnedPermit`](crate::OwnedPermit) holds a handle: a reference-count increment when made
-//! and a decrement when it ends, two locked instructions on the handles' shared line (about
-//! 11 ns a request on the AMD machines of BENCHMARKS.md). A lease holds the breaker's address
-//! and counts itself where a rejection does (`orphans.rs`): made, one taken from its thread's
-//! released word (`Counts::hold`); ended, one given back on the ending thread's word
-//! (`Counts::release`), then the light barrier and the orphans' `pending` check. So the
-//! breaker outlives its last handle while a lease is alive, and the last of the two frees it.
-//! A lease hands out no handle (an `OwnedPermit` lends one, which may be cloned after the last
-//! other handle is gone): that is what lets it keep the breaker alive without being one.
+//! An [`OwnedPermit`](crate::OwnedPermit) holds a handle. A lease holds what it records into:
+//! for a registry breaker, which lives for the process, a `'static` reference (no reference
+//! count, on every request); for any other, the breaker's `Arc<Inner>`, which keeps the
+//! breaker alive until the lease ends without being a handle (its weak handles no longer
+//! upgrade once only leases are left).
 
 use core::fmt;
-use core::ptr::NonNull;
+use std::sync::Arc;
 
 use super::inner::Inner;
 use super::permit::Permit;
@@ -25,16 +21,28 @@ use crate::outcome::Outcome;
 /// call, `Failure` while panicking).
 #[must_use = "a lease records a cancelled call when dropped; record the outcome instead"]
 pub struct Lease {
-    inner: NonNull<Inner>,
+    /// `None` once ended (recorded), so that its drop records nothing.
+    inner: Option<Held>,
     ticket: Ticket,
 }
 
-// SAFETY: a lease only reaches its breaker (an `Inner`, `Send + Sync`) through shared
-// references, and gives its count back through the breaker's counters from whichever thread
-// ends it (`Counts::release` handles any thread).
-unsafe impl Send for Lease {}
-// SAFETY: as above; `&Lease` reads nothing of the breaker.
-unsafe impl Sync for Lease {}
+/// The breaker a lease records into.
+enum Held {
+    /// A registry breaker's, which lives for the process.
+    Forever(&'static Inner),
+    /// Any other's.
+    Shared(Arc<Inner>),
+}
+
+impl Held {
+    #[inline(always)]
+    fn get(&self) -> &Inner {
+        match self {
+            Held::Forever(inner) => inner,
+            Held::Shared(inner) => inner,
+        }
+    }
+}
 
 impl Breaker {
     /// Asks to make one call, as [`try_acquire_owned`](Breaker::try_acquire_owned) does, with
@@ -43,24 +51,24 @@ impl Breaker {
     pub(crate) fn try_lease(&self) -> Result<Lease, Rejected> {
         // The lease takes over the verdict; the borrowed permit must not record on drop.
         let permit = core::mem::ManuallyDrop::new(self.try_acquire()?);
-        let inner = self.inner();
-        if !inner.registered {
-            inner.counts.hold(&inner.owner, &inner.spill);
-        }
+        let inner = match self.forever() {
+            Some(inner) => Held::Forever(inner),
+            None => Held::Shared(self.shared().clone()),
+        };
         Ok(Lease {
-            inner: self.0,
+            inner: Some(inner),
             ticket: permit.ticket,
         })
     }
 }
 
 impl Lease {
-    /// The permit this lease stands for, and the guard that ends the lease when dropped (also
-    /// when recording panics): the lease itself is forgotten.
-    #[inline]
-    fn into_parts(self) -> (Ending, Ticket) {
-        let this = core::mem::ManuallyDrop::new(self);
-        (Ending(this.inner), this.ticket)
+    /// The breaker this lease holds and its ticket; the lease, left empty, then drops as
+    /// nothing.
+    #[inline(always)]
+    fn take(mut self) -> (Held, Ticket) {
+        let held = self.inner.take().expect("a lease is ended once");
+        (held, self.ticket)
     }
 
     /// Records the call's outcome with the failure's message; see
@@ -71,8 +79,8 @@ impl Lease {
     /// had just stored it in other widths: a store-forwarding stall, +5 ns a request.
     #[inline(always)]
     pub fn record_with(self, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
-        let (ending, ticket) = self.into_parts();
-        ending.permit(ticket).record_with(outcome, cause);
+        let (held, ticket) = self.take();
+        held.permit(ticket).record_with(outcome, cause);
     }
 
     /// Records the call's outcome.
@@ -85,64 +93,36 @@ impl Lease {
     /// while recording caught and logged: the response future dropped unfinished.
     #[cold]
     pub fn cancel(self) {
-        let (ending, ticket) = self.into_parts();
-        ending.permit(ticket).cancel();
+        let (held, ticket) = self.take();
+        held.permit(ticket).cancel();
     }
 }
 
-impl Drop for Lease {
-    /// Records as a dropped [`Permit`] does: `Ignored` for a cancelled call, `Failure` while
-    /// panicking; then ends the lease.
-    fn drop(&mut self) {
-        let ending = Ending(self.inner);
-        drop(ending.permit(self.ticket));
-    }
-}
-
-impl fmt::Debug for Lease {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // SAFETY: the lease keeps its breaker alive (see the module doc).
-        let inner = unsafe { self.inner.as_ref() };
-        f.debug_struct("Lease")
-            .field("breaker", &inner.identity.name())
-            .finish()
-    }
-}
-
-/// Ends a lease when dropped: after its permit recorded, or while recording unwinds.
-struct Ending(NonNull<Inner>);
-
-impl Ending {
+impl Held {
     /// The permit of the lease, borrowed from the breaker it keeps alive.
-    #[inline]
+    #[inline(always)]
     fn permit(&self, ticket: Ticket) -> Permit<'_> {
         Permit {
-            // SAFETY: the lease is not ended before this guard drops, and the permit borrows
-            // the guard.
-            inner: unsafe { self.0.as_ref() },
+            inner: self.get(),
             ticket,
         }
     }
 }
 
-impl Drop for Ending {
-    /// Nothing for a registry breaker; the release, out of line, for any other.
-    #[inline(always)]
+impl Drop for Lease {
+    /// Records as a dropped [`Permit`] does: `Ignored` for a cancelled call, `Failure` while
+    /// panicking.
     fn drop(&mut self) {
-        // SAFETY: the lease is alive until `end`.
-        if !unsafe { self.0.as_ref() }.registered {
-            // SAFETY: as above; nothing touches the breaker after.
-            unsafe { end(self.0) };
+        if let Some(held) = self.inner.take() {
+            drop(held.permit(self.ticket));
         }
     }
 }
 
-/// Gives a lease of `ptr` back (`orphans::give_back`), out of line.
-///
-/// # Safety
-/// `ptr` is a `Breaker::new` breaker the lease kept alive; nothing of it is touched after.
-#[inline(never)]
-unsafe fn end(ptr: NonNull<Inner>) {
-    // SAFETY: as the caller's.
-    unsafe { super::orphans::give_back(ptr) };
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("breaker", &self.inner.as_ref().map(|h| h.get().name()))
+            .finish()
+    }
 }

@@ -161,11 +161,11 @@ fn record_caught(inner: &Inner, ticket: Ticket, outcome: Outcome) {
     if let Err(payload) = recorded {
         tracing::error!(
             target: "breakerbox",
-            name = %inner.identity.name(),
+            name = %inner.name(),
             key = inner.key(),
             panic = crate::event::panic_message(&*payload),
             "recording an outcome ({outcome:?}) of circuit breaker '{}' panicked (caught)",
-            inner.identity.name()
+            inner.name()
         );
         crate::event::discard(payload);
     }
@@ -174,7 +174,7 @@ fn record_caught(inner: &Inner, ticket: Ticket, outcome: Outcome) {
 impl fmt::Debug for Permit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
-            .field("breaker", &self.inner.identity.name())
+            .field("breaker", &self.inner.name())
             .field("probe", &self.is_probe())
             .finish()
     }
@@ -279,7 +279,7 @@ impl Drop for OwnedPermit {
 impl fmt::Debug for OwnedPermit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OwnedPermit")
-            .field("breaker", &self.breaker.inner().identity.name())
+            .field("breaker", &self.breaker.inner().name())
             .field("probe", &self.is_probe())
             .finish()
     }

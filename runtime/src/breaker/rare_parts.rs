@@ -12,9 +12,6 @@ use crate::sync::Mutex;
 #[derive(Default)]
 pub(super) struct Extras {
     pub(super) listeners: Listeners,
-    /// The message of the failure that last tripped the breaker. std, not loom: no protocol
-    /// runs through it.
-    pub(super) last_failure: std::sync::Mutex<Option<Arc<str>>>,
     /// Events not yet told, in the order of their transitions (queued under the transition
     /// lock), and whether a thread is telling them. One thread at a time delivers, so
     /// listeners see transitions in order even when two threads cause them at once, and a

@@ -210,7 +210,7 @@ impl Inner {
                 if timed_out.is_some() {
                     self.count_timeout();
                 }
-                tracing::debug!(target: "breakerbox", name = %self.identity.name(), key = self.key(), cause = cause.map(|c| tracing::field::display(CaughtDisplay(c))), "call failed");
+                tracing::debug!(target: "breakerbox", name = %self.name(), key = self.key(), cause = cause.map(|c| tracing::field::display(CaughtDisplay(c))), "call failed");
                 slot
             }
             Outcome::Ignored => self.count(Count::Ignored),

@@ -1,16 +1,72 @@
-//! [`Rejected`], a refused call (it keeps its breaker alive without a handle), and [`Error`], a call's
-//! error through the breaker.
+//! [`Rejected`], a refused call, with what it reports of its breaker (`Report`), and
+//! [`Error`], a call's error through the breaker.
 
 use core::fmt;
-use core::ptr::NonNull;
 use core::time::Duration;
 use std::sync::Arc;
 
-use super::inner::Inner;
+use crate::clock::ClockRef;
+use crate::config::Config;
 use crate::error::{NO_RETRY, RejectReason, Secs};
+use crate::identity::Identity;
 
 /// In [`Rejected::reason`]'s word: the call was written to a replay journal.
 const JOURNALED: u64 = 1 << 9;
+
+/// What a rejection reports of its breaker: its name, key, clock (to say when to retry) and
+/// last failure. Apart from the breaker's state, so that a rejection keeps only this alive.
+pub(super) struct Report {
+    /// The name: one word, shared by the breakers of a keyed family.
+    pub(super) identity: Identity,
+    /// A keyed family's breaker's key, as it displayed when the breaker was made.
+    pub(super) key: Option<Box<str>>,
+    /// The breaker's clock, which a reload never replaces.
+    pub(super) clock: ClockRef,
+    /// The message of the failure that last tripped the breaker. std, not loom: no protocol
+    /// runs through it.
+    pub(super) last_failure: std::sync::Mutex<Option<Arc<str>>>,
+}
+
+impl Report {
+    /// What `config`'s breaker named `identity` reports.
+    pub(super) fn new(identity: Identity, key: Option<&str>, config: &Config) -> Report {
+        Report {
+            identity,
+            key: key.map(Box::from),
+            clock: config.clock.clone(),
+            last_failure: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The message of the failure that last tripped the breaker.
+    pub(super) fn last_failure(&self) -> Option<Arc<str>> {
+        self.last_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// A breaker's [`Report`]: a registry breaker's lives for the process, and a rejection copies
+/// the reference; any other's is shared, and a rejection holds a reference count on it (on
+/// the report, not on the breaker).
+#[derive(Clone)]
+pub(super) enum ReportRef {
+    Forever(&'static Report),
+    Shared(Arc<Report>),
+}
+
+impl core::ops::Deref for ReportRef {
+    type Target = Report;
+
+    #[inline]
+    fn deref(&self) -> &Report {
+        match self {
+            ReportRef::Forever(r) => r,
+            ReportRef::Shared(r) => r,
+        }
+    }
+}
 
 /// A call the breaker refused to run.
 ///
@@ -20,17 +76,16 @@ const JOURNALED: u64 = 1 << 9;
 /// Functions under `#[circuit_breaker]` without a fallback return it through their own error
 /// type, which must implement `From<Rejected>`.
 ///
-/// Building one allocates nothing and writes no memory shared with other threads: the breaker
-/// counted the rejection on the calling thread's own counter line, and that count keeps the
-/// breaker (its name, key, last failure and clock) alive until the `Rejected` is dropped, even
-/// after its last [`Breaker`](crate::Breaker) handle. Its name and last failure are read when the error is
-/// displayed, so `last_failure` is the newest one at that moment. A rejection is not a handle:
-/// while only rejections of a [`Breaker::new`](crate::Breaker::new) breaker are left, its
-/// [`WeakBreaker`](crate::WeakBreaker)s no longer upgrade, and its memory is returned when the
-/// last of them is dropped.
+/// Building one allocates nothing. It keeps what it reports of its breaker (its name, key,
+/// last failure and clock), not the breaker: for a registry breaker, which lives for the
+/// process, a reference; for any other, a reference count on that report. Its last failure
+/// is read when the error is displayed, so `last_failure` is the newest one at that moment.
+/// A rejection is not a handle: while only rejections of a [`Breaker::new`](crate::Breaker::new)
+/// breaker are left, its [`WeakBreaker`](crate::WeakBreaker)s no longer upgrade, and the last
+/// of them returns the report's memory.
+#[derive(Clone)]
 pub struct Rejected {
-    /// The breaker, kept alive by the rejection's count (see `orphans`): no reference count.
-    pub(super) inner: NonNull<Inner>,
+    pub(super) report: ReportRef,
     /// The [`RejectReason`] as a full word. PERF(`closed_ok/bb_call`): a one-byte field here
     /// sits, in `Result<Permit, Rejected>`, over a permit's `u64`, and LLVM moves that word as
     /// a byte and seven, stalling store forwarding on every admitted call.
@@ -39,60 +94,17 @@ pub struct Rejected {
     pub(super) retry_after_ns: u64,
 }
 
-// SAFETY: a `Rejected` only reads its breaker (an `Inner`, `Send + Sync`) through shared
-// references, and its count is given back through atomics from whichever thread drops it.
-unsafe impl Send for Rejected {}
-// SAFETY: as above; `&Rejected` only reads.
-unsafe impl Sync for Rejected {}
-
-impl Clone for Rejected {
-    fn clone(&self) -> Rejected {
-        let inner = self.inner();
-        if !inner.registered {
-            inner.counts.clone_rejection(&inner.spill);
-        }
-        Rejected {
-            inner: self.inner,
-            reason: self.reason,
-            retry_after_ns: self.retry_after_ns,
-        }
-    }
-}
-
-impl Drop for Rejected {
-    /// PERF(`open_1t/bb_call`, `open_2t/bb_call`): for a `Breaker::new` breaker, a count on the
-    /// thread's own line and a light barrier (`barrier.rs`: a compiler fence on Linux);
-    /// nothing for a registry one.
-    #[inline]
-    fn drop(&mut self) {
-        let inner = self.inner();
-        if inner.registered {
-            return;
-        }
-        // SAFETY: a `Breaker::new` breaker, which this rejection touches no more.
-        unsafe { super::orphans::give_back(self.inner) };
-    }
-}
-
 impl Rejected {
-    #[inline]
-    fn inner(&self) -> &Inner {
-        // SAFETY: a rejection keeps its breaker alive until it is dropped (see `orphans`): a
-        // registry breaker lives for the process, and a `Breaker::new` one is freed only once
-        // every rejection counted on it has counted its drop.
-        unsafe { self.inner.as_ref() }
-    }
-
     /// The name of the breaker that refused the call.
     pub fn name(&self) -> &str {
-        self.inner().identity.name()
+        self.report.identity.name()
     }
 
     /// For a breaker of a keyed family ([`BreakerMap`](crate::BreakerMap), `#[circuit_breaker(key
     /// = …)]`), the key whose breaker refused the call, as it displays; [`name`](Rejected::name)
     /// is the family's. `None` for other breakers.
     pub fn key(&self) -> Option<&str> {
-        self.inner().key()
+        self.report.key.as_deref()
     }
 
     /// Why the call was refused.
@@ -112,9 +124,8 @@ impl Rejected {
         if self.reason & crate::timer::RETRY_AT == 0 {
             return Some(Duration::from_nanos(self.retry_after_ns));
         }
-        let now = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.inner().clock().coarse()
-        }));
+        let now =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.report.clock.coarse()));
         match now {
             Ok(now) => Some(Duration::from_nanos(
                 self.retry_after_ns.saturating_sub(now),
@@ -128,7 +139,7 @@ impl Rejected {
 
     /// The message of the failure that last tripped the breaker, if it had one.
     pub fn last_failure(&self) -> Option<Arc<str>> {
-        self.inner().last_failure()
+        self.report.last_failure()
     }
 
     /// Whether the refused call was written to a replay journal (the `breakerbox-replay`

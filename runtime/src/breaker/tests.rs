@@ -9,7 +9,6 @@ use crate::config::Config;
 use crate::config::pool::POOL_WORK;
 use crate::outcome::Outcome;
 use crate::state::State;
-use crate::sync::Ordering;
 
 /// Per-key breakers are made by the thousand: a breaker (its shared config aside) fits in
 /// three cache lines, one of them the owning thread's counter stripe, and its handle is a
@@ -19,6 +18,7 @@ fn a_breaker_fits_in_three_cache_lines() {
     assert_eq!(size_of::<Inner>(), 192);
     assert_eq!(size_of::<Breaker>(), 8);
     assert_eq!(size_of::<Option<Breaker>>(), 8);
+    assert_eq!(size_of::<crate::Rejected>(), 32);
 }
 
 /// A `Breaker::new` breaker lives until its last handle (or owned permit) is dropped, and
@@ -49,16 +49,39 @@ fn the_last_handle_frees_the_breaker() {
     );
 }
 
-/// Registry breakers live for the process: their handles count nothing, and dropping
-/// every one of them leaves the breaker in place.
+/// Registry breakers live for the process: their rejections and leases hold no reference
+/// count, and dropping every handle leaves the breaker in place.
 #[test]
-fn registry_handles_count_no_references() {
+fn registry_rejections_and_leases_count_no_references() {
     let b = Breaker::unpublished("leaked".into(), Config::default()).publish();
+    let report = Arc::strong_count(&b.inner().report);
+    let state = Arc::strong_count(b.shared());
+    b.force_open();
+    let rejected = b.try_acquire().unwrap_err();
+    assert_eq!(Arc::strong_count(&b.inner().report), report);
+    drop(rejected);
+    b.reset();
+    let lease = b.try_lease().unwrap();
+    assert_eq!(Arc::strong_count(b.shared()), state);
+    lease.record(Outcome::Success);
     let c = b.clone();
-    assert_eq!(b.inner().refs.load(Ordering::Relaxed), 1);
     drop(b);
-    assert_eq!(c.inner().refs.load(Ordering::Relaxed), 1);
     assert_eq!(c.state(), State::Closed);
+    assert_eq!(c.metrics().successes, 1);
+}
+
+/// A `Breaker::new` breaker's rejection holds a count on what it reports, not on the breaker:
+/// it outlives the breaker and still names it and its last failure.
+#[test]
+fn a_rejection_outlives_its_breaker_and_still_reports_it() {
+    let b = Breaker::new("gone", Config::builder().failures(1).build().unwrap());
+    let weak = b.downgrade();
+    b.call(|| Err::<(), _>("refused")).unwrap_err();
+    let rejected = b.try_acquire().unwrap_err();
+    drop(b);
+    assert!(weak.upgrade().is_none(), "a rejection is not a handle");
+    assert_eq!(rejected.name(), "gone");
+    assert_eq!(rejected.last_failure().as_deref(), Some("refused"));
 }
 
 /// A listener that acts on its own breaker through a weak handle keeps it alive no

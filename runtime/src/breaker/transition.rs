@@ -213,7 +213,7 @@ impl Inner {
         let changed = was != to;
         if changed {
             lock(&self.extras().pending).events.push_back(Event {
-                name: self.identity.name().to_string(),
+                name: self.name().to_string(),
                 key: self.key().map(str::to_owned),
                 failure: message.as_deref().map(str::to_owned),
                 from: was,

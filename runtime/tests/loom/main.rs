@@ -1,5 +1,4 @@
-//! loom models of the atomic protocols: the breaker's (`breaker`), how a rejection keeps its
-//! breaker alive (`rejected`), the open timer's (`timers`) and the rate windows' and counter
+//! loom models of the atomic protocols: the breaker's (`breaker`), the open timer's (`timers`) and the rate windows' and counter
 //! stripes' (`windows`).
 //!
 //! ```sh
@@ -11,6 +10,5 @@
 #![cfg(loom)]
 
 mod breaker;
-mod rejected;
 mod timers;
 mod windows;
