@@ -38,7 +38,8 @@
 //! | `POST /breakers/{name}/replay/dead-letters/retry`, `/drop` | every dead letter back in the queue, or dropped |
 //! | `GET /replays` | every live replay's journal, as `/breakers/{name}/replay` shows it (feature `replay`) |
 //! | `GET /events` | server-sent events: `state` on each change, `metrics` every second, `dropped` after a lag |
-//! | `GET /health` | [`Registry::health`](breakerbox_runtime::Registry::health) as Spring Boot's actuator answers it: `{"status": "UP", "components": {…}}`, `200` for `UP` and `DEGRADED`, `503` for `DOWN` |
+//! | `GET /health`, `/health/readiness` | [`Registry::health`](breakerbox_runtime::Registry::health) as Spring Boot's actuator answers it: `{"status": "UP", "components": {…}}`, `200` for `UP` and `DEGRADED`, `503` for `DOWN`; a shared breaker judged as [`HealthScope`] says |
+//! | `GET /health/liveness` | `{"status": "UP"}` whenever the router answers |
 //! | `GET /metrics` | Prometheus text, with feature `metrics` and `Admin::prometheus` |
 //! | `GET /fleet` | the fleet view: each shared breaker's live instances and their local states, with feature `fleet` and `Admin::fleet` |
 //!
@@ -82,6 +83,7 @@ mod family_keys;
 #[cfg(feature = "fleet")]
 mod fleet;
 mod health;
+mod history;
 mod prometheus;
 #[cfg(feature = "replay")]
 mod replay;
@@ -90,4 +92,5 @@ mod routes;
 mod state;
 mod stream;
 
+pub use health::HealthScope;
 pub use routes::{Admin, router};

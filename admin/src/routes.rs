@@ -11,6 +11,7 @@ use crate::auth::Token;
 use crate::control::BODY_LIMIT;
 use crate::dashboard::dashboard;
 use crate::fallback::{method_not_allowed, not_found};
+use crate::health::HealthScope;
 use crate::prometheus::metrics;
 use crate::state::AdminState;
 #[cfg(feature = "metrics")]
@@ -50,6 +51,7 @@ pub fn router() -> Router {
 #[derive(Default)]
 pub struct Admin {
     token: Option<Token>,
+    health_scope: HealthScope,
     #[cfg(feature = "metrics")]
     prometheus: Option<Render>,
     #[cfg(feature = "fleet")]
@@ -69,6 +71,21 @@ impl Admin {
     pub fn token(mut self, token: impl Into<String>) -> Admin {
         let token: String = token.into();
         self.token = (!token.is_empty()).then(|| Token::new(token.into_bytes()));
+        self
+    }
+
+    /// How `GET /health` judges a breaker whose state another instance made (fleet mode):
+    /// by what this instance saw ([`HealthScope::Instance`], the default), or by its state
+    /// whoever made it ([`HealthScope::Fleet`]). See [`HealthScope`] for why the default.
+    ///
+    /// ```
+    /// use breakerbox_admin::{Admin, HealthScope};
+    ///
+    /// let admin = Admin::new().health_scope(HealthScope::Fleet).router();
+    /// # let _ = admin;
+    /// ```
+    pub fn health_scope(mut self, scope: HealthScope) -> Admin {
+        self.health_scope = scope;
         self
     }
 
@@ -111,6 +128,7 @@ impl Admin {
         stream::install();
         let shared = Arc::new(AdminState {
             token: self.token,
+            health_scope: self.health_scope,
             #[cfg(feature = "metrics")]
             prometheus: self.prometheus,
             #[cfg(feature = "fleet")]
@@ -148,6 +166,8 @@ impl Admin {
             .route("/replays", get(replay_list))
             .route("/events", get(stream::events))
             .route("/health", get(health::health))
+            .route("/health/readiness", get(health::health))
+            .route("/health/liveness", get(health::liveness))
             .route("/fleet", get(fleet))
             .route("/metrics", get(metrics))
             .fallback(not_found)

@@ -13,6 +13,7 @@ pub(crate) type Render = Arc<dyn Fn() -> String + Send + Sync>;
 /// What every handler shares.
 pub(crate) struct AdminState {
     pub(crate) token: Option<Token>,
+    pub(crate) health_scope: crate::HealthScope,
     #[cfg(feature = "metrics")]
     pub(crate) prometheus: Option<Render>,
     #[cfg(feature = "fleet")]
