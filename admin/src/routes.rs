@@ -7,7 +7,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
-use crate::auth::Token;
+use crate::auth::Tokens;
 use crate::control::BODY_LIMIT;
 use crate::dashboard::dashboard;
 use crate::fallback::{method_not_allowed, not_found};
@@ -16,7 +16,7 @@ use crate::prometheus::metrics;
 use crate::state::AdminState;
 #[cfg(feature = "metrics")]
 use crate::state::Render;
-use crate::{breakers, config_sources, control, family_keys, health, stream};
+use crate::{breakers, config_sources, control, events, family_keys, health, stream};
 
 #[cfg(not(feature = "replay"))]
 use crate::fallback::{
@@ -50,7 +50,7 @@ pub fn router() -> Router {
 /// ```
 #[derive(Default)]
 pub struct Admin {
-    token: Option<Token>,
+    tokens: Tokens,
     health_scope: HealthScope,
     #[cfg(feature = "metrics")]
     prometheus: Option<Render>,
@@ -64,13 +64,32 @@ impl Admin {
         Admin::default()
     }
 
-    /// Turns the controls on for requests that send `Authorization: Bearer <token>`.
+    /// Turns the controls on for requests that send `Authorization: Bearer <token>`, under
+    /// the label `admin` (see [`named_token`](Admin::named_token)).
     ///
-    /// An empty token turns them off, as if none were given: an empty bearer is no secret.
-    /// Use a long random string, and keep it out of source code.
-    pub fn token(mut self, token: impl Into<String>) -> Admin {
-        let token: String = token.into();
-        self.token = (!token.is_empty()).then(|| Token::new(token.into_bytes()));
+    /// An empty token removes it, as if none were given: an empty bearer is no secret. Use a
+    /// long random string, and keep it out of source code.
+    pub fn token(self, token: impl Into<String>) -> Admin {
+        self.named_token("admin", token)
+    }
+
+    /// Turns the controls on for requests that send `Authorization: Bearer <token>`, and
+    /// names who holds it: each control used with it is recorded with `label` (in the
+    /// breaker's events, `GET /breakers/{name}/events`, and in the log). Give each person or
+    /// system its own token; a second token under one label replaces the first, and an empty
+    /// token removes the label's.
+    ///
+    /// ```
+    /// use breakerbox_admin::Admin;
+    ///
+    /// let admin = Admin::new()
+    ///     .named_token("alice", std::env::var("ALICE_TOKEN").unwrap_or_default())
+    ///     .named_token("deploy-bot", std::env::var("BOT_TOKEN").unwrap_or_default())
+    ///     .router();
+    /// # let _ = admin;
+    /// ```
+    pub fn named_token(mut self, label: impl Into<String>, token: impl Into<String>) -> Admin {
+        self.tokens.set(label.into(), token.into());
         self
     }
 
@@ -127,7 +146,7 @@ impl Admin {
     pub fn router(self) -> Router {
         stream::install();
         let shared = Arc::new(AdminState {
-            token: self.token,
+            tokens: self.tokens,
             health_scope: self.health_scope,
             #[cfg(feature = "metrics")]
             prometheus: self.prometheus,
@@ -140,12 +159,14 @@ impl Admin {
             .route("/breakers/{name}", get(breakers::detail))
             .route("/breakers/{name}/{action}", post(control::act))
             .route("/breakers/{name}/config", get(config_sources::breaker))
+            .route("/breakers/{name}/events", get(events::breaker))
             .route("/breakers/{name}/keys", get(family_keys::list))
             .route("/breakers/{name}/keys/{key}", get(family_keys::detail))
             .route(
                 "/breakers/{name}/keys/{key}/config",
                 get(config_sources::key),
             )
+            .route("/breakers/{name}/keys/{key}/events", get(events::key))
             .route(
                 "/breakers/{name}/keys/{key}/{action}",
                 post(family_keys::act),
@@ -181,7 +202,8 @@ impl core::fmt::Debug for Admin {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         // Never the token itself.
         f.debug_struct("Admin")
-            .field("control", &self.token.is_some())
+            .field("control", &self.tokens.any())
+            .field("token_labels", &self.tokens.labels())
             .finish_non_exhaustive()
     }
 }
