@@ -575,6 +575,25 @@ async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
     )
     .await;
 
+    // The family's tile has its Config disclosure too: the family's keys and their sources.
+    let family_config = format!("{family} details.config");
+    until(
+        &browser,
+        "the family's Config disclosure shows its keys, values and sources",
+        &format!(
+            r#"const d = document.querySelector({family_config:?});
+               if (!d) return "no disclosure";
+               if (!d.open) d.querySelector("summary").click();
+               const row = (k) => {{ const r = d.querySelector('tr[data-key="' + k + '"]');
+                 return r ? [...r.cells].map((c) => c.textContent) : null; }};
+               const failures = row("failures"), open = row("open_for");
+               return (failures !== null && failures[1] === "1" && failures[2].includes("admin/tests/dashboard.rs")
+                 && open !== null && open[1] === "3600s")
+                 || [d.open, d.textContent.slice(0, 300), failures, open].join(" / ");"#
+        ),
+    )
+    .await;
+
     // The stream drops (the server's runtime goes): every tile goes grey and says "stale".
     stop.send(()).unwrap();
     server.join().unwrap();
