@@ -185,3 +185,70 @@ async fn a_keys_events_hold_its_own_changes_and_controls_and_the_familys_hold_ev
         "{body}"
     );
 }
+
+/// A `tracing` subscriber that keeps each event of target `breakerbox::admin` as its fields.
+#[derive(Default, Clone)]
+struct Lines(std::sync::Arc<std::sync::Mutex<Vec<Vec<(String, String)>>>>);
+
+struct Fields<'a>(&'a mut Vec<(String, String)>);
+
+impl tracing::field::Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push((field.name().to_owned(), format!("{value:?}")));
+    }
+
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.push((field.name().to_owned(), value.to_owned()));
+    }
+}
+
+impl tracing::Subscriber for Lines {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        if event.metadata().target() == "breakerbox::admin" {
+            let mut fields = Vec::new();
+            event.record(&mut Fields(&mut fields));
+            self.0.lock().unwrap().push(fields);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[tokio::test]
+async fn a_control_is_logged_with_who_used_it_and_from_where() {
+    let _shared = crate::support::shared().await;
+    let app = app();
+    let (ledger, _clock) = breaker("audit.logged");
+    trip(&ledger);
+    let lines = Lines::default();
+    let _log = tracing::subscriber::set_default(lines.clone());
+    let req = from(
+        post("/breakers/audit.logged/reset", Some(ALICE), ""),
+        "10.0.0.9:1234",
+    );
+    assert_eq!(send(&app, req).await.0, StatusCode::OK);
+    let logged = lines.0.lock().unwrap().clone();
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    let field = |name: &str| {
+        logged[0]
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(
+        field("message"),
+        Some("reset of circuit breaker 'audit.logged' by 'alice' from 10.0.0.9:1234")
+    );
+    assert_eq!(field("by"), Some("alice"));
+    assert_eq!(field("peer"), Some("10.0.0.9:1234"));
+    assert_eq!(field("action"), Some("reset"));
+    assert_eq!(field("name"), Some("audit.logged"));
+}
