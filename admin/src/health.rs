@@ -27,6 +27,10 @@ use breakerbox_runtime::{ComponentHealth, HealthStatus, KeyOrder, KeyQuery, Stat
 /// what this instance saw, only the instances whose own calls tripped the breaker go
 /// unready; the others answer `DEGRADED` (still `200`), rejecting the calls the fleet's
 /// breaker rejects, as a non-critical breaker would.
+///
+/// Where an opening came from is learnt from the state changes the first router built sees:
+/// build the router before starting the fleet, or an opening taken on before it counts as
+/// this instance's own.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum HealthScope {
