@@ -1,4 +1,5 @@
-//! The bearer token of the controls, compared in constant time.
+//! The bearer tokens of the controls, each with a label that names who holds it, compared in
+//! constant time.
 
 use axum::http::{HeaderMap, StatusCode, header};
 
@@ -29,11 +30,48 @@ impl Token {
     }
 }
 
-/// Checks the request's `Authorization: Bearer <token>` against `token`: `403` when the router
-/// has no token (the controls are off), `401` when the header is missing, not a bearer, or
-/// holds another token.
-pub(crate) fn authorize(token: Option<&Token>, headers: &HeaderMap) -> Result<(), Problem> {
-    let Some(token) = token else {
+/// The tokens the router takes, each with its label (who holds it: `"alice"`, `"deploy-bot"`).
+#[derive(Default)]
+pub(crate) struct Tokens(Vec<(String, Token)>);
+
+impl Tokens {
+    /// Adds `token` under `label`, replacing a token of that label; an empty token only
+    /// removes it.
+    pub(crate) fn set(&mut self, label: String, token: String) {
+        self.0.retain(|(l, _)| *l != label);
+        if !token.is_empty() {
+            self.0.push((label, Token::new(token.into_bytes())));
+        }
+    }
+
+    /// Whether any token is set (the controls are on).
+    pub(crate) fn any(&self) -> bool {
+        !self.0.is_empty()
+    }
+
+    /// The labels, in the order they were given.
+    pub(crate) fn labels(&self) -> Vec<&str> {
+        self.0.iter().map(|(l, _)| l.as_str()).collect()
+    }
+
+    /// The label of the token `given` is, comparing it with every token (each in constant
+    /// time, none skipped), so the time taken does not say which one matched.
+    fn label_of(&self, given: &[u8]) -> Option<&str> {
+        let mut found = None;
+        for (label, token) in &self.0 {
+            if token.matches(given) && found.is_none() {
+                found = Some(label.as_str());
+            }
+        }
+        found
+    }
+}
+
+/// Checks the request's `Authorization: Bearer <token>` against `tokens`, and answers the
+/// label of the token it holds: `403` when the router has no token (the controls are off),
+/// `401` when the header is missing, not a bearer, or holds no token of the router's.
+pub(crate) fn authorize<'t>(tokens: &'t Tokens, headers: &HeaderMap) -> Result<&'t str, Problem> {
+    if !tokens.any() {
         return Err(Problem::new(
             StatusCode::FORBIDDEN,
             "the controls are off: this admin router was built without a token; build it with \
@@ -54,10 +92,9 @@ pub(crate) fn authorize(token: Option<&Token>, headers: &HeaderMap) -> Result<()
             "the Authorization header is not a bearer token: send `Authorization: Bearer <token>`",
         ));
     }
-    if !token.matches(&bytes[scheme.len()..]) {
-        return Err(Problem::new(StatusCode::UNAUTHORIZED, "wrong token"));
-    }
-    Ok(())
+    tokens
+        .label_of(&bytes[scheme.len()..])
+        .ok_or_else(|| Problem::new(StatusCode::UNAUTHORIZED, "wrong token"))
 }
 
 #[cfg(test)]
@@ -83,6 +120,19 @@ mod tests {
                 String::from_utf8_lossy(other)
             );
         }
+    }
+
+    #[test]
+    fn each_token_answers_its_own_label() {
+        let mut tokens = Tokens::default();
+        tokens.set("alice".into(), "a-secret".into());
+        tokens.set("bot".into(), "b-secret".into());
+        assert_eq!(tokens.label_of(b"a-secret"), Some("alice"));
+        assert_eq!(tokens.label_of(b"b-secret"), Some("bot"));
+        assert_eq!(tokens.label_of(b"c-secret"), None);
+        tokens.set("alice".into(), String::new());
+        assert_eq!(tokens.label_of(b"a-secret"), None);
+        assert_eq!(tokens.labels(), ["bot"]);
     }
 
     #[test]

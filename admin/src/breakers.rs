@@ -182,7 +182,7 @@ pub(crate) async fn list(State(shared): State<Arc<AdminState>>) -> Response {
     json(&List {
         breakers: breakers(false),
         families: families(),
-        control: shared.token.is_some(),
+        control: shared.tokens.any(),
     })
 }
 

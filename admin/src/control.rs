@@ -7,16 +7,21 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
+use axum::extract::ConnectInfo;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{Extensions, HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use core::time::Duration;
+use std::net::SocketAddr;
+use std::time::SystemTime;
 
 use crate::auth;
 use crate::breakers::{BreakerView, bad_path, find};
+use crate::history;
 use crate::respond::{Problem, json};
 use crate::state::AdminState;
+use breakerbox_runtime::__integrations::display_duration;
 use breakerbox_runtime::{__integrations, Breaker};
 
 /// The largest request body the router reads, in bytes: a control's, with a `413` over it.
@@ -34,6 +39,15 @@ enum Action {
 const ACTIONS: &str = "force-open, disable, reset, trip-for";
 
 impl Action {
+    fn as_str(self) -> &'static str {
+        match self {
+            Action::ForceOpen => "force-open",
+            Action::Disable => "disable",
+            Action::Reset => "reset",
+            Action::TripFor => "trip-for",
+        }
+    }
+
     fn parse(text: &str) -> Option<Action> {
         Some(match text {
             "force-open" => Action::ForceOpen,
@@ -49,10 +63,11 @@ impl Action {
 pub(crate) async fn act(
     State(shared): State<Arc<AdminState>>,
     path: Result<Path<(String, String)>, PathRejection>,
+    extensions: Extensions,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match run(&shared, path, &headers, body) {
+    match run(&shared, path, &extensions, &headers, body) {
         Ok(breaker) => json(&BreakerView::of(&breaker, false)),
         Err(problem) => problem.into_response(),
     }
@@ -61,22 +76,116 @@ pub(crate) async fn act(
 fn run(
     shared: &AdminState,
     path: Result<Path<(String, String)>, PathRejection>,
+    extensions: &Extensions,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Breaker, Problem> {
-    let (name, action) = checked(shared, headers, || path.map(|Path(p)| p).map_err(bad_path))?;
-    apply(action, || find(&name), headers, body)
+    let ((name, action), caller) = checked(shared, extensions, headers, || {
+        path.map(|Path(p)| p).map_err(bad_path)
+    })?;
+    apply(action, || find(&name), headers, body, caller)
+}
+
+/// Who used a control, and from where: the label of the token the request held, the
+/// connection's peer address and `X-Forwarded-For` when there are, and this instance's name
+/// in the fleet.
+pub(crate) struct Caller {
+    by: String,
+    peer: Option<String>,
+    forwarded_for: Option<String>,
+    instance: Option<String>,
+}
+
+impl Caller {
+    /// Records `action` on `breaker` (a registry breaker, or a family's key) in its ring and
+    /// in the log (target `breakerbox::admin`, at `INFO`).
+    pub(crate) fn records(
+        self,
+        breaker: &Breaker,
+        action: &'static str,
+        duration: Option<Duration>,
+    ) {
+        let key = __integrations::breaker_key(breaker).map(str::to_owned);
+        self.records_on(breaker.name(), key, action, duration);
+    }
+
+    /// Records `action` on breaker `name` (or its key `key`) in its ring and in the log.
+    pub(crate) fn records_on(
+        self,
+        name: &str,
+        key: Option<String>,
+        action: &'static str,
+        duration: Option<Duration>,
+    ) {
+        self.log(name, key.as_deref(), action);
+        history::act(
+            name,
+            history::Action {
+                wall: SystemTime::now(),
+                key,
+                action,
+                duration: duration.map(display_duration),
+                by: self.by,
+                peer: self.peer,
+                forwarded_for: self.forwarded_for,
+                instance: self.instance,
+            },
+        );
+    }
+
+    fn log(&self, name: &str, key: Option<&str>, action: &str) {
+        let what = match key {
+            Some(key) => format!(
+                "key '{}' of circuit breaker '{}'",
+                __integrations::excerpt(key),
+                __integrations::excerpt(name)
+            ),
+            None => format!("circuit breaker '{}'", __integrations::excerpt(name)),
+        };
+        let from = self.peer.as_deref().unwrap_or("an unknown address");
+        let on = self
+            .instance
+            .as_deref()
+            .map(|i| format!(" on instance '{i}'"))
+            .unwrap_or_default();
+        tracing::info!(
+            target: "breakerbox::admin",
+            name,
+            key,
+            action,
+            by = %self.by,
+            peer = self.peer.as_deref(),
+            forwarded_for = self.forwarded_for.as_deref(),
+            instance = self.instance.as_deref(),
+            "{action} of {what} by '{}' from {from}{on}",
+            self.by
+        );
+    }
 }
 
 /// The token checked first (so that a caller without it learns nothing else), then `path`
-/// read: the start of every control, a breaker's or a key's.
+/// read: the start of every control, a breaker's, a key's or a replay's. Answers what `path`
+/// read, and who is calling.
 pub(crate) fn checked<T>(
     shared: &AdminState,
+    extensions: &Extensions,
     headers: &HeaderMap,
     path: impl FnOnce() -> Result<T, Problem>,
-) -> Result<T, Problem> {
-    auth::authorize(shared.token.as_ref(), headers)?;
-    path()
+) -> Result<(T, Caller), Problem> {
+    let by = auth::authorize(&shared.tokens, headers)?.to_owned();
+    let read = path()?;
+    let caller = Caller {
+        by,
+        peer: extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(addr)| addr.to_string()),
+        forwarded_for: headers
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok())
+            .map(__integrations::excerpt),
+        instance: shared.instance(),
+    };
+    Ok((read, caller))
 }
 
 /// The rest of a control, once [`checked`]: the action, then the breaker `find` gives, then
@@ -86,6 +195,7 @@ pub(crate) fn apply(
     find: impl FnOnce() -> Result<Breaker, Problem>,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
+    caller: Caller,
 ) -> Result<Breaker, Problem> {
     let action = Action::parse(&action).ok_or_else(|| {
         Problem::new(
@@ -111,10 +221,13 @@ pub(crate) fn apply(
     match action {
         Action::TripFor => {
             let duration = trip_for_duration(headers, &body)?;
+            // Recorded before it is done: the ring shows the action, then the change it made.
+            caller.records(&breaker, action.as_str(), Some(duration));
             breaker.trip_for(duration);
         }
         other => {
             no_body(other, &body)?;
+            caller.records(&breaker, other.as_str(), None);
             match other {
                 Action::ForceOpen => breaker.force_open(),
                 Action::Disable => breaker.disable(),

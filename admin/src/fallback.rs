@@ -35,7 +35,8 @@ pub(crate) async fn not_found(uri: axum::http::Uri) -> Problem {
         StatusCode::NOT_FOUND,
         format!(
             "no admin endpoint at '{}'; there are GET /, /breakers, /breakers/{{name}}, \
-             /breakers/{{family}}/keys, /breakers/{{family}}/keys/{{key}}, /breakers/{{name}}/replay, \
+             /breakers/{{name}}/events, /breakers/{{family}}/keys, /breakers/{{family}}/keys/{{key}}, \
+             /breakers/{{family}}/keys/{{key}}/events, /breakers/{{name}}/replay, \
              /breakers/{{name}}/replay/dead-letters, /replays, /events, /health, /metrics and \
              POST /breakers/{{name}}/{{action}}, /breakers/{{family}}/keys/{{key}}/{{action}} \
              (actions: force-open, disable, reset, trip-for), \

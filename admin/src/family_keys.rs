@@ -109,14 +109,15 @@ pub(crate) async fn detail(path: Result<Path<(String, String)>, PathRejection>) 
 pub(crate) async fn act(
     State(shared): State<Arc<AdminState>>,
     path: Result<Path<(String, String, String)>, PathRejection>,
+    extensions: axum::http::Extensions,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let done = control::checked(&shared, &headers, || {
+    let done = control::checked(&shared, &extensions, &headers, || {
         let Path((family, key, action)) = path.map_err(bad_path)?;
         Ok((action, move || find(&family, &key)))
     })
-    .and_then(|(action, find)| control::apply(action, find, &headers, body));
+    .and_then(|((action, find), caller)| control::apply(action, find, &headers, body, caller));
     match done {
         Ok(breaker) => json(&BreakerView::of(&breaker, false)),
         Err(problem) => problem.into_response(),

@@ -27,10 +27,12 @@
 //! | `GET /breakers` | `{"breakers": [...], "families": [...], "control": bool}` |
 //! | `GET /breakers/{name}` | one breaker: state, config, metrics, last failure, time left open; or a keyed family |
 //! | `GET /breakers/{name}/config` | each key of its config: the effective value and where it came from (default, file and line, variable, attribute) |
+//! | `GET /breakers/{name}/events` | its last events (a keyed family's: its keys' together): state changes, and controls with the label of the token used and the peer address |
 //! | `POST /breakers/{name}/force-open`, `/disable`, `/reset` | the control, with an empty body (or `{}`) |
 //! | `POST /breakers/{name}/trip-for` | opens it for `{"duration": "30s"}` (the attribute's duration text) |
 //! | `GET /breakers/{family}/keys` | a page of a keyed family's keys: `?sort=key\|state\|failure_rate\|volume&offset=&limit=&q=` (`limit` at most 500) |
 //! | `GET /breakers/{family}/keys/{key}` | one key (percent-encoded in the path) |
+//! | `GET /breakers/{family}/keys/{key}/events` | that key's last events |
 //! | `GET /breakers/{family}/keys/{key}/config` | where each key of that key's config came from |
 //! | `POST /breakers/{family}/keys/{key}/force-open`, `/disable`, `/reset`, `/trip-for` | the control, on that key alone |
 //! | `GET /breakers/{name}/replay` | the breaker's replay journal (feature `replay`): size, oldest entry, dead letters, counts |
@@ -38,7 +40,8 @@
 //! | `POST /breakers/{name}/replay/dead-letters/retry`, `/drop` | every dead letter back in the queue, or dropped |
 //! | `GET /replays` | every live replay's journal, as `/breakers/{name}/replay` shows it (feature `replay`) |
 //! | `GET /events` | server-sent events: `state` on each change, `metrics` every second, `dropped` after a lag |
-//! | `GET /health` | [`Registry::health`](breakerbox_runtime::Registry::health) as Spring Boot's actuator answers it: `{"status": "UP", "components": {…}}`, `200` for `UP` and `DEGRADED`, `503` for `DOWN` |
+//! | `GET /health`, `/health/readiness` | [`Registry::health`](breakerbox_runtime::Registry::health) as Spring Boot's actuator answers it: `{"status": "UP", "components": {…}}`, `200` for `UP` and `DEGRADED`, `503` for `DOWN`; a shared breaker judged as [`HealthScope`] says |
+//! | `GET /health/liveness` | `{"status": "UP"}` whenever the router answers |
 //! | `GET /metrics` | Prometheus text, with feature `metrics` and `Admin::prometheus` |
 //! | `GET /fleet` | the fleet view: each shared breaker's live instances and their local states, with feature `fleet` and `Admin::fleet` |
 //!
@@ -50,8 +53,9 @@
 //! - **Bind it to loopback, or mount it behind your application's own authentication.** The
 //!   read-only views tell anyone who reaches them your breakers' names, configs and last
 //!   failure messages.
-//! - The controls need `Authorization: Bearer <token>` with the token given to
-//!   [`Admin::token`], compared in constant time (the time depends on the configured token's
+//! - The controls need `Authorization: Bearer <token>` with a token given to
+//!   [`Admin::token`] or [`Admin::named_token`] (each control is recorded with its label),
+//!   compared in constant time (the time depends on the configured token's
 //!   length only). Without a token the controls answer `403` and change nothing.
 //! - A missing or wrong token is a `401`; a request body over 4 KiB is a `413`; a malformed
 //!   body is a `400`; an unknown breaker, family, key or action is a `404`. Each changes
@@ -77,11 +81,13 @@ mod breakers;
 mod config_sources;
 mod control;
 mod dashboard;
+mod events;
 mod fallback;
 mod family_keys;
 #[cfg(feature = "fleet")]
 mod fleet;
 mod health;
+mod history;
 mod prometheus;
 #[cfg(feature = "replay")]
 mod replay;
@@ -90,4 +96,5 @@ mod routes;
 mod state;
 mod stream;
 
+pub use health::HealthScope;
 pub use routes::{Admin, router};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{Extensions, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use breakerbox_replay::{EntryInfo, JournalCounts, JournalStatus, ReplayHandle};
 use breakerbox_runtime::__integrations::excerpt;
@@ -167,40 +167,49 @@ fn no_body(body: Result<Bytes, BytesRejection>) -> Result<(), Problem> {
 pub(crate) async fn retry(
     State(shared): State<Arc<AdminState>>,
     path: Result<Path<String>, PathRejection>,
+    extensions: Extensions,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    dead_letter_control(&shared, path, &headers, body, "retried", |h| {
-        h.retry_dead_letters()
-    })
+    let control = (&*shared, &extensions, &headers);
+    dead_letter_control(
+        control,
+        path,
+        body,
+        ("retried", "retry-dead-letters"),
+        |h| h.retry_dead_letters(),
+    )
 }
 
 /// `POST /breakers/{name}/replay/dead-letters/drop`: every dead letter dropped.
 pub(crate) async fn drop_all(
     State(shared): State<Arc<AdminState>>,
     path: Result<Path<String>, PathRejection>,
+    extensions: Extensions,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    dead_letter_control(&shared, path, &headers, body, "dropped", |h| {
+    let control = (&*shared, &extensions, &headers);
+    dead_letter_control(control, path, body, ("dropped", "drop-dead-letters"), |h| {
         h.drop_dead_letters()
     })
 }
 
 /// The token first (a caller without it learns nothing else), then the replay, then the body;
-/// the action only if all three are right. Answers how many, and the replay after it.
+/// the action only if all three are right, recorded in the breaker's events as `action`.
+/// Answers how many (under `what`), and the replay after it.
 fn dead_letter_control(
-    shared: &AdminState,
+    (shared, extensions, headers): (&AdminState, &Extensions, &HeaderMap),
     path: Result<Path<String>, PathRejection>,
-    headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
-    what: &str,
+    (what, action): (&str, &'static str),
     act: impl FnOnce(&ReplayHandle) -> usize,
 ) -> Response {
     let run = || {
-        let name = control::checked(shared, headers, || name(path))?;
+        let (name, caller) = control::checked(shared, extensions, headers, || name(path))?;
         let handle = find(&name)?;
         no_body(body)?;
+        caller.records_on(&name, None, action, None);
         Ok::<_, Problem>((act(&handle), handle))
     };
     match run() {

@@ -7,15 +7,16 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
-use crate::auth::Token;
+use crate::auth::Tokens;
 use crate::control::BODY_LIMIT;
 use crate::dashboard::dashboard;
 use crate::fallback::{method_not_allowed, not_found};
+use crate::health::HealthScope;
 use crate::prometheus::metrics;
 use crate::state::AdminState;
 #[cfg(feature = "metrics")]
 use crate::state::Render;
-use crate::{breakers, config_sources, control, family_keys, health, stream};
+use crate::{breakers, config_sources, control, events, family_keys, health, stream};
 
 #[cfg(not(feature = "replay"))]
 use crate::fallback::{
@@ -49,7 +50,8 @@ pub fn router() -> Router {
 /// ```
 #[derive(Default)]
 pub struct Admin {
-    token: Option<Token>,
+    tokens: Tokens,
+    health_scope: HealthScope,
     #[cfg(feature = "metrics")]
     prometheus: Option<Render>,
     #[cfg(feature = "fleet")]
@@ -62,13 +64,47 @@ impl Admin {
         Admin::default()
     }
 
-    /// Turns the controls on for requests that send `Authorization: Bearer <token>`.
+    /// Turns the controls on for requests that send `Authorization: Bearer <token>`, under
+    /// the label `admin` (see [`named_token`](Admin::named_token)).
     ///
-    /// An empty token turns them off, as if none were given: an empty bearer is no secret.
-    /// Use a long random string, and keep it out of source code.
-    pub fn token(mut self, token: impl Into<String>) -> Admin {
-        let token: String = token.into();
-        self.token = (!token.is_empty()).then(|| Token::new(token.into_bytes()));
+    /// An empty token removes it, as if none were given: an empty bearer is no secret. Use a
+    /// long random string, and keep it out of source code.
+    pub fn token(self, token: impl Into<String>) -> Admin {
+        self.named_token("admin", token)
+    }
+
+    /// Turns the controls on for requests that send `Authorization: Bearer <token>`, and
+    /// names who holds it: each control used with it is recorded with `label` (in the
+    /// breaker's events, `GET /breakers/{name}/events`, and in the log). Give each person or
+    /// system its own token; a second token under one label replaces the first, and an empty
+    /// token removes the label's.
+    ///
+    /// ```
+    /// use breakerbox_admin::Admin;
+    ///
+    /// let admin = Admin::new()
+    ///     .named_token("alice", std::env::var("ALICE_TOKEN").unwrap_or_default())
+    ///     .named_token("deploy-bot", std::env::var("BOT_TOKEN").unwrap_or_default())
+    ///     .router();
+    /// # let _ = admin;
+    /// ```
+    pub fn named_token(mut self, label: impl Into<String>, token: impl Into<String>) -> Admin {
+        self.tokens.set(label.into(), token.into());
+        self
+    }
+
+    /// How `GET /health` judges a breaker whose state another instance made (fleet mode):
+    /// by what this instance saw ([`HealthScope::Instance`], the default), or by its state
+    /// whoever made it ([`HealthScope::Fleet`]). See [`HealthScope`] for why the default.
+    ///
+    /// ```
+    /// use breakerbox_admin::{Admin, HealthScope};
+    ///
+    /// let admin = Admin::new().health_scope(HealthScope::Fleet).router();
+    /// # let _ = admin;
+    /// ```
+    pub fn health_scope(mut self, scope: HealthScope) -> Admin {
+        self.health_scope = scope;
         self
     }
 
@@ -110,7 +146,8 @@ impl Admin {
     pub fn router(self) -> Router {
         stream::install();
         let shared = Arc::new(AdminState {
-            token: self.token,
+            tokens: self.tokens,
+            health_scope: self.health_scope,
             #[cfg(feature = "metrics")]
             prometheus: self.prometheus,
             #[cfg(feature = "fleet")]
@@ -122,12 +159,14 @@ impl Admin {
             .route("/breakers/{name}", get(breakers::detail))
             .route("/breakers/{name}/{action}", post(control::act))
             .route("/breakers/{name}/config", get(config_sources::breaker))
+            .route("/breakers/{name}/events", get(events::breaker))
             .route("/breakers/{name}/keys", get(family_keys::list))
             .route("/breakers/{name}/keys/{key}", get(family_keys::detail))
             .route(
                 "/breakers/{name}/keys/{key}/config",
                 get(config_sources::key),
             )
+            .route("/breakers/{name}/keys/{key}/events", get(events::key))
             .route(
                 "/breakers/{name}/keys/{key}/{action}",
                 post(family_keys::act),
@@ -148,6 +187,8 @@ impl Admin {
             .route("/replays", get(replay_list))
             .route("/events", get(stream::events))
             .route("/health", get(health::health))
+            .route("/health/readiness", get(health::health))
+            .route("/health/liveness", get(health::liveness))
             .route("/fleet", get(fleet))
             .route("/metrics", get(metrics))
             .fallback(not_found)
@@ -161,7 +202,8 @@ impl core::fmt::Debug for Admin {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         // Never the token itself.
         f.debug_struct("Admin")
-            .field("control", &self.token.is_some())
+            .field("control", &self.tokens.any())
+            .field("token_labels", &self.tokens.labels())
             .finish_non_exhaustive()
     }
 }

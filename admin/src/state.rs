@@ -4,7 +4,7 @@
 #[cfg(feature = "metrics")]
 use std::sync::Arc;
 
-use crate::auth::Token;
+use crate::auth::Tokens;
 
 /// How `GET /metrics` renders Prometheus text ([`Admin::prometheus`](crate::Admin::prometheus)).
 #[cfg(feature = "metrics")]
@@ -12,9 +12,21 @@ pub(crate) type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// What every handler shares.
 pub(crate) struct AdminState {
-    pub(crate) token: Option<Token>,
+    pub(crate) tokens: Tokens,
+    pub(crate) health_scope: crate::HealthScope,
     #[cfg(feature = "metrics")]
     pub(crate) prometheus: Option<Render>,
     #[cfg(feature = "fleet")]
     pub(crate) fleet: Option<breakerbox_fleet::FleetView>,
+}
+
+impl AdminState {
+    /// This process's name in the fleet, when the router was given a fleet view.
+    pub(crate) fn instance(&self) -> Option<String> {
+        #[cfg(feature = "fleet")]
+        if let Some(view) = &self.fleet {
+            return Some(view.instance().to_owned());
+        }
+        None
+    }
 }

@@ -150,6 +150,7 @@ pub(crate) fn install() {
     INSTALLED.call_once(|| {
         let tx = sender().clone();
         registry().on_state_change(move |event| {
+            crate::history::record(event);
             // Never waits: a full ring overwrites its oldest event (the lagging subscriber is
             // told), and with no subscriber the event is not even copied.
             if tx.receiver_count() > 0 && (event.key.is_none() || admit(event)) {

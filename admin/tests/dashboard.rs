@@ -154,6 +154,8 @@ async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
         runtime.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             let app = axum::Router::new().nest("/admin", Admin::new().token(TOKEN).router());
+            // With the peer's address, which the controls' records name.
+            let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
             tokio::select! {
                 _ = axum::serve(listener, app) => {}
                 _ = stopped => {}
@@ -505,6 +507,24 @@ async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
         .unwrap();
     tile_in(&browser, "checkout", "closed").await;
     assert_eq!(checkout.state(), State::Closed);
+    // Its Events disclosure: the reset by the token's label from this browser's address, the
+    // change it made, and the trip before them, newest first.
+    let events = format!("{tile} details.events");
+    until(
+        &browser,
+        "checkout's Events disclosure lists its reset, who did it and from where, and its trip",
+        &format!(
+            r#"const d = document.querySelector({events:?});
+               if (!d) return "no disclosure";
+               if (!d.open) d.querySelector("summary").click();
+               const rows = [...d.querySelectorAll("li")].map((li) => li.querySelector(".what")?.textContent);
+               const reset = rows.findIndex((r) => /^reset by admin from 127\.0\.0\.1:[0-9]+$/.test(r || ""));
+               const closed = rows.indexOf("open → closed: reset");
+               const tripped = rows.findIndex((r) => (r || "").startsWith("closed → open: "));
+               return (closed === 0 && reset === 1 && tripped > reset) || rows.join(" / ");"#
+        ),
+    )
+    .await;
     // The open-key list is drawn again on every tick, so a button found by one WebDriver
     // command may be gone by the next: the page finds and clicks it in one script.
     let key_reset = format!(r#"{open_key} button[data-key-action="reset"]"#);
@@ -551,6 +571,25 @@ async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
                  && open === "open_for | 90s | [breakers.search] at dashboard.toml:2"
                  && probes === "half_open_calls | 1 | the built-in default")
                  || [d.open, d.textContent.slice(0, 300), rate, open, probes].join(" / ");"#
+        ),
+    )
+    .await;
+
+    // The family's tile has its Config disclosure too: the family's keys and their sources.
+    let family_config = format!("{family} details.config");
+    until(
+        &browser,
+        "the family's Config disclosure shows its keys, values and sources",
+        &format!(
+            r#"const d = document.querySelector({family_config:?});
+               if (!d) return "no disclosure";
+               if (!d.open) d.querySelector("summary").click();
+               const row = (k) => {{ const r = d.querySelector('tr[data-key="' + k + '"]');
+                 return r ? [...r.cells].map((c) => c.textContent) : null; }};
+               const failures = row("failures"), open = row("open_for");
+               return (failures !== null && failures[1] === "1" && failures[2].includes("admin/tests/dashboard.rs")
+                 && open !== null && open[1] === "3600s")
+                 || [d.open, d.textContent.slice(0, 300), failures, open].join(" / ");"#
         ),
     )
     .await;

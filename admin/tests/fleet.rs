@@ -312,3 +312,46 @@ async fn a_router_given_no_fleet_says_how_to_give_it_one() {
         "{body}"
     );
 }
+
+#[cfg(feature = "fleet")]
+#[tokio::test]
+async fn a_control_used_on_a_shared_breaker_names_the_instance_it_was_used_on() {
+    let Some(server) = redis() else {
+        return;
+    };
+    let prefix = format!("adminaudit{}", std::process::id());
+    let config = breakerbox_fleet::FleetConfig::new(server.url.clone())
+        .prefix(prefix)
+        .share("audited-ledger")
+        .instance("web-7")
+        .resync_every(Duration::from_millis(200));
+    let ledger = breakerbox_runtime::registry()
+        .get_or_create("audited-ledger", breakerbox_runtime::Config::default);
+    let fleet = breakerbox_fleet::Fleet::start(config).unwrap();
+    let router = breakerbox_admin::Admin::new()
+        .named_token("alice", "alice's token")
+        .fleet(fleet.view())
+        .router();
+    let req = Request::post("/breakers/audited-ledger/force-open")
+        .header("authorization", "Bearer alice's token")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(
+        router.clone().oneshot(req).await.unwrap().status(),
+        StatusCode::OK
+    );
+    assert_eq!(ledger.state(), breakerbox_runtime::State::ForcedOpen);
+    let (status, body) = get(&router, "/breakers/audited-ledger/events").await;
+    assert_eq!(status, StatusCode::OK);
+    let action = body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "action")
+        .unwrap_or_else(|| panic!("no action in {body}"));
+    assert_eq!(action["action"], "force-open");
+    assert_eq!(action["by"], "alice");
+    assert_eq!(action["instance"], "web-7");
+    ledger.reset();
+    drop(fleet);
+}

@@ -28,6 +28,7 @@
 //! | `breakerbox_failure_rate` | gauge | `name` | the rate window's failure rate, in percent (0–100) |
 //! | `breakerbox_slow_rate` | gauge | `name` | the rate window's slow-call rate, in percent (0–100) |
 //! | `breakerbox_opened_total` | counter | `name` | times the breaker opened |
+//! | `breakerbox_transitions_total` | counter | `name`, `to`, `reason` | with [`install`]: state changes of registry breakers and of registry families' keys (under the family's name), by the state entered (`closed`, `open`, `half_open`, `forced_open`, `disabled`) and the reason (`failures`, `failure_rate`, `slow_rate`, `trip_for`, `open_elapsed`, `probe_failed`, `probe_timeout`, `probes_succeeded`, `health_probe`, `forced_open`, `disabled`, `reset`, `imported`); in fleet mode `imported` is a change taken on from another instance, any other reason this instance's own |
 //! | `breakerbox_call_duration_seconds` | histogram | `name` | for a breaker that times its calls (a `slow` threshold, or `latency = true`): each call's duration, as [`Breaker::latency`] buckets them |
 //! | `breakerbox_call_duration_last_minute_seconds` | gauge | `name`, `quantile` | the same breakers: the p50, p90 and p99 (`quantile` `0.5`, `0.9`, `0.99`) of the last minute's calls; absent while it had none |
 //!
@@ -94,7 +95,7 @@ use metrics::{
 };
 
 use breakerbox_runtime::__integrations;
-use breakerbox_runtime::{Breaker, BreakerMap, FamilySnapshot, State, registry};
+use breakerbox_runtime::{Breaker, BreakerMap, FamilySnapshot, Reason, State, registry};
 
 /// The value of `breakerbox_state` for `state`.
 ///
@@ -114,6 +115,38 @@ pub fn state_code(state: State) -> f64 {
         // `State` is non-exhaustive: a state added later reads as none of the documented
         // codes until this table and its docs name it.
         _ => -1.0,
+    }
+}
+
+/// A state as `breakerbox_transitions_total`'s `to` label names it.
+fn state_label(state: State) -> &'static str {
+    match state {
+        State::Closed => "closed",
+        State::Open => "open",
+        State::HalfOpen => "half_open",
+        State::ForcedOpen => "forced_open",
+        State::Disabled => "disabled",
+        _ => "other",
+    }
+}
+
+/// A reason as `breakerbox_transitions_total`'s `reason` label names it (its `serde` name).
+fn reason_label(reason: Reason) -> &'static str {
+    match reason {
+        Reason::Failures(_) => "failures",
+        Reason::FailureRate(_) => "failure_rate",
+        Reason::SlowRate(_) => "slow_rate",
+        Reason::TripFor(_) => "trip_for",
+        Reason::OpenElapsed => "open_elapsed",
+        Reason::ProbeFailed => "probe_failed",
+        Reason::ProbeTimeout => "probe_timeout",
+        Reason::ProbesSucceeded => "probes_succeeded",
+        Reason::HealthProbe => "health_probe",
+        Reason::ForcedOpen => "forced_open",
+        Reason::Disabled => "disabled",
+        Reason::Reset => "reset",
+        Reason::Imported => "imported",
+        _ => "other",
     }
 }
 
@@ -167,6 +200,11 @@ fn describe() {
         Unit::Count,
         "Keys a keyed family evicted."
     );
+    describe_counter!(
+        "breakerbox_transitions_total",
+        Unit::Count,
+        "State changes of each circuit breaker (a keyed family's keys under the family's name), by the state entered and the reason (imported: taken on from another instance)."
+    );
     describe_gauge!(
         "breakerbox_key_state",
         "State of a keyed family's key among its top open keys (0: no longer among them)."
@@ -183,6 +221,13 @@ pub fn install() {
     INSTALLED.call_once(|| {
         describe();
         registry().on_state_change(|event| {
+            counter!(
+                "breakerbox_transitions_total",
+                "name" => event.name.clone(),
+                "to" => state_label(event.to),
+                "reason" => reason_label(event.reason)
+            )
+            .increment(1);
             // A registry family's key: exported by `record_all`, per family and its top open
             // keys, not as a breaker of the family's name.
             if event.key.is_some() {

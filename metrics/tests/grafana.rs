@@ -1,11 +1,16 @@
-//! docs/grafana/breakerbox.json queries only what the export emits: every metric name and
-//! every label its PromQL names is in the Prometheus text that `record_all` makes through
-//! `metrics-exporter-prometheus`, for breakers and a family in every state the panels show.
+//! docs/grafana/breakerbox.json queries only what a running service exports: every metric name
+//! and every label its PromQL names is in the Prometheus text that `record_all` (with the
+//! per-key export on), `install`'s listener and a replay journal make through
+//! `metrics-exporter-prometheus`, for breakers, a family, a replay and a breaker that took on
+//! another instance's state, in every state the panels show. And it covers them: families'
+//! keys, timeouts, rejections and trips, replay and the fleet each have a panel, and its
+//! `$name` variable lists breakers and families.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use breakerbox_runtime::{Config, ManualClock, Window, registry};
+use breakerbox_replay::{Replay, ReplayConfig};
+use breakerbox_runtime::{Breaker, Config, ManualClock, TokioClock, Window, registry};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 
 /// Metric name → the labels its series carry, from Prometheus text.
@@ -101,6 +106,10 @@ fn values(text: &str, metric: &str, label: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// Labels Prometheus adds to every series it scrapes (the target's), which a `by (…)` may
+/// name though no export emits them: the fleet panels group by `instance`.
+const SCRAPE_LABELS: [&str; 2] = ["instance", "job"];
+
 /// The values an expression's selectors of `metric` ask of label `label` with `=` or `=~`
 /// (each alternative of a `a|b` regex).
 fn asked(expr: &str, metric: &str, label: &str) -> Vec<String> {
@@ -127,16 +136,33 @@ fn asked(expr: &str, metric: &str, label: &str) -> Vec<String> {
 fn expressions(dashboard: &serde_json::Value) -> Vec<String> {
     let mut all = Vec::new();
     for panel in dashboard["panels"].as_array().unwrap() {
-        for target in panel["targets"].as_array().unwrap() {
+        // A row holds no query.
+        for target in panel["targets"].as_array().into_iter().flatten() {
             all.push(target["expr"].as_str().unwrap().to_owned());
         }
     }
+    for (metric, label) in variable_metrics(dashboard) {
+        all.push(format!("{metric}{{{label}=\"\"}}"));
+    }
+    all
+}
+
+/// The metrics and label each variable's `label_values(…)` reads: `label_values(metric,
+/// label)`, or `label_values({__name__=~"a|b"}, label)` for each of `a` and `b`.
+fn variable_metrics(dashboard: &serde_json::Value) -> Vec<(String, String)> {
+    let mut all = Vec::new();
     for var in dashboard["templating"]["list"].as_array().unwrap() {
         if let Some(q) = var["query"]["query"].as_str() {
-            // `label_values(metric, label)`: the metric, and the label as a matcher.
             let inner = q.trim_start_matches("label_values(").trim_end_matches(')');
-            let (metric, label) = inner.split_once(',').unwrap();
-            all.push(format!("{}{{{}=\"\"}}", metric.trim(), label.trim()));
+            let (metric, label) = inner.rsplit_once(',').unwrap();
+            let metric = metric.trim();
+            let names: Vec<&str> = match metric.strip_prefix("{__name__=~\"") {
+                Some(regex) => regex.trim_end_matches("\"}").split('|').collect(),
+                None => vec![metric],
+            };
+            for name in names {
+                all.push((name.to_owned(), label.trim().to_owned()));
+            }
         }
     }
     all
@@ -170,8 +196,20 @@ fn export_text() -> String {
             Config::builder().failures(1).build().unwrap()
         })
         .unwrap();
+    // Another instance's breaker, tripped: what fleet mode hands this one.
+    let shared = registry().get_or_create("grafana-shared", || {
+        Config::builder().failures(1).build().unwrap()
+    });
+    let elsewhere = Breaker::new(
+        "grafana-shared",
+        Config::builder().failures(1).build().unwrap(),
+    );
+    let _ = elsewhere.call(|| Err::<(), _>("HTTP 503"));
     metrics::with_local_recorder(&recorder, || {
         breakerbox_metrics::install();
+        breakerbox_metrics::set_per_key(true);
+        shared.import_state(&elsewhere.export_state());
+        replay_some();
         for i in 0..6 {
             let _ = rate.call(|| {
                 clock.advance(Duration::from_millis(if i == 0 { 150 } else { 5 }));
@@ -196,6 +234,36 @@ fn export_text() -> String {
         breakerbox_metrics::record_all();
     });
     handle.render()
+}
+
+/// A replay over a registry breaker: calls journaled while it is forced open, one of them a
+/// duplicate, then replayed (one fails, and is a dead letter) once it is reset.
+fn replay_some() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let webhooks = registry().get_or_create("grafana-webhooks", || {
+            Config::builder().clock(TokioClock).build().unwrap()
+        });
+        let replay = Replay::builder(&webhooks)
+            .clock(TokioClock)
+            .config(ReplayConfig::new().attempts(1))
+            .key(|n: &u32| n.to_string())
+            .memory(|n: u32| async move { if n == 2 { Err("down") } else { Ok(()) } })
+            .unwrap();
+        webhooks.force_open();
+        for n in [1, 1, 2, 3] {
+            let _ = replay.call(n, |_| Ok::<(), &str>(()));
+        }
+        webhooks.reset();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        webhooks.force_open();
+        let _ = replay.call(4, |_| Ok::<(), &str>(()));
+        drop(replay);
+    });
 }
 
 #[test]
@@ -226,22 +294,30 @@ fn the_grafana_dashboard_queries_only_metrics_and_labels_the_export_emits() {
         }
         for label in by {
             assert!(
-                labels_here.contains(&label),
+                labels_here.contains(&label) || SCRAPE_LABELS.contains(&label.as_str()),
                 "`by ({label})` names no label of the metrics of {expr}"
             );
         }
     }
-    // Every outcome a panel asks for is one the export emits.
+    // Every value a panel asks of a label is one the export emits.
     let mut outcomes_asked = BTreeSet::new();
     for expr in &exprs {
-        for metric in ["breakerbox_calls_total", "breakerbox_family_calls_total"] {
-            let emitted = values(&text, metric, "outcome");
-            for value in asked(expr, metric, "outcome") {
+        for (metric, label) in [
+            ("breakerbox_calls_total", "outcome"),
+            ("breakerbox_family_calls_total", "outcome"),
+            ("breakerbox_transitions_total", "to"),
+            ("breakerbox_transitions_total", "reason"),
+            ("breakerbox_replay_total", "event"),
+        ] {
+            let emitted = values(&text, metric, label);
+            for value in asked(expr, metric, label) {
                 assert!(
                     emitted.contains(&value),
-                    "`{metric}` has no outcome `{value}` (in {expr}): {emitted:?}"
+                    "`{metric}` has no {label} `{value}` (in {expr}): {emitted:?}"
                 );
-                outcomes_asked.insert(value);
+                if label == "outcome" {
+                    outcomes_asked.insert(value);
+                }
             }
         }
     }
@@ -252,20 +328,66 @@ fn the_grafana_dashboard_queries_only_metrics_and_labels_the_export_emits() {
             "no panel shows outcome `{outcome}`: {outcomes_asked:?}"
         );
     }
-    // What the dashboard shows: state, rates, rejections, latency, open keys.
+    // What the dashboard shows: state, rates, rejections, latency; families' keys, calls,
+    // timeouts and rejections, trips and evictions; replay; the fleet's openings.
     for metric in [
         "breakerbox_state",
         "breakerbox_calls_total",
         "breakerbox_failure_rate",
         "breakerbox_call_duration_seconds_bucket",
         "breakerbox_family_open_keys",
+        "breakerbox_family_keys",
+        "breakerbox_family_calls_total",
+        "breakerbox_family_evicted_total",
         "breakerbox_key_state",
+        "breakerbox_key_opened_total",
+        "breakerbox_transitions_total",
+        "breakerbox_replay_entries",
+        "breakerbox_replay_dead_letters",
+        "breakerbox_replay_bytes",
+        "breakerbox_replay_total",
     ] {
         assert!(
             metrics_used.contains(metric),
             "the dashboard does not query {metric}"
         );
     }
+    // Families' timeouts and rejections, and the fleet's imported openings, are asked for.
+    let asks = |metric: &str, label: &str, value: &str| {
+        exprs
+            .iter()
+            .any(|e| asked(e, metric, label).iter().any(|v| v == value))
+    };
+    assert!(asks("breakerbox_family_calls_total", "outcome", "timeout"));
+    assert!(asks("breakerbox_family_calls_total", "outcome", "rejected"));
+    assert!(asks("breakerbox_transitions_total", "reason", "imported"));
+    // Every replay event the export emits is one the replay panel shows (it asks for all).
+    assert!(
+        values(&text, "breakerbox_replay_total", "event").len() >= 4,
+        "{text}"
+    );
+    // `$name` lists every breaker and every keyed family the service exports.
+    let listed: BTreeSet<String> = variable_metrics(&dashboard)
+        .iter()
+        .filter(|(_, label)| label == "name")
+        .flat_map(|(metric, label)| values(&text, metric, label))
+        .collect();
+    for name in [
+        "grafana-rate",
+        "grafana-hosts",
+        "grafana-shared",
+        "grafana-webhooks",
+    ] {
+        assert!(
+            listed.contains(name),
+            "$name does not list {name}: {listed:?}"
+        );
+    }
+    // A replay panel's journal is a breaker's name: `$name` selects it.
+    assert!(
+        values(&text, "breakerbox_replay_entries", "journal").contains("grafana-webhooks"),
+        "{text}"
+    );
 }
 
 #[test]

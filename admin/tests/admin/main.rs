@@ -5,6 +5,7 @@
 //! Every test uses breakers of its own names: the registry is the process's. The tests that
 //! count events on the admin's process-wide channel run [`alone`](support::alone).
 
+mod audit;
 mod config_sources;
 mod controls;
 mod events;

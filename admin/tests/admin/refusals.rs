@@ -262,7 +262,8 @@ async fn oversized_malformed_and_misdirected_requests_get_a_clear_4xx_and_change
             get("/admin.php"),
             StatusCode::NOT_FOUND,
             "no admin endpoint at '/admin.php'; there are GET /, /breakers, /breakers/{name}, \
-             /breakers/{family}/keys, /breakers/{family}/keys/{key}, /breakers/{name}/replay, \
+             /breakers/{name}/events, /breakers/{family}/keys, /breakers/{family}/keys/{key}, \
+             /breakers/{family}/keys/{key}/events, /breakers/{name}/replay, \
              /breakers/{name}/replay/dead-letters, /replays, /events, /health, /metrics and \
              POST /breakers/{name}/{action}, /breakers/{family}/keys/{key}/{action} \
              (actions: force-open, disable, reset, trip-for), \

@@ -190,3 +190,61 @@ fn watch_covers_breakers_outside_the_registry() {
         "watch kept the breaker alive"
     );
 }
+
+#[test]
+fn transitions_are_counted_by_state_entered_and_reason_with_a_familys_keys_under_its_name() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let breaker = registry().get_or_create("export-transitions", || {
+        Config::builder().failures(1).build().unwrap()
+    });
+    let family = registry()
+        .family::<String>("export-transitions-family", || {
+            Config::builder().failures(1).build().unwrap()
+        })
+        .unwrap();
+    let elsewhere = breakerbox_runtime::Breaker::new(
+        "export-transitions",
+        Config::builder().failures(1).build().unwrap(),
+    );
+    let _ = elsewhere.call(|| Err::<(), _>("down"));
+    let mut seen = Vec::new();
+    metrics::with_local_recorder(&recorder, || {
+        export::install();
+        let _ = breaker.call(|| Err::<(), _>("down"));
+        breaker.reset();
+        breaker.import_state(&elsewhere.export_state());
+        breaker.reset();
+        for key in ["a", "b"] {
+            let _ = family.call(&key.to_owned(), || Err::<(), _>("down"));
+        }
+        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+            let key = key.key();
+            if key.name() != "breakerbox_transitions_total" {
+                continue;
+            }
+            let label = |k: &str| {
+                key.labels()
+                    .find(|l| l.key() == k)
+                    .map(|l| l.value().to_owned())
+                    .unwrap()
+            };
+            if let DebugValue::Counter(n) = value {
+                seen.push((label("name"), label("to"), label("reason"), n));
+            }
+        }
+    });
+    seen.sort();
+    let row = |name: &str, to: &str, reason: &str, n: u64| {
+        (name.to_owned(), to.to_owned(), reason.to_owned(), n)
+    };
+    assert_eq!(
+        seen,
+        [
+            row("export-transitions", "closed", "reset", 2),
+            row("export-transitions", "open", "failures", 1),
+            row("export-transitions", "open", "imported", 1),
+            row("export-transitions-family", "open", "failures", 2),
+        ]
+    );
+}
