@@ -103,10 +103,12 @@ impl Fleet {
         handle: &tokio::runtime::Handle,
     ) -> Fleet {
         let instance = config.instance.clone().unwrap_or_else(default_instance);
+        let holder = lease_holder(&instance);
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Inner {
             config,
             instance,
+            holder,
             tx,
             connected: AtomicBool::new(false),
             pushed: AtomicU64::new(0),
@@ -233,7 +235,7 @@ impl core::fmt::Debug for Fleet {
     }
 }
 
-/// `<host>-<pid>-<random>`.
+/// This host's name in the fleet: `HOSTNAME`, else `/etc/hostname`, else `host`.
 fn default_instance() -> String {
     let host = std::env::var("HOSTNAME")
         .ok()
@@ -241,10 +243,22 @@ fn default_instance() -> String {
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "host".to_owned());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!("{host}-{}-{nanos:08x}", std::process::id())
+    instance_on(&host)
+}
+
+/// The default name of an instance on `host`: the host's name alone, the same after every
+/// restart of the process, so that a restarted process replaces its own heartbeat and open
+/// reports instead of adding to them (a quorum counts hosts, never restarts).
+pub(crate) fn instance_on(host: &str) -> String {
+    host.to_owned()
+}
+
+/// The name this process's probe leases go by: its instance and a token of this process
+/// alone, so that two processes given one instance name never take each other's leases.
+fn lease_holder(instance: &str) -> String {
+    static STARTED: AtomicU64 = AtomicU64::new(0);
+    let n = STARTED.fetch_add(1, Ordering::Relaxed);
+    format!("{instance}@{}.{n}", std::process::id())
 }
 
 #[cfg(test)]
