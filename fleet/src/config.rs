@@ -216,8 +216,13 @@ impl FleetConfig {
         self
     }
 
-    /// Names this process in the records it writes (their `origin`). By default the host
-    /// name, the process id and a random number.
+    /// Names this instance in the fleet: in the records it writes (their `origin`), its
+    /// heartbeat and its open reports under a quorum. By default the host's name (`HOSTNAME`,
+    /// else `/etc/hostname`), the same after every restart, so that a quorum counts hosts: a
+    /// process that crashes and starts again on its host replaces its own report instead of
+    /// adding one. Processes on one host that must count as instances of their own (several
+    /// workers of a service) each need a name of their own that stays the same across their
+    /// restarts (`web-3-worker-2`), never one that changes with each start (a pid).
     pub fn instance(mut self, id: impl Into<String>) -> FleetConfig {
         self.instance = Some(id.into());
         self

@@ -63,6 +63,7 @@ impl Fleet {
     /// no breaker, but a remote change must find the breaker created.
     pub fn start(config: FleetConfig) -> Result<Fleet, FleetError> {
         let handle = tokio::runtime::Handle::try_current().map_err(|_| FleetError::NoRuntime)?;
+        check_share(&config)?;
         let (store, pushes) = production_store(&config)?;
         Ok(Fleet::with_store(config, Box::new(store), pushes, &handle))
     }
@@ -77,6 +78,7 @@ impl Fleet {
     /// down uses it and decides locally until Redis answers.
     pub async fn connect(config: FleetConfig) -> Result<Fleet, FleetError> {
         let handle = tokio::runtime::Handle::try_current().map_err(|_| FleetError::NoRuntime)?;
+        check_share(&config)?;
         let (mut store, pushes) = production_store(&config)?;
         let limit = (config.timeout * 8).max(core::time::Duration::from_secs(2));
         let answer = tokio::time::timeout(limit, Store::ping(&mut store)).await;
@@ -103,10 +105,12 @@ impl Fleet {
         handle: &tokio::runtime::Handle,
     ) -> Fleet {
         let instance = config.instance.clone().unwrap_or_else(default_instance);
+        let holder = lease_holder(&instance);
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Inner {
             config,
             instance,
+            holder,
             tx,
             connected: AtomicBool::new(false),
             pushed: AtomicU64::new(0),
@@ -233,7 +237,39 @@ impl core::fmt::Debug for Fleet {
     }
 }
 
-/// `<host>-<pid>-<random>`.
+/// Every [`share`](FleetConfig::share) pattern of `config` names at least one single breaker
+/// of the registry (created, annotated or configured); one that names none, or only keyed
+/// families, is an error naming it. A pattern that also matches a keyed family is warned of.
+fn check_share(config: &FleetConfig) -> Result<(), FleetError> {
+    if config.share.is_empty() {
+        return Ok(());
+    }
+    let (breakers, families) = breakerbox_runtime::__integrations::shareable_names(registry());
+    for pattern in &config.share {
+        let matched: Vec<String> = families
+            .iter()
+            .filter(|f| crate::config::glob(pattern, f))
+            .cloned()
+            .collect();
+        if !breakers.iter().any(|b| crate::config::glob(pattern, b)) {
+            return Err(FleetError::ShareMatchesNothing {
+                pattern: pattern.clone(),
+                families: matched,
+            });
+        }
+        if !matched.is_empty() {
+            tracing::warn!(
+                "fleet: `share` entry `{pattern}` also matches the keyed famil{} {}, which the \
+                 fleet does not share: its keys decide on each instance alone",
+                if matched.len() == 1 { "y" } else { "ies" },
+                matched.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// This host's name in the fleet: `HOSTNAME`, else `/etc/hostname`, else `host`.
 fn default_instance() -> String {
     let host = std::env::var("HOSTNAME")
         .ok()
@@ -241,10 +277,22 @@ fn default_instance() -> String {
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "host".to_owned());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!("{host}-{}-{nanos:08x}", std::process::id())
+    instance_on(&host)
+}
+
+/// The default name of an instance on `host`: the host's name alone, the same after every
+/// restart of the process, so that a restarted process replaces its own heartbeat and open
+/// reports instead of adding to them (a quorum counts hosts, never restarts).
+pub(crate) fn instance_on(host: &str) -> String {
+    host.to_owned()
+}
+
+/// The name this process's probe leases go by: its instance and a token of this process
+/// alone, so that two processes given one instance name never take each other's leases.
+fn lease_holder(instance: &str) -> String {
+    static STARTED: AtomicU64 = AtomicU64::new(0);
+    let n = STARTED.fetch_add(1, Ordering::Relaxed);
+    format!("{instance}@{}.{n}", std::process::id())
 }
 
 #[cfg(test)]
@@ -255,6 +303,45 @@ mod tests {
     fn start_outside_a_runtime_says_so() {
         let e = Fleet::start(FleetConfig::new("redis://127.0.0.1:1/")).unwrap_err();
         assert!(matches!(e, FleetError::NoRuntime), "{e}");
+    }
+
+    #[test]
+    fn a_share_entry_naming_no_breaker_or_only_a_keyed_family_is_an_error_naming_it() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let url = "redis://127.0.0.1:1/";
+        let e = Fleet::start(FleetConfig::new(url).share("handle-test-nothing*")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "fleet: `share` entry `handle-test-nothing*` matches no breaker: create or configure \
+             its breakers (`load_toml`, `configure`, `get_or_create`) before the fleet starts, \
+             or fix the name"
+        );
+        let _family = registry()
+            .family::<String>("handle-test-hosts", breakerbox_runtime::Config::default)
+            .unwrap();
+        let e = Fleet::start(FleetConfig::new(url).share("handle-test-hosts")).unwrap_err();
+        assert!(
+            matches!(&e, FleetError::ShareMatchesNothing { pattern, families }
+                if pattern == "handle-test-hosts" && families == &["handle-test-hosts"]),
+            "{e}"
+        );
+        assert!(
+            e.to_string().starts_with(
+                "fleet: `share` entry `handle-test-hosts` matches only the keyed family \
+                 `handle-test-hosts`, and the fleet shares single breakers"
+            ),
+            "{e}"
+        );
+        // One breaker made or configured is enough, whatever else the pattern matches.
+        registry().configure(
+            "handle-test-hosts-total",
+            breakerbox_runtime::Config::default(),
+        );
+        let fleet = Fleet::start(FleetConfig::new(url).share("handle-test-hosts*"));
+        assert!(fleet.is_ok(), "{:?}", fleet.err());
     }
 
     #[test]

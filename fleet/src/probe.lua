@@ -2,11 +2,11 @@
 -- against a recovering service at once, fleet-wide. One lease is one probe.
 --
 -- KEYS[1]  the record `{<prefix>:<name>}`
--- KEYS[2]  its leases `{<prefix>:<name>}:probes`: a sorted set of `<instance>#<n>` by expiry
+-- KEYS[2]  its leases `{<prefix>:<name>}:probes`: a sorted set of `<holder>#<n>` by expiry
 -- ARGV[1]  the open record's epoch the caller saw
 -- ARGV[2]  how many leases at once (`half_open_calls`)
 -- ARGV[3]  a lease's life in ms (`probe_timeout`)
--- ARGV[4]  the instance asking
+-- ARGV[4]  the process asking (its lease holder: `<instance>@<pid>.<n>`, one per process)
 -- ARGV[5]  the fewest leases worth granting (`successes`: fewer probes could not close a round)
 --
 -- Returns { leases (1 or more), wait_ms }: this many leases granted (every free one, or the

@@ -35,6 +35,9 @@ pub(crate) enum Message {
 pub(crate) struct Inner {
     pub(crate) config: FleetConfig,
     pub(crate) instance: String,
+    /// The name its probe leases go by (`probe.lua`): the instance and a token of this
+    /// process, unique among processes.
+    pub(crate) holder: String,
     pub(crate) tx: mpsc::UnboundedSender<Message>,
     pub(crate) connected: AtomicBool,
     pub(crate) pushed: AtomicU64,

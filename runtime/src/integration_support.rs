@@ -41,6 +41,13 @@ pub fn family_names() -> Vec<String> {
     crate::keyed::family_names()
 }
 
+/// What a fleet's `share` patterns can name, checked when the fleet starts: every single
+/// breaker of `registry` created, annotated or configured, and, apart, every keyed family
+/// annotated or created (a name in both lists is a family's).
+pub fn shareable_names(registry: &Registry) -> (Vec<String>, Vec<String>) {
+    registry.shareable_names()
+}
+
 /// `text` cut short for a message (the first 32 characters, then its length in bytes): how
 /// the core quotes a name, a key or a path it refuses.
 pub fn excerpt(text: &str) -> String {

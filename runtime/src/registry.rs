@@ -508,6 +508,27 @@ impl Registry {
         read(&self.breakers).get(name).map(|e| e.breaker.clone())
     }
 
+    /// What a fleet's `share` patterns can name: every single breaker created, annotated or
+    /// configured (a preset, a config file's table), and every keyed family annotated or
+    /// created. A name that is a keyed family is in the second list only.
+    pub(crate) fn shareable_names(&self) -> (Vec<String>, Vec<String>) {
+        let mut families: BTreeSet<String> =
+            self.keyed.keys().map(|name| (*name).to_owned()).collect();
+        families.extend(crate::keyed::family_names());
+        let mut breakers: BTreeSet<String> = self.names().into_iter().collect();
+        {
+            let presets = lock(&self.presets);
+            breakers.extend(presets.by_name.keys().cloned());
+            #[cfg(feature = "serde")]
+            breakers.extend(presets.layered.keys().cloned());
+        }
+        breakers.retain(|name| !families.contains(name));
+        (
+            breakers.into_iter().collect(),
+            families.into_iter().collect(),
+        )
+    }
+
     /// Marks the config of the breaker `name` as set by a file, like a preset: call sites
     /// asking for another config meet an override, not a conflict (`reload_toml`). The site
     /// that created it stays known: its config is a layer under the file's next time.

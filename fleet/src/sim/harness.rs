@@ -76,6 +76,7 @@ pub(super) struct Cluster {
     pub(super) conns: Vec<usize>,
     pub(super) hooks: Vec<HookSlot>,
     pub(super) ping_hooks: Vec<PingSlot>,
+    pub(super) clock: SimClock,
 }
 
 pub(super) fn cluster(
@@ -103,8 +104,25 @@ pub(super) fn cluster_with(
         conns: Vec::new(),
         hooks: Vec::new(),
         ping_hooks: Vec::new(),
+        clock,
     };
     for k in 0..n {
+        c.start(k, names, &config, &fleet);
+    }
+    c
+}
+
+impl Cluster {
+    /// Starts instance `k` (as the process on host `i{k}`, named as the fleet names it there
+    /// by default), or starts it again in its place.
+    fn start(
+        &mut self,
+        k: usize,
+        names: &[&str],
+        config: &impl Fn(SimClock) -> Config,
+        fleet: &impl Fn(FleetConfig) -> FleetConfig,
+    ) {
+        let net = self.net.clone();
         let (conn, pushes) = net.lock().unwrap().connect();
         let hook: HookSlot = Arc::new(Mutex::new(None));
         let ping_hook: PingSlot = Arc::new(Mutex::new(None));
@@ -120,7 +138,7 @@ pub(super) fn cluster_with(
             fleet(
                 FleetConfig::new("redis://sim/")
                     .prefix(PREFIX)
-                    .instance(format!("i{k}"))
+                    .instance(crate::handle::instance_on(&format!("i{k}")))
                     .timeout(Duration::from_millis(100)),
             ),
             Box::new(store),
@@ -129,21 +147,44 @@ pub(super) fn cluster_with(
         );
         let own: Vec<Breaker> = names
             .iter()
-            .map(|name| Breaker::new(*name, config(clock.clone())))
+            .map(|name| Breaker::new(*name, config(self.clock.clone())))
             .collect();
         for b in &own {
             fleet.share(b);
         }
-        c.fleets.push(Some(fleet));
-        c.breakers.push(own);
-        c.conns.push(conn);
-        c.hooks.push(hook);
-        c.ping_hooks.push(ping_hook);
+        if k < self.fleets.len() {
+            self.fleets[k] = Some(fleet);
+            self.breakers[k] = own;
+            self.conns[k] = conn;
+            self.hooks[k] = hook;
+            self.ping_hooks[k] = ping_hook;
+        } else {
+            self.fleets.push(Some(fleet));
+            self.breakers.push(own);
+            self.conns.push(conn);
+            self.hooks.push(hook);
+            self.ping_hooks.push(ping_hook);
+        }
     }
-    c
-}
 
-impl Cluster {
+    /// Instance `k`'s process dies (no goodbye: its task stops, its connection goes dead, its
+    /// heartbeat and reports stay in the store until they expire) and a new one starts on its
+    /// host, with new breakers.
+    pub(super) fn restart(
+        &mut self,
+        k: usize,
+        names: &[&str],
+        config: impl Fn(SimClock) -> Config,
+        fleet: impl Fn(FleetConfig) -> FleetConfig,
+    ) {
+        if let Some(old) = self.fleets[k].take() {
+            old.task.abort();
+            core::mem::forget(old);
+        }
+        self.net.lock().unwrap().conns[self.conns[k]].dead = true;
+        self.start(k, names, &config, &fleet);
+    }
+
     pub(super) fn key(name: &str) -> String {
         format!("{{{PREFIX}:{name}}}")
     }

@@ -79,6 +79,9 @@ pub(super) struct Oracle {
     reports: std::collections::BTreeMap<(String, String, String), u64>,
     /// Each record's state after the last script that found it.
     last: std::collections::BTreeMap<String, String>,
+    /// The host each instance runs on, by its name: the quorum is of hosts, and a process
+    /// started again on its host is that host still.
+    pub(super) hosts: std::collections::BTreeMap<String, String>,
     pub(super) violations: Vec<String>,
 }
 
@@ -89,6 +92,7 @@ impl Oracle {
             live: Default::default(),
             reports: Default::default(),
             last: Default::default(),
+            hosts: Default::default(),
             violations: Vec::new(),
         }
     }
@@ -139,12 +143,16 @@ impl Oracle {
         }
         let post_state = post.as_ref().and_then(|(_, s)| s.clone());
         if pre_state == "closed" && post_state.as_deref() == Some("open") {
-            let live = self
+            // Hosts, not processes: a live instance's host is live, and a host is open when a
+            // live instance on it reported open under this record.
+            let host = |inst: &String| self.hosts.get(inst).unwrap_or(inst).clone();
+            let live_hosts: std::collections::BTreeSet<String> = self
                 .live
                 .iter()
                 .filter(|((rk, _), until)| *rk == record && **until > now)
-                .count() as u32;
-            let open = self
+                .map(|((_, inst), _)| host(inst))
+                .collect();
+            let open_hosts: std::collections::BTreeSet<String> = self
                 .reports
                 .iter()
                 .filter(|((rk, epoch, inst), until)| {
@@ -156,7 +164,10 @@ impl Oracle {
                             .get(&(record.clone(), inst.clone()))
                             .is_some_and(|l| *l > now)
                 })
-                .count() as u32;
+                .map(|((_, _, inst), _)| host(inst))
+                .collect();
+            let live = live_hosts.len() as u32;
+            let open = open_hosts.len() as u32;
             let needed = self.quorum.needed(live);
             let ok = match script {
                 Script::Count => true,
@@ -171,7 +182,7 @@ impl Oracle {
             };
             if !ok {
                 self.violations.push(format!(
-                    "quorum: {script:?} opened {record} over a closed record (epoch {pre_epoch}) at {now} with {open} open reports of {live} live instances, {needed} needed (quorum {}); live until: {:?}",
+                    "quorum: {script:?} opened {record} over a closed record (epoch {pre_epoch}) at {now} with {open} hosts open of {live} live hosts, {needed} needed (quorum {}); live until: {:?}",
                     self.quorum,
                     self.live.iter().filter(|((rk, _), _)| *rk == record).collect::<Vec<_>>()
                 ));

@@ -10,10 +10,49 @@ use crate::{FleetTrip, Quorum};
 use breakerbox_runtime::State;
 
 fn quorum(n: usize, q: Quorum) -> Cluster {
-    cluster_with(n, &["payments"], consecutive(1), move |f| {
+    cluster_with(n, &["payments"], consecutive(1), with_quorum(q))
+}
+
+fn with_quorum(q: Quorum) -> impl Fn(crate::FleetConfig) -> crate::FleetConfig {
+    move |f| {
         f.resync_every(Duration::from_millis(200))
             .fleet_trip(FleetTrip::Quorum(q))
-    })
+    }
+}
+
+#[test]
+fn a_host_whose_process_restarts_and_trips_again_is_one_open_host() {
+    paused(|| async {
+        let mut c = quorum(3, Quorum::Instances(2));
+        sleep(Duration::from_millis(500)).await;
+        fail(&c.breakers[0][0]);
+        sleep(Duration::from_millis(100)).await;
+        assert_eq!(c.states(0), [State::Open, State::Closed, State::Closed]);
+        // Its process dies with its report and heartbeat still in the store (open 60 s, the
+        // beat for 600 ms), and starts again on the same host, where its dependency still
+        // fails: the new process trips too.
+        c.restart(
+            0,
+            &["payments"],
+            consecutive(1),
+            with_quorum(Quorum::Instances(2)),
+        );
+        sleep(Duration::from_millis(100)).await;
+        fail(&c.breakers[0][0]);
+        sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            c.record_state("payments"),
+            None,
+            "one host, however many processes it had, is one open report"
+        );
+        assert_eq!(c.states(0), [State::Open, State::Closed, State::Closed]);
+        let view = c.fleets[0].as_ref().unwrap().instances();
+        assert_eq!(view[0].last_tally, Some((1, 2, 3)), "1 open of 2, 3 live");
+        // A second host's trip is the quorum.
+        fail(&c.breakers[1][0]);
+        sleep(Duration::from_millis(100)).await;
+        assert_eq!(c.states(0), [State::Open; 3]);
+    });
 }
 
 #[test]

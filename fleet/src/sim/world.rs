@@ -20,7 +20,10 @@
 //!   half-open locally, waiting for its leases), and no record means closed; a breaker whose key
 //!   still holds a foreign value is left out, every other breaker is checked;
 //! - **give-back**: an instance whose `Fleet` was dropped holds no breaker forced open or
-//!   disabled that no one set by hand.
+//!   disabled that no one set by hand;
+//! - **quorum** (`Oracle`, under `fleet_trip = "quorum"`): no record opens from closed by a
+//!   quorum unless the open reports come from at least the quorum of distinct live *hosts*; a
+//!   process killed and started again on its host (fault 8) is that host, once.
 
 use core::time::Duration;
 use std::sync::{Arc, Mutex};
@@ -228,9 +231,16 @@ fn start_instance(
     generation: u32,
 ) -> Inst {
     let (conn, pushes) = net.lock().unwrap().connect();
+    // Instance k runs on host `i{k}`, and is named as the fleet names an instance by default
+    // there: a process started again on its host (`generation`) has that host's name.
+    let host = format!("i{k}");
+    let name = crate::handle::instance_on(&host);
+    if let Some(oracle) = net.lock().unwrap().oracle.as_mut() {
+        oracle.hosts.insert(name.clone(), host);
+    }
     let mut config = FleetConfig::new("redis://sim/")
         .prefix(PREFIX)
-        .instance(format!("i{k}.{generation}"))
+        .instance(name)
         .timeout(Duration::from_millis(100))
         .on_store_error(policy);
     if let Some(q) = quorum {
@@ -533,8 +543,21 @@ async fn faults(world: Arc<Mutex<World>>, net: NetRef, configs: Vec<Config>, see
                 fault(&world);
             }
             8 => {
-                // The process dies (nothing given back: it is gone) and starts again.
+                // The process dies (nothing given back: it is gone) and starts again. Half the
+                // time it is one whose breaker has just opened, back within 200 ms (a
+                // crash on a failing dependency, a quick restart): its report of that trip
+                // may still count when its next process trips again on the same host.
                 let mut w = world.lock().unwrap();
+                let (k, d) = if rng.random_bool(0.5)
+                    && let Some(open) = (0..n).find(|&i| {
+                        w.insts[i].alive
+                            && !w.insts[i].unshared
+                            && w.insts[i].breakers[j].state() == State::Open
+                    }) {
+                    (open, Duration::from_millis(rng.random_range(20..200)))
+                } else {
+                    (k, d)
+                };
                 if !w.insts[k].alive || w.insts[k].unshared {
                     continue;
                 }

@@ -137,7 +137,7 @@ impl Task {
             epoch.to_string(),
             limit,
             ttl_ms,
-            self.shared.instance.clone(),
+            self.shared.holder.clone(),
             fewest,
         ];
         let sent = Instant::now();

@@ -44,6 +44,7 @@ fn task_with(
     let shared = Arc::new(Inner {
         config,
         instance: "here".to_owned(),
+        holder: "here@1.0".to_owned(),
         tx,
         connected: AtomicBool::new(false),
         pushed: AtomicU64::new(0),

@@ -229,6 +229,8 @@ fn after_the_open_time_exactly_half_open_calls_probes_run_fleet_wide() {
         format!("{holder}#1\n{holder}#2"),
         "both leases to one instance"
     );
+    // A lease is held by a process: its instance, then a token of that process.
+    let holder = holder.split('@').next().unwrap().to_owned();
     // Every instance tries to start three calls and keeps them in flight: the others reject
     // every one, the holder admits one probe per lease. Two probes fleet-wide, exactly.
     let mut probes = 0;
