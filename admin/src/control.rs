@@ -22,7 +22,7 @@ use crate::history;
 use crate::respond::{Problem, json};
 use crate::state::AdminState;
 use breakerbox_runtime::__integrations::display_duration;
-use breakerbox_runtime::{__integrations, Breaker};
+use breakerbox_runtime::{__integrations, Breaker, Reason};
 
 /// The largest request body the router reads, in bytes: a control's, with a `413` over it.
 pub(crate) const BODY_LIMIT: usize = 4096;
@@ -99,14 +99,17 @@ pub(crate) struct Caller {
 impl Caller {
     /// Records `action` on `breaker` (a registry breaker, or a family's key) in its ring and
     /// in the log (target `breakerbox::admin`, at `INFO`).
+    /// Answers the token's label, to tell the changes the action makes with.
     pub(crate) fn records(
         self,
         breaker: &Breaker,
         action: &'static str,
         duration: Option<Duration>,
-    ) {
+    ) -> String {
         let key = __integrations::breaker_key(breaker).map(str::to_owned);
+        let by = self.by.clone();
         self.records_on(breaker.name(), key, action, duration);
+        by
     }
 
     /// Records `action` on breaker `name` (or its key `key`) in its ring and in the log.
@@ -222,17 +225,22 @@ pub(crate) fn apply(
         Action::TripFor => {
             let duration = trip_for_duration(headers, &body)?;
             // Recorded before it is done: the ring shows the action, then the change it made.
-            caller.records(&breaker, action.as_str(), Some(duration));
-            breaker.trip_for(duration);
+            let by = caller.records(&breaker, action.as_str(), Some(duration));
+            let on = (breaker.name(), __integrations::breaker_key(&breaker));
+            history::acting(on, Reason::TripFor(duration), &by, || {
+                breaker.trip_for(duration);
+            });
         }
         other => {
             no_body(other, &body)?;
-            caller.records(&breaker, other.as_str(), None);
-            match other {
-                Action::ForceOpen => breaker.force_open(),
-                Action::Disable => breaker.disable(),
-                _ => breaker.reset(),
-            }
+            let by = caller.records(&breaker, other.as_str(), None);
+            let on = (breaker.name(), __integrations::breaker_key(&breaker));
+            let (reason, act): (Reason, fn(&Breaker)) = match other {
+                Action::ForceOpen => (Reason::ForcedOpen, Breaker::force_open),
+                Action::Disable => (Reason::Disabled, Breaker::disable),
+                _ => (Reason::Reset, Breaker::reset),
+            };
+            history::acting(on, reason, &by, || act(&breaker));
         }
     }
     Ok(breaker)

@@ -7,6 +7,7 @@
 //! One process-wide table behind a std mutex, fed by the listener the first router installs
 //! and by the controls. Only the table's own work runs under its lock: no user code.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use std::time::SystemTime;
@@ -45,6 +46,9 @@ pub(crate) enum Entry {
         /// For an opening by a failure: its message.
         #[serde(skip_serializing_if = "Option::is_none")]
         failure: Option<String>,
+        /// For a change made by a control used through the router: the label of its token.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
     /// A control used through the admin router.
     Action(Action),
@@ -72,6 +76,57 @@ pub(crate) struct Action {
     /// This instance's name in the fleet, with a fleet view given to the router.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) instance: Option<String>,
+}
+
+/// A control this thread is carrying out: on what, the change it makes, and who asked.
+struct Acting {
+    name: String,
+    key: Option<String>,
+    reason: Reason,
+    by: String,
+}
+
+thread_local! {
+    /// The control this thread is carrying out, while it does.
+    static ACTOR: RefCell<Option<Acting>> = const { RefCell::new(None) };
+}
+
+/// Runs `control`, a control used through the router on breaker `name` (or its key `key`)
+/// with the token labelled `by`, whose change has reason `reason`: that change, told on this
+/// thread, is told with who made it. Only that change: this thread may also tell changes
+/// other threads made meanwhile, which are not the control's.
+pub(crate) fn acting<R>(
+    (name, key): (&str, Option<&str>),
+    reason: Reason,
+    by: &str,
+    control: impl FnOnce() -> R,
+) -> R {
+    struct Done;
+    impl Drop for Done {
+        fn drop(&mut self) {
+            ACTOR.with(|a| a.borrow_mut().take());
+        }
+    }
+    ACTOR.with(|a| {
+        *a.borrow_mut() = Some(Acting {
+            name: name.to_owned(),
+            key: key.map(str::to_owned),
+            reason,
+            by: by.to_owned(),
+        });
+    });
+    let _done = Done;
+    control()
+}
+
+/// Who made `event`, if it is the change of the control this thread is carrying out.
+pub(crate) fn actor(event: &Event) -> Option<String> {
+    ACTOR.with(|a| {
+        a.borrow()
+            .as_ref()
+            .filter(|a| a.name == event.name && a.key == event.key && a.reason == event.reason)
+            .map(|a| a.by.clone())
+    })
 }
 
 /// A bounded ring of entries, oldest first.
@@ -197,6 +252,7 @@ pub(crate) fn record(event: &Event) {
         reason: event.reason,
         why: event.reason.to_string(),
         failure: event.failure.clone(),
+        by: actor(event),
     });
     let mut t = table();
     match &event.key {

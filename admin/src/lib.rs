@@ -87,6 +87,7 @@ mod family_keys;
 #[cfg(feature = "fleet")]
 mod fleet;
 mod health;
+mod health_scope;
 mod history;
 mod prometheus;
 #[cfg(feature = "replay")]
@@ -96,5 +97,5 @@ mod routes;
 mod state;
 mod stream;
 
-pub use health::HealthScope;
+pub use health_scope::HealthScope;
 pub use routes::{Admin, router};

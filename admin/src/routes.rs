@@ -11,7 +11,7 @@ use crate::auth::Tokens;
 use crate::control::BODY_LIMIT;
 use crate::dashboard::dashboard;
 use crate::fallback::{method_not_allowed, not_found};
-use crate::health::HealthScope;
+use crate::health_scope::HealthScope;
 use crate::prometheus::metrics;
 use crate::state::AdminState;
 #[cfg(feature = "metrics")]

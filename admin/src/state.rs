@@ -13,7 +13,7 @@ pub(crate) type Render = Arc<dyn Fn() -> String + Send + Sync>;
 /// What every handler shares.
 pub(crate) struct AdminState {
     pub(crate) tokens: Tokens,
-    pub(crate) health_scope: crate::HealthScope,
+    pub(crate) health_scope: crate::health_scope::HealthScope,
     #[cfg(feature = "metrics")]
     pub(crate) prometheus: Option<Render>,
     #[cfg(feature = "fleet")]

@@ -40,8 +40,8 @@ const KEYS_NAMED: usize = 10;
 /// What the channel carries.
 #[derive(Clone)]
 enum Message {
-    /// A state change.
-    State(Arc<Event>),
+    /// A state change, and the label of the token whose control made it.
+    State(Arc<Event>, Option<String>),
     /// A family's key changes held back since the last flush.
     Keys(Arc<Coalesced>),
 }
@@ -154,7 +154,8 @@ pub(crate) fn install() {
             // Never waits: a full ring overwrites its oldest event (the lagging subscriber is
             // told), and with no subscriber the event is not even copied.
             if tx.receiver_count() > 0 && (event.key.is_none() || admit(event)) {
-                let _ = tx.send(Message::State(Arc::new(event.clone())));
+                let by = crate::history::actor(event);
+                let _ = tx.send(Message::State(Arc::new(event.clone()), by));
             }
         });
     });
@@ -230,6 +231,9 @@ struct StateChange<'a> {
     #[serde(flatten)]
     event: &'a Event,
     why: String,
+    /// For a change made by a control used through the router: the label of its token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    by: Option<&'a str>,
 }
 
 impl Subscriber {
@@ -248,7 +252,7 @@ impl Subscriber {
             }
         };
         match woke {
-            Some(Ok(Message::State(event))) => state_event(&event),
+            Some(Ok(Message::State(event, by))) => state_event(&event, by.as_deref()),
             Some(Ok(Message::Keys(held))) => data("keys", &*held),
             Some(Err(RecvError::Lagged(n))) => {
                 self.dropped += n;
@@ -309,12 +313,13 @@ impl Subscriber {
     }
 }
 
-fn state_event(event: &Event) -> SseEvent {
+fn state_event(event: &Event, by: Option<&str>) -> SseEvent {
     data(
         "state",
         &StateChange {
             event,
             why: event.reason.to_string(),
+            by,
         },
     )
 }

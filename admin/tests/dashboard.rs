@@ -519,7 +519,7 @@ async fn the_dashboard_shows_a_trip_under_traffic_to_on_call() {
                if (!d.open) d.querySelector("summary").click();
                const rows = [...d.querySelectorAll("li")].map((li) => li.querySelector(".what")?.textContent);
                const reset = rows.findIndex((r) => /^reset by admin from 127\.0\.0\.1:[0-9]+$/.test(r || ""));
-               const closed = rows.indexOf("open → closed: reset");
+               const closed = rows.indexOf("open → closed: reset by admin");
                const tripped = rows.findIndex((r) => (r || "").startsWith("closed → open: "));
                return (closed === 0 && reset === 1 && tripped > reset) || rows.join(" / ");"#
         ),

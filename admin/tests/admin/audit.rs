@@ -82,6 +82,10 @@ async fn a_breakers_events_hold_its_transitions_and_who_reset_it_from_where() {
     assert!(all[1]["wall"]["secs_since_epoch"].as_u64().unwrap() > 1_600_000_000);
     assert_eq!(all[3]["by"], "deploy-bot");
     assert_eq!(all[3]["duration"], "30s");
+    // The changes the controls made say who made them; the trip by calls names no one.
+    assert!(all[0].get("by").is_none(), "{}", all[0]);
+    assert_eq!(all[2]["by"], "alice");
+    assert_eq!(all[4]["by"], "deploy-bot");
     // No connection info given to the router: the address is unknown, and says so.
     assert_eq!(all[3]["peer"], Value::Null);
     ledger.reset();
@@ -159,6 +163,7 @@ async fn a_keys_events_hold_its_own_changes_and_controls_and_the_familys_hold_ev
     assert_eq!(key_b[1]["by"], "deploy-bot");
     assert_eq!(key_b[1]["peer"], "127.0.0.1:9");
     assert_eq!(key_b[2]["why"], "reset");
+    assert_eq!(key_b[2]["by"], "deploy-bot");
     let key_a = events(&app, "/breakers/audit.hosts/keys/a.example/events").await;
     assert_eq!(key_a.len(), 1);
     assert_eq!(key_a[0]["key"], "a.example");
@@ -257,4 +262,31 @@ async fn a_control_is_logged_with_who_used_it_and_from_where() {
     assert_eq!(field("peer"), Some("10.0.0.9:1234"));
     assert_eq!(field("action"), Some("reset"));
     assert_eq!(field("name"), Some("audit.logged"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_event_streams_state_change_says_which_token_made_it() {
+    let _shared = crate::support::shared().await;
+    let app = app();
+    let (ledger, _clock) = breaker("audit.streamed");
+    let res = tower::ServiceExt::oneshot(app.clone(), get("/events"))
+        .await
+        .unwrap();
+    let mut body = res.into_body().into_data_stream();
+    let req = post("/breakers/audit.streamed/force-open", Some(ALICE), "");
+    assert_eq!(send(&app, req).await.0, StatusCode::OK);
+    ledger.reset();
+    // Other tests' changes share the channel: this breaker's, in order.
+    let mut mine = Vec::new();
+    while mine.len() < 2 {
+        let (name, data) = crate::support::next_event(&mut body).await;
+        if name == "state" && data["name"] == "audit.streamed" {
+            mine.push(data);
+        }
+    }
+    assert_eq!(mine[0]["to"], "forced-open");
+    assert_eq!(mine[0]["by"], "alice");
+    // A reset in code: no token, no `by`.
+    assert_eq!(mine[1]["to"], "closed");
+    assert!(mine[1].get("by").is_none(), "{}", mine[1]);
 }
