@@ -84,7 +84,7 @@
 //! - `keyed` — [`BreakerMap`] (in `keyed/breaker_map`): a breaker per key, bounded by
 //!   `max_keys` and `idle_for`, its keys kept in `keyed/family`; the families the registry
 //!   holds (`keyed/registered`), and a family's config replaced live (`keyed/family_config`,
-//!   with the single keys' configs in `keyed/key_configs`).
+//!   with the single keys' configs in `keyed/family`).
 //! - `health` — [`Registry::health`]: UP, DEGRADED or DOWN.
 //! - `load` (feature `serde`) — `Registry::load_toml` (`load/load_toml`), `reload_toml`
 //!   (`load/reload`) and their `LoadError` (`load/load_error`): the file read (`load/file`)

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, OnceLock};
 
 use super::family::Family;
+use super::family::{Evicted, Gone};
 use super::hasher::KeyHasher;
-use super::totals::{Evicted, Gone};
 use crate::breaker::{Breaker, Error, OwnedPermit, Rejected};
 use crate::clock::nanos;
 use crate::config::Config;

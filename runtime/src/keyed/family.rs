@@ -1,18 +1,19 @@
 //! A family's keys: lookup, insertion (with the config a new key gets, and brought to a reload's
-//! config: `family_config.rs` has the protocol), and eviction (the sweep).
+//! config: `family_config.rs` has the protocol), and eviction (the sweep); what a reload
+//! replaces beside the family's config ([`KeyConfigs`]); what the evicted breakers counted
+//! ([`Totals`], [`Evicted`]).
 
 use core::borrow::Borrow;
+use core::fmt;
 use core::hash::{BuildHasher, Hash};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use crate::breaker::{Breaker, displayed};
 use crate::config::Config;
 use crate::identity::Identity;
 use crate::state::State;
-
-use super::key_configs::KeyConfigs;
-use super::totals::Totals;
 
 pub(super) struct Family<K, S> {
     pub(super) map: papaya::HashMap<K, KeySlot, S>,
@@ -44,8 +45,8 @@ pub(super) struct Family<K, S> {
     pub(super) hard_cap: usize,
     pub(super) idle_for: u64,
     /// Configs for single keys (`[breakers.<family>.keys."<key>"]`), and what a reload
-    /// needs (see `key_configs.rs`).
-    pub(super) live: super::key_configs::KeyConfigs,
+    /// needs.
+    pub(super) live: KeyConfigs,
     /// The family itself, for the listeners that carry an evicted breaker's opening to its
     /// key (weak: a listener must not keep the family alive).
     pub(super) me: Weak<Family<K, S>>,
@@ -501,3 +502,144 @@ impl Drop for Sweeping<'_> {
 // `breaker/inner.rs`, and `breaker/tests.rs` holds the size).
 #[cfg(not(loom))]
 const _: () = assert!(core::mem::size_of::<KeySlot>() == 24);
+
+/// The configs of single keys, by the key as it displays.
+pub(crate) type KeyTable = HashMap<String, Config>;
+
+/// What a family's config can be replaced with, beside the config itself (`Family::config`).
+#[derive(Default)]
+pub(super) struct KeyConfigs {
+    /// Bumped by each reload after it swaps the configs, before it walks the keys.
+    pub(super) generation: AtomicU64,
+    /// `[breakers.<family>.keys."<key>"]` tables; `has_keys` says whether any, so that a new
+    /// key of a family without them reads no lock.
+    pub(super) keys: Mutex<Arc<KeyTable>>,
+    pub(super) has_keys: AtomicBool,
+    /// Held by a reload while it swaps the configs: one reload at a time.
+    pub(super) reloading: Mutex<()>,
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl KeyConfigs {
+    /// Sets the single keys' configs.
+    pub(super) fn set_keys(&self, keys: KeyTable) {
+        let has = !keys.is_empty();
+        let old = core::mem::replace(&mut *lock(&self.keys), Arc::new(keys));
+        self.has_keys.store(has, Ordering::Release);
+        // Dropped after the lock: a config may hold the last reference to a user's clock.
+        drop(old);
+    }
+
+    /// The config of `key` if it has its own (without the family's clock).
+    pub(super) fn own(&self, key: &impl fmt::Display) -> Option<Config> {
+        if !self.has_keys.load(Ordering::Acquire) {
+            return None;
+        }
+        let table = lock(&self.keys).clone();
+        // The key's `Display` is user code: no lock held.
+        table.get(&key.to_string()).cloned()
+    }
+
+    pub(super) fn keys(&self) -> Arc<KeyTable> {
+        lock(&self.keys).clone()
+    }
+
+    pub(super) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+}
+
+/// What the breakers no longer in the family counted.
+#[derive(Default)]
+pub(super) struct Totals(Mutex<Gone>);
+
+#[derive(Default)]
+pub(super) struct Gone {
+    pub(super) evicted: Evicted,
+    /// Evicted breakers that something else still holds (their slot, not freed yet while a
+    /// pinned call may run; a permit; a user's handle), counted by `evicted` when read.
+    pub(super) limbo: Vec<Breaker>,
+    /// The latency histograms of the evicted breakers freed: their counts since they were
+    /// made (empty until one had any), and the sum of their durations.
+    pub(super) latency: Vec<u64>,
+    pub(super) latency_sum: u64,
+}
+
+impl Totals {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Gone> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Folds in the breakers of `limbo` nothing else holds any more. Drops them after
+    /// unlocking: a breaker's last drop runs its listeners' drops, which are user code.
+    pub(super) fn prune(&self) {
+        let done: Vec<Breaker> = {
+            let mut gone = self.lock();
+            let done: Vec<Breaker> = gone.limbo.extract_if(.., |b| b.handles() == 1).collect();
+            for b in &done {
+                gone.add(b.counts());
+                gone.add_latency(b);
+            }
+            done
+        };
+        drop(done);
+    }
+}
+
+impl Gone {
+    /// Keeps the latency counts of `b`, a breaker freed.
+    fn add_latency(&mut self, b: &Breaker) {
+        let Some((total, sum)) = b.latency_total() else {
+            return;
+        };
+        if self.latency.is_empty() {
+            self.latency = vec![0; total.len()];
+        }
+        for (to, n) in self.latency.iter_mut().zip(total.iter()) {
+            *to += n;
+        }
+        self.latency_sum = self.latency_sum.saturating_add(sum);
+    }
+
+    pub(super) fn add(
+        &mut self,
+        [successes, failures, ignored, rejected, slow, timeouts]: [u64; 6],
+    ) {
+        let e = &mut self.evicted;
+        e.calls += successes + failures + ignored + rejected;
+        e.successes += successes;
+        e.failures += failures;
+        e.ignored += ignored;
+        e.rejected += rejected;
+        e.slow += slow;
+        e.timeouts += timeouts;
+    }
+}
+
+/// The counts of a family's evicted breakers, including calls that record into them after
+/// the eviction (a permit taken before it, a handle from [`BreakerMap::get`](crate::BreakerMap::get)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct Evicted {
+    /// Keys evicted.
+    pub keys: u64,
+    /// Calls asked for, run or rejected, by the breakers freed.
+    pub calls: u64,
+    /// Their successes.
+    pub successes: u64,
+    /// Their failures.
+    pub failures: u64,
+    /// Their calls counted neither way.
+    pub ignored: u64,
+    /// Their rejections.
+    pub rejected: u64,
+    /// Their slow calls.
+    pub slow: u64,
+    /// Their timeouts (among their failures). With `serde`, read as 0 when absent.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub timeouts: u64,
+}

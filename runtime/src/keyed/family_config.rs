@@ -28,8 +28,8 @@ use std::sync::atomic::{Ordering, fence};
 use crate::config::Config;
 
 use super::family::Family;
-pub(crate) use super::key_configs::KeyTable;
-use super::key_configs::lock;
+pub(crate) use super::family::KeyTable;
+use super::family::lock;
 
 impl<K, S> Family<K, S>
 where

@@ -49,9 +49,9 @@
 //! file uses (by path or by calling a method another file defines) only the files on floors
 //! below it. Bottom up:
 //!
-//! 1. `hasher` ([`KeyHasher`]), `key_configs` (single keys' configs and the reload generation)
-//!    and `totals` (what evicted breakers counted);
-//! 2. `family` (a family's keys: lookup, insertion with the config a key gets, eviction);
+//! 1. `hasher` ([`KeyHasher`]);
+//! 2. `family` (a family's keys: lookup, insertion with the config a key gets, eviction; the
+//!    single keys' configs and the reload generation; what evicted breakers counted);
 //! 3. `breaker_map` ([`BreakerMap`]: the handle, its calls and counts);
 //! 4. `family_config` (a family's config replaced live) and `key_page` (a family's keys by
 //!    their text: [`KeyQuery`], [`KeyPage`], [`KeyError`]);
@@ -62,13 +62,12 @@ mod breaker_map;
 mod family;
 pub(crate) mod family_config;
 mod hasher;
-mod key_configs;
 mod key_page;
 pub(crate) mod registered;
 mod snapshot;
-mod totals;
 
 pub use breaker_map::BreakerMap;
+pub use family::Evicted;
 pub use hasher::KeyHasher;
 pub use key_page::{KeyError, KeyMetrics, KeyOrder, KeyPage, KeyQuery};
 #[cfg(feature = "serde")]
@@ -77,4 +76,3 @@ pub(crate) use registered::family_names;
 pub(crate) use registered::views as family_views;
 pub use registered::{FamilyMetrics, KeyTypeMismatch};
 pub use snapshot::{FamilySnapshot, FamilyTotals};
-pub use totals::Evicted;

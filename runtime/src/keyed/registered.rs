@@ -13,9 +13,9 @@ use crate::registry::Registry;
 use crate::state::State;
 
 use super::breaker_map::BreakerMap;
+use super::family::Evicted;
 use super::key_page::{KeyError, KeyMetrics, KeyPage, KeyQuery};
 use super::snapshot::FamilySnapshot;
-use super::totals::Evicted;
 
 /// A keyed family as [`Registry::families`] lists it: every key (for a family of many keys,
 /// [`Registry::family_snapshots`] gives aggregates and the top open keys instead).

@@ -11,8 +11,8 @@ use crate::metrics::Metrics;
 use crate::state::State;
 
 use super::breaker_map::BreakerMap;
+use super::family::Evicted;
 use super::key_page::KeyMetrics;
-use super::totals::Evicted;
 
 /// What every breaker a family ever had counted together: its keys now, the overflow breaker,
 /// and its evicted keys. Part of a [`FamilySnapshot`].
