@@ -130,8 +130,34 @@ impl Registry {
         self.load_toml_str(path, &read(path)?)
     }
 
-    /// [`load_toml`](Registry::load_toml) from a string, such as a config service's answer;
-    /// `origin` names it in errors. Environment overrides apply too.
+    /// [`load_toml`](Registry::load_toml) from a string, such as a config service's answer.
+    /// Environment overrides apply too.
+    ///
+    /// `origin` stands for the file's path: it names the text in errors, and a later load
+    /// under the same `origin` replaces this one. A breaker this text configured and the later
+    /// one no longer does takes the layers under it again (its attribute's or its code's
+    /// config, the defaults), as [`reload_toml`](Registry::reload_toml) says under "What was
+    /// removed is gone"; a load under another `origin` leaves it. Give each source of config
+    /// its own `origin`.
+    ///
+    /// ```
+    /// use breakerbox_runtime::{registry, Config};
+    ///
+    /// let code = || Config::builder().failures(5).build().unwrap();
+    /// let a = registry().get_or_create("doc-origin-a", code);
+    /// let b = registry().get_or_create("doc-origin-b", code);
+    /// let both = "[breakers.doc-origin-a]\nfailures = 2\n[breakers.doc-origin-b]\nfailures = 2\n";
+    /// registry().load_toml_str("service", both).unwrap();
+    /// assert_eq!((a.config().failures(), b.config().failures()), (Some(2), Some(2)));
+    ///
+    /// // Another origin adds its layer and leaves the first one's.
+    /// registry().load_toml_str("other", "[breakers.doc-origin-a]\nopen_for = \"9s\"\n").unwrap();
+    /// assert_eq!(b.config().failures(), Some(2));
+    ///
+    /// // The same origin again, without `doc-origin-b`: it takes its code's config again.
+    /// registry().load_toml_str("service", "[breakers.doc-origin-a]\nfailures = 2\n").unwrap();
+    /// assert_eq!((a.config().failures(), b.config().failures()), (Some(2), Some(5)));
+    /// ```
     pub fn load_toml_str(
         &self,
         origin: impl AsRef<Path>,

@@ -71,7 +71,10 @@ impl Registry {
         self.reload_toml_str(path, &read(path)?)
     }
 
-    /// [`reload_toml`](Registry::reload_toml) from a string; `origin` names it in errors.
+    /// [`reload_toml`](Registry::reload_toml) from a string. `origin` stands for the file's
+    /// path: it names the text in errors, and a later load under the same `origin` replaces
+    /// this one ("What was removed is gone" above), as
+    /// [`load_toml_str`](Registry::load_toml_str) shows.
     pub fn reload_toml_str(
         &self,
         origin: impl AsRef<Path>,
