@@ -125,7 +125,7 @@ where
     let (replay, recovery) = Replay::builder(breaker)
         .config(config)
         .disk(&path, replay)?;
-    tracing::info!(target: "breakerbox", breaker = %breaker.name(), path = %path.display(), entries = recovery.entries, dead_letters = recovery.dead_letters, skipped = recovery.skipped.len(), "a replay journal was opened");
+    tracing::info!(target: "breakerbox", breaker = %breaker.name(), path = %path.display(), entries = recovery.entries, dead_letters = recovery.dead_letters, damaged = recovery.damaged, "a replay journal was opened");
     Ok(replay)
 }
 

@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use crate::config::ReplayConfig;
 use crate::disk::DiskJournal;
 use crate::journal::{EntryInfo, Journal, JournalStatus, NotJournaled, Settled, Take, Taken};
-use crate::log::Recovery;
+use crate::disk::Recovery;
 use crate::memory::MemoryJournal;
 
 /// The replay of one entry: a future of its outcome, `Err` with the failure's message.
