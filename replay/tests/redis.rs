@@ -292,6 +292,38 @@ fn entries_older_than_the_ttl_expire_unreplayed() {
 }
 
 #[test]
+fn a_journal_whose_counts_were_lost_takes_calls_at_once_after_the_streams_last_id() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let prefix = prefix("counts");
+    let j = journal(&redis, &prefix, "a", &ReplayConfig::new());
+    for n in 1..=5 {
+        assert_eq!(j.push(None, n, S(100)).unwrap(), Pushed::New(u64::from(n)));
+    }
+    // The last two replayed: the stream's last id is past every entry it holds.
+    let taken: Vec<u64> = (0..5)
+        .map(|_| match j.take(S(100)) {
+            Take::Due(taken) => taken.id,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    for id in taken {
+        let how = if id > 3 {
+            Settled::Replayed
+        } else {
+            Settled::NotRun
+        };
+        j.settle(id, how, S(100));
+    }
+    redis.command(redis::cmd("DEL").arg(format!("{prefix}{{hooks}}:counts")));
+    assert_eq!(j.push(None, 6, S(101)).unwrap(), Pushed::New(6));
+    assert_eq!(j.push(None, 7, S(101)).unwrap(), Pushed::New(7));
+    let ids: Vec<u64> = j.entries().iter().map(|e| e.id).collect();
+    assert_eq!(ids, [1, 2, 3, 6, 7]);
+}
+
+#[test]
 fn a_key_queued_by_any_instance_deduplicates_a_call_on_another() {
     let Some(redis) = TestRedis::get() else {
         return;
@@ -781,7 +813,7 @@ fn an_url_fleet_mode_does_not_take_is_an_error_naming_its_scheme() {
 fn journal_rule(prefix: &str) -> Vec<String> {
     let rule = "-@all +hello +auth +ping +evalsha +script|load +type +xgroup|create +xadd +xack \
         +xclaim +xdel +xlen +xpending +xrange +xreadgroup +zadd +zrangebyscore +zrem +zscore \
-        +hdel +hget +hincrby +hset +del";
+        +hdel +hget +hincrby +hset +del +xinfo|stream";
     let mut args = vec!["resetkeys".to_owned(), format!("~{prefix}*")];
     args.extend(rule.split_whitespace().map(str::to_owned));
     args
