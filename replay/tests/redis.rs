@@ -903,3 +903,41 @@ fn an_acl_user_under_the_documented_rule_runs_every_operation_and_a_wrong_passwo
         "{why}"
     );
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_hung_redis_delays_replays_never_the_runtimes_other_tasks() {
+    let Some(redis) = TestRedis::own() else {
+        return;
+    };
+    let pid = redis.child.as_ref().unwrap().id();
+    let prefix = prefix("hung");
+    let breaker = breaker("hung");
+    let options = options(&redis, &prefix, "a").timeout(Duration::from_millis(500));
+    let _replay = replayer(&breaker, options, "a", &Seen::default());
+    // Redis hangs while the breaker is closed and nothing is journaled: the replayer keeps
+    // asking it for entries.
+    let stop = Command::new("kill")
+        .args(["-STOP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(stop.success());
+    // A task of the application's, on the same (one) thread: 100 ticks of 10 ms.
+    let mut late = Duration::ZERO;
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    for _ in 0..100 {
+        let before = std::time::Instant::now();
+        tick.tick().await;
+        late = late.max(before.elapsed());
+    }
+    let cont = Command::new("kill")
+        .args(["-CONT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(cont.success());
+    assert!(
+        late < Duration::from_millis(100),
+        "a 10 ms tick waited {late:?} behind the journal"
+    );
+}
