@@ -112,10 +112,6 @@ impl<P> Book<P> {
         self.queue.get_mut(&id)
     }
 
-    pub(crate) fn config(&self) -> &ReplayConfig {
-        &self.config
-    }
-
     /// The oldest queued entry's time of journaling.
     pub(crate) fn oldest(&self) -> Option<Duration> {
         self.by_time.first().map(|(at, _)| *at)
@@ -393,20 +389,11 @@ impl<P> Book<P> {
         done
     }
 
-    /// Marks queued entry `id` in flight (a replay holds it), as before a reload.
-    pub(crate) fn mark_in_flight(&mut self, id: u64) {
-        if let Some(slot) = self.queue.get_mut(&id) {
-            slot.in_flight = true;
+    /// Takes back the entry a push just put (its write failed), uncounted.
+    pub(crate) fn unput(&mut self, id: u64) {
+        if self.dequeue(id).is_some() {
+            self.counts.queued -= 1;
         }
-    }
-
-    /// The queued entries in flight.
-    pub(crate) fn in_flight(&self) -> Vec<u64> {
-        self.queue
-            .iter()
-            .filter(|(_, slot)| slot.in_flight)
-            .map(|(id, _)| *id)
-            .collect()
     }
 
     /// A queued or dead entry.

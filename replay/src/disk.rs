@@ -64,6 +64,8 @@ struct Inner {
     seed: [u8; 16],
     /// Whether the connection syncs each commit now.
     syncing: bool,
+    /// The next commit fails (a fault injected by a test: a full disk, say).
+    fail_next: bool,
     path: PathBuf,
     /// Where the journal is listed among this process's open journals.
     opened: PathBuf,
@@ -362,6 +364,7 @@ impl Inner {
                 db,
                 seed,
                 syncing: true,
+                fail_next: false,
                 path: path.to_owned(),
                 opened,
             },
@@ -435,73 +438,26 @@ impl Inner {
                 }
             }
         }
+        if std::mem::take(&mut self.fail_next) {
+            // Dropping the transaction rolls it back, as a failed commit does.
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                format!(
+                    "the replay journal {}: a write failed (injected)",
+                    path.display()
+                ),
+            ));
+        }
         tx.commit().map_err(e)
     }
 
-    /// Writes changes that need no sync; an error is logged (the book is rebuilt from the
-    /// database, so it goes on agreeing with it).
+    /// Writes changes that need no sync; an error is logged. The book keeps them: a replayed
+    /// entry whose removal could not be written is not replayed again by this process, but
+    /// comes back at the next open (at least once).
     fn write_through(&mut self, changes: &[Change], sink: &Sink) {
         if let Err(e) = self.write(changes, None, false) {
             tracing::error!(target: "breakerbox", journal = %sink.name(), error = %e, "a replay journal could not write to its database");
-            self.reload();
         }
-    }
-
-    /// After a failed transaction: the book as the database holds it, counts kept.
-    fn reload(&mut self) {
-        let counts = self.book.counts;
-        let in_flight = self.book.in_flight();
-        let config = self.book.config().clone();
-        let path = self.path.clone();
-        match self.rows() {
-            Ok(rows) => {
-                let mut book = Book::new(config);
-                for row in rows {
-                    book.restore(
-                        row.id,
-                        Slot {
-                            key: row.key.map(String::into_boxed_str),
-                            payload: Some(()),
-                            bytes: row.bytes,
-                            enqueued: row.enqueued,
-                            attempts: row.attempts,
-                            next_try: row.next_try,
-                            in_flight: false,
-                        },
-                        row.dead,
-                    );
-                }
-                book.counts = counts;
-                for id in in_flight {
-                    book.mark_in_flight(id);
-                }
-                self.book = book;
-            }
-            Err(e) => {
-                tracing::error!(target: "breakerbox", path = %path.display(), error = %e, "a replay journal could not read its database back after a failed write");
-            }
-        }
-    }
-
-    /// Every row's bookkeeping, without its arguments.
-    fn rows(&self) -> rusqlite::Result<Vec<Row>> {
-        let mut select = self.db.prepare_cached(
-            "SELECT id, dead, key, enqueued, attempts, next_try, length(args) FROM entries ORDER BY id",
-        )?;
-        let rows = select.query_map([], |row| {
-            let key: Option<String> = row.get(2)?;
-            let len: i64 = row.get(6)?;
-            Ok(Row {
-                id: row.get::<_, i64>(0)? as u64,
-                dead: row.get::<_, i64>(1)? != 0,
-                bytes: usize::try_from(len).unwrap_or(0) + key.as_ref().map_or(0, String::len) + 32,
-                key,
-                enqueued: duration(row.get(3)?),
-                attempts: u32::try_from(row.get::<_, i64>(4)?).unwrap_or(u32::MAX),
-                next_try: duration(row.get(5)?),
-            })
-        })?;
-        rows.collect()
     }
 
     /// Entry `id`'s arguments, if its row checks out.
@@ -567,6 +523,13 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> DiskJournal<A> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Makes the journal's next write fail as a full disk does (its transaction rolled back).
+    /// For fault tests; not public API.
+    #[doc(hidden)]
+    pub fn fail_next_write(&self) {
+        self.lock().fail_next = true;
+    }
+
     /// Counts a call the journal could not take before reaching the book.
     fn refused(&self) {
         let counts = JournalCounts {
@@ -609,14 +572,19 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for DiskJourna
             match inner.write(&done.changes, Some(&encoded), put) {
                 Ok(()) => (result, done),
                 Err(e) => {
-                    // Nothing of the transaction is in the database: nor in the book.
-                    inner.reload();
+                    // Nothing of the transaction is in the database: nor is the new entry in
+                    // the book (what it expired or dropped stays gone, and is back at the next
+                    // open).
+                    if let Ok(Pushed::New(id)) = result {
+                        inner.book.unput(id);
+                        done.counts.queued -= 1;
+                    }
                     let refused = JournalCounts {
                         refused: 1,
                         ..Default::default()
                     };
                     inner.book.counts.add(&refused);
-                    done.counts = refused;
+                    done.counts.add(&refused);
                     (Err(NotJournaled::Io(e)), done)
                 }
             }
