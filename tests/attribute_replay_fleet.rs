@@ -181,8 +181,14 @@ async fn fleet_kill_instance() {
         std::future::pending::<()>().await;
     }
     DOWN.store(false, Ordering::SeqCst);
-    // The first call starts this instance's replay (and runs: the service is up).
+    // The first call starts this instance's replay, off the call path (and runs: the service
+    // is up).
     assert!(hold(0).is_ok());
+    let found = until(Duration::from_secs(60), || {
+        breakerbox::replay::find("attr-replay-fleet-kill").is_some()
+    })
+    .await;
+    assert!(found, "the replay did not start");
     let replay = breakerbox::replay::find("attr-replay-fleet-kill").unwrap();
     let replayed = until(Duration::from_secs(60), || {
         replay.status().counts.replayed >= 1
@@ -204,6 +210,11 @@ impl TestRedis {
         if let Ok(url) = std::env::var("BREAKERBOX_TEST_REDIS_URL") {
             return Some(TestRedis { url, child: None });
         }
+        TestRedis::own()
+    }
+
+    /// A server of the test's own (one it may stop).
+    fn own() -> Option<TestRedis> {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -419,5 +430,45 @@ fn an_entry_held_by_a_process_killed_with_sigkill_is_replayed_after_a_restart() 
         seen,
         ["REPLAYED 0", "REPLAYED 1"],
         "the restarted instance ran its own call, then replayed the dead one's entry once"
+    );
+}
+
+#[circuit_breaker(name = "attr-replay-fleet-hung", failures = 1, replay = "fleet")]
+fn quick(id: u32) -> Result<u32, SendError> {
+    Ok(id)
+}
+
+/// Sends `signal` to process `pid`.
+fn signal(signal: &str, pid: u32) {
+    let status = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
+#[tokio::test]
+async fn a_hung_redis_never_holds_the_calls_of_a_closed_breaker() {
+    let Some(redis) = TestRedis::own() else {
+        return;
+    };
+    let pid = redis.child.as_ref().unwrap().id();
+    let prefix = format!("bbtest:hung:{}:", std::process::id());
+    let fleet = Fleet::start(FleetConfig::new(redis.url.clone()).prefix(prefix)).unwrap();
+    // Redis hangs: connections stay open, nothing answers.
+    signal("-STOP", pid);
+    let mut slowest = Duration::ZERO;
+    // Calls for 1.5 s of real time: the journal's start is tried again each second.
+    for id in 0..30 {
+        let began = Instant::now();
+        assert_eq!(quick(id).unwrap(), id);
+        slowest = slowest.max(began.elapsed());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    signal("-CONT", pid);
+    drop(fleet);
+    assert!(
+        slowest < Duration::from_millis(100),
+        "a call of a closed breaker took {slowest:?}"
     );
 }

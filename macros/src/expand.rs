@@ -783,9 +783,12 @@ impl Ctx<'_> {
             }
             static #slot: #private::replay::ReplaySlot<(#(#types,)*)> =
                 #private::replay::ReplaySlot::new();
-            let #replay = #private::replay::ReplaySlot::get(&#slot, || {
+            // Started off the call path (a fleet journal's Redis may not answer); only a
+            // rejected call waits for a start under way (see `journal`).
+            #private::replay::ReplaySlot::start(&#slot, || {
                 #private::replay::#start(&*#breaker, #config, #claim_after #replay_fn)
             });
+            let #replay = &#slot;
         })
     }
 
@@ -809,7 +812,7 @@ impl Ctx<'_> {
             None => quote!(#private::Option::None),
         };
         quote! {
-            let #rejected = match #replay {
+            let #rejected = match #private::replay::ReplaySlot::get(#replay) {
                 #private::Option::Some(#replay) => {
                     let __breakerbox_key = #key;
                     #private::replay::Replay::journal_keyed(

@@ -2,8 +2,9 @@
 //! public API.
 
 use core::time::Duration;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
 use breakerbox_runtime::Breaker;
@@ -11,14 +12,24 @@ use breakerbox_runtime::Breaker;
 use crate::StartError;
 pub use crate::{Replay, ReplayConfig};
 
-/// The attribute's replay of one function: started at the function's first call inside a
-/// tokio runtime (where a disk journal's entries from the last run start replaying), tried
-/// again at a later call until it starts, at most once a second (a fleet journal's Redis that
-/// does not answer would otherwise hold every call for its timeout).
+/// The attribute's replay of one function, started off the call path: each call asks for the
+/// start ([`start`](ReplaySlot::start), which never waits), and it runs on tokio's blocking
+/// threads (where a disk journal opens its file, a fleet journal reaches its Redis). A call the
+/// breaker admits never waits for it; a rejected call waits for a start under way
+/// ([`get`](ReplaySlot::get)), bounded by the journal's own timeout. A failed start is tried
+/// again at a later call, at most once a second.
 pub struct ReplaySlot<A> {
     cell: OnceLock<Replay<A>>,
+    state: Mutex<Starting>,
+    started: Condvar,
+}
+
+#[derive(Default)]
+struct Starting {
+    /// A start runs now.
+    running: bool,
     /// When a start failed last.
-    init: Mutex<Option<Instant>>,
+    failed: Option<Instant>,
 }
 
 /// How long after a failed start the next is tried.
@@ -35,40 +46,88 @@ impl<A> ReplaySlot<A> {
     pub const fn new() -> Self {
         ReplaySlot {
             cell: OnceLock::new(),
-            init: Mutex::new(None),
+            state: Mutex::new(Starting {
+                running: false,
+                failed: None,
+            }),
+            started: Condvar::new(),
         }
     }
 }
 
 impl<A: Send + 'static> ReplaySlot<A> {
-    /// The replay, if it has started or starts now.
+    /// Starts the replay on a blocking thread of the current tokio runtime, unless it has
+    /// started, is starting, or failed less than a second ago; outside a runtime, nothing
+    /// (the next call inside one starts it). Never waits.
     #[inline]
-    pub fn get(&self, start: impl FnOnce() -> Result<Replay<A>, StartError>) -> Option<&Replay<A>> {
-        match self.cell.get() {
-            Some(replay) => Some(replay),
-            None => self.start(start),
+    pub fn start(
+        &'static self,
+        start: impl FnOnce() -> Result<Replay<A>, StartError> + Send + 'static,
+    ) {
+        if self.cell.get().is_none() {
+            self.start_now(start);
         }
     }
 
-    /// Starts it, one thread at a time (two disk journals must never open one file).
     #[cold]
     #[inline(never)]
-    fn start(&self, start: impl FnOnce() -> Result<Replay<A>, StartError>) -> Option<&Replay<A>> {
-        let mut failed = self.init.lock().unwrap_or_else(PoisonError::into_inner);
+    fn start_now(
+        &'static self,
+        start: impl FnOnce() -> Result<Replay<A>, StartError> + Send + 'static,
+    ) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        {
+            let mut state = self.lock();
+            if self.cell.get().is_some()
+                || state.running
+                || state.failed.is_some_and(|at| at.elapsed() < RETRY_START)
+            {
+                return;
+            }
+            state.running = true;
+        }
+        runtime.spawn_blocking(move || {
+            let started = catch_unwind(AssertUnwindSafe(start));
+            let mut state = self.lock();
+            match started {
+                Ok(Ok(replay)) => {
+                    let _ = self.cell.set(replay);
+                }
+                Ok(Err(e)) => {
+                    state.failed = Some(Instant::now());
+                    tracing::warn!(target: "breakerbox", error = %e, "a #[circuit_breaker(replay = …)] function's replay could not start; its rejected calls are not journaled");
+                }
+                Err(panic) => {
+                    core::mem::forget(panic);
+                    state.failed = Some(Instant::now());
+                    tracing::error!(target: "breakerbox", "a #[circuit_breaker(replay = …)] function's replay panicked while starting; its rejected calls are not journaled");
+                }
+            }
+            state.running = false;
+            self.started.notify_all();
+        });
+    }
+
+    /// The replay, once started; a start under way is waited for.
+    pub fn get(&self) -> Option<&Replay<A>> {
         if let Some(replay) = self.cell.get() {
             return Some(replay);
         }
-        if failed.is_some_and(|at| at.elapsed() < RETRY_START) {
-            return None;
+        let mut state = self.lock();
+        while state.running {
+            state = self
+                .started
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
         }
-        match start() {
-            Ok(replay) => Some(self.cell.get_or_init(|| replay)),
-            Err(e) => {
-                *failed = Some(Instant::now());
-                tracing::warn!(target: "breakerbox", error = %e, "a #[circuit_breaker(replay = …)] function's replay could not start; its rejected calls are not journaled");
-                None
-            }
-        }
+        drop(state);
+        self.cell.get()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Starting> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -125,7 +184,7 @@ where
     let (replay, recovery) = Replay::builder(breaker)
         .config(config)
         .disk(&path, replay)?;
-    tracing::info!(target: "breakerbox", breaker = %breaker.name(), path = %path.display(), entries = recovery.entries, dead_letters = recovery.dead_letters, skipped = recovery.skipped.len(), "a replay journal was opened");
+    tracing::info!(target: "breakerbox", breaker = %breaker.name(), path = %path.display(), entries = recovery.entries, dead_letters = recovery.dead_letters, damaged = recovery.damaged, "a replay journal was opened");
     Ok(replay)
 }
 

@@ -2,10 +2,10 @@
 //! journaled, their keys, their bytes, their attempts, and the dead letters. Pure data, no I/O
 //! and no user code: a journal holds it under its lock, and does everything else outside.
 //!
-//! Every change is also returned as a [`Change`], which the disk journal writes to its log and
-//! replays into a fresh book at startup.
+//! Every change is also returned as a [`Change`], which the disk journal writes to its
+//! database.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use crate::config::{ReplayConfig, WhenFull};
@@ -24,7 +24,7 @@ pub(crate) struct Slot<P> {
     pub(crate) in_flight: bool,
 }
 
-/// A change to the book, as the disk journal logs it.
+/// A change to the book, as the disk journal writes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Change {
     /// This entry was added (its contents are in the book).
@@ -54,6 +54,9 @@ pub(crate) enum BookTake {
 pub(crate) struct Book<P> {
     config: ReplayConfig,
     queue: BTreeMap<u64, Slot<P>>,
+    /// The queued entries by when they were journaled (a revived dead letter keeps its id but
+    /// is journaled anew, so this order is not the ids').
+    by_time: BTreeSet<(Duration, u64)>,
     keys: HashMap<Box<str>, u64>,
     bytes: usize,
     dead: BTreeMap<u64, Slot<P>>,
@@ -84,6 +87,7 @@ impl<P> Book<P> {
         Book {
             config,
             queue: BTreeMap::new(),
+            by_time: BTreeSet::new(),
             keys: HashMap::new(),
             bytes: 0,
             dead: BTreeMap::new(),
@@ -110,7 +114,30 @@ impl<P> Book<P> {
 
     /// The oldest queued entry's time of journaling.
     pub(crate) fn oldest(&self) -> Option<Duration> {
-        self.queue.values().next().map(|slot| slot.enqueued)
+        self.by_time.first().map(|(at, _)| *at)
+    }
+
+    /// Queues `slot` as entry `id`.
+    fn enqueue(&mut self, id: u64, slot: Slot<P>) {
+        if let Some(key) = &slot.key {
+            self.keys.insert(key.clone(), id);
+        }
+        self.bytes += slot.bytes;
+        self.by_time.insert((slot.enqueued, id));
+        self.queue.insert(id, slot);
+    }
+
+    /// Takes entry `id` out of the queue, freeing its key and bytes.
+    fn dequeue(&mut self, id: u64) -> Option<Slot<P>> {
+        let slot = self.queue.remove(&id)?;
+        self.bytes -= slot.bytes;
+        self.by_time.remove(&(slot.enqueued, id));
+        if let Some(key) = &slot.key
+            && self.keys.get(key) == Some(&id)
+        {
+            self.keys.remove(key);
+        }
+        Some(slot)
     }
 
     fn finish(&mut self, done: &mut Done<P>) {
@@ -119,13 +146,7 @@ impl<P> Book<P> {
 
     /// Removes a queued entry, freeing its key and bytes.
     fn remove(&mut self, id: u64, done: &mut Done<P>) -> Option<Slot<P>> {
-        let mut slot = self.queue.remove(&id)?;
-        self.bytes -= slot.bytes;
-        if let Some(key) = &slot.key
-            && self.keys.get(key) == Some(&id)
-        {
-            self.keys.remove(key);
-        }
+        let mut slot = self.dequeue(id)?;
         done.changes.push(Change::Remove(id));
         if let Some(payload) = slot.payload.take() {
             done.removed.push(payload);
@@ -138,11 +159,11 @@ impl<P> Book<P> {
     fn expire(&mut self, now: Duration, done: &mut Done<P>) {
         let ttl = self.config.ttl;
         let expired: Vec<u64> = self
-            .queue
+            .by_time
             .iter()
-            .take_while(|(_, slot)| slot.enqueued.saturating_add(ttl) <= now)
-            .filter(|(_, slot)| !slot.in_flight)
-            .map(|(id, _)| *id)
+            .take_while(|(at, _)| at.saturating_add(ttl) <= now)
+            .map(|(_, id)| *id)
+            .filter(|id| self.queue.get(id).is_some_and(|slot| !slot.in_flight))
             .collect();
         for id in expired {
             self.remove(id, done);
@@ -206,11 +227,7 @@ impl<P> Book<P> {
         }
         let id = self.next_id;
         self.next_id += 1;
-        if let Some(key) = &key {
-            self.keys.insert(key.clone(), id);
-        }
-        self.bytes += bytes;
-        self.queue.insert(
+        self.enqueue(
             id,
             Slot {
                 key,
@@ -283,15 +300,9 @@ impl<P> Book<P> {
     /// Moves a queued entry to the dead letters, dropping the oldest dead letter beyond
     /// `max_entries`.
     fn bury(&mut self, id: u64, done: &mut Done<P>) {
-        let Some(mut slot) = self.queue.remove(&id) else {
+        let Some(mut slot) = self.dequeue(id) else {
             return;
         };
-        self.bytes -= slot.bytes;
-        if let Some(key) = &slot.key
-            && self.keys.get(key) == Some(&id)
-        {
-            self.keys.remove(key);
-        }
         slot.in_flight = false;
         self.dead.insert(id, slot);
         done.changes.push(Change::Dead(id));
@@ -327,11 +338,7 @@ impl<P> Book<P> {
             slot.attempts = 0;
             slot.next_try = now;
             slot.enqueued = now;
-            if let Some(key) = &slot.key {
-                self.keys.insert(key.clone(), id);
-            }
-            self.bytes += slot.bytes;
-            self.queue.insert(id, slot);
+            self.enqueue(id, slot);
             done.changes.push(Change::Revive(id));
             revived += 1;
         }
@@ -360,65 +367,33 @@ impl<P> Book<P> {
             .map(|(id, slot)| info(*id, slot))
             .collect()
     }
-    // Recovery, for the disk journal: its log's records, applied in order.
+    // For the disk journal.
 
-    /// A logged entry, queued.
-    pub(crate) fn restore(&mut self, id: u64, slot: Slot<P>) {
+    /// An entry read back from the database: queued, or a dead letter (`dead`).
+    pub(crate) fn restore(&mut self, id: u64, slot: Slot<P>, dead: bool) {
         self.next_id = self.next_id.max(id.saturating_add(1));
+        if dead {
+            self.dead.insert(id, slot);
+        } else {
+            self.enqueue(id, slot);
+        }
+    }
+
+    /// Drops a queued entry that cannot be replayed (damaged on disk), counted `dropped`.
+    pub(crate) fn drop_entry(&mut self, id: u64) -> Done<P> {
         let mut done = Done::default();
-        self.remove(id, &mut done);
-        self.dead.remove(&id);
-        if let Some(key) = &slot.key {
-            self.keys.insert(key.clone(), id);
+        if self.remove(id, &mut done).is_some() {
+            done.counts.dropped += 1;
         }
-        self.bytes += slot.bytes;
-        self.queue.insert(id, slot);
+        self.finish(&mut done);
+        done
     }
 
-    /// A logged removal (replayed, expired, dropped).
-    pub(crate) fn restore_remove(&mut self, id: u64) {
-        let mut done = Done::default();
-        self.remove(id, &mut done);
-    }
-
-    /// A logged failed replay.
-    pub(crate) fn restore_retry(&mut self, id: u64, attempts: u32, next_try: Duration) {
-        if let Some(slot) = self.queue.get_mut(&id) {
-            slot.attempts = attempts;
-            slot.next_try = next_try;
+    /// Takes back the entry a push just put (its write failed), uncounted.
+    pub(crate) fn unput(&mut self, id: u64) {
+        if self.dequeue(id).is_some() {
+            self.counts.queued -= 1;
         }
-    }
-
-    /// A logged move to the dead letters.
-    pub(crate) fn restore_dead(&mut self, id: u64, attempts: u32) {
-        if let Some(slot) = self.queue.get_mut(&id) {
-            slot.attempts = attempts;
-        }
-        let mut done = Done::default();
-        self.bury(id, &mut done);
-    }
-
-    /// A logged revival of a dead letter.
-    pub(crate) fn restore_revive(&mut self, id: u64, at: Duration) {
-        if let Some(mut slot) = self.dead.remove(&id) {
-            slot.attempts = 0;
-            slot.next_try = at;
-            slot.enqueued = at;
-            self.restore(id, slot);
-        }
-    }
-
-    /// A logged drop of a dead letter.
-    pub(crate) fn restore_forget(&mut self, id: u64) {
-        self.dead.remove(&id);
-    }
-
-    /// Every entry, queued then dead (`true`), for a compacted log.
-    pub(crate) fn all(&self) -> impl Iterator<Item = (u64, &Slot<P>, bool)> {
-        self.queue
-            .iter()
-            .map(|(id, slot)| (*id, slot, false))
-            .chain(self.dead.iter().map(|(id, slot)| (*id, slot, true)))
     }
 
     /// A queued or dead entry.

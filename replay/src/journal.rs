@@ -198,6 +198,13 @@ pub trait Journal<A>: Send + Sync + 'static {
     /// Drops every dead letter. How many.
     fn drop_dead_letters(&self) -> usize;
 
+    /// Whether its operations may wait on a disk or a store: the replayer then runs them on
+    /// tokio's blocking threads, never on the runtime's own. `true` unless the journal says
+    /// otherwise ([`MemoryJournal`](crate::MemoryJournal) does).
+    fn may_block(&self) -> bool {
+        true
+    }
+
     /// The last failure of the journal's store, while it lasts (the fleet journal's Redis);
     /// `None` for a journal without one.
     fn store_error(&self) -> Option<String> {

@@ -9,8 +9,8 @@
 //! - [`ReplayConfig`] — bounds (`max_entries`, `max_bytes`, [`WhenFull`]), `ttl`,
 //!   `attempts` and backoff before a dead letter, `rate`.
 //! - [`Journal`] — where entries wait: [`MemoryJournal`] (lost with the process) or
-//!   [`DiskJournal`] (a file on local disk: survives a restart, and a caller is told its call
-//!   is journaled once it is synced; [`Recovery`] reports what a damaged file lost), or, with
+//!   [`DiskJournal`] (an SQLite database on local disk: survives a restart, and a caller is
+//!   told its call is journaled once it is committed and synced), or, with
 //!   the feature `redis`, `RedisJournal` (one journal in Redis for a fleet: a stream with a
 //!   consumer group, each entry replayed by one instance).
 //!
@@ -25,8 +25,7 @@
 //! - `book` — the bookkeeping every journal shares (order, keys, bounds, TTL, attempts, dead
 //!   letters), pure data under the journal's lock.
 //! - `memory` — [`MemoryJournal`].
-//! - `disk` — [`DiskJournal`]; `log` below it, the file: checksummed frames, group commit,
-//!   reading a damaged file ([`Recovery`], [`Skipped`]).
+//! - `disk` — [`DiskJournal`] on SQLite, and what opening it found ([`Recovery`]).
 //! - `redis` — `RedisJournal` and its script, `redis.lua` (feature `redis`).
 //! - `replayer` — [`Replay`], its builder, and the replayer task.
 //! - `handle` — [`ReplayHandle`], a replay without its argument type, and the process's live
@@ -42,7 +41,6 @@ mod config;
 mod disk;
 mod handle;
 mod journal;
-mod log;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
@@ -50,12 +48,11 @@ mod replayer;
 mod stats;
 
 pub use config::{ReplayConfig, WhenFull};
-pub use disk::DiskJournal;
+pub use disk::{DiskJournal, Recovery};
 pub use handle::{ReplayHandle, find, replays};
 pub use journal::{
     EntryInfo, Journal, JournalCounts, JournalStatus, NotJournaled, Pushed, Settled, Take, Taken,
 };
-pub use log::{Recovery, Skipped};
 pub use memory::MemoryJournal;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]

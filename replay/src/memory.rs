@@ -140,6 +140,10 @@ impl<A: Clone + Send + 'static> Journal<A> for MemoryJournal<A> {
         self.after(done);
         n
     }
+
+    fn may_block(&self) -> bool {
+        false
+    }
 }
 
 pub(crate) fn status<P>(book: &Book<P>) -> JournalStatus {
@@ -177,6 +181,9 @@ impl<A, J: Journal<A> + ?Sized> Journal<A> for Arc<J> {
     }
     fn drop_dead_letters(&self) -> usize {
         (**self).drop_dead_letters()
+    }
+    fn may_block(&self) -> bool {
+        (**self).may_block()
     }
     fn store_error(&self) -> Option<String> {
         (**self).store_error()

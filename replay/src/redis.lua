@@ -113,6 +113,26 @@ local function add(n, t, b, a, has_key, key)
   count('bytes', tonumber(b))
 end
 
+-- The next entry's n. Counted in the counts' `seq`; when that starts over (the journal is new,
+-- or its counts were lost while the stream stayed), it goes on after the stream's last id, which
+-- a new id must pass.
+local function next_n()
+  local n = redis.call('HINCRBY', C, 'seq', 1)
+  if n == 1 then
+    local info = redis.call('XINFO', 'STREAM', S)
+    for i = 1, #info, 2 do
+      if info[i] == 'last-generated-id' then
+        local last = tonumber(num(info[i + 1])) or 0
+        if last >= n then
+          n = last + 1
+          redis.call('HSET', C, 'seq', n)
+        end
+      end
+    end
+  end
+  return n
+end
+
 local function queued_key(key)
   local n = redis.call('HGET', K, key)
   if n and entry(n) then return n end
@@ -158,7 +178,7 @@ if op == 'push' then
     remove(num(victim[1]), fields(victim[2]))
     count('dropped', 1)
   end
-  local n = redis.call('HINCRBY', C, 'seq', 1)
+  local n = next_n()
   add(n, ARGV[2], ARGV[7], args, has_key, key)
   count('queued', 1)
   return reply({'new', n})
@@ -289,7 +309,7 @@ elseif op == 'revive' then
       and not (f.k and queued_key(f.k))
     if fits then
       redis.call('XDEL', D, e[1])
-      local n = redis.call('HINCRBY', C, 'seq', 1)
+      local n = next_n()
       add(n, ARGV[2], f.b, f.a, f.k ~= nil, f.k)
       revived = revived + 1
     end

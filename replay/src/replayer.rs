@@ -16,8 +16,8 @@ use tokio::sync::Notify;
 
 use crate::config::ReplayConfig;
 use crate::disk::DiskJournal;
+use crate::disk::Recovery;
 use crate::journal::{EntryInfo, Journal, JournalStatus, NotJournaled, Settled, Take, Taken};
-use crate::log::Recovery;
 use crate::memory::MemoryJournal;
 
 /// The replay of one entry: a future of its outcome, `Err` with the failure's message.
@@ -457,8 +457,18 @@ impl<A: Send + 'static> Shared<A> {
     /// under no lock of ours, and a panic (calling it, or polling its future) is a failure.
     async fn replay_one(&self, taken: Taken<A>) -> Ran {
         let Taken { id, args, .. } = taken;
-        let Ok(permit) = self.breaker.try_acquire_owned() else {
-            self.journal.settle(id, Settled::NotRun, self.clock.now());
+        let permit = match self.breaker.try_acquire_owned() {
+            // The breaker re-opened and half-opened since the pass began: a replay is never
+            // its probe. The slot goes back untouched, for a caller's call.
+            Ok(permit) if permit.is_probe() => {
+                permit.ignore();
+                None
+            }
+            Ok(permit) => Some(permit),
+            Err(_) => None,
+        };
+        let Some(permit) = permit else {
+            self.settle(id, Settled::NotRun).await;
             return Ran::NotRun;
         };
         let outcome = match catch_unwind(AssertUnwindSafe(|| (self.replay)(args))) {
@@ -474,24 +484,52 @@ impl<A: Send + 'static> Shared<A> {
             }
             Err(panic) => Err(panic),
         };
-        let now = self.clock.now();
         match outcome {
             Ok(Ok(())) => {
                 permit.success();
-                self.journal.settle(id, Settled::Replayed, now);
+                self.settle(id, Settled::Replayed).await;
                 Ran::Replayed
             }
             Ok(Err(message)) => {
                 permit.failure_with(&message);
-                self.journal.settle(id, Settled::Failed, now);
+                self.settle(id, Settled::Failed).await;
                 Ran::Failed
             }
             Err(panic) => {
                 core::mem::forget(panic);
                 tracing::error!(target: "breakerbox", breaker = %self.breaker.name(), id, "a replay panicked; counted as a failed replay");
                 permit.failure_with(&"the replay panicked");
-                self.journal.settle(id, Settled::Failed, now);
+                self.settle(id, Settled::Failed).await;
                 Ran::Failed
+            }
+        }
+    }
+
+    /// Ends entry `id`'s replay, off the runtime's threads (a journal may wait on its store).
+    async fn settle(&self, id: u64, how: Settled) {
+        let journal = self.journal.clone();
+        let now = self.clock.now();
+        if !journal.may_block() {
+            return journal.settle(id, how, now);
+        }
+        let settled = tokio::task::spawn_blocking(move || journal.settle(id, how, now)).await;
+        if let Err(e) = settled {
+            tracing::error!(target: "breakerbox", breaker = %self.breaker.name(), id, error = %e, "a replay journal's settle panicked");
+        }
+    }
+
+    /// The oldest due entry, taken off the runtime's threads (a journal may wait on its
+    /// store).
+    async fn take(&self, now: Duration) -> Take<A> {
+        let journal = self.journal.clone();
+        if !journal.may_block() {
+            return journal.take(now);
+        }
+        match tokio::task::spawn_blocking(move || journal.take(now)).await {
+            Ok(take) => take,
+            Err(e) => {
+                tracing::error!(target: "breakerbox", breaker = %self.breaker.name(), error = %e, "a replay journal's take panicked");
+                Take::Wait(now.saturating_add(Duration::from_secs(1)))
             }
         }
     }
@@ -523,7 +561,7 @@ async fn drive<A: Send + 'static>(shared: Arc<Shared<A>>) {
             }
             paused = None;
         }
-        match shared.journal.take(now) {
+        match shared.take(now).await {
             Take::Empty => {
                 tokio::select! {
                     () = wake.closed.notified() => {}
@@ -542,7 +580,16 @@ async fn drive<A: Send + 'static>(shared: Arc<Shared<A>>) {
                 let closes = shared.closes();
                 let ran = shared.replay_one(taken).await;
                 #[cfg(feature = "metrics")]
-                crate::stats::gauges(shared.breaker.name(), &shared.journal.status());
+                {
+                    let journal = shared.journal.clone();
+                    let name = shared.breaker.name().to_owned();
+                    let status = move || crate::stats::gauges(&name, &journal.status());
+                    if shared.journal.may_block() {
+                        let _ = tokio::task::spawn_blocking(status).await;
+                    } else {
+                        status();
+                    }
+                }
                 match ran {
                     Ran::Replayed => {}
                     Ran::Failed => {

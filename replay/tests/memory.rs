@@ -533,3 +533,89 @@ async fn a_replay_refused_by_a_full_bulkhead_waits_and_is_not_counted_as_an_atte
     sleep(Duration::from_millis(200)).await;
     assert_eq!(log.args(), [1]);
 }
+
+/// A journal that, the first time it is asked for an entry, trips the breaker and lets its open
+/// time pass: the breaker is half-open by the time the replayer holds the entry.
+struct TripsWhileTaking {
+    inner: breakerbox_replay::MemoryJournal<u32>,
+    breaker: Breaker,
+    clock: breakerbox_runtime::ManualClock,
+    tripped: AtomicBool,
+}
+
+impl breakerbox_replay::Journal<u32> for TripsWhileTaking {
+    fn push(
+        &self,
+        key: Option<String>,
+        args: u32,
+        now: Duration,
+    ) -> Result<breakerbox_replay::Pushed, breakerbox_replay::NotJournaled> {
+        self.inner.push(key, args, now)
+    }
+    fn take(&self, now: Duration) -> breakerbox_replay::Take<u32> {
+        if !self.tripped.swap(true, Ordering::SeqCst) {
+            self.breaker.try_acquire().unwrap().failure();
+            assert_eq!(self.breaker.state(), State::Open);
+            self.clock.advance(Duration::from_secs(5));
+        }
+        self.inner.take(now)
+    }
+    fn settle(&self, id: u64, how: breakerbox_replay::Settled, now: Duration) {
+        self.inner.settle(id, how, now)
+    }
+    fn status(&self) -> breakerbox_replay::JournalStatus {
+        self.inner.status()
+    }
+    fn entries(&self) -> Vec<breakerbox_replay::EntryInfo> {
+        self.inner.entries()
+    }
+    fn dead_letters(&self) -> Vec<breakerbox_replay::EntryInfo> {
+        self.inner.dead_letters()
+    }
+    fn retry_dead_letters(&self, now: Duration) -> usize {
+        self.inner.retry_dead_letters(now)
+    }
+    fn drop_dead_letters(&self) -> usize {
+        self.inner.drop_dead_letters()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_that_half_opens_while_an_entry_is_taken_never_gets_the_replay_as_its_probe() {
+    let clock = breakerbox_runtime::ManualClock::new();
+    let config = Config::builder()
+        .failures(1)
+        .open_for(Duration::from_secs(5))
+        .half_open_calls(1)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let breaker = Breaker::new("replay.probe", config);
+    let journal = Arc::new(TripsWhileTaking {
+        inner: breakerbox_replay::MemoryJournal::new("replay.probe", &ReplayConfig::new()),
+        breaker: breaker.clone(),
+        clock,
+        tripped: AtomicBool::new(false),
+    });
+    let now = breakerbox_runtime::Clock::now(&TokioClock);
+    breakerbox_replay::Journal::push(&*journal, None, 7, now).unwrap();
+    let replayed = Arc::new(AtomicU32::new(0));
+    let count = replayed.clone();
+    let _replay = Replay::builder(&breaker)
+        .clock(TokioClock)
+        .journal(journal.clone(), move |_: u32| {
+            count.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<(), String>(()) }
+        })
+        .unwrap();
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        replayed.load(Ordering::SeqCst),
+        0,
+        "the replay ran as the probe"
+    );
+    assert_eq!(breaker.state(), State::HalfOpen);
+    // The probe's place is free for a caller, and the entry waits for the breaker to close.
+    assert!(breaker.try_acquire().unwrap().is_probe());
+    assert_eq!(breakerbox_replay::Journal::status(&*journal).entries, 1);
+}

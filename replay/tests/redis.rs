@@ -292,6 +292,38 @@ fn entries_older_than_the_ttl_expire_unreplayed() {
 }
 
 #[test]
+fn a_journal_whose_counts_were_lost_takes_calls_at_once_after_the_streams_last_id() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let prefix = prefix("counts");
+    let j = journal(&redis, &prefix, "a", &ReplayConfig::new());
+    for n in 1..=5 {
+        assert_eq!(j.push(None, n, S(100)).unwrap(), Pushed::New(u64::from(n)));
+    }
+    // The last two replayed: the stream's last id is past every entry it holds.
+    let taken: Vec<u64> = (0..5)
+        .map(|_| match j.take(S(100)) {
+            Take::Due(taken) => taken.id,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    for id in taken {
+        let how = if id > 3 {
+            Settled::Replayed
+        } else {
+            Settled::NotRun
+        };
+        j.settle(id, how, S(100));
+    }
+    redis.command(redis::cmd("DEL").arg(format!("{prefix}{{hooks}}:counts")));
+    assert_eq!(j.push(None, 6, S(101)).unwrap(), Pushed::New(6));
+    assert_eq!(j.push(None, 7, S(101)).unwrap(), Pushed::New(7));
+    let ids: Vec<u64> = j.entries().iter().map(|e| e.id).collect();
+    assert_eq!(ids, [1, 2, 3, 6, 7]);
+}
+
+#[test]
 fn a_key_queued_by_any_instance_deduplicates_a_call_on_another() {
     let Some(redis) = TestRedis::get() else {
         return;
@@ -781,7 +813,7 @@ fn an_url_fleet_mode_does_not_take_is_an_error_naming_its_scheme() {
 fn journal_rule(prefix: &str) -> Vec<String> {
     let rule = "-@all +hello +auth +ping +evalsha +script|load +type +xgroup|create +xadd +xack \
         +xclaim +xdel +xlen +xpending +xrange +xreadgroup +zadd +zrangebyscore +zrem +zscore \
-        +hdel +hget +hincrby +hset +del";
+        +hdel +hget +hincrby +hset +del +xinfo|stream";
     let mut args = vec!["resetkeys".to_owned(), format!("~{prefix}*")];
     args.extend(rule.split_whitespace().map(str::to_owned));
     args
@@ -869,5 +901,43 @@ fn an_acl_user_under_the_documented_rule_runs_every_operation_and_a_wrong_passwo
     assert!(
         why.contains("WRONGPASS") || why.contains("invalid username-password"),
         "{why}"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_hung_redis_delays_replays_never_the_runtimes_other_tasks() {
+    let Some(redis) = TestRedis::own() else {
+        return;
+    };
+    let pid = redis.child.as_ref().unwrap().id();
+    let prefix = prefix("hung");
+    let breaker = breaker("hung");
+    let options = options(&redis, &prefix, "a").timeout(Duration::from_millis(500));
+    let _replay = replayer(&breaker, options, "a", &Seen::default());
+    // Redis hangs while the breaker is closed and nothing is journaled: the replayer keeps
+    // asking it for entries.
+    let stop = Command::new("kill")
+        .args(["-STOP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(stop.success());
+    // A task of the application's, on the same (one) thread: 100 ticks of 10 ms.
+    let mut late = Duration::ZERO;
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    for _ in 0..100 {
+        let before = std::time::Instant::now();
+        tick.tick().await;
+        late = late.max(before.elapsed());
+    }
+    let cont = Command::new("kill")
+        .args(["-CONT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(cont.success());
+    assert!(
+        late < Duration::from_millis(100),
+        "a 10 ms tick waited {late:?} behind the journal"
     );
 }

@@ -1,0 +1,383 @@
+//! The disk journal under faults a seed chooses: pushes, takes and settles in any order, a
+//! write that fails (a full disk), a crash at a step (the files as they are, the log cut
+//! anywhere within the last push's commit), a byte flipped in the closed file, a second
+//! opener. After every step: nothing acknowledged is lost, nothing refused or forged is taken,
+//! nothing is taken twice at once or again after its replay, and the files stay within
+//! max(1 MiB, 4 × the live entries).
+//!
+//! `BREAKERBOX_REPLAY_FAULT_SEEDS` seeds (100 by default; `scripts/test` runs 2 000), or the
+//! one seed `BREAKERBOX_REPLAY_FAULT_SEED`; a failing seed prints the command that replays it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use breakerbox_replay::{DiskJournal, Journal, Pushed, ReplayConfig, Settled, Take};
+
+/// SplitMix64: one seed, one sequence, on every platform.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// What the model knows of each call, by its tag (the entry's key and the start of its
+/// arguments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fate {
+    /// Told "journaled", not yet replayed: must be there.
+    Acked,
+    /// Its caller was never told (a crash during its commit): may be there or not.
+    InDoubt,
+    /// Told "not journaled": must never be taken.
+    Refused,
+    /// Replayed: must never be taken again.
+    Replayed,
+    /// Replayed in a damaged journal, whose removal may not have been written: never taken
+    /// again while it is open, and may be back after a reopen (at least once).
+    Gone,
+}
+
+const TTL: Duration = Duration::from_secs(1 << 40);
+
+fn config() -> ReplayConfig {
+    ReplayConfig::new()
+        .max_entries(64)
+        .attempts(3)
+        .backoff(Duration::ZERO, Duration::ZERO)
+        .ttl(TTL)
+}
+
+fn files(path: &Path) -> [PathBuf; 2] {
+    [
+        path.to_path_buf(),
+        PathBuf::from(format!("{}-wal", path.display())),
+    ]
+}
+
+fn on_disk(path: &Path) -> u64 {
+    files(path)
+        .iter()
+        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .sum()
+}
+
+/// Arguments that carry a tag and, for some, bytes that look like records of their own.
+fn args(tag: u32, rng: &mut Rng) -> Vec<u8> {
+    let mut args = tag.to_le_bytes().to_vec();
+    let len = [0, 10, 300, 5000][rng.below(4) as usize];
+    args.extend((0..len).map(|i| (i as u8) ^ (tag as u8)));
+    if rng.below(3) == 0 {
+        // The postcard of a whole row-like tuple, and the old log's frame magic.
+        args.extend(b"BBj1\x0c\x00\x00\x00");
+        args.extend(999u32.to_le_bytes());
+    }
+    args
+}
+
+fn tag_of(args: &[u8]) -> u32 {
+    u32::from_le_bytes(args[..4].try_into().unwrap())
+}
+
+struct Run {
+    rng: Rng,
+    dir: tempfile::TempDir,
+    path: PathBuf,
+    journal: Option<DiskJournal<Vec<u8>>>,
+    fates: BTreeMap<u32, Fate>,
+    in_flight: BTreeSet<(u64, u32)>,
+    next_tag: u32,
+    /// A byte of the open journal's file was flipped.
+    damaged: bool,
+    trace: Vec<String>,
+}
+
+impl Run {
+    fn new(seed: u64) -> Run {
+        let shm = Path::new("/dev/shm");
+        let dir = if shm.is_dir() {
+            tempfile::tempdir_in(shm).unwrap()
+        } else {
+            tempfile::tempdir().unwrap()
+        };
+        let path = dir.path().join("journal");
+        let (journal, _) = DiskJournal::open("faults", &path, &config()).unwrap();
+        Run {
+            rng: Rng(seed),
+            dir,
+            path,
+            journal: Some(journal),
+            fates: BTreeMap::new(),
+            in_flight: BTreeSet::new(),
+            next_tag: 1,
+            damaged: false,
+            trace: Vec::new(),
+        }
+    }
+
+    fn journal(&self) -> &DiskJournal<Vec<u8>> {
+        self.journal.as_ref().unwrap()
+    }
+
+    fn push(&mut self) {
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        let args = args(tag, &mut self.rng);
+        let fail = self.rng.below(8) == 0;
+        if fail {
+            self.journal().fail_next_write();
+        }
+        let key = Some(tag.to_string());
+        let pushed = self.journal().push(key, args, Duration::ZERO);
+        self.trace
+            .push(format!("push {tag} (write fails: {fail}): {pushed:?}"));
+        let fate = match pushed {
+            Ok(Pushed::New(_)) => Fate::Acked,
+            Ok(Pushed::Duplicate(_)) => panic!("tags are unique"),
+            Err(_) => Fate::Refused,
+        };
+        assert!(
+            !(fail && fate == Fate::Acked),
+            "a failed write was acknowledged"
+        );
+        self.fates.insert(tag, fate);
+    }
+
+    fn take(&mut self) {
+        let take = self.journal().take(Duration::ZERO);
+        let Take::Due(taken) = take else {
+            self.trace.push(format!("take: {take:?}"));
+            return;
+        };
+        let tag = tag_of(&taken.args);
+        self.trace.push(format!("take {tag} (id {})", taken.id));
+        assert_eq!(taken.key, Some(tag.to_string()), "a forged or mixed entry");
+        match self.fates.get(&tag) {
+            Some(Fate::Acked | Fate::InDoubt) => {}
+            other => panic!("took entry {tag}, which is {other:?}"),
+        }
+        assert!(
+            !self.in_flight.iter().any(|&(_, t)| t == tag),
+            "took entry {tag} twice at once"
+        );
+        // An in-doubt entry that is there is as good as acknowledged from now on.
+        self.fates.insert(tag, Fate::Acked);
+        self.in_flight.insert((taken.id, tag));
+    }
+
+    fn settle(&mut self) {
+        let Some(&(id, tag)) = self
+            .in_flight
+            .iter()
+            .nth(self.rng.below(self.in_flight.len().max(1) as u64) as usize)
+        else {
+            return;
+        };
+        self.in_flight.remove(&(id, tag));
+        let how = [Settled::Replayed, Settled::Failed, Settled::NotRun][self.rng.below(3) as usize];
+        self.trace.push(format!("settle {tag} {how:?}"));
+        self.journal().settle(id, how, Duration::ZERO);
+        if how == Settled::Replayed {
+            let fate = if self.damaged {
+                Fate::Gone
+            } else {
+                Fate::Replayed
+            };
+            self.fates.insert(tag, fate);
+        }
+    }
+
+    /// A crash at this step: the files as they are now, the log's last transaction cut
+    /// anywhere (which makes the last acknowledged push in doubt), reopened.
+    fn crash(&mut self, log_before: Option<Vec<u8>>, last_push: Option<u32>) {
+        let image = self.dir.path().join(format!("crash-{}", self.next_tag));
+        let [db, wal] = files(&self.path);
+        let [image_db, image_wal] = files(&image);
+        std::fs::copy(&db, &image_db).unwrap();
+        let mut log = std::fs::read(&wal).unwrap_or_default();
+        if let (Some(before), Some(tag)) = (log_before, last_push)
+            && self.rng.below(2) == 0
+        {
+            // Torn: the new bytes up to a point, the old ones after it.
+            let cut = self.rng.below(log.len() as u64 + 1) as usize;
+            for (i, byte) in log.iter_mut().enumerate().skip(cut) {
+                *byte = before.get(i).copied().unwrap_or(0);
+            }
+            if self.fates.get(&tag) == Some(&Fate::Acked) {
+                self.fates.insert(tag, Fate::InDoubt);
+            }
+            self.trace.push(format!("crash, log torn at {cut}"));
+        } else {
+            self.trace.push("crash".to_owned());
+        }
+        std::fs::write(&image_wal, &log).unwrap();
+        self.journal = None;
+        self.in_flight.clear();
+        for path in files(&self.path) {
+            let _ = std::fs::remove_file(path);
+        }
+        std::fs::rename(&image_db, &self.path).unwrap();
+        std::fs::rename(&image_wal, files(&self.path)[1].clone()).unwrap();
+        self.reopen(false);
+    }
+
+    /// Closes the journal, flips a byte of the file, and reopens it.
+    fn damage(&mut self) {
+        self.journal = None;
+        self.in_flight.clear();
+        let mut bytes = std::fs::read(&self.path).unwrap();
+        let at = self.rng.below(bytes.len() as u64) as usize;
+        bytes[at] ^= 1 << self.rng.below(8);
+        std::fs::write(&self.path, &bytes).unwrap();
+        self.trace.push(format!("flip a bit of byte {at}"));
+        self.damaged = true;
+        // Damage may lose entries: from here on, what was acknowledged may be missing.
+        for fate in self.fates.values_mut() {
+            if *fate == Fate::Acked {
+                *fate = Fate::InDoubt;
+            }
+        }
+        self.reopen(true);
+    }
+
+    fn reopen(&mut self, damaged: bool) {
+        match DiskJournal::open("faults", &self.path, &config()) {
+            Ok((journal, _)) => self.journal = Some(journal),
+            Err(e) => {
+                assert!(damaged, "an undamaged journal did not open: {e}");
+                assert!(
+                    e.to_string().contains(&self.path.display().to_string()),
+                    "the error does not name the file: {e}"
+                );
+                self.trace.push(format!("refused to open: {e}"));
+                // Moved aside, as the error says: an empty journal.
+                std::fs::remove_file(&self.path).unwrap();
+                self.damaged = false;
+                let _ = std::fs::remove_file(files(&self.path)[1].clone());
+                for fate in self.fates.values_mut() {
+                    if matches!(*fate, Fate::InDoubt | Fate::Gone) {
+                        *fate = Fate::Refused;
+                    }
+                }
+                self.journal = Some(
+                    DiskJournal::open("faults", &self.path, &config())
+                        .unwrap()
+                        .0,
+                );
+            }
+        }
+        let held: BTreeSet<u32> = self
+            .journal()
+            .entries()
+            .iter()
+            .chain(self.journal().dead_letters().iter())
+            .map(|e| e.key.as_deref().unwrap().parse().unwrap())
+            .collect();
+        for (tag, fate) in &mut self.fates {
+            match fate {
+                Fate::Acked => assert!(held.contains(tag), "acknowledged entry {tag} lost"),
+                Fate::Refused | Fate::Replayed => {
+                    assert!(!held.contains(tag), "entry {tag} ({fate:?}) is back")
+                }
+                Fate::Gone if held.contains(tag) => *fate = Fate::InDoubt,
+                Fate::InDoubt | Fate::Gone => {}
+            }
+        }
+    }
+
+    fn second_opener(&mut self) {
+        let again = DiskJournal::<Vec<u8>>::open("second", &self.path, &config());
+        assert!(again.is_err(), "a second opener opened the journal");
+        self.trace.push("a second opener was refused".to_owned());
+    }
+
+    fn check_space(&self) {
+        let journal = self.journal();
+        let live = journal.status().bytes as u64
+            + journal
+                .dead_letters()
+                .iter()
+                .map(|e| e.bytes as u64)
+                .sum::<u64>();
+        let size = on_disk(&self.path);
+        assert!(
+            size <= (1u64 << 20).max(4 * live),
+            "{size} bytes on disk for {live} live"
+        );
+    }
+
+    fn step(&mut self) {
+        let log_before = std::fs::read(files(&self.path)[1].clone()).ok();
+        match self.rng.below(20) {
+            0..=6 => self.push(),
+            7..=10 => self.take(),
+            11..=14 => self.settle(),
+            15 => {
+                self.push();
+                let last = self.next_tag - 1;
+                self.crash(log_before, Some(last));
+            }
+            16 => self.crash(None, None),
+            17 => self.damage(),
+            18 => self.second_opener(),
+            _ => {
+                let n = self.journal().retry_dead_letters(Duration::ZERO);
+                self.trace.push(format!("retry dead letters: {n}"));
+            }
+        }
+        self.check_space();
+    }
+}
+
+fn run(seed: u64) {
+    let mut run = Run::new(seed);
+    let steps = 30 + run.rng.below(30);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for _ in 0..steps {
+            run.step();
+        }
+    }));
+    if let Err(panic) = outcome {
+        eprintln!("seed {seed} failed after:\n  {}", run.trace.join("\n  "));
+        eprintln!(
+            "replay it: BREAKERBOX_REPLAY_FAULT_SEED={seed} cargo test -p breakerbox-replay --test faults"
+        );
+        std::panic::resume_unwind(panic);
+    }
+}
+
+#[test]
+fn the_disk_journal_keeps_its_promises_under_seeded_faults() {
+    if let Some(seed) = std::env::var("BREAKERBOX_REPLAY_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        return run(seed);
+    }
+    let seeds: u64 = std::env::var("BREAKERBOX_REPLAY_FAULT_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let workers: Vec<_> = (0..2)
+        .map(|worker| {
+            std::thread::spawn(move || {
+                for seed in (worker..seeds).step_by(2) {
+                    run(seed);
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+}
