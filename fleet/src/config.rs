@@ -209,8 +209,11 @@ impl FleetConfig {
         self
     }
 
-    /// Shares the registry's breakers whose names match `pattern`: a name, or a glob where `*`
-    /// stands for any run of characters and `?` for one (`payments*`).
+    /// Shares the registry's single breakers whose names match `pattern`: a name, or a glob
+    /// where `*` stands for any run of characters and `?` for one (`payments*`). Keyed families
+    /// are not shared: [`Fleet::start`](crate::Fleet::start) refuses a pattern that matches no
+    /// single breaker created, annotated or configured by then
+    /// ([`FleetError::ShareMatchesNothing`](crate::FleetError::ShareMatchesNothing)).
     pub fn share(mut self, pattern: impl Into<String>) -> FleetConfig {
         self.share.push(pattern.into());
         self

@@ -1,12 +1,14 @@
--- breakerbox fleet: an instance's heartbeat for one shared breaker, with its local state of
--- that breaker, and everyone's as they stand (the fleet view, and the live set a quorum is
--- counted over, see quorum.lua).
+-- breakerbox fleet: an instance's heartbeat, one for every breaker it shares, with the breakers
+-- it holds other than closed, and everyone's as they stand (the fleet view, and the live set a
+-- quorum is counted over, see quorum.lua). Sent only by an instance that shares a breaker under
+-- a quorum: a fleet without one sends none.
 --
--- KEYS[1]  the live instances `{<prefix>:<name>}:live`: a hash, instance ->
---          `<expiry>|<its local state>`, the expiry in server ms
--- ARGV[1]  the instance      ARGV[2]  a heartbeat's life in ms      ARGV[3]  its local state
+-- KEYS[1]  the live instances `{<prefix>:}:live`: a hash, instance -> `<expiry>|<states>`, the
+--          expiry in server ms, the states `<len>:<breaker><len>:<state>` for each breaker the
+--          instance holds other than closed (so a beat grows with open breakers, not shared ones)
+-- ARGV[1]  the instance      ARGV[2]  a heartbeat's life in ms      ARGV[3]  its states
 --
--- Returns { now_ms, instance, expires_ms, state, instance, expires_ms, state, … } for every
+-- Returns { now_ms, instance, expires_ms, states, instance, expires_ms, states, … } for every
 -- live instance, this one included. An instance whose heartbeat has expired is dropped; the
 -- key expires when no instance has beaten for a heartbeat's life. Redis counts five commands
 -- a beat (this one, TIME, HSET, PEXPIRE, HGETALL), and an HDEL when an instance has gone.
@@ -19,11 +21,11 @@ local all = redis.call('HGETALL', KEYS[1])
 local out = { string.format('%.0f', now) }
 local gone = {}
 for i = 1, #all, 2 do
-  local expiry, state = string.match(all[i + 1], '^(%d+)|(.*)$')
+  local expiry, states = string.match(all[i + 1], '^(%d+)|(.*)$')
   if expiry and tonumber(expiry) > now then
     out[#out + 1] = all[i]
     out[#out + 1] = expiry
-    out[#out + 1] = state
+    out[#out + 1] = states
   else
     gone[#gone + 1] = all[i]
   end

@@ -4,9 +4,7 @@
 --
 -- KEYS[1]  the record `{<prefix>:<name>}`
 -- KEYS[2]  its probe leases `{<prefix>:<name>}:probes` (dropped when the record is written)
--- KEYS[3]  the live instances `{<prefix>:<name>}:live`: a hash, instance ->
---          `<expiry>|<its local state>`, the expiry in server ms (see heartbeat.lua)
--- KEYS[4]  the open reports `{<prefix>:<name>}:opens`: a sorted set of `<epoch>|<instance>` by
+-- KEYS[3]  the open reports `{<prefix>:<name>}:opens`: a sorted set of `<epoch>|<instance>` by
 --          the end of that instance's open time, in server ms. A report counts only for the
 --          record epoch it names: any write of the record (a reset, a close, a trip, redis-cli)
 --          leaves the reports before it behind.
@@ -17,7 +15,11 @@
 -- ARGV[8]  the breaker's name
 -- ARGV[9]  the quorum: `<n>` instances, or `<p>%` of the live ones (rounded up); never more
 --          than the live instances, never less than one
--- ARGV[10] a heartbeat's life in ms (the caller is live for that long from now)
+-- ARGV[10] how many live instances follow: ARGV[11], ARGV[12] the first one's name and the
+--          expiry of its heartbeat (server ms), and so on, as the caller's own heartbeat has
+--          just read them (`{<prefix>:}:live`, heartbeat.lua: a key of its own, on another
+--          Cluster slot than this breaker's, so the caller reads it and passes it on). An
+--          instance is live while its expiry is in the future; the caller is live.
 --
 -- Returns { changed, epoch, state, open_until_ms, now_ms, reopens, origin, reason,
 -- last_failure, reported, open, needed, live }: the record as record.lua returns it (changed 1:
@@ -40,33 +42,29 @@ if epoch_now ~= ARGV[1] or state ~= 'closed' then
   cur[10], cur[11], cur[12], cur[13] = 0, 0, 0, 0
   return cur
 end
--- The caller's heartbeat (open), and the live set: the instances whose beat has not expired.
-local ttl = tonumber(ARGV[10])
-redis.call('HSET', KEYS[3], ARGV[6], num(now + ttl) .. '|open')
-redis.call('PEXPIRE', KEYS[3], ttl)
-local beats = redis.call('HGETALL', KEYS[3])
-local alive = {}
-local live = 0
-for i = 1, #beats, 2 do
-  local expiry = string.match(beats[i + 1], '^(%d+)|')
-  if expiry and tonumber(expiry) > now then
-    alive[beats[i]] = true
+-- The live set: the instances whose beat has not expired, and the caller.
+local alive = { [ARGV[6]] = true }
+local live = 1
+for i = 1, tonumber(ARGV[10]) do
+  local name, expiry = ARGV[9 + 2 * i], tonumber(ARGV[10 + 2 * i])
+  if name ~= ARGV[6] and not alive[name] and expiry and expiry > now then
+    alive[name] = true
     live = live + 1
   end
 end
 -- The caller's report, and the reports whose open time has passed dropped.
 local mark = epoch_now .. '|'
-redis.call('ZADD', KEYS[4], now + tonumber(ARGV[2]), mark .. ARGV[6])
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+redis.call('ZADD', KEYS[3], now + tonumber(ARGV[2]), mark .. ARGV[6])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 local open = 0
-local reports = redis.call('ZRANGE', KEYS[4], 0, -1)
+local reports = redis.call('ZRANGE', KEYS[3], 0, -1)
 for _, m in ipairs(reports) do
   if string.sub(m, 1, #mark) == mark and alive[string.sub(m, #mark + 1)] then
     open = open + 1
   end
 end
-local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
-redis.call('PEXPIRE', KEYS[4], math.max(tonumber(last[2]) - now, 1))
+local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+redis.call('PEXPIRE', KEYS[3], math.max(tonumber(last[2]) - now, 1))
 local q = ARGV[9]
 local needed
 if string.sub(q, -1) == '%' then
@@ -84,7 +82,7 @@ local reason = 'quorum: ' .. open .. ' of ' .. live .. ' instances open (' .. AR
 local rec = { 1, num(epoch), 'open', num(now + tonumber(ARGV[2])), num(now), ARGV[3], ARGV[6], reason, ARGV[5] }
 redis.call('HSET', KEYS[1], 'epoch', rec[2], 'state', 'open', 'open_until', rec[4], 'reopens', rec[6],
   'origin', rec[7], 'reason', rec[8], 'last_failure', rec[9], 'changed_at', rec[5])
-redis.call('DEL', KEYS[2], KEYS[4])
+redis.call('DEL', KEYS[2], KEYS[3])
 local payload = string.len(ARGV[8]) .. ':' .. ARGV[8]
 for i = 2, 9 do
   payload = payload .. string.len(rec[i]) .. ':' .. rec[i]

@@ -60,6 +60,8 @@ pub(super) struct Net {
     pub(super) tracing: bool,
     /// Under a quorum: the watch on the record's openings (`Oracle`).
     pub(super) oracle: Option<Oracle>,
+    /// The scripts (by name) and plain commands run, for a test to count.
+    pub(super) counted: std::collections::BTreeMap<String, u64>,
 }
 
 /// The record as a script found or left it: its epoch and state (`None`: no key), or `Err`
@@ -73,8 +75,8 @@ type Found = Result<Option<(Option<String>, Option<String>)>, ()>;
 /// (from the scripts' arguments as they run), and checks each opening against it.
 pub(super) struct Oracle {
     quorum: crate::Quorum,
-    /// `(record key, instance)` -> the end of its heartbeat, server ms.
-    live: std::collections::BTreeMap<(String, String), u64>,
+    /// Instance -> the end of its last heartbeat, server ms.
+    live: std::collections::BTreeMap<String, u64>,
     /// `(record key, epoch, instance)` -> the end of its open report, server ms.
     reports: std::collections::BTreeMap<(String, String, String), u64>,
     /// Each record's state after the last script that found it.
@@ -97,9 +99,9 @@ impl Oracle {
         }
     }
 
-    /// Everything was flushed: heartbeats and reports with it (the records' last states stay).
+    /// Everything was flushed: the reports with it (the records' last states stay, and the
+    /// beats seen, against which a live set read before the flush is checked).
     pub(super) fn flushed(&mut self) {
-        self.live.clear();
         self.reports.clear();
     }
 
@@ -116,8 +118,7 @@ impl Oracle {
         let record = match script {
             Script::Heartbeat => {
                 if ran {
-                    let rk = keys[0].trim_end_matches(":live").to_owned();
-                    self.live.insert((rk, args[0].clone()), now + num(1));
+                    self.live.insert(args[0].clone(), now + num(1));
                 }
                 return;
             }
@@ -133,9 +134,28 @@ impl Oracle {
                 s.clone().unwrap_or_else(|| "closed".to_owned()),
             ),
         };
+        // Under a quorum the caller hands the script the live set its heartbeat read: each
+        // instance in it must have beaten until at least the expiry it is given there.
+        let mut claimed = std::collections::BTreeMap::new();
+        if script == Script::Quorum {
+            claimed.insert(args[5].clone(), u64::MAX);
+            for i in 0..num(9) as usize {
+                let (Some(inst), Some(until)) = (args.get(10 + 2 * i), args.get(11 + 2 * i)) else {
+                    break;
+                };
+                let until: u64 = until.parse().unwrap_or(0);
+                let beat = self.live.get(inst).copied().unwrap_or(0);
+                if until > beat {
+                    self.violations.push(format!(
+                        "quorum: {record} reported with {inst} live until {until}, its last beat until {beat}"
+                    ));
+                }
+                if until > now {
+                    claimed.entry(inst.clone()).or_insert(until);
+                }
+            }
+        }
         if script == Script::Quorum && pre_epoch == args[0] && pre_state == "closed" {
-            self.live
-                .insert((record.clone(), args[5].clone()), now + num(9));
             self.reports.insert(
                 (record.clone(), pre_epoch.clone(), args[5].clone()),
                 now + num(1),
@@ -144,14 +164,10 @@ impl Oracle {
         let post_state = post.as_ref().and_then(|(_, s)| s.clone());
         if pre_state == "closed" && post_state.as_deref() == Some("open") {
             // Hosts, not processes: a live instance's host is live, and a host is open when a
-            // live instance on it reported open under this record.
+            // live instance on it reported open under this record. Live: in the set the caller
+            // read from the heartbeats (checked above against the beats), and the caller.
             let host = |inst: &String| self.hosts.get(inst).unwrap_or(inst).clone();
-            let live_hosts: std::collections::BTreeSet<String> = self
-                .live
-                .iter()
-                .filter(|((rk, _), until)| *rk == record && **until > now)
-                .map(|((_, inst), _)| host(inst))
-                .collect();
+            let live_hosts: std::collections::BTreeSet<String> = claimed.keys().map(host).collect();
             let open_hosts: std::collections::BTreeSet<String> = self
                 .reports
                 .iter()
@@ -159,10 +175,7 @@ impl Oracle {
                     *rk == record
                         && *epoch == pre_epoch
                         && **until > now
-                        && self
-                            .live
-                            .get(&(record.clone(), inst.clone()))
-                            .is_some_and(|l| *l > now)
+                        && claimed.contains_key(inst)
                 })
                 .map(|((_, _, inst), _)| host(inst))
                 .collect();
@@ -184,7 +197,7 @@ impl Oracle {
                 self.violations.push(format!(
                     "quorum: {script:?} opened {record} over a closed record (epoch {pre_epoch}) at {now} with {open} hosts open of {live} live hosts, {needed} needed (quorum {}); live until: {:?}",
                     self.quorum,
-                    self.live.iter().filter(|((rk, _), _)| *rk == record).collect::<Vec<_>>()
+                    claimed
                 ));
             }
         }
@@ -208,6 +221,7 @@ impl Net {
             trace: Vec::new(),
             tracing,
             oracle: None,
+            counted: Default::default(),
         }
     }
 
@@ -294,6 +308,7 @@ impl Net {
         args: &[String],
     ) -> RedisResult<Value> {
         let (ms, us) = self.server_time();
+        *self.counted.entry(format!("{script:?}")).or_default() += 1;
         let watch = self.oracle.is_some() && script != Script::Probe;
         let pre = if watch {
             self.found(&keys[0])
@@ -450,6 +465,7 @@ impl Store for SimStore {
                     let (keys, args) = command[3..].split_at(keys);
                     replies.push(n.run(id, script, keys, args));
                 } else {
+                    *n.counted.entry(command[0].clone()).or_default() += 1;
                     let (ms, us) = n.server_time();
                     replies.extend(n.model.command(core::slice::from_ref(command), ms, us));
                 }

@@ -185,27 +185,73 @@ fn a_fleet_shrunk_to_one_trips_as_without_a_quorum() {
 }
 
 #[test]
-fn under_any_one_trip_still_opens_the_fleet_and_beats_are_read() {
+fn under_any_no_instance_beats_and_one_trip_still_opens_the_fleet() {
     paused(|| async {
         let c = cluster_with(3, &["payments"], consecutive(1), |f| {
             f.resync_every(Duration::from_millis(200))
         });
         sleep(Duration::from_millis(500)).await;
+        // No breaker under a quorum: no heartbeat, and each instance's view is its own.
         let view = c.fleets[2].as_ref().unwrap().instances();
         assert_eq!(view.len(), 1);
         assert_eq!(view[0].trip, FleetTrip::Any);
-        assert_eq!(view[0].instances.len(), 3);
-        assert!(view[0].instances.iter().filter(|i| i.this).count() == 1);
+        let seen: Vec<_> = view[0]
+            .instances
+            .iter()
+            .map(|i| (i.instance.as_str(), i.state, i.this))
+            .collect();
+        assert_eq!(seen, [("i2", Some(State::Closed), true)]);
         assert!(
-            view[0]
-                .instances
-                .iter()
-                .all(|i| i.expires_in > Duration::from_millis(300)
-                    && i.expires_in <= Duration::from_millis(600)),
-            "{view:?}"
+            !c.net
+                .lock()
+                .unwrap()
+                .model
+                .space
+                .lock()
+                .unwrap()
+                .keys
+                .contains_key(b"{sim:}:live".as_slice()),
+            "no heartbeat was written"
         );
         fail(&c.breakers[0][0]);
         sleep(Duration::from_millis(100)).await;
         assert_eq!(c.states(0), [State::Open; 3]);
+    });
+}
+
+#[test]
+fn under_a_quorum_each_instance_beats_once_a_pass_whatever_it_shares() {
+    paused(|| async {
+        let names: Vec<String> = (0..100).map(|i| format!("b{i:03}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let c = cluster_with(3, &refs, consecutive(1), with_quorum(Quorum::Instances(2)));
+        sleep(Duration::from_millis(1_000)).await;
+        c.net.lock().unwrap().counted = Default::default();
+        sleep(Duration::from_millis(2_000)).await;
+        let counted = core::mem::take(&mut c.net.lock().unwrap().counted);
+        // 3 instances, a pass every 200 ms, for 2 s: 10 passes each, one beat a pass, and
+        // `TIME` and the 16 idle records of a sweep.
+        let beats = counted.get("Heartbeat").copied().unwrap_or(0);
+        assert!((30..=33).contains(&beats), "{counted:?}");
+        assert_eq!(counted.get("HMGET"), Some(&(beats * 16)), "{counted:?}");
+        assert_eq!(counted.get("TIME"), Some(&beats), "{counted:?}");
+        // One breaker open here: read every pass, and listed in the beat.
+        fail(&c.breakers[1][7]);
+        sleep(Duration::from_millis(500)).await;
+        let view = c.fleets[0].as_ref().unwrap().instances();
+        let b007 = view.iter().find(|b| b.name == "b007").unwrap();
+        let states: Vec<_> = b007
+            .instances
+            .iter()
+            .map(|i| (i.instance.as_str(), i.state))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                ("i0", Some(State::Closed)),
+                ("i1", Some(State::Open)),
+                ("i2", Some(State::Closed))
+            ]
+        );
     });
 }

@@ -327,7 +327,7 @@ fn a_slow_store_holds_and_gives_back_without_losing_the_fleets_trip() {
 #[test]
 fn a_change_published_during_a_long_pass_is_taken_on_before_the_pass_ends() {
     paused(|| async {
-        // Instance 0 shares 600 breakers: its re-read pass takes three batches, 200 ms each
+        // Instance 0 shares 600 breakers: a full re-read pass takes three batches, 200 ms each
         // over a store 100 ms away. Instance 1 shares the last of them.
         let names: Vec<String> = (0..600).map(|i| format!("b{i:03}")).collect();
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -355,30 +355,35 @@ fn a_change_published_during_a_long_pass_is_taken_on_before_the_pass_ends() {
             delay_ms: 100,
             ..Weather::default()
         };
-        // The end of one of instance 0's passes, then the start of its next (1 s later).
+        // A full pass of instance 0 (asked for by hand: every record), and in its first batch
+        // the other instance's trip.
         let fleet = c.fleets[0].as_ref().unwrap();
-        let passes = fleet.status().resyncs;
-        while fleet.status().resyncs == passes {
-            sleep(Duration::from_millis(1)).await;
-        }
-        sleep(Duration::from_millis(1_050)).await;
-        let during = fleet.status().resyncs;
-        fail(&other.1);
-        let tripped = Instant::now();
-        while c.breakers[0][599].state() != State::Open {
-            sleep(Duration::from_millis(1)).await;
-            assert!(tripped.elapsed() < Duration::from_secs(2), "never taken on");
-        }
-        let took = tripped.elapsed();
-        assert_eq!(
-            fleet.status().resyncs,
-            during,
-            "taken on mid-pass, after {took:?}"
-        );
-        assert!(
-            took <= Duration::from_millis(400),
-            "one batch's wait at most: {took:?}"
-        );
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let pass = async {
+            let ok = fleet.resync().await;
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            ok
+        };
+        let watch = async {
+            sleep(Duration::from_millis(50)).await;
+            fail(&other.1);
+            let tripped = Instant::now();
+            while c.breakers[0][599].state() != State::Open {
+                sleep(Duration::from_millis(1)).await;
+                assert!(tripped.elapsed() < Duration::from_secs(2), "never taken on");
+            }
+            let took = tripped.elapsed();
+            assert!(
+                !done.load(std::sync::atomic::Ordering::Relaxed),
+                "taken on mid-pass, after {took:?}"
+            );
+            assert!(
+                took <= Duration::from_millis(400),
+                "one batch's wait at most: {took:?}"
+            );
+        };
+        let (ok, ()) = tokio::join!(pass, watch);
+        assert!(ok);
         drop(other);
     });
 }

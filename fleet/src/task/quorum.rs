@@ -1,15 +1,19 @@
 //! Quorum trips and heartbeats (`quorum.lua`, `heartbeat.lua`).
 //!
-//! Every re-read pass, each instance beats for every breaker it shares: `heartbeat.lua` puts it in
-//! the breaker's live set (the hash `{<prefix>:<name>}:live`, with the expiry of its beat, three
-//! `resync_every`s from the server's now, and its local state of the breaker), drops those
-//! whose beat has expired, and returns everyone's: the latest read is kept for
-//! [`Fleet::instances`](crate::Fleet::instances), so that no admin request waits for the store.
+//! An instance that shares a breaker under a quorum beats once every re-read pass, for the
+//! instance and not per breaker: `heartbeat.lua` puts it in the fleet's live set (the hash
+//! `{<prefix>:}:live`, with the expiry of its beat, three `resync_every`s from the server's now,
+//! and the breakers it holds other than closed), drops those whose beat has expired, and
+//! returns everyone's: the latest read is kept for [`Fleet::instances`](crate::Fleet::instances),
+//! so that no admin request waits for the store, and for the quorum. A fleet without a breaker
+//! under a quorum sends no heartbeat.
 //!
 //! Under a quorum (`FleetTrip::Quorum`), a breaker that opens by itself over a closed record
-//! reports it with `quorum.lua` instead of writing the record: its report lasts its open time,
-//! and once the reports of live instances reach the quorum, the script opens the record (one
-//! write, published as any). Until then the breaker is open here only.
+//! reports it with `quorum.lua` instead of writing the record, right after a heartbeat of its
+//! own, and hands the script the live instances that beat read (the live set is a key on
+//! another Cluster slot than the breaker's, so the script cannot read it itself). Its report
+//! lasts its open time, and once the reports of live instances reach the quorum, the script
+//! opens the record (one write, published as any). Until then the breaker is open here only.
 
 use core::time::Duration;
 use std::collections::BTreeMap;
@@ -59,16 +63,23 @@ impl Task {
             channel,
             _,
         ] = *args;
+        // A fresh look at the live set, this instance's own beat with it.
+        match self.beat_once().await {
+            Answer::Done(()) => {}
+            Answer::Unreadable(why) => {
+                self.troubled(name, &why);
+                return Pushed::Kept;
+            }
+            Answer::Failed => return Pushed::Failed,
+        }
         let keys = vec![
             self.key(name),
             self.key_of(name, "probes"),
-            self.key_of(name, "live"),
             self.key_of(name, "opens"),
         ];
-        let ttl = self.live_ttl().as_millis().max(1).to_string();
         let mut expected = expected.to_owned();
         for _ in 0..2 {
-            let args = [
+            let mut args = [
                 &expected,
                 open_ms,
                 reopens,
@@ -78,10 +89,14 @@ impl Task {
                 channel,
                 name,
                 &quorum.arg(),
-                &ttl,
+                &self.beat.len().to_string(),
             ]
             .map(|a| (*a).to_owned())
             .to_vec();
+            for (instance, expiry) in &self.beat {
+                args.push(instance.clone());
+                args.push(expiry.clone());
+            }
             let answer = self
                 .ask::<Vec<String>>(Script::Quorum, keys.clone(), args)
                 .await;
@@ -128,92 +143,157 @@ impl Task {
         Pushed::Done
     }
 
-    /// The heartbeats of the breakers `names`, with their local states: `heartbeat.lua` as plain
-    /// `EVALSHA` commands, for the re-read's pipeline (one round trip for a batch; in a
-    /// Cluster, each goes to its key's node).
-    pub(super) fn beat_commands(&self, names: &[String]) -> Vec<Vec<String>> {
-        let ttl_ms = self.live_ttl().as_millis().max(1).to_string();
-        names
-            .iter()
-            .map(|name| {
-                let state = self
-                    .tracked
-                    .get(name)
-                    .and_then(|t| t.breaker.upgrade())
-                    .map_or(State::Closed, |b| b.state());
-                vec![
-                    "EVALSHA".to_owned(),
-                    Script::Heartbeat.sha().to_owned(),
-                    "1".to_owned(),
-                    self.key_of(name, "live"),
-                    self.shared.instance.clone(),
-                    ttl_ms.clone(),
-                    state.as_str().to_owned(),
-                ]
-            })
-            .collect()
+    /// This instance's heartbeat: `heartbeat.lua` as a plain `EVALSHA` command, for the
+    /// re-read's pipeline, with the breakers it holds other than closed.
+    pub(super) fn beat_command(&self) -> Vec<String> {
+        let mut command = vec![
+            "EVALSHA".to_owned(),
+            Script::Heartbeat.sha().to_owned(),
+            "1".to_owned(),
+        ];
+        command.extend(self.beat_keys_args().0);
+        command.extend(self.beat_keys_args().1);
+        command
     }
 
-    /// The heartbeats' replies (`beat_commands`, sent at `sent`): everyone's as read, kept for
-    /// `Fleet::instances`. A script the server does not hold yet (`NOSCRIPT`: a restart, a
-    /// `SCRIPT FLUSH`) is loaded by running one beat on its own; the others beat again at the
-    /// next pass. Another error leaves that breaker's last view as it was: the records' replies
-    /// say whether the store fails.
-    pub(super) async fn took_beats(
+    /// `heartbeat.lua`'s keys and arguments: the live set, this instance, a beat's life, and
+    /// `<len>:<breaker><len>:<state>` for each breaker it holds other than closed.
+    fn beat_keys_args(&self) -> (Vec<String>, Vec<String>) {
+        let mut states = String::new();
+        for (name, t) in &self.tracked {
+            let state = t.breaker.upgrade().map_or(State::Closed, |b| b.state());
+            if state != State::Closed {
+                let state = state.as_str();
+                states.push_str(&format!("{}:{name}{}:{state}", name.len(), state.len()));
+            }
+        }
+        let ttl_ms = self.live_ttl().as_millis().max(1).to_string();
+        (
+            vec![self.live_key()],
+            vec![self.shared.instance.clone(), ttl_ms, states],
+        )
+    }
+
+    /// The heartbeat's reply from a pass's pipeline (sent at `sent`): everyone's as read,
+    /// kept for `Fleet::instances` and the quorum. A script the server does not hold yet
+    /// (`NOSCRIPT`: a restart, a `SCRIPT FLUSH`) is loaded by beating again on its own.
+    /// Another error leaves the last view as it was: the records' replies say whether the
+    /// store fails.
+    pub(super) async fn took_beat(
         &mut self,
-        names: &[String],
-        replies: Vec<redis::RedisResult<redis::Value>>,
+        reply: redis::RedisResult<redis::Value>,
         sent: Instant,
     ) {
-        let mut seen = BTreeMap::new();
-        let mut load = None;
-        for (name, reply) in names.iter().zip(replies) {
-            match reply {
-                Ok(value) => {
-                    if let Ok(reply) = redis::from_redis_value::<Vec<String>>(value) {
-                        seen.insert(name.clone(), self.live_of(&reply, sent));
-                    }
+        match reply {
+            Ok(value) => {
+                if let Ok(reply) = redis::from_redis_value::<Vec<String>>(value) {
+                    self.keep_beat(&reply, sent);
                 }
-                Err(e) if e.code() == Some("NOSCRIPT") => {
-                    load.get_or_insert_with(|| name.clone());
-                }
-                Err(_) => {}
             }
-        }
-        if let Some(name) = load {
-            let args = self.beat_commands(core::slice::from_ref(&name))[0][4..].to_vec();
-            let keys = vec![self.key_of(&name, "live")];
-            if let Answer::Done(reply) =
-                self.ask::<Vec<String>>(Script::Heartbeat, keys, args).await
-            {
-                seen.insert(name, self.live_of(&reply, sent));
+            Err(e) if e.code() == Some("NOSCRIPT") => {
+                let _ = self.beat_once().await;
             }
+            Err(_) => {}
         }
-        let mut kept = self.shared.live.lock().unwrap_or_else(|e| e.into_inner());
-        kept.retain(|name, _| self.tracked.contains_key(name));
-        kept.extend(seen);
     }
 
-    /// `heartbeat.lua`'s reply as the instances it lists, by name.
-    fn live_of(&self, reply: &[String], read_at: Instant) -> Vec<LiveInstance> {
+    /// Beats on its own (`ask`: loading the script if the server lacks it); `false` if the
+    /// store failed.
+    pub(super) async fn beat_now(&mut self) -> bool {
+        !matches!(self.beat_once().await, Answer::Failed)
+    }
+
+    async fn beat_once(&mut self) -> Answer<()> {
+        let sent = Instant::now();
+        let (keys, args) = self.beat_keys_args();
+        match self.ask::<Vec<String>>(Script::Heartbeat, keys, args).await {
+            Answer::Done(reply) => {
+                self.keep_beat(&reply, sent);
+                Answer::Done(())
+            }
+            Answer::Unreadable(why) => Answer::Unreadable(why),
+            Answer::Failed => Answer::Failed,
+        }
+    }
+
+    /// `heartbeat.lua`'s reply kept: the live set for the quorum, and each shared breaker's
+    /// view, every live instance with its state of it (closed unless it listed another).
+    fn keep_beat(&mut self, reply: &[String], read_at: Instant) {
         let Some((now, rest)) = reply.split_first() else {
-            return Vec::new();
+            return;
         };
         let now: u64 = now.parse().unwrap_or(0);
-        let mut live: Vec<LiveInstance> = rest
+        self.beat = rest
+            .chunks_exact(3)
+            .map(|f| (f[0].clone(), f[1].clone()))
+            .collect();
+        let listed: Vec<(String, u64, BTreeMap<String, State>)> = rest
             .chunks_exact(3)
             .map(|f| {
                 let expires: u64 = f[1].parse().unwrap_or(0);
-                LiveInstance {
-                    this: f[0] == self.shared.instance,
-                    instance: f[0].clone(),
-                    state: parse_state(&f[2]),
-                    expires_in: Duration::from_millis(expires.saturating_sub(now)),
-                    read_at,
-                }
+                (f[0].clone(), expires, parse_states(&f[2]))
             })
             .collect();
-        live.sort_by(|a, b| a.instance.cmp(&b.instance));
-        live
+        let mut kept = self.shared.live.lock().unwrap_or_else(|e| e.into_inner());
+        kept.clear();
+        for name in self.tracked.keys() {
+            let mut live: Vec<LiveInstance> = listed
+                .iter()
+                .map(|(instance, expires, states)| LiveInstance {
+                    this: *instance == self.shared.instance,
+                    instance: instance.clone(),
+                    state: Some(states.get(name).copied().unwrap_or(State::Closed)),
+                    expires_in: Duration::from_millis(expires.saturating_sub(now)),
+                    read_at,
+                })
+                .collect();
+            live.sort_by(|a, b| a.instance.cmp(&b.instance));
+            kept.insert(name.clone(), live);
+        }
     }
+
+    /// Without heartbeats (no breaker under a quorum), each shared breaker's view is this
+    /// instance alone, with its local state.
+    pub(super) fn view_alone(&mut self) {
+        self.beat.clear();
+        let read_at = Instant::now();
+        let mut kept = self.shared.live.lock().unwrap_or_else(|e| e.into_inner());
+        kept.clear();
+        for (name, t) in &self.tracked {
+            let state = t.breaker.upgrade().map_or(State::Closed, |b| b.state());
+            kept.insert(
+                name.clone(),
+                vec![LiveInstance {
+                    instance: self.shared.instance.clone(),
+                    state: Some(state),
+                    expires_in: Duration::ZERO,
+                    read_at,
+                    this: true,
+                }],
+            );
+        }
+    }
+}
+
+/// A heartbeat's states, `<len>:<breaker><len>:<state>` repeated, as a map; a part this
+/// version cannot read ends it.
+fn parse_states(text: &str) -> BTreeMap<String, State> {
+    let mut out = BTreeMap::new();
+    let mut rest = text;
+    let field = |rest: &mut &str| -> Option<String> {
+        let (len, after) = rest.split_once(':')?;
+        let len: usize = len.parse().ok()?;
+        let value = after.get(..len)?.to_owned();
+        *rest = &after[len..];
+        Some(value)
+    };
+    while !rest.is_empty() {
+        let (Some(name), Some(state)) = (field(&mut rest), field(&mut rest)) else {
+            break;
+        };
+        if let Some(state) = parse_state(&state) {
+            out.insert(name, state);
+        }
+    }
+    out
 }

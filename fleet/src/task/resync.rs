@@ -1,12 +1,15 @@
-//! The periodic re-read: pub/sub loses what is published while a connection is down, so every
-//! `resync_every` (and within 100 ms after a failure) the task subscribes if it must, writes
-//! what is pending and reads every shared record again.
+//! The periodic re-read: pub/sub loses what is published while a connection is down, so after
+//! every disconnection or failure (within 100 ms) the task subscribes if it must, writes what
+//! is pending and reads every shared record again. Every `resync_every` besides, it reads the
+//! records that need it (not closed here or in the fleet, pending, new) and `SWEEP` idle ones
+//! in turn, and beats once for the instance if it shares a breaker under a quorum: an idle
+//! instance's commands do not grow with the number of breakers it shares.
 
 use std::sync::atomic::Ordering;
 
 use tokio::sync::oneshot;
 
-use super::state::{Answer, Intent, Pushed, READ_BATCH, Task, Tracked};
+use super::state::{Answer, Intent, Pushed, READ_BATCH, SWEEP, Task, Tracked};
 use crate::record::{READ_FIELDS, Record};
 use breakerbox_runtime::State;
 
@@ -15,6 +18,9 @@ impl Task {
     /// pending, and re-reads every record. `true` if every store operation succeeded.
     pub(super) async fn tick(&mut self) -> bool {
         let mut asked = Vec::new();
+        // A full pass when one is owed (at start, after a failure or a disconnection, when a
+        // breaker is shared, when asked for); else the records that need it and a sweep.
+        let full = self.owed;
         if self.holding() {
             // Held while the store was unreachable: given back once it answers, before the
             // pending changes are written and the records read.
@@ -55,14 +61,14 @@ impl Task {
         if !self.flush().await {
             return false;
         }
-        let mut read = self.read_all(&mut asked).await;
+        let mut read = self.read_all(&mut asked, full).await;
         // A resync asked for during a pass came after some records were read (a user who
         // overwrote one and then asked must see it read): it is answered by a whole pass
         // begun after it.
         while read && !asked.is_empty() {
             self.shared.resyncs.fetch_add(1, Ordering::Relaxed);
             let waiting = std::mem::take(&mut asked);
-            read = self.read_all(&mut asked).await;
+            read = self.read_all(&mut asked, true).await;
             for done in waiting {
                 let _ = done.send(read);
             }
@@ -79,13 +85,56 @@ impl Task {
         true
     }
 
-    /// Re-reads every tracked record, `READ_BATCH` records a round trip (one pipeline of
-    /// `TIME`, an `HMGET` per record and a heartbeat per breaker). As in `step`, before each batch the local changes told meanwhile are
+    /// The records a periodic pass reads: those not closed here or in the fleet's record, those
+    /// with a change pending, vanished or never read, and the next `SWEEP` of the others in
+    /// turn (so that a change that reached the store without its message is found within
+    /// `⌈idle / SWEEP⌉` passes).
+    fn pass_names(&mut self) -> Vec<String> {
+        let mut due = Vec::new();
+        let mut idle = Vec::new();
+        for (name, t) in &self.tracked {
+            let here = t.breaker.upgrade().map_or(State::Closed, |b| b.state());
+            if !t.read
+                || t.vanished
+                || t.seen != State::Closed
+                || here != State::Closed
+                || self.pending.contains_key(name)
+            {
+                due.push(name.clone());
+            } else {
+                idle.push(name);
+            }
+        }
+        if !idle.is_empty() {
+            let from = self.sweep % idle.len();
+            let take = SWEEP.min(idle.len());
+            due.extend(
+                idle.iter()
+                    .cycle()
+                    .skip(from)
+                    .take(take)
+                    .map(|n| (*n).clone()),
+            );
+            self.sweep = (from + take) % idle.len();
+        }
+        due.sort();
+        due.dedup();
+        due
+    }
+
+    /// Re-reads the tracked records (`full`: every one, else `pass_names`), `READ_BATCH`
+    /// records a round trip (one pipeline of `TIME` and an `HMGET` per record; the first also
+    /// carries this instance's heartbeat, if it beats). As in `step`, before each batch the local changes told meanwhile are
     /// written, so an older record never wins over them, and the records published meanwhile
     /// are taken on, so a change published during a long pass waits for one batch at most; a
     /// resync asked for meanwhile goes into `asked`, for the pass after.
-    async fn read_all(&mut self, asked: &mut Vec<oneshot::Sender<bool>>) -> bool {
-        let names: Vec<String> = self.tracked.keys().cloned().collect();
+    async fn read_all(&mut self, asked: &mut Vec<oneshot::Sender<bool>>, full: bool) -> bool {
+        let names: Vec<String> = if full {
+            self.tracked.keys().cloned().collect()
+        } else {
+            self.pass_names()
+        };
+        let mut beat = self.beats();
         for batch in names.chunks(READ_BATCH) {
             while let Ok(more) = self.rx.try_recv() {
                 asked.extend(self.note(more));
@@ -109,10 +158,12 @@ impl Task {
                 hmget.extend(READ_FIELDS.iter().map(|f| (*f).to_owned()));
                 commands.push(hmget);
             }
-            // And each breaker's heartbeat (`heartbeat.lua` by its hash, as a plain `EVALSHA`), in the
-            // same round trip (quorum.rs).
-            let due_names: Vec<String> = due.iter().map(|n| (*n).clone()).collect();
-            commands.extend(self.beat_commands(&due_names));
+            // And the instance's heartbeat (`heartbeat.lua` by its hash, as a plain `EVALSHA`),
+            // once a pass, in the same round trip (quorum.rs).
+            let beating = core::mem::take(&mut beat);
+            if beating {
+                commands.push(self.beat_command());
+            }
             let seen: Vec<u64> = due
                 .iter()
                 .map(|n| self.tracked.get(*n).map_or(0, |t| t.applied))
@@ -121,9 +172,10 @@ impl Task {
             let sent = tokio::time::Instant::now();
             let mut replies = match tokio::time::timeout(limit, self.store.pipeline(commands)).await
             {
-                Ok(Ok(mut replies)) if replies.len() == 2 * due.len() + 1 => {
-                    let beats = replies.split_off(due.len() + 1);
-                    self.took_beats(&due_names, beats, sent).await;
+                Ok(Ok(mut replies)) if replies.len() == due.len() + 1 + usize::from(beating) => {
+                    if beating && let Some(reply) = replies.pop() {
+                        self.took_beat(reply, sent).await;
+                    }
                     replies.into_iter()
                 }
                 Ok(Ok(_)) => {
@@ -181,6 +233,13 @@ impl Task {
                 }
             }
         }
+        if beat {
+            // No batch was sent (nothing to read, or all left alone): the beat on its own.
+            return self.beat_now().await;
+        }
+        if !self.beats() {
+            self.view_alone();
+        }
         true
     }
 
@@ -188,7 +247,12 @@ impl Task {
     /// a vanished one written again. `false` if the store failed meanwhile.
     async fn take_read(&mut self, name: &str, answer: Answer<Record>) -> bool {
         let record = match answer {
-            Answer::Done(record) => record,
+            Answer::Done(record) => {
+                if let Some(t) = self.tracked.get_mut(name) {
+                    t.read = true;
+                }
+                record
+            }
             Answer::Unreadable(why) => {
                 // An unreadable record is skipped: the pass goes on to the others.
                 self.troubled(name, &why);

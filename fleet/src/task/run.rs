@@ -92,6 +92,8 @@ impl Task {
 
     pub(super) async fn on_message(&mut self, message: Message) {
         if let Some(done) = self.note(message) {
+            // Asked for by hand: every record, not only those a periodic pass reads.
+            self.owed = true;
             let ok = self.tick().await;
             let _ = done.send(ok);
         }

@@ -57,6 +57,9 @@ pub(super) struct Tracked {
     /// `Breaker::manual_changes` as last accounted for: a hand on it that changed no state
     /// (a `reset` of a closed breaker) tells no event, and is found by comparing (counts.rs).
     pub(super) manual: u32,
+    /// Its record has been read or written since it was tracked: until then every pass reads
+    /// it (resync.rs).
+    pub(super) read: bool,
 }
 
 impl Tracked {
@@ -78,6 +81,7 @@ impl Tracked {
             lease: None,
             vanished: false,
             manual,
+            read: false,
         }
     }
 
@@ -88,6 +92,7 @@ impl Tracked {
         self.probe_at = self.open_until;
         self.lease = None;
         self.vanished = false;
+        self.read = true;
         self.recount();
     }
 
@@ -151,6 +156,10 @@ pub(super) struct Trouble {
 /// Records read in one round trip by a re-read pass.
 pub(crate) const READ_BATCH: usize = 256;
 
+/// Records a periodic pass reads besides those that need it (resync.rs): the idle ones, in
+/// turn, so that an idle instance's load on the store does not grow with its breakers.
+pub(crate) const SWEEP: usize = 16;
+
 /// The first and the longest wait before a troubled record is tried again. At most half a
 /// second: a foreign value that is removed is then noticed by the next re-read (within
 /// `resync_every`), and its breaker shared again within 1 s.
@@ -175,6 +184,11 @@ pub(crate) struct Task {
     pub(super) own_imports: BTreeMap<String, VecDeque<bool>>,
     /// When a foreign message on the channel was last warned about.
     pub(super) foreign_warned: Option<Instant>,
+    /// Where the next periodic pass's sweep of idle records starts (resync.rs).
+    pub(super) sweep: usize,
+    /// The live instances and the expiry of each one's heartbeat (server ms), as this
+    /// instance's last heartbeat read them: what a quorum is counted over (quorum.rs).
+    pub(super) beat: Vec<(String, String)>,
 }
 
 /// How a store operation about one breaker ended.
@@ -236,6 +250,8 @@ impl Task {
             owed: true,
             own_imports: BTreeMap::new(),
             foreign_warned: None,
+            sweep: 0,
+            beat: Vec::new(),
         }
     }
 
@@ -250,6 +266,18 @@ impl Task {
     /// `name`'s key `{<prefix>:<name>}:<what>`: beside the record, on its hash slot.
     pub(super) fn key_of(&self, name: &str, what: &str) -> String {
         format!("{{{}:{name}}}:{what}", self.shared.config.prefix)
+    }
+
+    /// The instances' heartbeats `{<prefix>:}:live` (quorum.rs): one hash for the fleet.
+    pub(super) fn live_key(&self) -> String {
+        format!("{{{}:}}:live", self.shared.config.prefix)
+    }
+
+    /// Whether this instance beats: it shares a breaker under a quorum.
+    pub(super) fn beats(&self) -> bool {
+        self.tracked
+            .keys()
+            .any(|name| self.quorum_of(name).is_some())
     }
 
     /// The breaker's quorum, if its trips wait for one.

@@ -160,3 +160,96 @@ fn propagation_single_node_in_process() {
         "single node, 3 instances, 200 trips: propagation p50 {p50:?}, p99 {p99:?}, max {max:?}"
     );
 }
+
+/// Redis's count of every command since the last `CONFIG RESETSTAT` (`INFO commandstats`, a
+/// script's own commands included), ours left out.
+fn commands(redis: &Redis) -> u64 {
+    let stats = redis.cli(&["INFO", "commandstats"]);
+    stats
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_"))
+        .filter(|l| !l.starts_with("cmdstat_info:") && !l.starts_with("cmdstat_config|"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// The commands one idle instance sends Redis a second, for 1, 100 and 10 000 shared breakers,
+/// with `fleet_trip = "any"` and under a quorum, all closed and with one open (tripped here,
+/// `open_for` 60 s). `FLEET_WINDOW` (seconds, default 5) sets how long each is counted.
+///
+///   cargo test -p breakerbox-fleet --release --test fleet numbers::idle -- --ignored --nocapture
+#[test]
+#[ignore = "a measurement: run it with --ignored --nocapture"]
+fn idle_instance_commands_per_second_by_shared_breakers() {
+    use breakerbox_fleet::{Fleet, FleetConfig, FleetTrip, Quorum};
+    use breakerbox_runtime::{Breaker, Config};
+    let _alone = crate::support::alone();
+    let Some(bin) = redis_server() else { return };
+    let window: u64 = std::env::var("FLEET_WINDOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let redis = Redis::start(&bin, &[]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    for quorum in [false, true] {
+        for n in [1usize, 100, 10_000] {
+            for tripping in [false, true] {
+                let prefix = format!("idle{n}{quorum}{tripping}");
+                let breakers: Vec<Breaker> = (0..n)
+                    .map(|i| {
+                        let config = Config::builder()
+                            .failures(1)
+                            .open_for(Duration::from_secs(60))
+                            .build()
+                            .unwrap();
+                        Breaker::new(format!("b{i}"), config)
+                    })
+                    .collect();
+                let mut config = FleetConfig::new(redis.url())
+                    .prefix(&prefix)
+                    .instance("web-1");
+                if quorum {
+                    config = config.fleet_trip(FleetTrip::Quorum(Quorum::Instances(2)));
+                }
+                let fleet = rt.block_on(async {
+                    let fleet = Fleet::connect(config).await.unwrap();
+                    for b in &breakers {
+                        fleet.share(b);
+                    }
+                    assert!(fleet.resync().await);
+                    fleet
+                });
+                if tripping {
+                    let _ = breakers[0].call(|| Err::<(), _>("down"));
+                    assert!(rt.block_on(fleet.resync()));
+                }
+                // One periodic pass first, so that the count starts in the steady state.
+                std::thread::sleep(Duration::from_millis(1_100));
+                assert_eq!(redis.cli(&["CONFIG", "RESETSTAT"]), "OK");
+                let start = Instant::now();
+                std::thread::sleep(Duration::from_secs(window));
+                let total = commands(&redis);
+                let secs = start.elapsed().as_secs_f64();
+                println!(
+                    "idle instance, {} {n:>6} shared breakers, {}: {:.2} Redis commands per second",
+                    if quorum { "quorum," } else { "any,   " },
+                    if tripping { "one open " } else { "all closed" },
+                    total as f64 / secs
+                );
+                drop(fleet);
+                drop(breakers);
+            }
+        }
+    }
+}
