@@ -584,8 +584,8 @@ mod numbers {
         }
     }
 
-    /// The contenders of `keyed_u64_*`: the controls, `BreakerMap` and the two maps issue 27
-    /// names, each filled in a loop of its own.
+    /// The contenders of `keyed_u64_*`: the controls, `BreakerMap`, dashmap and
+    /// `RwLock<HashMap>`, each filled in a loop of its own.
     pub fn contenders(keys: &[u64]) -> Vec<(&'static str, Arc<dyn Lookup>)> {
         let named = |k: u64| Breaker::new(k.to_string(), config());
         let bm: BreakerMap<u64> = BreakerMap::new("bench.keyed.u64", config());
