@@ -5,6 +5,10 @@
 //! nothing is taken twice at once or again after its replay, and the files stay within
 //! max(1 MiB, 4 × the live entries).
 //!
+//! The same seeds drive the replayer (`the_replayer_…`): the breaker trips, half-opens and
+//! closes at any step, also while an entry is being taken; no replay holds the probe's place,
+//! none succeeds twice, and every journaled call ends replayed or dead.
+//!
 //! `BREAKERBOX_REPLAY_FAULT_SEEDS` seeds (100 by default; `scripts/test` runs 2 000), or the
 //! one seed `BREAKERBOX_REPLAY_FAULT_SEED`; a failing seed prints the command that replays it.
 
@@ -379,5 +383,214 @@ fn the_disk_journal_keeps_its_promises_under_seeded_faults() {
         .collect();
     for worker in workers {
         worker.join().unwrap();
+    }
+}
+
+/// A memory journal that lets a seed act on the breaker while the replayer takes an entry:
+/// trip it and let its open time pass (half-open), or close it.
+struct Meddling {
+    inner: breakerbox_replay::MemoryJournal<u32>,
+    breaker: breakerbox_runtime::Breaker,
+    clock: breakerbox_runtime::ManualClock,
+    rng: std::sync::Mutex<Rng>,
+}
+
+impl Meddling {
+    fn meddle(&self) {
+        let act = self.rng.lock().unwrap().below(4);
+        match act {
+            0 => {
+                if let Ok(permit) = self.breaker.try_acquire() {
+                    permit.failure();
+                }
+                self.clock.advance(Duration::from_secs(5));
+            }
+            1 => self.breaker.reset(),
+            _ => {}
+        }
+    }
+}
+
+impl Journal<u32> for Meddling {
+    fn push(
+        &self,
+        key: Option<String>,
+        args: u32,
+        now: Duration,
+    ) -> Result<Pushed, breakerbox_replay::NotJournaled> {
+        self.inner.push(key, args, now)
+    }
+    fn take(&self, now: Duration) -> Take<u32> {
+        self.meddle();
+        self.inner.take(now)
+    }
+    fn settle(&self, id: u64, how: Settled, now: Duration) {
+        self.inner.settle(id, how, now)
+    }
+    fn status(&self) -> breakerbox_replay::JournalStatus {
+        self.inner.status()
+    }
+    fn entries(&self) -> Vec<breakerbox_replay::EntryInfo> {
+        self.inner.entries()
+    }
+    fn dead_letters(&self) -> Vec<breakerbox_replay::EntryInfo> {
+        self.inner.dead_letters()
+    }
+    fn retry_dead_letters(&self, now: Duration) -> usize {
+        self.inner.retry_dead_letters(now)
+    }
+    fn drop_dead_letters(&self) -> usize {
+        self.inner.drop_dead_letters()
+    }
+    fn may_block(&self) -> bool {
+        false
+    }
+}
+
+/// One seed of the replayer's rules: calls journaled while the breaker trips, half-opens and
+/// closes at any step (also while the replayer takes an entry), replays failing as the seed
+/// says. No replay runs while the breaker is half-open (as its probe), none succeeds twice,
+/// and at the end every journaled call was replayed or is a dead letter.
+fn run_replayer(seed: u64) {
+    use breakerbox_runtime::{Breaker, Config, Error, ManualClock, RejectReason, TokioClock};
+    use std::sync::{Arc, Mutex};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let clock = ManualClock::new();
+        let config = Config::builder()
+            .failures(1)
+            .open_for(Duration::from_secs(5))
+            .half_open_calls(1)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let breaker = Breaker::new("faults.replayer", config);
+        let journal = Arc::new(Meddling {
+            inner: breakerbox_replay::MemoryJournal::new(
+                "faults.replayer",
+                &ReplayConfig::new().attempts(3).ttl(TTL),
+            ),
+            breaker: breaker.clone(),
+            clock: clock.clone(),
+            rng: Mutex::new(Rng(seed ^ 0x5eed)),
+        });
+        let succeeded: Arc<Mutex<Vec<u32>>> = Arc::default();
+        let as_probe: Arc<Mutex<Vec<u32>>> = Arc::default();
+        let rng = Arc::new(Mutex::new(Rng(seed)));
+        let replay = {
+            let (succeeded, as_probe, rng, breaker) = (
+                succeeded.clone(),
+                as_probe.clone(),
+                rng.clone(),
+                breaker.clone(),
+            );
+            breakerbox_replay::Replay::builder(&breaker.clone())
+                .clock(TokioClock)
+                .config(ReplayConfig::new().attempts(3).ttl(TTL).rate(100))
+                .journal(journal.clone(), move |tag: u32| {
+                    // With one probe place, a replay that holds it leaves none for a call.
+                    if let Err(rejected) = breaker.try_acquire()
+                        && rejected.reason() == RejectReason::HalfOpenFull
+                    {
+                        as_probe.lock().unwrap().push(tag);
+                    }
+                    let ok = rng.lock().unwrap().below(4) != 0;
+                    if ok {
+                        succeeded.lock().unwrap().push(tag);
+                    }
+                    async move { if ok { Ok(()) } else { Err("down") } }
+                })
+                .unwrap()
+        };
+        let mut journaled = BTreeSet::new();
+        let mut trace = Vec::new();
+        for tag in 0..40u32 {
+            let act = rng.lock().unwrap().below(6);
+            match act {
+                0 => {
+                    breaker.force_open();
+                    trace.push("force open".to_owned());
+                }
+                1 => {
+                    breaker.reset();
+                    trace.push("reset".to_owned());
+                }
+                2 => {
+                    clock.advance(Duration::from_secs(5));
+                    trace.push("5 s pass".to_owned());
+                }
+                _ => {}
+            }
+            if let Err(Error::Rejected(r)) = replay.call(tag, |_| Err::<(), _>("down"))
+                && r.journaled()
+            {
+                journaled.insert(tag);
+            }
+            let pause = Duration::from_millis(rng.lock().unwrap().below(50));
+            tokio::time::sleep(pause).await;
+            let probes = as_probe.lock().unwrap().clone();
+            assert!(
+                probes.is_empty(),
+                "seed {seed}: replayed as a probe: {probes:?} after {trace:?}"
+            );
+        }
+        // The breaker stays closed: everything is replayed or dead.
+        for _ in 0..200 {
+            breaker.reset();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if journal.status().entries == 0 {
+                break;
+            }
+        }
+        let probes = as_probe.lock().unwrap().clone();
+        assert!(
+            probes.is_empty(),
+            "seed {seed}: replayed as a probe: {probes:?}"
+        );
+        let succeeded = succeeded.lock().unwrap().clone();
+        let once: BTreeSet<u32> = succeeded.iter().copied().collect();
+        assert_eq!(
+            once.len(),
+            succeeded.len(),
+            "seed {seed}: a call replayed twice: {succeeded:?}"
+        );
+        let dead: BTreeSet<u32> = journal.dead_letters().iter().map(|e| e.id as u32).collect();
+        assert_eq!(journal.status().entries, 0, "seed {seed}: entries left");
+        assert!(
+            once.is_subset(&journaled),
+            "seed {seed}: replayed unjournaled calls"
+        );
+        assert_eq!(
+            once.len() + dead.len(),
+            journaled.len(),
+            "seed {seed}: journaled calls neither replayed nor dead"
+        );
+    });
+}
+
+#[test]
+fn the_replayer_never_replays_as_a_probe_nor_twice_under_seeded_interleavings() {
+    if let Some(seed) = std::env::var("BREAKERBOX_REPLAY_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        return run_replayer(seed);
+    }
+    let seeds: u64 = std::env::var("BREAKERBOX_REPLAY_FAULT_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    for seed in 0..seeds {
+        let outcome = std::panic::catch_unwind(|| run_replayer(seed));
+        if let Err(panic) = outcome {
+            eprintln!(
+                "replay it: BREAKERBOX_REPLAY_FAULT_SEED={seed} cargo test -p breakerbox-replay --test faults"
+            );
+            std::panic::resume_unwind(panic);
+        }
     }
 }
