@@ -322,9 +322,8 @@ fn open(c: &mut Criterion) {
     let all = Inputs::all_ok;
     one(&mut g, "direct", all(), protected);
     // A control: the direct call with one full barrier before it (a store, `fence(SeqCst)`, a
-    // load), as a `Breaker::new` breaker's rejection does when it is dropped (the store-buffer
-    // handshake with the breaker's last handle, breaker/orphans.rs); a registry breaker's
-    // rejection does none.
+    // load): what one locked instruction adds, as a `Breaker::new` breaker's rejection pays two
+    // (its report's reference count, taken and given back); a registry breaker's pays none.
     let (line, flag) = (AtomicU64::new(0), AtomicU64::new(0));
     one(&mut g, "full_barrier", all(), |x| {
         line.store(x, Ordering::Relaxed);

@@ -75,6 +75,7 @@
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 #[doc(inline)]
 pub use breakerbox_macros::circuit_breaker;

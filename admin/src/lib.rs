@@ -75,6 +75,7 @@
 //! The stream and its per-second ticks need a tokio runtime with its timer, as any axum server
 //! has.
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![forbid(unsafe_code)]
 
 mod auth;
 mod breakers;

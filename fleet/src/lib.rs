@@ -75,6 +75,7 @@
 //! simulator (`sim/`, tests only) runs several instances of this code against a model store
 //! that runs the same Lua scripts, under seeded faults (docs/fleet.md, "What is guaranteed").
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![forbid(unsafe_code)]
 
 mod config;
 mod connect;

@@ -66,6 +66,7 @@
 //!     }
 //! }
 //! ```
+#![forbid(unsafe_code)]
 
 use core::ops::{Range, RangeInclusive};
 use core::time::Duration;

@@ -2,6 +2,7 @@
 //! integrates with (tower, axum, reqwest, metrics, Prometheus, serde, TOML) — its tests in
 //! `tests/`, its examples in `examples/`, and the guide's snippets below. It is a package of its
 //! own so that these crates are never built for the facade's own tests or its quickstart.
+#![forbid(unsafe_code)]
 
 // The guides' Rust code blocks, compiled and run as this package's doctests
 // (`cargo test -p breakerbox-integration --doc`): this package has every feature of breakerbox

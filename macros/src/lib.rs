@@ -9,6 +9,7 @@
 //! for a misspelt one with `suggest`; `valid` checks the keys against each other; `func`
 //! checks the function's shape; `expand` edits the function in place. Every stage reports
 //! into one `args::Errors`, so all mistakes come in one compile.
+#![forbid(unsafe_code)]
 
 mod args;
 mod duration;

@@ -83,6 +83,7 @@
 //! between two scrapes. To be told at once instead, see
 //! [`Registry::on_state_change`](breakerbox_runtime::Registry::on_state_change).
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![forbid(unsafe_code)]
 
 use core::fmt;
 use core::hash::{BuildHasher, Hash};

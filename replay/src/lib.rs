@@ -34,6 +34,7 @@
 //! - `attribute` — what `#[circuit_breaker(replay = …)]`'s generated code calls, re-exported as
 //!   the hidden `__private`: no semver promise.
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![forbid(unsafe_code)]
 
 mod attribute;
 mod book;

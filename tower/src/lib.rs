@@ -52,6 +52,7 @@
 //! `CatchPanicLayer`, `FutureExt::catch_unwind`) too, which stops the unwind before the response
 //! future is dropped: a panicking half-open probe re-opens the breaker.
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![forbid(unsafe_code)]
 
 use core::fmt;
 use core::future::Future;

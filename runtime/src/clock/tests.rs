@@ -47,6 +47,10 @@ fn a_shared_clock_is_a_clock() {
 /// bracket the `Instant` ones, so it never reads less (beyond its calibration's error); the
 /// best of five rounds must agree, so that a preemption between two readings cannot fail it.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "measures real time, which Miri's interpreter stretches"
+)]
 fn the_calls_timer_measures_what_the_monotonic_clock_does() {
     use super::SystemClock;
     let mut best = f64::MAX;
@@ -69,6 +73,10 @@ fn the_calls_timer_measures_what_the_monotonic_clock_does() {
 /// A breaker on the system clock times a call by that timer: a call that runs 3 ms against a
 /// 1 ms threshold is slow, and its latency reads at least 3 ms.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "measures real time, which Miri's interpreter stretches"
+)]
 fn a_call_on_the_system_clock_is_timed_against_its_threshold() {
     let breaker = Breaker::new(
         "timed-on-the-system-clock",

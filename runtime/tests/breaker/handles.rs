@@ -1,7 +1,5 @@
-//! The hand-rolled handle count of `Breaker::new` breakers (`Clone`/`Drop`, and the
-//! `Box::from_raw` of the last handle) and the permits that hold a handle or borrow one, on a
-//! `ManualClock`. `scripts/test` also runs this binary under valgrind, which reports a
-//! use-after-free, a double free or a leak that these assertions cannot see.
+//! The handles of `Breaker::new` breakers (`Clone`/`Drop`, weak handles, the last handle
+//! freeing the breaker) and the permits that hold a handle or borrow one, on a `ManualClock`.
 
 use std::sync::Arc;
 use std::thread;

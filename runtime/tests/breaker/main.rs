@@ -4,7 +4,7 @@
 //! `ManualClock`: no test sleeps.
 //!
 //! One test binary (linked once), one module per topic; `support` and `calls` hold what they
-//! share. `scripts/test` also runs the handle and permit tests under valgrind.
+//! share.
 
 #[path = "../common/alone.rs"]
 mod alone;

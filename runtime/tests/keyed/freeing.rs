@@ -206,10 +206,9 @@ fn a_large_familys_evicted_breakers_are_freed_when_the_sweep_returns() {
 }
 
 /// A key whose `Clone` changes it (a logic error, but safe code): the family stores the clone
-/// `W(i ^ 1024)` of each key called, and a front table built from the map files each slot
-/// under the clone of its key. Evicting a slot still takes it out of the table, whatever key
-/// it is filed under: a lookup after the sweep never reaches the evicted breaker, which is
-/// freed. (Under valgrind in `scripts/test`, which would report a read of its freed slot.)
+/// `W(i ^ 1024)` of each key called. Evicting a slot still takes it out of the family,
+/// whatever key it is filed under: a lookup after the sweep never reaches the evicted
+/// breaker, which is freed.
 #[test]
 fn a_key_whose_clone_changes_it_never_reaches_an_evicted_breaker() {
     #[derive(Hash, PartialEq, Eq)]
