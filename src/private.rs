@@ -29,23 +29,30 @@ pub use breakerbox_runtime::__private::{Guarded, Registration, register};
 
 use breakerbox_runtime::registry;
 
-/// A function-local static made on first use: the attribute's breaker or keyed family.
+/// A function-local static made on first use: the attribute's breaker or keyed family, made
+/// from the function's [`Registration`] by a function shared by every annotated function
+/// ([`breaker`] or [`family`]), so that no function carries an initializer of its own.
 ///
 /// Like `std::sync::LazyLock`, but a panic while making it (a registry clock that panics, say)
 /// fails that call only, and the next call makes it again: `OnceLock::get_or_init` does not
 /// poison, where a `LazyLock` would panic in every later call. A made value is read as a
 /// `LazyLock`'s is (one Acquire load and a compare).
-pub struct Lazy<T> {
+pub struct Lazy<T: 'static> {
     cell: ::std::sync::OnceLock<T>,
-    init: fn() -> T,
+    init: fn(&'static Registration) -> T,
+    registration: &'static Registration,
 }
 
 impl<T> Lazy<T> {
-    /// A static made by `init` on first use.
-    pub const fn new(init: fn() -> T) -> Self {
+    /// A static made by `init(registration)` on first use.
+    pub const fn new(
+        init: fn(&'static Registration) -> T,
+        registration: &'static Registration,
+    ) -> Self {
         Lazy {
             cell: ::std::sync::OnceLock::new(),
             init,
+            registration,
         }
     }
 }
@@ -55,7 +62,7 @@ impl<T> Lazy<T> {
     #[cold]
     #[inline(never)]
     fn make(&self) -> &T {
-        self.cell.get_or_init(self.init)
+        self.cell.get_or_init(|| (self.init)(self.registration))
     }
 }
 
@@ -113,6 +120,13 @@ pub fn keyed_try_acquire<'b>(
         Ok(permit) => Ok(permit),
         Err(rejected) => Err(family.name_rejection(key, rejected)),
     }
+}
+
+/// The config of a function whose attribute sets no policy key: the defaults (and a file's
+/// layers), shared by every such function rather than a closure of each.
+#[inline]
+pub fn no_keys(config: ConfigBuilder) -> ConfigBuilder {
+    config
 }
 
 /// What `key = …` may evaluate to: anything that is `AsRef<str>`, looked up as a `&str`.

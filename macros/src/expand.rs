@@ -318,10 +318,16 @@ impl<'a> Ctx<'a> {
             let name = &config.value;
             quote!(.base(#name))
         });
+        // Without policy keys, the shared identity rather than a closure of the function's own.
+        let configure = if configure.is_empty() {
+            quote!(#private::no_keys)
+        } else {
+            quote!(|#config| #config #configure)
+        };
         let registration_static = quote! {
             static #registration: #private::Registration = #private::Registration::new(
                 #name,
-                |#config| #config #configure,
+                #configure,
                 ::core::file!(),
                 ::core::line!(),
                 ::core::column!(),
@@ -335,9 +341,8 @@ impl<'a> Ctx<'a> {
                 // Resolved once per function, not looked up per call: the handle is not generic, so
                 // one static serves every instantiation of a generic function. A panic while
                 // creating it fails this call only; the next call creates it.
-                static #breaker: #private::Lazy<#private::Breaker> = #private::Lazy::new(|| {
-                    #private::breaker(&#registration)
-                });
+                static #breaker: #private::Lazy<#private::Breaker> =
+                    #private::Lazy::new(#private::breaker, &#registration);
             },
             Some(key) => {
                 let family = syn::Ident::new("__BREAKERBOX_FAMILY", Span::mixed_site());
@@ -352,7 +357,7 @@ impl<'a> Ctx<'a> {
                     #private::register! { #registration_static }
                     // Made on first use, again after a panic (as the breaker above).
                     static #family: #private::Lazy<#private::BreakerMap<#private::String>> =
-                        #private::Lazy::new(|| #private::family(&#registration));
+                        #private::Lazy::new(#private::family, &#registration);
                     // A handle to the key's breaker, and the permit, so the key's borrows of the
                     // arguments end here, before the body runs. A rejection names the key.
                     let #breaker;
