@@ -128,12 +128,14 @@ async fn a_shared_breakers_tile_shows_each_instances_local_state_as_it_changes()
         &[("web-1", true, "closed"), ("web-2", false, "closed")],
     )
     .await;
+    // Heartbeats are one per instance, not one per breaker: the line of a breaker lists every
+    // live instance of the fleet, and one that does not share it (web-2 here) reads closed.
     fleet_line(
         &browser,
-        "audit's line reads one host, and its mode",
+        "audit's line reads the fleet's live hosts, and its mode",
         ("audit", "closed"),
-        "fleet: 1 host reporting · any instance trips the fleet",
-        &[("web-1", true, "closed")],
+        "fleet: 2 hosts reporting · any instance trips the fleet",
+        &[("web-1", true, "closed"), ("web-2", false, "closed")],
     )
     .await;
 

@@ -45,7 +45,7 @@ pub fn family_names() -> Vec<String> {
 /// breaker of `registry` created, annotated or configured, and, apart, every keyed family
 /// annotated or created (a name in both lists is a family's).
 pub fn shareable_names(registry: &Registry) -> (Vec<String>, Vec<String>) {
-    registry.shareable_names()
+    registry.shareable_names(crate::keyed::family_names())
 }
 
 /// `text` cut short for a message (the first 32 characters, then its length in bytes): how

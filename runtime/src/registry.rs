@@ -510,11 +510,12 @@ impl Registry {
 
     /// What a fleet's `share` patterns can name: every single breaker created, annotated or
     /// configured (a preset, a config file's table), and every keyed family annotated or
-    /// created. A name that is a keyed family is in the second list only.
-    pub(crate) fn shareable_names(&self) -> (Vec<String>, Vec<String>) {
+    /// created — those made by code, `created`, come from `keyed`, a floor above. A name that
+    /// is a keyed family is in the second list only.
+    pub(crate) fn shareable_names(&self, created: Vec<String>) -> (Vec<String>, Vec<String>) {
         let mut families: BTreeSet<String> =
             self.keyed.keys().map(|name| (*name).to_owned()).collect();
-        families.extend(crate::keyed::family_names());
+        families.extend(created);
         let mut breakers: BTreeSet<String> = self.names().into_iter().collect();
         {
             let presets = lock(&self.presets);

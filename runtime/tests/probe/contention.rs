@@ -44,11 +44,17 @@ fn every_probe_is_counted_once_and_every_pass_is_one_move() {
     let done = Arc::new(AtomicBool::new(false));
     std::thread::scope(|s| {
         let ticker = {
-            let (clock, done) = (clock.clone(), done.clone());
+            let (clock, done, breaker) = (clock.clone(), done.clone(), breaker.clone());
             s.spawn(move || {
-                for _ in 0..3000 {
+                // At least 3000 ticks, and on until some probe has started: on a loaded
+                // machine the callers may not have run (and tripped the breaker) by then. The
+                // cap only turns a probe path that never starts into the failure below.
+                for tick in 0..1_000_000u32 {
                     clock.advance(Duration::from_millis(1));
                     std::thread::yield_now();
+                    if tick >= 3000 && breaker.health_probes().started > 0 {
+                        break;
+                    }
                 }
                 done.store(true, Ordering::SeqCst);
             })
