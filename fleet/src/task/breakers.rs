@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
 
-use breakerbox_runtime::__integrations::RegistryExt;
+use breakerbox_runtime::__integrations::{BreakerExt, RegistryExt};
 use breakerbox_runtime::{Breaker, SharedState, State, WeakBreaker, registry};
 
 use super::state::{Task, Tracked};
@@ -158,7 +158,14 @@ impl Task {
                 .or_default()
                 .push_back(own);
         }
-        breaker.import_state(state);
+        // Every open state this task imports is held one `probe_timeout` past the fleet's
+        // open time (`held`), for the fleet's probe leases; it reports the fleet's, when the
+        // fleet's probe is due.
+        let shown = (state.state == State::Open).then(|| {
+            let left = state.open_remaining.unwrap_or_default();
+            left.saturating_sub(breaker.config().probe_timeout())
+        });
+        breaker.import_reporting(state, shown);
     }
 
     /// Imports `state` into `breaker` as this task's own change: a hold or a give-back.
