@@ -204,6 +204,57 @@ async fn a_trip_taken_on_reports_the_fleets_next_probe_not_the_local_hold() {
     );
 }
 
+/// Another instance's trip, taken on here, tells who tripped it and why: its failure as
+/// `last_failure` ("web-2: HTTP 503"), in `explain()` and in the event of the opening.
+#[tokio::test(flavor = "current_thread")]
+async fn a_trip_taken_on_tells_who_tripped_it_and_its_failure() {
+    let (mut task, shared, pushes) = task(&refused(), "why");
+    let breaker = Breaker::new("payments", Config::default());
+    share(&mut task, &shared, &breaker);
+    let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = events.clone();
+    breaker.on_state_change(move |e| seen.lock().unwrap().push(e.clone()));
+    let mut timers = timers();
+    let fields = [
+        "payments",
+        "7",
+        "open",
+        "5000",
+        "1000",
+        "0",
+        "web-2",
+        "1 consecutive failures",
+        "HTTP 503",
+    ];
+    let payload: String = fields.iter().map(|f| format!("{}:{f}", f.len())).collect();
+    pushes
+        .send(PushInfo {
+            kind: PushKind::Message,
+            data: vec![
+                Value::BulkString(b"why:changes".to_vec()),
+                Value::BulkString(payload.into_bytes()),
+            ],
+        })
+        .unwrap();
+    drain(&mut task, &mut timers).await;
+    assert_eq!(breaker.state(), State::Open);
+    assert_eq!(breaker.last_failure().as_deref(), Some("web-2: HTTP 503"));
+    let text = breaker.explain().to_string();
+    assert!(
+        text.contains(
+            "because web-2 tripped it (1 consecutive failures); last failure: 'web-2: HTTP 503'"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("imported"), "{text}");
+    let events = events.lock().unwrap();
+    let opened = events.last().expect("the opening told");
+    assert_eq!(
+        (opened.to, opened.reason, opened.failure.as_deref()),
+        (State::Open, Reason::Imported, Some("web-2: HTTP 503"))
+    );
+}
+
 /// The server `scripts/test` started, or one of the test's own; `None` (skipped, said so)
 /// without `redis-server`, except under CI.
 struct TestRedis {
@@ -442,6 +493,39 @@ async fn a_trip_told_during_a_resync_pass_is_written_before_the_next_record_is_r
         applied,
         "no record was taken on over the trips"
     );
+}
+
+/// An instance that tripped keeps its own failure once it has taken its own record on (as
+/// written, and as a re-read pass reads it back): `last_failure` and `explain()` say what
+/// failed here, and the record tells the others who tripped it and why.
+#[tokio::test(flavor = "current_thread")]
+async fn the_instance_that_tripped_keeps_its_own_failure_after_reading_its_record() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let prefix = format!("own-{}", std::process::id());
+    let (mut task, _shared, _pushes, breakers, _) = two_shared(&redis.url, &prefix).await;
+    let b = &breakers[0];
+    while b.state() == State::Closed {
+        b.try_acquire().unwrap().failure_with(&"HTTP 503");
+    }
+    drain(&mut task, &mut timers()).await;
+    let record = task.invoke(b.name(), &["read"]).await.done().unwrap();
+    assert_eq!(
+        (
+            record.state,
+            record.origin.as_str(),
+            record.last_failure.as_str()
+        ),
+        (State::Open, "here", "HTTP 503"),
+        "the record tells who tripped it and why"
+    );
+    assert!(task.tick().await, "a re-read pass");
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.last_failure().as_deref(), Some("HTTP 503"));
+    let text = b.explain().to_string();
+    assert!(text.contains("last failure: 'HTTP 503'"), "{text}");
+    assert!(!text.contains("imported"), "{text}");
 }
 
 /// `Fleet::resync` asked for while a re-read pass is under way (the periodic one, say) is

@@ -356,14 +356,24 @@ impl Breaker {
     /// Takes on a state exported by [`export_state`](Breaker::export_state), typically by
     /// another process. Counts are local and start over.
     pub fn import_state(&self, shared: &SharedState) {
-        self.import_reporting(shared, None);
+        self.import_reporting(shared, None, None, None);
     }
 
     /// As `import_state`; an open state is reported (by `export_state`, `metrics`,
     /// `explain`, a rejection's `retry_after`) as open for `shown` (if shorter than it is
     /// held) rather than for its whole open time (fleet mode: the fleet's next probe, while
     /// the breaker is held open longer for the fleet's probe leases).
-    pub(crate) fn import_reporting(&self, shared: &SharedState, shown: Option<Duration>) {
+    ///
+    /// `told`, if given, is why, as the store tells it: what `explain` gives as the cause.
+    /// `failure`, if given, is the failure behind an open state: the breaker's
+    /// `last_failure`, and its event's message.
+    pub(crate) fn import_reporting(
+        &self,
+        shared: &SharedState,
+        shown: Option<Duration>,
+        told: Option<&str>,
+        failure: Option<&str>,
+    ) {
         let inner = self.inner();
         let now = inner.clock().coarse();
         let open_for = (shared.state == State::Open).then(|| {
@@ -376,10 +386,16 @@ impl Breaker {
             &State::ALL,
             shared.state,
             Reason::Imported,
-            None,
+            failure.as_ref().map(|f| f as &dyn fmt::Display),
             now,
             open_for,
         );
+        if let Some(told) = told {
+            let mut why = inner.extras().why.lock().unwrap_or_else(|e| e.into_inner());
+            if why.reason == Some(Reason::Imported) {
+                why.told = Some(told.into());
+            }
+        }
         if let (Some(shown), State::Open) = (shown, shared.state) {
             let until = inner.open_until.load(Ordering::Relaxed);
             let shown = now.saturating_add(u64::try_from(shown.as_nanos()).unwrap_or(u64::MAX));
