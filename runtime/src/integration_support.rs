@@ -118,6 +118,22 @@ pub fn discard_panic(payload: Box<dyn core::any::Any + Send>) {
 
 /// What fleet mode reads of a breaker beyond its public API, as methods.
 pub trait BreakerExt {
+    /// As `export_state`, with the open time the breaker is held to, not the one it reports
+    /// (see [`import_reporting`](BreakerExt::import_reporting)).
+    fn held_state(&self) -> crate::SharedState;
+    /// As `import_state`; an open state is reported (`export_state`, `metrics`, `explain`,
+    /// `Rejected::retry_after`) as open for `shown`, when that is shorter than `state`'s open
+    /// time, which the breaker is held to: the store's schedule, and a hold of its own.
+    ///
+    /// `told` is why, as the store tells it (`explain`'s cause); `failure` the failure behind
+    /// an open state (`last_failure`, and the event's message).
+    fn import_reporting(
+        &self,
+        state: &crate::SharedState,
+        shown: Option<core::time::Duration>,
+        told: Option<&str>,
+        failure: Option<&str>,
+    );
     /// How many times `force_open`, `disable`, `reset` or `trip_for` were called on it,
     /// whether or not they changed its state: a hand on a breaker the fleet holds.
     fn manual_changes(&self) -> u32;
@@ -130,6 +146,18 @@ pub trait BreakerExt {
 }
 
 impl BreakerExt for Breaker {
+    fn held_state(&self) -> crate::SharedState {
+        Breaker::held_state(self)
+    }
+    fn import_reporting(
+        &self,
+        state: &crate::SharedState,
+        shown: Option<core::time::Duration>,
+        told: Option<&str>,
+        failure: Option<&str>,
+    ) {
+        Breaker::import_reporting(self, state, shown, told, failure);
+    }
     #[inline]
     fn manual_changes(&self) -> u32 {
         Breaker::manual_changes(self)

@@ -7,6 +7,7 @@
 //! breakers, as another thread would at that moment, or switch a fault on), so the
 //! interleaving is exact and the run deterministic.
 
+use breakerbox_runtime::__integrations::BreakerExt;
 use core::time::Duration;
 use std::collections::BTreeMap;
 
@@ -235,7 +236,7 @@ fn a_lease_granted_during_a_reset_and_a_new_trip_keeps_the_trips_open_time() {
         sleep(Duration::from_millis(10_300)).await;
         assert_eq!(c.breakers[0][0].state(), State::Open, "the new trip");
         let left = c.breakers[0][0]
-            .export_state()
+            .held_state()
             .open_remaining
             .unwrap_or_default();
         assert!(
@@ -445,7 +446,7 @@ fn a_hold_during_a_lost_write_reply_gives_back_the_records_open_time() {
         assert_eq!(c.states(0), [State::Open, State::Open]);
         assert_eq!(epoch(), written, "written once");
         // 60 s open and 60 s (the default probe_timeout) held for the leases, on both.
-        let left = |k: usize| c.breakers[k][0].export_state().open_remaining.unwrap();
+        let left = |k: usize| c.breakers[k][0].held_state().open_remaining.unwrap();
         let (here, there) = (left(0), left(1));
         assert!(
             here.abs_diff(there) < Duration::from_millis(300) && here > Duration::from_secs(115),
@@ -578,7 +579,7 @@ fn a_record_taken_on_during_a_hold_is_given_back_with_its_open_time() {
         c.net.lock().unwrap().conns[c.conns[0]].refused = false;
         sleep(Duration::from_secs(1)).await;
         assert_eq!(c.states(0), [State::Open, State::Open]);
-        let left = |k: usize| c.breakers[k][0].export_state().open_remaining.unwrap();
+        let left = |k: usize| c.breakers[k][0].held_state().open_remaining.unwrap();
         let (here, there) = (left(0), left(1));
         assert!(
             here.abs_diff(there) < Duration::from_millis(300),

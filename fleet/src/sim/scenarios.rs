@@ -1,6 +1,7 @@
 //! The fleet's fault paths, one scripted scenario each, on the simulator's model store and
 //! paused clock: the instances run the production fleet code, and every step is exact.
 
+use breakerbox_runtime::__integrations::BreakerExt;
 use core::time::Duration;
 use std::sync::{Arc, Mutex};
 
@@ -166,7 +167,7 @@ fn dropping_the_fleet_while_the_store_is_down_gives_every_breaker_back() {
             sleep(Duration::from_millis(50)).await;
             fail(&c.breakers[0][1]);
             sleep(Duration::from_millis(50)).await;
-            let before = c.breakers[0][1].export_state().open_remaining.unwrap();
+            let before = c.breakers[0][1].held_state().open_remaining.unwrap();
             c.net.lock().unwrap().stopped = true;
             sleep(Duration::from_millis(1_500)).await;
             let held = if policy == OnStoreError::Open {
@@ -187,7 +188,7 @@ fn dropping_the_fleet_while_the_store_is_down_gives_every_breaker_back() {
                 [State::Closed, State::Open],
                 "{policy:?}: given back"
             );
-            let left = c.breakers[0][1].export_state().open_remaining.unwrap();
+            let left = c.breakers[0][1].held_state().open_remaining.unwrap();
             assert_eq!(
                 before - left,
                 Duration::from_millis(1_500),

@@ -25,6 +25,7 @@
 //!   quorum unless the open reports come from at least the quorum of distinct live *hosts*; a
 //!   process killed and started again on its host (fault 8) is that host, once.
 
+use breakerbox_runtime::__integrations::BreakerExt;
 use core::time::Duration;
 use std::sync::{Arc, Mutex};
 
@@ -838,7 +839,7 @@ fn unstuck(world: &Arc<Mutex<World>>, net: &NetRef) {
             if !inst.alive || inst.unshared {
                 continue;
             }
-            let local = inst.breakers[j].export_state();
+            let local = inst.breakers[j].held_state();
             if local.state == State::Open && local.open_remaining.is_some_and(|l| !l.is_zero()) {
                 found.push(format!(
                     "stuck: at {:.1}s, i{k}'s `{name}` is open for {:?} more while the fleet's record is closed",

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
 
-use breakerbox_runtime::__integrations::RegistryExt;
+use breakerbox_runtime::__integrations::{BreakerExt, RegistryExt};
 use breakerbox_runtime::{Breaker, SharedState, State, WeakBreaker, registry};
 
 use super::state::{Task, Tracked};
@@ -158,7 +158,43 @@ impl Task {
                 .or_default()
                 .push_back(own);
         }
-        breaker.import_state(state);
+        // Every open state this task imports is held one `probe_timeout` past the fleet's
+        // open time (`held`), for the fleet's probe leases; it reports the fleet's, when the
+        // fleet's probe is due.
+        let shown = (state.state == State::Open).then(|| {
+            let left = state.open_remaining.unwrap_or_default();
+            left.saturating_sub(breaker.config().probe_timeout())
+        });
+        let (told, failure) = self.told(name, state.state);
+        breaker.import_reporting(state, shown, told.as_deref(), failure.as_deref());
+    }
+
+    /// Why the breaker takes on `state`, as the record it last saw tells it, if that record
+    /// holds `state` (a hold for a failing store is no record's): who changed it and its
+    /// reason (`web-2 tripped it (5 consecutive failures)`), and for an open record the
+    /// failure behind it, `web-2: HTTP 503`. A record this instance wrote tells its own reason
+    /// and failure as they were.
+    fn told(&self, name: &str, state: State) -> (Option<String>, Option<String>) {
+        let Some(t) = self.tracked.get(name).filter(|t| t.seen == state) else {
+            return (None, None);
+        };
+        let (origin, reason, failure) = &t.told;
+        let failure = (state == State::Open && !failure.is_empty()).then_some(failure);
+        if origin.is_empty() || *origin == self.shared.instance {
+            let told = (!reason.is_empty()).then(|| reason.clone());
+            return (told, failure.cloned());
+        }
+        let did = if state == State::Open {
+            "tripped it"
+        } else {
+            "changed it"
+        };
+        let told = if reason.is_empty() {
+            format!("{origin} {did}")
+        } else {
+            format!("{origin} {did} ({reason})")
+        };
+        (Some(told), failure.map(|f| format!("{origin}: {f}")))
     }
 
     /// Imports `state` into `breaker` as this task's own change: a hold or a give-back.

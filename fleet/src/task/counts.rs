@@ -54,7 +54,7 @@ impl Task {
             State::Closed => (State::Closed, breakerbox_runtime::Reason::Reset),
             State::Open => {
                 // A `trip_for` of an open breaker: written as any trip, for its open time.
-                let left = breaker.export_state().open_remaining.unwrap_or_default();
+                let left = breaker.held_state().open_remaining.unwrap_or_default();
                 let pending = self.pending.entry(name.to_owned()).or_default();
                 pending.auto = Some((Intent::Trip, breakerbox_runtime::Reason::TripFor(left)));
                 return;

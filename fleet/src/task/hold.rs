@@ -40,7 +40,7 @@ impl Task {
             let Some(breaker) = self.breaker(&name) else {
                 continue;
             };
-            let was = breaker.export_state();
+            let was = breaker.held_state();
             if matches!(was.state, State::ForcedOpen | State::Disabled) {
                 continue; // set by hand: it stays as it is
             }

@@ -49,7 +49,7 @@ impl Task {
     /// Whether `breaker` is open here for longer than the fleet's record holds it (its open
     /// time plus one `probe_timeout`).
     fn outlasts_the_fleet(&self, name: &str, breaker: &Breaker) -> bool {
-        let Some(left) = breaker.export_state().open_remaining else {
+        let Some(left) = breaker.held_state().open_remaining else {
             return false;
         };
         let now = Instant::now();
@@ -102,7 +102,7 @@ impl Task {
         }
         if matches!(breaker.state(), State::Open | State::HalfOpen) {
             let wait = again.saturating_duration_since(Instant::now());
-            let reopens = breaker.export_state().reopens;
+            let reopens = breaker.held_state().reopens;
             self.import_own(
                 name,
                 breaker,
@@ -164,7 +164,7 @@ impl Task {
             Answer::Done(_) if self.outlasts_the_fleet(name, &breaker) => {
                 // Opened here for longer than the fleet's record (a `trip_for` of an open
                 // breaker): the grant would end that; asked again when it runs out.
-                let left = breaker.export_state().open_remaining.unwrap_or_default();
+                let left = breaker.held_state().open_remaining.unwrap_or_default();
                 if let Some(t) = self.tracked.get_mut(name) {
                     t.probe_at = Some(Instant::now() + left);
                     t.lease = None;
@@ -188,7 +188,7 @@ impl Task {
                     // One probe per lease, set before the breaker may go half-open.
                     breaker.set_probe_budget(Some(u32::try_from(leases).unwrap_or(u32::MAX)));
                     // No open time left: the next call probes.
-                    let reopens = breaker.export_state().reopens;
+                    let reopens = breaker.held_state().reopens;
                     self.import(
                         name,
                         &breaker,
@@ -213,7 +213,7 @@ impl Task {
                 retry(self, wait);
                 if breaker.state() == State::Open {
                     // Still not this instance's turn: held until it may ask again.
-                    let reopens = breaker.export_state().reopens;
+                    let reopens = breaker.held_state().reopens;
                     self.import(
                         name,
                         &breaker,

@@ -1,6 +1,7 @@
 //! Writing local changes: the pending changes of the shared breakers, manual ones first, each
 //! written (`cas` or `force`) only if the breaker still holds it.
 
+use breakerbox_runtime::__integrations::BreakerExt;
 use core::time::Duration;
 
 use super::state::{Answer, Intent, Pushed, Task};
@@ -80,7 +81,7 @@ impl Task {
         {
             return Pushed::Done;
         }
-        let now = breaker.export_state();
+        let now = breaker.held_state();
         let (mode, state, open_for) = match intent {
             Intent::Trip | Intent::Report if now.state == State::Open => {
                 ("cas", State::Open, now.open_remaining.unwrap_or_default())

@@ -43,6 +43,8 @@ pub(super) struct Tracked {
     pub(super) applied: u64,
     /// That record's state, and while open, until when (here).
     pub(super) seen: State,
+    /// Who wrote that record, its reason and the failure behind it ('' where none).
+    pub(super) told: (String, String, String),
     pub(super) open_until: Option<Instant>,
     /// While that record is open: when to ask for a probe lease (see lease.rs).
     pub(super) probe_at: Option<Instant>,
@@ -74,6 +76,7 @@ impl Tracked {
             breaker,
             applied: 0,
             seen: State::Closed,
+            told: Default::default(),
             open_until: None,
             probe_at: None,
             counted,
@@ -88,6 +91,11 @@ impl Tracked {
     pub(super) fn saw(&mut self, record: &Record) {
         self.applied = record.epoch;
         self.seen = record.state;
+        self.told = (
+            record.origin.clone(),
+            record.reason.clone(),
+            record.last_failure.clone(),
+        );
         self.open_until = record.open_remaining().map(|d| Instant::now() + d);
         self.probe_at = self.open_until;
         self.lease = None;

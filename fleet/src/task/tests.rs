@@ -150,6 +150,111 @@ async fn a_record_published_before_a_local_reset_is_not_taken_on_over_it() {
     );
 }
 
+/// Another instance's trip, taken on here, reports the fleet's next probe (the record's open
+/// time) in `export_state`, a rejection's `retry_after`, `metrics` and `explain`, not the
+/// `probe_timeout` longer this instance holds it open for the fleet's probe leases.
+#[tokio::test(flavor = "current_thread")]
+async fn a_trip_taken_on_reports_the_fleets_next_probe_not_the_local_hold() {
+    let (mut task, shared, pushes) = task(&refused(), "next");
+    let config = Config::builder()
+        .clock(ManualClock::new())
+        .open_for(Duration::from_secs(4))
+        .build()
+        .unwrap();
+    let breaker = Breaker::new("payments", config);
+    share(&mut task, &shared, &breaker);
+    let mut timers = timers();
+    // Open for 4 s from the server's time 1000 ms.
+    let fields = [
+        "payments",
+        "7",
+        "open",
+        "5000",
+        "1000",
+        "0",
+        "web-2",
+        "1 consecutive failures",
+        "HTTP 503",
+    ];
+    let payload: String = fields.iter().map(|f| format!("{}:{f}", f.len())).collect();
+    pushes
+        .send(PushInfo {
+            kind: PushKind::Message,
+            data: vec![
+                Value::BulkString(b"next:changes".to_vec()),
+                Value::BulkString(payload.into_bytes()),
+            ],
+        })
+        .unwrap();
+    drain(&mut task, &mut timers).await;
+    let four = Some(Duration::from_secs(4));
+    assert_eq!(breaker.state(), State::Open);
+    assert_eq!(breaker.export_state().open_remaining, four);
+    assert_eq!(breaker.metrics().retry_after, four);
+    assert_eq!(breaker.explain().next_probe_in, four);
+    let Err(rejected) = breaker.try_acquire() else {
+        panic!("open");
+    };
+    assert_eq!(rejected.retry_after(), four);
+    use breakerbox_runtime::__integrations::BreakerExt;
+    assert_eq!(
+        breaker.held_state().open_remaining,
+        Some(Duration::from_secs(64)),
+        "held here one probe_timeout longer, waiting for a lease"
+    );
+}
+
+/// Another instance's trip, taken on here, tells who tripped it and why: its failure as
+/// `last_failure` ("web-2: HTTP 503"), in `explain()` and in the event of the opening.
+#[tokio::test(flavor = "current_thread")]
+async fn a_trip_taken_on_tells_who_tripped_it_and_its_failure() {
+    let (mut task, shared, pushes) = task(&refused(), "why");
+    let breaker = Breaker::new("payments", Config::default());
+    share(&mut task, &shared, &breaker);
+    let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = events.clone();
+    breaker.on_state_change(move |e| seen.lock().unwrap().push(e.clone()));
+    let mut timers = timers();
+    let fields = [
+        "payments",
+        "7",
+        "open",
+        "5000",
+        "1000",
+        "0",
+        "web-2",
+        "1 consecutive failures",
+        "HTTP 503",
+    ];
+    let payload: String = fields.iter().map(|f| format!("{}:{f}", f.len())).collect();
+    pushes
+        .send(PushInfo {
+            kind: PushKind::Message,
+            data: vec![
+                Value::BulkString(b"why:changes".to_vec()),
+                Value::BulkString(payload.into_bytes()),
+            ],
+        })
+        .unwrap();
+    drain(&mut task, &mut timers).await;
+    assert_eq!(breaker.state(), State::Open);
+    assert_eq!(breaker.last_failure().as_deref(), Some("web-2: HTTP 503"));
+    let text = breaker.explain().to_string();
+    assert!(
+        text.contains(
+            "because web-2 tripped it (1 consecutive failures); last failure: 'web-2: HTTP 503'"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("imported"), "{text}");
+    let events = events.lock().unwrap();
+    let opened = events.last().expect("the opening told");
+    assert_eq!(
+        (opened.to, opened.reason, opened.failure.as_deref()),
+        (State::Open, Reason::Imported, Some("web-2: HTTP 503"))
+    );
+}
+
 /// The server `scripts/test` started, or one of the test's own; `None` (skipped, said so)
 /// without `redis-server`, except under CI.
 struct TestRedis {
@@ -378,8 +483,8 @@ async fn a_trip_told_during_a_resync_pass_is_written_before_the_next_record_is_r
         assert_eq!(b.state(), State::Open, "{}", b.name());
         assert_eq!(
             b.export_state().open_remaining,
-            Some(retry_after + b.config().probe_timeout()),
-            "{}: open for the trip's own time (held one probe_timeout longer, lease.rs)",
+            Some(retry_after),
+            "{}: open for the trip's own time",
             b.name()
         );
     }
@@ -388,6 +493,39 @@ async fn a_trip_told_during_a_resync_pass_is_written_before_the_next_record_is_r
         applied,
         "no record was taken on over the trips"
     );
+}
+
+/// An instance that tripped keeps its own failure once it has taken its own record on (as
+/// written, and as a re-read pass reads it back): `last_failure` and `explain()` say what
+/// failed here, and the record tells the others who tripped it and why.
+#[tokio::test(flavor = "current_thread")]
+async fn the_instance_that_tripped_keeps_its_own_failure_after_reading_its_record() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let prefix = format!("own-{}", std::process::id());
+    let (mut task, _shared, _pushes, breakers, _) = two_shared(&redis.url, &prefix).await;
+    let b = &breakers[0];
+    while b.state() == State::Closed {
+        b.try_acquire().unwrap().failure_with(&"HTTP 503");
+    }
+    drain(&mut task, &mut timers()).await;
+    let record = task.invoke(b.name(), &["read"]).await.done().unwrap();
+    assert_eq!(
+        (
+            record.state,
+            record.origin.as_str(),
+            record.last_failure.as_str()
+        ),
+        (State::Open, "here", "HTTP 503"),
+        "the record tells who tripped it and why"
+    );
+    assert!(task.tick().await, "a re-read pass");
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.last_failure().as_deref(), Some("HTTP 503"));
+    let text = b.explain().to_string();
+    assert!(text.contains("last failure: 'HTTP 503'"), "{text}");
+    assert!(!text.contains("imported"), "{text}");
 }
 
 /// `Fleet::resync` asked for while a re-read pass is under way (the periodic one, say) is

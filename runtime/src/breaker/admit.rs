@@ -137,7 +137,8 @@ impl Inner {
         let until = self.open_until.load(Ordering::Relaxed);
         let now = self.clock().coarse();
         if now < until {
-            return Err(self.reject(RejectReason::Open, until - now));
+            let shown = self.report.shown(until).saturating_sub(now);
+            return Err(self.reject(RejectReason::Open, shown));
         }
         self.open_elapsed(word.generation(), now)
     }

@@ -268,16 +268,31 @@ impl Breaker {
     /// assert_eq!(there.state(), State::Open);
     /// ```
     pub fn export_state(&self) -> SharedState {
+        self.state_as(true)
+    }
+
+    /// The state, its open time as reported (`shown`) or as held.
+    fn state_as(&self, shown: bool) -> SharedState {
         let inner = self.inner();
         let state = self.state();
         let now = inner.clock().coarse();
         SharedState {
             state,
             open_remaining: (state == State::Open).then(|| {
-                Duration::from_nanos(inner.open_until.load(Ordering::Relaxed).saturating_sub(now))
+                let mut until = inner.open_until.load(Ordering::Relaxed);
+                if shown {
+                    until = inner.report.shown(until);
+                }
+                Duration::from_nanos(until.saturating_sub(now))
             }),
             reopens: inner.reopens_since_close(),
         }
+    }
+
+    /// As `export_state`, with the open time the breaker is held to rather than the one it
+    /// reports (fleet mode: its own schedule).
+    pub(crate) fn held_state(&self) -> SharedState {
+        self.state_as(false)
     }
 
     /// Limits the probes of this breaker's half-open rounds to `budget` (or
@@ -341,6 +356,24 @@ impl Breaker {
     /// Takes on a state exported by [`export_state`](Breaker::export_state), typically by
     /// another process. Counts are local and start over.
     pub fn import_state(&self, shared: &SharedState) {
+        self.import_reporting(shared, None, None, None);
+    }
+
+    /// As `import_state`; an open state is reported (by `export_state`, `metrics`,
+    /// `explain`, a rejection's `retry_after`) as open for `shown` (if shorter than it is
+    /// held) rather than for its whole open time (fleet mode: the fleet's next probe, while
+    /// the breaker is held open longer for the fleet's probe leases).
+    ///
+    /// `told`, if given, is why, as the store tells it: what `explain` gives as the cause.
+    /// `failure`, if given, is the failure behind an open state: the breaker's
+    /// `last_failure`, and its event's message.
+    pub(crate) fn import_reporting(
+        &self,
+        shared: &SharedState,
+        shown: Option<Duration>,
+        told: Option<&str>,
+        failure: Option<&str>,
+    ) {
         let inner = self.inner();
         let now = inner.clock().coarse();
         let open_for = (shared.state == State::Open).then(|| {
@@ -353,10 +386,21 @@ impl Breaker {
             &State::ALL,
             shared.state,
             Reason::Imported,
-            None,
+            failure.as_ref().map(|f| f as &dyn fmt::Display),
             now,
             open_for,
         );
+        if let Some(told) = told {
+            let mut why = inner.extras().why.lock().unwrap_or_else(|e| e.into_inner());
+            if why.reason == Some(Reason::Imported) {
+                why.told = Some(told.into());
+            }
+        }
+        if let (Some(shown), State::Open) = (shown, shared.state) {
+            let until = inner.open_until.load(Ordering::Relaxed);
+            let shown = now.saturating_add(u64::try_from(shown.as_nanos()).unwrap_or(u64::MAX));
+            inner.report.set_shown(until, shown);
+        }
         // Kept as openings since the last close (the backoff level of the next opening): the
         // opening under way counts as one, its re-opens as the rest.
         let opened = matches!(shared.state, State::Open | State::HalfOpen);

@@ -92,8 +92,9 @@ impl Inner {
             since: Duration::from_nanos(self.state_since.load(Ordering::Relaxed)),
             why,
             last_failure: self.last_failure(),
-            open_until: (m.state == State::Open)
-                .then(|| Duration::from_nanos(self.open_until.load(Ordering::Relaxed))),
+            open_until: (m.state == State::Open).then(|| {
+                Duration::from_nanos(self.report.shown(self.open_until.load(Ordering::Relaxed)))
+            }),
             reopens: self.reopens_since_close(),
             consecutive_failures: m.consecutive_failures,
             probe_successes: m.consecutive_successes,

@@ -255,7 +255,8 @@ impl Inner {
             consecutive_successes,
             times_opened: self.times_opened.load(Ordering::Relaxed),
             retry_after: (state == State::Open).then(|| {
-                Duration::from_nanos(self.open_until.load(Ordering::Relaxed).saturating_sub(now))
+                let until = self.report.shown(self.open_until.load(Ordering::Relaxed));
+                Duration::from_nanos(until.saturating_sub(now))
             }),
             last_failure: self.last_failure().map(|s| s.to_string()),
         }

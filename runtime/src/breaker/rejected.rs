@@ -25,6 +25,9 @@ pub(super) struct Report {
     /// The message of the failure that last tripped the breaker. std, not loom: no protocol
     /// runs through it.
     pub(super) last_failure: std::sync::Mutex<Option<Arc<str>>>,
+    /// A state taken on from a store, held open longer than it reports: the deadline it is
+    /// held to, and the one it reports while that deadline stands (see `Report::shown`).
+    pub(super) shown: std::sync::Mutex<Option<(u64, u64)>>,
 }
 
 impl Report {
@@ -35,7 +38,22 @@ impl Report {
             key: key.map(Box::from),
             clock: config.clock.clone(),
             last_failure: std::sync::Mutex::new(None),
+            shown: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The deadline to report for an opening held to `until`: the one an import said to
+    /// report for it, if it is that opening, else `until` itself.
+    pub(super) fn shown(&self, until: u64) -> u64 {
+        match *self.shown.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some((held, shown)) if held == until => shown.min(until),
+            _ => until,
+        }
+    }
+
+    /// Reports `shown` for the opening held to `held`.
+    pub(super) fn set_shown(&self, held: u64, shown: u64) {
+        *self.shown.lock().unwrap_or_else(|e| e.into_inner()) = Some((held, shown));
     }
 
     /// The message of the failure that last tripped the breaker.
@@ -128,7 +146,7 @@ impl Rejected {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.report.clock.coarse()));
         match now {
             Ok(now) => Some(Duration::from_nanos(
-                self.retry_after_ns.saturating_sub(now),
+                self.report.shown(self.retry_after_ns).saturating_sub(now),
             )),
             Err(payload) => {
                 crate::event::discard(payload);

@@ -22,6 +22,8 @@ pub(crate) struct Why {
     pub(crate) tally: Option<(u64, u64)>,
     /// For an opening: how long it was opened for (jitter and backoff applied).
     pub(crate) open_for: Option<Duration>,
+    /// For a state imported from a store: why, as the store told it.
+    pub(crate) told: Option<Arc<str>>,
 }
 
 /// What the breaker hands over to build an [`Explanation`]; see `Inner::explain_parts`.
@@ -221,6 +223,9 @@ pub enum Cause {
     Reset,
     /// [`Breaker::import_state`](crate::Breaker::import_state).
     Imported,
+    /// A state taken on from a store that told why (fleet mode: the instance that changed
+    /// the shared breaker, and its reason: `web-2 tripped it: 5 consecutive failures`).
+    Told(String),
 }
 
 /// Where a breaker stands against its policy now.
@@ -346,6 +351,9 @@ fn cause(reason: Reason, why: &Why, c: &crate::Config) -> Cause {
         Reason::ForcedOpen => Cause::ForcedOpen,
         Reason::Disabled => Cause::Disabled,
         Reason::Reset => Cause::Reset,
-        Reason::Imported => Cause::Imported,
+        Reason::Imported => match &why.told {
+            Some(told) => Cause::Told(told.to_string()),
+            None => Cause::Imported,
+        },
     }
 }

@@ -154,6 +154,7 @@ impl fmt::Display for Cause {
             Cause::Disabled => f.write_str("it was disabled by hand"),
             Cause::Reset => f.write_str("it was reset by hand"),
             Cause::Imported => f.write_str("its state was imported"),
+            Cause::Told(told) => f.write_str(told),
         }
     }
 }
