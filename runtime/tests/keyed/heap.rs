@@ -39,8 +39,9 @@ static GLOBAL: Counting = Counting;
 
 /// The most a key's breaker may cost on the heap: its handles' part (32 bytes), its state
 /// (192 bytes on cache lines of their own, after its reference counts' line: 256), what its
-/// rejections report (80), and the family's entry for it.
-const KEY_COST: i64 = 448;
+/// rejections report (112: its name and key, clock, last failure, and the deadline a fleet's
+/// trip taken on reports), and the family's entry for it.
+const KEY_COST: i64 = 480;
 
 fn live() -> i64 {
     LIVE.load(Ordering::Relaxed)
