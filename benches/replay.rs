@@ -85,9 +85,12 @@ fn disk(c: &mut Criterion) {
     for threads in [1u64, 16] {
         let breaker = open_breaker("replay.disk");
         g.bench_function(format!("disk_{threads}t"), |b| {
+            let mut round = 0u32;
             b.iter_custom(|n| {
-                let path = dir.join("journal");
-                let _ = std::fs::remove_file(&path);
+                // A journal of its own each round: the last round's may still be held open by
+                // its replayer while it winds down, and a journal has one opener at a time.
+                round += 1;
+                let path = dir.join(format!("journal-{threads}t-{round}"));
                 let config = ReplayConfig::new()
                     .max_entries(usize::MAX)
                     .max_bytes(usize::MAX);
