@@ -89,10 +89,15 @@ impl Task {
             Intent::Again(State::Open) if now.state == State::Open => {
                 ("cas", State::Open, now.open_remaining.unwrap_or_default())
             }
+            // A trip the store could not take before its open time ran out (the breaker is
+            // half-open since, with no record taken on over it: that would have dropped the
+            // change). It is written with no open time left, so that the fleet learns of it
+            // and probes through its leases, as after any trip whose time is up.
+            Intent::Trip if now.state == State::HalfOpen => ("cas", State::Open, Duration::ZERO),
             Intent::Close if now.state == State::Closed => ("cas", State::Closed, Duration::ZERO),
             Intent::Manual(state) => ("force", state, Duration::ZERO),
             Intent::Again(state) if now.state == state => ("cas", state, Duration::ZERO),
-            // The breaker has moved on (the trip's open time ran out, a remote change came in):
+            // The breaker has moved on (closed or re-opened since, each a change of its own):
             // nothing of it to write.
             _ => return Pushed::Done,
         };
