@@ -168,9 +168,9 @@ fn evicted_keys_are_freed() {
     drop(hosts);
 }
 
-/// A family of a thousand keys (large enough to keep a front table, a read-only index of its
-/// keys holding a handle to each breaker): the breakers a sweep evicts are freed by the time
-/// `sweep` returns, and a key called again afterwards gets a new breaker, not the evicted one.
+/// A family of a thousand keys, each called twice: the breakers a sweep evicts are freed by the
+/// time `sweep` returns, and a key called again afterwards gets a new breaker, not the evicted
+/// one.
 #[test]
 fn a_large_familys_evicted_breakers_are_freed_when_the_sweep_returns() {
     let _serial = crate::support::serial();
@@ -178,8 +178,7 @@ fn a_large_familys_evicted_breakers_are_freed_when_the_sweep_returns() {
     let clock = breakerbox_runtime::ManualClock::new();
     let hosts: BreakerMap<u64> =
         BreakerMap::new("freeing-large", crate::support::config(&clock, 4_000, 10));
-    // Twice each: a first pass that files keys in this thread's cache of its lookups, then
-    // one that goes through the map (and its front table) for most of them.
+    // Twice each: a first pass that makes the keys, a second that finds them.
     for _ in 0..2 {
         for k in 0..1_000u64 {
             hosts.call(&k, || Ok::<_, &str>(())).unwrap();
@@ -232,7 +231,7 @@ fn a_key_whose_clone_changes_it_never_reaches_an_evicted_breaker() {
     for i in 0..200u64 {
         hosts.call(&W(i), || Ok::<_, &str>(())).unwrap();
     }
-    // Held keys looked up again, through the map: the front table is built.
+    // Held keys looked up again, by keys whose clones are the stored ones.
     for _ in 0..4 {
         for i in 0..200u64 {
             hosts.call(&W(i ^ 1024), || Ok::<_, &str>(())).unwrap();

@@ -13,7 +13,7 @@ mod bounds;
 #[allow(dead_code)]
 #[path = "../breaker/support.rs"]
 mod breaker_support;
-mod cached;
+mod called_again;
 #[allow(dead_code)]
 #[path = "../common/calls.rs"]
 mod calls;

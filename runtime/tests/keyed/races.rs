@@ -21,16 +21,16 @@ fn eviction_racing_calls_loses_and_doubles_no_count() {
     racing_calls_and_eviction(16, 200, |k| k);
 }
 
-/// The same in a family of hundreds of keys, large enough to keep a front table (a read-only
-/// index of its keys, rebuilt as keys come and before a sweep removes any): lookups through
-/// it race its rebuilds and the removals.
+/// The same in a family of hundreds of keys: the map grows (papaya moves its entries to a
+/// larger table while lookups run) as the sweeps remove keys.
 #[test]
 fn eviction_racing_calls_in_a_family_of_hundreds_of_keys_loses_and_doubles_no_count() {
     racing_calls_and_eviction(256, 3_000, |k| k);
 }
 
-/// The same with `String` keys, a third of them longer than the 23 bytes a front table holds
-/// in place of a copy: the table's entries of both kinds are tagged before their keys leave.
+/// The same with `String` keys of two lengths, a third of them longer than 23 bytes (past
+/// what a `String` of many small-string layouts keeps inline), so keys are compared through
+/// their heap bytes while they are removed.
 #[test]
 fn eviction_racing_calls_in_a_family_of_hundreds_of_string_keys_loses_and_doubles_no_count() {
     racing_calls_and_eviction(256, 3_000, |k| {

@@ -1,7 +1,7 @@
-//! Each thread's cache of its last lookups in a family: a key found in it behaves as one found
-//! in the map. Evicted keys get a new breaker, the evicted one is freed, a control changes
-//! the cached key's breaker, a call may call its family again, and a panic in a cached call
-//! leaves the counts exact. (`tests/loom/keyed.rs` races a cached lookup against eviction.)
+//! A key called again and again: once evicted it gets a new breaker and the evicted one is
+//! freed, a control through the registry changes the breaker its next call finds, a call may
+//! call its family again, and a panic in a call leaves the counts exact. (`tests/loom/keyed.rs`
+//! races a lookup against eviction.)
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
@@ -14,19 +14,19 @@ fn ok(map: &BreakerMap<String>, key: &str) -> Result<u32, Error<&'static str>> {
     map.call(key, || Ok(1))
 }
 
-/// Calls `key` enough times to be in this thread's cache.
-fn cache(map: &BreakerMap<String>, key: &str) {
+/// Calls `key` four times, successfully.
+fn call_often(map: &BreakerMap<String>, key: &str) {
     for _ in 0..4 {
         ok(map, key).unwrap();
     }
 }
 
 #[test]
-fn an_evicted_cached_key_gets_a_new_breaker_and_the_old_one_is_freed() {
+fn an_evicted_key_called_again_gets_a_new_breaker_and_the_old_one_is_freed() {
     let _s = serial();
     let clock = ManualClock::new();
-    let map: BreakerMap<String> = BreakerMap::new("cached-evicted", config(&clock, 100, 10));
-    cache(&map, "a");
+    let map: BreakerMap<String> = BreakerMap::new("again-evicted", config(&clock, 100, 10));
+    call_often(&map, "a");
     let old = map.get("a").unwrap();
     let weak = old.downgrade();
     drop(old);
@@ -34,7 +34,7 @@ fn an_evicted_cached_key_gets_a_new_breaker_and_the_old_one_is_freed() {
     clock.advance(Duration::from_secs(11));
     assert_eq!(map.sweep(), 1);
     assert!(map.get("a").is_none());
-    // This thread's cache held the evicted breaker; the sweep dropped it, and freed it.
+    // The family held the evicted breaker's last handle; the sweep dropped it, and freed it.
     assert!(
         weak.upgrade().is_none(),
         "the evicted breaker is still alive"
@@ -45,22 +45,22 @@ fn an_evicted_cached_key_gets_a_new_breaker_and_the_old_one_is_freed() {
     assert_eq!(new.metrics().calls, 1);
     let evicted = map.evicted();
     assert_eq!((evicted.keys, evicted.calls), (1, 4));
-    cache(&map, "a");
+    call_often(&map, "a");
     assert_eq!(new.metrics().calls, 5);
 }
 
 #[test]
-fn a_cached_key_called_on_another_thread_after_its_eviction_reaches_its_new_breaker() {
+fn a_key_called_on_another_thread_after_its_eviction_reaches_its_new_breaker() {
     let _s = serial();
     let clock = ManualClock::new();
-    let map: BreakerMap<String> = BreakerMap::new("cached-other", config(&clock, 100, 10));
+    let map: BreakerMap<String> = BreakerMap::new("again-other", config(&clock, 100, 10));
     std::thread::scope(|s| {
         let (to_caller, calls) = std::sync::mpsc::channel::<()>();
         let (to_main, done) = std::sync::mpsc::channel::<()>();
         let map = &map;
         s.spawn(move || {
-            // Filed in this thread's cache, then called again after the eviction.
-            cache(map, "a");
+            // Called often on this thread, then again after the eviction.
+            call_often(map, "a");
             to_main.send(()).unwrap();
             calls.recv().unwrap();
             ok(map, "a").unwrap();
@@ -78,28 +78,28 @@ fn a_cached_key_called_on_another_thread_after_its_eviction_reaches_its_new_brea
 }
 
 #[test]
-fn a_key_forced_open_by_the_registry_rejects_its_next_cached_call() {
+fn a_key_forced_open_by_the_registry_rejects_its_next_call() {
     let _s = serial();
     let clock = ManualClock::new();
     let map = registry()
-        .family::<String>("cached-controls", || config(&clock, 100, 600))
+        .family::<String>("again-controls", || config(&clock, 100, 600))
         .unwrap();
-    cache(&map, "a");
-    registry().force_open_key("cached-controls", "a").unwrap();
+    call_often(&map, "a");
+    registry().force_open_key("again-controls", "a").unwrap();
     let r = ok(&map, "a").unwrap_err();
     assert_eq!(r.rejected().unwrap().reason(), RejectReason::ForcedOpen);
-    registry().reset_key("cached-controls", "a").unwrap();
+    registry().reset_key("again-controls", "a").unwrap();
     assert_eq!(ok(&map, "a").unwrap(), 1);
     assert_eq!(map.get("a").unwrap().state(), State::Closed);
 }
 
 #[test]
-fn a_call_through_a_cached_key_may_call_its_family_again() {
+fn a_call_through_a_key_may_call_its_family_again() {
     let _s = serial();
     let clock = ManualClock::new();
-    let map: BreakerMap<String> = BreakerMap::new("cached-reentry", config(&clock, 100, 600));
-    cache(&map, "a");
-    cache(&map, "b");
+    let map: BreakerMap<String> = BreakerMap::new("again-reentry", config(&clock, 100, 600));
+    call_often(&map, "a");
+    call_often(&map, "b");
     let inner = map
         .call("a", || {
             // The same key and another, from inside the call.
@@ -113,7 +113,7 @@ fn a_call_through_a_cached_key_may_call_its_family_again() {
 }
 
 #[test]
-fn a_panic_in_a_cached_call_leaves_the_family_counting_exactly() {
+fn a_panic_in_a_keys_call_leaves_the_family_counting_exactly() {
     let _s = serial();
     let clock = ManualClock::new();
     let config = breakerbox_runtime::Config::builder()
@@ -121,15 +121,15 @@ fn a_panic_in_a_cached_call_leaves_the_family_counting_exactly() {
         .clock(clock)
         .build()
         .unwrap();
-    let map: BreakerMap<String> = BreakerMap::new("cached-panic", config);
-    cache(&map, "a");
+    let map: BreakerMap<String> = BreakerMap::new("again-panic", config);
+    call_often(&map, "a");
     let panicked = catch_unwind(AssertUnwindSafe(|| {
         map.call("a", || -> Result<(), &str> { panic!("user code") })
     }));
     assert!(panicked.is_err());
     let b = map.get("a").unwrap();
     assert_eq!(b.metrics().failures, 1);
-    cache(&map, "a");
+    call_often(&map, "a");
     assert_eq!(b.metrics().calls, 9);
     assert_eq!(b.metrics().successes, 8);
 }
