@@ -25,7 +25,7 @@ pub fn failed(outcome: Outcome) -> bool {
     matches!(outcome.verdict(), Outcome::Failure | Outcome::TripFor(_))
 }
 
-pub use breakerbox_runtime::__private::{Guarded, Registration, register};
+pub use breakerbox_runtime::__private::{Guarded, Registration, acquire, register, succeed};
 
 use breakerbox_runtime::registry;
 
@@ -281,7 +281,7 @@ impl<T, E> DefaultClassify for Result<T, E> {
     ) -> Self {
         match self {
             Result::Ok(value) => {
-                permit.success();
+                succeed(permit);
                 Result::Ok(value)
             }
             Result::Err(error) => {

@@ -60,6 +60,22 @@ impl Permit<'_> {
         self.record(Outcome::Success);
     }
 
+    /// Records a success: inline for a closed breaker with a plain config, by one call for any
+    /// other (a rate window's, a probe's). What `#[circuit_breaker]` inlines into each function.
+    #[inline(always)]
+    pub(crate) fn success_lean(self) {
+        if self.inner.plain_success && self.ticket.kind() == Kind::Closed {
+            self.success();
+        } else {
+            self.success_out_of_line();
+        }
+    }
+
+    #[inline(never)]
+    fn success_out_of_line(self) {
+        self.success();
+    }
+
     /// Records a failure.
     #[inline]
     pub fn failure(self) {
