@@ -446,7 +446,9 @@ use proc_macro::TokenStream;
 ///         // (again at the next call if creating it panicked: a `OnceLock`, not a `LazyLock`).
 ///         __private::breaker(&__BREAKERBOX_REGISTRATION)
 ///     });
-///     let __breakerbox_permit = match Breaker::try_acquire(&__BREAKERBOX_BREAKER) {
+///     // `Breaker::try_acquire`, with only a closed breaker of a plain config answered inline:
+///     // a rejection, a probe or a bulkhead is one call, not code in every annotated function.
+///     let __breakerbox_permit = match __private::acquire(&__BREAKERBOX_BREAKER) {
 ///         Ok(permit) => permit,
 ///         // Without a fallback: `return __private::reject(rejected)`, i.e.
 ///         // `Err(From::from(rejected))`. With `fallback_with_reason = cached`:
@@ -466,10 +468,11 @@ use proc_macro::TokenStream;
 ///     })();
 ///     // Recorded by value, so the result stays in registers: `Ok` is a success, `Err` a
 ///     // failure whose `Display` text, if it has one, is kept as the cause. With
-///     // `classify = path`, `path(&result)` gives the outcome instead.
+///     // `classify = path`, `path(&result)` gives the outcome instead. A success is recorded
+///     // inline for a closed breaker with a plain config, by one call otherwise.
 ///     match __breakerbox_result {
 ///         Ok(value) => {
-///             Permit::success(__breakerbox_permit);
+///             __private::succeed(__breakerbox_permit);
 ///             Ok(value)
 ///         }
 ///         Err(error) => {
