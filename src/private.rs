@@ -25,7 +25,7 @@ pub fn failed(outcome: Outcome) -> bool {
     matches!(outcome.verdict(), Outcome::Failure | Outcome::TripFor(_))
 }
 
-pub use breakerbox_runtime::__private::{Guarded, Registration, acquire, register, succeed};
+pub use breakerbox_runtime::__private::{Guarded, Registration, register, succeed};
 
 use breakerbox_runtime::registry;
 

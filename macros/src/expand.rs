@@ -404,7 +404,7 @@ impl<'a> Ctx<'a> {
         }
         // With `key`, the lookup has already asked for the permit.
         let acquire = match &args.key {
-            None => quote!(#private::acquire(&#breaker)),
+            None => quote!(#private::Breaker::try_acquire(&#breaker)),
             Some(_) => quote!(#permit),
         };
         quote! {

@@ -446,9 +446,7 @@ use proc_macro::TokenStream;
 ///         // (again at the next call if creating it panicked: a `OnceLock`, not a `LazyLock`).
 ///         __private::breaker(&__BREAKERBOX_REGISTRATION)
 ///     });
-///     // `Breaker::try_acquire`, with only a closed breaker of a plain config answered inline:
-///     // a rejection, a probe or a bulkhead is one call, not code in every annotated function.
-///     let __breakerbox_permit = match __private::acquire(&__BREAKERBOX_BREAKER) {
+///     let __breakerbox_permit = match Breaker::try_acquire(&__BREAKERBOX_BREAKER) {
 ///         Ok(permit) => permit,
 ///         // Without a fallback: `return __private::reject(rejected)`, i.e.
 ///         // `Err(From::from(rejected))`. With `fallback_with_reason = cached`:

@@ -191,33 +191,15 @@ pub mod __private {
     pub use crate::__breakerbox_register as register;
     pub use crate::breaker::Guarded;
 
-    /// Asks an annotated function's breaker for a permit: the closed breaker with a plain
-    /// config is answered inline, anything else (a rejection included) by one call. Inlining
-    /// all of admission into each function costs every annotated function its rejection and
-    /// half-open paths in build time and binary size.
-    #[inline(always)]
-    pub fn acquire(
-        breaker: &'static crate::Breaker,
-    ) -> Result<crate::Permit<'static>, crate::Rejected> {
-        match breaker.try_acquire_closed() {
-            Some(permit) => Ok(permit),
-            None => acquire_rest(breaker),
-        }
-    }
-
     /// Records an annotated function's success: a closed breaker with a plain config inline,
-    /// any other by one call (see [`acquire`]).
-    #[inline(always)]
+    /// any other (a rate window's, a probe's) by one call. Inlining every kind of success into
+    /// each annotated function costs it build time and binary size for paths most breakers
+    /// never take.
+    #[inline]
     pub fn succeed(permit: crate::Permit<'_>) {
         permit.success_lean();
     }
 
-    #[inline(never)]
-    fn acquire_rest(
-        breaker: &'static crate::Breaker,
-    ) -> Result<crate::Permit<'static>, crate::Rejected> {
-        breaker.try_acquire()
-    }
     pub use crate::registration::Registration;
     #[cfg(breakerbox_linkme)]
     pub use {crate::registration::REGISTRATIONS, linkme};

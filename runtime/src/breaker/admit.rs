@@ -46,17 +46,6 @@ impl Inner {
         }
     }
 
-    /// `acquire`'s first case alone: the permit of a closed breaker with a plain config, or
-    /// `None` where admission takes more.
-    #[inline(always)]
-    pub(super) fn acquire_closed(&self) -> Option<Permit<'_>> {
-        let word = self.state.load(Ordering::Acquire);
-        (word.state() == State::Closed && self.plain_acquire).then_some(Permit {
-            inner: self,
-            ticket: Ticket::closed(word),
-        })
-    }
-
     /// The rejection of a timed open breaker: a timer moves it on when the time is up, so no
     /// clock read. The retry word is the deadline, which `Rejected::retry_after` turns into the
     /// time left when asked.

@@ -81,14 +81,6 @@ impl Breaker {
             })
     }
 
-    /// The permit of a closed breaker with a plain config, or `None` where admission takes
-    /// more ([`try_acquire`](Breaker::try_acquire) then): what `#[circuit_breaker]` inlines,
-    /// leaving the rest of admission out of line.
-    #[inline(always)]
-    pub(crate) fn try_acquire_closed(&self) -> Option<Permit<'_>> {
-        self.inner().acquire_closed()
-    }
-
     /// Runs `f` through the breaker: `Ok` is a success, `Err` a failure, whose message is kept
     /// if it trips the breaker. A panic in `f` counts as a failure and resumes.
     #[inline]
