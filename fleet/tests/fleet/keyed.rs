@@ -270,3 +270,74 @@ fn under_a_quorum_a_key_opens_the_fleet_once_enough_instances_have_it_open() {
     );
     assert_eq!(nodes[2].key_state("other.example"), "closed");
 }
+
+/// Writes the `hosts` key `key`'s record under `prefix` as `state` with `record.lua`, as an
+/// instance would, but publishes it where no instance listens: a change whose message was lost.
+fn write_unheard(redis: &Redis, prefix: &str, key: &str, state: &str) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/src/record.lua");
+    let record = record(prefix, key);
+    let probes = format!("{record}:probes");
+    let ttl = if state == "open" { "120000" } else { "30000" };
+    let out = redis.cli(&[
+        "--eval",
+        script,
+        &record,
+        &probes,
+        &open_keys(prefix),
+        ",",
+        "force",
+        "",
+        state,
+        "60000",
+        "0",
+        "operator",
+        "HTTP 503",
+        "redis-cli",
+        "nobody-listens:changes",
+        key,
+        ttl,
+        key,
+    ]);
+    assert!(out.starts_with('1'), "{out}");
+}
+
+#[test]
+fn a_key_change_whose_message_was_lost_is_found_by_the_next_re_read() {
+    let _shared = crate::support::shared();
+    let Some(redis) = shared_redis("keyedlost") else {
+        return;
+    };
+    let mut nodes = keyed_nodes(&redis.url(), "keyedlost", 2, "");
+    assert_eq!(nodes[0].cmd("ksucceed held.example"), "ok closed");
+    write_unheard(&redis, "keyedlost", "held.example", "open");
+    write_unheard(&redis, "keyedlost", "new.example", "open");
+    // A re-read finds both among the family's open keys: the key held here opens, and a key
+    // made after it takes the fleet's state on.
+    assert_eq!(nodes[0].cmd("resync"), "resync true");
+    assert_eq!(nodes[0].key_state("held.example"), "open");
+    assert_eq!(
+        nodes[0].cmd("klast held.example"),
+        "last redis-cli: HTTP 503"
+    );
+    assert_eq!(nodes[1].cmd("resync"), "resync true");
+    assert_eq!(
+        nodes[1].key_state("new.example"),
+        "none",
+        "a record makes no key"
+    );
+    assert_eq!(nodes[1].cmd("ksucceed new.example"), "rejected open");
+    // Closes whose messages were lost: the key held open here is re-read; a key the fleet
+    // held open and this instance does not hold is forgotten, so a key made later is closed.
+    write_unheard(&redis, "keyedlost", "held.example", "closed");
+    write_unheard(&redis, "keyedlost", "gone.example", "open");
+    assert_eq!(nodes[1].cmd("resync"), "resync true");
+    write_unheard(&redis, "keyedlost", "gone.example", "closed");
+    assert_eq!(nodes[0].cmd("resync"), "resync true");
+    assert_eq!(nodes[0].key_state("held.example"), "closed");
+    assert_eq!(nodes[1].cmd("resync"), "resync true");
+    assert_eq!(nodes[1].cmd("ksucceed gone.example"), "ok closed");
+    assert_eq!(
+        redis.cli(&["ZRANGE", &open_keys("keyedlost"), "0", "-1"]),
+        "new.example"
+    );
+}
