@@ -46,7 +46,8 @@ pub struct FleetStatus {
     /// Local changes waiting to be written (the latest per breaker: at most one manual and one
     /// automatic change per shared breaker, however long the store is down).
     pub pending: u64,
-    /// Breakers this fleet shares.
+    /// Breakers this fleet shares, and the keys of shared families it tracks (those held here
+    /// that have changed state, here or in the fleet).
     pub shared: u64,
     /// The last store failure, as the client said it (`None` before the first): a wrong
     /// password shows here when the fleet was started with [`Fleet::start`].
@@ -60,7 +61,9 @@ impl Fleet {
     ///
     /// The registry's breakers whose names match the config's [`share`](FleetConfig::share)
     /// patterns are shared as they are created (those created before are found within one
-    /// [`resync_every`](FleetConfig::resync_every)). Start it after `load_toml`: sharing creates
+    /// [`resync_every`](FleetConfig::resync_every)); so are the keys of the registry's keyed
+    /// families whose names match, each under its own record, a new key taking the fleet's
+    /// state before its first call. Start it after `load_toml`: sharing creates
     /// no breaker, but a remote change must find the breaker created.
     pub fn start(config: FleetConfig) -> Result<Fleet, FleetError> {
         let handle = tokio::runtime::Handle::try_current().map_err(|_| FleetError::NoRuntime)?;
@@ -188,8 +191,9 @@ impl Fleet {
         });
     }
 
-    /// Re-reads every shared record now and pushes what is pending; `true` once every store
-    /// operation succeeded. Waits for the fleet's task, never for longer than a few of its
+    /// Re-reads every shared record now (of a shared family's keys: those not closed here
+    /// or in the fleet, and every family's list of open keys) and pushes what is pending;
+    /// `true` once every store operation succeeded. Waits for the fleet's task, never for longer than a few of its
     /// timeouts per shared breaker.
     pub async fn resync(&self) -> bool {
         let (done, wait) = oneshot::channel();
