@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{Redis, keyed_nodes, redis_server, shared_redis};
+use crate::support::{Redis, keyed_nodes, keyed_nodes_with, redis_server, shared_redis};
 
 fn soon() -> Instant {
     Instant::now() + Duration::from_secs(5)
@@ -340,4 +340,43 @@ fn a_key_change_whose_message_was_lost_is_found_by_the_next_re_read() {
         redis.cli(&["ZRANGE", &open_keys("keyedlost"), "0", "-1"]),
         "new.example"
     );
+}
+
+#[test]
+fn a_key_whose_open_time_ran_out_is_probed_by_one_instance_and_closes_everywhere() {
+    let _shared = crate::support::shared();
+    let Some(redis) = shared_redis("keyedprobe") else {
+        return;
+    };
+    let hosts =
+        "open_for = \"300ms\"\nhalf_open_calls = 1\nsuccesses = 1\nprobe_timeout = \"5s\"\n";
+    let mut nodes = keyed_nodes_with(&redis.url(), "keyedprobe", 3, "", hosts);
+    for node in nodes.iter_mut() {
+        assert_eq!(node.cmd("ksucceed p.example"), "ok closed");
+    }
+    assert_eq!(nodes[0].cmd("kfail p.example"), "ok open");
+    for node in nodes.iter_mut() {
+        node.wait_key("p.example", "open", soon()).unwrap();
+    }
+    // The open time runs out: one instance is granted the key's lease and probes (every
+    // instance alone would wait out its hold, 300 ms and the 5 s probe timeout, past the
+    // deadline); until its probe closes the key, the others keep rejecting.
+    let deadline = soon();
+    'probe: loop {
+        for node in nodes.iter_mut() {
+            match node.cmd("ksucceed p.example").as_str() {
+                "ok closed" => break 'probe,
+                "rejected open" | "rejected half-open" => {}
+                other => panic!("{}: {other}", node.name),
+            }
+        }
+        assert!(Instant::now() < deadline, "no instance probed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for node in nodes.iter_mut() {
+        node.wait_key("p.example", "closed", soon()).unwrap();
+    }
+    let key = record("keyedprobe", "p.example");
+    assert_eq!(redis.hget(&key, "state"), "closed");
+    assert_eq!(redis.cli(&["EXISTS", &format!("{key}:probes")]), "0");
 }

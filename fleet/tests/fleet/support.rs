@@ -483,8 +483,24 @@ pub fn nodes_fleet(url: &str, prefix: &str, n: usize, fleet_keys: &str) -> Vec<N
 /// `n` nodes sharing `payments` and the keyed family `hosts`, with `fleet_keys` in their
 /// `[fleet]` table.
 pub fn keyed_nodes(url: &str, prefix: &str, n: usize, fleet_keys: &str) -> Vec<Node> {
+    keyed_nodes_with(url, prefix, n, fleet_keys, "")
+}
+
+/// The same, with `hosts_keys` in a `[breakers.hosts]` table (over the family's config in
+/// `fleet_node`) when not empty.
+pub fn keyed_nodes_with(
+    url: &str,
+    prefix: &str,
+    n: usize,
+    fleet_keys: &str,
+    hosts_keys: &str,
+) -> Vec<Node> {
     let dir = tempdir();
-    let keys = "failures = 1\nopen_for = \"60s\"\n";
+    let mut keys = "failures = 1\nopen_for = \"60s\"\n".to_owned();
+    if !hosts_keys.is_empty() {
+        keys.push_str(&format!("\n[breakers.hosts]\ndynamic = true\n{hosts_keys}"));
+    }
+    let keys = keys.as_str();
     (0..n)
         .map(|i| {
             let name = format!("node-{i}");
