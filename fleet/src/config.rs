@@ -264,7 +264,8 @@ impl FleetConfig {
     }
 
     /// What the shared breakers do while the store is unreachable ([`OnStoreError`]): decide
-    /// locally (the default), reject every call, or admit every call. When the store answers
+    /// locally (the default), reject every call, or admit every call. The keys of a shared
+    /// keyed family decide locally whatever this says. When the store answers
     /// again, each breaker held so gets back the state it had (its open time counted on),
     /// then takes on any newer record of the fleet's. A call never waits on the store either
     /// way.

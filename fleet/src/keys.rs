@@ -150,6 +150,15 @@ impl KeyBook {
             .collect()
     }
 
+    /// The breaker made lately for the key `name`, if it is alive.
+    pub(crate) fn born(&self, name: &str) -> Option<Breaker> {
+        self.births
+            .iter()
+            .rev()
+            .filter(|(n, _, _)| n == name)
+            .find_map(|(_, b, _)| b.upgrade())
+    }
+
     /// Whether the book holds the key `name`.
     pub(crate) fn holds(&self, name: &str) -> bool {
         self.known.contains_key(name)

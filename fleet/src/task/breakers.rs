@@ -64,7 +64,15 @@ impl Task {
                 if !self.shared.config.shares(family) {
                     return None;
                 }
-                registry().key_breaker(family, key).ok()
+                // A key made lately is found among the keys the fleet saw made, without a
+                // search of its family (which a key type other than `String` needs).
+                let born = self
+                    .shared
+                    .keyed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .born(name);
+                born.or_else(|| registry().key_breaker(family, key).ok())
             }
             None => registry().existing(name),
         }

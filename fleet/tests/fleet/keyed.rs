@@ -380,3 +380,42 @@ fn a_key_whose_open_time_ran_out_is_probed_by_one_instance_and_closes_everywhere
     assert_eq!(redis.hget(&key, "state"), "closed");
     assert_eq!(redis.cli(&["EXISTS", &format!("{key}:probes")]), "0");
 }
+
+#[test]
+fn while_the_store_is_down_a_shared_familys_keys_decide_alone_whatever_the_policy() {
+    let Some(bin) = redis_server() else { return };
+    let _alone = crate::support::alone();
+    let mut redis = Redis::start(&bin, &[]);
+    let mut nodes = keyed_nodes(&redis.url(), "keyedhold", 1, "on_store_error = \"open\"\n");
+    // A key that tripped and was reset (the fleet's task tracks it), and one never changed.
+    assert_eq!(nodes[0].cmd("kfail t.example"), "ok open");
+    assert_eq!(nodes[0].cmd("kreset t.example"), "ok");
+    let key = record("keyedhold", "t.example");
+    let deadline = soon();
+    while redis.hget(&key, "reason") != "reset" {
+        assert!(Instant::now() < deadline, "the reset was not written");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(nodes[0].cmd("ksucceed u.example"), "ok closed");
+    redis.kill();
+    // The single breaker is held forced open; every key, tracked or not, new or not, decides
+    // alone: admitted, and tripped by its own failure.
+    nodes[0]
+        .wait_state("forced-open", Instant::now() + Duration::from_secs(2))
+        .unwrap();
+    assert_eq!(nodes[0].cmd("ksucceed t.example"), "ok closed");
+    assert_eq!(nodes[0].cmd("ksucceed u.example"), "ok closed");
+    assert_eq!(nodes[0].cmd("ksucceed v.example"), "ok closed");
+    assert_eq!(nodes[0].cmd("kfail t.example"), "ok open");
+    // The store back, that trip is written.
+    redis.restart();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while redis.hget(&key, "state") != "open" {
+        assert!(
+            Instant::now() < deadline,
+            "the trip made during the outage was not written"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    nodes[0].wait_state("closed", soon()).unwrap();
+}
