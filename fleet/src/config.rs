@@ -249,8 +249,10 @@ impl FleetConfig {
     /// How long the record of a shared family's key outlives its last change, so that keys
     /// leave nothing behind in the store: a closed key's record expires this long after it
     /// closed, an open one this long after its open time and its probe timeout have run; a key
-    /// forced open or disabled keeps its record until it is reset. 30 s by default; at least
-    /// 10 ms. `[fleet] key_ttl = "30s"`.
+    /// forced open or disabled keeps its record until it is reset. 30 s by default; never less
+    /// than three [`resync_every`](FleetConfig::resync_every) (so that an instance holding the
+    /// key open reads its close before the record expires, even if the message was lost).
+    /// `[fleet] key_ttl = "30s"`.
     pub fn key_ttl(mut self, ttl: Duration) -> FleetConfig {
         self.key_ttl = ttl.max(Duration::from_millis(10));
         self

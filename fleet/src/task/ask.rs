@@ -78,9 +78,13 @@ impl Task {
 
     /// How long a family key's record written as `state` (`open` for `open_ms`) lives in the
     /// store: `key_ttl` after it closes, or after its open time and probe timeout have run;
-    /// zero (for ever) while forced open or disabled, until a reset.
+    /// zero (for ever) while forced open or disabled, until a reset. Never less than three
+    /// re-reads: an instance that holds the key open and missed the message of its close
+    /// reads the closed record before it expires (a record that vanishes under an open
+    /// breaker is written again).
     pub(super) fn key_ttl(&self, name: &str, state: &str, open_ms: &str) -> Duration {
-        let ttl = self.shared.config.key_ttl;
+        let config = &self.shared.config;
+        let ttl = config.key_ttl.max(config.resync_every * 3);
         match state {
             "open" => {
                 let probe = self
