@@ -18,18 +18,17 @@
 //!   set, one command a family, stands for them: lost messages about keys are found there.
 //! - **New keys.** [`KeyBook`] holds the last record seen of each key not closed in the
 //!   fleet; a hook the runtime runs when a shared family makes a key (before the key's first
-//!   call) gives the new breaker that record's state, and tells the task to track the key.
+//!   call, `Inner::born`) gives the new breaker that record's state, and tells the task to
+//!   track the key.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use core::time::Duration;
 use tokio::time::Instant;
 
-use breakerbox_runtime::__integrations::{BreakerExt, breaker_key};
 use breakerbox_runtime::{Breaker, SharedState, State, WeakBreaker};
 
 use crate::record::Record;
-use crate::shared::{Inner, Message};
 
 /// The task's name for the key `key` of the family `family`.
 pub(crate) fn key_name(family: &str, key: &str) -> String {
@@ -150,6 +149,17 @@ impl KeyBook {
             .collect()
     }
 
+    /// Remembers `breaker`, just made for the key `name`, and returns the fleet's last record
+    /// of the key (with when it was taken in), if the key is not closed in the fleet.
+    pub(crate) fn birth(&mut self, name: &str, breaker: WeakBreaker) -> Option<(Record, Instant)> {
+        if self.births.len() >= MAX_BIRTHS {
+            self.births.pop_front();
+        }
+        self.births
+            .push_back((name.to_owned(), breaker, Instant::now()));
+        self.known.get(name).cloned()
+    }
+
     /// The breaker made lately for the key `name`, if it is alive.
     pub(crate) fn born(&self, name: &str) -> Option<Breaker> {
         self.births
@@ -188,52 +198,6 @@ impl KeyBook {
         {
             self.births.pop_front();
         }
-    }
-}
-
-impl Inner {
-    /// The hook's work, for `breaker`, a key the shared family `family` has just made (not in
-    /// the family yet): if the fleet holds the key other than closed, the breaker takes that
-    /// state on, and the task is told to track it.
-    pub(crate) fn born(&self, family: &str, breaker: &Breaker) {
-        let Some(key) = breaker_key(breaker) else {
-            return;
-        };
-        let name = key_name(family, key);
-        let now = Instant::now();
-        let known = {
-            let mut book = self.keyed.lock().unwrap_or_else(|e| e.into_inner());
-            if book.births.len() >= MAX_BIRTHS {
-                book.births.pop_front();
-            }
-            book.births
-                .push_back((name.clone(), breaker.downgrade(), now));
-            book.known.get(&name).cloned()
-        };
-        let Some((record, at)) = known else {
-            return;
-        };
-        let mut state = record.shared_state();
-        if let Some(left) = &mut state.open_remaining {
-            *left = left.saturating_sub(now.saturating_duration_since(at));
-        }
-        let shown = state.open_remaining;
-        let told = (
-            record.origin.as_str(),
-            record.reason.as_str(),
-            record.last_failure.as_str(),
-        );
-        let (told, failure) = told_of(&self.instance, told, record.state);
-        breaker.import_reporting(
-            &held(breaker, state),
-            shown,
-            told.as_deref(),
-            failure.as_deref(),
-        );
-        let _ = self.tx.send(Message::KeyBorn {
-            name,
-            breaker: breaker.downgrade(),
-        });
     }
 }
 

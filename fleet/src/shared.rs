@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use tokio::sync::{mpsc, oneshot};
 
-use breakerbox_runtime::__integrations::BreakerExt;
+use breakerbox_runtime::__integrations::{BreakerExt, breaker_key};
 use breakerbox_runtime::{Breaker, Event, Reason, SharedState, State, WeakBreaker};
 
 use crate::config::FleetConfig;
 use crate::instances::{FleetBreaker, LiveInstance, Tally};
-use crate::keys::{KeyBook, split_key};
+use crate::keys::{KeyBook, held, key_name, split_key, told_of};
 
 /// What the handle and the listeners send to the task.
 pub(crate) enum Message {
@@ -147,4 +147,46 @@ pub(crate) fn give_back(shared: &Inner) -> usize {
         }
     }
     n
+}
+
+impl Inner {
+    /// The hook's work, for `breaker`, a key the shared family `family` has just made (not in
+    /// the family yet): if the fleet holds the key other than closed, the breaker takes that
+    /// state on, and the task is told to track it.
+    pub(crate) fn born(&self, family: &str, breaker: &Breaker) {
+        let Some(key) = breaker_key(breaker) else {
+            return;
+        };
+        let name = key_name(family, key);
+        let now = tokio::time::Instant::now();
+        let known = self
+            .keyed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .birth(&name, breaker.downgrade());
+        let Some((record, at)) = known else {
+            return;
+        };
+        let mut state = record.shared_state();
+        if let Some(left) = &mut state.open_remaining {
+            *left = left.saturating_sub(now.saturating_duration_since(at));
+        }
+        let shown = state.open_remaining;
+        let told = (
+            record.origin.as_str(),
+            record.reason.as_str(),
+            record.last_failure.as_str(),
+        );
+        let (told, failure) = told_of(&self.instance, told, record.state);
+        breaker.import_reporting(
+            &held(breaker, state),
+            shown,
+            told.as_deref(),
+            failure.as_deref(),
+        );
+        let _ = self.tx.send(Message::KeyBorn {
+            name,
+            breaker: breaker.downgrade(),
+        });
+    }
 }
