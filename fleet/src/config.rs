@@ -34,6 +34,8 @@ pub struct FleetConfig {
     pub(crate) trip: FleetTrip,
     /// Per breaker (a name or a glob), in the order given: the first match wins over `trip`.
     pub(crate) trip_for: Vec<(String, FleetTrip)>,
+    /// How long a family key's record outlives its last change (see `FleetConfig::key_ttl`).
+    pub(crate) key_ttl: Duration,
 }
 
 /// What a local trip of a shared breaker does to the fleet: open every instance at once
@@ -164,6 +166,7 @@ impl FleetConfig {
             tls_ca: None,
             trip: FleetTrip::Any,
             trip_for: Vec::new(),
+            key_ttl: Duration::from_secs(30),
         }
     }
 
@@ -209,11 +212,15 @@ impl FleetConfig {
         self
     }
 
-    /// Shares the registry's single breakers whose names match `pattern`: a name, or a glob
-    /// where `*` stands for any run of characters and `?` for one (`payments*`). Keyed families
-    /// are not shared: [`Fleet::start`](crate::Fleet::start) refuses a pattern that matches no
-    /// single breaker created, annotated or configured by then
-    /// ([`FleetError::ShareMatchesNothing`](crate::FleetError::ShareMatchesNothing)).
+    /// Shares the registry's single breakers and keyed families whose names match `pattern`: a
+    /// name, or a glob where `*` stands for any run of characters and `?` for one
+    /// (`payments*`). A shared family shares each key's state: a key that trips, is reset,
+    /// forced open, disabled or tripped by hand on one instance does so on every instance that
+    /// holds the key, and one that makes the key later takes the fleet's state at its first
+    /// call. [`Fleet::start`](crate::Fleet::start) refuses a pattern that matches no single
+    /// breaker and no family created, annotated or configured by then
+    /// ([`FleetError::ShareMatchesNothing`](crate::FleetError::ShareMatchesNothing)). A name
+    /// that begins with the NUL character is never shared: the fleet names family keys so.
     pub fn share(mut self, pattern: impl Into<String>) -> FleetConfig {
         self.share.push(pattern.into());
         self
@@ -239,6 +246,18 @@ impl FleetConfig {
         self
     }
 
+    /// How long the record of a shared family's key outlives its last change, so that keys
+    /// leave nothing behind in the store: a closed key's record expires this long after it
+    /// closed, an open one this long after its open time and its probe timeout have run; a key
+    /// forced open or disabled keeps its record until it is reset. 30 s by default; never less
+    /// than three [`resync_every`](FleetConfig::resync_every) (so that an instance holding the
+    /// key open reads its close before the record expires, even if the message was lost).
+    /// `[fleet] key_ttl = "30s"`.
+    pub fn key_ttl(mut self, ttl: Duration) -> FleetConfig {
+        self.key_ttl = ttl.max(Duration::from_millis(10));
+        self
+    }
+
     /// How long a store operation may take before it counts as failed. It never delays a call:
     /// only the fleet's own task waits.
     pub fn timeout(mut self, timeout: Duration) -> FleetConfig {
@@ -247,7 +266,8 @@ impl FleetConfig {
     }
 
     /// What the shared breakers do while the store is unreachable ([`OnStoreError`]): decide
-    /// locally (the default), reject every call, or admit every call. When the store answers
+    /// locally (the default), reject every call, or admit every call. The keys of a shared
+    /// keyed family decide locally whatever this says. When the store answers
     /// again, each breaker held so gets back the state it had (its open time counted on),
     /// then takes on any newer record of the fleet's. A call never waits on the store either
     /// way.
@@ -279,9 +299,9 @@ impl FleetConfig {
         self.tls_ca.as_deref()
     }
 
-    /// Whether the registry's breaker `name` is shared.
+    /// Whether the registry's breaker or keyed family `name` is shared.
     pub fn shares(&self, name: &str) -> bool {
-        self.share.iter().any(|p| glob(p, name))
+        !name.starts_with('\0') && self.share.iter().any(|p| glob(p, name))
     }
 
     /// The `[fleet]` table of a TOML file, if it has one. Other tables are not read, so this is
@@ -294,6 +314,7 @@ impl FleetConfig {
     /// share = ["payments*", "inventory"]
     /// instance = "web-3"         # optional
     /// resync_every = "1s"        # optional
+    /// key_ttl = "30s"            # optional: how long a family key's record outlives it
     /// timeout = "250ms"          # optional
     /// on_store_error = "local"   # optional: "local", "open" or "closed" (OnStoreError)
     /// tls_ca = "ca.pem"          # optional: the CA of a rediss:// server (feature `tls`)
@@ -365,6 +386,9 @@ impl FleetConfig {
                 "instance" => config.instance = Some(string("a string, like \"web-3\"")?),
                 "resync_every" => config.resync_every = duration("a duration, like \"1s\"")?,
                 "timeout" => config.timeout = duration("a duration, like \"250ms\"")?,
+                "key_ttl" => {
+                    config = config.key_ttl(duration("a duration, like \"30s\"")?);
+                }
                 "on_store_error" => {
                     let value = string("one of \"local\", \"open\", \"closed\"")?;
                     config.on_store_error = match value.as_str() {
@@ -473,13 +497,14 @@ impl FleetConfig {
 }
 
 /// The keys of a `[fleet]` table.
-const KEYS: [&str; 11] = [
+const KEYS: [&str; 12] = [
     "url",
     "prefix",
     "share",
     "instance",
     "resync_every",
     "timeout",
+    "key_ttl",
     "on_store_error",
     "tls_ca",
     "fleet_trip",

@@ -30,39 +30,21 @@ pub enum FleetError {
         /// Why, as the client says it.
         source: redis::RedisError,
     },
-    /// A [`share`](crate::FleetConfig::share) pattern names no breaker the fleet can share:
-    /// none created, annotated (`#[circuit_breaker]`) or configured (`load_toml`, `configure`)
-    /// when the fleet started, or only keyed families, which the fleet does not share.
-    #[error("fleet: `share` entry `{pattern}` {}", unshareable(families))]
+    /// A [`share`](crate::FleetConfig::share) pattern names nothing the fleet can share: no
+    /// single breaker and no keyed family created, annotated (`#[circuit_breaker]`) or
+    /// configured (`load_toml`, `configure`) when the fleet started.
+    #[error(
+        "fleet: `share` entry `{pattern}` matches no breaker and no keyed family: create or \
+         configure them (`load_toml`, `configure`, `get_or_create`, `family`) before the fleet \
+         starts, or fix the name"
+    )]
     ShareMatchesNothing {
         /// The pattern, as given.
         pattern: String,
-        /// The keyed families it matches (empty: it matches nothing at all).
-        families: Vec<String>,
     },
     /// [`Fleet::start`](crate::Fleet::start) was called outside a tokio runtime.
     #[error("fleet: Fleet::start must be called inside a tokio runtime (it spawns its task there)")]
     NoRuntime,
-}
-
-/// Why a `share` entry matching `families` (and no breaker) shares nothing.
-fn unshareable(families: &[String]) -> String {
-    if families.is_empty() {
-        "matches no breaker: create or configure its breakers (`load_toml`, `configure`, \
-         `get_or_create`) before the fleet starts, or fix the name"
-            .to_owned()
-    } else {
-        let list = families
-            .iter()
-            .map(|f| format!("`{f}`"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        format!(
-            "matches only the keyed famil{} {list}, and the fleet shares single breakers, not \
-             keyed families: every key would decide on this instance alone",
-            if families.len() == 1 { "y" } else { "ies" }
-        )
-    }
 }
 
 /// `url` with its password, if any, shown as `***`.

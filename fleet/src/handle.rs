@@ -11,6 +11,7 @@ use breakerbox_runtime::{Breaker, registry};
 use crate::config::FleetConfig;
 use crate::error::{FleetError, redact};
 use crate::instances::FleetBreaker;
+use crate::keys::key_name;
 use crate::shared::{Inner, Message, give_back};
 use crate::store::{Store, production_store};
 use crate::task::Task;
@@ -45,7 +46,8 @@ pub struct FleetStatus {
     /// Local changes waiting to be written (the latest per breaker: at most one manual and one
     /// automatic change per shared breaker, however long the store is down).
     pub pending: u64,
-    /// Breakers this fleet shares.
+    /// Breakers this fleet shares, and the keys of shared families it tracks (those held here
+    /// that have changed state, here or in the fleet).
     pub shared: u64,
     /// The last store failure, as the client said it (`None` before the first): a wrong
     /// password shows here when the fleet was started with [`Fleet::start`].
@@ -59,7 +61,9 @@ impl Fleet {
     ///
     /// The registry's breakers whose names match the config's [`share`](FleetConfig::share)
     /// patterns are shared as they are created (those created before are found within one
-    /// [`resync_every`](FleetConfig::resync_every)). Start it after `load_toml`: sharing creates
+    /// [`resync_every`](FleetConfig::resync_every)); so are the keys of the registry's keyed
+    /// families whose names match, each under its own record, a new key taking the fleet's
+    /// state before its first call. Start it after `load_toml`: sharing creates
     /// no breaker, but a remote change must find the breaker created.
     pub fn start(config: FleetConfig) -> Result<Fleet, FleetError> {
         let handle = tokio::runtime::Handle::try_current().map_err(|_| FleetError::NoRuntime)?;
@@ -123,15 +127,33 @@ impl Fleet {
             last_error: Mutex::new(None),
             live: Mutex::new(BTreeMap::new()),
             tallies: Mutex::new(BTreeMap::new()),
+            keyed: Mutex::new(Default::default()),
         });
         if !shared.config.share.is_empty() {
             let weak = Arc::downgrade(&shared);
             registry().on_state_change(move |event| {
-                if let Some(shared) = weak.upgrade()
-                    && shared.config.shares(&event.name)
-                {
-                    shared.tell(event, None);
+                let Some(shared) = weak.upgrade() else {
+                    return;
+                };
+                if !shared.config.shares(&event.name) {
+                    return;
                 }
+                match &event.key {
+                    // A shared family's key: under the key's own name.
+                    Some(key) => shared.tell_as(&key_name(&event.name, key), event, None),
+                    None => shared.tell(event, None),
+                }
+            });
+            // A shared family's new key takes the fleet's state before its first call.
+            let weak = Arc::downgrade(&shared);
+            breakerbox_runtime::__integrations::on_new_key(move |family, breaker| {
+                let Some(shared) = weak.upgrade() else {
+                    return false;
+                };
+                if shared.config.shares(family) {
+                    shared.born(family, breaker);
+                }
+                true
             });
         }
         *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&shared);
@@ -169,8 +191,9 @@ impl Fleet {
         });
     }
 
-    /// Re-reads every shared record now and pushes what is pending; `true` once every store
-    /// operation succeeded. Waits for the fleet's task, never for longer than a few of its
+    /// Re-reads every shared record now (of a shared family's keys: those not closed here
+    /// or in the fleet, and every family's list of open keys) and pushes what is pending;
+    /// `true` once every store operation succeeded. Waits for the fleet's task, never for longer than a few of its
     /// timeouts per shared breaker.
     pub async fn resync(&self) -> bool {
         let (done, wait) = oneshot::channel();
@@ -238,32 +261,19 @@ impl core::fmt::Debug for Fleet {
 }
 
 /// Every [`share`](FleetConfig::share) pattern of `config` names at least one single breaker
-/// of the registry (created, annotated or configured); one that names none, or only keyed
-/// families, is an error naming it. A pattern that also matches a keyed family is warned of.
+/// or keyed family of the registry (created, annotated or configured); one that names none is
+/// an error naming it.
 fn check_share(config: &FleetConfig) -> Result<(), FleetError> {
     if config.share.is_empty() {
         return Ok(());
     }
     let (breakers, families) = breakerbox_runtime::__integrations::shareable_names(registry());
     for pattern in &config.share {
-        let matched: Vec<String> = families
-            .iter()
-            .filter(|f| crate::config::glob(pattern, f))
-            .cloned()
-            .collect();
-        if !breakers.iter().any(|b| crate::config::glob(pattern, b)) {
+        let named = |name: &String| config.shares(name) && crate::config::glob(pattern, name);
+        if !breakers.iter().any(named) && !families.iter().any(named) {
             return Err(FleetError::ShareMatchesNothing {
                 pattern: pattern.clone(),
-                families: matched,
             });
-        }
-        if !matched.is_empty() {
-            tracing::warn!(
-                "fleet: `share` entry `{pattern}` also matches the keyed famil{} {}, which the \
-                 fleet does not share: its keys decide on each instance alone",
-                if matched.len() == 1 { "y" } else { "ies" },
-                matched.join(", ")
-            );
         }
     }
     Ok(())
@@ -306,41 +316,32 @@ mod tests {
     }
 
     #[test]
-    fn a_share_entry_naming_no_breaker_or_only_a_keyed_family_is_an_error_naming_it() {
+    fn a_share_entry_naming_no_breaker_and_no_family_is_an_error_naming_it() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         let _guard = rt.enter();
         let url = "redis://127.0.0.1:1/";
         let e = Fleet::start(FleetConfig::new(url).share("handle-test-nothing*")).unwrap_err();
+        assert!(
+            matches!(&e, FleetError::ShareMatchesNothing { pattern } if pattern == "handle-test-nothing*"),
+            "{e}"
+        );
         assert_eq!(
             e.to_string(),
-            "fleet: `share` entry `handle-test-nothing*` matches no breaker: create or configure \
-             its breakers (`load_toml`, `configure`, `get_or_create`) before the fleet starts, \
-             or fix the name"
+            "fleet: `share` entry `handle-test-nothing*` matches no breaker and no keyed family: \
+             create or configure them (`load_toml`, `configure`, `get_or_create`, `family`) \
+             before the fleet starts, or fix the name"
         );
+        // A keyed family alone is shareable: its keys are shared.
         let _family = registry()
             .family::<String>("handle-test-hosts", breakerbox_runtime::Config::default)
             .unwrap();
-        let e = Fleet::start(FleetConfig::new(url).share("handle-test-hosts")).unwrap_err();
-        assert!(
-            matches!(&e, FleetError::ShareMatchesNothing { pattern, families }
-                if pattern == "handle-test-hosts" && families == &["handle-test-hosts"]),
-            "{e}"
-        );
-        assert!(
-            e.to_string().starts_with(
-                "fleet: `share` entry `handle-test-hosts` matches only the keyed family \
-                 `handle-test-hosts`, and the fleet shares single breakers"
-            ),
-            "{e}"
-        );
-        // One breaker made or configured is enough, whatever else the pattern matches.
-        registry().configure(
-            "handle-test-hosts-total",
-            breakerbox_runtime::Config::default(),
-        );
-        let fleet = Fleet::start(FleetConfig::new(url).share("handle-test-hosts*"));
+        let fleet = Fleet::start(FleetConfig::new(url).share("handle-test-hosts"));
+        assert!(fleet.is_ok(), "{:?}", fleet.err());
+        // So is a single breaker made or configured.
+        registry().configure("handle-test-single", breakerbox_runtime::Config::default());
+        let fleet = Fleet::start(FleetConfig::new(url).share("handle-test-single"));
         assert!(fleet.is_ok(), "{:?}", fleet.err());
     }
 

@@ -67,6 +67,11 @@
 //!   was taken on over all the same (in the moment before its message) is written, and then
 //!   taken on here too.
 //!
+//! - **Keyed families.** A family named in `share` shares each key: one record per key,
+//!   expiring once the key is closed (`FleetConfig::key_ttl`), and per family a sorted set of
+//!   the keys not closed, which the re-reads read instead of every key. A key made later on an
+//!   instance takes the fleet's state before its first call (see `keys.rs`).
+//!
 //! - **Production Redis.** TLS (`rediss://`, feature `tls`), Sentinel (`redis+sentinel://`,
 //!   feature `sentinel`), Cluster (`redis+cluster://`, feature `cluster`); [`Fleet::connect`]
 //!   checks the connection at start (docs/fleet.md, "Production Redis").
@@ -82,6 +87,7 @@ mod connect;
 mod error;
 mod handle;
 mod instances;
+mod keys;
 mod link;
 mod record;
 mod shared;

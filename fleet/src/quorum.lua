@@ -20,6 +20,9 @@
 --          just read them (`{<prefix>:}:live`, heartbeat.lua: a key of its own, on another
 --          Cluster slot than this breaker's, so the caller reads it and passes it on). An
 --          instance is live while its expiry is in the future; the caller is live.
+-- For a keyed family's key (optional), after the live instances (n of them):
+-- KEYS[4]       the family's open keys (see record.lua)
+-- ARGV[11 + 2n] the record's life in ms once opened     ARGV[12 + 2n] the key's text
 --
 -- Returns { changed, epoch, state, open_until_ms, now_ms, reopens, origin, reason,
 -- last_failure, reported, open, needed, live }: the record as record.lua returns it (changed 1:
@@ -83,6 +86,12 @@ local rec = { 1, num(epoch), 'open', num(now + tonumber(ARGV[2])), num(now), ARG
 redis.call('HSET', KEYS[1], 'epoch', rec[2], 'state', 'open', 'open_until', rec[4], 'reopens', rec[6],
   'origin', rec[7], 'reason', rec[8], 'last_failure', rec[9], 'changed_at', rec[5])
 redis.call('DEL', KEYS[2], KEYS[3])
+local life = ARGV[11 + 2 * tonumber(ARGV[10])]
+if KEYS[4] and life then
+  redis.call('PEXPIRE', KEYS[1], life)
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', num(now))
+  redis.call('ZADD', KEYS[4], num(now + tonumber(life)), ARGV[12 + 2 * tonumber(ARGV[10])])
+end
 local payload = string.len(ARGV[8]) .. ':' .. ARGV[8]
 for i = 2, 9 do
   payload = payload .. string.len(rec[i]) .. ':' .. rec[i]

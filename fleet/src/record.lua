@@ -13,6 +13,11 @@
 -- ARGV[8]  the instance the change comes from
 -- ARGV[9]  the channel to PUBLISH the new record on
 -- ARGV[10] the breaker's name (the payload's first field)
+-- For a keyed family's key (optional, written only with a change):
+-- KEYS[3]  the family's open keys, a sorted set of key texts by the expiry of their record
+--          (server ms; `inf` while it does not expire)
+-- ARGV[11] the record's life in ms from this write (0: for ever, until a later write)
+-- ARGV[12] the key's text
 --
 -- Returns { changed (1 or 0), epoch, state, open_until_ms, now_ms, reopens, origin, reason,
 -- last_failure }: the record as it is after the call (epoch 0 and state `closed` if there is
@@ -51,6 +56,23 @@ redis.call('HSET', key, 'epoch', rec[2], 'state', rec[3], 'open_until', rec[4], 
 local payload = string.len(ARGV[10]) .. ':' .. ARGV[10]
 for i = 2, 9 do
   payload = payload .. string.len(rec[i]) .. ':' .. rec[i]
+end
+-- A family key's record expires, and its family's open keys list it while it is not closed.
+if ARGV[11] then
+  local ttl = tonumber(ARGV[11])
+  if ttl > 0 then
+    redis.call('PEXPIRE', key, ARGV[11])
+  else
+    redis.call('PERSIST', key)
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', num(now))
+  if state == 'closed' then
+    redis.call('ZREM', KEYS[3], ARGV[12])
+  elseif ttl > 0 then
+    redis.call('ZADD', KEYS[3], num(now + ttl), ARGV[12])
+  else
+    redis.call('ZADD', KEYS[3], '+inf', ARGV[12])
+  end
 end
 -- A new record ends the probe leases of the last one (KEYS[2], when given).
 if KEYS[2] then

@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use tokio::sync::{mpsc, oneshot};
 
-use breakerbox_runtime::__integrations::BreakerExt;
+use breakerbox_runtime::__integrations::{BreakerExt, breaker_key};
 use breakerbox_runtime::{Breaker, Event, Reason, SharedState, State, WeakBreaker};
 
 use crate::config::FleetConfig;
 use crate::instances::{FleetBreaker, LiveInstance, Tally};
+use crate::keys::{KeyBook, held, key_name, split_key, told_of};
 
 /// What the handle and the listeners send to the task.
 pub(crate) enum Message {
@@ -27,6 +28,9 @@ pub(crate) enum Message {
     Imported { name: String },
     /// `Fleet::share`.
     Track { name: String, breaker: WeakBreaker },
+    /// A shared family made a key the fleet holds other than closed (keys.rs): the key, under
+    /// its name, took the fleet's state on.
+    KeyBorn { name: String, breaker: WeakBreaker },
     /// `Fleet::resync`: answer whether every store operation succeeded.
     Resync(oneshot::Sender<bool>),
 }
@@ -57,6 +61,8 @@ pub(crate) struct Inner {
     pub(crate) live: Mutex<BTreeMap<String, Vec<LiveInstance>>>,
     /// The last quorum tally of each breaker this instance reported a trip of (task/quorum.rs).
     pub(crate) tallies: Mutex<BTreeMap<String, Tally>>,
+    /// What the fleet holds of the shared families' keys that are not closed (keys.rs).
+    pub(crate) keyed: Mutex<KeyBook>,
 }
 
 /// A breaker held forced open or disabled while the store is unreachable.
@@ -91,6 +97,7 @@ impl Inner {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         live.into_iter()
+            .filter(|(name, _)| split_key(name).is_none())
             .map(|(name, instances)| FleetBreaker {
                 trip: self.config.trip_of(&name),
                 last_tally: tallies.get(&name).map(|t| (t.open, t.needed, t.live)),
@@ -102,17 +109,22 @@ impl Inner {
 
     /// A listener's work: hand a local change to the task. Never waits.
     pub(crate) fn tell(&self, event: &Event, breaker: Option<&Breaker>) {
+        self.tell_as(&event.name, event, breaker);
+    }
+
+    /// As `tell`, the change told under `name` (a family key's, keys.rs).
+    pub(crate) fn tell_as(&self, name: &str, event: &Event, breaker: Option<&Breaker>) {
         if event.reason == Reason::Imported {
             // A remote change applied here: not ours to push. The task is told all the same,
             // in the breaker's order of events, so that it drops a local change made before
             // this one and not yet written (the record it came from is older).
             let _ = self.tx.send(Message::Imported {
-                name: event.name.clone(),
+                name: name.to_owned(),
             });
             return;
         }
         let _ = self.tx.send(Message::Changed {
-            name: event.name.clone(),
+            name: name.to_owned(),
             to: event.to,
             reason: event.reason,
             breaker: breaker.map(Breaker::downgrade),
@@ -135,4 +147,46 @@ pub(crate) fn give_back(shared: &Inner) -> usize {
         }
     }
     n
+}
+
+impl Inner {
+    /// The hook's work, for `breaker`, a key the shared family `family` has just made (not in
+    /// the family yet): if the fleet holds the key other than closed, the breaker takes that
+    /// state on, and the task is told to track it.
+    pub(crate) fn born(&self, family: &str, breaker: &Breaker) {
+        let Some(key) = breaker_key(breaker) else {
+            return;
+        };
+        let name = key_name(family, key);
+        let now = tokio::time::Instant::now();
+        let known = self
+            .keyed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .birth(&name, breaker.downgrade());
+        let Some((record, at)) = known else {
+            return;
+        };
+        let mut state = record.shared_state();
+        if let Some(left) = &mut state.open_remaining {
+            *left = left.saturating_sub(now.saturating_duration_since(at));
+        }
+        let shown = state.open_remaining;
+        let told = (
+            record.origin.as_str(),
+            record.reason.as_str(),
+            record.last_failure.as_str(),
+        );
+        let (told, failure) = told_of(&self.instance, told, record.state);
+        breaker.import_reporting(
+            &held(breaker, state),
+            shown,
+            told.as_deref(),
+            failure.as_deref(),
+        );
+        let _ = self.tx.send(Message::KeyBorn {
+            name,
+            breaker: breaker.downgrade(),
+        });
+    }
 }

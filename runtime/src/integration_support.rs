@@ -82,6 +82,15 @@ pub fn display_duration(d: core::time::Duration) -> String {
     crate::duration::display_duration(d)
 }
 
+/// Runs `hook` with the family's name and the new breaker whenever a registry family makes a
+/// breaker for a key (its key's text is [`breaker_key`]'s), on the thread that makes it, after
+/// the breaker is made and before it is put in the family: before any call reaches it. The
+/// hook runs under no lock of the core's; a panic in it is caught. It is dropped once it
+/// returns `false`. Fleet mode gives a new key the state the fleet holds for it this way.
+pub fn on_new_key(hook: impl Fn(&str, &Breaker) -> bool + Send + Sync + 'static) {
+    crate::keyed::born::add(std::sync::Arc::new(hook));
+}
+
 /// A keyed family's breaker's key, as it displayed when the family made the breaker; `None`
 /// for a breaker of no family.
 pub fn breaker_key(breaker: &Breaker) -> Option<&str> {

@@ -25,8 +25,21 @@
 //!   `<open>/<needed>/<live>` of this instance's last report under a quorum, or `-`
 //! - `quit`
 //!
+//! And for the keyed family `hosts` (keys are strings; a trip at the first failure, open a
+//! minute, unless the file's `[breakers.hosts]` says otherwise):
+//!
+//! - `kfail <key>`, `ksucceed <key>` — one call of that key (a failure is `HTTP 503`);
+//!   `ok <state>` or `rejected <state>`
+//! - `kstate <key>` — `state <state>`, or `state none` if the family does not hold the key
+//! - `klast <key>` — `last <last failure>` (`last -` for none)
+//! - `kexplain <key>` — `explain <the key's explanation, on one line>`
+//! - `kreset <key>`, `kforce <key>`, `kdisable <key>`, `ktrip <key> <ms>` — the registry's
+//!   per-key controls, as the admin's use them; `ok`, or `error <why>`
+//! - `kmany <n> fail|succeed|reset` — the same for the keys `k0` to `k<n-1>`; `ok <open keys>`
+//!
 //! Every state change of `payments` is also printed as it happens, from whichever thread made
-//! it: `event <from> <to> <wall-clock ns> <reason>`.
+//! it: `event <from> <to> <wall-clock ns> <reason>`; and every one of a `hosts` key as
+//! `keyevent <key> <from> <to> <reason>|<failure>`.
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,7 +47,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use breakerbox_fleet::{Fleet, FleetConfig, FleetTrip};
-use breakerbox_runtime::{Breaker, Config, Outcome, registry};
+use breakerbox_runtime::{Breaker, BreakerMap, Config, Outcome, registry};
 
 fn say(line: &str) {
     let stdout = std::io::stdout();
@@ -89,6 +102,24 @@ pub fn run(path: &str) {
             e.reason
         ));
     });
+    let hosts = registry()
+        .family::<String>("hosts", || {
+            Config::builder()
+                .failures(1)
+                .open_for(Duration::from_secs(60))
+                .build()
+                .expect("a valid config")
+        })
+        .expect("the family `hosts`");
+    registry().on_state_change(|e| {
+        if let (true, Some(key)) = (e.name == "hosts", &e.key) {
+            let failure = e.failure.as_deref().unwrap_or("");
+            say(&format!(
+                "keyevent {key} {} {} {}|{failure}",
+                e.from, e.to, e.reason
+            ));
+        }
+    });
     let fleet = {
         let _guard = runtime.enter();
         Fleet::start(config).expect("start the fleet")
@@ -141,6 +172,9 @@ pub fn run(path: &str) {
                 )
             }
             (Some("instances"), _) => instances(&fleet),
+            (Some(command), Some(key)) if command.starts_with('k') => {
+                keyed(&hosts, command, key, words.next())
+            }
             (Some("quit"), _) => break,
             _ => format!("error: unknown command {line:?}"),
         };
@@ -171,6 +205,57 @@ fn instances(fleet: &Fleet) -> String {
         })
         .collect();
     format!("instances {trip} {tally} {}", live.join(" "))
+}
+
+/// A command about keys of the family `hosts`.
+fn keyed(hosts: &BreakerMap<String>, command: &str, key: &str, more: Option<&str>) -> String {
+    let state = |key: &str| hosts.get(key).map_or("none", |b| b.state().as_str());
+    let call = |key: &str, result: Result<(), &'static str>| match hosts.call(key, || result) {
+        Err(breakerbox_runtime::Error::Rejected(_)) => format!("rejected {}", state(key)),
+        _ => format!("ok {}", state(key)),
+    };
+    let control = |done: Result<Breaker, breakerbox_runtime::KeyError>| match done {
+        Ok(_) => "ok".to_owned(),
+        Err(e) => format!("error {e}"),
+    };
+    match (command, more) {
+        ("kfail", _) => call(key, Err("HTTP 503")),
+        ("ksucceed", _) => call(key, Ok(())),
+        ("kstate", _) => format!("state {}", state(key)),
+        ("klast", _) => {
+            let last = hosts.get(key).and_then(|b| b.last_failure());
+            format!("last {}", last.as_deref().unwrap_or("-"))
+        }
+        ("kexplain", _) => match hosts.get(key) {
+            Some(b) => format!("explain {}", b.explain().to_string().replace('\n', " ")),
+            None => "explain -".to_owned(),
+        },
+        ("kreset", _) => control(registry().reset_key("hosts", key)),
+        ("kforce", _) => control(registry().force_open_key("hosts", key)),
+        ("kdisable", _) => control(registry().disable_key("hosts", key)),
+        ("ktrip", Some(ms)) => match ms.parse() {
+            Ok(ms) => control(registry().trip_key_for("hosts", key, Duration::from_millis(ms))),
+            Err(_) => "error: ktrip <key> <ms>".to_owned(),
+        },
+        ("kmany", Some(what)) => {
+            let Ok(n) = key.parse::<usize>() else {
+                return "error: kmany <n> fail|succeed|reset".to_owned();
+            };
+            for i in 0..n {
+                let key = format!("k{i}");
+                let _ = match what {
+                    "fail" => hosts
+                        .call(key.as_str(), || Err::<(), _>("HTTP 503"))
+                        .is_ok(),
+                    "succeed" => hosts.call(key.as_str(), || Ok::<(), &str>(())).is_ok(),
+                    _ => registry().reset_key("hosts", &key).is_ok(),
+                };
+            }
+            let open = (0..n).filter(|i| state(&format!("k{i}")) == "open").count();
+            format!("ok {open}")
+        }
+        _ => format!("error: unknown command {command:?}"),
+    }
 }
 
 fn call(breaker: &Breaker, result: Result<(), &'static str>) -> String {

@@ -2,12 +2,14 @@
 //! the store's failure (counted, a re-read owed), or that breaker's own trouble (left alone,
 //! with backoff, while the others go on).
 
+use core::time::Duration;
 use std::sync::atomic::Ordering;
 
 use redis::{FromRedisValue, Value};
 use tokio::time::Instant;
 
 use super::state::{Answer, TROUBLE_FIRST, TROUBLE_MAX, Task, Trouble};
+use crate::keys::{open_set_key, shown, split_key};
 use crate::record::Record;
 use crate::store::{Script, is_record_problem};
 
@@ -57,12 +59,44 @@ impl Task {
         }
     }
 
-    /// Runs `record.lua` for `name`.
+    /// Runs `record.lua` for `name`. A write of a family key's record (keys.rs) also gives it
+    /// its life in the store and keeps the family's open keys.
     pub(super) async fn invoke(&mut self, name: &str, args: &[&str]) -> Answer<Record> {
-        let keys = vec![self.key(name), self.probes_key(name)];
-        let args = args.iter().map(|a| (*a).to_owned()).collect();
+        let mut keys = vec![self.key(name), self.probes_key(name)];
+        let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        if let Some((family, key)) = split_key(name)
+            && args.len() == 10
+        {
+            let ttl = self.key_ttl(name, &args[2], &args[3]);
+            keys.push(open_set_key(&self.shared.config.prefix, family));
+            args.push(ttl.as_millis().to_string());
+            args.push(key.to_owned());
+        }
         let answer = self.ask::<Vec<String>>(Script::Record, keys, args).await;
         self.record_of(name, answer)
+    }
+
+    /// How long a family key's record written as `state` (`open` for `open_ms`) lives in the
+    /// store: `key_ttl` after it closes, or after its open time and probe timeout have run;
+    /// zero (for ever) while forced open or disabled, until a reset. Never less than three
+    /// re-reads: an instance that holds the key open and missed the message of its close
+    /// reads the closed record before it expires (a record that vanishes under an open
+    /// breaker is written again).
+    pub(super) fn key_ttl(&self, name: &str, state: &str, open_ms: &str) -> Duration {
+        let config = &self.shared.config;
+        let ttl = config.key_ttl.max(config.resync_every * 3);
+        match state {
+            "open" => {
+                let probe = self
+                    .tracked
+                    .get(name)
+                    .and_then(|t| t.breaker.upgrade())
+                    .map_or(Duration::ZERO, |b| b.config().probe_timeout());
+                Duration::from_millis(open_ms.parse().unwrap_or(0)) + probe + ttl
+            }
+            "closed" => ttl,
+            _ => Duration::ZERO,
+        }
     }
 
     /// `record.lua`'s reply about `name`, as a record.
@@ -96,6 +130,7 @@ impl Task {
             .trouble
             .map_or(TROUBLE_FIRST, |t| (t.backoff * 2).min(TROUBLE_MAX));
         if t.trouble.is_none() {
+            let name = shown(name);
             tracing::warn!(target: "breakerbox", name, key, why, "fleet: the store holds what this instance cannot read under this breaker's key; this breaker is not shared until it can (tried again with backoff), the others go on");
         }
         t.trouble = Some(Trouble {

@@ -11,16 +11,10 @@ use breakerbox_runtime::__integrations::{BreakerExt, RegistryExt};
 use breakerbox_runtime::{Breaker, SharedState, State, WeakBreaker, registry};
 
 use super::state::{Task, Tracked};
+use crate::keys::{split_key, told_of};
 use crate::record::Record;
 
-/// `state` as this instance takes it on: an open record held one `probe_timeout` longer.
-pub(super) fn held(breaker: &Breaker, mut state: SharedState) -> SharedState {
-    if state.state == State::Open {
-        let hold = breaker.config().probe_timeout();
-        state.open_remaining = Some(state.open_remaining.unwrap_or_default() + hold);
-    }
-    state
-}
+pub(super) use crate::keys::held;
 
 impl Task {
     pub(super) fn track(&mut self, name: &str, breaker: WeakBreaker) {
@@ -35,10 +29,71 @@ impl Task {
             // go): the new one is shared from scratch, its record read by the next pass.
             Some(_) => {
                 self.tracked.insert(name.to_owned(), Tracked::new(breaker));
-                self.owed = true;
+                // A family key's is read by the next pass, as it is new (resync.rs).
+                if split_key(name).is_none() {
+                    self.owed = true;
+                }
             }
             None => {
                 self.tracked.insert(name.to_owned(), Tracked::new(breaker));
+            }
+        }
+    }
+
+    /// Tracks `breaker`, the key `name`'s (keys.rs), unless it is tracked: a key's new
+    /// breaker is shared from scratch, its record read by the next pass (not a full one).
+    pub(super) fn track_key(&mut self, name: &str, breaker: WeakBreaker) {
+        let Some(b) = breaker.upgrade() else {
+            return;
+        };
+        if self
+            .tracked
+            .get(name)
+            .and_then(|t| t.breaker.upgrade())
+            .is_some_and(|t| t.ptr_eq(&b))
+        {
+            return;
+        }
+        self.tracked.insert(name.to_owned(), Tracked::new(breaker));
+    }
+
+    /// The breaker `name` in the registry: a single one, or a shared family's key held here.
+    pub(super) fn lookup(&self, name: &str) -> Option<Breaker> {
+        match split_key(name) {
+            Some((family, key)) => {
+                if !self.shared.config.shares(family) {
+                    return None;
+                }
+                // A key made lately is found among the keys the fleet saw made, without a
+                // search of its family (which a key type other than `String` needs).
+                let born = self
+                    .shared
+                    .keyed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .born(name);
+                born.or_else(|| registry().key_breaker(family, key).ok())
+            }
+            None => registry().existing(name),
+        }
+    }
+
+    /// What the fleet holds of a family key not closed (keys.rs) takes `record` in; a breaker
+    /// made for the key meanwhile, which may not have been in its family when the task looked
+    /// for it, is tracked so that it takes `record` on.
+    pub(super) fn know(&mut self, name: &str, record: &Record) {
+        if split_key(name).is_none() {
+            return;
+        }
+        let births = self
+            .shared
+            .keyed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .know(name, record);
+        for b in births {
+            if b.upgrade().is_some_and(|b| b.state() != record.state) {
+                self.track_key(name, b);
             }
         }
     }
@@ -58,15 +113,16 @@ impl Task {
         }
     }
 
-    /// The local breaker `name`: tracked, or a registry breaker the config shares.
+    /// The local breaker `name`: tracked, or a registry breaker (or family key) the config
+    /// shares.
     pub(super) fn breaker(&mut self, name: &str) -> Option<Breaker> {
         if let Some(b) = self.tracked.get(name).and_then(|t| t.breaker.upgrade()) {
             return Some(b);
         }
-        if !self.shared.config.shares(name) {
+        if split_key(name).is_none() && !self.shared.config.shares(name) {
             return None;
         }
-        let b = registry().existing(name)?;
+        let b = self.lookup(name)?;
         self.tracked
             .insert(name.to_owned(), Tracked::new(b.downgrade()));
         Some(b)
@@ -74,6 +130,7 @@ impl Task {
 
     /// Takes on the record `record` as the breaker's state, unless it holds it already.
     pub(super) fn apply(&mut self, name: &str, record: &Record) {
+        self.know(name, record);
         if record.epoch == 0 {
             return; // no record is no state to take on
         }
@@ -129,6 +186,7 @@ impl Task {
     /// another instance's that won (taken on over the local change).
     pub(super) fn took(&mut self, name: &str, breaker: &Breaker, record: &Record, reimport: bool) {
         if record.changed {
+            self.know(name, record);
             if let Some(t) = self.tracked.get_mut(name) {
                 t.saw(record);
             }
@@ -179,22 +237,11 @@ impl Task {
             return (None, None);
         };
         let (origin, reason, failure) = &t.told;
-        let failure = (state == State::Open && !failure.is_empty()).then_some(failure);
-        if origin.is_empty() || *origin == self.shared.instance {
-            let told = (!reason.is_empty()).then(|| reason.clone());
-            return (told, failure.cloned());
-        }
-        let did = if state == State::Open {
-            "tripped it"
-        } else {
-            "changed it"
-        };
-        let told = if reason.is_empty() {
-            format!("{origin} {did}")
-        } else {
-            format!("{origin} {did} ({reason})")
-        };
-        (Some(told), failure.map(|f| format!("{origin}: {f}")))
+        told_of(
+            &self.shared.instance,
+            (origin.as_str(), reason.as_str(), failure.as_str()),
+            state,
+        )
     }
 
     /// Imports `state` into `breaker` as this task's own change: a hold or a give-back.

@@ -22,6 +22,7 @@
 use core::time::Duration;
 
 use super::state::{Answer, Intent, Task};
+use crate::keys::split_key;
 use crate::store::Script;
 use breakerbox_runtime::__integrations::BreakerExt;
 use breakerbox_runtime::{State, Window};
@@ -73,7 +74,8 @@ impl Task {
         let names: Vec<String> = self.tracked.keys().cloned().collect();
         for name in names {
             self.hand_without_event(&name);
-            if self.left_alone(&name) {
+            // A family key's calls are judged by its own breaker: no fleet counts (keys.rs).
+            if self.left_alone(&name) || split_key(&name).is_some() {
                 continue;
             }
             let Some(breaker) = self.tracked.get(&name).and_then(|t| t.breaker.upgrade()) else {

@@ -1,6 +1,6 @@
 //! The store policy ([`OnStoreError`](crate::OnStoreError)): while the store is unreachable,
-//! every shared breaker is held forced open or disabled, and given its state back when the
-//! store answers.
+//! every shared single breaker is held forced open or disabled, and given its state back when
+//! the store answers. A shared family's keys decide locally meanwhile.
 
 use core::time::Duration;
 use std::collections::BTreeMap;
@@ -13,6 +13,7 @@ use breakerbox_runtime::{Reason, SharedState, State};
 use super::breakers;
 use super::state::Task;
 use crate::config::OnStoreError;
+use crate::keys::split_key;
 use crate::shared::Held;
 
 impl Task {
@@ -35,7 +36,14 @@ impl Task {
         self.track_registry();
         let mut held = BTreeMap::new();
         let mut hold = Vec::new();
-        let names: Vec<String> = self.tracked.keys().cloned().collect();
+        // Single breakers only: a shared family's keys decide locally while the store fails
+        // (holding the keys the task tracks, and not those it does not, would split a family).
+        let names: Vec<String> = self
+            .tracked
+            .keys()
+            .filter(|n| split_key(n).is_none())
+            .cloned()
+            .collect();
         for name in names {
             let Some(breaker) = self.breaker(&name) else {
                 continue;

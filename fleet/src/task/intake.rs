@@ -10,8 +10,8 @@ use redis::{PushInfo, PushKind, Value};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use breakerbox_runtime::__integrations::{BreakerExt, RegistryExt};
-use breakerbox_runtime::{Reason, State, WeakBreaker, registry};
+use breakerbox_runtime::__integrations::BreakerExt;
+use breakerbox_runtime::{Reason, State, WeakBreaker};
 
 use super::state::{Intent, Task};
 use crate::record::parse_payload;
@@ -47,6 +47,8 @@ impl Task {
                 self.track(&name, breaker);
                 self.owed = true;
             }
+            // Read by the next pass, as any key tracked anew (keys.rs).
+            Message::KeyBorn { name, breaker } => self.track_key(&name, breaker),
             Message::Resync(done) => return Some(done),
         }
         None
@@ -62,7 +64,7 @@ impl Task {
         if let Some(breaker) = breaker {
             self.track(&name, breaker);
         } else if !self.tracked.contains_key(&name) {
-            match registry().existing(&name) {
+            match self.lookup(&name) {
                 Some(b) => self.track(&name, b.downgrade()),
                 None => return,
             }

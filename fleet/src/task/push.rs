@@ -6,6 +6,7 @@ use core::time::Duration;
 
 use super::state::{Answer, Intent, Pushed, Task};
 
+use crate::keys::split_key;
 use crate::record::state_name;
 use breakerbox_runtime::State;
 
@@ -61,6 +62,29 @@ impl Task {
         true
     }
 
+    /// A family key tracked anew (keys.rs) has not read its record: a closed one there is what
+    /// it held (its closed records are not re-read), so it is read first, and a change made
+    /// here is written over it. `false` if the store failed.
+    async fn first_read(&mut self, name: &str) -> bool {
+        if split_key(name).is_none() || self.tracked.get(name).is_none_or(|t| t.read) {
+            return true;
+        }
+        match self.invoke(name, &["read"]).await {
+            Answer::Done(record) => {
+                if let Some(t) = self.tracked.get_mut(name) {
+                    t.read = true;
+                    if record.epoch != 0 && record.state == State::Closed {
+                        t.saw(&record);
+                    }
+                }
+                true
+            }
+            // Written over whatever is there, as without the read.
+            Answer::Unreadable(_) => true,
+            Answer::Failed => false,
+        }
+    }
+
     /// Writes one change if the breaker still holds it. With `reimport` (a manual change a
     /// record was taken on over), the breaker takes the written record on.
     pub(super) async fn push(
@@ -101,6 +125,9 @@ impl Task {
             // nothing of it to write.
             _ => return Pushed::Done,
         };
+        if !self.first_read(name).await {
+            return Pushed::Failed;
+        }
         let expected = self.tracked.get(name).map_or(0, |t| t.applied).to_string();
         let open_ms = open_for.as_millis().max(1).to_string();
         let reopens = now.reopens.to_string();

@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use super::state::{Answer, Pushed, Task};
 use crate::config::Quorum;
 use crate::instances::{LiveInstance, Tally};
+use crate::keys::{open_set_key, split_key};
 use crate::record::Record;
 use crate::store::Script;
 use breakerbox_runtime::{Breaker, State};
@@ -72,11 +73,17 @@ impl Task {
             }
             Answer::Failed => return Pushed::Failed,
         }
-        let keys = vec![
+        let mut keys = vec![
             self.key(name),
             self.key_of(name, "probes"),
             self.key_of(name, "opens"),
         ];
+        // A family key's record, once opened, expires and is listed open (keys.rs).
+        let key = split_key(name).map(|(family, key)| {
+            keys.push(open_set_key(&self.shared.config.prefix, family));
+            let ttl = self.key_ttl(name, "open", open_ms);
+            (ttl.as_millis().to_string(), key.to_owned())
+        });
         let mut expected = expected.to_owned();
         for _ in 0..2 {
             let mut args = [
@@ -96,6 +103,10 @@ impl Task {
             for (instance, expiry) in &self.beat {
                 args.push(instance.clone());
                 args.push(expiry.clone());
+            }
+            if let Some((ttl, key)) = &key {
+                args.push(ttl.clone());
+                args.push(key.clone());
             }
             let answer = self
                 .ask::<Vec<String>>(Script::Quorum, keys.clone(), args)
@@ -236,7 +247,8 @@ impl Task {
             .collect();
         let mut kept = self.shared.live.lock().unwrap_or_else(|e| e.into_inner());
         kept.clear();
-        for name in self.tracked.keys() {
+        // The view lists single breakers (`Fleet::instances`).
+        for name in self.tracked.keys().filter(|n| split_key(n).is_none()) {
             let mut live: Vec<LiveInstance> = listed
                 .iter()
                 .map(|(instance, expires, states)| LiveInstance {
@@ -259,7 +271,7 @@ impl Task {
         let read_at = Instant::now();
         let mut kept = self.shared.live.lock().unwrap_or_else(|e| e.into_inner());
         kept.clear();
-        for (name, t) in &self.tracked {
+        for (name, t) in self.tracked.iter().filter(|(n, _)| split_key(n).is_none()) {
             let state = t.breaker.upgrade().map_or(State::Closed, |b| b.state());
             kept.insert(
                 name.clone(),

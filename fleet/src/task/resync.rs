@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use tokio::sync::oneshot;
 
 use super::state::{Answer, Intent, Pushed, READ_BATCH, SWEEP, Task, Tracked};
+use crate::keys::{key_name, open_set_key, split_key};
 use crate::record::{READ_FIELDS, Record};
 use breakerbox_runtime::State;
 
@@ -76,10 +77,15 @@ impl Task {
         for done in asked {
             let _ = done.send(read);
         }
-        if !read {
+        if !read || !self.read_open_keys().await {
             return false;
         }
         self.tracked.retain(|_, t| t.breaker.upgrade().is_some());
+        self.shared
+            .keyed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .prune();
         self.owed = false;
         self.shared.resyncs.fetch_add(1, Ordering::Relaxed);
         true
@@ -89,7 +95,11 @@ impl Task {
     /// with a change pending, vanished or never read, and the next `SWEEP` of the others in
     /// turn (so that a change that reached the store without its message is found within
     /// `⌈idle / SWEEP⌉` passes).
-    fn pass_names(&mut self) -> Vec<String> {
+    ///
+    /// A family key closed here and in the fleet's record is never read by a pass, full or
+    /// not (`full`: every single breaker): the family's open keys stand for them
+    /// (`read_open_keys`), so that no pass grows with the keys this instance holds.
+    fn pass_names(&mut self, full: bool) -> Vec<String> {
         let mut due = Vec::new();
         let mut idle = Vec::new();
         for (name, t) in &self.tracked {
@@ -100,6 +110,11 @@ impl Task {
                 || here != State::Closed
                 || self.pending.contains_key(name)
             {
+                due.push(name.clone());
+            } else if split_key(name).is_some() {
+                // Closed everywhere it is known: its record expires, or a change of it is
+                // published and listed among its family's open keys.
+            } else if full {
                 due.push(name.clone());
             } else {
                 idle.push(name);
@@ -129,11 +144,7 @@ impl Task {
     /// are taken on, so a change published during a long pass waits for one batch at most; a
     /// resync asked for meanwhile goes into `asked`, for the pass after.
     async fn read_all(&mut self, asked: &mut Vec<oneshot::Sender<bool>>, full: bool) -> bool {
-        let names: Vec<String> = if full {
-            self.tracked.keys().cloned().collect()
-        } else {
-            self.pass_names()
-        };
+        let names: Vec<String> = self.pass_names(full);
         let mut beat = self.beats();
         for batch in names.chunks(READ_BATCH) {
             while let Ok(more) = self.rx.try_recv() {
@@ -275,6 +286,21 @@ impl Task {
                     t.vanished = true;
                 }
             }
+            if split_key(name).is_some() {
+                // A family key's record expired, as they do (keys.rs): one closed here has
+                // nothing to say again, and is not read again until it changes.
+                self.know(name, &record);
+                let closed = self
+                    .tracked
+                    .get(name)
+                    .and_then(|t| t.breaker.upgrade())
+                    .is_none_or(|b| b.state() == State::Closed);
+                if let Some(t) = self.tracked.get_mut(name).filter(|_| closed) {
+                    t.vanished = false;
+                    t.read = true;
+                    return true;
+                }
+            }
             if !vanished {
                 // Never seen one: a change made here is written by its own pending write.
                 return true;
@@ -301,5 +327,140 @@ impl Task {
             self.apply(name, &record);
         }
         true
+    }
+
+    /// Reads every shared family's open keys (keys.rs): one command a family, in one round
+    /// trip, whatever the number of keys. A key listed that the fleet's book does not hold (its
+    /// message was lost) has its record read and taken on; a key the book holds that is no
+    /// longer listed (its record closed or expired, and that message lost) is forgotten. A
+    /// key's breaker held here other than closed is re-read by every pass besides
+    /// (`pass_names`). `false` if the store failed.
+    async fn read_open_keys(&mut self) -> bool {
+        let families: Vec<String> = breakerbox_runtime::__integrations::family_names()
+            .into_iter()
+            .filter(|f| self.shared.config.shares(f))
+            .collect();
+        if families.is_empty() {
+            return true;
+        }
+        let prefix = self.shared.config.prefix.clone();
+        let mut commands = vec![vec!["TIME".to_owned()]];
+        for family in &families {
+            commands.push(
+                [
+                    "ZRANGE",
+                    &open_set_key(&prefix, family),
+                    "0",
+                    "-1",
+                    "WITHSCORES",
+                ]
+                .map(str::to_owned)
+                .to_vec(),
+            );
+        }
+        let sent = tokio::time::Instant::now();
+        let Some(mut replies) = self.round_trip(commands).await else {
+            return false;
+        };
+        let now_ms = match replies
+            .remove(0)
+            .and_then(|t| redis::from_redis_value::<(u64, u64)>(t).map_err(Into::into))
+        {
+            Ok((secs, micros)) => secs * 1000 + micros / 1000,
+            Err(e) => {
+                self.failed(&e.to_string());
+                return false;
+            }
+        };
+        let mut unknown = Vec::new();
+        let mut stale = Vec::new();
+        for (family, reply) in families.iter().zip(replies) {
+            // A value of another type there: this family's keys are read as tracked only.
+            let Ok(listed) = reply
+                .and_then(|v| redis::from_redis_value::<Vec<(String, f64)>>(v).map_err(Into::into))
+            else {
+                continue;
+            };
+            let mut open = std::collections::BTreeSet::new();
+            for (key, expires) in listed {
+                if expires <= now_ms as f64 {
+                    stale.push(family.clone());
+                    continue;
+                }
+                open.insert(key_name(family, &key));
+            }
+            let mut book = self.shared.keyed.lock().unwrap_or_else(|e| e.into_inner());
+            book.keep_open(family, &open, sent);
+            unknown.extend(open.into_iter().filter(|n| !book.holds(n)));
+        }
+        stale.dedup();
+        let mut commands = vec![vec!["TIME".to_owned()]];
+        for family in &stale {
+            // Keys whose record expired: dropped from the list, as the next write would.
+            commands.push(vec![
+                "ZREMRANGEBYSCORE".to_owned(),
+                open_set_key(&prefix, family),
+                "-inf".to_owned(),
+                now_ms.to_string(),
+            ]);
+        }
+        let first = commands.len();
+        for name in &unknown {
+            let mut hmget = vec!["HMGET".to_owned(), self.key(name)];
+            hmget.extend(READ_FIELDS.iter().map(|f| (*f).to_owned()));
+            commands.push(hmget);
+        }
+        if commands.len() == 1 {
+            return true;
+        }
+        let Some(replies) = self.round_trip(commands).await else {
+            return false;
+        };
+        let mut replies = replies.into_iter();
+        let now_ms = match replies
+            .next()
+            .map(|t| t.and_then(|v| redis::from_redis_value::<(u64, u64)>(v).map_err(Into::into)))
+        {
+            Some(Ok((secs, micros))) => secs * 1000 + micros / 1000,
+            _ => return true,
+        };
+        for (name, reply) in unknown.iter().zip(replies.skip(first - 1)) {
+            let Ok(fields) = reply.and_then(|v| {
+                redis::from_redis_value::<Vec<Option<String>>>(v).map_err(Into::into)
+            }) else {
+                continue;
+            };
+            if let Some(record) = Record::from_hash(now_ms, &fields)
+                && record.epoch > self.tracked.get(name).map_or(0, |t| t.applied)
+            {
+                self.apply(name, &record);
+            }
+        }
+        true
+    }
+
+    /// `commands` in one round trip, bounded by the task's limit: each one's reply, or `None`
+    /// once the store failed (`failed` has run).
+    async fn round_trip(
+        &mut self,
+        commands: Vec<Vec<String>>,
+    ) -> Option<Vec<redis::RedisResult<redis::Value>>> {
+        let n = commands.len();
+        let limit = self.shared.config.timeout * 2;
+        match tokio::time::timeout(limit, self.store.pipeline(commands)).await {
+            Ok(Ok(replies)) if replies.len() == n => Some(replies),
+            Ok(Ok(_)) => {
+                self.failed("a pipeline's replies do not match its commands");
+                None
+            }
+            Ok(Err(e)) => {
+                self.failed(&e.to_string());
+                None
+            }
+            Err(_) => {
+                self.failed("timed out");
+                None
+            }
+        }
     }
 }

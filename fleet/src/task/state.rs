@@ -15,6 +15,7 @@ use breakerbox_runtime::__integrations::BreakerExt;
 use breakerbox_runtime::{Reason, State, WeakBreaker};
 
 use crate::config::{FleetTrip, Quorum};
+use crate::keys::{record_key, split_key};
 use crate::record::Record;
 use crate::shared::{Inner, Message};
 use crate::store::Store;
@@ -263,17 +264,18 @@ impl Task {
         }
     }
 
+    /// `name`'s record (a family key's too: keys.rs).
     pub(super) fn key(&self, name: &str) -> String {
-        format!("{{{}:{name}}}", self.shared.config.prefix)
+        record_key(&self.shared.config.prefix, name)
     }
 
     pub(super) fn probes_key(&self, name: &str) -> String {
-        format!("{{{}:{name}}}:probes", self.shared.config.prefix)
+        self.key_of(name, "probes")
     }
 
-    /// `name`'s key `{<prefix>:<name>}:<what>`: beside the record, on its hash slot.
+    /// `name`'s key `<record>:<what>`: beside the record, on its hash slot.
     pub(super) fn key_of(&self, name: &str, what: &str) -> String {
-        format!("{{{}:{name}}}:{what}", self.shared.config.prefix)
+        format!("{}:{what}", self.key(name))
     }
 
     /// The instances' heartbeats `{<prefix>:}:live` (quorum.rs): one hash for the fleet.
@@ -290,6 +292,8 @@ impl Task {
 
     /// The breaker's quorum, if its trips wait for one.
     pub(super) fn quorum_of(&self, name: &str) -> Option<Quorum> {
+        // A family key's is its family's.
+        let name = split_key(name).map_or(name, |(family, _)| family);
         match self.shared.config.trip_of(name) {
             FleetTrip::Quorum(q) => Some(q),
             _ => None,

@@ -57,6 +57,7 @@ fn task_with(
         last_error: std::sync::Mutex::new(None),
         live: std::sync::Mutex::new(Default::default()),
         tallies: std::sync::Mutex::new(Default::default()),
+        keyed: std::sync::Mutex::new(Default::default()),
     });
     let mut task = Task::new(shared.clone(), rx);
     let (push_tx, pushes) = mpsc::unbounded_channel();

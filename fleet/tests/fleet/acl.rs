@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{Redis, all_reach, nodes_fleet, nodes_with, redis_server};
+use crate::support::{Redis, all_reach, keyed_nodes, nodes_fleet, nodes_with, redis_server};
 
 fn soon() -> Instant {
     Instant::now() + Duration::from_secs(5)
@@ -121,6 +121,48 @@ fn quorum_trips_and_heartbeats_run_under_the_same_acl_user() {
     }
     assert_eq!(nodes[1].cmd("fail"), "ok open");
     all_reach(&mut nodes, "open", soon()).unwrap();
+    assert_eq!(redis.cli(&["ACL", "LOG"]), "", "denied commands");
+    for node in nodes.iter_mut() {
+        let (connected, _, _, store_errors, _) = node.status();
+        assert!(connected, "{}", node.name);
+        assert_eq!(store_errors, 0, "{}", node.name);
+    }
+}
+
+/// What the rule of docs/fleet.md adds for shared keyed families: their keys, and the
+/// commands their records' expiry and open-key lists take.
+const KEYED_RULE: &[&str] = &["~{acl/*", "+persist", "+zrem"];
+
+#[test]
+fn a_shared_keyed_family_runs_under_the_same_acl_user() {
+    let _shared = crate::support::shared();
+    let Some(bin) = redis_server() else { return };
+    let redis = Redis::start(&bin, &[]);
+    let mut setuser = vec!["ACL", "SETUSER", "fleet"];
+    setuser.extend_from_slice(RULE);
+    setuser.extend_from_slice(KEYED_RULE);
+    assert_eq!(redis.cli(&setuser), "OK");
+    assert_eq!(redis.cli(&["ACL", "LOG", "RESET"]), "OK");
+    let url = redis
+        .url()
+        .replace("redis://", "redis://fleet:fleet-secret@");
+    let mut nodes = keyed_nodes(&url, "acl", 2, "");
+    // A trip (record.lua with its expiry and open-key list), a key made later (the open keys
+    // read), a forced open (PERSIST) and a reset (ZREM).
+    assert_eq!(nodes[0].cmd("kfail a.example"), "ok open");
+    let deadline = soon();
+    while redis.hget("{acl/5:hosts}:9:a.example", "state") != "open" {
+        assert!(Instant::now() < deadline, "the trip was not written");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(nodes[1].cmd("resync"), "resync true");
+    assert_eq!(nodes[1].cmd("ksucceed a.example"), "rejected open");
+    assert_eq!(nodes[1].cmd("kforce a.example"), "ok");
+    nodes[0]
+        .wait_key("a.example", "forced-open", soon())
+        .unwrap();
+    assert_eq!(nodes[0].cmd("kreset a.example"), "ok");
+    nodes[1].wait_key("a.example", "closed", soon()).unwrap();
     assert_eq!(redis.cli(&["ACL", "LOG"]), "", "denied commands");
     for node in nodes.iter_mut() {
         let (connected, _, _, store_errors, _) = node.status();

@@ -6,6 +6,8 @@
 //! - `together` — trips, controls, probes and counts reach every instance;
 //! - `acl` — under the least-privilege Redis user docs/fleet.md gives;
 //! - `faults` — the store killed, stopped, partitioned, flushed; a subscriber that stops reading;
+//! - `keyed` — a keyed family's keys shared: trips, per-key controls, new keys, records that
+//!   expire, no load per idle key;
 //! - `quorum` — quorum trips and the live set (`fleet_trip = "quorum"`);
 //! - `numbers` — the measurements behind BENCHMARKS.md (ignored by default);
 //! - `tls`, `sentinel`, `cluster` — production setups (features of the same names), their
@@ -19,6 +21,7 @@ mod acl;
 mod cluster;
 mod faults;
 mod instances;
+mod keyed;
 mod numbers;
 mod quorum;
 #[cfg(feature = "sentinel")]

@@ -46,16 +46,18 @@ fn free_port() -> u16 {
 /// the same server) are deleted first.
 pub fn shared_redis(prefix: &str) -> Option<Redis> {
     let redis = shared_server()?;
-    let pattern = format!("{{{prefix}:*");
-    let keys = redis.cli(&["--scan", "--pattern", &pattern]);
-    for key in keys.lines().filter(|k| !k.is_empty()) {
-        redis.cli(&["DEL", key]);
+    // A single breaker's keys, and a keyed family's (`{prefix/…`).
+    for pattern in [format!("{{{prefix}:*"), format!("{{{prefix}/*")] {
+        let keys = redis.cli(&["--scan", "--pattern", &pattern]);
+        for key in keys.lines().filter(|k| !k.is_empty()) {
+            redis.cli(&["DEL", key]);
+        }
+        assert_eq!(
+            redis.cli(&["--scan", "--pattern", &pattern]),
+            "",
+            "{pattern} left"
+        );
     }
-    assert_eq!(
-        redis.cli(&["--scan", "--pattern", &pattern]),
-        "",
-        "{pattern} left"
-    );
     Some(redis)
 }
 
@@ -175,6 +177,16 @@ pub struct Ev {
     pub reason: String,
 }
 
+/// One state change of a `hosts` key a node printed.
+#[derive(Clone, Debug)]
+pub struct KeyEv {
+    pub key: String,
+    pub to: String,
+    pub reason: String,
+    /// The failure behind an opening ('' for none).
+    pub failure: String,
+}
+
 /// A `fleet_node` process.
 pub struct Node {
     pub name: String,
@@ -182,6 +194,7 @@ pub struct Node {
     stdin: ChildStdin,
     replies: Receiver<String>,
     pub events: Arc<Mutex<Vec<Ev>>>,
+    pub key_events: Arc<Mutex<Vec<KeyEv>>>,
 }
 
 /// The node's config: `payments` trips at the first failure and stays open a minute.
@@ -210,10 +223,23 @@ pub fn config_fleet(
     keys: &str,
     fleet_keys: &str,
 ) -> PathBuf {
+    config_sharing(dir, url, prefix, instance, keys, fleet_keys, "\"pay*\"")
+}
+
+/// A node's config sharing `share` (a TOML array's items).
+pub fn config_sharing(
+    dir: &Path,
+    url: &str,
+    prefix: &str,
+    instance: &str,
+    keys: &str,
+    fleet_keys: &str,
+    share: &str,
+) -> PathBuf {
     let path = dir.join(format!("{prefix}-{instance}.toml"));
     let text = format!(
         "[breakers.payments]\ndynamic = true\n{keys}\n\
-         [fleet]\nurl = \"{url}\"\nprefix = \"{prefix}\"\nshare = [\"pay*\"]\ninstance = \"{instance}\"\n{fleet_keys}"
+         [fleet]\nurl = \"{url}\"\nprefix = \"{prefix}\"\nshare = [{share}]\ninstance = \"{instance}\"\n{fleet_keys}"
     );
     std::fs::write(&path, text).unwrap();
     path
@@ -243,10 +269,28 @@ impl Node {
         let (tx, replies) = channel();
         let events = Arc::new(Mutex::new(Vec::new()));
         let seen = events.clone();
+        let key_events = Arc::new(Mutex::new(Vec::new()));
+        let keys_seen = key_events.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if let Some(rest) = line.strip_prefix("event ") {
+                if let Some(rest) = line.strip_prefix("keyevent ") {
+                    let mut f = rest.splitn(4, ' ');
+                    let key = f.next().unwrap_or_default().to_owned();
+                    let _from = f.next();
+                    let to = f.next().unwrap_or_default().to_owned();
+                    let (reason, failure) = f
+                        .next()
+                        .unwrap_or_default()
+                        .split_once('|')
+                        .unwrap_or_default();
+                    keys_seen.lock().unwrap().push(KeyEv {
+                        key,
+                        to,
+                        reason: reason.to_owned(),
+                        failure: failure.to_owned(),
+                    });
+                } else if let Some(rest) = line.strip_prefix("event ") {
                     let mut f = rest.splitn(4, ' ');
                     let ev = Ev {
                         from: f.next().unwrap_or_default().to_owned(),
@@ -266,6 +310,7 @@ impl Node {
             stdin,
             replies,
             events,
+            key_events,
         };
         let ready = node.reply();
         assert!(ready.starts_with("ready "), "{name}: {ready}");
@@ -348,6 +393,31 @@ impl Node {
         }
     }
 
+    /// The state of the `hosts` key `key` (`none` if the node does not hold it).
+    pub fn key_state(&mut self, key: &str) -> String {
+        let s = self.cmd(&format!("kstate {key}"));
+        s.strip_prefix("state ").unwrap_or(&s).to_owned()
+    }
+
+    /// Polls the `hosts` key `key` until it is `want`; `Err` with the last state seen at
+    /// `deadline`.
+    pub fn wait_key(&mut self, key: &str, want: &str, deadline: Instant) -> Result<(), String> {
+        loop {
+            let now = self.key_state(key);
+            if now == want {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("{}: key {key} is {now}, not {want}", self.name));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    pub fn key_events(&self) -> Vec<KeyEv> {
+        self.key_events.lock().unwrap().clone()
+    }
+
     pub fn events(&self) -> Vec<Ev> {
         self.events.lock().unwrap().clone()
     }
@@ -406,6 +476,44 @@ pub fn nodes_fleet(url: &str, prefix: &str, n: usize, fleet_keys: &str) -> Vec<N
                 &config_fleet(&dir, url, prefix, &name, keys, fleet_keys),
                 &name,
             )
+        })
+        .collect()
+}
+
+/// `n` nodes sharing `payments` and the keyed family `hosts`, with `fleet_keys` in their
+/// `[fleet]` table.
+pub fn keyed_nodes(url: &str, prefix: &str, n: usize, fleet_keys: &str) -> Vec<Node> {
+    keyed_nodes_with(url, prefix, n, fleet_keys, "")
+}
+
+/// The same, with `hosts_keys` in a `[breakers.hosts]` table (over the family's config in
+/// `fleet_node`) when not empty.
+pub fn keyed_nodes_with(
+    url: &str,
+    prefix: &str,
+    n: usize,
+    fleet_keys: &str,
+    hosts_keys: &str,
+) -> Vec<Node> {
+    let dir = tempdir();
+    let mut keys = "failures = 1\nopen_for = \"60s\"\n".to_owned();
+    if !hosts_keys.is_empty() {
+        keys.push_str(&format!("\n[breakers.hosts]\ndynamic = true\n{hosts_keys}"));
+    }
+    let keys = keys.as_str();
+    (0..n)
+        .map(|i| {
+            let name = format!("node-{i}");
+            let config = config_sharing(
+                &dir,
+                url,
+                prefix,
+                &name,
+                keys,
+                fleet_keys,
+                "\"pay*\", \"hosts\"",
+            );
+            Node::start(&config, &name)
         })
         .collect()
 }

@@ -203,6 +203,10 @@ where
         let seen = self.live.generation();
         let owned: K = key.to_owned().into();
         let slot = self.slot(now, &owned);
+        if self.in_registry.load(Ordering::Relaxed) {
+            // Before the breaker is put in the map: no call reaches it before the hooks ran.
+            super::born::born(&self.name, &slot.breaker);
+        }
         let breaker = self.put(owned, slot, guard);
         // Our insertion, then our look at `generation`; a reload's bump, then its walk: with
         // a fence on each side, one of the two sees the other.

@@ -49,7 +49,7 @@
 //! file uses (by path or by calling a method another file defines) only the files on floors
 //! below it. Bottom up:
 //!
-//! 1. `hasher` ([`KeyHasher`]);
+//! 1. `hasher` ([`KeyHasher`]) and `born` (hooks run when a registry family makes a key);
 //! 2. `family` (a family's keys: lookup, insertion with the config a key gets, eviction; the
 //!    single keys' configs and the reload generation; what evicted breakers counted);
 //! 3. `breaker_map` ([`BreakerMap`]: the handle, its calls and counts);
@@ -58,6 +58,7 @@
 //! 5. `snapshot` ([`FamilySnapshot`]);
 //! 6. `registered` (families in the registry), and this file.
 
+pub(crate) mod born;
 mod breaker_map;
 mod family;
 pub(crate) mod family_config;
