@@ -45,9 +45,25 @@ fn payments() -> breakerbox_runtime::Breaker {
     })
 }
 
-/// One instance, when started by the test below (`BREAKERBOX_ADMIN_FLEET_CHILD=<url> <prefix>
-/// <instance> <fail|stay>`): shares `payments`, fails one call if told, says `ready`, and runs
-/// until its stdin closes.
+/// The keyed family the `key` instances share: a key opens on its first failure, for a minute.
+#[cfg(feature = "fleet")]
+fn shared_hosts() -> breakerbox_runtime::BreakerMap<String> {
+    breakerbox_runtime::registry()
+        .family::<String>("shared-hosts", || {
+            breakerbox_runtime::Config::builder()
+                .failures(1)
+                .open_for(Duration::from_secs(60))
+                .build()
+                .unwrap()
+        })
+        .unwrap()
+}
+
+/// One instance, when started by the tests below (`BREAKERBOX_ADMIN_FLEET_CHILD=<url> <prefix>
+/// <instance> <fail|stay|key>`): shares `payments`, fails one call if told, says `ready`, and
+/// runs until its stdin closes. With `key` it shares the family `shared-hosts` instead, fails
+/// one call of its key `down.example`, and answers each line `state` with that key's state
+/// and explanation (`state <state> <explanation>`).
 #[cfg(feature = "fleet")]
 #[test]
 fn an_instance_process() {
@@ -60,6 +76,9 @@ fn an_instance_process() {
         .build()
         .unwrap();
     let b = payments();
+    if args[3] == "key" {
+        return key_instance(&rt, &args);
+    }
     let _fleet = {
         let _guard = rt.enter();
         breakerbox_fleet::Fleet::start(config(args[0], args[1], args[2])).unwrap()
@@ -84,6 +103,51 @@ fn an_instance_process() {
     });
 }
 
+/// The `key` instance of `an_instance_process`.
+#[cfg(feature = "fleet")]
+fn key_instance(rt: &tokio::runtime::Runtime, args: &[&str]) {
+    use std::io::Write;
+    let hosts = shared_hosts();
+    let _fleet = {
+        let _guard = rt.enter();
+        breakerbox_fleet::Fleet::start(keyed_config(args[0], args[1], args[2])).unwrap()
+    };
+    let _ = hosts.call("down.example", || Err::<(), _>("HTTP 503"));
+    let say = |line: String| {
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    };
+    say("ready".to_owned());
+    // Lines are answered on a thread of their own while this one drives the fleet's task.
+    let (done, closed) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            match line {
+                Ok(line) if line.trim() == "state" => {
+                    let key = hosts.get("down.example").expect("the key is held");
+                    say(format!("state {:?} {}", key.state(), key.explain()));
+                }
+                _ => break,
+            }
+        }
+        let _ = done.send(());
+    });
+    rt.block_on(async {
+        let _ = closed.await;
+    });
+}
+
+/// A fleet that shares the family `shared-hosts`, each key's trip reaching every instance.
+#[cfg(feature = "fleet")]
+fn keyed_config(url: &str, prefix: &str, instance: &str) -> breakerbox_fleet::FleetConfig {
+    breakerbox_fleet::FleetConfig::new(url)
+        .prefix(prefix)
+        .share("shared-hosts")
+        .instance(instance)
+        .resync_every(Duration::from_millis(200))
+}
+
 #[cfg(feature = "fleet")]
 fn redis() -> Option<redis::Redis> {
     match redis::Redis::start() {
@@ -101,6 +165,18 @@ fn redis() -> Option<redis::Redis> {
 #[cfg(feature = "fleet")]
 /// A copy of this binary running `an_instance_process` as `instance`, once it is ready.
 fn instance(url: &str, prefix: &str, name: &str, fail: bool) -> Child {
+    instance_in(url, prefix, name, if fail { "fail" } else { "stay" }).0
+}
+
+#[cfg(feature = "fleet")]
+/// A copy of this binary running `an_instance_process` as `instance` in `mode`, once it is
+/// ready, with the lines it prints after `ready`.
+fn instance_in(
+    url: &str,
+    prefix: &str,
+    name: &str,
+    mode: &str,
+) -> (Child, std::sync::mpsc::Receiver<String>) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -108,13 +184,7 @@ fn instance(url: &str, prefix: &str, name: &str, fail: bool) -> Child {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(
-            CHILD,
-            format!(
-                "{url} {prefix} {name} {}",
-                if fail { "fail" } else { "stay" }
-            ),
-        )
+        .env(CHILD, format!("{url} {prefix} {name} {}", mode))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -124,8 +194,13 @@ fn instance(url: &str, prefix: &str, name: &str, fail: bool) -> Child {
         // After the harness's own `test an_instance_process ... `, on the same line.
         if line.unwrap().ends_with("ready") {
             // The rest is read to its end, so that the harness's last words find a reader.
-            std::thread::spawn(move || out.for_each(drop));
-            return child;
+            let (lines, said) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                for line in out.map_while(Result::ok) {
+                    let _ = lines.send(line);
+                }
+            });
+            return (child, said);
         }
     }
     let _ = child.wait();
@@ -353,5 +428,77 @@ async fn a_control_used_on_a_shared_breaker_names_the_instance_it_was_used_on() 
     assert_eq!(action["by"], "alice");
     assert_eq!(action["instance"], "web-7");
     ledger.reset();
+    drop(fleet);
+}
+
+/// A keyed family shared by two processes: a key that tripped on the other instance rejects
+/// here with the other's failure, and its reset through this instance's admin router closes it
+/// on both, the other instance naming this one as who changed it, this one's events naming the
+/// token's holder.
+#[cfg(feature = "fleet")]
+#[tokio::test]
+async fn a_keys_reset_through_the_admin_closes_it_on_every_instance_and_names_who() {
+    use breakerbox_runtime::{Error, State};
+    let Some(server) = redis() else {
+        return;
+    };
+    let prefix = format!("adminkeys{}", std::process::id());
+    let hosts = shared_hosts();
+    let fleet =
+        breakerbox_fleet::Fleet::start(keyed_config(&server.url, &prefix, "web-1")).unwrap();
+    let router = breakerbox_admin::Admin::new()
+        .named_token("alice", "alice's token")
+        .fleet(fleet.view())
+        .router();
+    let (mut other, said) = instance_in(&server.url, &prefix, "web-2", "key");
+    // Its trip reaches this instance: a call of the key here is rejected.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let rejected = loop {
+        match hosts.call("down.example", || Ok::<_, &str>(())) {
+            Err(Error::Rejected(rejected)) => break rejected,
+            other => assert!(Instant::now() < deadline, "never rejected: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        rejected.to_string().contains("web-2: HTTP 503"),
+        "{rejected}"
+    );
+    let req = Request::post("/breakers/shared-hosts/keys/down.example/reset")
+        .header("authorization", "Bearer alice's token")
+        .body(Body::empty())
+        .unwrap();
+    let status = router.clone().oneshot(req).await.unwrap().status();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(hosts.get("down.example").unwrap().state(), State::Closed);
+    // The reset reaches the other instance, which says who made it.
+    let mut ask = other.stdin.take().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let answer = loop {
+        use std::io::Write;
+        writeln!(ask, "state").unwrap();
+        let answer = said
+            .recv_timeout(Duration::from_secs(5))
+            .expect("web-2 answers");
+        if answer.starts_with("state Closed") {
+            break answer;
+        }
+        assert!(Instant::now() < deadline, "web-2 still says {answer}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(answer.contains("web-1 changed it (reset)"), "{answer}");
+    let (status, body) = get(&router, "/breakers/shared-hosts/keys/down.example/events").await;
+    assert_eq!(status, StatusCode::OK);
+    let action = body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "action")
+        .unwrap_or_else(|| panic!("no action in {body}"));
+    assert_eq!(action["action"], "reset");
+    assert_eq!(action["by"], "alice");
+    assert_eq!(action["instance"], "web-1");
+    drop(ask);
+    let _ = other.wait();
     drop(fleet);
 }
