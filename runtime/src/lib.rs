@@ -117,7 +117,7 @@ pub use clock::TokioClock;
 pub use clock::timer_thread::stop as __stop_system_timer;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::sources::{ConfigSource, KeySource};
-pub use config::{Config, ConfigBuilder, ConfigError, Window};
+pub use config::{Config, ConfigBuilder, ConfigError, TwoFiles, Window};
 #[doc(hidden)]
 pub use config_keys as keys;
 pub use error::{RejectReason, Timeout};
@@ -141,7 +141,7 @@ pub use metrics::Metrics;
 pub use outcome::{FailureReason, Outcome};
 pub use probe::{HealthProbes, IntoProbe, Probe, ProbeOutcome};
 pub use reconfigure::ReconfigureError;
-pub use registration::{ConfigConflict, Conflict, Conflicts, TwoFiles};
+pub use registration::{ConfigConflict, Conflict, Conflicts};
 pub use registry::{Registry, registry};
 pub use site::Site;
 pub use state::{SharedState, State};
