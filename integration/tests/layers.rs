@@ -1,11 +1,11 @@
-//! Folders are floors. In every library crate of the workspace, no module imports from a module
-//! that imports it back (directly or through others), and no file of a folder imports from a
-//! file of that folder that imports it back, the folder's module file (`breaker.rs`,
+//! No circles. In every library crate of the workspace, no module imports from a module that
+//! imports it back (directly or through others), and no file of a folder imports from a file
+//! of that folder that imports it back, the folder's module file (`breaker.rs`,
 //! `keyed/mod.rs`) counted as one of its files: a module file declares and re-exports its
 //! children, so a child that uses what the module file defines closes a circle. For the same
-//! reason no module may import what its crate's `lib.rs` itself defines. The runtime's map
-//! (`runtime/src/lib.rs`, "Where things are") lists its modules floor by floor, bottom up: each
-//! module imports only from the ones listed before it, and every module is listed.
+//! reason no module may import what its crate's `lib.rs` itself defines. And the list of the
+//! runtime's modules in docs/ARCHITECTURE.md ("The runtime's modules") names every module
+//! `runtime/src/lib.rs` declares, and no other.
 //!
 //! The crates are read with `syn`, following the module tree from `lib.rs` (modules under
 //! `#[cfg(test)]` are left out: tests may import anything). An import is any path that starts
@@ -637,65 +637,55 @@ fn no_crate_has_a_circle_of_modules_or_of_a_folders_files() {
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
-/// The floors of `runtime/src/lib.rs`'s map: the module names each bullet of "Where things are"
-/// starts with (`- `a`, `b` — …`), bottom up.
-fn runtime_map() -> Vec<Vec<String>> {
-    let text = std::fs::read_to_string(root().join("runtime/src/lib.rs")).unwrap();
-    let map: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("//!"))
-        .skip_while(|l| l.trim() != "# Where things are")
+/// The modules a list of modules names: the names in backquotes each bullet of the section
+/// `heading` of the Markdown `text` starts with (`- `a`, `b` — …`). Bullets of prose, which
+/// start with a word, name none.
+fn listed_modules(text: &str, heading: &str) -> BTreeSet<String> {
+    text.lines()
+        .skip_while(|l| l.trim() != heading)
         .skip(1)
-        .take_while(|l| !l.trim_start().starts_with("# "))
-        .collect();
-    map.iter()
-        .filter_map(|l| l.strip_prefix(" - "))
-        .map(|l| {
+        .take_while(|l| !l.starts_with("## "))
+        .filter_map(|l| l.strip_prefix("- `"))
+        .flat_map(|l| {
             let head = l.split(" — ").next().unwrap();
-            head.split(',')
+            format!("`{head}")
+                .split(',')
                 .filter_map(|n| {
-                    let n = n.trim();
                     let n = n.split_whitespace().next()?;
-                    Some(n.trim_matches('`').to_owned())
+                    let name = n.strip_prefix('`')?.strip_suffix('`')?;
+                    Some(name.to_owned())
                 })
-                .collect()
+                .collect::<Vec<_>>()
         })
         .collect()
 }
 
 #[test]
-fn the_runtimes_map_lists_every_module_and_each_imports_only_from_those_below_it() {
+fn architecture_md_lists_every_module_of_the_runtime_and_no_other() {
     let c = read_crate("runtime");
-    let floors = runtime_map();
+    let page = std::fs::read_to_string(root().join("docs/ARCHITECTURE.md")).unwrap();
+    let listed = listed_modules(&page, "## The runtime's modules");
+    let missing: Vec<&String> = c.names.difference(&listed).collect();
+    let gone: Vec<&String> = listed.difference(&c.names).collect();
     assert!(
-        floors.len() > 5,
-        "the map's bullets were not found: {floors:?}"
+        missing.is_empty() && gone.is_empty(),
+        "docs/ARCHITECTURE.md's list of the runtime's modules is out of date: \
+         not listed {missing:?}; listed but not in runtime/src/lib.rs {gone:?}"
     );
-    let mut place = BTreeMap::new();
-    for (i, floor) in floors.iter().enumerate() {
-        for name in floor {
-            assert!(
-                place.insert(name.clone(), i).is_none(),
-                "`{name}` is listed twice in runtime/src/lib.rs's map"
-            );
-        }
-    }
-    let listed: BTreeSet<String> = place.keys().cloned().collect();
+}
+
+#[test]
+fn a_module_list_is_read_from_the_bullets_of_its_section() {
+    let page = "# Page\n\n## The runtime's modules\n\nIntro naming `not_a_module`.\n\n\
+                - No circles: a rule, naming `not_a_module_either`.\n\n\
+                - `sync` — std or loom.\n- `duration`, `serde_duration` (feature `serde`) — \
+                durations, `also_not`.\n  - `nested` — a sub-bullet is not a module.\n\n\
+                ## Next\n\n- `elsewhere` — another section.\n";
+    let listed = listed_modules(page, "## The runtime's modules");
     assert_eq!(
-        listed, c.names,
-        "runtime/src/lib.rs's map lists these modules; the crate has these"
+        listed.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["duration", "serde_duration", "sync"]
     );
-    let mut wrong = Vec::new();
-    for (module, imports) in &without_debt("runtime", c.modules) {
-        for (target, files) in imports {
-            if place[target] > place[module] {
-                wrong.push(format!(
-                    "`{module}` imports `{target}`, which the map puts above it (in {files:?})"
-                ));
-            }
-        }
-    }
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 #[test]
@@ -823,245 +813,4 @@ fn a_module_that_imports_what_lib_rs_defines_is_named() {
         "only what lib.rs defines, not what it re-exports"
     );
     assert!(c.modules["a"].contains_key("b"), "{:?}", c.modules);
-}
-
-/// The methods a file defines in its inherent `impl` blocks, and the methods it calls
-/// (`x.m(…)`, `Self::m(…)`, `Type::m(…)`), by name.
-#[derive(Default)]
-struct Methods {
-    defines: BTreeSet<String>,
-    calls: BTreeSet<String>,
-}
-
-impl<'ast> Visit<'ast> for Methods {
-    skip_test_only!();
-    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
-        if test_only(&i.attrs) {
-            return;
-        }
-        if i.trait_.is_none() {
-            for item in &i.items {
-                if let syn::ImplItem::Fn(f) = item
-                    && !test_only(&f.attrs)
-                {
-                    self.defines.insert(f.sig.ident.to_string());
-                }
-            }
-        }
-        syn::visit::visit_item_impl(self, i);
-    }
-    fn visit_expr_method_call(&mut self, c: &'ast syn::ExprMethodCall) {
-        self.calls.insert(c.method.to_string());
-        syn::visit::visit_expr_method_call(self, c);
-    }
-    fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
-        if let syn::Expr::Path(p) = &*c.func
-            && p.path.segments.len() >= 2
-        {
-            let segs: Vec<String> = p
-                .path
-                .segments
-                .iter()
-                .map(|s| s.ident.to_string())
-                .collect();
-            let owner = &segs[segs.len() - 2];
-            if owner == "Self" || owner.starts_with(char::is_uppercase) {
-                self.calls.insert(segs[segs.len() - 1].clone());
-            }
-        }
-        syn::visit::visit_expr_call(self, c);
-    }
-}
-
-/// Each folder's graph of method calls between its files: an edge from a file that calls `m`
-/// to the one other file of the folder whose inherent `impl` defines `m`. Names defined in
-/// more than one file of the crate are left out (without types, a call cannot be told apart),
-/// and so are names that std's and the dependencies' types also have, which a call on a `Vec`,
-/// an atomic or a redis `Script` would match.
-fn method_graphs(dir: &Path) -> BTreeMap<String, Graph> {
-    const COMMON: &[&str] = &[
-        "new",
-        "get",
-        "set",
-        "len",
-        "is_empty",
-        "clone",
-        "take",
-        "replace",
-        "push",
-        "pop",
-        "insert",
-        "remove",
-        "iter",
-        "map",
-        "load",
-        "store",
-        "swap",
-        "lock",
-        "read",
-        "write",
-        "next",
-        "from",
-        "into",
-        "as_ref",
-        "drop",
-        "default",
-        "fmt",
-        "eq",
-        "hash",
-        "contains",
-        "clear",
-        "extend",
-        "with",
-        "name",
-        "run",
-        "call",
-        "wait",
-        "send",
-        "recv",
-        "poll",
-        "entry",
-        "keys",
-        "values",
-        "first",
-        "last",
-        "split",
-        "join",
-        "start",
-        "stop",
-        "reset",
-        "now",
-        "elapsed",
-        "add",
-        "sub",
-        "min",
-        "max",
-        "to_string",
-        "parse",
-        "build",
-        "state",
-        "config",
-        "update",
-        "apply",
-        "record",
-        "finish",
-        "flush",
-        "close",
-        "open",
-        "key",
-        "arg",
-    ];
-    let files = crate_files(&dir.join("src/lib.rs"));
-    let methods: Vec<Methods> = files
-        .iter()
-        .map(|f| {
-            let mut m = Methods::default();
-            m.visit_file(&f.ast);
-            m
-        })
-        .collect();
-    let mut owners: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for (i, m) in methods.iter().enumerate() {
-        for name in &m.defines {
-            owners.entry(name.as_str()).or_default().push(i);
-        }
-    }
-    let mut graphs: BTreeMap<String, Graph> = BTreeMap::new();
-    for (i, file) in files.iter().enumerate() {
-        let Some((_, folder)) = file.module.split_last() else {
-            continue;
-        };
-        for name in &methods[i].calls {
-            let Some(&[j]) = owners.get(name.as_str()).map(Vec::as_slice) else {
-                continue;
-            };
-            if j == i || COMMON.contains(&name.as_str()) {
-                continue;
-            }
-            let other = &files[j];
-            // Both in `folder`: a child of it, or its module file.
-            let node = |f: &File| -> Option<String> {
-                if f.module.as_slice() == folder {
-                    Some(module_file_node(f))
-                } else if f.module.len() == folder.len() + 1 && f.module[..folder.len()] == *folder
-                {
-                    Some(f.module[folder.len()].clone())
-                } else {
-                    None
-                }
-            };
-            if let (Some(from), Some(to)) = (node(file), node(other)) {
-                graphs
-                    .entry(folder.join("/"))
-                    .or_default()
-                    .entry(from)
-                    .or_default()
-                    .entry(to)
-                    .or_default()
-                    .insert(format!("{name}()"));
-            }
-        }
-    }
-    graphs
-}
-
-/// Method calls between files that form a circle and are known debt, each
-/// `(crate, folder, from, to)`. Each must still exist.
-const METHOD_DEBT: &[(&str, &str, &str, &str)] = &[];
-
-#[test]
-fn no_folder_has_a_circle_of_method_calls_between_its_files() {
-    let mut found = Vec::new();
-    for dir in CRATES {
-        for (folder, mut graph) in method_graphs(&root().join(dir)) {
-            for (krate, f, from, to) in METHOD_DEBT {
-                if krate == dir && *f == folder {
-                    let gone = graph.get_mut(*from).and_then(|m| m.remove(*to)).is_none();
-                    assert!(
-                        !gone,
-                        "{krate}: {folder}/{from} no longer calls {to}: take it off METHOD_DEBT"
-                    );
-                }
-            }
-            if let Some(steps) = circle(&graph) {
-                found.push(format!(
-                    "{dir}: a circle of method calls in {folder}/:\n{steps}"
-                ));
-            }
-        }
-    }
-    assert!(found.is_empty(), "{}", found.join("\n"));
-}
-
-#[test]
-fn a_call_to_a_method_of_a_sibling_file_is_an_edge_unless_its_name_is_common() {
-    let dir = std::env::temp_dir().join(format!("layers-methods-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    for (path, text) in [
-        ("lib.rs", "mod m;"),
-        ("m.rs", "mod a; mod b; pub struct T;"),
-        (
-            "m/a.rs",
-            "impl super::T { fn from_a(&self) { self.from_b(); let _ = Self::made(); } }",
-        ),
-        (
-            "m/b.rs",
-            "impl super::T { fn from_b(&self) { let v: Vec<u8> = Vec::new(); v.len(); } fn made() -> u8 { 0 } fn len(&self) {} }",
-        ),
-    ] {
-        let path = dir.join("src").join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-    let graphs = method_graphs(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
-    let m = &graphs["m"];
-    assert_eq!(
-        m["a"]["b"].iter().collect::<Vec<_>>(),
-        ["from_b()", "made()"],
-        "a method call and an associated function call"
-    );
-    // `v.len()` is a `Vec`'s: no edge from b to itself, nor anywhere.
-    assert!(!m.contains_key("b"), "{m:?}");
-    assert!(circle(m).is_none());
 }

@@ -33,28 +33,23 @@
 //!
 //! # Where each part is
 //!
-//! This file only declares the parts and re-exports what they define. They form floors: each
-//! file uses (by path or by calling a method another file defines) only the files on floors
-//! below it. Bottom up:
+//! One file per type:
 //!
-//! 1. `probing` (health probes run while open) and `ticket` (what a permit carries: its
-//!    generation and kind);
-//! 2. `rare_parts` (the parts few breakers use, made on first use) and `rejected`
-//!    ([`Rejected`], what it reports of its breaker, [`Error`]);
-//! 3. `inner` (the shared state, its cache-line layout, and what it reads of itself);
-//! 4. `handle` (the handles, [`Breaker`] and [`WeakBreaker`], and how a breaker is made);
-//! 5. `cause` (failure messages, `explain`) and `config_change` (`reconfigure`);
-//! 6. `delivery` (telling listeners) and `timer_source` (where an opening's timer is armed);
-//! 7. `transition` (the state machine);
-//! 8. `record` (recording) and `open_timer` (a fired or disarmed timer, a passed health probe);
-//! 9. `permit` ([`Permit`], [`OwnedPermit`]);
-//! 10. `admit` (admission) and `guarded` (an awaited call's permit);
-//! 11. `api` (the handle's methods), `lease` (the tower layer's permit, which keeps its
-//!     breaker alive without being a handle), and this file;
-//! 12. `call_future` (`call_async` and its future).
+//! - `handle`: [`Breaker`] and every one of its methods, the other handles ([`WeakBreaker`],
+//!   [`OwnedPermit`]), how a breaker is made and how long it lives, and `call_async`'s future;
+//! - `inner`: the shared state (`Inner`), its cache-line layout, and the parts few breakers
+//!   use (`Extras`), made on first use;
+//! - `admit` (admission), `record` (recording) and `transition` (the state machine, and
+//!   telling listeners): `Inner`'s protocols, the call path first;
+//! - `permit`: [`Permit`], the `Ticket` it carries, `Guarded` (an awaited call's permit) and
+//!   `Lease` (the tower layer's);
+//! - `rejected`: [`Rejected`], what it reports of its breaker, [`Error`], and a failure's
+//!   message;
+//! - `open_timer`: an opening's timer, armed and fired; `probing`: health probes run while
+//!   open.
 //!
-//! The vocabulary they share sits one floor down, in `state`, `identity`, `error` and `event`;
-//! none of those, and nothing here, names the registry.
+//! The vocabulary they share sits in `state`, `identity`, `error` and `event`; nothing here
+//! names the registry.
 //!
 //! # Comments that speed depends on
 //!
@@ -63,30 +58,18 @@
 //! -- case`). Change what it guards only with that case run before and after.
 
 mod admit;
-mod api;
-mod call_future;
-mod cause;
-mod config_change;
-mod delivery;
-mod guarded;
 mod handle;
 mod inner;
-mod lease;
 mod open_timer;
 mod permit;
 mod probing;
-mod rare_parts;
 mod record;
 mod rejected;
 #[cfg(all(test, not(loom)))]
 mod tests;
-mod ticket;
-mod timer_source;
 mod transition;
 
-pub(crate) use cause::displayed;
-pub use guarded::Guarded;
-pub use handle::{Breaker, WeakBreaker};
-pub use lease::Lease;
-pub use permit::{OwnedPermit, Permit};
+pub use handle::{Breaker, OwnedPermit, WeakBreaker};
+pub use permit::{Guarded, Lease, Permit};
+pub(crate) use rejected::displayed;
 pub use rejected::{Error, Rejected};

@@ -1,107 +1,77 @@
-//! The circuit-breaker runtime behind [breakerbox](https://docs.rs/breakerbox): the state
-//! machine and its policies, the registry, errors, events, metrics and clock.
+//! The circuit breakers behind [breakerbox](https://docs.rs/breakerbox): breakers, the
+//! registry that shares them by name, keyed families, configs, and what they report.
 //!
-//! Use it through the `breakerbox` crate, which re-exports everything here.
+//! Use it through the `breakerbox` crate, which re-exports all of this with the
+//! `#[circuit_breaker]` attribute. This crate is what that attribute runs on, and what code
+//! uses that drives breakers by hand.
+//!
+//! A circuit breaker stops calling a service that keeps failing. Closed, it runs every call
+//! and counts failures; when they cross the threshold (`failures` in a row, or a
+//! `failure_rate` over a window) it opens, and calls are rejected at once with a [`Rejected`]
+//! that says when to retry, instead of waiting on a service that is down. After `open_for`
+//! it turns half-open and lets a few probe calls through: if they succeed it closes again,
+//! if one fails it opens again.
 //!
 //! ```
-//! use breakerbox_runtime::{Breaker, Config, Error, State};
+//! use breakerbox_runtime::{Breaker, Config, Error, ManualClock, State};
 //! use std::time::Duration;
 //!
-//! let breaker = Breaker::new("users", Config::builder().failures(5).open_for(Duration::from_secs(2)).build()?);
-//! let answer: Result<u32, Error<std::io::Error>> = breaker.call(|| Ok(42));
-//! assert_eq!(answer.unwrap(), 42);
-//! assert_eq!(breaker.state(), State::Closed);
+//! let clock = ManualClock::new(); // time moves only when the example moves it
+//! let config = Config::builder()
+//!     .failures(2)
+//!     .open_for(Duration::from_secs(5))
+//!     .clock(clock.clone())
+//!     .build()?;
+//! let users = Breaker::new("users", config);
+//!
+//! // Two failures in a row open it.
+//! for _ in 0..2 {
+//!     let answer: Result<u32, Error<&str>> = users.call(|| Err("connection refused"));
+//!     assert!(matches!(answer, Err(Error::Inner("connection refused"))));
+//! }
+//! assert_eq!(users.state(), State::Open);
+//!
+//! // Open: the call does not run, and the rejection says why and when to retry.
+//! let answer: Result<u32, Error<&str>> = users.call(|| unreachable!());
+//! let rejected = answer.unwrap_err().rejected().cloned().unwrap();
+//! assert_eq!(rejected.retry_after(), Some(Duration::from_secs(5)));
+//! assert_eq!(
+//!     rejected.to_string(),
+//!     "circuit breaker 'users' is open; retry in 5.0s (last failure: connection refused)"
+//! );
+//!
+//! // Once `open_for` has passed, a successful probe closes it again.
+//! clock.advance(Duration::from_secs(5));
+//! assert_eq!(users.call(|| Ok::<_, &str>(42)).unwrap(), 42);
+//! assert_eq!(users.state(), State::Closed);
 //! # Ok::<(), breakerbox_runtime::ConfigError>(())
 //! ```
 //!
-//! # Where things are
+//! # Where to start
 //!
-//! Floors, bottom up: each module imports only from the modules listed before it (a test,
-//! `integration/tests/layers.rs`, keeps this map true and complete), and no two files of a
-//! folder import each other in a circle. A module's own file (`breaker.rs`, `keyed/mod.rs`,
-//! and this one) only declares its children, re-exports what they define and carries the
-//! module's docs: what its children share sits in a child file of its own, below them.
+//! - [`Breaker`]: one breaker. [`call`](Breaker::call) and [`call_async`](Breaker::call_async)
+//!   run a call through it; [`try_acquire`](Breaker::try_acquire) gives a [`Permit`] to
+//!   record an [`Outcome`] with by hand; [`state`](Breaker::state),
+//!   [`metrics`](Breaker::metrics) and [`explain`](Breaker::explain) say where it stands, and
+//!   [`on_state_change`](Breaker::on_state_change) tells each change as an [`Event`].
+//! - [`registry()`]: the process-wide [`Registry`], one breaker per name, where every
+//!   `#[circuit_breaker]` function's breaker lives. Configure names before they are made
+//!   ([`configure`](Registry::configure), or a TOML file with `load_toml`, feature `serde`),
+//!   check at startup that no two sites disagree ([`check`](Registry::check)), and read every
+//!   breaker at once ([`snapshot`](Registry::snapshot), [`health`](Registry::health)).
+//! - [`BreakerMap`]: a breaker per key (host, tenant, shard) from one config, in bounded
+//!   memory, so that one failing host opens its own breaker and no other.
+//! - [`Config`]: what a breaker does, built with [`Config::builder`] and checked once
+//!   ([`ConfigError`] says what is wrong): when to open, for how long, how many probes,
+//!   slow calls, a bulkhead, health probes, the [`Clock`] (a [`ManualClock`] in tests).
 //!
-//! The vocabulary, which names no breaker:
+//! # Features
 //!
-//! - `sync` — std's atomics and locks, or loom's under `cfg(loom)` for the model checks.
-//! - `duration` — the one duration parser and printer (`"250ms"`), shared with the attribute.
-//! - `serde_duration` (feature `serde`) — durations as that text in the `serde` derives of
-//!   [`Metrics`] and [`Event`], here so that the core never names `serde_impls`.
-//! - `suggest` — "did you mean …?" for misspelt keys and names, shared with the attribute.
-//! - `config_keys` — the config's keys as text, for the TOML loader and the attribute's key
-//!   list (public, hidden, as `keys`).
-//! - `site` — [`Site`]: where a config was given (an attribute, a call), as reports name it.
-//! - `error` — [`RejectReason`], [`Timeout`], and how admission encodes a refusal.
-//! - `identity` — a breaker's name, shared by a keyed family's breakers, and the count of live
-//!   breakers (`live_breakers`, for tests of memory).
-//! - `probe` — [`Probe`], [`IntoProbe`], [`HealthProbes`]: the health probe a config holds.
-//! - `state` — [`State`], [`SharedState`], and the packed words the protocols run on.
-//! - `counters` — per-thread striped call counters, exact without an atomic read-modify-write
-//!   on the call path.
-//! - `latency` — the latency histogram of a breaker that times its calls.
-//! - `event` — [`Event`] and [`Reason`]: state changes as told to listeners and `tracing`;
-//!   the listener lists, a breaker's and the registry's.
-//! - `metrics` — [`Metrics`] snapshots.
-//! - `timer` — [`Timers`]: the wake-ups that half-open an open breaker without a call; it
-//!   names the breaker only through its `Target` trait.
-//! - `clock` — [`Clock`] (in `clock/source`), [`SystemClock`] (`clock/system`),
-//!   [`ManualClock`] (`clock/manual`), `TokioClock` (`clock/tokio_clock`); the clock a breaker
-//!   holds (`clock/clock_ref`), the recent time (`clock/recent`) and the system clock's timer
-//!   thread (`clock/timer_thread`).
-//!
-//! What a breaker does, and what it judges with:
-//!
-//! - `config` — [`Config`] (in `config/settings`) and [`ConfigBuilder`] (`config/builder`,
-//!   with [`ConfigError`] in `config/config_error`): what a breaker does, validated once;
-//!   `config/pool` shares one allocation between equal configs, `config/sources` tells where
-//!   each key's value came from.
-//! - `window` — the sliding windows behind `failure_rate` and `slow_rate`: `window/rate`
-//!   picks the count window (`window/calls`) or the time window (`window/time`), which share
-//!   `window/gate`.
-//! - `explain` — [`Explanation`], [`Cause`], [`Progress`]: `Breaker::explain`'s data in
-//!   `explain/model`, and in `explain/text` its sentences.
-//! - `outcome` — [`Outcome`], a finished call's verdict.
-//! - `reconfigure` — [`ReconfigureError`], which configs a live breaker can take, and the
-//!   config slot a reload swaps.
-//! - `serde_impls` (feature `serde`) — `Serialize`/`Deserialize` for configs, metrics, states,
-//!   events.
-//!
-//! The breaker:
-//!
-//! - `breaker` — [`Breaker`] and [`WeakBreaker`]: the handles in `breaker/handle`, the API
-//!   in `breaker/api`; below them, one file per seam: `inner` (the shared state's layout),
-//!   `rare_parts` (the parts few breakers use, made on first use), `admit`, `record`,
-//!   `transition`, `delivery` (telling listeners), `cause` (a failure's message, `explain`),
-//!   `permit` ([`Permit`], [`OwnedPermit`]), `rejected` ([`Rejected`], [`Error`]), `guarded`,
-//!   `open_timer`, `probing` (health probes run while open), `config_change` (`reconfigure`).
-//!
-//! Many breakers:
-//!
-//! - `registration` — the link-time list of `#[circuit_breaker]` functions, and the conflicts
-//!   [`Registry::check`] reports ([`Conflicts`], [`Conflict`], [`ConfigConflict`]).
-//! - `registry` — [`registry()`]: one breaker per name, listeners.
-//! - `keyed` — [`BreakerMap`] (in `keyed/breaker_map`): a breaker per key, bounded by
-//!   `max_keys` and `idle_for`, its keys kept in `keyed/family`; the families the registry
-//!   holds (`keyed/registered`), and a family's config replaced live (`keyed/family_config`,
-//!   with the single keys' configs in `keyed/family`).
-//! - `health` — [`Registry::health`]: UP, DEGRADED or DOWN.
-//! - `load` (feature `serde`) — `Registry::load_toml` (`load/load_toml`), `reload_toml`
-//!   (`load/reload`) and their `LoadError` (`load/load_error`): the file read (`load/file`)
-//!   and parsed into tables (`load/parse`, `load/table`), the environment (`load/env`), the
-//!   layers merged key by key (`load/merge`) into configs (`load/prepare`); `load/watch`
-//!   (feature `watch`) — `Registry::watch_toml` and its `TomlWatcher`.
-//! - `integration_support` — what the integration crates need of the core that users should
-//!   not see; no semver promise.
-//! - `__integrations` — hidden, inline here: `integration_support` under the path the
-//!   integration crates name (`breakerbox_runtime::__integrations`).
-//! - `__private` — hidden, inline here: what `#[circuit_breaker]`'s generated code names,
-//!   re-exported by the facade.
-//!
-//! The integrations are crates of their own, each behind a feature of the `breakerbox` facade:
-//! `breakerbox-tower` (`breakerbox::tower`), `breakerbox-http` (`breakerbox::http`),
-//! `breakerbox-metrics` (`breakerbox::export`), `breakerbox-admin` (`breakerbox::admin`),
-//! `breakerbox-fleet` (`breakerbox::fleet`), `breakerbox-replay` (`breakerbox::replay`).
+//! - `serde`: `Serialize`/`Deserialize` for configs, metrics, states and events, and
+//!   `Registry::load_toml`: configs from a TOML file and the environment.
+//! - `watch`: `Registry::watch_toml`, which reloads a config file when it changes.
+//! - `tokio`: `TokioClock`, whose time is tokio's (paused in tests), and async health probes.
+//! - `http`: `Outcome::from(http::StatusCode)`.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod breaker;
@@ -147,7 +117,7 @@ pub use clock::TokioClock;
 pub use clock::timer_thread::stop as __stop_system_timer;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::sources::{ConfigSource, KeySource};
-pub use config::{Config, ConfigBuilder, ConfigError, Window};
+pub use config::{Config, ConfigBuilder, ConfigError, TwoFiles, Window};
 #[doc(hidden)]
 pub use config_keys as keys;
 pub use error::{RejectReason, Timeout};
@@ -171,7 +141,7 @@ pub use metrics::Metrics;
 pub use outcome::{FailureReason, Outcome};
 pub use probe::{HealthProbes, IntoProbe, Probe, ProbeOutcome};
 pub use reconfigure::ReconfigureError;
-pub use registration::{ConfigConflict, Conflict, Conflicts, TwoFiles};
+pub use registration::{ConfigConflict, Conflict, Conflicts};
 pub use registry::{Registry, registry};
 pub use site::Site;
 pub use state::{SharedState, State};

@@ -24,7 +24,7 @@ use core::fmt;
 use std::collections::BTreeSet;
 
 use crate::breaker::Breaker;
-use crate::config::{Config, ConfigBuilder, Window};
+use crate::config::{Config, ConfigBuilder, TwoFiles, Window};
 
 pub use crate::site::Site;
 
@@ -595,83 +595,6 @@ impl fmt::Display for Conflicts {
             line.fmt(f)?;
         }
         Ok(())
-    }
-}
-
-/// Keys set by one table in two config files (or origins of `load_toml_str`): a breaker's
-/// `[breakers.<name>]`, a single key's `[breakers.<family>.keys."<key>"]`, or a shared
-/// `[defaults]` or `[configs.<name>]`. The same layer, so the file loaded last gave the
-/// config, and the keys only the other set are not in it.
-/// [`Registry::check`](crate::Registry::check) reports it:
-///
-/// ```text
-/// circuit breaker 'users': `open_for` is set by [breakers.users] in two config files, at
-/// base.toml:3 and then at local.toml:7; each load replaces the table of the one before
-/// `open_for` is set by [defaults] in two config files, at base.toml:1 and then at
-/// local.toml:1; each load replaces the table of the one before
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TwoFiles {
-    pub(crate) name: String,
-    /// A `[defaults]` or `[configs.<name>]` table rather than a breaker's.
-    pub(crate) shared: bool,
-    pub(crate) keys: Vec<&'static str>,
-    pub(crate) first: (std::path::PathBuf, usize),
-    pub(crate) then: (std::path::PathBuf, usize),
-}
-
-impl TwoFiles {
-    /// The breaker's (or keyed family's) name, as its table names it after `breakers.`
-    /// (`users`, or for a single key of a family `api.keys."slow-host"`); for a shared table,
-    /// `defaults` or `configs.<name>`.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Whether the table is a shared one, `[defaults]` or `[configs.<name>]`, whose keys reach
-    /// every breaker that takes it.
-    pub fn is_shared(&self) -> bool {
-        self.shared
-    }
-
-    /// The keys both tables set, in the keys' order.
-    pub fn keys(&self) -> &[&'static str] {
-        &self.keys
-    }
-
-    /// The file and line of the table loaded first.
-    pub fn first(&self) -> (&std::path::Path, usize) {
-        (&self.first.0, self.first.1)
-    }
-
-    /// The file and line of the table loaded after it.
-    pub fn then(&self) -> (&std::path::Path, usize) {
-        (&self.then.0, self.then.1)
-    }
-}
-
-impl fmt::Display for TwoFiles {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let keys: Vec<String> = self.keys.iter().map(|k| format!("`{k}`")).collect();
-        let (what, table) = if self.shared {
-            (String::new(), self.name.clone())
-        } else {
-            (
-                format!("circuit breaker '{}': ", self.name),
-                format!("breakers.{}", self.name),
-            )
-        };
-        write!(
-            f,
-            "{what}{} {} set by [{table}] in two config files, at {}:{} and then at {}:{}; each \
-             load replaces the table of the one before",
-            keys.join(", "),
-            if self.keys.len() == 1 { "is" } else { "are" },
-            self.first.0.display(),
-            self.first.1,
-            self.then.0.display(),
-            self.then.1
-        )
     }
 }
 

@@ -5,14 +5,12 @@ use std::panic::Location;
 use std::sync::{Arc, LazyLock, Mutex, OnceLock, RwLock};
 
 use crate::breaker::Breaker;
-use crate::clock::{Clock, ClockRef};
+use crate::clock::Clock;
 use crate::config::Config;
-#[cfg(feature = "serde")]
-use crate::config::sources::{ConfigSource, KeySource};
+pub(crate) use crate::config::layers::key_account;
+use crate::config::layers::{self, Built, FileBooks, Given, Layered};
 use crate::event::Event;
 use crate::metrics::Metrics;
-#[cfg(feature = "serde")]
-use crate::registration::TwoFiles;
 use crate::registration::{
     ConfigConflict, Conflict, Conflicts, Registration, Site, conflict, registrations, same_policy,
 };
@@ -76,47 +74,14 @@ pub struct Registry {
     /// The sites that gave each name a config at run time: the one that created it and each
     /// one that asked for another, with the config it gave.
     sites: Mutex<HashMap<Box<str>, Sites>>,
-    /// Where each key of a name's config came from, as the last config file applied to it
-    /// built it (a single key of a family under `<family>.keys."<key>"`).
-    #[cfg(feature = "serde")]
-    sources: Mutex<HashMap<Box<str>, Arc<Account>>>,
-    /// The table a config file last gave each name (the file, its line, the keys it set), and
-    /// for each name the last keys two files' tables set (for `check`).
-    #[cfg(feature = "serde")]
-    tables: Mutex<Tables>,
+    /// What the config files loaded gave each name: where each key came from, the tables,
+    /// what each file reached.
+    pub(crate) files: FileBooks,
     /// The configs each name was given by [`configure`](Registry::configure), each with its
     /// call's site, the last given last: the code's layer under a config file's tables, kept
     /// after the breaker is made so that every later file layers over it again; and for
     /// `check`, which reports two sites that give different ones.
     configured: Mutex<HashMap<Box<str>, Sites>>,
-    /// For each config file (by the path or name it was loaded as), what its last load
-    /// reached: the next load of it rebuilds all of them, so that a table gone from it takes
-    /// the layers under it again.
-    #[cfg(feature = "serde")]
-    reached: Mutex<HashMap<std::path::PathBuf, Reached>>,
-}
-
-/// What a config file's last load reached.
-#[cfg(feature = "serde")]
-#[derive(Clone, Default)]
-pub(crate) struct Reached {
-    /// The breakers and families it configured.
-    pub(crate) names: Vec<String>,
-    /// The accounts of the single keys' tables it had (`<family>.keys."<key>"`).
-    pub(crate) keys: Vec<String>,
-}
-
-/// Each name's last table, and the keys two files' tables set.
-#[cfg(feature = "serde")]
-type Tables = (HashMap<Box<str>, TableNote>, BTreeMap<Box<str>, TwoFiles>);
-
-/// Where a name's table was, in the last config file that had one for it.
-#[cfg(feature = "serde")]
-struct TableNote {
-    file: Arc<std::path::Path>,
-    line: usize,
-    /// The keys it set, one bit per [`KEYS`](crate::config_keys::KEYS) entry.
-    keys: u32,
 }
 
 /// Sites with the config each gave.
@@ -135,7 +100,6 @@ struct Presets {
     /// A config file's layers for a name made in code: put over the config of the call that
     /// creates the breaker, instead of its preset's `config` (the same layers over the
     /// defaults).
-    #[cfg(feature = "serde")]
     layered: HashMap<String, Layered>,
     /// Bumped by every change, so that a creator that read a preset before building its
     /// breaker (outside the locks) sees at insertion whether it still holds.
@@ -151,35 +115,7 @@ pub(crate) struct Preset {
     pub(crate) keys: HashMap<String, Config>,
 }
 
-/// The file layers of the names made in code ([`Presets::layered`]); nothing without `serde`.
-#[cfg(feature = "serde")]
-type LayeredPresets = HashMap<String, Layered>;
-#[cfg(not(feature = "serde"))]
-type LayeredPresets = ();
-
-/// A config file's layers over the config of the code that makes a breaker or keyed family,
-/// or that [`configure`](Registry::configure)s it (given with that call's site): the configs,
-/// with where each key came from, or why the two do not go together.
-#[cfg(feature = "serde")]
-pub(crate) type Layered = Arc<dyn Fn(Site, &Config) -> Result<Built, String> + Send + Sync>;
-
-/// What a config file's layers build over a code's config.
-#[cfg(feature = "serde")]
-pub(crate) struct Built {
-    pub(crate) config: Config,
-    pub(crate) sources: Vec<KeySource>,
-    /// For a keyed family, each single key's table: the key (as it displays), its config and
-    /// where each of its keys came from.
-    pub(crate) keys: Vec<(String, Config, Vec<KeySource>)>,
-}
-
-/// How the registry names the account of a single key of a family: `api.keys."slow-host"`.
-#[cfg(feature = "serde")]
-pub(crate) fn key_account(family: &str, key: &str) -> String {
-    format!("{family}.keys.{key:?}")
-}
-
-/// What the registry asks of the keyed families, which sit a floor above it (`keyed`):
+/// What the registry asks of the keyed families (`keyed`, which imports the registry):
 /// whether a name is a family's, and the config its keys are made with. `keyed` hands the
 /// registry its answer before it makes its first family ([`know_families`]); until then no
 /// family exists to ask about.
@@ -209,13 +145,8 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
     registered: registered(false),
     keyed: registered(true),
     sites: Mutex::default(),
-    #[cfg(feature = "serde")]
-    sources: Mutex::default(),
-    #[cfg(feature = "serde")]
-    tables: Mutex::default(),
+    files: FileBooks::default(),
     configured: Mutex::default(),
-    #[cfg(feature = "serde")]
-    reached: Mutex::default(),
 });
 
 /// The registrations the linker gathered, keyed or not, by name.
@@ -321,8 +252,7 @@ impl Registry {
         let Some(base) = registration.base_name() else {
             return;
         };
-        #[cfg(feature = "serde")]
-        if lock(&self.sources).contains_key(registration.name()) {
+        if self.files.has_account(registration.name()) {
             return;
         }
         tracing::warn!(
@@ -380,58 +310,20 @@ impl Registry {
                 let preset = presets.by_name.get(name).cloned().unwrap_or_default();
                 (preset, presets.version)
             };
-            #[cfg(feature = "serde")]
-            let preset_layered = lock(&self.presets).layered.get(name).cloned();
             let from_preset = preset.config.is_some();
-            // A file's layers over the code's config, for a name the code makes.
-            // A config `configure`d is the code's layer instead of the call's: the preset
-            // holds the file's layers over it already.
-            #[cfg(feature = "serde")]
+            let file = lock(&self.presets).layered.get(name).cloned();
             let configured = lock(&self.configured).contains_key(name);
-            #[cfg(feature = "serde")]
-            let layered = match (&preset_layered, &registered, site) {
-                (Some(layered), None, Site::Call { .. }) if !configured => {
-                    Some(layered(site, wanted).map(|b| (b.config, b.sources)))
-                }
-                _ => None,
-            };
-            #[cfg_attr(not(feature = "serde"), allow(unused_mut))]
-            let (mut config, mut from) = match (preset.config, registered.clone()) {
-                (Some(mut config), registered) => {
-                    // A config from a file or `configure` names no probe function: the
-                    // attribute's probe stays.
-                    if config.probe.is_none() {
-                        config.probe = registered.and_then(|(c, _)| c.probe);
-                    }
-                    (config, None)
-                }
-                (None, Some((config, first))) => (config, Some(first)),
-                (None, None) => (wanted.clone(), Some(site)),
-            };
-            #[cfg(feature = "serde")]
-            let mut sources = None;
-            #[cfg(feature = "serde")]
-            match layered {
-                Some(Ok((mut merged, account))) => {
-                    // The code's probe and clock: a file names neither.
-                    merged.probe = wanted.probe.clone();
-                    merged.clock = wanted.clock.clone();
-                    config = merged;
-                    sources = Some(account);
-                    // The call's config is a layer: known as the code's for the next file.
-                    from = Some(site);
-                }
-                Some(Err(error)) => tracing::error!(
-                    target: "breakerbox",
-                    name,
-                    "circuit breaker '{name}': the config file's keys do not go with the config \
-                     of {site} ({error}); it runs with the file's keys over the defaults instead"
-                ),
-                None => {}
-            }
-            if let Some(clock) = preset.clock {
-                config.clock = ClockRef::Custom(clock);
-            }
+            let resolved = layers::resolve(Given {
+                name,
+                site,
+                wanted,
+                preset: preset.config,
+                clock: preset.clock,
+                attribute: registered.clone(),
+                file,
+                configured,
+            });
+            let (config, from) = (resolved.config, resolved.from);
             let candidate = Breaker::unpublished(name.to_owned(), config);
             let mut map = write(&self.breakers);
             if let Some(entry) = map.get(name) {
@@ -449,9 +341,7 @@ impl Registry {
                 drop(candidate);
                 continue;
             }
-            let used = presets.by_name.remove(name);
-            #[cfg(feature = "serde")]
-            let used = (used, presets.layered.remove(name));
+            let used = (presets.by_name.remove(name), presets.layered.remove(name));
             drop(presets);
             let breaker = candidate.publish();
             map.insert(
@@ -464,9 +354,8 @@ impl Registry {
             );
             drop(map);
             drop(used);
-            #[cfg(feature = "serde")]
-            if let Some(sources) = sources {
-                self.set_sources(name, breaker.config(), sources);
+            if let Some(sources) = resolved.sources {
+                self.files.set_account(name, breaker.config(), sources);
                 // The code's own config, under the file's layers: what the next file layers
                 // over (`code_config`).
                 self.record(name, site, wanted);
@@ -520,316 +409,12 @@ impl Registry {
         {
             let presets = lock(&self.presets);
             breakers.extend(presets.by_name.keys().cloned());
-            #[cfg(feature = "serde")]
             breakers.extend(presets.layered.keys().cloned());
         }
         breakers.retain(|name| !families.contains(name));
         (
             breakers.into_iter().collect(),
             families.into_iter().collect(),
-        )
-    }
-
-    /// Marks the config of the breaker `name` as set by a file, like a preset: call sites
-    /// asking for another config meet an override, not a conflict (`reload_toml`). The site
-    /// that created it stays known: its config is a layer under the file's next time.
-    #[cfg(feature = "serde")]
-    pub(crate) fn mark_preset(&self, name: &str) {
-        if let Some(entry) = write(&self.breakers).get_mut(name) {
-            entry.preset = true;
-        }
-    }
-
-    /// The `#[circuit_breaker]` attribute that gives `name` its config (the first by site),
-    /// keyed or not.
-    #[cfg(feature = "serde")]
-    pub(crate) fn attribute(&self, name: &str) -> Option<&'static Registration> {
-        self.registered
-            .get(name)
-            .or_else(|| self.keyed.get(name))
-            .and_then(|list| list.first().copied())
-    }
-
-    /// The names of the `#[circuit_breaker(key = …)]` functions: keyed families known from
-    /// the start.
-    #[cfg(feature = "serde")]
-    pub(crate) fn keyed_names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.keyed.keys().copied()
-    }
-
-    /// The names given a config before their breaker exists ([`configure`](Registry::configure),
-    /// an earlier file).
-    #[cfg(feature = "serde")]
-    pub(crate) fn preset_names(&self) -> Vec<String> {
-        lock(&self.presets).by_name.keys().cloned().collect()
-    }
-
-    /// The layers of the config file that reached `name` last over `code`, the config `site`
-    /// gives it, unless a [`configure`](Registry::configure)d config is the code's layer (then
-    /// the preset holds the file's layers over it already); `None` without such a file, or
-    /// should the two not go together (an `error` says so).
-    #[cfg(feature = "serde")]
-    pub(crate) fn file_layers(&self, name: &str, site: Site, code: &Config) -> Option<Built> {
-        if lock(&self.configured).contains_key(name) {
-            return None;
-        }
-        self.layers_over(
-            name,
-            site,
-            code,
-            "it runs with the file's keys over the defaults instead",
-        )
-    }
-
-    /// The layers of the config file that reached `name` last over `code`; `None` without
-    /// such a file, or should the two not go together: then an `error` names both and says
-    /// what the breaker runs with (`instead`).
-    #[cfg(feature = "serde")]
-    fn layers_over(&self, name: &str, site: Site, code: &Config, instead: &str) -> Option<Built> {
-        let layered = lock(&self.presets).layered.get(name).cloned()?;
-        match layered(site, code) {
-            Ok(mut built) => {
-                // The code's probe and clock: a file names neither.
-                built.config.probe = code.probe.clone();
-                built.config.clock = code.clock.clone();
-                Some(built)
-            }
-            Err(error) => {
-                tracing::error!(
-                    target: "breakerbox",
-                    name,
-                    "circuit breaker '{name}': the config file's keys do not go with the config \
-                     of {site} ({error}); {instead}"
-                );
-                None
-            }
-        }
-    }
-
-    /// The config the code gave `name`, with that call's site: the last
-    /// [`configure`](Registry::configure)d, else that of the [`family`](Registry::family) call
-    /// that made the keyed family `name`, else that of the call that created the breaker.
-    /// `None` for a name none of these gave a config (an attribute's, one not created).
-    #[cfg(feature = "serde")]
-    pub(crate) fn code_config(&self, name: &str) -> Option<(Site, Config)> {
-        if let Some(last) = lock(&self.configured).get(name).and_then(|all| all.last()) {
-            return Some(last.clone());
-        }
-        if is_family(name) {
-            let sites = lock(&self.sites);
-            return sites
-                .get(name)?
-                .iter()
-                .find(|(s, _)| matches!(s, Site::Family { .. }))
-                .cloned();
-        }
-        let site = read(&self.breakers).get(name)?.site?;
-        if !matches!(site, Site::Call { .. }) {
-            return None;
-        }
-        let sites = lock(&self.sites);
-        let (_, config) = sites.get(name)?.iter().find(|(s, _)| *s == site)?;
-        Some((site, config.clone()))
-    }
-
-    /// Records where each key of `name`'s config came from, as a config file built it
-    /// (`name` is `<family>.keys."<key>"` for a single key of a family).
-    #[cfg(feature = "serde")]
-    pub(crate) fn set_sources(&self, name: &str, config: &Config, sources: Vec<KeySource>) {
-        let account = Arc::new(Account::new(config, sources));
-        let old = lock(&self.sources).insert(name.into(), account);
-        drop(old);
-    }
-
-    /// What the last load of the config file `file` reached.
-    #[cfg(feature = "serde")]
-    pub(crate) fn reached_by(&self, file: &std::path::Path) -> Option<Reached> {
-        lock(&self.reached).get(file).cloned()
-    }
-
-    /// Records what a load of the config file `file` reached; the accounts of the single
-    /// keys' tables its last load had and this one has not are forgotten.
-    #[cfg(feature = "serde")]
-    pub(crate) fn set_reached(&self, file: &std::path::Path, reached: Reached) {
-        let old = lock(&self.reached).insert(file.to_owned(), reached.clone());
-        let Some(old) = old else {
-            return;
-        };
-        let mut gone = Vec::new();
-        {
-            let mut sources = lock(&self.sources);
-            for key in old.keys.iter().filter(|k| !reached.keys.contains(k)) {
-                gone.extend(sources.remove(key.as_str()));
-            }
-        }
-        // Dropped outside the lock.
-        drop(gone);
-    }
-
-    /// Notes that the config file `file` has a table for `name` at `line` that sets `keys`;
-    /// if the last table another file gave `name` set some of them too, `check` will say so.
-    /// `name` is a breaker's or family's, a single key's (`api.keys."slow-host"`), or with
-    /// `shared` a `[defaults]` or `[configs.<name>]` table's (`defaults`, `configs.fast`).
-    #[cfg(feature = "serde")]
-    pub(crate) fn note_table(
-        &self,
-        name: &str,
-        file: &Arc<std::path::Path>,
-        line: usize,
-        keys: u32,
-        shared: bool,
-    ) {
-        // Apart from the breakers' tables: a breaker may be named `defaults`.
-        let name = if shared {
-            format!("[{name}]")
-        } else {
-            name.to_owned()
-        };
-        let name = name.as_str();
-        let mut tables = lock(&self.tables);
-        let (notes, two) = &mut *tables;
-        let note = TableNote {
-            file: file.clone(),
-            line,
-            keys,
-        };
-        let Some(old) = notes.insert(name.into(), note) else {
-            return;
-        };
-        let both = old.keys & keys;
-        if old.file == *file || both == 0 {
-            return;
-        }
-        let found = TwoFiles {
-            name: name
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_owned(),
-            shared,
-            keys: crate::config_keys::KEYS
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| both & (1 << i) != 0)
-                .map(|(_, k)| *k)
-                .collect(),
-            first: (old.file.to_path_buf(), old.line),
-            then: (file.to_path_buf(), line),
-        };
-        // The latest pair of files for each name: a map, so that two files of many shared
-        // tables loaded in turn cost one entry per name, not a list searched at each.
-        two.insert(name.into(), found);
-    }
-
-    /// Every key of the config of the breaker or keyed family `name`, with its effective value
-    /// and where that value came from: the built-in default, a config file's `[defaults]`,
-    /// base, or table (with the file and line), an environment variable, the
-    /// `#[circuit_breaker]` attribute or the `get_or_create` call that gave it (with its file
-    /// and line), or a whole config set in code. In the order of the keys' list
-    /// ([`config_keys::KEYS`](crate::config_keys::KEYS)). `None` if the registry knows no such
-    /// name. Creates nothing.
-    ///
-    /// A key whose value changed since the last file was applied (by
-    /// [`Breaker::reconfigure`](crate::Breaker::reconfigure)) is said to come from
-    /// [`ConfigSource::Code`].
-    ///
-    /// ```
-    /// use breakerbox_runtime::{registry, Config, ConfigSource};
-    ///
-    /// registry().load_toml_str("app.toml", "[breakers.doc-sources]\ndynamic = true\nopen_for = \"5s\"\n")?;
-    /// let _ = registry().get_or_create("doc-sources", Config::default);
-    /// let sources = registry().config_sources("doc-sources").unwrap();
-    /// let open_for = sources.iter().find(|k| k.key == "open_for").unwrap();
-    /// assert_eq!(open_for.value, "5s");
-    /// assert_eq!(open_for.to_string(), "open_for = 5s ([breakers.doc-sources] at app.toml:3)");
-    /// let failures = sources.iter().find(|k| k.key == "failures").unwrap();
-    /// assert_eq!(failures.source, ConfigSource::Default);
-    /// # Ok::<(), breakerbox_runtime::LoadError>(())
-    /// ```
-    #[cfg(feature = "serde")]
-    pub fn config_sources(&self, name: &str) -> Option<Vec<KeySource>> {
-        let current = match self.existing(name) {
-            Some(b) => b.config().clone(),
-            None => match FAMILY_INDEX.get().and_then(|index| index.config(name)) {
-                Some(config) => config,
-                None => {
-                    let preset = self.family_preset(name).config;
-                    match preset {
-                        Some(config) => config,
-                        None => self.attribute(name)?.config(),
-                    }
-                }
-            },
-        };
-        let recorded = lock(&self.sources).get(name).cloned();
-        let values = crate::registration::keys(&current);
-        let value_of = |key: &str| {
-            values
-                .iter()
-                .find(|(k, _)| *k == key)
-                .map_or_else(String::new, |(_, v)| v.clone())
-        };
-        // Without a file's account: the keys of a `configure`d config, else the attribute's,
-        // else those of the code's config.
-        let code = self.code_config(name);
-        let own: Option<(crate::config::ConfigBuilder, Site)> = match (code, self.attribute(name)) {
-            (Some((site @ Site::Configure { .. }, config)), _) | (Some((site, config)), None) => {
-                Some((
-                    crate::config::sources::code_keys(Config::builder(), &config),
-                    site,
-                ))
-            }
-            (None, Some(r)) | (Some(_), Some(r)) => {
-                Some((r.configure_onto(Config::builder()), r.site()))
-            }
-            (None, None) => None,
-        };
-        let then = recorded
-            .as_ref()
-            .map(|a| crate::registration::keys(&a.config));
-        let sources = crate::config_keys::KEYS
-            .iter()
-            .map(|key| {
-                let value = value_of(key);
-                let source = match (&recorded, &then) {
-                    (Some(recorded), Some(then)) => {
-                        let was = then.iter().find(|(k, _)| k == key).map(|(_, v)| v);
-                        if was != Some(&value) {
-                            ConfigSource::Code
-                        } else {
-                            recorded.source(key)
-                        }
-                    }
-                    _ => match &own {
-                        Some((given, site)) if given.given().any(|k| k == *key) => {
-                            ConfigSource::Site(*site)
-                        }
-                        _ if value != value_of_default(key) => ConfigSource::Code,
-                        _ => ConfigSource::Default,
-                    },
-                };
-                KeySource { key, value, source }
-            })
-            .collect();
-        Some(sources)
-    }
-
-    /// Where each key of the config a config file gave the single key `key` of the keyed
-    /// family `family` came from (its `[breakers.<family>.keys."<key>"]` table over the
-    /// family's layers), as that file built it; `None` if no file gave the key a table.
-    #[cfg(feature = "serde")]
-    pub fn key_config_sources(&self, family: &str, key: &str) -> Option<Vec<KeySource>> {
-        let name = format!("{family}.keys.{key:?}");
-        let account = lock(&self.sources).get(name.as_str()).cloned()?;
-        Some(
-            crate::registration::keys(&account.config)
-                .into_iter()
-                .filter(|(key, _)| crate::config_keys::KEYS.contains(key))
-                .map(|(key, value)| KeySource {
-                    key,
-                    value,
-                    source: account.source(key),
-                })
-                .collect(),
         )
     }
 
@@ -891,10 +476,7 @@ impl Registry {
                 .filter_map(|(name, sites)| conflict(&name, sites)),
         );
         conflicts.sort_by(|a, b| a.name().cmp(b.name()));
-        #[cfg(feature = "serde")]
-        let two_files: Vec<TwoFiles> = lock(&self.tables).1.values().cloned().collect();
-        #[cfg(not(feature = "serde"))]
-        let two_files = Vec::new();
+        let two_files = self.files.two_files();
         if conflicts.is_empty() && two_files.is_empty() {
             Ok(())
         } else {
@@ -932,22 +514,7 @@ impl Registry {
     #[track_caller]
     pub fn configure(&self, name: &str, config: Config) -> bool {
         let site = Site::configure(Location::caller());
-        #[cfg(feature = "serde")]
-        return self.configure_at(name, config, site);
-        #[cfg(not(feature = "serde"))]
-        {
-            if is_family(name) {
-                tracing::warn!(target: "breakerbox", name, "circuit breaker '{name}' already exists; its config is not changed");
-                return false;
-            }
-            if let Some(old) = self.preset(name, |p, _| p.config.replace(config.clone())) {
-                drop(old);
-                self.note_configured(name, site, config);
-                return true;
-            }
-            tracing::warn!(target: "breakerbox", name, "circuit breaker '{name}' already exists; its config is not changed");
-            false
-        }
+        self.configure_at(name, config, site)
     }
 
     /// Notes that `site` configured `name` with `config`, last.
@@ -966,7 +533,6 @@ impl Registry {
 
     /// [`configure`](Registry::configure) from `site`, under the layers of the config file
     /// that reached `name` last, if one did.
-    #[cfg(feature = "serde")]
     fn configure_at(&self, name: &str, config: Config, site: Site) -> bool {
         let exists = || {
             tracing::warn!(target: "breakerbox", name, "circuit breaker '{name}' already exists; its config is not changed");
@@ -1001,40 +567,25 @@ impl Registry {
         self.note_configured(name, site, config);
         match built {
             Some(built) => {
-                self.set_sources(name, &built.config, built.sources);
+                self.files.set_account(name, &built.config, built.sources);
                 for (key, config, sources) in built.keys {
-                    self.set_sources(&key_account(name, &key), &config, sources);
+                    let account = key_account(name, &key);
+                    self.files.set_account(&account, &config, sources);
                 }
             }
             // No file's account holds for a config set whole.
-            None if !from_file => drop(lock(&self.sources).remove(name)),
+            None if !from_file => self.files.forget(name),
             None => {}
         }
         true
     }
 
-    /// What a config file gives `name` before its breaker exists: `config` (its layers over
-    /// the defaults, for a keyed family or a breaker made without code config), and for a
-    /// breaker made in code, `layered`, its layers over the code's config. `false` if the
-    /// breaker exists.
-    #[cfg(feature = "serde")]
-    pub(crate) fn preset_from_file(
-        &self,
-        name: &str,
-        config: Config,
-        layered: Option<Layered>,
-    ) -> bool {
-        let old = self.preset(name, |p, all| {
-            let replaced = match layered {
-                Some(layered) => all.insert(name.to_owned(), layered),
-                None => all.remove(name),
-            };
-            (p.config.replace(config), replaced)
-        });
-        let set = old.is_some();
-        // What it replaced is dropped outside the locks.
-        drop(old);
-        set
+    /// The layers of the config file that reached `name` last over `code`; `None` without
+    /// such a file, or should the two not go together: then an `error` names both and says
+    /// what the breaker runs with (`instead`).
+    fn layers_over(&self, name: &str, site: Site, code: &Config, instead: &str) -> Option<Built> {
+        let layered = lock(&self.presets).layered.get(name).cloned()?;
+        layers::over_code(&layered, name, site, code, instead)
     }
 
     /// Makes the breaker `name` read `clock` when it is created, whatever config creates it;
@@ -1057,22 +608,12 @@ impl Registry {
             .unwrap_or_default()
     }
 
-    /// Registers the config of the single key `key` of the keyed family `name`, for a family
-    /// created after this call (`[breakers.<name>.keys."<key>"]` in `load_toml`). Returns
-    /// `false` (and changes nothing) if a breaker `name` already exists. The caller checks
-    /// for a family `name` first: the keyed layer sits above the registry.
-    #[cfg(feature = "serde")]
-    pub(crate) fn configure_key(&self, name: &str, key: &str, config: Config) -> bool {
-        self.preset(name, |p, _| p.keys.insert(key.to_owned(), config))
-            .is_some()
-    }
-
     /// Changes the preset of `name` with `f`, unless the breaker exists (`None`). What `f`
     /// returns (the value it replaced) is dropped by the caller, outside the locks.
     fn preset<T>(
         &self,
         name: &str,
-        f: impl FnOnce(&mut Preset, &mut LayeredPresets) -> T,
+        f: impl FnOnce(&mut Preset, &mut HashMap<String, Layered>) -> T,
     ) -> Option<T> {
         // The map's lock is held while the preset changes, so that no breaker is created
         // between the check and the change; creation then sees the new version.
@@ -1083,13 +624,9 @@ impl Registry {
         let mut presets = lock(&self.presets);
         presets.version += 1;
         let presets = &mut *presets;
-        #[cfg(feature = "serde")]
-        let layered = &mut presets.layered;
-        #[cfg(not(feature = "serde"))]
-        let layered = &mut ();
         Some(f(
             presets.by_name.entry(name.to_owned()).or_default(),
-            layered,
+            &mut presets.layered,
         ))
     }
 
@@ -1132,6 +669,118 @@ impl Registry {
     }
 }
 
+/// What the TOML loader (`load/`) reads and writes of the registry.
+#[cfg(feature = "serde")]
+impl Registry {
+    /// What a config file gives `name` before its breaker exists: `config` (its layers over
+    /// the defaults, for a keyed family or a breaker made without code config), and for a
+    /// breaker made in code, `layered`, its layers over the code's config. `false` if the
+    /// breaker exists.
+    pub(crate) fn preset_from_file(
+        &self,
+        name: &str,
+        config: Config,
+        layered: Option<Layered>,
+    ) -> bool {
+        let old = self.preset(name, |p, all| {
+            let replaced = match layered {
+                Some(layered) => all.insert(name.to_owned(), layered),
+                None => all.remove(name),
+            };
+            (p.config.replace(config), replaced)
+        });
+        let set = old.is_some();
+        // What it replaced is dropped outside the locks.
+        drop(old);
+        set
+    }
+
+    /// Registers the config of the single key `key` of the keyed family `name`, for a family
+    /// created after this call (`[breakers.<name>.keys."<key>"]` in `load_toml`). Returns
+    /// `false` (and changes nothing) if a breaker `name` already exists. The caller checks
+    /// for a family `name` first: the keyed layer sits above the registry.
+    pub(crate) fn configure_key(&self, name: &str, key: &str, config: Config) -> bool {
+        self.preset(name, |p, _| p.keys.insert(key.to_owned(), config))
+            .is_some()
+    }
+
+    /// Marks the config of the breaker `name` as set by a file, like a preset: call sites
+    /// asking for another config meet an override, not a conflict (`reload_toml`). The site
+    /// that created it stays known: its config is a layer under the file's next time.
+    pub(crate) fn mark_preset(&self, name: &str) {
+        if let Some(entry) = write(&self.breakers).get_mut(name) {
+            entry.preset = true;
+        }
+    }
+
+    /// The `#[circuit_breaker]` attribute that gives `name` its config (the first by site),
+    /// keyed or not.
+    pub(crate) fn attribute(&self, name: &str) -> Option<&'static Registration> {
+        self.registered
+            .get(name)
+            .or_else(|| self.keyed.get(name))
+            .and_then(|list| list.first().copied())
+    }
+
+    /// The names of the `#[circuit_breaker(key = …)]` functions: keyed families known from
+    /// the start.
+    pub(crate) fn keyed_names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.keyed.keys().copied()
+    }
+
+    /// The names given a config before their breaker exists ([`configure`](Registry::configure),
+    /// an earlier file).
+    pub(crate) fn preset_names(&self) -> Vec<String> {
+        lock(&self.presets).by_name.keys().cloned().collect()
+    }
+
+    /// The layers of the config file that reached `name` last over `code`, the config `site`
+    /// gives it, unless a [`configure`](Registry::configure)d config is the code's layer (then
+    /// the preset holds the file's layers over it already); `None` without such a file, or
+    /// should the two not go together (an `error` says so).
+    pub(crate) fn file_layers(&self, name: &str, site: Site, code: &Config) -> Option<Built> {
+        if lock(&self.configured).contains_key(name) {
+            return None;
+        }
+        self.layers_over(
+            name,
+            site,
+            code,
+            "it runs with the file's keys over the defaults instead",
+        )
+    }
+
+    /// The config the code gave `name`, with that call's site: the last
+    /// [`configure`](Registry::configure)d, else that of the [`family`](Registry::family) call
+    /// that made the keyed family `name`, else that of the call that created the breaker.
+    /// `None` for a name none of these gave a config (an attribute's, one not created).
+    pub(crate) fn code_config(&self, name: &str) -> Option<(Site, Config)> {
+        if let Some(last) = lock(&self.configured).get(name).and_then(|all| all.last()) {
+            return Some(last.clone());
+        }
+        if is_family(name) {
+            let sites = lock(&self.sites);
+            return sites
+                .get(name)?
+                .iter()
+                .find(|(s, _)| matches!(s, Site::Family { .. }))
+                .cloned();
+        }
+        let site = read(&self.breakers).get(name)?.site?;
+        if !matches!(site, Site::Call { .. }) {
+            return None;
+        }
+        let sites = lock(&self.sites);
+        let (_, config) = sites.get(name)?.iter().find(|(s, _)| *s == site)?;
+        Some((site, config.clone()))
+    }
+
+    /// The config the keys of the keyed family `name` are made with, if it exists.
+    pub(crate) fn family_config(&self, name: &str) -> Option<Config> {
+        FAMILY_INDEX.get().and_then(|index| index.config(name))
+    }
+}
+
 impl Entry {
     fn view(&self) -> (Breaker, bool, Option<Site>) {
         (self.breaker.clone(), self.preset, self.site)
@@ -1145,44 +794,4 @@ impl core::fmt::Debug for Registry {
             .field("registered", &self.registered.len())
             .finish()
     }
-}
-
-/// What a config file made of a name's config: the config it built (without its clock and
-/// probe, which are the code's and may hold user code) and the keys a layer named, with where
-/// (a key no layer named is a default). Kept small: one per name a file reaches.
-#[cfg(feature = "serde")]
-pub(crate) struct Account {
-    config: Config,
-    named: Box<[KeySource]>,
-}
-
-#[cfg(feature = "serde")]
-impl Account {
-    fn new(config: &Config, sources: Vec<KeySource>) -> Account {
-        let mut config = config.clone();
-        config.clock = crate::clock::ClockRef::System;
-        config.probe = None;
-        let named = sources
-            .into_iter()
-            .filter(|k| k.source != ConfigSource::Default)
-            .collect();
-        Account { config, named }
-    }
-
-    /// Where the file's config took `key` from.
-    fn source(&self, key: &str) -> ConfigSource {
-        self.named
-            .iter()
-            .find(|k| k.key == key)
-            .map_or(ConfigSource::Default, |k| k.source.clone())
-    }
-}
-
-/// The built-in default value of `key`, as [`crate::registration::keys`] writes it.
-#[cfg(feature = "serde")]
-fn value_of_default(key: &str) -> String {
-    crate::registration::keys(&Config::default())
-        .into_iter()
-        .find(|(k, _)| *k == key)
-        .map_or_else(String::new, |(_, v)| v)
 }

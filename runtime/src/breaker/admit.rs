@@ -1,8 +1,7 @@
 //! Admission: whether a call may run, and its permit.
 
 use super::inner::Inner;
-use super::permit::Permit;
-use super::ticket::{Kind, Ticket};
+use super::permit::{Kind, Permit, Ticket};
 use crate::clock::nanos;
 use crate::counters::Count;
 use crate::error::{NO_RETRY, Refusal, RejectReason};

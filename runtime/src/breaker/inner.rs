@@ -1,16 +1,18 @@
-//! The breaker's shared state, [`Inner`], and its layout in three cache lines.
+//! The breaker's shared state, [`Inner`], and its layout in three cache lines; the parts few
+//! breakers use ([`Extras`]), made on first use; and what it reads of itself.
 
 use core::time::Duration;
-
+use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 
 use once_cell::race::OnceBox;
 
-use super::rare_parts::Extras;
+use super::probing::ProbeSlot;
 use super::rejected::Report;
 use crate::clock::ClockRef;
 use crate::config::{Config, intern};
 use crate::counters::{Count, Counts, Slot, Spill};
+use crate::event::{Event, Listeners};
 use crate::metrics::Metrics;
 use crate::state::{Places, Round, State, Streak, Word};
 use crate::sync::{Atomic, AtomicU32, AtomicU64, Mutex, Ordering};
@@ -201,6 +203,15 @@ impl Inner {
         self.report.last_failure()
     }
 
+    /// Keeps `failure` as the last one.
+    pub(super) fn set_last_failure(&self, failure: Option<Arc<str>>) {
+        *self
+            .report
+            .last_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = failure;
+    }
+
     pub(super) fn metrics(&self) -> Metrics {
         let word = self.state.load(Ordering::Acquire);
         let state = word.state();
@@ -261,4 +272,55 @@ impl Inner {
             last_failure: self.last_failure().map(|s| s.to_string()),
         }
     }
+}
+
+/// The parts of a breaker that few breakers use.
+#[derive(Default)]
+pub(super) struct Extras {
+    pub(super) listeners: Listeners,
+    /// Events not yet told, in the order of their transitions (queued under the transition
+    /// lock), and whether a thread is telling them. One thread at a time delivers, so
+    /// listeners see transitions in order even when two threads cause them at once, and a
+    /// listener that changes the state itself queues its event instead of deadlocking. The
+    /// flag lives under the queue's lock: the deliverer finds the queue empty and stops
+    /// delivering in one step, so no event is left behind.
+    pub(super) pending: Mutex<Pending>,
+    /// The message of the last failure a rate window judged too soon (fewer than `min_calls`
+    /// calls), with its generation: a success that brings the window to `min_calls` may trip
+    /// it, and its rejections name this failure. std, not loom: a plain slot.
+    pub(super) behind: std::sync::Mutex<Option<(u32, Arc<str>)>>,
+    /// The probe budget set by [`Breaker::set_probe_budget`](crate::Breaker::set_probe_budget),
+    /// plus one; 0 (the default) for none. std, not loom: a setting read on the half-open
+    /// slow path, no protocol runs through it.
+    pub(super) probe_budget: std::sync::atomic::AtomicU32,
+    /// How many times `force_open`, `disable`, `reset` or `trip_for` were called, whether or
+    /// not the state changed: fleet mode tells by it that a breaker it holds forced open was
+    /// forced open by hand meanwhile (which changes no state, so tells no event). std, not
+    /// loom: a counter, no protocol runs through it.
+    pub(super) manual: std::sync::atomic::AtomicU32,
+    /// Why the breaker is in its state, for `explain`: written with each transition, under
+    /// the transition lock. std, not loom: a plain slot.
+    pub(super) why: std::sync::Mutex<crate::explain::Why>,
+    /// A rate trip's tally (generation, bad calls, calls), left by `judge_rates` for the
+    /// transition it asks for.
+    pub(super) tally: std::sync::Mutex<Option<(u32, u64, u64)>>,
+    /// The configs a reload replaced: kept while the breaker lives, since a call may still
+    /// read one (see `LiveConfig`).
+    pub(super) retired: std::sync::Mutex<Vec<Arc<crate::config::Config>>>,
+    /// Health probes (`crate::probe`): the opening being probed, and the counts.
+    pub(super) probing: ProbeSlot,
+    /// Failures that were calls run past their timeout (`Permit::timed_out`), also counted
+    /// among the failures. A shared word: a timed-out call has waited out its timeout, and
+    /// counting it here keeps the counter stripes, and the calls that do not time out, as
+    /// they are. std, not loom: a counter whose one ordering (after the failure's count) is
+    /// a reader's nicety, not a protocol.
+    pub(super) timeouts: std::sync::atomic::AtomicU64,
+    /// The latency histogram of a breaker that times its calls, allocated at the first.
+    pub(super) latency: crate::sync::LazyBox<crate::latency::Latency>,
+}
+
+#[derive(Default)]
+pub(super) struct Pending {
+    pub(super) events: VecDeque<Event>,
+    pub(super) delivering: bool,
 }

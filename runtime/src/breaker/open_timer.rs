@@ -1,12 +1,61 @@
-//! What wakes an open breaker through a [`WeakBreaker`]: an opening's timer (armed in
-//! `timer_source.rs`) fired to half-open the opening it was armed for, or disarmed; and a health
-//! probe that passed (`probing.rs`).
+//! An opening's timer, and what wakes an open breaker through a [`WeakBreaker`]. The timer
+//! is armed on the breaker's clock's timers (see `crate::timer`), asked outside every lock and
+//! armed under the transition lock; fired, it half-opens the opening it was armed for, or
+//! disarmed, it leaves the breaker's rejections to read the clock. A health probe that passed
+//! (`probing.rs`) wakes the breaker the same way.
 
-use super::{Breaker, WeakBreaker};
+use std::sync::Arc;
+
+use super::handle::{Breaker, WeakBreaker};
+use super::inner::Inner;
+use super::probing::Probed;
+use crate::clock::ClockRef;
 use crate::event::Reason;
 use crate::state::State;
 use crate::sync::{Ordering, lock};
-use crate::timer::Target;
+use crate::timer::{Target, Timers};
+
+/// Where an opening's timer is armed.
+pub(super) enum TimerSource {
+    #[cfg(not(loom))]
+    System,
+    Custom(Arc<Timers>),
+}
+
+impl Inner {
+    /// The timers of this breaker's clock, if it has any; asked outside every lock (a user
+    /// clock's `timers` is user code, and its panic means none).
+    pub(super) fn timer_source(&self) -> Option<TimerSource> {
+        match self.clock() {
+            #[cfg(not(loom))]
+            ClockRef::System => Some(TimerSource::System),
+            #[cfg(loom)]
+            ClockRef::System => None,
+            ClockRef::Custom(c) => {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.timers()))
+                    .unwrap_or_else(|payload| {
+                        crate::event::discard(payload);
+                        None
+                    })
+                    .map(TimerSource::Custom)
+            }
+        }
+    }
+
+    /// Arms a timer that moves the opening `generation` to half-open at `until`; returns
+    /// whether it is armed and its rejections may rely on it (best-effort timers are armed,
+    /// but the rejections read the clock). Under the transition lock: runs no user code.
+    pub(super) fn arm(&self, timers: &TimerSource, until: u64, generation: u32) -> bool {
+        let weak: Box<dyn Target> = Box::new(self.weak_handle());
+        match timers {
+            #[cfg(not(loom))]
+            TimerSource::System => {
+                crate::clock::timer_thread::timers().arm(until, generation, weak)
+            }
+            TimerSource::Custom(t) => t.arm(until, generation, weak).is_some() && t.relied_on(),
+        }
+    }
+}
 
 impl Target for WeakBreaker {
     fn wake(self: Box<Self>, generation: u32, at: u64, defer: bool) {
@@ -19,7 +68,7 @@ impl Target for WeakBreaker {
             // drop may be the last, running the listeners' own drops), go to the notifier.
             let _deferring = crate::timer::Deferring::enter();
             let fired = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                breaker.wake(generation, at)
+                breaker.inner().wake(generation, at)
             }));
             if let Err(payload) = fired {
                 crate::event::discard(payload);
@@ -28,7 +77,7 @@ impl Target for WeakBreaker {
             notify(breaker);
         } else {
             let fired = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                breaker.wake(generation, at);
+                breaker.inner().wake(generation, at);
                 drop(breaker);
             }));
             if let Err(payload) = fired {
@@ -44,7 +93,7 @@ impl Target for WeakBreaker {
 
     fn disarm(self: Box<Self>, generation: u32, defer: bool) {
         if let Some(breaker) = self.upgrade() {
-            breaker.disarm(generation);
+            breaker.inner().disarm(generation);
             if defer {
                 notify(breaker);
             }
@@ -52,10 +101,10 @@ impl Target for WeakBreaker {
     }
 }
 
-impl super::probing::Probed for WeakBreaker {
+impl Probed for WeakBreaker {
     fn passed(&self, generation: u32) -> bool {
         self.upgrade()
-            .is_some_and(|b| b.health_probe_passed(generation))
+            .is_some_and(|b| b.inner().health_probe_passed(generation))
     }
 }
 
@@ -63,18 +112,18 @@ impl super::probing::Probed for WeakBreaker {
 /// handle. Without a notifier (it could not start) the events stay queued, and the next
 /// transition of that breaker tells them.
 #[cfg(not(loom))]
-fn notify(breaker: crate::Breaker) {
+fn notify(breaker: Breaker) {
     use std::sync::mpsc::{Sender, channel};
-    static NOTIFIER: std::sync::OnceLock<Option<std::sync::Mutex<Sender<crate::Breaker>>>> =
+    static NOTIFIER: std::sync::OnceLock<Option<std::sync::Mutex<Sender<Breaker>>>> =
         std::sync::OnceLock::new();
     let sender = NOTIFIER.get_or_init(|| {
-        let (tx, rx) = channel::<crate::Breaker>();
+        let (tx, rx) = channel::<Breaker>();
         std::thread::Builder::new()
             .name("breakerbox-notify".into())
             .spawn(move || {
                 for breaker in rx {
                     let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        breaker.tell_pending();
+                        breaker.inner().tell_pending();
                         drop(breaker);
                     }));
                     if let Err(payload) = told {
@@ -99,20 +148,20 @@ fn notify(breaker: crate::Breaker) {
 }
 
 #[cfg(loom)]
-fn notify(breaker: crate::Breaker) {
-    breaker.tell_pending();
+fn notify(breaker: Breaker) {
+    breaker.inner().tell_pending();
 }
 
-impl Breaker {
+impl Inner {
     /// A timer armed for the opening `generation` fired at `at`: to half-open, if still in it.
-    pub(crate) fn wake(&self, generation: u32, at: u64) -> bool {
-        if self.inner().probe_limit() == 0 {
+    fn wake(&self, generation: u32, at: u64) -> bool {
+        if self.probe_limit() == 0 {
             // A probe budget of none (`set_probe_budget`): it stays open, and its rejections
             // read the clock again, so the first call after the budget is lifted half-opens it.
             self.disarm(generation);
             return false;
         }
-        self.inner().transition(
+        self.transition(
             generation,
             &[State::Open],
             State::HalfOpen,
@@ -124,19 +173,35 @@ impl Breaker {
 
     /// The timer armed for the opening `generation` will not fire: if still in it, rejections
     /// read the clock again, and the first call after the open time half-opens it.
-    pub(crate) fn disarm(&self, expect: u32) {
-        let inner = self.inner();
-        let _guard = lock(&inner.transition);
-        let word = inner.state.load(Ordering::Acquire);
+    fn disarm(&self, expect: u32) {
+        let _guard = lock(&self.transition);
+        let word = self.state.load(Ordering::Acquire);
         if word.generation() == expect && word.is_timed() {
-            inner.state.store(word.untimed(), Ordering::Release);
+            self.state.store(word.untimed(), Ordering::Release);
         }
     }
 
     /// Tells the events a deferred transition queued.
-    pub(crate) fn tell_pending(&self) {
-        if self.inner().extras.get().is_some() {
-            self.inner().deliver();
+    fn tell_pending(&self) {
+        if self.extras.get().is_some() {
+            self.deliver();
         }
+    }
+
+    /// A health probe of the opening `generation` succeeded: to half-open, if still in it (and
+    /// a probe budget of none, `set_probe_budget(Some(0))`, does not hold it open).
+    fn health_probe_passed(&self, generation: u32) -> bool {
+        if self.probe_limit() == 0 {
+            return false;
+        }
+        let now = self.clock().coarse();
+        self.transition(
+            generation,
+            &[State::Open],
+            State::HalfOpen,
+            Reason::HealthProbe,
+            None,
+            now,
+        )
     }
 }

@@ -1,16 +1,28 @@
-//! Permits: [`Permit`] and [`OwnedPermit`], each carrying a [`Ticket`].
+//! Permits: [`Permit`], what it carries ([`Ticket`]: its generation, kind and start time),
+//! [`Guarded`] (an awaited call's permit), and [`Lease`] (the tower layer's). The owned permit,
+//! which is also a handle, is with the handles in `handle.rs`.
+//!
+//! A [`Lease`] is an owned permit that holds its breaker's state rather than a handle, for
+//! the tower layer's response future. An [`OwnedPermit`](crate::OwnedPermit) holds a handle. A
+//! lease holds what it records into: for a registry breaker, which lives for the process, a
+//! `'static` reference (no reference count, on every request); for any other, the breaker's
+//! `Arc<Inner>`, which keeps the breaker alive until the lease ends without being a handle
+//! (its weak handles no longer upgrade once only leases are left).
 
 use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use std::sync::Arc;
 
-use super::Breaker;
 use super::inner::Inner;
-use super::ticket::{Kind, Ticket};
 use crate::error::Timeout;
 use crate::outcome::Outcome;
+use crate::state::{State, Word, generation_of, stamp};
 
 /// Permission to make one call; record the call's outcome with it.
 ///
-/// From [`Breaker::try_acquire`]. A permit dropped without a verdict records what is right: a
+/// From [`Breaker::try_acquire`](crate::Breaker::try_acquire). A permit dropped without a verdict records what is right: a
 /// [`Failure`](Outcome::Failure) while the thread is panicking (the panic goes on), otherwise
 /// [`Ignored`](Outcome::Ignored) — a cancelled future says nothing about the service.
 ///
@@ -40,7 +52,7 @@ impl Permit<'_> {
     /// Records the call's outcome with the failure's message, which is kept (and shown by
     /// [`Rejected`](crate::Rejected)) if this failure trips the breaker. The message is formatted
     /// only then, under a failure rate also while the window holds fewer than `min_calls` calls (a
-    /// success may trip it later; see [`Breaker::last_failure`]), and by a `debug` log if a
+    /// success may trip it later; see [`Breaker::last_failure`](crate::Breaker::last_failure)), and by a `debug` log if a
     /// subscriber wants it. A `Display` that panics gives the message `<Display panicked>`: its
     /// panic is caught and never reaches the caller, and the outcome is recorded in full.
     #[inline]
@@ -203,107 +215,255 @@ impl fmt::Debug for Permit<'_> {
     }
 }
 
-/// A [`Permit`] that owns a handle to its breaker, from [`Breaker::try_acquire_owned`].
-///
-/// Records like a [`Permit`], including on drop: `Ignored` for a cancelled call, `Failure`
-/// while panicking.
-#[must_use = "a permit records a cancelled call when dropped; record the outcome instead"]
-pub struct OwnedPermit {
-    pub(super) breaker: Breaker,
-    pub(super) ticket: Ticket,
+/// What a permit was admitted as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Closed = 0,
+    Probe = 1,
+    Disabled = 2,
 }
 
-impl OwnedPermit {
-    /// The breaker handle and the ticket, without this permit's drop: the caller records
-    /// through a borrowed [`Permit`] made of them, then drops the handle.
+/// What a permit carries: its generation and kind in one word (laid out in `state.rs`), and
+/// its start time.
+/// PERF(`closed_ok/bb_call`): two plain words, so that `Result<Permit, _>` moves through
+/// registers. A `u32` and two one-byte fields make the compiler repack the permit through the
+/// stack with mixed-width loads and stores, and the store-forwarding stall costs more than the
+/// rest of a closed call.
+#[derive(Clone, Copy)]
+pub(super) struct Ticket {
+    pub(super) tag: u64,
+    /// When the call started, if a `slow` threshold needs it measured.
+    pub(super) started: u64,
+}
+
+impl Ticket {
+    #[inline(always)]
+    pub(super) fn new(generation: u32, kind: Kind, started: u64) -> Ticket {
+        Ticket {
+            tag: stamp(generation, kind as u64),
+            started,
+        }
+    }
+
+    /// A closed permit's ticket, from the closed state word it was admitted by: the state
+    /// word is the ticket, since a closed state's tag is 0, as is a closed kind's, and an
+    /// untimed call's start is 0. So the plain closed admission builds its permit from the word
+    /// it loaded, with no arithmetic (PERF(`closed_ok/bb_call`)).
+    #[inline(always)]
+    pub(super) fn closed(word: Word) -> Ticket {
+        const { assert!(State::Closed as u64 == Kind::Closed as u64) };
+        Ticket {
+            tag: word.bits(),
+            started: 0,
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn generation(self) -> u32 {
+        generation_of(self.tag)
+    }
+
+    #[inline(always)]
+    pub(super) fn kind(self) -> Kind {
+        match self.tag & 0xff {
+            0 => Kind::Closed,
+            1 => Kind::Probe,
+            _ => Kind::Disabled,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// `future`, run with `permit` held. Its output comes with the permit, for the caller to
+    /// record the outcome. Until then:
+    /// - a panic out of `future`'s own `poll` records a failure, even when a catcher around
+    ///   this future (`catch_unwind`, tower-http's `CatchPanicLayer`) stops the unwind before
+    ///   it is dropped;
+    /// - dropped unfinished records a cancelled call (`Ignored`), also while the thread
+    ///   unwinds from another panic: a sibling's panic in the same task (`join!`, `select!`)
+    ///   drops this future on the way out, and says nothing about the service.
     ///
-    /// PERF(`closed_ok/bb_tower`): the permit holds no "recorded" flag beside its ticket. A
-    /// byte written into a permit that is then moved whole, as a tower response future moves
-    /// it, makes the next wide load of it wait for a store-forwarding stall, on every call.
+    /// Without it, a permit held across an `.await` recorded `Failure` whenever it was
+    /// dropped during an unwind, another future's included: one panic in a task counted as a
+    /// failure of every call the task had in flight.
+    #[doc(hidden)]
+    pub struct Guarded<'a, F> {
+        #[pin]
+        future: F,
+        permit: Option<Permit<'a>>,
+    }
+
+    impl<'a, F> PinnedDrop for Guarded<'a, F> {
+        fn drop(this: Pin<&mut Self>) {
+            if let Some(permit) = this.project().permit.take() {
+                permit.cancel();
+            }
+        }
+    }
+}
+
+impl<'a, F> Guarded<'a, F> {
+    /// `future`, to be awaited with `permit` held.
     #[inline]
-    fn into_parts(self) -> (Breaker, Ticket) {
-        let this = core::mem::ManuallyDrop::new(self);
-        // SAFETY: `this` is never dropped, and its handle is read out once: the handle moves to
-        // the caller, which drops it.
-        let breaker = unsafe { core::ptr::read(&this.breaker) };
-        (breaker, this.ticket)
+    pub fn new(permit: Permit<'a>, future: F) -> Self {
+        Guarded {
+            future,
+            permit: Some(permit),
+        }
+    }
+}
+
+impl<'a, F: Future> Future for Guarded<'a, F> {
+    type Output = (F::Output, Permit<'a>);
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let mut guard = Armed {
+            permit: this.permit,
+            armed: true,
+        };
+        let poll = this.future.poll(cx);
+        guard.armed = false;
+        match poll {
+            Poll::Ready(output) => Poll::Ready((
+                output,
+                guard
+                    .permit
+                    .take()
+                    .expect("`Guarded` polled after it completed"),
+            )),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// Records the failure of the call if dropped while armed, which only happens when the inner
+/// future's `poll` unwinds: disarmed as soon as it returns, so a future polled from a `Drop`
+/// while another panic unwinds is not blamed for it.
+pub(super) struct Armed<'p, 'a> {
+    pub(super) permit: &'p mut Option<Permit<'a>>,
+    pub(super) armed: bool,
+}
+
+impl Drop for Armed<'_, '_> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.armed
+            && let Some(permit) = self.permit.take()
+        {
+            permit.fail_unwinding();
+        }
+    }
+}
+
+/// Permission to make one call, owning no handle to its breaker (see this file's doc). Records
+/// like an [`OwnedPermit`](crate::OwnedPermit), including on drop (`Ignored` for a cancelled
+/// call, `Failure` while panicking).
+#[must_use = "a lease records a cancelled call when dropped; record the outcome instead"]
+pub struct Lease {
+    /// `None` once ended (recorded), so that its drop records nothing.
+    inner: Option<Held>,
+    ticket: Ticket,
+}
+
+/// The breaker a lease records into.
+enum Held {
+    /// A registry breaker's, which lives for the process.
+    Forever(&'static Inner),
+    /// Any other's.
+    Shared(Arc<Inner>),
+}
+
+impl Held {
+    #[inline(always)]
+    fn get(&self) -> &Inner {
+        match self {
+            Held::Forever(inner) => inner,
+            Held::Shared(inner) => inner,
+        }
+    }
+}
+
+impl Lease {
+    /// A lease of a registry breaker, which lives for the process.
+    #[inline(always)]
+    pub(super) fn forever(inner: &'static Inner, ticket: Ticket) -> Lease {
+        Lease {
+            inner: Some(Held::Forever(inner)),
+            ticket,
+        }
+    }
+
+    /// A lease of any other breaker, which it keeps alive.
+    #[inline(always)]
+    pub(super) fn shared(inner: Arc<Inner>, ticket: Ticket) -> Lease {
+        Lease {
+            inner: Some(Held::Shared(inner)),
+            ticket,
+        }
+    }
+
+    /// The breaker this lease holds and its ticket; the lease, left empty, then drops as
+    /// nothing.
+    #[inline(always)]
+    fn take(mut self) -> (Held, Ticket) {
+        let held = self.inner.take().expect("a lease is ended once");
+        (held, self.ticket)
+    }
+
+    /// Records the call's outcome with the failure's message; see
+    /// [`Permit::record_with`](crate::Permit::record_with).
+    ///
+    /// PERF(`closed_ok/bb_tower_static`): inlined into the response future's `poll`. Called
+    /// out of line, it read the lease back from the future's memory, where the future's moves
+    /// had just stored it in other widths: a store-forwarding stall, +5 ns a request.
+    #[inline(always)]
+    pub fn record_with(self, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
+        let (held, ticket) = self.take();
+        held.permit(ticket).record_with(outcome, cause);
     }
 
     /// Records the call's outcome.
     #[inline]
     pub fn record(self, outcome: Outcome) {
-        let (breaker, ticket) = self.into_parts();
-        borrowed(&breaker, ticket).record(outcome);
+        self.record_with(outcome, None);
     }
 
-    /// Records the call's outcome with the failure's message; see [`Permit::record_with`].
-    #[inline]
-    pub fn record_with(self, outcome: Outcome, cause: Option<&dyn fmt::Display>) {
-        let (breaker, ticket) = self.into_parts();
-        borrowed(&breaker, ticket).record_with(outcome, cause);
-    }
-
-    /// Records a success.
-    #[inline]
-    pub fn success(self) {
-        self.record(Outcome::Success);
-    }
-
-    /// Records a failure.
-    pub fn failure(self) {
-        self.record(Outcome::Failure);
-    }
-
-    /// Records a failure with its message.
-    pub fn failure_with(self, cause: &dyn fmt::Display) {
-        self.record_with(Outcome::Failure, Some(cause));
-    }
-
-    /// Records a call that says nothing about the service's health.
-    pub fn ignore(self) {
-        self.record(Outcome::Ignored);
-    }
-
-    /// Records a call that ran past its timeout; see [`Permit::timed_out`].
-    pub fn timed_out(self, timeout: &Timeout) {
-        let (breaker, ticket) = self.into_parts();
-        borrowed(&breaker, ticket).timed_out(timeout);
-    }
-
-    /// Whether this call is a half-open probe.
-    pub fn is_probe(&self) -> bool {
-        self.ticket.kind() == Kind::Probe
-    }
-
-    /// The breaker this permit is from.
-    pub fn breaker(&self) -> &Breaker {
-        &self.breaker
+    /// Records a cancelled call (`Ignored`) whether or not the thread is unwinding, a panic
+    /// while recording caught and logged: the response future dropped unfinished.
+    #[cold]
+    pub fn cancel(self) {
+        let (held, ticket) = self.take();
+        held.permit(ticket).cancel();
     }
 }
 
-/// The borrowed permit an owned one stands for.
-#[inline]
-fn borrowed(breaker: &Breaker, ticket: Ticket) -> Permit<'_> {
-    Permit {
-        inner: breaker.inner(),
-        ticket,
+impl Held {
+    /// The permit of the lease, borrowed from the breaker it keeps alive.
+    #[inline(always)]
+    fn permit(&self, ticket: Ticket) -> Permit<'_> {
+        Permit {
+            inner: self.get(),
+            ticket,
+        }
     }
 }
 
-impl Drop for OwnedPermit {
+impl Drop for Lease {
     /// Records as a dropped [`Permit`] does: `Ignored` for a cancelled call, `Failure` while
     /// panicking.
-    #[inline]
     fn drop(&mut self) {
-        drop(borrowed(&self.breaker, self.ticket));
+        if let Some(held) = self.inner.take() {
+            drop(held.permit(self.ticket));
+        }
     }
 }
 
-impl fmt::Debug for OwnedPermit {
+impl fmt::Debug for Lease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OwnedPermit")
-            .field("breaker", &self.breaker.inner().name())
-            .field("probe", &self.is_probe())
+        f.debug_struct("Lease")
+            .field("breaker", &self.inner.as_ref().map(|h| h.get().name()))
             .finish()
     }
 }

@@ -1,10 +1,11 @@
 //! Recording: a finished call's outcome, judged by the policy of the state it was admitted in.
 
 use core::fmt;
+use std::sync::Arc;
 
-use super::cause::{CaughtDisplay, message};
 use super::inner::Inner;
-use super::ticket::{Kind, Ticket};
+use super::permit::{Kind, Ticket};
+use super::rejected::{CaughtDisplay, message};
 use crate::clock::nanos;
 use crate::counters::{Count, Slot};
 use crate::event::Reason;
@@ -498,6 +499,17 @@ impl Inner {
             cause,
             now,
         );
+    }
+
+    /// For a failure-rate trip by a success: the last failure of generation `expect` kept by
+    /// `judge_rates`.
+    pub(super) fn failure_behind(&self, expect: Option<u32>) -> Option<Arc<str>> {
+        let extras = self.extras.get()?;
+        let behind = extras.behind.lock().unwrap_or_else(|e| e.into_inner());
+        match (&*behind, expect) {
+            (Some((generation, text)), Some(expect)) if *generation == expect => Some(text.clone()),
+            _ => None,
+        }
     }
 
     pub(super) fn record_probe(

@@ -1,5 +1,6 @@
 //! [`Rejected`], a refused call, with what it reports of its breaker (`Report`), and
-//! [`Error`], a call's error through the breaker.
+//! [`Error`], a call's error through the breaker; and a failure's message, as the user's
+//! `Display` writes it with its panic caught, which a breaker keeps as its last failure.
 
 use core::fmt;
 use core::time::Duration;
@@ -9,6 +10,44 @@ use crate::clock::ClockRef;
 use crate::config::Config;
 use crate::error::{NO_RETRY, RejectReason, Secs};
 use crate::identity::Identity;
+
+/// What a panicking `Display` leaves in a message.
+pub(crate) const DISPLAY_PANICKED: &str = "<Display panicked>";
+
+/// A user's `Display`, whose panic is caught: it ends what was written with
+/// [`DISPLAY_PANICKED`] instead of unwinding through the breaker.
+pub(super) struct CaughtDisplay<'a>(pub(super) &'a dyn fmt::Display);
+
+impl fmt::Display for CaughtDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.0.fmt(f))) {
+            Ok(result) => result,
+            Err(payload) => {
+                // Its `Drop` is user code too, and may panic.
+                crate::event::discard(payload);
+                f.write_str(DISPLAY_PANICKED)
+            }
+        }
+    }
+}
+
+/// A failure's message, formatted by the user's `Display`; [`DISPLAY_PANICKED`] if it panics.
+pub(super) fn message(cause: &dyn fmt::Display) -> Arc<str> {
+    displayed(cause).into()
+}
+
+/// What a user's `Display` (a failure's, a key's) writes; [`DISPLAY_PANICKED`] if it panics.
+pub(crate) fn displayed(value: &dyn fmt::Display) -> String {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| value.to_string())) {
+        Ok(text) => text,
+        Err(payload) => {
+            // Dropped panic-safely: a payload whose `Drop` panics would otherwise unwind out
+            // of the transition before it is made, and the failure that trips would open nothing.
+            crate::event::discard(payload);
+            DISPLAY_PANICKED.to_owned()
+        }
+    }
+}
 
 /// In [`Rejected::reason`]'s word: the call was written to a replay journal.
 const JOURNALED: u64 = 1 << 9;

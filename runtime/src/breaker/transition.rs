@@ -1,15 +1,21 @@
-//! The state machine: every transition, made under the transition lock.
+//! The state machine: every transition, made under the transition lock, and how it is told:
+//! the queue of events not yet told, delivered in order by one thread at a time, to the
+//! breaker's listeners, then the registry's, and to `tracing` with the breaker's explanation.
 
 use core::fmt;
 use core::time::Duration;
 
-use super::cause::message;
-use super::inner::Inner;
+use super::inner::{Inner, Pending};
+use super::open_timer::TimerSource;
+use super::probing::{Retired, Start, Wheel};
+use super::rejected::message;
 use crate::clock::nanos;
 use crate::error::NO_RETRY;
 use crate::event::{Event, Reason};
+use crate::explain::{Explanation, Parts};
+use crate::probe::Probe;
 use crate::state::{Round, State, Streak, Word};
-use crate::sync::{Ordering, lock};
+use crate::sync::{Mutex, Ordering, lock};
 
 /// One transition to make: from one of `from` (in generation `expect`, if given) to `to`.
 struct Change<'a> {
@@ -120,7 +126,7 @@ impl Inner {
         };
         // A stopped or replaced health-probe episode, dropped after the lock (it holds the
         // user's probe function).
-        let mut probing = super::probing::Retired::default();
+        let mut probing = Retired::default();
         let guard = lock(&self.transition);
         let word = self.state.load(Ordering::Acquire);
         let was = word.state();
@@ -233,7 +239,6 @@ impl Inner {
         true
     }
 
-    /// For a failure-rate trip by a success: the last failure of generation `expect` kept by
     /// The open time for this opening: `open_for × backoff^reopens`, capped, with jitter.
     pub(super) fn next_open_for(&self) -> Duration {
         let c = &self.config;
@@ -262,28 +267,25 @@ fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-// Health probes (`crate::probe`): the hook that starts them with an opening, and the move a
-// successful one asks for.
+// Health probes (`crate::probe`): the hook that starts them with an opening.
 impl Inner {
     /// Starts probing the opening `generation` on the clock's timers. Under the transition
     /// lock: runs no user code; what to drop or log after it goes to `retired`.
     fn start_probing(
         &self,
-        probe: &crate::probe::Probe,
-        timers: &super::timer_source::TimerSource,
+        probe: &Probe,
+        timers: &TimerSource,
         generation: u32,
         now: u64,
-        retired: &mut super::probing::Retired,
+        retired: &mut Retired,
     ) {
-        use super::probing::Wheel;
-        use super::timer_source::TimerSource;
         let wheel = match timers {
             #[cfg(not(loom))]
             TimerSource::System => Wheel::System,
             TimerSource::Custom(t) => Wheel::Custom(std::sync::Arc::downgrade(t)),
         };
         self.extras().probing.start(
-            super::probing::Start {
+            Start {
                 breaker: Box::new(self.weak_handle()),
                 generation,
                 probe: probe.clone(),
@@ -296,38 +298,108 @@ impl Inner {
     }
 }
 
-impl super::Breaker {
-    /// A health probe of the opening `generation` succeeded: to half-open, if still in it (and
-    /// a probe budget of none, `set_probe_budget(Some(0))`, does not hold it open).
-    pub(crate) fn health_probe_passed(&self, generation: u32) -> bool {
-        let inner = self.inner();
-        if inner.probe_limit() == 0 {
-            return false;
+/// Clears `delivering` if telling an event unwinds, so that a later transition delivers what is
+/// left. Listeners' panics are caught (`event::tell`); a `tracing` subscriber's are not.
+struct Delivering<'a>(&'a Mutex<Pending>);
+
+impl Drop for Delivering<'_> {
+    fn drop(&mut self) {
+        lock(self.0).delivering = false;
+    }
+}
+
+impl Inner {
+    /// Tells queued events, unless another thread is at it: that one will tell ours too.
+    pub(super) fn deliver(&self) {
+        let pending = &self.extras().pending;
+        {
+            let mut p = lock(pending);
+            if p.delivering {
+                return;
+            }
+            p.delivering = true;
         }
-        let now = inner.clock().coarse();
-        inner.transition(
-            generation,
-            &[State::Open],
-            State::HalfOpen,
-            Reason::HealthProbe,
-            None,
-            now,
-        )
+        let on_panic = Delivering(pending);
+        loop {
+            let next = {
+                let mut p = lock(pending);
+                let next = p.events.pop_front();
+                p.delivering = next.is_some();
+                next
+            };
+            let Some(event) = next else { break };
+            self.emit(&event);
+        }
+        core::mem::forget(on_panic);
     }
 
-    /// The health probes run so far, over every opening (all zero without a
-    /// [`probe`](crate::ConfigBuilder::probe)).
-    ///
-    /// ```
-    /// use breakerbox_runtime::{Breaker, Config};
-    ///
-    /// let breaker = Breaker::new("db", Config::default());
-    /// assert_eq!(breaker.health_probes().started, 0);
-    /// ```
-    pub fn health_probes(&self) -> crate::probe::HealthProbes {
-        match self.inner().extras.get() {
-            Some(extras) => extras.probing.snapshot(),
-            None => Default::default(),
+    fn emit(&self, event: &Event) {
+        let level_warn = event.to == State::Open || event.to == State::ForcedOpen;
+        if event.to == State::Open {
+            // With the short explanation: why it opened, and the failure that did it.
+            // Built only for a subscriber that wants it: it reads the breaker's counts.
+            let why = if tracing::enabled!(target: "breakerbox", tracing::Level::WARN) {
+                self.short_why()
+            } else {
+                String::new()
+            };
+            tracing::warn!(target: "breakerbox", name = %event.name, key = event.key.as_deref(), from = %event.from, to = %event.to, reason = %event.reason, failure = event.failure.as_deref(), why = %why, "circuit breaker state changed");
+        } else if level_warn {
+            tracing::warn!(target: "breakerbox", name = %event.name, key = event.key.as_deref(), from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
+        } else {
+            tracing::info!(target: "breakerbox", name = %event.name, key = event.key.as_deref(), from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
         }
+        // Each listener's panic is caught (see `event::tell`): one that panics while this
+        // thread is unwinding (a permit recording a panicking call's failure) would otherwise
+        // abort.
+        if let Some(extras) = self.extras.get() {
+            extras.listeners.notify(event);
+        }
+        if self.tells_registry {
+            crate::event::registry_wide().notify(event);
+        }
+    }
+
+    /// What `Breaker::explain` says now.
+    pub(super) fn explain(&self) -> Explanation {
+        let m = self.metrics();
+        let now = self.clock().coarse();
+        let why = match self.extras.get() {
+            Some(extras) => extras.why.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            None => Default::default(),
+        };
+        let window = self.window.as_ref().map(|w| {
+            let t = w.tally(now);
+            (t.failures, t.slow, t.calls)
+        });
+        Explanation::new(Parts {
+            name: m.name,
+            key: self.key().map(str::to_owned),
+            state: m.state,
+            now: Duration::from_nanos(now),
+            since: Duration::from_nanos(self.state_since.load(Ordering::Relaxed)),
+            why,
+            last_failure: self.last_failure(),
+            open_until: (m.state == State::Open).then(|| {
+                Duration::from_nanos(self.report.shown(self.open_until.load(Ordering::Relaxed)))
+            }),
+            reopens: self.reopens_since_close(),
+            consecutive_failures: m.consecutive_failures,
+            probe_successes: m.consecutive_successes,
+            window,
+            config: (*self.config).clone(),
+        })
+    }
+
+    /// The short explanation for the `tracing` event of an opening. It reads the clock, which
+    /// may be the user's and panic: caught, as a listener's panic is (empty then).
+    fn short_why(&self) -> String {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.explain().short().to_string()
+        }))
+        .unwrap_or_else(|payload| {
+            crate::event::discard(payload);
+            String::new()
+        })
     }
 }

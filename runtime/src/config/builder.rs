@@ -193,7 +193,7 @@ impl ConfigBuilder {
     /// no other starts until it returns). A panic counts as a failure; a failure keeps the
     /// breaker open and is not counted as a call. Probes run only on a clock with timers
     /// (the system clock, [`ManualClock`](crate::ManualClock),
-    /// [`TokioClock`](crate::TokioClock) inside a runtime).
+    /// `TokioClock` (feature `tokio`) inside a runtime).
     ///
     /// ```
     /// use breakerbox_runtime::{Breaker, Config, ManualClock, State};

@@ -13,10 +13,11 @@ use super::merge::{Merge, Own, Source};
 use super::parse::parse;
 use super::table::{CONFIGS, DEFAULTS, Keys, Origin, Table, key_table_name};
 use crate::config::Config;
+use crate::config::layers::{Built, Layered};
 use crate::config::sources::KeySource;
 use crate::config_keys::KEYS;
 use crate::registration::Site;
-use crate::registry::{Built, Layered, Registry};
+use crate::registry::Registry;
 use crate::suggest::closest;
 
 impl Registry {
@@ -81,7 +82,7 @@ impl Registry {
         }
         // What the last load of this file reached, though the file or the environment no
         // longer names it: rebuilt from the layers left, it takes them again.
-        if let Some(previous) = self.reached_by(scope) {
+        if let Some(previous) = self.files.reached_by(scope) {
             targets.extend(previous.names.into_iter().filter(|n| known.contains(n)));
         }
         let path: Arc<Path> = path.into();

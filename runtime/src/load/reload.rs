@@ -9,10 +9,11 @@ use super::file::read;
 use super::load_error::{LoadError, Name};
 use super::prepare::{Place, Prepared, PreparedKey};
 use super::table::key_table_name;
+use crate::config::layers::Reached;
 use crate::keyed::family_config::{self as reload, KeyTable, Reload};
 use crate::keyed::family_exists;
 use crate::reconfigure::ReconfigureError;
-use crate::registry::{Reached, Registry};
+use crate::registry::Registry;
 
 impl Registry {
     /// What [`load_toml`](Registry::load_toml) does (the two are one since a load applies to
@@ -166,7 +167,7 @@ impl Registry {
             } = p;
             let note = |name: &str| {
                 if let Some((line, keys)) = table {
-                    self.note_table(name, &file, line, keys, false);
+                    self.files.note_table(name, &file, line, keys, false);
                 }
             };
             if let Some((_, family, keys)) = families.next_if(|f| f.0 == i) {
@@ -197,7 +198,7 @@ impl Registry {
             .iter()
             .map(|k| key_table_name(&k.family, &k.key))
             .collect();
-        self.set_reached(
+        self.files.set_reached(
             &scope,
             Reached {
                 names: names.clone(),
@@ -205,11 +206,11 @@ impl Registry {
             },
         );
         for (name, line, keys) in shared {
-            self.note_table(&name, &file, line, keys, true);
+            self.files.note_table(&name, &file, line, keys, true);
         }
         for k in key_configs {
             let table = key_table_name(&k.family, &k.key);
-            self.note_table(&table, &file, k.line, k.keys, false);
+            self.files.note_table(&table, &file, k.line, k.keys, false);
             self.set_sources(&table, &k.config, k.sources);
             if live.contains_key(&k.family) {
                 continue;
