@@ -209,7 +209,8 @@ where
         self.family.with(key, Breaker::try_acquire_owned)
     }
 
-    /// As [`try_acquire`](BreakerMap::try_acquire), with a lease (see `breaker/lease.rs`).
+    /// As [`try_acquire`](BreakerMap::try_acquire), with a [`Lease`](crate::breaker::Lease): what
+    /// the tower layer's response future holds.
     #[inline]
     pub(crate) fn lease<Q>(&self, key: &Q) -> Result<crate::breaker::Lease, Rejected>
     where

@@ -45,18 +45,20 @@
 //!
 //! # Where each part is
 //!
-//! This file only declares the parts and re-exports what they define. They form floors: each
-//! file uses (by path or by calling a method another file defines) only the files on floors
-//! below it. Bottom up:
+//! This file only declares the parts and re-exports what they define:
 //!
-//! 1. `hasher` ([`KeyHasher`]) and `born` (hooks run when a registry family makes a key);
-//! 2. `family` (a family's keys: lookup, insertion with the config a key gets, eviction; the
-//!    single keys' configs and the reload generation; what evicted breakers counted);
-//! 3. `breaker_map` ([`BreakerMap`]: the handle, its calls and counts);
-//! 4. `family_config` (a family's config replaced live) and `key_page` (a family's keys by
-//!    their text: [`KeyQuery`], [`KeyPage`], [`KeyError`]);
-//! 5. `snapshot` ([`FamilySnapshot`]);
-//! 6. `registered` (families in the registry), and this file.
+//! - `hasher`: [`KeyHasher`];
+//! - `born`: hooks run when a registry family makes a key (how fleet mode gives a new key the
+//!   state the fleet holds for it);
+//! - `family`: a family's keys: lookup, insertion with the config a key gets, eviction; the
+//!   single keys' configs and the reload generation; what evicted breakers counted;
+//! - `breaker_map`: [`BreakerMap`], the handle, its calls and counts;
+//! - `family_config`: a family's config replaced live;
+//! - `key_page`: a family's keys by their text ([`KeyQuery`], [`KeyPage`], [`KeyError`]);
+//! - `snapshot`: [`FamilySnapshot`];
+//! - `registered`: families in the registry.
+//!
+//! Their uses of each other form no circle (`integration/tests/layers.rs` checks it).
 
 pub(crate) mod born;
 mod breaker_map;
