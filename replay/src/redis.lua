@@ -141,11 +141,21 @@ end
 
 local function bytes() return tonumber(redis.call('HGET', C, 'bytes') or '0') end
 
+-- A push carries, last, the moment (µs on this server's clock) after which its caller no longer
+-- waits for the answer: run later (the server was stopped, or the command waited in a socket),
+-- it journals nothing, so that no call is journaled behind a caller told it was not.
+if op == 'push' then
+  local t = redis.call('TIME')
+  if tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(ARGV[11]) then
+    return reply({'late'})
+  end
+end
+
 local failed = ensure()
 if failed then return failed end
 
 if op == 'push' then
-  -- now ttl has_key key args bytes max_entries max_bytes drop_oldest
+  -- now ttl has_key key args bytes max_entries max_bytes drop_oldest deadline_us
   local now, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
   local has_key, key, args, b = ARGV[4] == '1', ARGV[5], ARGV[6], tonumber(ARGV[7])
   local max_entries, max_bytes, drop = tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10] == '1'
