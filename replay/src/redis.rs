@@ -218,6 +218,10 @@ pub struct RedisJournal<A> {
     last_status: Mutex<JournalStatus>,
     /// Calls refused because Redis failed: not in the fleet's counts.
     refused: AtomicU64,
+    /// The highest entry id this instance has seen: new ids are given above it, so that the
+    /// end of a replay this instance holds never settles a newer entry of the same id (the
+    /// journal's stream and counts lost in Redis meanwhile).
+    seen: AtomicU64,
     sink: Sink,
     _args: PhantomData<fn(A) -> A>,
 }
@@ -368,6 +372,7 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
             last_error: Mutex::new(None),
             last_status: Mutex::new(empty_status()),
             refused: AtomicU64::new(0),
+            seen: AtomicU64::new(0),
             sink: Sink::new(name),
             _args: PhantomData,
         };
@@ -443,6 +448,12 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
                 self.name
             ),
         }
+    }
+
+    /// Notes entry id `id` as seen (see `seen`).
+    fn saw(&self, id: u64) -> u64 {
+        self.seen.fetch_max(id, Ordering::Relaxed);
+        id
     }
 
     fn report(&self, items: &[Value]) {
@@ -786,7 +797,8 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for RedisJourn
         crate::memory::drop_outside(vec![args]);
         let weight = weight(key.as_deref(), &encoded);
         let drop_oldest = self.config.when_full == WhenFull::DropOldest;
-        let args: [Vec<u8>; 10] = [
+        let floor = self.seen.load(Ordering::Relaxed);
+        let args: [Vec<u8>; 11] = [
             b"push".to_vec(),
             nanos(now).to_string().into_bytes(),
             nanos(self.config.ttl).to_string().into_bytes(),
@@ -797,6 +809,7 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for RedisJourn
             self.config.max_entries.to_string().into_bytes(),
             self.config.max_bytes.to_string().into_bytes(),
             if drop_oldest { b"1" } else { b"0" }.to_vec(),
+            floor.to_string().into_bytes(),
         ];
         // Redis runs the push only within the timeout: its caller waits for the answer a
         // timeout (and 50 ms) longer.
@@ -806,12 +819,12 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for RedisJourn
         };
         self.report(&items);
         match items.first().and_then(text).as_deref() {
-            Some("new") => Ok(Pushed::New(number(items.get(1)))),
+            Some("new") => Ok(Pushed::New(self.saw(number(items.get(1))))),
             Some("late") => Err(self.store_refused(format!(
                 "the replay journal `{}`'s Redis ran the call's journaling after its caller had stopped waiting (it did not answer within {:?}); nothing was journaled",
                 self.name, self.options.timeout
             ))),
-            Some("duplicate") => Ok(Pushed::Duplicate(number(items.get(1)))),
+            Some("duplicate") => Ok(Pushed::Duplicate(self.saw(number(items.get(1))))),
             Some("full") => Err(NotJournaled::Full),
             Some("too_large") => Err(NotJournaled::TooLarge),
             other => Err(self.store_refused(format!(
@@ -844,7 +857,7 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for RedisJourn
                 }
                 _ => return Take::Wait(poll),
             }
-            let id = number(items.get(1));
+            let id = self.saw(number(items.get(1)));
             let attempts = u32::try_from(number(items.get(2))).unwrap_or(u32::MAX);
             let encoded = bytes(items.get(3));
             let key = (items.get(4).and_then(text).as_deref() == Some("1"))
@@ -951,6 +964,7 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for RedisJourn
                 nanos(now).to_string(),
                 self.config.max_entries.to_string(),
                 self.config.max_bytes.to_string(),
+                self.seen.load(Ordering::Relaxed).to_string(),
             ])
             .map_err(StoreError)?;
         let items = array(value);

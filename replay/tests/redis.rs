@@ -324,6 +324,47 @@ fn a_journal_whose_counts_were_lost_takes_calls_at_once_after_the_streams_last_i
 }
 
 #[test]
+fn after_its_stream_and_counts_are_lost_no_new_entry_takes_the_id_of_one_a_replay_holds() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let prefix = prefix("lost-all");
+    let config = ReplayConfig::new();
+    let a = journal(&redis, &prefix, "a", &config);
+    let b = journal(&redis, &prefix, "b", &config);
+    for n in 1..=3 {
+        a.push(None, n, S(100)).unwrap();
+    }
+    // `a` holds entry 1, `b` entry 2, when Redis loses the stream and the counts.
+    let (Take::Due(one), Take::Due(two)) = (a.take(S(100)), b.take(S(100))) else {
+        panic!("two entries due");
+    };
+    assert_eq!((one.id, two.id), (1, 2));
+    for key in ["stream", "counts"] {
+        redis.command(redis::cmd("DEL").arg(format!("{prefix}{{hooks}}:{key}")));
+    }
+    // New ids pass every id a replay holds (the held set), and what the pusher has seen.
+    let Pushed::New(new) = b.push(None, 10, S(101)).unwrap() else {
+        panic!("a new entry");
+    };
+    assert!(
+        new > 2,
+        "a new entry took the id {new} of an entry a replay holds"
+    );
+    let Take::Due(taken) = a.take(S(101)) else {
+        panic!("the new entry is due");
+    };
+    assert_eq!((taken.id, taken.args), (new, 10));
+    // The end of the old replays settles nothing new.
+    a.settle(1, Settled::Replayed, S(102));
+    b.settle(2, Settled::NotRun, S(102));
+    let entries: Vec<(u64, u32)> = a.entries().iter().map(|e| (e.id, e.attempts)).collect();
+    assert_eq!(entries, [(new, 0)], "the new entry stays, held by `a`");
+    a.settle(new, Settled::Replayed, S(102));
+    assert_eq!(a.status().entries, 0);
+}
+
+#[test]
 fn a_key_queued_by_any_instance_deduplicates_a_call_on_another() {
     let Some(redis) = TestRedis::get() else {
         return;
@@ -813,7 +854,7 @@ fn an_url_fleet_mode_does_not_take_is_an_error_naming_its_scheme() {
 fn journal_rule(prefix: &str) -> Vec<String> {
     let rule = "-@all +hello +auth +ping +evalsha +script|load +type +xgroup|create +xadd +xack \
         +xclaim +xdel +xlen +xpending +xrange +xreadgroup +zadd +zrangebyscore +zrem +zscore \
-        +hdel +hget +hincrby +hset +del +xinfo|stream +time";
+        +hdel +hget +hincrby +hset +del +xinfo|stream +time +zrange";
     let mut args = vec!["resetkeys".to_owned(), format!("~{prefix}*")];
     args.extend(rule.split_whitespace().map(str::to_owned));
     args
