@@ -1,7 +1,7 @@
 //! What journaling a rejected call costs: a rejection of an open breaker, plain and
 //! journaled in memory; and journaled on local disk, where each call returns once its entry is
-//! committed to its SQLite database, from 1 and from 16 threads (each entry its own
-//! transaction, so 16 threads wait on each other's commits); and in Redis (the fleet
+//! committed to its SQLite database, from 1 and from 16 threads (the calls of 16 threads
+//! committed in groups, one sync for each); and in Redis (the fleet
 //! journal, one script call per rejection), with `BREAKERBOX_TEST_REDIS_URL` set.
 //!
 //!   cargo bench -p breakerbox-benches --bench replay -- --warm-up-time 1 --measurement-time 5
