@@ -84,8 +84,10 @@ fn disk(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(5));
     for threads in [1u64, 16] {
         let breaker = open_breaker("replay.disk");
+        // Counted across criterion's calls of the closure (warm-up, then each sample), so that
+        // no two rounds share a file.
+        let mut round = 0u32;
         g.bench_function(format!("disk_{threads}t"), |b| {
-            let mut round = 0u32;
             b.iter_custom(|n| {
                 // A journal of its own each round: the last round's may still be held open by
                 // its replayer while it winds down, and a journal has one opener at a time.
