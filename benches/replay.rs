@@ -1,7 +1,7 @@
 //! What journaling a rejected call costs: a rejection of an open breaker, plain and
 //! journaled in memory; and journaled on local disk, where each call returns once its entry is
-//! committed to its SQLite database, from 1 and from 16 threads (each entry its own
-//! transaction, so 16 threads wait on each other's commits); and in Redis (the fleet
+//! committed to its SQLite database, from 1 and from 16 threads (the calls of 16 threads
+//! committed in groups, one sync for each); and in Redis (the fleet
 //! journal, one script call per rejection), with `BREAKERBOX_TEST_REDIS_URL` set.
 //!
 //!   cargo bench -p breakerbox-benches --bench replay -- --warm-up-time 1 --measurement-time 5
@@ -84,8 +84,10 @@ fn disk(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(5));
     for threads in [1u64, 16] {
         let breaker = open_breaker("replay.disk");
+        // Counted across criterion's calls of the closure (warm-up, then each sample), so that
+        // no two rounds share a file.
+        let mut round = 0u32;
         g.bench_function(format!("disk_{threads}t"), |b| {
-            let mut round = 0u32;
             b.iter_custom(|n| {
                 // A journal of its own each round: the last round's may still be held open by
                 // its replayer while it winds down, and a journal has one opener at a time.

@@ -9,7 +9,7 @@ use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::{Extensions, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use breakerbox_replay::{EntryInfo, JournalCounts, JournalStatus, ReplayHandle};
+use breakerbox_replay::{EntryInfo, JournalCounts, JournalStatus, ReplayHandle, StoreError};
 use breakerbox_runtime::__integrations::excerpt;
 use serde::Serialize;
 
@@ -61,8 +61,14 @@ impl From<JournalCounts> for CountsView {
 }
 
 impl ReplayView {
-    pub(crate) fn of(handle: &ReplayHandle) -> ReplayView {
-        let status: JournalStatus = handle.status();
+    /// Read off the runtime's threads: a journal's store that does not answer costs this
+    /// request its timeout, never the server's other tasks. If the store does not answer, the
+    /// last status the journal read, with the store's error.
+    pub(crate) async fn of(handle: &ReplayHandle) -> ReplayView {
+        let status: JournalStatus = match handle.status_async().await {
+            Ok(status) => status,
+            Err(_) => handle.status(),
+        };
         ReplayView {
             breaker: handle.name().to_owned(),
             entries: status.entries,
@@ -117,32 +123,32 @@ fn find(name: &str) -> Result<ReplayHandle, Problem> {
 /// `GET /breakers/{name}/replay`.
 pub(crate) async fn status(path: Result<Path<String>, PathRejection>) -> Response {
     match name(path).and_then(|n| find(&n)) {
-        Ok(handle) => json(&ReplayView::of(&handle)),
+        Ok(handle) => json(&ReplayView::of(&handle).await),
         Err(problem) => problem.into_response(),
     }
 }
 
 /// `GET /replays`: every live replay, oldest first (the dashboard's replay lines).
 pub(crate) async fn list() -> Response {
-    let replays: Vec<ReplayView> = breakerbox_replay::replays()
-        .iter()
-        .map(ReplayView::of)
-        .collect();
+    let mut replays: Vec<ReplayView> = Vec::new();
+    for handle in breakerbox_replay::replays() {
+        replays.push(ReplayView::of(&handle).await);
+    }
     json(&serde_json::json!({ "replays": replays }))
 }
 
 /// `GET /breakers/{name}/replay/dead-letters`: oldest first.
 pub(crate) async fn dead_letters(path: Result<Path<String>, PathRejection>) -> Response {
-    match name(path).and_then(|n| find(&n)) {
-        Ok(handle) => {
-            let dead: Vec<DeadView> = handle
-                .dead_letters()
-                .iter()
-                .map(|e| dead_view(&handle, e))
-                .collect();
+    let handle = match name(path).and_then(|n| find(&n)) {
+        Ok(handle) => handle,
+        Err(problem) => return problem.into_response(),
+    };
+    match handle.dead_letters_async().await {
+        Ok(dead) => {
+            let dead: Vec<DeadView> = dead.iter().map(|e| dead_view(&handle, e)).collect();
             json(&serde_json::json!({ "breaker": handle.name(), "dead_letters": dead }))
         }
-        Err(problem) => problem.into_response(),
+        Err(e) => unavailable(&e).into_response(),
     }
 }
 
@@ -172,13 +178,12 @@ pub(crate) async fn retry(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let control = (&*shared, &extensions, &headers);
-    dead_letter_control(
-        control,
-        path,
-        body,
-        ("retried", "retry-dead-letters"),
-        |h| h.retry_dead_letters(),
-    )
+    let handle = match dead_letter_control(control, path, body, "retry-dead-letters") {
+        Ok(handle) => handle,
+        Err(problem) => return problem.into_response(),
+    };
+    let done = handle.retry_dead_letters_async().await;
+    dead_letters_done(&handle, "retried", done).await
 }
 
 /// `POST /breakers/{name}/replay/dead-letters/drop`: every dead letter dropped.
@@ -190,34 +195,48 @@ pub(crate) async fn drop_all(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let control = (&*shared, &extensions, &headers);
-    dead_letter_control(control, path, body, ("dropped", "drop-dead-letters"), |h| {
-        h.drop_dead_letters()
-    })
+    let handle = match dead_letter_control(control, path, body, "drop-dead-letters") {
+        Ok(handle) => handle,
+        Err(problem) => return problem.into_response(),
+    };
+    let done = handle.drop_dead_letters_async().await;
+    dead_letters_done(&handle, "dropped", done).await
 }
 
 /// The token first (a caller without it learns nothing else), then the replay, then the body;
-/// the action only if all three are right, recorded in the breaker's events as `action`.
-/// Answers how many (under `what`), and the replay after it.
+/// the replay to act on only if all three are right, the action recorded in the breaker's
+/// events as `action`.
 fn dead_letter_control(
     (shared, extensions, headers): (&AdminState, &Extensions, &HeaderMap),
     path: Result<Path<String>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
-    (what, action): (&str, &'static str),
-    act: impl FnOnce(&ReplayHandle) -> usize,
+    action: &'static str,
+) -> Result<ReplayHandle, Problem> {
+    let (name, caller) = control::checked(shared, extensions, headers, || name(path))?;
+    let handle = find(&name)?;
+    no_body(body)?;
+    caller.records_on(&name, None, action, None);
+    Ok(handle)
+}
+
+/// Answers how many (under `what`), and the replay after it; a `503` with the reason if the
+/// journal's store could not do it.
+async fn dead_letters_done(
+    handle: &ReplayHandle,
+    what: &str,
+    done: Result<usize, StoreError>,
 ) -> Response {
-    let run = || {
-        let (name, caller) = control::checked(shared, extensions, headers, || name(path))?;
-        let handle = find(&name)?;
-        no_body(body)?;
-        caller.records_on(&name, None, action, None);
-        Ok::<_, Problem>((act(&handle), handle))
-    };
-    match run() {
-        Ok((n, handle)) => {
-            let mut view = serde_json::json!({ "replay": ReplayView::of(&handle) });
+    match done {
+        Ok(n) => {
+            let mut view = serde_json::json!({ "replay": ReplayView::of(handle).await });
             view[what] = n.into();
             json(&view)
         }
-        Err(problem) => problem.into_response(),
+        Err(e) => unavailable(&e).into_response(),
     }
+}
+
+/// The journal's store failed or did not answer in time: a `503` with its reason.
+fn unavailable(e: &StoreError) -> Problem {
+    Problem::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
 }

@@ -2,10 +2,11 @@
 
 use core::marker::PhantomData;
 use core::time::Duration;
+use std::collections::HashMap;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, params};
 use serde::Serialize;
@@ -34,15 +35,43 @@ use crate::stats::Sink;
 /// - **Space.** Removed entries give their pages back at each commit, and the log is folded
 ///   into the database every 256 KiB and cut back: the files stay within 1 MiB plus 4× the
 ///   live entries' bytes. Opening reads the entries' bookkeeping, not their arguments.
-/// - **Writes.** Each change is one transaction, under the journal's lock. A new entry's
-///   commit is synced before the call returns; replays, failures and expiries are committed
-///   without a sync (a process crash keeps them; a power cut may replay such an entry once
-///   more). A commit that fails leaves nothing behind: the call is refused
-///   ([`NotJournaled::Io`]), counted `refused`, and the journal goes on.
+/// - **Writes.** Each change is one transaction, under the journal's lock. New entries are
+///   committed in groups (the calls that arrive while a commit runs are committed together
+///   next, in one transaction synced once), and a call returns only once the commit that
+///   holds its entry is synced; replays, failures and expiries are committed without a sync
+///   (a process crash keeps them; a power cut may replay such an entry once more). A commit
+///   that fails leaves nothing behind: its calls are refused ([`NotJournaled::Io`]), counted
+///   `refused`, and the journal goes on.
 pub struct DiskJournal<A> {
     inner: Mutex<Inner>,
+    /// Pushes waiting to be committed together.
+    batch: Mutex<Batch>,
+    /// A batch was committed: its callers' answers are in `Batch::answers`.
+    committed: Condvar,
     sink: Sink,
     _args: PhantomData<fn(A) -> A>,
+}
+
+/// A push waiting to be committed: its entry, encoded.
+struct Job {
+    key: Option<String>,
+    encoded: Vec<u8>,
+    bytes: usize,
+    now: Duration,
+}
+
+/// The pushes of concurrent callers, committed together: one transaction and one sync for all
+/// the pushes that arrived while the last commit ran.
+#[derive(Default)]
+struct Batch {
+    /// Waiting for the next commit, by number.
+    waiting: Vec<(u64, Job)>,
+    /// A caller is committing a batch now.
+    committing: bool,
+    /// The answers of committed pushes, by number, until their callers take them.
+    answers: HashMap<u64, Result<Pushed, NotJournaled>>,
+    /// The next push's number.
+    next: u64,
 }
 
 /// What opening a journal found.
@@ -374,7 +403,9 @@ impl Inner {
 
     /// Writes an operation's changes as one transaction, synced if `sync`; `args` are the
     /// encoded arguments of the entry it put, if it put one.
-    fn write(&mut self, changes: &[Change], args: Option<&[u8]>, sync: bool) -> io::Result<()> {
+    /// Writes `changes` in one transaction, the arguments of each new entry from `args` (by
+    /// id), synced to the disk before it returns if `sync`.
+    fn write(&mut self, changes: &[Change], args: &[(u64, &[u8])], sync: bool) -> io::Result<()> {
         if changes.is_empty() {
             return Ok(());
         }
@@ -392,6 +423,7 @@ impl Inner {
             let slot = |id| self.book.slot(id);
             match change {
                 Change::Put(id) => {
+                    let args = args.iter().find(|(put, _)| *put == id).map(|(_, a)| *a);
                     let (Some(slot), Some(args)) = (slot(id), args) else {
                         continue;
                     };
@@ -455,7 +487,7 @@ impl Inner {
     /// entry whose removal could not be written is not replayed again by this process, but
     /// comes back at the next open (at least once).
     fn write_through(&mut self, changes: &[Change], sink: &Sink) {
-        if let Err(e) = self.write(changes, None, false) {
+        if let Err(e) = self.write(changes, &[], false) {
             tracing::error!(target: "breakerbox", journal = %sink.name(), error = %e, "a replay journal could not write to its database");
         }
     }
@@ -512,6 +544,8 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> DiskJournal<A> {
         Ok((
             DiskJournal {
                 inner: Mutex::new(inner),
+                batch: Mutex::default(),
+                committed: Condvar::new(),
                 sink: Sink::new(name),
                 _args: PhantomData,
             },
@@ -540,6 +574,96 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> DiskJournal<A> {
         self.sink.count(&counts);
     }
 
+    fn batch(&self) -> MutexGuard<'_, Batch> {
+        self.batch.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Commits `job` with the pushes of other callers that wait meanwhile (group commit): the
+    /// first caller to find no commit running commits every push waiting, in one transaction
+    /// synced once; the others wait for it, and each is answered only once the commit that
+    /// holds its entry is synced.
+    fn commit_with_others(&self, job: Job) -> Result<Pushed, NotJournaled> {
+        let mut batch = self.batch();
+        let number = batch.next;
+        batch.next += 1;
+        batch.waiting.push((number, job));
+        loop {
+            if let Some(answer) = batch.answers.remove(&number) {
+                return answer;
+            }
+            if batch.committing {
+                batch = self
+                    .committed
+                    .wait(batch)
+                    .unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            batch.committing = true;
+            let jobs = std::mem::take(&mut batch.waiting);
+            drop(batch);
+            // No user code runs here; a panic of the database's all the same answers every
+            // push of the batch (refused) and leaves the next caller free to commit.
+            let numbers: Vec<u64> = jobs.iter().map(|(n, _)| *n).collect();
+            let answers =
+                catch_unwind(AssertUnwindSafe(|| self.commit(jobs))).unwrap_or_else(|_| {
+                    numbers
+                        .into_iter()
+                        .map(|n| (n, Err(NotJournaled::Panicked)))
+                        .collect()
+                });
+            batch = self.batch();
+            batch.committing = false;
+            batch.answers.extend(answers);
+            self.committed.notify_all();
+        }
+    }
+
+    /// Pushes `jobs` into the book in order and writes them in one transaction, synced; if
+    /// it fails, none of them is in the database nor in the book, and each is refused.
+    fn commit(&self, jobs: Vec<(u64, Job)>) -> Vec<(u64, Result<Pushed, NotJournaled>)> {
+        let mut inner = self.lock();
+        let mut answers = Vec::with_capacity(jobs.len());
+        let mut changes = Vec::new();
+        let mut counts = JournalCounts::default();
+        let mut puts: Vec<(u64, &[u8])> = Vec::new();
+        for (number, job) in &jobs {
+            let (answer, done) = inner.book.push(
+                job.key.clone().map(String::into_boxed_str),
+                (),
+                job.bytes,
+                job.now,
+            );
+            if let Ok(Pushed::New(id)) = answer {
+                puts.push((id, &job.encoded));
+            }
+            changes.extend(done.changes);
+            counts.add(&done.counts);
+            answers.push((*number, answer));
+        }
+        if let Err(e) = inner.write(&changes, &puts, !puts.is_empty()) {
+            // Nothing of the transaction is in the database: nor are the new entries in the
+            // book (what they expired or dropped stays gone, and is back at the next open).
+            for &(id, _) in &puts {
+                inner.book.unput(id);
+                counts.queued -= 1;
+            }
+            for (_, answer) in &mut answers {
+                if answer.is_ok() {
+                    *answer = Err(NotJournaled::Io(io::Error::new(e.kind(), e.to_string())));
+                    let refused = JournalCounts {
+                        refused: 1,
+                        ..Default::default()
+                    };
+                    inner.book.counts.add(&refused);
+                    counts.add(&refused);
+                }
+            }
+        }
+        drop(inner);
+        self.sink.count(&counts);
+        answers
+    }
+
     fn after(&self, done: Done<()>) {
         self.sink.count(&done.counts);
     }
@@ -562,35 +686,12 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for DiskJourna
         };
         crate::memory::drop_outside(vec![args]);
         let bytes = weight(key.as_deref(), &encoded);
-        let (result, done) = {
-            let mut inner = self.lock();
-            let (result, mut done) =
-                inner
-                    .book
-                    .push(key.map(String::into_boxed_str), (), bytes, now);
-            let put = matches!(result, Ok(Pushed::New(_)));
-            match inner.write(&done.changes, Some(&encoded), put) {
-                Ok(()) => (result, done),
-                Err(e) => {
-                    // Nothing of the transaction is in the database: nor is the new entry in
-                    // the book (what it expired or dropped stays gone, and is back at the next
-                    // open).
-                    if let Ok(Pushed::New(id)) = result {
-                        inner.book.unput(id);
-                        done.counts.queued -= 1;
-                    }
-                    let refused = JournalCounts {
-                        refused: 1,
-                        ..Default::default()
-                    };
-                    inner.book.counts.add(&refused);
-                    done.counts.add(&refused);
-                    (Err(NotJournaled::Io(e)), done)
-                }
-            }
-        };
-        self.after(done);
-        result
+        self.commit_with_others(Job {
+            key,
+            encoded,
+            bytes,
+            now,
+        })
     }
 
     fn take(&self, now: Duration) -> Take<A> {

@@ -5,7 +5,7 @@ use core::fmt;
 use core::time::Duration;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use crate::journal::{EntryInfo, JournalStatus};
+use crate::journal::{EntryInfo, JournalStatus, StoreError};
 
 /// What a handle reaches of a replay (`replay.rs` implements it for a replay's shared part).
 pub(crate) trait Control: Send + Sync {
@@ -16,6 +16,11 @@ pub(crate) trait Control: Send + Sync {
     fn drop_dead_letters(&self) -> usize;
     fn store_error(&self) -> Option<String>;
     fn now(&self) -> Duration;
+    fn may_block(&self) -> bool;
+    fn try_status(&self) -> Result<JournalStatus, StoreError>;
+    fn try_dead_letters(&self) -> Result<Vec<EntryInfo>, StoreError>;
+    fn try_retry_dead_letters(&self) -> Result<usize, StoreError>;
+    fn try_drop_dead_letters(&self) -> Result<usize, StoreError>;
 }
 
 /// A [`Replay`](crate::Replay) without its argument type: its journal's status and dead
@@ -72,6 +77,54 @@ impl ReplayHandle {
     /// [`Journal::store_error`](crate::Journal::store_error).
     pub fn store_error(&self) -> Option<String> {
         self.0.store_error()
+    }
+
+    /// The journal's size and counts, or why its store could not give them, read off the
+    /// runtime's threads (on tokio's blocking threads for a journal that may wait on a disk or
+    /// a store): the runtime's other tasks run meanwhile, and the fleet journal answers
+    /// within twice its timeout, at once while its Redis is known not to answer.
+    pub async fn status_async(&self) -> Result<JournalStatus, StoreError> {
+        self.off_thread(|c| c.try_status()).await
+    }
+
+    /// The dead letters, oldest first, or why the journal's store could not list them; off
+    /// the runtime's threads, as [`status_async`](ReplayHandle::status_async).
+    pub async fn dead_letters_async(&self) -> Result<Vec<EntryInfo>, StoreError> {
+        self.off_thread(|c| c.try_dead_letters()).await
+    }
+
+    /// [`retry_dead_letters`](ReplayHandle::retry_dead_letters), or why the journal's store
+    /// could not; off the runtime's threads, as [`status_async`](ReplayHandle::status_async).
+    pub async fn retry_dead_letters_async(&self) -> Result<usize, StoreError> {
+        self.off_thread(|c| c.try_retry_dead_letters()).await
+    }
+
+    /// [`drop_dead_letters`](ReplayHandle::drop_dead_letters), or why the journal's store
+    /// could not; off the runtime's threads, as [`status_async`](ReplayHandle::status_async).
+    pub async fn drop_dead_letters_async(&self) -> Result<usize, StoreError> {
+        self.off_thread(|c| c.try_drop_dead_letters()).await
+    }
+
+    /// Runs `op` on tokio's blocking threads if the journal may block (and a runtime runs),
+    /// here otherwise.
+    async fn off_thread<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&dyn Control) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let control = self.0.clone();
+        let runtime = tokio::runtime::Handle::try_current();
+        match runtime {
+            Ok(runtime) if control.may_block() => runtime
+                .spawn_blocking(move || op(&*control))
+                .await
+                .unwrap_or_else(|e| {
+                    Err(StoreError(format!(
+                        "the replay journal `{}`'s operation panicked: {e}",
+                        self.name()
+                    )))
+                }),
+            _ => op(&*control),
+        }
     }
 }
 

@@ -48,6 +48,12 @@ pub enum NotJournaled {
     Panicked,
 }
 
+/// Why a journal operation did not complete: the journal's store failed or did not answer in
+/// time (the fleet journal's Redis). Its text says which journal, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StoreError(pub String);
+
 /// An entry as the journal describes it (its arguments aside).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -197,6 +203,30 @@ pub trait Journal<A>: Send + Sync + 'static {
 
     /// Drops every dead letter. How many.
     fn drop_dead_letters(&self) -> usize;
+
+    /// [`status`](Journal::status), or why the journal's store could not give it (where
+    /// `status` gives the last one it knows). The default: `status`, which cannot fail.
+    fn try_status(&self) -> Result<JournalStatus, StoreError> {
+        Ok(self.status())
+    }
+
+    /// [`dead_letters`](Journal::dead_letters), or why the journal's store could not list
+    /// them (where `dead_letters` lists none). The default: `dead_letters`.
+    fn try_dead_letters(&self) -> Result<Vec<EntryInfo>, StoreError> {
+        Ok(self.dead_letters())
+    }
+
+    /// [`retry_dead_letters`](Journal::retry_dead_letters), or why the journal's store could
+    /// not do it (where `retry_dead_letters` says 0). The default: `retry_dead_letters`.
+    fn try_retry_dead_letters(&self, now: Duration) -> Result<usize, StoreError> {
+        Ok(self.retry_dead_letters(now))
+    }
+
+    /// [`drop_dead_letters`](Journal::drop_dead_letters), or why the journal's store could not
+    /// do it (where `drop_dead_letters` says 0). The default: `drop_dead_letters`.
+    fn try_drop_dead_letters(&self) -> Result<usize, StoreError> {
+        Ok(self.drop_dead_letters())
+    }
 
     /// Whether its operations may wait on a disk or a store: the replayer then runs them on
     /// tokio's blocking threads, never on the runtime's own. `true` unless the journal says

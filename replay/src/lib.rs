@@ -21,7 +21,8 @@
 //!
 //! - `config` — [`ReplayConfig`], [`WhenFull`].
 //! - `journal` — the [`Journal`] trait and what it speaks: [`Pushed`], [`NotJournaled`],
-//!   [`Take`], [`Taken`], [`Settled`], [`EntryInfo`], [`JournalStatus`], [`JournalCounts`].
+//!   [`Take`], [`Taken`], [`Settled`], [`EntryInfo`], [`JournalStatus`], [`JournalCounts`],
+//!   [`StoreError`].
 //! - `book` — the bookkeeping every journal shares (order, keys, bounds, TTL, attempts, dead
 //!   letters), pure data under the journal's lock.
 //! - `memory` — [`MemoryJournal`].
@@ -52,7 +53,8 @@ pub use config::{ReplayConfig, WhenFull};
 pub use disk::{DiskJournal, Recovery};
 pub use handle::{ReplayHandle, find, replays};
 pub use journal::{
-    EntryInfo, Journal, JournalCounts, JournalStatus, NotJournaled, Pushed, Settled, Take, Taken,
+    EntryInfo, Journal, JournalCounts, JournalStatus, NotJournaled, Pushed, Settled, StoreError,
+    Take, Taken,
 };
 pub use memory::MemoryJournal;
 #[cfg(feature = "redis")]

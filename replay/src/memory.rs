@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crate::book::{Book, BookTake, Done};
 use crate::config::ReplayConfig;
 use crate::journal::{
-    EntryInfo, Journal, JournalStatus, NotJournaled, Pushed, Settled, Take, Taken,
+    EntryInfo, Journal, JournalStatus, NotJournaled, Pushed, Settled, StoreError, Take, Taken,
 };
 use crate::stats::Sink;
 
@@ -187,5 +187,17 @@ impl<A, J: Journal<A> + ?Sized> Journal<A> for Arc<J> {
     }
     fn store_error(&self) -> Option<String> {
         (**self).store_error()
+    }
+    fn try_status(&self) -> Result<JournalStatus, StoreError> {
+        (**self).try_status()
+    }
+    fn try_dead_letters(&self) -> Result<Vec<EntryInfo>, StoreError> {
+        (**self).try_dead_letters()
+    }
+    fn try_retry_dead_letters(&self, now: Duration) -> Result<usize, StoreError> {
+        (**self).try_retry_dead_letters(now)
+    }
+    fn try_drop_dead_letters(&self) -> Result<usize, StoreError> {
+        (**self).try_drop_dead_letters()
     }
 }

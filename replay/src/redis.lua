@@ -113,22 +113,28 @@ local function add(n, t, b, a, has_key, key)
   count('bytes', tonumber(b))
 end
 
--- The next entry's n. Counted in the counts' `seq`; when that starts over (the journal is new,
--- or its counts were lost while the stream stayed), it goes on after the stream's last id, which
--- a new id must pass.
-local function next_n()
+-- The next entry's n, above `floor` (the highest n the calling instance has seen). Counted in
+-- the counts' `seq`; when that starts over (the journal is new, or its counts were lost), it
+-- goes on after the stream's last id and every held n, which a new id must pass: an id is
+-- never given again while a replay may still hold it (the stream lost too, say), so that the
+-- end of an old replay never settles a new entry.
+local function next_n(floor)
   local n = redis.call('HINCRBY', C, 'seq', 1)
+  local least = tonumber(floor) or 0
   if n == 1 then
     local info = redis.call('XINFO', 'STREAM', S)
     for i = 1, #info, 2 do
       if info[i] == 'last-generated-id' then
-        local last = tonumber(num(info[i + 1])) or 0
-        if last >= n then
-          n = last + 1
-          redis.call('HSET', C, 'seq', n)
-        end
+        least = math.max(least, tonumber(num(info[i + 1])) or 0)
       end
     end
+    for _, held in ipairs(redis.call('ZRANGE', Z, 0, -1)) do
+      least = math.max(least, tonumber(held) or 0)
+    end
+  end
+  if n <= least then
+    n = least + 1
+    redis.call('HSET', C, 'seq', n)
   end
   return n
 end
@@ -141,11 +147,21 @@ end
 
 local function bytes() return tonumber(redis.call('HGET', C, 'bytes') or '0') end
 
+-- A push carries, last, the moment (µs on this server's clock) after which its caller no longer
+-- waits for the answer: run later (the server was stopped, or the command waited in a socket),
+-- it journals nothing, so that no call is journaled behind a caller told it was not.
+if op == 'push' then
+  local t = redis.call('TIME')
+  if tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(ARGV[12]) then
+    return reply({'late'})
+  end
+end
+
 local failed = ensure()
 if failed then return failed end
 
 if op == 'push' then
-  -- now ttl has_key key args bytes max_entries max_bytes drop_oldest
+  -- now ttl has_key key args bytes max_entries max_bytes drop_oldest floor deadline_us
   local now, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
   local has_key, key, args, b = ARGV[4] == '1', ARGV[5], ARGV[6], tonumber(ARGV[7])
   local max_entries, max_bytes, drop = tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10] == '1'
@@ -178,7 +194,7 @@ if op == 'push' then
     remove(num(victim[1]), fields(victim[2]))
     count('dropped', 1)
   end
-  local n = next_n()
+  local n = next_n(ARGV[11])
   add(n, ARGV[2], ARGV[7], args, has_key, key)
   count('queued', 1)
   return reply({'new', n})
@@ -300,7 +316,7 @@ elseif op == 'dead' then
   end
   return out
 elseif op == 'revive' then
-  -- now max_entries max_bytes
+  -- now max_entries max_bytes floor
   local max_entries, max_bytes = tonumber(ARGV[3]), tonumber(ARGV[4])
   local revived = 0
   for _, e in ipairs(redis.call('XRANGE', D, '-', '+')) do
@@ -309,7 +325,7 @@ elseif op == 'revive' then
       and not (f.k and queued_key(f.k))
     if fits then
       redis.call('XDEL', D, e[1])
-      local n = next_n()
+      local n = next_n(ARGV[5])
       add(n, ARGV[2], f.b, f.a, f.k ~= nil, f.k)
       revived = revived + 1
     end

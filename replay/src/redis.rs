@@ -17,7 +17,8 @@ use serde::de::DeserializeOwned;
 
 use crate::config::{ReplayConfig, WhenFull};
 use crate::journal::{
-    EntryInfo, Journal, JournalCounts, JournalStatus, NotJournaled, Pushed, Settled, Take, Taken,
+    EntryInfo, Journal, JournalCounts, JournalStatus, NotJournaled, Pushed, Settled, StoreError,
+    Take, Taken,
 };
 use crate::stats::Sink;
 
@@ -101,8 +102,10 @@ impl RedisOptions {
     }
 
     /// The longest a connect, and an operation on the connection, wait on Redis (each): a
-    /// call waits at most twice this (and 50 ms) and then fails, and for this long after a
-    /// failure the journal refuses calls without trying Redis again.
+    /// call waits at most twice this (and 100 ms) and then fails; once Redis did not answer,
+    /// the journal refuses calls without trying Redis until a `PING`, sent once every timeout,
+    /// is answered. A push runs on Redis only within one timeout of the call (Redis's clock),
+    /// so that a push Redis runs later journals nothing.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout.max(Duration::from_millis(1));
         self
@@ -176,11 +179,19 @@ pub enum RedisJournalError {
 /// - **Times** are on each instance's journal clock ([`WallClock`](crate::WallClock) by
 ///   default): the instances' clocks must agree to well within `ttl` and `claim_after`.
 /// - **Failures.** Each call to Redis is bounded by [`RedisOptions::timeout`]; a call that
-///   fails (and every call for one timeout after it) is refused with
-///   [`NotJournaled::Store`] and its reason, counted as `refused` (in this instance's
-///   counts: the fleet's are in Redis). A key of another kind under the journal's keys is an
-///   error of this journal only. A settle that fails leaves the entry held: it goes back to
-///   the queue after `claim_after`.
+///   fails is refused with [`NotJournaled::Store`] and its reason, counted as `refused` (in
+///   this instance's counts: the fleet's are in Redis). Once Redis does not answer (a
+///   timeout, a connection refused or dropped), every call fails at once with that reason,
+///   without trying Redis, until the journal's thread gets an answer again (it asks once
+///   every timeout): a hung Redis costs the calls made as it stops answering one wait each,
+///   and no more. A key of another kind under the journal's keys is an error of this
+///   journal only. A settle that fails leaves the entry held: it goes back to the queue
+///   after `claim_after`.
+/// - **A push Redis runs too late is refused by Redis.** Each push carries the last moment
+///   its caller waits for, on Redis's clock (the offset measured on the connection): a push
+///   Redis runs after it (it was stopped, or the command waited in a socket) journals
+///   nothing, so a call whose caller was told "not journaled" is never journaled behind its
+///   back.
 /// - [`JournalStatus`] and [`JournalCounts`] are the fleet's (read from Redis), plus this
 ///   instance's calls refused because Redis failed; metrics count this instance's events.
 /// - **Connections** are the fleet's (`breakerbox-fleet`'s `StoreLink`): the URLs fleet mode
@@ -188,8 +199,10 @@ pub enum RedisJournalError {
 ///   and `redis-cluster` features are on. A thread of the journal's own holds the connection
 ///   and sends the calls of every thread on it.
 /// - Its calls block the calling thread for up to twice the timeout (a connect, then the
-///   operation): it is for calls to a remote service that is down anyway, where a round trip
-///   to Redis is small beside the call.
+///   operation), and not at all while Redis is known not to answer. [`Replay`](crate::Replay)
+///   runs them off the runtime's threads where it can: its replayer, and
+///   [`Replay::call_async`](crate::Replay::call_async), and the `_async` operations of a
+///   [`ReplayHandle`](crate::ReplayHandle), which the admin router uses.
 pub struct RedisJournal<A> {
     name: String,
     keys: [String; 6],
@@ -197,13 +210,18 @@ pub struct RedisJournal<A> {
     options: RedisOptions,
     config: ReplayConfig,
     link: Link,
-    /// Until when calls are refused without trying Redis, and why.
-    down: Mutex<Option<(Instant, String)>>,
+    /// Why Redis is not answering, from the call that found it so until the journal's thread
+    /// gets an answer again: every call is refused at once meanwhile.
+    down: Down,
     last_error: Mutex<Option<String>>,
     /// The status as last read, for when Redis does not answer.
     last_status: Mutex<JournalStatus>,
     /// Calls refused because Redis failed: not in the fleet's counts.
     refused: AtomicU64,
+    /// The highest entry id this instance has seen: new ids are given above it, so that the
+    /// end of a replay this instance holds never settles a newer entry of the same id (the
+    /// journal's stream and counts lost in Redis meanwhile).
+    seen: AtomicU64,
     sink: Sink,
     _args: PhantomData<fn(A) -> A>,
 }
@@ -319,21 +337,30 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
         options: RedisOptions,
         config: &ReplayConfig,
     ) -> Result<RedisJournal<A>, RedisJournalError> {
-        let store = StoreLink::new(&options.url, options.tls_ca.as_deref(), options.timeout)
-            .map_err(|e| match e {
-                breakerbox_fleet::FleetError::Url { url, reason } => {
-                    RedisJournalError::Url(format!("`{url}`: {reason}"))
-                }
-                other => RedisJournalError::Url(other.to_string()),
-            })?;
+        // The client's own bound on an answer is twice the timeout: a push runs on Redis only
+        // within one timeout of its call, and its answer then has a timeout to come back
+        // before the call gives up on it. Connects are bounded by the timeout (`Serve`).
+        let store = StoreLink::new(
+            &options.url,
+            options.tls_ca.as_deref(),
+            options.timeout.saturating_mul(2),
+        )
+        .map_err(|e| match e {
+            breakerbox_fleet::FleetError::Url { url, reason } => {
+                RedisJournalError::Url(format!("`{url}`: {reason}"))
+            }
+            other => RedisJournalError::Url(other.to_string()),
+        })?;
         let base = format!("{}{{{name}}}:", options.prefix);
         let keys =
             ["stream", "dead", "keys", "tries", "held", "counts"].map(|k| format!("{base}{k}"));
-        let link = Link::start(store, keys.clone(), options.timeout).map_err(|e| {
-            RedisJournalError::Store(format!(
-                "the replay journal `{name}` could not start its Redis thread: {e}"
-            ))
-        })?;
+        let down = Down::default();
+        let link =
+            Link::start(store, keys.clone(), options.timeout, down.clone()).map_err(|e| {
+                RedisJournalError::Store(format!(
+                    "the replay journal `{name}` could not start its Redis thread: {e}"
+                ))
+            })?;
         let journal = RedisJournal {
             name: name.to_owned(),
             keys,
@@ -341,10 +368,11 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
             options,
             config: config.clone(),
             link,
-            down: Mutex::new(None),
+            down,
             last_error: Mutex::new(None),
             last_status: Mutex::new(empty_status()),
             refused: AtomicU64::new(0),
+            seen: AtomicU64::new(0),
             sink: Sink::new(name),
             _args: PhantomData,
         };
@@ -368,24 +396,31 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
         lock(&self.last_error).clone()
     }
 
-    /// Runs one operation of the script, bounded by the timeout.
+    /// Runs one operation of the script, bounded by the timeout; at once an error while Redis
+    /// is known not to answer.
     fn run<T: redis::ToRedisArgs>(&self, args: &[T]) -> Result<Value, String> {
-        if let Some((until, why)) = lock(&self.down).as_ref()
-            && Instant::now() < *until
-        {
+        self.run_until(args, false)
+    }
+
+    /// [`run`](RedisJournal::run), for a push if `push`: Redis runs it only within the
+    /// timeout (on its own clock), and answers `late` after.
+    fn run_until<T: redis::ToRedisArgs>(&self, args: &[T], push: bool) -> Result<Value, String> {
+        if let Some(why) = lock(&self.down).as_ref() {
             return Err(why.clone());
         }
         let args: Vec<Vec<u8>> = args.iter().flat_map(|a| a.to_redis_args()).collect();
-        match self.link.call(args) {
+        match self.link.call(args, push) {
             Ok(value) => {
                 *lock(&self.last_error) = None;
                 Ok(value)
             }
             Err(e) => {
                 let why = self.describe(&e);
-                // A key of another kind is this journal's data, not the store down.
-                if !why.contains("WRONGTYPE") {
-                    *lock(&self.down) = Some((Instant::now() + self.options.timeout, why.clone()));
+                // An error Redis answered with (a key of another kind: this journal's data) is
+                // not the store down.
+                if !matches!(e, Failure::Error(_)) {
+                    *lock(&self.down) = Some(why.clone());
+                    self.link.probe();
                 }
                 *lock(&self.last_error) = Some(why.clone());
                 tracing::warn!(target: "breakerbox", journal = %self.name, error = %why, "a replay journal's call to Redis failed");
@@ -400,7 +435,7 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
                 "the replay journal `{}` cannot use its keys in Redis: a key under `{}` holds a value of another kind (WRONGTYPE); remove it, or give the journal another prefix",
                 self.name, self.keys[0]
             ),
-            Failure::Error(message) => format!(
+            Failure::Error(message) | Failure::Unreachable(message) => format!(
                 "the replay journal `{}`'s Redis failed: {message}",
                 self.name
             ),
@@ -413,6 +448,12 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
                 self.name
             ),
         }
+    }
+
+    /// Notes entry id `id` as seen (see `seen`).
+    fn saw(&self, id: u64) -> u64 {
+        self.seen.fetch_max(id, Ordering::Relaxed);
+        id
     }
 
     fn report(&self, items: &[Value]) {
@@ -472,34 +513,62 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Why Redis does not answer, while it does not (see [`RedisJournal`]'s `down`).
+type Down = Arc<Mutex<Option<String>>>;
+
 /// Why a call to Redis failed.
 enum Failure {
-    /// Redis answered with an error, or the connection failed: what the client said.
+    /// Redis answered with an error: what it said.
     Error(String),
+    /// The connection could not be made, or failed: what the client said.
+    Unreachable(String),
     /// No answer within the timeout.
     Timeout,
     /// The journal's thread is gone (its runtime could not be built).
     Gone,
 }
 
+/// How a push's deadline is told to Redis: how long a server-clock reading stays the base
+/// of the offset (the two clocks drift apart slowly; a server's clock may be stepped).
+const CLOCK_FRESH: Duration = Duration::from_secs(10);
+
+/// What the journal's thread is asked to do.
+enum Message {
+    /// Run one operation.
+    Run(Request),
+    /// A call found Redis not answering: ask it, once every timeout, until it answers.
+    Probe,
+}
+
 /// One operation for the journal's thread: the script's arguments, and where its answer goes.
 struct Request {
     args: Vec<Vec<u8>>,
+    /// For a push: the last moment Redis may run it, sent on Redis's own clock (the script's
+    /// last argument), which refuses to run the push after it. A timeout before the caller
+    /// gives up, so that an answer has that long to come back.
+    until: Option<Instant>,
+    /// When the caller stops waiting: the thread answers by then.
+    give_up: Instant,
     answer: std::sync::mpsc::SyncSender<Result<Value, Failure>>,
 }
 
 /// The journal's way to Redis: a thread of its own runs a tokio runtime with the fleet's
 /// connection ([`StoreLink`]: its URLs, TLS, Sentinel, Cluster), so that the journal's
 /// synchronous calls work from any thread, in a runtime or not. Calls are sent on one
-/// multiplexed connection, concurrently; each caller waits for its answer at most the
+/// multiplexed connection, concurrently; each caller waits for its answer at most twice the
 /// timeout. The thread ends when the journal is dropped.
 struct Link {
-    requests: tokio::sync::mpsc::UnboundedSender<Request>,
+    requests: tokio::sync::mpsc::UnboundedSender<Message>,
     timeout: Duration,
 }
 
 impl Link {
-    fn start(store: StoreLink, keys: [String; 6], timeout: Duration) -> std::io::Result<Link> {
+    fn start(
+        store: StoreLink,
+        keys: [String; 6],
+        timeout: Duration,
+        down: Down,
+    ) -> std::io::Result<Link> {
         let (requests, incoming) = tokio::sync::mpsc::unbounded_channel();
         // Built and dropped on its thread (a runtime must not be dropped in async code). If it
         // cannot be built, the thread ends, and every call is `Failure::Gone`.
@@ -511,7 +580,13 @@ impl Link {
                     .build()
                 {
                     Ok(runtime) => {
-                        runtime.block_on(serve(store, Arc::new(keys), incoming, timeout));
+                        let serve = Serve {
+                            keys: Arc::new(keys),
+                            timeout,
+                            down,
+                            clock: Arc::default(),
+                        };
+                        runtime.block_on(serve.run(store, incoming));
                     }
                     Err(e) => {
                         tracing::error!(target: "breakerbox", error = %e, "a replay journal's Redis thread could not start its runtime");
@@ -521,78 +596,186 @@ impl Link {
         Ok(Link { requests, timeout })
     }
 
-    /// Runs the script with `args`, waiting at most the timeout (and a little for the thread
-    /// to hand the answer over).
-    fn call(&self, args: Vec<Vec<u8>>) -> Result<Value, Failure> {
+    /// The longest a caller waits for an answer: a connect, then the operation, each within
+    /// the timeout, and a little for the thread to hand the answer over.
+    fn wait(&self) -> Duration {
+        self.timeout.saturating_mul(2) + Duration::from_millis(50)
+    }
+
+    /// Runs the script with `args`, waiting at most [`wait`](Link::wait); a push (`push`)
+    /// runs on Redis only within the timeout.
+    fn call(&self, args: Vec<Vec<u8>>, push: bool) -> Result<Value, Failure> {
         let (answer, answered) = std::sync::mpsc::sync_channel(1);
-        if self.requests.send(Request { args, answer }).is_err() {
+        let now = Instant::now();
+        let request = Request {
+            args,
+            until: push.then(|| now + self.timeout),
+            give_up: now + self.wait(),
+            answer,
+        };
+        if self.requests.send(Message::Run(request)).is_err() {
             return Err(Failure::Gone);
         }
-        let wait = self.timeout.saturating_mul(2) + Duration::from_millis(50);
-        match answered.recv_timeout(wait) {
+        // The thread answers by `give_up`; a little more for it to be scheduled.
+        match answered.recv_timeout(self.wait() + Duration::from_millis(50)) {
             Ok(result) => result,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Failure::Timeout),
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Failure::Gone),
         }
     }
+
+    /// Asks the thread to probe Redis until it answers.
+    fn probe(&self) {
+        let _ = self.requests.send(Message::Probe);
+    }
 }
 
-/// The journal's thread: connects (at most the timeout each time) and runs each request on
-/// the connection as a task of its own (at most the timeout each), telling the link of the
-/// store's failures (a Sentinel link then asks for the master again).
-async fn serve(
-    mut store: StoreLink,
+/// Whether a client error means Redis is not reachable (rather than an answer of its own).
+fn unreachable(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
+}
+
+fn failure(e: &redis::RedisError) -> Failure {
+    if unreachable(e) {
+        Failure::Unreachable(e.to_string())
+    } else {
+        Failure::Error(e.to_string())
+    }
+}
+
+/// The journal's thread.
+struct Serve {
     keys: Arc<[String; 6]>,
-    mut incoming: tokio::sync::mpsc::UnboundedReceiver<Request>,
     timeout: Duration,
-) {
-    let (failed, mut failures) = tokio::sync::mpsc::unbounded_channel::<redis::RedisError>();
-    loop {
-        let request = tokio::select! {
-            biased;
-            Some(error) = failures.recv() => {
-                store.failed(&error);
-                continue;
-            }
-            request = incoming.recv() => match request {
-                Some(request) => request,
-                None => return,
-            },
-        };
-        let mut con = match tokio::time::timeout(timeout, store.connection()).await {
-            Ok(Ok(con)) => con,
-            Ok(Err(e)) => {
-                let _ = request.answer.send(Err(Failure::Error(e.to_string())));
-                continue;
-            }
-            Err(_) => {
+    down: Down,
+    /// A reading of the server's clock (µs since the epoch) and when it was received: the
+    /// server's time at an instant is at least the reading plus the time since.
+    clock: Arc<Mutex<Option<(Instant, u64)>>>,
+}
+
+/// Reads the server's clock on the journal's node (a script on the stream's key, so that a
+/// Cluster asks the node that holds it): µs since the epoch, and the instant it came back.
+async fn server_clock(
+    con: &mut breakerbox_fleet::StoreConnection,
+    stream: &str,
+) -> redis::RedisResult<(Instant, u64)> {
+    static TIME: std::sync::LazyLock<Script> =
+        std::sync::LazyLock::new(|| Script::new("return redis.call('TIME')"));
+    let (secs, micros): (u64, u64) = TIME.key(stream).invoke_async(con).await?;
+    Ok((Instant::now(), secs * 1_000_000 + micros))
+}
+
+impl Serve {
+    /// Connects (at most the timeout each time) and runs each request on the connection as a
+    /// task of its own (at most the timeout each), telling the link of the store's failures
+    /// (a Sentinel link then asks for the master again). While Redis is down, it is asked
+    /// once every timeout until it answers.
+    async fn run(
+        self,
+        mut store: StoreLink,
+        mut incoming: tokio::sync::mpsc::UnboundedReceiver<Message>,
+    ) {
+        let (failed, mut failures) = tokio::sync::mpsc::unbounded_channel::<redis::RedisError>();
+        loop {
+            let probing = lock(&self.down).is_some();
+            let request = tokio::select! {
+                biased;
+                Some(error) = failures.recv() => {
+                    store.failed(&error);
+                    continue;
+                }
+                message = incoming.recv() => match message {
+                    Some(Message::Run(request)) => request,
+                    Some(Message::Probe) => continue,
+                    None => return,
+                },
+                () = tokio::time::sleep(self.timeout), if probing => {
+                    self.probe(&mut store).await;
+                    continue;
+                }
+            };
+            if request.until.is_some_and(|until| Instant::now() >= until) {
                 let _ = request.answer.send(Err(Failure::Timeout));
                 continue;
             }
-        };
-        let keys = keys.clone();
-        let failed = failed.clone();
-        tokio::spawn(async move {
-            let mut invocation = SCRIPT.prepare_invoke();
-            for key in keys.iter() {
-                invocation.key(key);
-            }
-            for arg in &request.args {
-                invocation.arg(arg);
-            }
-            // `EVALSHA`, loading the script again after `NOSCRIPT` (a restart, `SCRIPT FLUSH`).
-            let result = tokio::time::timeout(timeout, invocation.invoke_async::<Value>(&mut con));
-            let answer = match result.await {
+            let connect = tokio::time::timeout(self.timeout, store.connection());
+            let con = match connect.await {
+                Ok(Ok(con)) => con,
+                Ok(Err(e)) => {
+                    let _ = request.answer.send(Err(failure(&e)));
+                    continue;
+                }
+                Err(_) => {
+                    let _ = request.answer.send(Err(Failure::Timeout));
+                    continue;
+                }
+            };
+            tokio::spawn(self.send(con, request, failed.clone()));
+        }
+    }
+
+    /// Asks Redis whether it answers; clears `down` if it does.
+    async fn probe(&self, store: &mut StoreLink) {
+        let asked = tokio::time::timeout(self.timeout, async {
+            let mut con = store.connection().await?;
+            redis::cmd("PING").query_async::<Value>(&mut con).await
+        });
+        match asked.await {
+            Ok(Ok(_)) => *lock(&self.down) = None,
+            Ok(Err(e)) => store.failed(&e),
+            Err(_) => {}
+        }
+    }
+
+    /// Runs one request on `con`, until its caller gives up.
+    fn send(
+        &self,
+        mut con: breakerbox_fleet::StoreConnection,
+        request: Request,
+        failed: tokio::sync::mpsc::UnboundedSender<redis::RedisError>,
+    ) -> impl Future<Output = ()> + Send + use<> {
+        let keys = self.keys.clone();
+        let clock = self.clock.clone();
+        async move {
+            let run = async {
+                let mut invocation = SCRIPT.prepare_invoke();
+                for key in keys.iter() {
+                    invocation.key(key);
+                }
+                for arg in &request.args {
+                    invocation.arg(arg);
+                }
+                if let Some(until) = request.until {
+                    let fresh = *lock(&clock);
+                    let (at, micros) = match fresh.filter(|(at, _)| at.elapsed() < CLOCK_FRESH) {
+                        Some(reading) => reading,
+                        None => {
+                            let reading = server_clock(&mut con, &keys[0]).await?;
+                            *lock(&clock) = Some(reading);
+                            reading
+                        }
+                    };
+                    let left = until.saturating_duration_since(at);
+                    let deadline =
+                        micros.saturating_add(u64::try_from(left.as_micros()).unwrap_or(u64::MAX));
+                    invocation.arg(deadline);
+                }
+                // `EVALSHA`, loading the script again after `NOSCRIPT` (a restart, `SCRIPT
+                // FLUSH`).
+                invocation.invoke_async::<Value>(&mut con).await
+            };
+            let give_up = tokio::time::Instant::from_std(request.give_up);
+            let answer = match tokio::time::timeout_at(give_up, run).await {
                 Ok(Ok(value)) => Ok(value),
                 Ok(Err(e)) => {
-                    let message = e.to_string();
+                    let answer = failure(&e);
                     let _ = failed.send(e);
-                    Err(Failure::Error(message))
+                    Err(answer)
                 }
                 Err(_) => Err(Failure::Timeout),
             };
             let _ = request.answer.send(answer);
-        });
+        }
     }
 }
 
@@ -614,7 +797,8 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for RedisJourn
         crate::memory::drop_outside(vec![args]);
         let weight = weight(key.as_deref(), &encoded);
         let drop_oldest = self.config.when_full == WhenFull::DropOldest;
-        let args: [Vec<u8>; 10] = [
+        let floor = self.seen.load(Ordering::Relaxed);
+        let args: [Vec<u8>; 11] = [
             b"push".to_vec(),
             nanos(now).to_string().into_bytes(),
             nanos(self.config.ttl).to_string().into_bytes(),
@@ -625,15 +809,22 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for RedisJourn
             self.config.max_entries.to_string().into_bytes(),
             self.config.max_bytes.to_string().into_bytes(),
             if drop_oldest { b"1" } else { b"0" }.to_vec(),
+            floor.to_string().into_bytes(),
         ];
-        let items = match self.run(&args) {
+        // Redis runs the push only within the timeout: its caller waits for the answer a
+        // timeout (and 50 ms) longer.
+        let items = match self.run_until(&args, true) {
             Ok(value) => array(value),
             Err(why) => return Err(self.store_refused(why)),
         };
         self.report(&items);
         match items.first().and_then(text).as_deref() {
-            Some("new") => Ok(Pushed::New(number(items.get(1)))),
-            Some("duplicate") => Ok(Pushed::Duplicate(number(items.get(1)))),
+            Some("new") => Ok(Pushed::New(self.saw(number(items.get(1))))),
+            Some("late") => Err(self.store_refused(format!(
+                "the replay journal `{}`'s Redis ran the call's journaling after its caller had stopped waiting (it did not answer within {:?}); nothing was journaled",
+                self.name, self.options.timeout
+            ))),
+            Some("duplicate") => Ok(Pushed::Duplicate(self.saw(number(items.get(1))))),
             Some("full") => Err(NotJournaled::Full),
             Some("too_large") => Err(NotJournaled::TooLarge),
             other => Err(self.store_refused(format!(
@@ -666,7 +857,7 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for RedisJourn
                 }
                 _ => return Take::Wait(poll),
             }
-            let id = number(items.get(1));
+            let id = self.saw(number(items.get(1)));
             let attempts = u32::try_from(number(items.get(2))).unwrap_or(u32::MAX);
             let encoded = bytes(items.get(3));
             let key = (items.get(4).and_then(text).as_deref() == Some("1"))
@@ -724,19 +915,24 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for RedisJourn
         }
     }
 
+    /// The status read from Redis, or the last one read if it does not answer.
     fn status(&self) -> JournalStatus {
-        let mut status = match self.run(&["status"]) {
-            Ok(value) => {
-                let status = self.read_status(value);
-                *lock(&self.last_status) = status.clone();
-                status
-            }
-            Err(_) => lock(&self.last_status).clone(),
-        };
-        status.counts.refused += self.refused.load(Ordering::Relaxed);
-        status
+        self.try_status().unwrap_or_else(|_| {
+            let mut status = lock(&self.last_status).clone();
+            status.counts.refused += self.refused.load(Ordering::Relaxed);
+            status
+        })
     }
 
+    fn try_status(&self) -> Result<JournalStatus, StoreError> {
+        let value = self.run(&["status"]).map_err(StoreError)?;
+        let mut status = self.read_status(value);
+        *lock(&self.last_status) = status.clone();
+        status.counts.refused += self.refused.load(Ordering::Relaxed);
+        Ok(status)
+    }
+
+    /// The entries, or none if Redis does not answer.
     fn entries(&self) -> Vec<EntryInfo> {
         match self.run(&["entries".to_owned(), LIST_LIMIT.to_string()]) {
             Ok(value) => infos(&array(value)),
@@ -744,38 +940,48 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for RedisJourn
         }
     }
 
+    /// The dead letters, or none if Redis does not answer.
     fn dead_letters(&self) -> Vec<EntryInfo> {
-        match self.run(&["dead".to_owned(), LIST_LIMIT.to_string()]) {
-            Ok(value) => infos(&array(value)),
-            Err(_) => Vec::new(),
-        }
+        self.try_dead_letters().unwrap_or_default()
     }
 
+    fn try_dead_letters(&self) -> Result<Vec<EntryInfo>, StoreError> {
+        let value = self
+            .run(&["dead".to_owned(), LIST_LIMIT.to_string()])
+            .map_err(StoreError)?;
+        Ok(infos(&array(value)))
+    }
+
+    /// How many went back; 0 if Redis does not answer.
     fn retry_dead_letters(&self, now: Duration) -> usize {
-        match self.run(&[
-            "revive".to_owned(),
-            nanos(now).to_string(),
-            self.config.max_entries.to_string(),
-            self.config.max_bytes.to_string(),
-        ]) {
-            Ok(value) => {
-                let items = array(value);
-                self.report(&items);
-                usize::try_from(number(items.get(1))).unwrap_or(0)
-            }
-            Err(_) => 0,
-        }
+        self.try_retry_dead_letters(now).unwrap_or(0)
     }
 
+    fn try_retry_dead_letters(&self, now: Duration) -> Result<usize, StoreError> {
+        let value = self
+            .run(&[
+                "revive".to_owned(),
+                nanos(now).to_string(),
+                self.config.max_entries.to_string(),
+                self.config.max_bytes.to_string(),
+                self.seen.load(Ordering::Relaxed).to_string(),
+            ])
+            .map_err(StoreError)?;
+        let items = array(value);
+        self.report(&items);
+        Ok(usize::try_from(number(items.get(1))).unwrap_or(0))
+    }
+
+    /// How many were dropped; 0 if Redis does not answer.
     fn drop_dead_letters(&self) -> usize {
-        match self.run(&["forget"]) {
-            Ok(value) => {
-                let items = array(value);
-                self.report(&items);
-                usize::try_from(number(items.get(1))).unwrap_or(0)
-            }
-            Err(_) => 0,
-        }
+        self.try_drop_dead_letters().unwrap_or(0)
+    }
+
+    fn try_drop_dead_letters(&self) -> Result<usize, StoreError> {
+        let value = self.run(&["forget"]).map_err(StoreError)?;
+        let items = array(value);
+        self.report(&items);
+        Ok(usize::try_from(number(items.get(1))).unwrap_or(0))
     }
 
     fn store_error(&self) -> Option<String> {

@@ -320,7 +320,7 @@ impl<A: Send + 'static> Replay<A> {
     }
 
     /// Awaits `f(args)` through the breaker, as [`Breaker::call_async`] does; a rejected call
-    /// is journaled (see [`journal`](Replay::journal)).
+    /// is journaled off the runtime's threads (see [`journal_async`](Replay::journal_async)).
     pub async fn call_async<T, E: fmt::Display, Fut: Future<Output = Result<T, E>>>(
         &self,
         args: A,
@@ -328,7 +328,7 @@ impl<A: Send + 'static> Replay<A> {
     ) -> Result<T, Error<E>> {
         let permit = match self.shared.breaker.try_acquire() {
             Ok(permit) => permit,
-            Err(rejected) => return Err(Error::Rejected(self.journal(rejected, args))),
+            Err(rejected) => return Err(Error::Rejected(self.journal_async(rejected, args).await)),
         };
         let (result, permit) = Guarded::new(permit, f(args)).await;
         match &result {
@@ -341,22 +341,72 @@ impl<A: Send + 'static> Replay<A> {
     /// Journals the arguments of a call `rejected` refused, and returns the rejection marked
     /// [`journaled`](Rejected::journaled) if they were (or if their key was queued already).
     /// A rejection at `max_concurrent`, or one the journal cannot take, comes back as it was.
-    /// For a durable journal it returns once the entry is durable.
+    /// For a durable journal it returns once the entry is durable; this thread waits for the
+    /// journal meanwhile (the fleet journal: at most twice its timeout, and not at all while
+    /// its Redis is known not to answer). In async code,
+    /// [`journal_async`](Replay::journal_async) waits without holding the runtime's thread.
     pub fn journal(&self, rejected: Rejected, args: A) -> Rejected {
         if !journals(rejected.reason()) {
             return rejected;
         }
-        let key = match &self.shared.key {
-            None => None,
-            Some(key) => match catch_unwind(AssertUnwindSafe(|| key(&args))) {
-                Ok(key) => Some(key),
+        match self.key_of(&args) {
+            Ok(key) => self.journal_keyed(rejected, key, args),
+            Err(why) => self.refused(rejected, why),
+        }
+    }
+
+    /// As [`journal`](Replay::journal), with the journal's work on tokio's blocking threads
+    /// for a journal that may wait on a disk or a store ([`Journal::may_block`]): the
+    /// runtime's other tasks run meanwhile. The rejection is marked journaled only once the
+    /// journal said so; a journal that cannot take the call in its time (the fleet journal's
+    /// timeout) refuses it, counted as `refused`.
+    pub async fn journal_async(&self, rejected: Rejected, args: A) -> Rejected {
+        if !journals(rejected.reason()) {
+            return rejected;
+        }
+        match self.key_of(&args) {
+            Ok(key) => self.journal_keyed_async(rejected, key, args).await,
+            Err(why) => self.refused(rejected, why),
+        }
+    }
+
+    /// The entry's key: the caller's code, run on the caller's thread.
+    fn key_of(&self, args: &A) -> Result<Option<String>, NotJournaled> {
+        match &self.shared.key {
+            None => Ok(None),
+            Some(key) => match catch_unwind(AssertUnwindSafe(|| key(args))) {
+                Ok(key) => Ok(Some(key)),
                 Err(panic) => {
                     core::mem::forget(panic);
-                    return self.refused(rejected, NotJournaled::Panicked);
+                    Err(NotJournaled::Panicked)
                 }
             },
+        }
+    }
+
+    /// As [`journal_async`](Replay::journal_async), with the entry's key given.
+    pub async fn journal_keyed_async(
+        &self,
+        rejected: Rejected,
+        key: Option<String>,
+        args: A,
+    ) -> Rejected {
+        if !journals(rejected.reason()) {
+            return rejected;
+        }
+        let journal = self.shared.journal.clone();
+        if !journal.may_block() {
+            return self.journal_keyed(rejected, key, args);
+        }
+        let now = self.shared.clock.now();
+        let pushed = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => runtime
+                .spawn_blocking(move || journal.push(key, args, now))
+                .await
+                .unwrap_or(Err(NotJournaled::Panicked)),
+            Err(_) => journal.push(key, args, now),
         };
-        self.journal_keyed(rejected, key, args)
+        self.pushed(rejected, pushed)
     }
 
     /// As [`journal`](Replay::journal), with the entry's key given.
@@ -365,7 +415,12 @@ impl<A: Send + 'static> Replay<A> {
             return rejected;
         }
         let now = self.shared.clock.now();
-        match self.shared.journal.push(key, args, now) {
+        let pushed = self.shared.journal.push(key, args, now);
+        self.pushed(rejected, pushed)
+    }
+
+    fn pushed(&self, rejected: Rejected, pushed: Result<crate::Pushed, NotJournaled>) -> Rejected {
+        match pushed {
             Ok(_) => {
                 self.shared.wake.pushed.notify_one();
                 rejected.mark_journaled()
@@ -389,9 +444,20 @@ impl<A: Send + 'static> Replay<A> {
         &self.shared.journal
     }
 
-    /// The journal's size and counts.
+    /// The journal's size and counts: for the fleet journal, the last it read if Redis does
+    /// not answer ([`try_status`](Replay::try_status) says so instead). It waits for the
+    /// journal on this thread (the fleet journal: at most twice its timeout, and not at all
+    /// while its Redis is known not to answer); [`ReplayHandle::status_async`] does not.
+    ///
+    /// [`ReplayHandle::status_async`]: crate::ReplayHandle::status_async
     pub fn status(&self) -> JournalStatus {
         self.shared.journal.status()
+    }
+
+    /// The journal's size and counts, or why its store could not give them
+    /// ([`Journal::try_status`]), as soon as the journal's timeout (fleet journal) says so.
+    pub fn try_status(&self) -> Result<JournalStatus, crate::StoreError> {
+        self.shared.journal.try_status()
     }
 
     /// The queued entries, oldest first.
@@ -627,5 +693,22 @@ impl<A: Send + 'static> crate::handle::Control for Shared<A> {
     }
     fn now(&self) -> Duration {
         self.clock.now()
+    }
+    fn may_block(&self) -> bool {
+        self.journal.may_block()
+    }
+    fn try_status(&self) -> Result<JournalStatus, crate::StoreError> {
+        self.journal.try_status()
+    }
+    fn try_dead_letters(&self) -> Result<Vec<EntryInfo>, crate::StoreError> {
+        self.journal.try_dead_letters()
+    }
+    fn try_retry_dead_letters(&self) -> Result<usize, crate::StoreError> {
+        let n = self.journal.try_retry_dead_letters(self.clock.now())?;
+        self.wake.pushed.notify_one();
+        Ok(n)
+    }
+    fn try_drop_dead_letters(&self) -> Result<usize, crate::StoreError> {
+        self.journal.try_drop_dead_letters()
     }
 }

@@ -600,3 +600,51 @@ fn every_entry_older_than_the_ttl_expires_whatever_was_retried_before_it() {
     let (disk, _) = DiskJournal::open("ttl", dir.path().join("journal"), &config).unwrap();
     revived_before_an_older_entry(&disk);
 }
+
+#[test]
+fn concurrent_calls_are_each_told_journaled_only_once_kept_and_a_failed_commit_keeps_none_of_its_calls()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j");
+    let (journal, _) = open(&path);
+    let journal = Arc::new(journal);
+    // 16 threads, 50 calls each; one commit in the middle fails (a full disk): the calls
+    // committed with it are refused, and none of them is kept.
+    let told: Arc<Mutex<(BTreeSet<u32>, BTreeSet<u32>)>> = Arc::default();
+    let threads: Vec<_> = (0..16u32)
+        .map(|t| {
+            let (journal, told) = (journal.clone(), told.clone());
+            std::thread::spawn(move || {
+                for i in 0..50u32 {
+                    let n = t * 1000 + i;
+                    if n == 8025 {
+                        journal.fail_next_write();
+                    }
+                    let pushed = journal.push(Some(n.to_string()), n, Duration::ZERO);
+                    let mut told = told.lock().unwrap();
+                    match pushed {
+                        Ok(breakerbox_replay::Pushed::New(_)) => told.0.insert(n),
+                        Ok(breakerbox_replay::Pushed::Duplicate(_)) => panic!("keys are unique"),
+                        Err(_) => told.1.insert(n),
+                    };
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let (journaled, refused) = Arc::try_unwrap(told).unwrap().into_inner().unwrap();
+    assert_eq!(journaled.len() + refused.len(), 800);
+    assert!(!refused.is_empty(), "the failed commit refused its calls");
+    let status = journal.status();
+    assert_eq!(status.entries, journaled.len());
+    assert_eq!(status.counts.queued, journaled.len() as u64);
+    assert_eq!(status.counts.refused, refused.len() as u64);
+    drop(journal);
+
+    let (journal, recovery) = open(&path);
+    assert_eq!(recovery.entries, journaled.len());
+    let kept: BTreeSet<u32> = drain(&journal).into_iter().collect();
+    assert_eq!(kept, journaled, "exactly the calls told journaled are kept");
+}

@@ -9,6 +9,11 @@
 //! closes at any step, also while an entry is being taken; no replay holds the probe's place,
 //! none succeeds twice, and every journaled call ends replayed or dead.
 //!
+//! With the feature `redis`, the same seeds drive the fleet journal against a real
+//! `redis-server` through a proxy (`the_fleet_journal_…`, module `fleet`): Redis hangs and
+//! continues (running the held commands late), connections drop, the journal's counts or its
+//! stream are lost; the same invariants, read from Redis after every step.
+//!
 //! `BREAKERBOX_REPLAY_FAULT_SEEDS` seeds (100 by default; `scripts/test` runs 2 000), or the
 //! one seed `BREAKERBOX_REPLAY_FAULT_SEED`; a failing seed prints the command that replays it.
 
@@ -593,4 +598,547 @@ fn the_replayer_never_replays_as_a_probe_nor_twice_under_seeded_interleavings() 
             std::panic::resume_unwind(panic);
         }
     }
+}
+
+/// The fleet journal under faults a seed chooses, against a real `redis-server` on 127.0.0.1
+/// (`scripts/test`'s, named by `BREAKERBOX_TEST_REDIS_URL`, or one of the test's own) reached
+/// through a proxy the seed drives: Redis hangs (the proxy holds the commands, then lets them
+/// through late, as a stopped server that continues), the connection drops (the held commands
+/// with it), the journal's counts hash or its stream is lost (`DEL`). After every step, read
+/// from Redis directly: nothing acknowledged is lost unless Redis lost its stream, nothing
+/// refused (also when Redis runs it late) or forged is queued or taken, nothing is taken twice
+/// at once or again after its replay, and the stream stays within `max_entries`. A push
+/// refused on a timeout while Redis was not hung is in doubt (its answer may have been slower
+/// than the wait after Redis ran it): counted, and allowed either way.
+#[cfg(feature = "redis")]
+mod fleet {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    use std::process::{Child, Command, Stdio};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use breakerbox_replay::{
+        Journal, Pushed, RedisJournal, RedisOptions, ReplayConfig, Settled, Take,
+    };
+
+    use super::Rng;
+
+    /// The journal's timeout: short, so that a hang costs little real time.
+    const TIMEOUT: Duration = Duration::from_millis(50);
+    const MAX_ENTRIES: usize = 24;
+
+    /// What the model knows of each call, by its tag (its key).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Fate {
+        /// Told "journaled", not yet replayed: must be queued (or a dead letter).
+        Acked,
+        /// Told "not journaled": must never be queued nor taken.
+        Refused,
+        /// Told "not journaled" because its answer did not come in time while Redis was not
+        /// hung (a loaded machine): Redis may have run it in time, and its answer been slower
+        /// than the caller's wait (the case docs/replay.md leaves open). May be queued.
+        InDoubt,
+        /// Replayed: must never be taken again.
+        Replayed,
+        /// Redis lost its stream while it was there: may be gone.
+        Lost,
+    }
+
+    /// A server of the harness's own, or `scripts/test`'s.
+    pub(super) struct Server {
+        pub(super) url: String,
+        addr: String,
+        child: Option<Child>,
+    }
+
+    impl Server {
+        pub(super) fn get() -> Option<Server> {
+            if let Ok(url) = std::env::var("BREAKERBOX_TEST_REDIS_URL") {
+                let addr = url
+                    .trim_start_matches("redis://")
+                    .trim_end_matches('/')
+                    .to_owned();
+                return Some(Server {
+                    url,
+                    addr,
+                    child: None,
+                });
+            }
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn();
+            let child = match child {
+                Ok(child) => child,
+                Err(e) => {
+                    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+                    assert!(!ci, "redis-server is needed under CI: {e}");
+                    eprintln!("SKIPPED: no redis-server ({e})");
+                    return None;
+                }
+            };
+            let server = Server {
+                url: format!("redis://127.0.0.1:{port}/"),
+                addr: format!("127.0.0.1:{port}"),
+                child: Some(child),
+            };
+            let client = redis::Client::open(server.url.as_str()).unwrap();
+            for _ in 0..500 {
+                if let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(100))
+                    && redis::cmd("PING").query::<String>(&mut con).is_ok()
+                {
+                    return Some(server);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            panic!("redis-server at {} did not start", server.url);
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            if let Some(child) = &mut self.child {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+
+    /// One connection through the proxy: the way to Redis, and the commands held meanwhile.
+    struct Pipe {
+        client: TcpStream,
+        upstream: TcpStream,
+        held: Vec<u8>,
+    }
+
+    /// A TCP proxy in front of Redis: it passes bytes both ways, or holds the client's (Redis
+    /// hangs: nothing is run, nothing answered), lets them through late, or drops every
+    /// connection.
+    struct Proxy {
+        port: u16,
+        hold: Arc<Mutex<bool>>,
+        pipes: Arc<Mutex<Vec<Arc<Mutex<Pipe>>>>>,
+        closed: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl Drop for Proxy {
+        fn drop(&mut self) {
+            self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+            // Wakes the accepting thread, which then ends.
+            let _ = TcpStream::connect(("127.0.0.1", self.port));
+            self.drop_connections();
+        }
+    }
+
+    impl Proxy {
+        fn start(upstream: String) -> Proxy {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let hold = Arc::new(Mutex::new(false));
+            let pipes: Arc<Mutex<Vec<Arc<Mutex<Pipe>>>>> = Arc::default();
+            let (held, all) = (hold.clone(), pipes.clone());
+            let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let ended = closed.clone();
+            std::thread::spawn(move || {
+                for client in listener.incoming() {
+                    let Ok(client) = client else { return };
+                    if ended.load(std::sync::atomic::Ordering::SeqCst) {
+                        return;
+                    }
+                    let Ok(server) = TcpStream::connect(&upstream) else {
+                        continue;
+                    };
+                    let _ = client.set_nodelay(true);
+                    let _ = server.set_nodelay(true);
+                    let pipe = Arc::new(Mutex::new(Pipe {
+                        client: client.try_clone().unwrap(),
+                        upstream: server.try_clone().unwrap(),
+                        held: Vec::new(),
+                    }));
+                    all.lock().unwrap().push(pipe.clone());
+                    // Redis to the client: as it comes.
+                    let (mut from, mut to) = (server, client.try_clone().unwrap());
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(Shutdown::Both);
+                    });
+                    // The client to Redis: through, or held.
+                    let (mut from, hold) = (client, held.clone());
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 16 * 1024];
+                        loop {
+                            let n = match from.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => n,
+                            };
+                            let holding = *hold.lock().unwrap();
+                            let mut pipe = pipe.lock().unwrap();
+                            if holding {
+                                pipe.held.extend_from_slice(&buf[..n]);
+                            } else if pipe.upstream.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let pipe = pipe.lock().unwrap();
+                        let _ = pipe.upstream.shutdown(Shutdown::Both);
+                    });
+                }
+            });
+            Proxy {
+                port,
+                hold,
+                pipes,
+                closed,
+            }
+        }
+
+        fn url(&self) -> String {
+            format!("redis://127.0.0.1:{}/", self.port)
+        }
+
+        /// Redis hangs: the commands sent from now on wait in the proxy.
+        fn hang(&self) {
+            *self.hold.lock().unwrap() = true;
+        }
+
+        /// Redis continues: the held commands go through (late), then the new ones.
+        fn resume(&self) {
+            let mut hold = self.hold.lock().unwrap();
+            for pipe in self.pipes.lock().unwrap().iter() {
+                let mut pipe = pipe.lock().unwrap();
+                let held = std::mem::take(&mut pipe.held);
+                let _ = pipe.upstream.write_all(&held);
+            }
+            *hold = false;
+        }
+
+        /// Every connection dropped, with the commands held in it (never run).
+        fn drop_connections(&self) {
+            for pipe in self.pipes.lock().unwrap().drain(..) {
+                let mut pipe = pipe.lock().unwrap();
+                pipe.held.clear();
+                let _ = pipe.client.shutdown(Shutdown::Both);
+                let _ = pipe.upstream.shutdown(Shutdown::Both);
+            }
+        }
+    }
+
+    fn config() -> ReplayConfig {
+        ReplayConfig::new()
+            .max_entries(MAX_ENTRIES)
+            .attempts(3)
+            .backoff(Duration::ZERO, Duration::ZERO)
+            .ttl(super::TTL)
+    }
+
+    struct Run {
+        rng: Rng,
+        proxy: Proxy,
+        direct: redis::Connection,
+        journal: RedisJournal<Vec<u8>>,
+        fates: BTreeMap<u32, Fate>,
+        in_flight: BTreeSet<(u64, u32)>,
+        next_tag: u32,
+        hung: bool,
+        /// Pushes refused on a timeout while Redis was not hung.
+        in_doubt: usize,
+        /// The journal's clock: a millisecond a step (no held entry is taken over).
+        now: Duration,
+        trace: Vec<String>,
+    }
+
+    impl Run {
+        fn new(seed: u64, server: &Server) -> Run {
+            let proxy = Proxy::start(server.addr.clone());
+            let prefix = format!("bbfaults:{}:{seed}:", std::process::id());
+            let options = RedisOptions::new(proxy.url())
+                .timeout(TIMEOUT)
+                .prefix(prefix)
+                .consumer("faults")
+                .claim_after(Duration::from_secs(3600));
+            let journal = open(&options);
+            let direct = redis::Client::open(server.url.as_str())
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            Run {
+                rng: Rng(seed),
+                proxy,
+                direct,
+                journal,
+                fates: BTreeMap::new(),
+                in_flight: BTreeSet::new(),
+                next_tag: 1,
+                hung: false,
+                in_doubt: 0,
+                now: Duration::ZERO,
+                trace: Vec::new(),
+            }
+        }
+
+        fn key(&self, what: &str) -> String {
+            self.journal.stream_key().replace(":stream", what)
+        }
+
+        fn push(&mut self) {
+            let tag = self.next_tag;
+            self.next_tag += 1;
+            // Small arguments: the store's faults are what this harness is about, and every
+            // step reads the whole stream back.
+            let mut args = tag.to_le_bytes().to_vec();
+            args.resize(4 + [0, 10, 300][self.rng.below(3) as usize], tag as u8);
+            let pushed = self.journal.push(Some(tag.to_string()), args, self.now);
+            self.trace.push(format!("push {tag}: {pushed:?}"));
+            let fate = match pushed {
+                Ok(Pushed::New(_)) => Fate::Acked,
+                Ok(Pushed::Duplicate(_)) => panic!("tags are unique"),
+                // The proxy held it (Redis hung): Redis runs it late, or never.
+                Err(_) if self.hung => Fate::Refused,
+                Err(e) => {
+                    let why = e.to_string();
+                    if why.contains("timed out") || why.contains("did not answer") {
+                        self.in_doubt += 1;
+                        Fate::InDoubt
+                    } else {
+                        Fate::Refused
+                    }
+                }
+            };
+            assert!(
+                !(self.hung && fate == Fate::Acked),
+                "a push acknowledged while Redis hangs"
+            );
+            self.fates.insert(tag, fate);
+        }
+
+        fn take(&mut self) {
+            let take = self.journal.take(self.now);
+            let Take::Due(taken) = take else {
+                self.trace.push(format!("take: {take:?}"));
+                return;
+            };
+            let tag = super::tag_of(&taken.args);
+            self.trace.push(format!("take {tag} (id {})", taken.id));
+            assert_eq!(taken.key, Some(tag.to_string()), "a forged or mixed entry");
+            match self.fates.get(&tag) {
+                Some(Fate::Acked | Fate::Lost | Fate::InDoubt) => {}
+                other => panic!("took entry {tag}, which is {other:?}"),
+            }
+            assert!(
+                !self.in_flight.iter().any(|&(_, t)| t == tag),
+                "took entry {tag} twice at once"
+            );
+            self.fates.insert(tag, Fate::Acked);
+            self.in_flight.insert((taken.id, tag));
+        }
+
+        fn settle(&mut self) {
+            let Some(&(id, tag)) = self
+                .in_flight
+                .iter()
+                .nth(self.rng.below(self.in_flight.len().max(1) as u64) as usize)
+            else {
+                return;
+            };
+            self.in_flight.remove(&(id, tag));
+            let how =
+                [Settled::Replayed, Settled::Failed, Settled::NotRun][self.rng.below(3) as usize];
+            self.trace.push(format!("settle {tag} {how:?}"));
+            self.journal.settle(id, how, self.now);
+            // Written or not (a settle that fails leaves the entry held, and nothing takes it
+            // over within the run), a replayed entry is never taken again.
+            if how == Settled::Replayed {
+                self.fates.insert(tag, Fate::Replayed);
+            }
+        }
+
+        /// Redis continues; the held commands run (late), and the journal's thread finds
+        /// Redis answering again.
+        fn resume(&mut self) {
+            self.proxy.resume();
+            self.hung = false;
+            self.trace.push("Redis continues".to_owned());
+            self.answering();
+        }
+
+        /// Until the journal finds Redis answering again (real time: a probe every timeout).
+        fn answering(&self) {
+            for _ in 0..400 {
+                if self.journal.try_status().is_ok() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            panic!("the journal did not find Redis answering again");
+        }
+
+        fn lose(&mut self, what: &str) {
+            let key = self.key(what);
+            let _: () = redis::cmd("DEL").arg(&key).query(&mut self.direct).unwrap();
+            self.trace.push(format!("Redis lost {what}"));
+            if what == ":stream" {
+                for fate in self.fates.values_mut() {
+                    if matches!(*fate, Fate::Acked | Fate::InDoubt) {
+                        *fate = Fate::Lost;
+                    }
+                }
+            }
+        }
+
+        /// The tags queued and dead, read from Redis directly.
+        fn held(&mut self) -> (BTreeSet<u32>, usize) {
+            let mut tags = BTreeSet::new();
+            let mut queued = 0;
+            for (what, count) in [(":stream", true), (":dead", false)] {
+                let entries: Vec<(String, BTreeMap<String, Vec<u8>>)> = redis::cmd("XRANGE")
+                    .arg(self.key(what))
+                    .arg("-")
+                    .arg("+")
+                    .query(&mut self.direct)
+                    .unwrap();
+                if count {
+                    queued = entries.len();
+                }
+                for (_, fields) in entries {
+                    let key = fields.get("k").expect("every entry has its key");
+                    tags.insert(String::from_utf8_lossy(key).parse().unwrap());
+                }
+            }
+            (tags, queued)
+        }
+
+        fn check(&mut self) {
+            let (held, queued) = self.held();
+            assert!(queued <= MAX_ENTRIES, "{queued} entries queued");
+            for (tag, fate) in &self.fates {
+                match fate {
+                    Fate::Acked => assert!(held.contains(tag), "acknowledged entry {tag} lost"),
+                    Fate::Refused => {
+                        assert!(!held.contains(tag), "refused entry {tag} is queued")
+                    }
+                    // A replayed entry may stay queued where its settle was not written: held
+                    // by this instance, never taken again (the check is in `take`).
+                    Fate::Replayed | Fate::Lost | Fate::InDoubt => {}
+                }
+            }
+        }
+
+        fn step(&mut self) {
+            self.now += Duration::from_millis(1);
+            match self.rng.below(24) {
+                0..=7 => self.push(),
+                8..=11 => self.take(),
+                12..=15 => self.settle(),
+                16 if !self.hung => {
+                    self.proxy.hang();
+                    self.hung = true;
+                    self.trace.push("Redis hangs".to_owned());
+                }
+                16 | 17 if self.hung => self.resume(),
+                17 | 18 => {
+                    self.proxy.drop_connections();
+                    self.trace.push("connections dropped".to_owned());
+                    if self.hung {
+                        self.resume();
+                    }
+                }
+                19 => self.lose(":counts"),
+                20 => self.lose(":stream"),
+                _ => {
+                    let n = self.journal.retry_dead_letters(self.now);
+                    self.trace.push(format!("retry dead letters: {n}"));
+                }
+            }
+            if !self.hung {
+                self.check();
+            }
+        }
+    }
+
+    fn open(options: &RedisOptions) -> RedisJournal<Vec<u8>> {
+        // A loaded machine may miss the short timeout at open: try again.
+        let mut last = None;
+        for _ in 0..50 {
+            match RedisJournal::open("faults", options.clone(), &config()) {
+                Ok(journal) => return journal,
+                Err(e) => last = Some(e),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the journal did not open: {last:?}");
+    }
+
+    /// Runs one seed; how many of its pushes were in doubt.
+    pub(super) fn run(seed: u64, server: &Server) -> usize {
+        let mut run = Run::new(seed, server);
+        let steps = 15 + run.rng.below(15);
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for _ in 0..steps {
+                run.step();
+            }
+            if run.hung {
+                run.resume();
+                run.check();
+            }
+        }));
+        let _: Result<(), _> = redis::cmd("DEL")
+            .arg(
+                [":stream", ":dead", ":keys", ":tries", ":held", ":counts"]
+                    .map(|what| run.key(what))
+                    .to_vec(),
+            )
+            .query(&mut run.direct);
+        if let Err(panic) = outcome {
+            eprintln!("seed {seed} failed after:\n  {}", run.trace.join("\n  "));
+            eprintln!(
+                "replay it: BREAKERBOX_REPLAY_FAULT_SEED={seed} cargo test -p breakerbox-replay --features redis --test faults"
+            );
+            std::panic::resume_unwind(panic);
+        }
+        run.in_doubt
+    }
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn the_fleet_journal_keeps_its_promises_under_seeded_redis_faults() {
+    let Some(server) = fleet::Server::get() else {
+        return;
+    };
+    if let Some(seed) = std::env::var("BREAKERBOX_REPLAY_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        fleet::run(seed, &server);
+        return;
+    }
+    let seeds: u64 = std::env::var("BREAKERBOX_REPLAY_FAULT_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    // Most of a seed's time is waiting for a hung Redis's timeout: many at once.
+    let workers = 32;
+    let server = std::sync::Arc::new(server);
+    let handles: Vec<_> = (0..workers)
+        .map(|worker| {
+            let server = server.clone();
+            std::thread::spawn(move || {
+                (worker..seeds)
+                    .step_by(workers as usize)
+                    .map(|seed| fleet::run(seed, &server))
+                    .sum::<usize>()
+            })
+        })
+        .collect();
+    let in_doubt: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    eprintln!("{seeds} seeds: {in_doubt} pushes refused on a timeout while Redis was not hung");
 }

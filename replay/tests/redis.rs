@@ -324,6 +324,47 @@ fn a_journal_whose_counts_were_lost_takes_calls_at_once_after_the_streams_last_i
 }
 
 #[test]
+fn after_its_stream_and_counts_are_lost_no_new_entry_takes_the_id_of_one_a_replay_holds() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let prefix = prefix("lost-all");
+    let config = ReplayConfig::new();
+    let a = journal(&redis, &prefix, "a", &config);
+    let b = journal(&redis, &prefix, "b", &config);
+    for n in 1..=3 {
+        a.push(None, n, S(100)).unwrap();
+    }
+    // `a` holds entry 1, `b` entry 2, when Redis loses the stream and the counts.
+    let (Take::Due(one), Take::Due(two)) = (a.take(S(100)), b.take(S(100))) else {
+        panic!("two entries due");
+    };
+    assert_eq!((one.id, two.id), (1, 2));
+    for key in ["stream", "counts"] {
+        redis.command(redis::cmd("DEL").arg(format!("{prefix}{{hooks}}:{key}")));
+    }
+    // New ids pass every id a replay holds (the held set), and what the pusher has seen.
+    let Pushed::New(new) = b.push(None, 10, S(101)).unwrap() else {
+        panic!("a new entry");
+    };
+    assert!(
+        new > 2,
+        "a new entry took the id {new} of an entry a replay holds"
+    );
+    let Take::Due(taken) = a.take(S(101)) else {
+        panic!("the new entry is due");
+    };
+    assert_eq!((taken.id, taken.args), (new, 10));
+    // The end of the old replays settles nothing new.
+    a.settle(1, Settled::Replayed, S(102));
+    b.settle(2, Settled::NotRun, S(102));
+    let entries: Vec<(u64, u32)> = a.entries().iter().map(|e| (e.id, e.attempts)).collect();
+    assert_eq!(entries, [(new, 0)], "the new entry stays, held by `a`");
+    a.settle(new, Settled::Replayed, S(102));
+    assert_eq!(a.status().entries, 0);
+}
+
+#[test]
 fn a_key_queued_by_any_instance_deduplicates_a_call_on_another() {
     let Some(redis) = TestRedis::get() else {
         return;
@@ -813,7 +854,7 @@ fn an_url_fleet_mode_does_not_take_is_an_error_naming_its_scheme() {
 fn journal_rule(prefix: &str) -> Vec<String> {
     let rule = "-@all +hello +auth +ping +evalsha +script|load +type +xgroup|create +xadd +xack \
         +xclaim +xdel +xlen +xpending +xrange +xreadgroup +zadd +zrangebyscore +zrem +zscore \
-        +hdel +hget +hincrby +hset +del +xinfo|stream";
+        +hdel +hget +hincrby +hset +del +xinfo|stream +time +zrange";
     let mut args = vec!["resetkeys".to_owned(), format!("~{prefix}*")];
     args.extend(rule.split_whitespace().map(str::to_owned));
     args
@@ -940,4 +981,230 @@ async fn a_hung_redis_delays_replays_never_the_runtimes_other_tasks() {
         late < Duration::from_millis(100),
         "a 10 ms tick waited {late:?} behind the journal"
     );
+}
+
+/// Stops (`SIGSTOP`) or continues (`SIGCONT`) the test's own server, and waits (at most 5 s)
+/// until it has (a signal is delivered after `kill` returns).
+fn signal(redis: &TestRedis, signal: &str) {
+    let pid = redis.child.as_ref().unwrap().id();
+    let sent = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill {signal} {pid}");
+    let stopped = signal == "-STOP";
+    for _ in 0..500 {
+        // `/proc/<pid>/stat`: `pid (name) state …`, the state `T` when stopped.
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next());
+        if (state == Some("T")) == stopped {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("redis-server {pid} did not take {signal}");
+}
+
+/// A task of the application's on the runtime's one thread: every 10 ms, a call through a
+/// closed breaker's replay, until `stop`. The longest gap between two ticks, and the longest
+/// call.
+fn application(
+    closed: Replay<u32>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<(Duration, Duration)> {
+    tokio::spawn(async move {
+        let (mut gap, mut call) = (Duration::ZERO, Duration::ZERO);
+        let mut tick = tokio::time::interval(Duration::from_millis(10));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        let mut n = 0;
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let before = std::time::Instant::now();
+            tick.tick().await;
+            gap = gap.max(before.elapsed());
+            let started = std::time::Instant::now();
+            let answer = closed
+                .call_async(n, |n| async move { Ok::<_, String>(n) })
+                .await;
+            assert_eq!(answer.ok(), Some(n), "a closed breaker's call ran");
+            assert_eq!(closed.call(n, Ok::<_, String>).ok(), Some(n));
+            call = call.max(started.elapsed());
+            n += 1;
+        }
+        (gap, call)
+    })
+}
+
+/// Waits (real time, at most 10 s) until the journal's Redis answers again.
+async fn until_answering(replay: &Replay<u32>) -> breakerbox_replay::JournalStatus {
+    for _ in 0..200 {
+        if let Ok(status) = replay.try_status() {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the journal's Redis did not answer again");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn with_a_hung_redis_rejected_calls_are_refused_in_bounded_time_and_never_journaled_later() {
+    let Some(redis) = TestRedis::own() else {
+        return;
+    };
+    let prefix = prefix("hung-calls");
+    let timeout = Duration::from_millis(400);
+    let open = breaker("hung-open");
+    let replay = replayer(
+        &open,
+        options(&redis, &prefix, "a").timeout(timeout),
+        "a",
+        &Seen::default(),
+    );
+    let closed = breaker("hung-closed");
+    let closed_replay = replayer(
+        &closed,
+        options(&redis, &prefix, "b").timeout(timeout),
+        "b",
+        &Seen::default(),
+    );
+    open.force_open();
+    let Err(Error::Rejected(r)) = replay
+        .call_async(0, |_| async { Ok::<_, String>(()) })
+        .await
+    else {
+        panic!("ran while forced open")
+    };
+    assert!(r.journaled(), "journaled while Redis answers");
+
+    signal(&redis, "-STOP");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let app = application(closed_replay.clone(), stop.clone());
+    // Three calls rejected while Redis hangs: the first waits for the journal's timeout, the
+    // next are refused at once (Redis is known not to answer).
+    let mut waits = Vec::new();
+    for n in 1..=3 {
+        let started = std::time::Instant::now();
+        let answer = replay
+            .call_async(n, |_| async { Ok::<_, String>(()) })
+            .await;
+        waits.push(started.elapsed());
+        let Err(Error::Rejected(r)) = answer else {
+            panic!("ran while forced open")
+        };
+        assert!(!r.journaled(), "call {n} told journaled with Redis stopped");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (gap, call) = app.await.unwrap();
+    signal(&redis, "-CONT");
+
+    assert!(
+        waits[0] < timeout * 2 + Duration::from_millis(500),
+        "the first refusal took {:?}",
+        waits[0]
+    );
+    assert!(
+        waits[1..].iter().all(|w| *w < Duration::from_millis(100)),
+        "refusals while Redis is known not to answer waited: {waits:?}"
+    );
+    assert!(
+        gap < Duration::from_millis(150),
+        "the application's 10 ms tick waited {gap:?} behind the journal"
+    );
+    assert!(
+        call < Duration::from_millis(100),
+        "a closed breaker's call took {call:?}"
+    );
+    // Redis runs the first refused push once it continues: too late, it journals nothing.
+    let status = until_answering(&replay).await;
+    assert_eq!(
+        status.entries, 1,
+        "only the call told journaled is queued: {status:?}"
+    );
+    assert_eq!(status.counts.queued, 1);
+    assert_eq!(status.counts.refused, 3, "the three refusals counted");
+    let ids: Vec<u64> = replay.entries().iter().map(|e| e.id).collect();
+    assert_eq!(ids, [1]);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn with_a_hung_redis_status_and_dead_letter_operations_fail_in_bounded_time() {
+    let Some(redis) = TestRedis::own() else {
+        return;
+    };
+    let prefix = prefix("hung-admin");
+    let timeout = Duration::from_millis(400);
+    let open = breaker("hung-admin");
+    let replay = replayer(
+        &open,
+        options(&redis, &prefix, "a").timeout(timeout),
+        "a",
+        &Seen::default(),
+    );
+    let handle = replay.handle();
+    let closed = breaker("hung-admin-closed");
+    let closed_replay = replayer(
+        &closed,
+        options(&redis, &prefix, "b").timeout(timeout),
+        "b",
+        &Seen::default(),
+    );
+    open.force_open();
+    let Err(Error::Rejected(r)) = replay.call(7, |_| Ok::<_, String>(())) else {
+        panic!("ran while forced open")
+    };
+    assert!(r.journaled());
+    assert_eq!(handle.status_async().await.unwrap().entries, 1);
+    assert_eq!(handle.dead_letters_async().await.unwrap(), []);
+
+    signal(&redis, "-STOP");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let app = application(closed_replay.clone(), stop.clone());
+    let bound = timeout * 2 + Duration::from_millis(500);
+    let started = std::time::Instant::now();
+    let status = handle.status_async().await;
+    let first = started.elapsed();
+    let why = status.expect_err("a status with Redis stopped");
+    assert!(
+        why.to_string().contains("replay journal `hung-admin`"),
+        "{why}"
+    );
+    // Every operation after it fails at once, with the reason, until Redis answers again.
+    tokio::time::sleep(timeout).await;
+    let started = std::time::Instant::now();
+    let dead = handle.dead_letters_async().await;
+    let retried = handle.retry_dead_letters_async().await;
+    let dropped = handle.drop_dead_letters_async().await;
+    let try_status = replay.try_status();
+    let last = replay.status();
+    let rest = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (gap, call) = app.await.unwrap();
+    signal(&redis, "-CONT");
+
+    assert!(first < bound, "the status took {first:?}");
+    assert!(rest < Duration::from_millis(100), "the rest took {rest:?}");
+    for failed in [
+        dead.map(drop).unwrap_err(),
+        retried.map(drop).unwrap_err(),
+        dropped.map(drop).unwrap_err(),
+        try_status.map(drop).unwrap_err(),
+    ] {
+        assert_eq!(failed, why, "the same reason");
+    }
+    assert_eq!(last.entries, 1, "status() is the last status read");
+    assert_eq!(handle.store_error(), Some(why.to_string()));
+    assert!(
+        gap < Duration::from_millis(150),
+        "the application's 10 ms tick waited {gap:?} behind the journal"
+    );
+    assert!(
+        call < Duration::from_millis(100),
+        "a closed breaker's call took {call:?}"
+    );
+    assert_eq!(until_answering(&replay).await.entries, 1);
+    assert_eq!(handle.dead_letters_async().await.unwrap(), []);
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use breakerbox_admin::Admin;
-use breakerbox_replay::{Replay, ReplayConfig, Settled, Take};
+use breakerbox_replay::{Replay, ReplayConfig, Settled, StoreError, Take};
 use breakerbox_runtime::{Breaker, ManualClock, Rejected};
 
 use crate::support::{TOKEN, breaker, get, post, send, shared};
@@ -202,4 +202,92 @@ async fn a_dropped_replay_is_no_longer_served() {
     drop(replay);
     let (status, _, _) = send(&app, get("/breakers/adm-replay-gone/replay")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// A journal whose store does not answer: every operation that can say so fails with this
+/// reason (what the fleet journal does while its Redis hangs); the rest are the memory
+/// journal's.
+struct Unanswering(breakerbox_replay::MemoryJournal<u32>);
+
+const UNANSWERED: &str = "the replay journal `adm-replay-hung`'s Redis did not answer within 500ms";
+
+impl breakerbox_replay::Journal<u32> for Unanswering {
+    fn push(
+        &self,
+        key: Option<String>,
+        args: u32,
+        now: Duration,
+    ) -> Result<breakerbox_replay::Pushed, breakerbox_replay::NotJournaled> {
+        self.0.push(key, args, now)
+    }
+    fn take(&self, now: Duration) -> Take<u32> {
+        self.0.take(now)
+    }
+    fn settle(&self, id: u64, how: Settled, now: Duration) {
+        self.0.settle(id, how, now)
+    }
+    fn status(&self) -> breakerbox_replay::JournalStatus {
+        self.0.status()
+    }
+    fn entries(&self) -> Vec<breakerbox_replay::EntryInfo> {
+        self.0.entries()
+    }
+    fn dead_letters(&self) -> Vec<breakerbox_replay::EntryInfo> {
+        Vec::new()
+    }
+    fn retry_dead_letters(&self, _: Duration) -> usize {
+        0
+    }
+    fn drop_dead_letters(&self) -> usize {
+        0
+    }
+    fn try_status(&self) -> Result<breakerbox_replay::JournalStatus, StoreError> {
+        Err(StoreError(UNANSWERED.to_owned()))
+    }
+    fn try_dead_letters(&self) -> Result<Vec<breakerbox_replay::EntryInfo>, StoreError> {
+        Err(StoreError(UNANSWERED.to_owned()))
+    }
+    fn try_retry_dead_letters(&self, _: Duration) -> Result<usize, StoreError> {
+        Err(StoreError(UNANSWERED.to_owned()))
+    }
+    fn try_drop_dead_letters(&self) -> Result<usize, StoreError> {
+        Err(StoreError(UNANSWERED.to_owned()))
+    }
+    fn store_error(&self) -> Option<String> {
+        Some(UNANSWERED.to_owned())
+    }
+}
+
+#[tokio::test]
+async fn a_journal_whose_store_does_not_answer_is_a_503_with_its_reason() {
+    let _shared = shared().await;
+    let (b, _clock) = breaker("adm-replay-hung");
+    let unanswering = Unanswering(breakerbox_replay::MemoryJournal::new(
+        "adm-replay-hung",
+        &ReplayConfig::new(),
+    ));
+    let replay = Replay::builder(&b)
+        .journal(std::sync::Arc::new(unanswering), |_: u32| async {
+            Ok::<_, String>(())
+        })
+        .unwrap();
+    b.force_open();
+    journal(&replay, 1);
+    let app = Admin::new().token(TOKEN).router();
+
+    let dead = "/breakers/adm-replay-hung/replay/dead-letters";
+    let (status, _, body) = send(&app, get(dead)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.to_string().contains(UNANSWERED), "{body}");
+    for control in ["retry", "drop"] {
+        let path = format!("{dead}/{control}");
+        let (status, _, body) = send(&app, post(&path, Some(TOKEN), "")).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{path}: {body}");
+        assert!(body.to_string().contains(UNANSWERED), "{body}");
+    }
+    // The view: the last status the journal knows, and why it is not fresh.
+    let (status, _, body) = send(&app, get("/breakers/adm-replay-hung/replay")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["entries"], 1);
+    assert_eq!(body["store_error"], UNANSWERED);
 }
