@@ -605,8 +605,48 @@ impl<A: Send + 'static> Shared<A> {
     }
 }
 
-/// The replayer: passes over the journal while the breaker is closed.
+/// The replayer's task: the replays and, with the `metrics` feature, the journal's gauges.
 async fn drive<A: Send + 'static>(shared: Arc<Shared<A>>) {
+    #[cfg(feature = "metrics")]
+    tokio::join!(replays(shared.clone()), gauges_every(shared, GAUGES_EVERY));
+    #[cfg(not(feature = "metrics"))]
+    replays(shared).await;
+}
+
+/// How often the gauges are read from the journal besides after each replay: entries pile up
+/// while the breaker is open, and another instance sharing the journal replays them.
+#[cfg(feature = "metrics")]
+const GAUGES_EVERY: Duration = Duration::from_secs(1);
+
+/// Reports the journal's gauges every `every`, for as long as the replayer runs.
+#[cfg(feature = "metrics")]
+async fn gauges_every<A: Send + 'static>(shared: Arc<Shared<A>>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        report_gauges(&shared).await;
+    }
+}
+
+/// Reads the journal's status and reports its gauges, off the runtime's threads for a journal
+/// that may block. A status the journal's store cannot give leaves the gauges as they were.
+#[cfg(feature = "metrics")]
+async fn report_gauges<A: Send + 'static>(shared: &Arc<Shared<A>>) {
+    let journal = shared.journal.clone();
+    let name = shared.breaker.name().to_owned();
+    let status = move || {
+        if let Ok(status) = journal.try_status() {
+            crate::stats::gauges(&name, &status);
+        }
+    };
+    if shared.journal.may_block() {
+        let _ = tokio::task::spawn_blocking(status).await;
+    } else {
+        status();
+    }
+}
+
+/// The replays: passes over the journal while the breaker is closed.
+async fn replays<A: Send + 'static>(shared: Arc<Shared<A>>) {
     let wake = shared.wake.clone();
     // After a failed replay: no replay until the breaker closes again (more closings than
     // this count) or, if it stays closed, until this time.
@@ -646,16 +686,7 @@ async fn drive<A: Send + 'static>(shared: Arc<Shared<A>>) {
                 let closes = shared.closes();
                 let ran = shared.replay_one(taken).await;
                 #[cfg(feature = "metrics")]
-                {
-                    let journal = shared.journal.clone();
-                    let name = shared.breaker.name().to_owned();
-                    let status = move || crate::stats::gauges(&name, &journal.status());
-                    if shared.journal.may_block() {
-                        let _ = tokio::task::spawn_blocking(status).await;
-                    } else {
-                        status();
-                    }
-                }
+                report_gauges(&shared).await;
                 match ran {
                     Ran::Replayed => {}
                     Ran::Failed => {

@@ -70,3 +70,51 @@ fn queued_deduplicated_refused_replayed_and_failed_entries_are_counted() {
     assert_eq!(counts, expected);
     assert_eq!(entries, Some(0.0));
 }
+
+/// The gauges follow the journal while no replay runs: calls journaled while the breaker is
+/// open show within a second.
+#[test]
+fn the_entries_gauge_follows_calls_journaled_while_the_breaker_is_open() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let entries = || {
+        snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .find_map(|(key, _, _, value)| match (key.key().name(), value) {
+                ("breakerbox_replay_entries", DebugValue::Gauge(g)) => Some(g.into_inner()),
+                _ => None,
+            })
+    };
+    metrics::with_local_recorder(&recorder, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let config = Config::builder()
+                .failures(10)
+                .clock(TokioClock)
+                .build()
+                .unwrap();
+            let breaker = Breaker::new("gauged", config);
+            let replay = Replay::builder(&breaker)
+                .clock(TokioClock)
+                .key(|n: &u32| n.to_string())
+                .memory(|_: u32| async move { Ok::<(), &str>(()) })
+                .unwrap();
+            breaker.force_open();
+            for n in [1, 2, 3] {
+                let _ = replay.call(n, |_| Ok::<(), &str>(()));
+            }
+            assert_eq!(entries(), None, "no gauge before the first report");
+            tokio::time::sleep(Duration::from_millis(1_100)).await;
+            assert_eq!(entries(), Some(3.0));
+            let _ = replay.call(4, |_| Ok::<(), &str>(()));
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            assert_eq!(entries(), Some(4.0));
+        });
+    });
+}
