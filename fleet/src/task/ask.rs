@@ -1,6 +1,6 @@
-//! How the task runs a script against the store, and what the answer means for one breaker:
-//! the store's failure (counted, a re-read owed), or that breaker's own trouble (left alone,
-//! with backoff, while the others go on).
+//! How the task runs an operation against the store, and what the answer means for one
+//! breaker: the store's failure (counted, a re-read owed), or that breaker's own trouble (left
+//! alone, with backoff, while the others go on).
 
 use core::time::Duration;
 use std::sync::atomic::Ordering;
@@ -9,9 +9,9 @@ use redis::{FromRedisValue, Value};
 use tokio::time::Instant;
 
 use super::state::{Answer, TROUBLE_FIRST, TROUBLE_MAX, Task, Trouble};
-use crate::keys::{open_set_key, shown, split_key};
+use crate::keys::{shown, split_key};
 use crate::record::Record;
-use crate::store::{Script, is_record_problem};
+use crate::store::{Change, FleetStore, Script, StoreError, is_record_problem};
 
 impl Task {
     /// Runs `script` for the breaker `name`, bounded by the task's limit. A failure or a
@@ -25,7 +25,7 @@ impl Task {
         args: Vec<String>,
     ) -> Answer<T> {
         let limit = self.shared.config.timeout * 2;
-        let result = tokio::time::timeout(limit, self.store.eval(script, keys, args)).await;
+        let result = tokio::time::timeout(limit, self.store.wire.eval(script, keys, args)).await;
         match result {
             Ok(reply) => self.answer_of(reply),
             Err(_) => {
@@ -59,21 +59,72 @@ impl Task {
         }
     }
 
-    /// Runs `record.lua` for `name`. A write of a family key's record (keys.rs) also gives it
-    /// its life in the store and keeps the family's open keys.
+    /// Reads `name`'s record (`args` is `["read"]`) or writes a change to it (`args` are
+    /// `record.lua`'s ten, as the task builds its changes: mode, seen epoch, state, open ms,
+    /// re-opens, reason, last failure, instance, channel, name). A write of a family key's
+    /// record (keys.rs) also gives it its life in the store and keeps the family's open keys.
     pub(super) async fn invoke(&mut self, name: &str, args: &[&str]) -> Answer<Record> {
-        let mut keys = vec![self.key(name), self.probes_key(name)];
-        let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-        if let Some((family, key)) = split_key(name)
-            && args.len() == 10
+        let limit = self.shared.config.timeout * 2;
+        let op = if let [
+            mode,
+            seen,
+            state,
+            open_ms,
+            reopens,
+            reason,
+            last_failure,
+            instance,
+            ..,
+        ] = *args
         {
-            let ttl = self.key_ttl(name, &args[2], &args[3]);
-            keys.push(open_set_key(&self.shared.config.prefix, family));
-            args.push(ttl.as_millis().to_string());
-            args.push(key.to_owned());
+            let life = split_key(name).map(|_| self.key_ttl(name, state, open_ms));
+            let change = Change {
+                force: mode == "force",
+                seen: seen.parse().unwrap_or(0),
+                state: state.to_owned(),
+                open_ms: open_ms.parse().unwrap_or(0),
+                reopens: reopens.parse().unwrap_or(0),
+                reason: reason.to_owned(),
+                last_failure: last_failure.to_owned(),
+                instance: instance.to_owned(),
+                life,
+            };
+            self.store.write(name.to_owned(), change)
+        } else {
+            self.store.read(name.to_owned())
+        };
+        let reply = tokio::time::timeout(limit, op).await;
+        let answer = self.answered(reply);
+        if matches!(answer, Answer::Done(_)) {
+            self.readable(name);
         }
-        let answer = self.ask::<Vec<String>>(Script::Record, keys, args).await;
-        self.record_of(name, answer)
+        answer
+    }
+
+    /// A store operation's result, bounded by the task's limit, as an answer about its
+    /// breaker (see `ask`).
+    pub(super) fn answered<T>(
+        &mut self,
+        reply: Result<Result<T, StoreError>, tokio::time::error::Elapsed>,
+    ) -> Answer<T> {
+        match reply {
+            Ok(Ok(reply)) => {
+                self.shared.connected.store(true, Ordering::Relaxed);
+                Answer::Done(reply)
+            }
+            Ok(Err(StoreError::Record(why))) => {
+                self.shared.connected.store(true, Ordering::Relaxed);
+                Answer::Unreadable(why)
+            }
+            Ok(Err(StoreError::Failed(why))) => {
+                self.failed(&why);
+                Answer::Failed
+            }
+            Err(_) => {
+                self.failed("timed out");
+                Answer::Failed
+            }
+        }
     }
 
     /// How long a family key's record written as `state` (`open` for `open_ms`) lives in the
@@ -96,23 +147,6 @@ impl Task {
             }
             "closed" => ttl,
             _ => Duration::ZERO,
-        }
-    }
-
-    /// `record.lua`'s reply about `name`, as a record.
-    pub(super) fn record_of(&mut self, name: &str, answer: Answer<Vec<String>>) -> Answer<Record> {
-        match answer {
-            Answer::Done(reply) => match Record::from_reply(&reply) {
-                Some(record) => {
-                    self.readable(name);
-                    Answer::Done(record)
-                }
-                None => Answer::Unreadable(
-                    "a record this instance cannot read (another version's?)".to_owned(),
-                ),
-            },
-            Answer::Unreadable(why) => Answer::Unreadable(why),
-            Answer::Failed => Answer::Failed,
         }
     }
 

@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 use super::state::{Answer, Intent, Pushed, READ_BATCH, SWEEP, Task, Tracked};
 use crate::keys::{key_name, open_set_key, split_key};
 use crate::record::{READ_FIELDS, Record};
+use crate::store::{FleetStore, StoreError};
 use breakerbox_runtime::State;
 
 impl Task {
@@ -36,8 +37,8 @@ impl Task {
                     }
                     self.give_back();
                 }
-                Ok(Err(e)) => {
-                    self.failed(&e.to_string());
+                Ok(Err(StoreError::Failed(why) | StoreError::Record(why))) => {
+                    self.failed(&why);
                     return false;
                 }
                 Err(_) => {
@@ -47,11 +48,10 @@ impl Task {
             }
         }
         if !self.subscribed {
-            let channel = self.channel.clone();
             let limit = self.shared.config.timeout * 2;
-            match tokio::time::timeout(limit, self.store.subscribe(channel)).await {
+            match tokio::time::timeout(limit, self.store.follow()).await {
                 Ok(Ok(())) => self.subscribed = true,
-                Ok(Err(e)) => self.failed(&e.to_string()),
+                Ok(Err(StoreError::Failed(why) | StoreError::Record(why))) => self.failed(&why),
                 Err(_) => self.failed("timed out"),
             }
             if !self.subscribed {
@@ -181,7 +181,8 @@ impl Task {
                 .collect();
             let limit = self.shared.config.timeout * 2;
             let sent = tokio::time::Instant::now();
-            let mut replies = match tokio::time::timeout(limit, self.store.pipeline(commands)).await
+            let mut replies = match tokio::time::timeout(limit, self.store.wire.pipeline(commands))
+                .await
             {
                 Ok(Ok(mut replies)) if replies.len() == due.len() + 1 + usize::from(beating) => {
                     if beating && let Some(reply) = replies.pop() {
@@ -447,7 +448,7 @@ impl Task {
     ) -> Option<Vec<redis::RedisResult<redis::Value>>> {
         let n = commands.len();
         let limit = self.shared.config.timeout * 2;
-        match tokio::time::timeout(limit, self.store.pipeline(commands)).await {
+        match tokio::time::timeout(limit, self.store.wire.pipeline(commands)).await {
             Ok(Ok(replies)) if replies.len() == n => Some(replies),
             Ok(Ok(_)) => {
                 self.failed("a pipeline's replies do not match its commands");
