@@ -18,7 +18,7 @@ use crate::config::FleetConfig;
 use crate::connect::{Connector, Handle, connector};
 use crate::error::FleetError;
 use crate::keys::{open_set_key, record_key, split_key};
-use crate::record::Record;
+use crate::record::{READ_FIELDS, Record};
 
 /// A store operation in flight.
 pub(crate) type Reply<'a, T> = Pin<Box<dyn Future<Output = RedisResult<T>> + Send + 'a>>;
@@ -165,6 +165,53 @@ pub(crate) struct CountBatch {
     pub(crate) epoch: u64,
 }
 
+/// One instance's heartbeat, for the fleet's live set (what a quorum is counted over).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Beat {
+    /// The instance.
+    pub(crate) instance: String,
+    /// How long the beat keeps it live, on the store's clock.
+    pub(crate) life: Duration,
+    /// The breakers it holds other than closed: `<len>:<breaker><len>:<state>` each.
+    pub(crate) states: String,
+}
+
+/// A local trip reported under a quorum: the record opens once the open reports of live
+/// instances reach the quorum.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Report {
+    /// The trip, as a compare-and-set over the closed record the instance saw (`force`
+    /// unused; `life`: a family key's record once opened).
+    pub(crate) trip: Change,
+    /// The quorum: `<n>` instances, or `<p>%` of the live ones.
+    pub(crate) quorum: String,
+    /// The live instances and each one's beat expiry (store ms), as the reporter's own beat
+    /// has just read them.
+    pub(crate) live: Vec<(String, String)>,
+}
+
+/// What a batch of re-reads found.
+#[derive(Debug)]
+pub(crate) struct Reads {
+    /// Each record asked for, in order: as it is, or that record's problem (or the store's
+    /// failure on that one read).
+    pub(crate) records: Vec<Result<Record, StoreError>>,
+    /// The heartbeat sent with the batch, if one was: everyone's, as `beat` returns it; an
+    /// error is the beat's alone (the records' answers say whether the store fails).
+    pub(crate) beat: Option<Result<Vec<String>, StoreError>>,
+}
+
+/// The keyed families' open keys, as one read found them.
+#[derive(Debug)]
+pub(crate) struct OpenKeys {
+    /// The store's time of the read, in ms.
+    pub(crate) now_ms: u64,
+    /// Each family's keys whose record is not closed, with the expiry of each one's record
+    /// (store ms; infinity while it does not expire); `None` for a family whose list this
+    /// instance cannot read (another application's value there).
+    pub(crate) lists: Vec<Option<Vec<(String, f64)>>>,
+}
+
 /// The operations of the fleet's protocol on one store. Every write of a record is published
 /// on the store's change feed (the task's push channel) as the record's new fields, so that
 /// every instance takes it on. Times (open time, lease life, count buckets) run on the store's
@@ -188,6 +235,29 @@ pub(crate) trait FleetStore: Send + 'static {
     /// a trip, only over a closed one) once the window's rate reaches the limit. `(tripped,
     /// calls, failures)` of the window; `(0, 0, 0)` for a batch of another record.
     fn count(&mut self, name: String, batch: CountBatch) -> Op<'_, (i64, i64, i64)>;
+    /// Reads the records of `names` at once (one round trip where the store allows), and
+    /// beats for the instance with them if `beat` is given.
+    fn read_many(&mut self, names: Vec<String>, beat: Option<Beat>) -> Op<'_, Reads>;
+    /// Reports a local trip of `name` under a quorum: `quorum.lua`'s reply, `[changed,
+    /// epoch, state, open_until_ms, now_ms, reopens, origin, reason, last_failure, reported,
+    /// open, needed, live]` (the record after the call, whether the report was taken, and the
+    /// tally).
+    fn report(&mut self, name: String, report: Report) -> Op<'_, Vec<String>>;
+    /// Puts the instance in the live set for `beat.life`, drops the expired, and returns
+    /// everyone's: `[now_ms, instance, expires_ms, states, instance, …]`.
+    fn beat(&mut self, beat: Beat) -> Op<'_, Vec<String>>;
+    /// Reads the open keys of each of `families` (one read a family, one round trip where
+    /// the store allows, whatever the number of keys).
+    fn open_keys(&mut self, families: Vec<String>) -> Op<'_, OpenKeys>;
+    /// Drops from the lists of the `stale` families the keys whose record expired by
+    /// `before_ms`, and reads the records of `names` (in one round trip where the store
+    /// allows). Each record as it is, or why not.
+    fn tidy(
+        &mut self,
+        stale: Vec<String>,
+        before_ms: u64,
+        names: Vec<String>,
+    ) -> Op<'_, Vec<Result<Record, StoreError>>>;
     /// Whether the store answers.
     fn ping(&mut self) -> Op<'_, ()>;
     /// Follows the change feed: every record written from now on arrives on the push channel
@@ -200,7 +270,7 @@ pub(crate) trait FleetStore: Send + 'static {
 /// published with `PUBLISH` on `<prefix>:changes`.
 pub(crate) struct Redis {
     /// The wire (the production connection, or the simulator's network to its model).
-    pub(crate) wire: Box<dyn Wire>,
+    wire: Box<dyn Wire>,
     prefix: String,
     channel: String,
 }
@@ -213,6 +283,19 @@ impl Redis {
             prefix: prefix.to_owned(),
             channel: format!("{prefix}:changes"),
         }
+    }
+
+    /// `heartbeat.lua`'s keys and arguments: the live set, the instance, a beat's life, its
+    /// states.
+    fn beat_keys_args(&self, beat: &Beat) -> (Vec<String>, Vec<String>) {
+        (
+            vec![format!("{{{}:}}:live", self.prefix)],
+            vec![
+                beat.instance.clone(),
+                beat.life.as_millis().max(1).to_string(),
+                beat.states.clone(),
+            ],
+        )
     }
 
     /// `record.lua` for `name` with `args` (a family key's write given its life).
@@ -239,6 +322,31 @@ impl Redis {
             })
         })
     }
+}
+
+/// `TIME`, then `commands`, in one round trip: the server's time in ms (or why it cannot be
+/// read), and each command's reply.
+async fn timed(
+    wire: &mut dyn Wire,
+    commands: Vec<Vec<String>>,
+) -> Result<(RedisResult<u64>, Vec<RedisResult<Value>>), StoreError> {
+    let n = commands.len() + 1;
+    let mut all = vec![vec!["TIME".to_owned()]];
+    all.extend(commands);
+    let mut replies = wire
+        .pipeline(all)
+        .await
+        .map_err(|e| StoreError::Failed(e.to_string()))?;
+    if replies.len() != n {
+        return Err(StoreError::Failed(
+            "a pipeline's replies do not match its commands".to_owned(),
+        ));
+    }
+    let now = replies
+        .remove(0)
+        .and_then(|t| redis::from_redis_value::<(u64, u64)>(t).map_err(Into::into))
+        .map(|(secs, micros)| secs * 1000 + micros / 1000);
+    Ok((now, replies))
 }
 
 /// A script's reply as `T`: an error about the record's keys, or a reply this instance cannot
@@ -305,6 +413,184 @@ impl FleetStore for Redis {
         ];
         let reply = self.wire.eval(Script::Count, keys, args);
         Box::pin(async move { typed(reply.await) })
+    }
+
+    fn read_many(&mut self, names: Vec<String>, beat: Option<Beat>) -> Op<'_, Reads> {
+        // `TIME`, then each record's fields: plain commands, one round trip, no script (what
+        // `record.lua` does in `read` mode, for a batch); the heartbeat (`heartbeat.lua` by its
+        // hash, as a plain `EVALSHA`) in the same round trip.
+        let mut commands = vec![vec!["TIME".to_owned()]];
+        for name in &names {
+            let mut hmget = vec!["HMGET".to_owned(), record_key(&self.prefix, name)];
+            hmget.extend(READ_FIELDS.iter().map(|f| (*f).to_owned()));
+            commands.push(hmget);
+        }
+        let beating = beat.as_ref().map(|beat| {
+            let (keys, args) = self.beat_keys_args(beat);
+            let mut command = vec![
+                "EVALSHA".to_owned(),
+                Script::Heartbeat.sha().to_owned(),
+                "1".to_owned(),
+            ];
+            command.extend(keys.clone());
+            command.extend(args.clone());
+            commands.push(command);
+            (keys, args)
+        });
+        let expected = names.len() + 1 + usize::from(beating.is_some());
+        Box::pin(async move {
+            let replies = self
+                .wire
+                .pipeline(commands)
+                .await
+                .map_err(|e| StoreError::Failed(e.to_string()))?;
+            if replies.len() != expected {
+                return Err(StoreError::Failed(
+                    "a pipeline's replies do not match its commands".to_owned(),
+                ));
+            }
+            let mut replies = replies.into_iter();
+            let (secs, micros) = replies
+                .next()
+                .expect("as many as asked")
+                .and_then(|v| redis::from_redis_value::<(u64, u64)>(v).map_err(Into::into))
+                .map_err(|e| StoreError::Failed(e.to_string()))?;
+            let now_ms = secs * 1000 + micros / 1000;
+            let records = replies
+                .by_ref()
+                .take(names.len())
+                .map(|reply| {
+                    let fields: Vec<Option<String>> = typed(reply)?;
+                    Record::from_hash(now_ms, &fields).ok_or_else(|| {
+                        StoreError::Record(
+                            "a record this instance cannot read (another version's?)".to_owned(),
+                        )
+                    })
+                })
+                .collect();
+            let beat = match (beating, replies.next()) {
+                (Some((keys, args)), Some(Err(e))) if e.code() == Some("NOSCRIPT") => {
+                    // The server does not hold the script yet (a restart, a `SCRIPT FLUSH`):
+                    // beating again on its own loads it.
+                    Some(typed(self.wire.eval(Script::Heartbeat, keys, args).await))
+                }
+                (Some(_), Some(Ok(value))) => Some(
+                    redis::from_redis_value::<Vec<String>>(value)
+                        .map_err(|e| StoreError::Record(e.to_string())),
+                ),
+                (Some(_), Some(Err(e))) => Some(Err(StoreError::Record(e.to_string()))),
+                _ => None,
+            };
+            Ok(Reads { records, beat })
+        })
+    }
+
+    fn report(&mut self, name: String, report: Report) -> Op<'_, Vec<String>> {
+        let key = record_key(&self.prefix, &name);
+        let mut keys = vec![key.clone(), format!("{key}:probes"), format!("{key}:opens")];
+        let trip = report.trip;
+        let mut args = vec![
+            trip.seen.to_string(),
+            trip.open_ms.to_string(),
+            trip.reopens.to_string(),
+            trip.reason,
+            trip.last_failure,
+            trip.instance,
+            self.channel.clone(),
+            name.clone(),
+            report.quorum,
+            report.live.len().to_string(),
+        ];
+        for (instance, expiry) in report.live {
+            args.push(instance);
+            args.push(expiry);
+        }
+        if let (Some(life), Some((family, key))) = (trip.life, split_key(&name)) {
+            keys.push(open_set_key(&self.prefix, family));
+            args.push(life.as_millis().to_string());
+            args.push(key.to_owned());
+        }
+        let reply = self.wire.eval(Script::Quorum, keys, args);
+        Box::pin(async move { typed(reply.await) })
+    }
+
+    fn beat(&mut self, beat: Beat) -> Op<'_, Vec<String>> {
+        let (keys, args) = self.beat_keys_args(&beat);
+        let reply = self.wire.eval(Script::Heartbeat, keys, args);
+        Box::pin(async move { typed(reply.await) })
+    }
+
+    fn open_keys(&mut self, families: Vec<String>) -> Op<'_, OpenKeys> {
+        let mut commands = Vec::new();
+        for family in &families {
+            let key = open_set_key(&self.prefix, family);
+            commands.push(
+                ["ZRANGE", &key, "0", "-1", "WITHSCORES"]
+                    .map(str::to_owned)
+                    .to_vec(),
+            );
+        }
+        Box::pin(async move {
+            let (now, replies) = timed(&mut *self.wire, commands).await?;
+            let now_ms = now.map_err(|e| StoreError::Failed(e.to_string()))?;
+            let lists = replies
+                .into_iter()
+                .map(|reply| {
+                    reply
+                        .and_then(|v| {
+                            redis::from_redis_value::<Vec<(String, f64)>>(v).map_err(Into::into)
+                        })
+                        .ok()
+                })
+                .collect();
+            Ok(OpenKeys { now_ms, lists })
+        })
+    }
+
+    fn tidy(
+        &mut self,
+        stale: Vec<String>,
+        before_ms: u64,
+        names: Vec<String>,
+    ) -> Op<'_, Vec<Result<Record, StoreError>>> {
+        let mut commands = Vec::new();
+        for family in &stale {
+            commands.push(vec![
+                "ZREMRANGEBYSCORE".to_owned(),
+                open_set_key(&self.prefix, family),
+                "-inf".to_owned(),
+                before_ms.to_string(),
+            ]);
+        }
+        for name in &names {
+            let mut hmget = vec!["HMGET".to_owned(), record_key(&self.prefix, name)];
+            hmget.extend(READ_FIELDS.iter().map(|f| (*f).to_owned()));
+            commands.push(hmget);
+        }
+        let skip = stale.len();
+        Box::pin(async move {
+            let (now, replies) = timed(&mut *self.wire, commands).await?;
+            let Ok(now_ms) = now else {
+                // No time to read the records at: none is taken.
+                let why = "no server time".to_owned();
+                return Ok(names
+                    .iter()
+                    .map(|_| Err(StoreError::Record(why.clone())))
+                    .collect());
+            };
+            Ok(replies
+                .into_iter()
+                .skip(skip)
+                .map(|reply| {
+                    let fields: Vec<Option<String>> = typed(reply)?;
+                    Record::from_hash(now_ms, &fields).ok_or_else(|| {
+                        StoreError::Record(
+                            "a record this instance cannot read (another version's?)".to_owned(),
+                        )
+                    })
+                })
+                .collect())
+        })
     }
 
     fn ping(&mut self) -> Op<'_, ()> {

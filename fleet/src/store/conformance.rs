@@ -12,7 +12,9 @@ use breakerbox_runtime::State;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc;
 
-use super::{Change, CountBatch, FleetStore, LeaseAsk, Op, StoreError};
+use super::{
+    Beat, Change, CountBatch, FleetStore, LeaseAsk, Op, OpenKeys, Reads, Report, StoreError,
+};
 use crate::record::{Record, parse_payload};
 
 /// A store's change feed: the records it publishes, and its connection's losses.
@@ -52,6 +54,10 @@ macro_rules! conformance {
             fleet_counts_trip_the_fleet,
             a_reset_starts_the_fleet_counts_empty,
             one_records_problem_is_that_records,
+            a_batch_of_rereads_gives_each_record_as_it_is,
+            a_heartbeat_keeps_an_instance_live_for_its_life,
+            a_quorum_trip_opens_the_record_only_with_enough_live_reports,
+            a_family_keys_record_is_listed_open_until_it_closes_or_expires,
         );
     };
     (@ $run:path; $($promise:ident,)*) => {
@@ -505,6 +511,232 @@ pub(crate) mod promises {
         .await?;
         keep(P, w.changed, || format!("another record beside it: {w:?}"))
     }
+
+    /// **Convergence** after lost messages: a batch of re-reads gives each record as it is
+    /// (none: epoch 0, closed), another application's value there as that record's problem
+    /// only, and the heartbeat sent with it.
+    pub(crate) async fn a_batch_of_rereads_gives_each_record_as_it_is(
+        b: &dyn Backend,
+        prefix: &str,
+    ) -> Result<(), String> {
+        const P: &str = "a batch of re-reads gives each record as it is";
+        let (mut s, _) = b.store(prefix);
+        let w = done(
+            "write",
+            s.write("pay".into(), change("open", 0, false, 60_000, "a")),
+        )
+        .await?;
+        b.spoil(prefix, "junk").await;
+        let names = ["pay", "none", "junk"].map(str::to_owned).to_vec();
+        let beat = Beat {
+            instance: "a".into(),
+            life: Duration::from_secs(60),
+            states: String::new(),
+        };
+        let reads = done("re-read", s.read_many(names, Some(beat))).await?;
+        let [pay, none, junk] = &reads.records[..] else {
+            return Err(format!(
+                "{P}: {} answers for 3 records",
+                reads.records.len()
+            ));
+        };
+        keep(
+            P,
+            pay.as_ref().is_ok_and(|r| {
+                r.epoch == w.epoch && r.state == State::Open && r.open_until_ms == w.open_until_ms
+            }),
+            || format!("the written record read as {pay:?}, written {w:?}"),
+        )?;
+        keep(
+            P,
+            none.as_ref()
+                .is_ok_and(|r| r.epoch == 0 && r.state == State::Closed),
+            || format!("no record read as {none:?}"),
+        )?;
+        keep(P, matches!(junk, Err(StoreError::Record(_))), || {
+            format!("another application's value read as {junk:?}")
+        })?;
+        keep(
+            P,
+            matches!(&reads.beat, Some(Ok(live)) if live.get(1).is_some_and(|i| i == "a")),
+            || format!("the beat sent with it gave {:?}", reads.beat),
+        )
+    }
+
+    /// **Quorum: the live set**: a beat keeps its instance live for its life on the store's
+    /// clock, and then no longer.
+    pub(crate) async fn a_heartbeat_keeps_an_instance_live_for_its_life(
+        b: &dyn Backend,
+        prefix: &str,
+    ) -> Result<(), String> {
+        const P: &str = "a heartbeat keeps an instance live for its life";
+        let (mut s, _) = b.store(prefix);
+        let beat = |instance: &str, life_ms: u64, states: &str| Beat {
+            instance: instance.into(),
+            life: Duration::from_millis(life_ms),
+            states: states.into(),
+        };
+        done("beat", s.beat(beat("short", 50, "3:pay4:open"))).await?;
+        let live = done("beat", s.beat(beat("long", 60_000, ""))).await?;
+        let now: u64 = live.first().and_then(|n| n.parse().ok()).unwrap_or(0);
+        let listed: Vec<&[String]> = live[1..].chunks(3).collect();
+        keep(
+            P,
+            listed.len() == 2
+                && listed.iter().any(|f| {
+                    f[0] == "short"
+                        && f[2] == "3:pay4:open"
+                        && f[1].parse::<u64>().is_ok_and(|e| e > now && e <= now + 50)
+                })
+                && listed
+                    .iter()
+                    .any(|f| f[0] == "long" && f[1] == (now + 60_000).to_string()),
+            || format!("two beats gave {live:?}"),
+        )?;
+        b.later(Duration::from_millis(60)).await;
+        let live = done("beat", s.beat(beat("long", 60_000, ""))).await?;
+        keep(P, live.len() == 4 && live[1] == "long", || {
+            format!("after the short beat's life: {live:?}")
+        })
+    }
+
+    /// **Quorum trips**: a local trip under a quorum is a report; the record opens (one write,
+    /// published) only once the open reports of live instances reach the quorum.
+    pub(crate) async fn a_quorum_trip_opens_the_record_only_with_enough_live_reports(
+        b: &dyn Backend,
+        prefix: &str,
+    ) -> Result<(), String> {
+        const P: &str = "a quorum trip opens the record only with enough live reports";
+        let (mut s, _) = b.store(prefix);
+        let mut live = Vec::new();
+        for i in ["a", "b", "c"] {
+            live = done(
+                "beat",
+                s.beat(Beat {
+                    instance: i.into(),
+                    life: Duration::from_secs(60),
+                    states: String::new(),
+                }),
+            )
+            .await?;
+        }
+        let live: Vec<(String, String)> = live[1..]
+            .chunks(3)
+            .map(|f| (f[0].clone(), f[1].clone()))
+            .collect();
+        let report = |instance: &str| Report {
+            trip: change("open", 0, false, 30_000, instance),
+            quorum: "2".into(),
+            live: live.clone(),
+        };
+        let first = done("report", s.report("pay".into(), report("a"))).await?;
+        keep(
+            P,
+            first.len() == 13
+                && first[0] == "0"
+                && first[2] == "closed"
+                && first[9] == "1"
+                && first[10..] == ["1", "2", "3"],
+            || format!("the first report gave {first:?}"),
+        )?;
+        let again = done("report", s.report("pay".into(), report("a"))).await?;
+        keep(P, again[0] == "0" && again[10] == "1", || {
+            format!("the same instance reporting again gave {again:?}")
+        })?;
+        let second = done("report", s.report("pay".into(), report("b"))).await?;
+        keep(
+            P,
+            second[0] == "1" && second[2] == "open" && second[10..] == ["2", "2", "3"],
+            || format!("the second instance's report gave {second:?}"),
+        )?;
+        let r = done("read", s.read("pay".into())).await?;
+        keep(
+            P,
+            r.state == State::Open && r.epoch.to_string() == second[1],
+            || format!("after the quorum the record is {r:?}"),
+        )
+    }
+
+    /// **Keyed families**: one record per key, expiring on the store's clock once the key is
+    /// closed, and per family the list of the keys not closed, which a re-read reads instead
+    /// of every key; an expired key is dropped from the list by a tidy.
+    pub(crate) async fn a_family_keys_record_is_listed_open_until_it_closes_or_expires(
+        b: &dyn Backend,
+        prefix: &str,
+    ) -> Result<(), String> {
+        const P: &str = "a family key's record is listed open until it closes or expires";
+        let (mut s, _) = b.store(prefix);
+        let k1 = crate::keys::key_name("users", "ann");
+        let k2 = crate::keys::key_name("users", "bob");
+        let write = |state: &str, seen: u64, life_ms: u64| {
+            let mut c = change(state, seen, false, 60_000, "a");
+            c.life = Some(Duration::from_millis(life_ms));
+            c
+        };
+        let w1 = done("write", s.write(k1.clone(), write("open", 0, 120_000))).await?;
+        done("write", s.write(k2.clone(), write("open", 0, 50))).await?;
+        let listed = done(
+            "open keys",
+            s.open_keys(vec!["users".into(), "nobody".into()]),
+        )
+        .await?;
+        let users = listed.lists.first().cloned().flatten().unwrap_or_default();
+        keep(
+            P,
+            users.len() == 2
+                && users
+                    .iter()
+                    .any(|(k, e)| k == "ann" && *e == (w1.now_ms + 120_000) as f64)
+                && listed
+                    .lists
+                    .get(1)
+                    .is_some_and(|l| l.as_ref().is_some_and(Vec::is_empty)),
+            || {
+                format!(
+                    "two open keys listed as {:?} at {}",
+                    listed.lists, listed.now_ms
+                )
+            },
+        )?;
+        b.later(Duration::from_millis(60)).await;
+        let r2 = done("read", s.read(k2.clone())).await?;
+        keep(P, r2.epoch == 0, || {
+            format!("a key's record past its life reads as {r2:?}")
+        })?;
+        let listed = done("open keys", s.open_keys(vec!["users".into()])).await?;
+        let users = listed.lists.first().cloned().flatten().unwrap_or_default();
+        keep(
+            P,
+            users
+                .iter()
+                .any(|(k, e)| k == "bob" && *e <= listed.now_ms as f64),
+            || format!("an expired key listed as {users:?} at {}", listed.now_ms),
+        )?;
+        let read = done(
+            "tidy",
+            s.tidy(vec!["users".into()], listed.now_ms, vec![k1.clone()]),
+        )
+        .await?;
+        keep(
+            P,
+            matches!(&read[..], [Ok(r)] if r.epoch == w1.epoch),
+            || format!("tidy read {read:?}"),
+        )?;
+        done(
+            "write",
+            s.write(k1.clone(), write("closed", w1.epoch, 60_000)),
+        )
+        .await?;
+        let listed = done("open keys", s.open_keys(vec!["users".into()])).await?;
+        keep(
+            P,
+            listed
+                .lists
+                .first()
+                .is_some_and(|l| l.as_ref().is_some_and(Vec::is_empty)),
+            || format!("after the tidy and the close: {:?}", listed.lists),
+        )
+    }
 }
 
 /// Runs `check` on a fresh tokio runtime (real time), on `backend`.
@@ -584,6 +816,26 @@ impl FleetStore for IgnoresTheEpoch {
     }
     fn count(&mut self, name: String, batch: CountBatch) -> Op<'_, (i64, i64, i64)> {
         self.0.count(name, batch)
+    }
+    fn read_many(&mut self, names: Vec<String>, beat: Option<Beat>) -> Op<'_, Reads> {
+        self.0.read_many(names, beat)
+    }
+    fn report(&mut self, name: String, report: Report) -> Op<'_, Vec<String>> {
+        self.0.report(name, report)
+    }
+    fn beat(&mut self, beat: Beat) -> Op<'_, Vec<String>> {
+        self.0.beat(beat)
+    }
+    fn open_keys(&mut self, families: Vec<String>) -> Op<'_, OpenKeys> {
+        self.0.open_keys(families)
+    }
+    fn tidy(
+        &mut self,
+        stale: Vec<String>,
+        before_ms: u64,
+        names: Vec<String>,
+    ) -> Op<'_, Vec<Result<Record, StoreError>>> {
+        self.0.tidy(stale, before_ms, names)
     }
     fn ping(&mut self) -> Op<'_, ()> {
         self.0.ping()

@@ -5,60 +5,14 @@
 use core::time::Duration;
 use std::sync::atomic::Ordering;
 
-use redis::{FromRedisValue, Value};
 use tokio::time::Instant;
 
 use super::state::{Answer, TROUBLE_FIRST, TROUBLE_MAX, Task, Trouble};
 use crate::keys::{shown, split_key};
 use crate::record::Record;
-use crate::store::{Change, FleetStore, Script, StoreError, is_record_problem};
+use crate::store::{Change, StoreError};
 
 impl Task {
-    /// Runs `script` for the breaker `name`, bounded by the task's limit. A failure or a
-    /// timeout is the store's (`failed`: it counts, and owes a full re-read); an error the
-    /// store gives about this breaker's keys, or a reply this instance cannot read, is that
-    /// breaker's only (`Answer::Unreadable`, for the caller to pass to `troubled`).
-    pub(super) async fn ask<T: FromRedisValue>(
-        &mut self,
-        script: Script,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Answer<T> {
-        let limit = self.shared.config.timeout * 2;
-        let result = tokio::time::timeout(limit, self.store.wire.eval(script, keys, args)).await;
-        match result {
-            Ok(reply) => self.answer_of(reply),
-            Err(_) => {
-                self.failed("timed out");
-                Answer::Failed
-            }
-        }
-    }
-
-    /// One script call's reply, as an answer about its breaker (see `ask`).
-    pub(super) fn answer_of<T: FromRedisValue>(
-        &mut self,
-        reply: redis::RedisResult<Value>,
-    ) -> Answer<T> {
-        match reply {
-            Ok(value) => {
-                self.shared.connected.store(true, Ordering::Relaxed);
-                match redis::from_redis_value::<T>(value) {
-                    Ok(reply) => Answer::Done(reply),
-                    Err(e) => Answer::Unreadable(format!("an unexpected reply: {e}")),
-                }
-            }
-            Err(e) if is_record_problem(&e) => {
-                self.shared.connected.store(true, Ordering::Relaxed);
-                Answer::Unreadable(e.to_string())
-            }
-            Err(e) => {
-                self.failed(&e.to_string());
-                Answer::Failed
-            }
-        }
-    }
-
     /// Reads `name`'s record (`args` is `["read"]`) or writes a change to it (`args` are
     /// `record.lua`'s ten, as the task builds its changes: mode, seen epoch, state, open ms,
     /// re-opens, reason, last failure, instance, channel, name). A write of a family key's
@@ -102,7 +56,9 @@ impl Task {
     }
 
     /// A store operation's result, bounded by the task's limit, as an answer about its
-    /// breaker (see `ask`).
+    /// breaker: the store's failure or timeout (`failed`: it counts, and owes a full
+    /// re-read), or an error about this breaker's keys or a reply this instance cannot read
+    /// (`Answer::Unreadable`, for the caller to pass to `troubled`).
     pub(super) fn answered<T>(
         &mut self,
         reply: Result<Result<T, StoreError>, tokio::time::error::Elapsed>,

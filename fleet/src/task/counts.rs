@@ -23,7 +23,7 @@ use core::time::Duration;
 
 use super::state::{Answer, Intent, Task};
 use crate::keys::split_key;
-use crate::store::{CountBatch, FleetStore};
+use crate::store::CountBatch;
 use breakerbox_runtime::__integrations::BreakerExt;
 use breakerbox_runtime::{State, Window};
 

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::breakers::held;
 use super::state::{Answer, Lease, Task};
 
-use crate::store::{FleetStore, LeaseAsk};
+use crate::store::LeaseAsk;
 use breakerbox_runtime::__integrations::BreakerExt;
 use breakerbox_runtime::{Breaker, SharedState, State};
 
