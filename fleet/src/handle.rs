@@ -13,7 +13,7 @@ use crate::error::{FleetError, redact};
 use crate::instances::FleetBreaker;
 use crate::keys::key_name;
 use crate::shared::{Inner, Message, give_back};
-use crate::store::{Store, production_store};
+use crate::store::{Wire, production_store};
 use crate::task::Task;
 use crate::view::FleetView;
 
@@ -85,7 +85,7 @@ impl Fleet {
         check_share(&config)?;
         let (mut store, pushes) = production_store(&config)?;
         let limit = (config.timeout * 8).max(core::time::Duration::from_secs(2));
-        let answer = tokio::time::timeout(limit, Store::ping(&mut store)).await;
+        let answer = tokio::time::timeout(limit, Wire::ping(&mut store)).await;
         let source = match answer {
             Ok(Ok(())) => return Ok(Fleet::with_store(config, Box::new(store), pushes, &handle)),
             Ok(Err(e)) => e,
@@ -104,7 +104,7 @@ impl Fleet {
     /// A fleet over any store (the simulator's model, in tests), its task spawned on `handle`.
     pub(crate) fn with_store(
         config: FleetConfig,
-        store: Box<dyn Store>,
+        store: Box<dyn Wire>,
         pushes: mpsc::UnboundedReceiver<redis::PushInfo>,
         handle: &tokio::runtime::Handle,
     ) -> Fleet {

@@ -76,7 +76,8 @@
 //!   feature `sentinel`), Cluster (`redis+cluster://`, feature `cluster`); [`Fleet::connect`]
 //!   checks the connection at start (docs/fleet.md, "Production Redis").
 //!
-//! The task talks to the store only through one seam (`store.rs`), so a deterministic
+//! The task talks to the store only through one trait (`FleetStore`, `store.rs`), whose Redis
+//! implementation sends its commands over one seam (`Wire`), so a deterministic
 //! simulator (`sim/`, tests only) runs several instances of this code against a model store
 //! that runs the same Lua scripts, under seeded faults (docs/fleet.md, "What is guaranteed").
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::model::Val;
 use super::net::{Net, NetRef, SimStore};
 use super::world::SimClock;
-use crate::store::{Reply, Script, Store};
+use crate::store::{Reply, Script, Wire};
 use crate::{Fleet, FleetConfig, OnStoreError};
 use breakerbox_runtime::{Breaker, Config, State};
 
@@ -42,7 +42,7 @@ struct Hooked {
 
 pub(super) type PingSlot = Arc<Mutex<Option<Box<dyn FnMut() -> bool + Send>>>>;
 
-impl Store for Hooked {
+impl Wire for Hooked {
     fn eval(&mut self, script: Script, keys: Vec<String>, args: Vec<String>) -> Reply<'_, Value> {
         let hook = self.hook.lock().unwrap().take();
         if let Some(mut hook) = hook

@@ -3,7 +3,7 @@
 //! Several instances run the production fleet code (`Fleet`, its task with its ordering rules,
 //! leases, counts, holds, give-back and resync, and the three Lua scripts themselves) against
 //! a model store, on one current-thread tokio runtime with paused time. Every source of
-//! nondeterminism is behind a seam: the store (`net.rs`, a `Store`), time (tokio's paused
+//! nondeterminism is behind a seam: the store (`net.rs`, a `Wire`), time (tokio's paused
 //! clock, which the breakers read too), and one seed that chooses every delay, fault and call.
 //! `world.rs` has the run and its invariants; a failing seed replays exactly, with a
 //! step-by-step trace:
@@ -15,6 +15,7 @@
 //! `BREAKERBOX_SIM_SEEDS` (default 200) sets how many seeds the test runs, from
 //! `BREAKERBOX_SIM_FIRST` (default 0); `scripts/test` runs 10 000.
 
+mod conformance;
 mod harness;
 mod interleavings;
 mod model;

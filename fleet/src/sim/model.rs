@@ -217,6 +217,28 @@ impl Keyspace {
                     None => Reply::Nil,
                 }
             }
+            "ZREM" => {
+                let key = arg(1)?.to_vec();
+                let mut n = 0;
+                if let Some(z) = self.zset(&key, false)? {
+                    for m in &argv[2..] {
+                        n += i64::from(z.remove(m).is_some());
+                    }
+                }
+                self.tidy(&key);
+                Reply::Int(n)
+            }
+            "PERSIST" => {
+                let key = arg(1)?.to_vec();
+                self.live(&key);
+                match self.keys.get_mut(&key) {
+                    Some((_, exp @ Some(_))) => {
+                        *exp = None;
+                        Reply::Int(1)
+                    }
+                    _ => Reply::Int(0),
+                }
+            }
             "ZCARD" => {
                 let key = arg(1)?.to_vec();
                 Reply::Int(self.zset(&key, false)?.map_or(0, |z| z.len() as i64))

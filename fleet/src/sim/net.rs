@@ -1,7 +1,7 @@
 //! The simulated network between the instances and the model store, and its faults.
 //!
-//! Each instance's fleet task gets a `SimStore`, the `Store` the task uses in production is a
-//! Redis connection. A request travels to the model (a delay), runs there atomically at the
+//! Each instance's fleet task gets a `SimStore`, the `Wire` whose production one is a Redis
+//! connection. A request travels to the model (a delay), runs there atomically at the
 //! model's time of arrival, and its reply travels back (another delay) or is lost. Published
 //! messages go to every subscribed connection, each copy with its own delay (so they reorder),
 //! and may be lost or duplicated. Faults are switched on and off by the world (`world.rs`):
@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::model::{Model, error};
-use crate::store::{Reply, Script, Store};
+use crate::store::{Reply, Script, Wire};
 
 /// The server's time at the simulation's start, in ms since the Unix epoch.
 const BASE_MS: u64 = 1_800_000_000_000;
@@ -445,7 +445,7 @@ impl SimStore {
     }
 }
 
-impl Store for SimStore {
+impl Wire for SimStore {
     fn eval(&mut self, script: Script, keys: Vec<String>, args: Vec<String>) -> Reply<'_, Value> {
         self.exchange(move |n, id| n.run(id, script, &keys, &args))
     }

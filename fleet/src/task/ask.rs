@@ -1,79 +1,86 @@
-//! How the task runs a script against the store, and what the answer means for one breaker:
-//! the store's failure (counted, a re-read owed), or that breaker's own trouble (left alone,
-//! with backoff, while the others go on).
+//! How the task runs an operation against the store, and what the answer means for one
+//! breaker: the store's failure (counted, a re-read owed), or that breaker's own trouble (left
+//! alone, with backoff, while the others go on).
 
 use core::time::Duration;
 use std::sync::atomic::Ordering;
 
-use redis::{FromRedisValue, Value};
 use tokio::time::Instant;
 
 use super::state::{Answer, TROUBLE_FIRST, TROUBLE_MAX, Task, Trouble};
-use crate::keys::{open_set_key, shown, split_key};
+use crate::keys::{shown, split_key};
 use crate::record::Record;
-use crate::store::{Script, is_record_problem};
+use crate::store::{Change, StoreError};
 
 impl Task {
-    /// Runs `script` for the breaker `name`, bounded by the task's limit. A failure or a
-    /// timeout is the store's (`failed`: it counts, and owes a full re-read); an error the
-    /// store gives about this breaker's keys, or a reply this instance cannot read, is that
-    /// breaker's only (`Answer::Unreadable`, for the caller to pass to `troubled`).
-    pub(super) async fn ask<T: FromRedisValue>(
-        &mut self,
-        script: Script,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Answer<T> {
+    /// Reads `name`'s record (`args` is `["read"]`) or writes a change to it (`args` are
+    /// `record.lua`'s ten, as the task builds its changes: mode, seen epoch, state, open ms,
+    /// re-opens, reason, last failure, instance, channel, name). A write of a family key's
+    /// record (keys.rs) also gives it its life in the store and keeps the family's open keys.
+    pub(super) async fn invoke(&mut self, name: &str, args: &[&str]) -> Answer<Record> {
         let limit = self.shared.config.timeout * 2;
-        let result = tokio::time::timeout(limit, self.store.eval(script, keys, args)).await;
-        match result {
-            Ok(reply) => self.answer_of(reply),
+        let op = if let [
+            mode,
+            seen,
+            state,
+            open_ms,
+            reopens,
+            reason,
+            last_failure,
+            instance,
+            ..,
+        ] = *args
+        {
+            let life = split_key(name).map(|_| self.key_ttl(name, state, open_ms));
+            let change = Change {
+                force: mode == "force",
+                seen: seen.parse().unwrap_or(0),
+                state: state.to_owned(),
+                open_ms: open_ms.parse().unwrap_or(0),
+                reopens: reopens.parse().unwrap_or(0),
+                reason: reason.to_owned(),
+                last_failure: last_failure.to_owned(),
+                instance: instance.to_owned(),
+                life,
+            };
+            self.store.write(name.to_owned(), change)
+        } else {
+            self.store.read(name.to_owned())
+        };
+        let reply = tokio::time::timeout(limit, op).await;
+        let answer = self.answered(reply);
+        if matches!(answer, Answer::Done(_)) {
+            self.readable(name);
+        }
+        answer
+    }
+
+    /// A store operation's result, bounded by the task's limit, as an answer about its
+    /// breaker: the store's failure or timeout (`failed`: it counts, and owes a full
+    /// re-read), or an error about this breaker's keys or a reply this instance cannot read
+    /// (`Answer::Unreadable`, for the caller to pass to `troubled`).
+    pub(super) fn answered<T>(
+        &mut self,
+        reply: Result<Result<T, StoreError>, tokio::time::error::Elapsed>,
+    ) -> Answer<T> {
+        match reply {
+            Ok(Ok(reply)) => {
+                self.shared.connected.store(true, Ordering::Relaxed);
+                Answer::Done(reply)
+            }
+            Ok(Err(StoreError::Record(why))) => {
+                self.shared.connected.store(true, Ordering::Relaxed);
+                Answer::Unreadable(why)
+            }
+            Ok(Err(StoreError::Failed(why))) => {
+                self.failed(&why);
+                Answer::Failed
+            }
             Err(_) => {
                 self.failed("timed out");
                 Answer::Failed
             }
         }
-    }
-
-    /// One script call's reply, as an answer about its breaker (see `ask`).
-    pub(super) fn answer_of<T: FromRedisValue>(
-        &mut self,
-        reply: redis::RedisResult<Value>,
-    ) -> Answer<T> {
-        match reply {
-            Ok(value) => {
-                self.shared.connected.store(true, Ordering::Relaxed);
-                match redis::from_redis_value::<T>(value) {
-                    Ok(reply) => Answer::Done(reply),
-                    Err(e) => Answer::Unreadable(format!("an unexpected reply: {e}")),
-                }
-            }
-            Err(e) if is_record_problem(&e) => {
-                self.shared.connected.store(true, Ordering::Relaxed);
-                Answer::Unreadable(e.to_string())
-            }
-            Err(e) => {
-                self.failed(&e.to_string());
-                Answer::Failed
-            }
-        }
-    }
-
-    /// Runs `record.lua` for `name`. A write of a family key's record (keys.rs) also gives it
-    /// its life in the store and keeps the family's open keys.
-    pub(super) async fn invoke(&mut self, name: &str, args: &[&str]) -> Answer<Record> {
-        let mut keys = vec![self.key(name), self.probes_key(name)];
-        let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-        if let Some((family, key)) = split_key(name)
-            && args.len() == 10
-        {
-            let ttl = self.key_ttl(name, &args[2], &args[3]);
-            keys.push(open_set_key(&self.shared.config.prefix, family));
-            args.push(ttl.as_millis().to_string());
-            args.push(key.to_owned());
-        }
-        let answer = self.ask::<Vec<String>>(Script::Record, keys, args).await;
-        self.record_of(name, answer)
     }
 
     /// How long a family key's record written as `state` (`open` for `open_ms`) lives in the
@@ -96,23 +103,6 @@ impl Task {
             }
             "closed" => ttl,
             _ => Duration::ZERO,
-        }
-    }
-
-    /// `record.lua`'s reply about `name`, as a record.
-    pub(super) fn record_of(&mut self, name: &str, answer: Answer<Vec<String>>) -> Answer<Record> {
-        match answer {
-            Answer::Done(reply) => match Record::from_reply(&reply) {
-                Some(record) => {
-                    self.readable(name);
-                    Answer::Done(record)
-                }
-                None => Answer::Unreadable(
-                    "a record this instance cannot read (another version's?)".to_owned(),
-                ),
-            },
-            Answer::Unreadable(why) => Answer::Unreadable(why),
-            Answer::Failed => Answer::Failed,
         }
     }
 

@@ -23,7 +23,7 @@ use core::time::Duration;
 
 use super::state::{Answer, Intent, Task};
 use crate::keys::split_key;
-use crate::store::Script;
+use crate::store::CountBatch;
 use breakerbox_runtime::__integrations::BreakerExt;
 use breakerbox_runtime::{State, Window};
 
@@ -104,21 +104,20 @@ impl Task {
             }
             let window_ms = window.as_millis().max(1) as u64;
             let bucket_ms = (window_ms / 10).max(BATCH.as_millis() as u64);
-            let keys = vec![self.key(&name)];
-            let args = vec![
-                delta.0.to_string(),
-                delta.1.to_string(),
-                window_ms.to_string(),
-                bucket_ms.to_string(),
-                config.min_calls().to_string(),
-                rate.to_string(),
-                (config.open_for().as_millis().max(1) as u64).to_string(),
-                self.shared.instance.clone(),
-                self.channel.clone(),
-                name.clone(),
-                epoch.to_string(),
-            ];
-            let reply = self.ask::<(i64, i64, i64)>(Script::Count, keys, args).await;
+            let batch = CountBatch {
+                calls: delta.0,
+                failures: delta.1,
+                window_ms,
+                bucket_ms,
+                min_calls: config.min_calls(),
+                rate: rate.to_string(),
+                open_ms: config.open_for().as_millis().max(1) as u64,
+                instance: self.shared.instance.clone(),
+                epoch,
+            };
+            let limit = self.shared.config.timeout * 2;
+            let reply = tokio::time::timeout(limit, self.store.count(name.clone(), batch)).await;
+            let reply = self.answered(reply);
             match reply {
                 Answer::Done((1, _, _)) => {
                     self.shared

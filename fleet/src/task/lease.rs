@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::breakers::held;
 use super::state::{Answer, Lease, Task};
 
-use crate::store::Script;
+use crate::store::LeaseAsk;
 use breakerbox_runtime::__integrations::BreakerExt;
 use breakerbox_runtime::{Breaker, SharedState, State};
 
@@ -128,21 +128,19 @@ impl Task {
             return;
         }
         let config = breaker.config();
-        let limit = config.half_open_calls().max(1).to_string();
-        let fewest = config.successes().max(1).to_string();
         let ttl = config.probe_timeout();
-        let ttl_ms = ttl.as_millis().max(1).to_string();
-        let keys = vec![self.key(name), self.probes_key(name)];
-        let args = vec![
-            epoch.to_string(),
-            limit,
-            ttl_ms,
-            self.shared.holder.clone(),
-            fewest,
-        ];
+        let ask = LeaseAsk {
+            epoch,
+            limit: config.half_open_calls().max(1),
+            life: ttl,
+            holder: self.shared.holder.clone(),
+            fewest: config.successes().max(1),
+        };
         let sent = Instant::now();
         let generation = breaker.generation();
-        let reply = self.ask::<(i64, i64)>(Script::Probe, keys, args).await;
+        let limit = self.shared.config.timeout * 2;
+        let reply = tokio::time::timeout(limit, self.store.lease(name.to_owned(), ask)).await;
+        let reply = self.answered(reply);
         if breaker.generation() != generation && !matches!(reply, Answer::Failed) {
             // The breaker changed while the ask was out (a reset, a trip by hand or by
             // calls): that change is written and the record read again before any lease is

@@ -23,9 +23,9 @@ use tokio::time::Instant;
 use super::state::{Answer, Pushed, Task};
 use crate::config::Quorum;
 use crate::instances::{LiveInstance, Tally};
-use crate::keys::{open_set_key, split_key};
+use crate::keys::split_key;
 use crate::record::Record;
-use crate::store::Script;
+use crate::store::{Beat, Change, Report, StoreError};
 use breakerbox_runtime::{Breaker, State};
 
 /// A state as an instance reports it: `State::as_str`.
@@ -61,7 +61,7 @@ impl Task {
             reason,
             last_failure,
             instance,
-            channel,
+            _,
             _,
         ] = *args;
         // A fresh look at the live set, this instance's own beat with it.
@@ -73,44 +73,29 @@ impl Task {
             }
             Answer::Failed => return Pushed::Failed,
         }
-        let mut keys = vec![
-            self.key(name),
-            self.key_of(name, "probes"),
-            self.key_of(name, "opens"),
-        ];
         // A family key's record, once opened, expires and is listed open (keys.rs).
-        let key = split_key(name).map(|(family, key)| {
-            keys.push(open_set_key(&self.shared.config.prefix, family));
-            let ttl = self.key_ttl(name, "open", open_ms);
-            (ttl.as_millis().to_string(), key.to_owned())
-        });
+        let life = split_key(name).map(|_| self.key_ttl(name, "open", open_ms));
         let mut expected = expected.to_owned();
         for _ in 0..2 {
-            let mut args = [
-                &expected,
-                open_ms,
-                reopens,
-                reason,
-                last_failure,
-                instance,
-                channel,
-                name,
-                &quorum.arg(),
-                &self.beat.len().to_string(),
-            ]
-            .map(|a| (*a).to_owned())
-            .to_vec();
-            for (instance, expiry) in &self.beat {
-                args.push(instance.clone());
-                args.push(expiry.clone());
-            }
-            if let Some((ttl, key)) = &key {
-                args.push(ttl.clone());
-                args.push(key.clone());
-            }
-            let answer = self
-                .ask::<Vec<String>>(Script::Quorum, keys.clone(), args)
-                .await;
+            let report = Report {
+                trip: Change {
+                    force: false,
+                    seen: expected.parse().unwrap_or(0),
+                    state: "open".to_owned(),
+                    open_ms: open_ms.parse().unwrap_or(0),
+                    reopens: reopens.parse().unwrap_or(0),
+                    reason: reason.to_owned(),
+                    last_failure: last_failure.to_owned(),
+                    instance: instance.to_owned(),
+                    life,
+                },
+                quorum: quorum.arg(),
+                live: self.beat.clone(),
+            };
+            let limit = self.shared.config.timeout * 2;
+            let reply =
+                tokio::time::timeout(limit, self.store.report(name.to_owned(), report)).await;
+            let answer = self.answered(reply);
             let reply = match answer {
                 Answer::Done(reply) => reply,
                 Answer::Unreadable(why) => {
@@ -154,22 +139,8 @@ impl Task {
         Pushed::Done
     }
 
-    /// This instance's heartbeat: `heartbeat.lua` as a plain `EVALSHA` command, for the
-    /// re-read's pipeline, with the breakers it holds other than closed.
-    pub(super) fn beat_command(&self) -> Vec<String> {
-        let mut command = vec![
-            "EVALSHA".to_owned(),
-            Script::Heartbeat.sha().to_owned(),
-            "1".to_owned(),
-        ];
-        command.extend(self.beat_keys_args().0);
-        command.extend(self.beat_keys_args().1);
-        command
-    }
-
-    /// `heartbeat.lua`'s keys and arguments: the live set, this instance, a beat's life, and
-    /// `<len>:<breaker><len>:<state>` for each breaker it holds other than closed.
-    fn beat_keys_args(&self) -> (Vec<String>, Vec<String>) {
+    /// This instance's heartbeat, with the breakers it holds other than closed.
+    pub(super) fn beat_of(&self) -> Beat {
         let mut states = String::new();
         for (name, t) in &self.tracked {
             let state = t.breaker.upgrade().map_or(State::Closed, |b| b.state());
@@ -178,33 +149,22 @@ impl Task {
                 states.push_str(&format!("{}:{name}{}:{state}", name.len(), state.len()));
             }
         }
-        let ttl_ms = self.live_ttl().as_millis().max(1).to_string();
-        (
-            vec![self.live_key()],
-            vec![self.shared.instance.clone(), ttl_ms, states],
-        )
+        Beat {
+            instance: self.shared.instance.clone(),
+            life: self.live_ttl(),
+            states,
+        }
     }
 
-    /// The heartbeat's reply from a pass's pipeline (sent at `sent`): everyone's as read,
-    /// kept for `Fleet::instances` and the quorum. A script the server does not hold yet
-    /// (`NOSCRIPT`: a restart, a `SCRIPT FLUSH`) is loaded by beating again on its own.
-    /// Another error leaves the last view as it was: the records' replies say whether the
-    /// store fails.
-    pub(super) async fn took_beat(
-        &mut self,
-        reply: redis::RedisResult<redis::Value>,
-        sent: Instant,
-    ) {
-        match reply {
-            Ok(value) => {
-                if let Ok(reply) = redis::from_redis_value::<Vec<String>>(value) {
-                    self.keep_beat(&reply, sent);
-                }
-            }
-            Err(e) if e.code() == Some("NOSCRIPT") => {
-                let _ = self.beat_once().await;
-            }
-            Err(_) => {}
+    /// The heartbeat's answer from a pass's re-reads (sent at `sent`): everyone's as read,
+    /// kept for `Fleet::instances` and the quorum. The store failing counts as for any
+    /// operation; an error of the beat alone leaves the last view as it was (the records'
+    /// answers say whether the store fails).
+    pub(super) fn took_beat(&mut self, beat: Result<Vec<String>, StoreError>, sent: Instant) {
+        match beat {
+            Ok(reply) => self.keep_beat(&reply, sent),
+            Err(StoreError::Failed(why)) => self.failed(&why),
+            Err(StoreError::Record(_)) => {}
         }
     }
 
@@ -216,8 +176,9 @@ impl Task {
 
     async fn beat_once(&mut self) -> Answer<()> {
         let sent = Instant::now();
-        let (keys, args) = self.beat_keys_args();
-        match self.ask::<Vec<String>>(Script::Heartbeat, keys, args).await {
+        let limit = self.shared.config.timeout * 2;
+        let reply = tokio::time::timeout(limit, self.store.beat(self.beat_of())).await;
+        match self.answered(reply) {
             Answer::Done(reply) => {
                 self.keep_beat(&reply, sent);
                 Answer::Done(())

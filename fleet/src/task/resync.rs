@@ -10,8 +10,9 @@ use std::sync::atomic::Ordering;
 use tokio::sync::oneshot;
 
 use super::state::{Answer, Intent, Pushed, READ_BATCH, SWEEP, Task, Tracked};
-use crate::keys::{key_name, open_set_key, split_key};
-use crate::record::{READ_FIELDS, Record};
+use crate::keys::{key_name, split_key};
+use crate::record::Record;
+use crate::store::{OpenKeys, Reads, StoreError};
 use breakerbox_runtime::State;
 
 impl Task {
@@ -36,8 +37,8 @@ impl Task {
                     }
                     self.give_back();
                 }
-                Ok(Err(e)) => {
-                    self.failed(&e.to_string());
+                Ok(Err(StoreError::Failed(why) | StoreError::Record(why))) => {
+                    self.failed(&why);
                     return false;
                 }
                 Err(_) => {
@@ -47,11 +48,10 @@ impl Task {
             }
         }
         if !self.subscribed {
-            let channel = self.channel.clone();
             let limit = self.shared.config.timeout * 2;
-            match tokio::time::timeout(limit, self.store.subscribe(channel)).await {
+            match tokio::time::timeout(limit, self.store.follow()).await {
                 Ok(Ok(())) => self.subscribed = true,
-                Ok(Err(e)) => self.failed(&e.to_string()),
+                Ok(Err(StoreError::Failed(why) | StoreError::Record(why))) => self.failed(&why),
                 Err(_) => self.failed("timed out"),
             }
             if !self.subscribed {
@@ -161,40 +161,21 @@ impl Task {
             if due.is_empty() {
                 continue;
             }
-            // `TIME`, then each record's fields: plain commands, one round trip, no script
-            // (what `record.lua` does in `read` mode, for a batch).
-            let mut commands = vec![vec!["TIME".to_owned()]];
-            for name in &due {
-                let mut hmget = vec!["HMGET".to_owned(), self.key(name)];
-                hmget.extend(READ_FIELDS.iter().map(|f| (*f).to_owned()));
-                commands.push(hmget);
-            }
-            // And the instance's heartbeat (`heartbeat.lua` by its hash, as a plain `EVALSHA`),
-            // once a pass, in the same round trip (quorum.rs).
+            // The records and, once a pass, the instance's heartbeat, in one round trip.
+            let names: Vec<String> = due.iter().map(|n| (*n).clone()).collect();
             let beating = core::mem::take(&mut beat);
-            if beating {
-                commands.push(self.beat_command());
-            }
+            let beat_of = beating.then(|| self.beat_of());
             let seen: Vec<u64> = due
                 .iter()
                 .map(|n| self.tracked.get(*n).map_or(0, |t| t.applied))
                 .collect();
             let limit = self.shared.config.timeout * 2;
             let sent = tokio::time::Instant::now();
-            let mut replies = match tokio::time::timeout(limit, self.store.pipeline(commands)).await
-            {
-                Ok(Ok(mut replies)) if replies.len() == due.len() + 1 + usize::from(beating) => {
-                    if beating && let Some(reply) = replies.pop() {
-                        self.took_beat(reply, sent).await;
-                    }
-                    replies.into_iter()
-                }
-                Ok(Ok(_)) => {
-                    self.failed("a pipeline's replies do not match its commands");
-                    return false;
-                }
-                Ok(Err(e)) => {
-                    self.failed(&e.to_string());
+            let reads = tokio::time::timeout(limit, self.store.read_many(names, beat_of)).await;
+            let (replies, beat_reply) = match reads {
+                Ok(Ok(Reads { records, beat })) => (records, beat),
+                Ok(Err(StoreError::Failed(why) | StoreError::Record(why))) => {
+                    self.failed(&why);
                     return false;
                 }
                 Err(_) => {
@@ -202,16 +183,9 @@ impl Task {
                     return false;
                 }
             };
-            let now_ms = match replies.next().map(|t| {
-                t.and_then(|v| redis::from_redis_value::<(u64, u64)>(v).map_err(Into::into))
-            }) {
-                Some(Ok((secs, micros))) => secs * 1000 + micros / 1000,
-                Some(Err(e)) => {
-                    self.failed(&e.to_string());
-                    return false;
-                }
-                None => return false,
-            };
+            if let Some(beat) = beat_reply {
+                self.took_beat(beat, sent);
+            }
             self.shared.connected.store(true, Ordering::Relaxed);
             // What was told while the batch was read is written first: those records were
             // read before it, and must not win over it.
@@ -226,19 +200,10 @@ impl Task {
                     // Written or taken on since it was read: the read is older than that.
                     continue;
                 }
-                let answer = match self.answer_of::<Vec<Option<String>>>(reply) {
-                    Answer::Done(fields) => match Record::from_hash(now_ms, &fields) {
-                        Some(record) => {
-                            self.readable(name);
-                            Answer::Done(record)
-                        }
-                        None => Answer::Unreadable(
-                            "a record this instance cannot read (another version's?)".to_owned(),
-                        ),
-                    },
-                    Answer::Unreadable(why) => Answer::Unreadable(why),
-                    Answer::Failed => Answer::Failed,
-                };
+                let answer = self.answered(Ok(reply));
+                if matches!(answer, Answer::Done(_)) {
+                    self.readable(name);
+                }
                 if !self.take_read(name, answer).await {
                     return false;
                 }
@@ -343,42 +308,17 @@ impl Task {
         if families.is_empty() {
             return true;
         }
-        let prefix = self.shared.config.prefix.clone();
-        let mut commands = vec![vec!["TIME".to_owned()]];
-        for family in &families {
-            commands.push(
-                [
-                    "ZRANGE",
-                    &open_set_key(&prefix, family),
-                    "0",
-                    "-1",
-                    "WITHSCORES",
-                ]
-                .map(str::to_owned)
-                .to_vec(),
-            );
-        }
+        let limit = self.shared.config.timeout * 2;
         let sent = tokio::time::Instant::now();
-        let Some(mut replies) = self.round_trip(commands).await else {
+        let reply = tokio::time::timeout(limit, self.store.open_keys(families.clone())).await;
+        let Answer::Done(OpenKeys { now_ms, lists }) = self.answered(reply) else {
             return false;
-        };
-        let now_ms = match replies
-            .remove(0)
-            .and_then(|t| redis::from_redis_value::<(u64, u64)>(t).map_err(Into::into))
-        {
-            Ok((secs, micros)) => secs * 1000 + micros / 1000,
-            Err(e) => {
-                self.failed(&e.to_string());
-                return false;
-            }
         };
         let mut unknown = Vec::new();
         let mut stale = Vec::new();
-        for (family, reply) in families.iter().zip(replies) {
+        for (family, listed) in families.iter().zip(lists) {
             // A value of another type there: this family's keys are read as tracked only.
-            let Ok(listed) = reply
-                .and_then(|v| redis::from_redis_value::<Vec<(String, f64)>>(v).map_err(Into::into))
-            else {
+            let Some(listed) = listed else {
                 continue;
             };
             let mut open = std::collections::BTreeSet::new();
@@ -394,73 +334,31 @@ impl Task {
             unknown.extend(open.into_iter().filter(|n| !book.holds(n)));
         }
         stale.dedup();
-        let mut commands = vec![vec!["TIME".to_owned()]];
-        for family in &stale {
-            // Keys whose record expired: dropped from the list, as the next write would.
-            commands.push(vec![
-                "ZREMRANGEBYSCORE".to_owned(),
-                open_set_key(&prefix, family),
-                "-inf".to_owned(),
-                now_ms.to_string(),
-            ]);
-        }
-        let first = commands.len();
-        for name in &unknown {
-            let mut hmget = vec!["HMGET".to_owned(), self.key(name)];
-            hmget.extend(READ_FIELDS.iter().map(|f| (*f).to_owned()));
-            commands.push(hmget);
-        }
-        if commands.len() == 1 {
+        if stale.is_empty() && unknown.is_empty() {
             return true;
         }
-        let Some(replies) = self.round_trip(commands).await else {
-            return false;
+        // Keys whose record expired are dropped from the list, as the next write would; the
+        // records of keys listed that the book does not hold are read.
+        let reply =
+            tokio::time::timeout(limit, self.store.tidy(stale, now_ms, unknown.clone())).await;
+        let records = match reply {
+            Ok(Ok(records)) => records,
+            Ok(Err(StoreError::Failed(why) | StoreError::Record(why))) => {
+                self.failed(&why);
+                return false;
+            }
+            Err(_) => {
+                self.failed("timed out");
+                return false;
+            }
         };
-        let mut replies = replies.into_iter();
-        let now_ms = match replies
-            .next()
-            .map(|t| t.and_then(|v| redis::from_redis_value::<(u64, u64)>(v).map_err(Into::into)))
-        {
-            Some(Ok((secs, micros))) => secs * 1000 + micros / 1000,
-            _ => return true,
-        };
-        for (name, reply) in unknown.iter().zip(replies.skip(first - 1)) {
-            let Ok(fields) = reply.and_then(|v| {
-                redis::from_redis_value::<Vec<Option<String>>>(v).map_err(Into::into)
-            }) else {
-                continue;
-            };
-            if let Some(record) = Record::from_hash(now_ms, &fields)
+        for (name, record) in unknown.iter().zip(records) {
+            if let Ok(record) = record
                 && record.epoch > self.tracked.get(name).map_or(0, |t| t.applied)
             {
                 self.apply(name, &record);
             }
         }
         true
-    }
-
-    /// `commands` in one round trip, bounded by the task's limit: each one's reply, or `None`
-    /// once the store failed (`failed` has run).
-    async fn round_trip(
-        &mut self,
-        commands: Vec<Vec<String>>,
-    ) -> Option<Vec<redis::RedisResult<redis::Value>>> {
-        let n = commands.len();
-        let limit = self.shared.config.timeout * 2;
-        match tokio::time::timeout(limit, self.store.pipeline(commands)).await {
-            Ok(Ok(replies)) if replies.len() == n => Some(replies),
-            Ok(Ok(_)) => {
-                self.failed("a pipeline's replies do not match its commands");
-                None
-            }
-            Ok(Err(e)) => {
-                self.failed(&e.to_string());
-                None
-            }
-            Err(_) => {
-                self.failed("timed out");
-                None
-            }
-        }
     }
 }

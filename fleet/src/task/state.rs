@@ -18,7 +18,7 @@ use crate::config::{FleetTrip, Quorum};
 use crate::keys::{record_key, split_key};
 use crate::record::Record;
 use crate::shared::{Inner, Message};
-use crate::store::Store;
+use crate::store::{FleetStore, Redis, Wire};
 
 /// A local change still to be written.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -176,7 +176,7 @@ pub(super) const TROUBLE_FIRST: Duration = Duration::from_millis(100);
 pub(super) const TROUBLE_MAX: Duration = Duration::from_millis(500);
 
 pub(crate) struct Task {
-    pub(super) store: Box<dyn Store>,
+    pub(super) store: Box<dyn FleetStore>,
     pub(super) shared: Arc<Inner>,
     pub(super) rx: mpsc::UnboundedReceiver<Message>,
     pub(super) pushes: mpsc::UnboundedReceiver<PushInfo>,
@@ -241,14 +241,14 @@ impl Task {
     /// A task over any store, its published messages (and the connection's losses) arriving
     /// on `pushes`.
     pub(crate) fn with_store(
-        store: Box<dyn Store>,
+        store: Box<dyn Wire>,
         pushes: mpsc::UnboundedReceiver<PushInfo>,
         shared: Arc<Inner>,
         rx: mpsc::UnboundedReceiver<Message>,
     ) -> Task {
         let channel = format!("{}:changes", shared.config.prefix);
         Task {
-            store,
+            store: Box::new(Redis::new(store, &shared.config.prefix)),
             shared,
             rx,
             pushes,
@@ -267,20 +267,6 @@ impl Task {
     /// `name`'s record (a family key's too: keys.rs).
     pub(super) fn key(&self, name: &str) -> String {
         record_key(&self.shared.config.prefix, name)
-    }
-
-    pub(super) fn probes_key(&self, name: &str) -> String {
-        self.key_of(name, "probes")
-    }
-
-    /// `name`'s key `<record>:<what>`: beside the record, on its hash slot.
-    pub(super) fn key_of(&self, name: &str, what: &str) -> String {
-        format!("{}:{what}", self.key(name))
-    }
-
-    /// The instances' heartbeats `{<prefix>:}:live` (quorum.rs): one hash for the fleet.
-    pub(super) fn live_key(&self) -> String {
-        format!("{{{}:}}:live", self.shared.config.prefix)
     }
 
     /// Whether this instance beats: it shares a breaker under a quorum.
