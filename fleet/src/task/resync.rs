@@ -66,18 +66,21 @@ impl Task {
         // A resync asked for during a pass came after some records were read (a user who
         // overwrote one and then asked must see it read): it is answered by a whole pass
         // begun after it.
+        let mut answered = Vec::new();
         while read && !asked.is_empty() {
             self.shared.resyncs.fetch_add(1, Ordering::Relaxed);
             let waiting = std::mem::take(&mut asked);
             read = self.read_all(&mut asked, true).await;
-            for done in waiting {
-                let _ = done.send(read);
-            }
+            answered.extend(waiting);
         }
-        for done in asked {
+        answered.extend(asked);
+        // The families' open keys too before a resync is answered: a key made after it takes
+        // on the state the fleet holds for it.
+        let read = read && self.read_open_keys().await;
+        for done in answered {
             let _ = done.send(read);
         }
-        if !read || !self.read_open_keys().await {
+        if !read {
             return false;
         }
         self.tracked.retain(|_, t| t.breaker.upgrade().is_some());
