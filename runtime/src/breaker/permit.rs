@@ -516,7 +516,7 @@ impl fmt::Debug for Lease {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use std::sync::Arc;
 
