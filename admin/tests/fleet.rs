@@ -207,6 +207,17 @@ fn instance_in(
     panic!("{name} ended before it was ready");
 }
 
+/// The first manual action among an events answer's events.
+#[cfg(feature = "fleet")]
+fn first_action(body: &Value) -> &Value {
+    body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "action")
+        .unwrap_or_else(|| panic!("no action in {body}"))
+}
+
 async fn get(router: &axum::Router, path: &str) -> (StatusCode, Value) {
     let req = Request::get(path).body(Body::empty()).unwrap();
     let res = router.clone().oneshot(req).await.unwrap();
@@ -418,12 +429,7 @@ async fn a_control_used_on_a_shared_breaker_names_the_instance_it_was_used_on() 
     assert_eq!(ledger.state(), breakerbox_runtime::State::ForcedOpen);
     let (status, body) = get(&router, "/breakers/audited-ledger/events").await;
     assert_eq!(status, StatusCode::OK);
-    let action = body["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["type"] == "action")
-        .unwrap_or_else(|| panic!("no action in {body}"));
+    let action = first_action(&body);
     assert_eq!(action["action"], "force-open");
     assert_eq!(action["by"], "alice");
     assert_eq!(action["instance"], "web-7");
@@ -489,12 +495,7 @@ async fn a_keys_reset_through_the_admin_closes_it_on_every_instance_and_names_wh
     assert!(answer.contains("web-1 changed it (reset)"), "{answer}");
     let (status, body) = get(&router, "/breakers/shared-hosts/keys/down.example/events").await;
     assert_eq!(status, StatusCode::OK);
-    let action = body["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["type"] == "action")
-        .unwrap_or_else(|| panic!("no action in {body}"));
+    let action = first_action(&body);
     assert_eq!(action["action"], "reset");
     assert_eq!(action["by"], "alice");
     assert_eq!(action["instance"], "web-1");

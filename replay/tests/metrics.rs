@@ -7,36 +7,46 @@ use breakerbox_replay::{Replay, ReplayConfig};
 use breakerbox_runtime::{Breaker, Config, TokioClock};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
+/// Runs `test` on a current-thread runtime with paused time, recording into `recorder`.
+fn with_metrics<F: std::future::Future<Output = ()>>(recorder: &DebuggingRecorder, test: F) {
+    metrics::with_local_recorder(recorder, || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap()
+            .block_on(test)
+    });
+}
+
+/// A breaker that trips on its tenth failure in a row, on tokio's (paused) clock.
+fn breaker(name: &str) -> Breaker {
+    let config = Config::builder()
+        .failures(10)
+        .clock(TokioClock)
+        .build()
+        .unwrap();
+    Breaker::new(name, config)
+}
+
 #[test]
 fn queued_deduplicated_refused_replayed_and_failed_entries_are_counted() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    metrics::with_local_recorder(&recorder, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
+    with_metrics(&recorder, async {
+        let breaker = breaker("metered");
+        let replay = Replay::builder(&breaker)
+            .clock(TokioClock)
+            .config(ReplayConfig::new().max_entries(3).attempts(1))
+            .key(|n: &u32| n.to_string())
+            .memory(|n: u32| async move { if n == 2 { Err("down") } else { Ok(()) } })
             .unwrap();
-        runtime.block_on(async {
-            let config = Config::builder()
-                .failures(10)
-                .clock(TokioClock)
-                .build()
-                .unwrap();
-            let breaker = Breaker::new("metered", config);
-            let replay = Replay::builder(&breaker)
-                .clock(TokioClock)
-                .config(ReplayConfig::new().max_entries(3).attempts(1))
-                .key(|n: &u32| n.to_string())
-                .memory(|n: u32| async move { if n == 2 { Err("down") } else { Ok(()) } })
-                .unwrap();
-            breaker.force_open();
-            for n in [1, 1, 2, 3, 4] {
-                let _ = replay.call(n, |_| Ok::<(), &str>(()));
-            }
-            breaker.reset();
-            tokio::time::sleep(Duration::from_secs(5)).await;
-        });
+        breaker.force_open();
+        for n in [1, 1, 2, 3, 4] {
+            let _ = replay.call(n, |_| Ok::<(), &str>(()));
+        }
+        breaker.reset();
+        tokio::time::sleep(Duration::from_secs(5)).await;
     });
     let mut counts = HashMap::new();
     let mut entries = None;
@@ -87,34 +97,22 @@ fn the_entries_gauge_follows_calls_journaled_while_the_breaker_is_open() {
                 _ => None,
             })
     };
-    metrics::with_local_recorder(&recorder, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
+    with_metrics(&recorder, async {
+        let breaker = breaker("gauged");
+        let replay = Replay::builder(&breaker)
+            .clock(TokioClock)
+            .key(|n: &u32| n.to_string())
+            .memory(|_: u32| async move { Ok::<(), &str>(()) })
             .unwrap();
-        runtime.block_on(async {
-            let config = Config::builder()
-                .failures(10)
-                .clock(TokioClock)
-                .build()
-                .unwrap();
-            let breaker = Breaker::new("gauged", config);
-            let replay = Replay::builder(&breaker)
-                .clock(TokioClock)
-                .key(|n: &u32| n.to_string())
-                .memory(|_: u32| async move { Ok::<(), &str>(()) })
-                .unwrap();
-            breaker.force_open();
-            for n in [1, 2, 3] {
-                let _ = replay.call(n, |_| Ok::<(), &str>(()));
-            }
-            assert_eq!(entries(), None, "no gauge before the first report");
-            tokio::time::sleep(Duration::from_millis(1_100)).await;
-            assert_eq!(entries(), Some(3.0));
-            let _ = replay.call(4, |_| Ok::<(), &str>(()));
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            assert_eq!(entries(), Some(4.0));
-        });
+        breaker.force_open();
+        for n in [1, 2, 3] {
+            let _ = replay.call(n, |_| Ok::<(), &str>(()));
+        }
+        assert_eq!(entries(), None, "no gauge before the first report");
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        assert_eq!(entries(), Some(3.0));
+        let _ = replay.call(4, |_| Ok::<(), &str>(()));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(entries(), Some(4.0));
     });
 }

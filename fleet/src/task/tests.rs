@@ -92,6 +92,30 @@ fn published(prefix: &str, epoch: u64, state: &str) -> PushInfo {
         "1 consecutive failures",
         "",
     ];
+    message(prefix, &fields)
+}
+
+/// web-2's record of a trip of `payments` at epoch 7, as its script publishes it on
+/// `<prefix>:changes`: open 4 s from the server's time 1000 ms, after "HTTP 503".
+fn web2_trip(prefix: &str) -> PushInfo {
+    message(
+        prefix,
+        &[
+            "payments",
+            "7",
+            "open",
+            "5000",
+            "1000",
+            "0",
+            "web-2",
+            "1 consecutive failures",
+            "HTTP 503",
+        ],
+    )
+}
+
+/// A record's fields as a fleet's script publishes them on `<prefix>:changes`.
+fn message(prefix: &str, fields: &[&str]) -> PushInfo {
     let payload: String = fields.iter().map(|f| format!("{}:{f}", f.len())).collect();
     PushInfo {
         kind: PushKind::Message,
@@ -166,27 +190,7 @@ async fn a_trip_taken_on_reports_the_fleets_next_probe_not_the_local_hold() {
     share(&mut task, &shared, &breaker);
     let mut timers = timers();
     // Open for 4 s from the server's time 1000 ms.
-    let fields = [
-        "payments",
-        "7",
-        "open",
-        "5000",
-        "1000",
-        "0",
-        "web-2",
-        "1 consecutive failures",
-        "HTTP 503",
-    ];
-    let payload: String = fields.iter().map(|f| format!("{}:{f}", f.len())).collect();
-    pushes
-        .send(PushInfo {
-            kind: PushKind::Message,
-            data: vec![
-                Value::BulkString(b"next:changes".to_vec()),
-                Value::BulkString(payload.into_bytes()),
-            ],
-        })
-        .unwrap();
+    pushes.send(web2_trip("next")).unwrap();
     drain(&mut task, &mut timers).await;
     let four = Some(Duration::from_secs(4));
     assert_eq!(breaker.state(), State::Open);
@@ -216,27 +220,7 @@ async fn a_trip_taken_on_tells_who_tripped_it_and_its_failure() {
     let seen = events.clone();
     breaker.on_state_change(move |e| seen.lock().unwrap().push(e.clone()));
     let mut timers = timers();
-    let fields = [
-        "payments",
-        "7",
-        "open",
-        "5000",
-        "1000",
-        "0",
-        "web-2",
-        "1 consecutive failures",
-        "HTTP 503",
-    ];
-    let payload: String = fields.iter().map(|f| format!("{}:{f}", f.len())).collect();
-    pushes
-        .send(PushInfo {
-            kind: PushKind::Message,
-            data: vec![
-                Value::BulkString(b"why:changes".to_vec()),
-                Value::BulkString(payload.into_bytes()),
-            ],
-        })
-        .unwrap();
+    pushes.send(web2_trip("why")).unwrap();
     drain(&mut task, &mut timers).await;
     assert_eq!(breaker.state(), State::Open);
     assert_eq!(breaker.last_failure().as_deref(), Some("web-2: HTTP 503"));
