@@ -6,10 +6,10 @@
 //! work; a smoke run (`--test`, or `cargo test --benches`, which passes no `--bench`) does that
 //! fraction and writes no file.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 use breakerbox::{Breaker, Config, ManualClock, State, registry};
 use failsafe::CircuitBreaker as _;
@@ -24,41 +24,21 @@ async fn attr_async(x: u64) -> Result<u64, CallError> {
     protected(x)
 }
 
-/// Counts live heap bytes and allocations. Relaxed: one thread measures; the counts are read
-/// after the work they count, on the same thread.
-struct Counting;
+/// Counts live heap bytes and allocations: one thread measures; the counts are read after
+/// the work they count, on the same thread.
+#[global_allocator]
+static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
 
-static LIVE: AtomicI64 = AtomicI64::new(0);
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts around it.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
+/// Allocations and reallocations so far.
+fn allocs() -> u64 {
+    let s = GLOBAL.stats();
+    (s.allocations + s.reallocations) as u64
 }
 
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
+/// Heap bytes live now.
 fn live() -> i64 {
-    LIVE.load(Ordering::Relaxed)
+    let s = GLOBAL.stats();
+    s.bytes_allocated as i64 - s.bytes_deallocated as i64
 }
 
 /// Heap bytes per value of what `make` builds (averaged over `n`), and the handle's own size.
@@ -82,7 +62,7 @@ fn growth(changes: u64, mut cycle: impl FnMut() -> u64) -> Value {
     while made < 3_000 {
         made += cycle();
     }
-    let (before, allocs) = (live(), ALLOCS.load(Ordering::Relaxed));
+    let (before, allocs_before) = (live(), allocs());
     let start = Instant::now();
     let mut made = 0;
     while made < changes {
@@ -94,7 +74,7 @@ fn growth(changes: u64, mut cycle: impl FnMut() -> u64) -> Value {
         "changes": made,
         "grown_bytes": grown,
         "bytes_per_change": grown as f64 / made as f64,
-        "allocs_per_change": (ALLOCS.load(Ordering::Relaxed) - allocs) as f64 / made as f64,
+        "allocs_per_change": (allocs() - allocs_before) as f64 / made as f64,
         "ns_per_change": took.as_nanos() as f64 / made as f64,
     })
 }

@@ -50,6 +50,8 @@
 //! | `admin` | `breakerbox::admin`: an axum `Router` with the breakers as JSON, their controls behind a bearer token, an event stream and a dashboard; implies `serde` |
 //! | `redis` | `breakerbox::fleet`: breakers shared across processes and hosts through Redis; implies `tokio` |
 //! | `redis-tls`, `redis-sentinel`, `redis-cluster` | fleet mode over `rediss://`, through Redis Sentinel, on a Redis Cluster; each implies `redis` |
+//! | `postgres` | fleet mode with PostgreSQL as the store (`[fleet] url = "postgres://…"`); implies `redis` |
+//! | `fleet-conformance` | `breakerbox::fleet::store::conformance`: the conformance suite that checks a fleet store of your own (`breakerbox::fleet::store::FleetStore`, started with `Fleet::start_with_store`); implies `redis` |
 //! | `replay` | `breakerbox::replay`: calls rejected while open journaled and replayed once the breaker closes; implies `tokio` |
 //!
 //! # Alerting on open and close
@@ -123,6 +125,10 @@ pub mod fleet {
     //! while every call is still decided by the local breaker, so a failing Redis leaves each
     //! instance deciding alone ([`OnStoreError`]). [`FleetTrip::Quorum`] opens the fleet only
     //! once enough live instances report the trip.
+    //!
+    //! The store is pluggable: [`store::FleetStore`] is the trait a store of your own implements
+    //! (checked with the conformance suite, feature `fleet-conformance`), started with
+    //! [`Fleet::start_with_store`].
     //!
     //! The guide, `docs/fleet.md` in the repository, has the protocol, the guarantees and a
     //! three-node demo. This module re-exports the [`breakerbox_fleet`] crate, whose page has an

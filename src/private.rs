@@ -147,6 +147,24 @@ impl<T: AsRef<str> + ?Sized> KeyStr for T {
     }
 }
 
+/// What `replay_key = …` may evaluate to: anything that is `AsRef<str>`, kept as a `String`.
+#[diagnostic::on_unimplemented(
+    message = "the `replay_key` of `#[circuit_breaker]` must be string-like (`AsRef<str>`), but this expression is `{Self}`",
+    label = "`{Self}` is not `AsRef<str>`",
+    note = "a call whose key is already in the journal is not journaled again: give a `&str` or `String` (for a number, `replay_key = id.to_string()`)"
+)]
+pub trait ReplayKeyStr {
+    /// The key as journaled.
+    fn key_str(&self) -> &str;
+}
+
+impl<T: AsRef<str> + ?Sized> ReplayKeyStr for T {
+    #[inline]
+    fn key_str(&self) -> &str {
+        self.as_ref()
+    }
+}
+
 /// Moved into the closure that wraps a synchronous body so that it is `FnOnce`: such a body
 /// may move its captured arguments out and return borrows of them (fn-error-context).
 #[derive(Debug)]

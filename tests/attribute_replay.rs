@@ -8,6 +8,10 @@ use std::time::Duration;
 
 use breakerbox::{Rejected, State, circuit_breaker, registry};
 
+#[allow(dead_code)]
+#[path = "attribute/support.rs"]
+mod support;
+
 #[derive(Debug)]
 enum SendError {
     Down,
@@ -86,12 +90,26 @@ fn record(id: u64) -> Result<u64, SendError> {
     Ok(id)
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_disk_replay_journals_to_a_file_under_the_replay_dir() {
+/// The journal's directory comes from `BREAKERBOX_REPLAY_DIR`, read at the first call: the
+/// test runs alone in a process that starts with it (`support::alone_with_env`).
+#[test]
+fn a_disk_replay_journals_to_a_file_under_the_replay_dir() {
     let dir = std::env::temp_dir().join(format!("breakerbox-attr-replay-{}", std::process::id()));
-    // SAFETY: this test binary's only reader of the variable is this test, which sets it
-    // before the first call of `record` reads it.
-    unsafe { std::env::set_var("BREAKERBOX_REPLAY_DIR", &dir) };
+    support::alone_with_env(
+        concat!(
+            module_path!(),
+            "::a_disk_replay_journals_to_a_file_under_the_replay_dir"
+        ),
+        &[("BREAKERBOX_REPLAY_DIR", &dir)],
+        a_disk_replay_journals_to_a_file_under_the_replay_dir_alone,
+    );
+}
+
+#[tokio::main(flavor = "current_thread", start_paused = true)]
+async fn a_disk_replay_journals_to_a_file_under_the_replay_dir_alone() {
+    let dir = std::path::PathBuf::from(
+        std::env::var_os("BREAKERBOX_REPLAY_DIR").expect("the process starts with the variable"),
+    );
     assert_eq!(record(1).unwrap(), 1);
     let breaker = registry().get("attr-replay-disk").unwrap();
     breaker.force_open();

@@ -448,7 +448,12 @@ fn signal(signal: &str, pid: u32) {
 }
 
 #[tokio::test]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "the lock keeps the other in-process fleet tests out, on their own threads"
+)]
 async fn a_hung_redis_never_holds_the_calls_of_a_closed_breaker() {
+    let _turn = fleet_in_process();
     let Some(redis) = TestRedis::own() else {
         return;
     };
@@ -468,7 +473,179 @@ async fn a_hung_redis_never_holds_the_calls_of_a_closed_breaker() {
     signal("-CONT", pid);
     drop(fleet);
     assert!(
-        slowest < Duration::from_millis(100),
+        slowest < Duration::from_millis(200),
         "a call of a closed breaker took {slowest:?}"
+    );
+}
+
+/// The tests that start a fleet in this process (the fleet journal is the running fleet's)
+/// take turns.
+static FLEET_IN_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn fleet_in_process() -> std::sync::MutexGuard<'static, ()> {
+    FLEET_IN_PROCESS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The fleet journal's timeout (`RedisOptions`'s default, the attribute's journal's). What
+/// waits on a hung Redis when it should not waits this long or more, so the tests here bound
+/// such waits by half of it: room for a loaded machine's scheduling.
+const JOURNAL_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// A task of the application's on the runtime's one thread, ticking every 10 ms until `stop`
+/// (running once this returns): the longest gap between two ticks.
+async fn ticking(stop: std::sync::Arc<AtomicBool>) -> tokio::task::JoinHandle<Duration> {
+    let (running, ticks) = tokio::sync::oneshot::channel();
+    let app = tokio::spawn(async move {
+        let mut gap = Duration::ZERO;
+        let mut tick = tokio::time::interval(Duration::from_millis(10));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        let _ = running.send(());
+        while !stop.load(Ordering::SeqCst) {
+            let before = Instant::now();
+            tick.tick().await;
+            gap = gap.max(before.elapsed());
+        }
+        gap
+    });
+    ticks.await.unwrap();
+    app
+}
+
+#[circuit_breaker(name = "attr-replay-fleet-async", failures = 1, replay = "fleet")]
+async fn post(id: u32) -> Result<u32, SendError> {
+    Ok(id)
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "the lock keeps the other in-process fleet tests out, on their own threads"
+)]
+async fn an_async_fn_journals_without_holding_its_runtime_thread_while_redis_hangs() {
+    let _turn = fleet_in_process();
+    let Some(redis) = TestRedis::own() else {
+        return;
+    };
+    let pid = redis.child.as_ref().unwrap().id();
+    let prefix = format!("bbtest:hung-async:{}:", std::process::id());
+    let fleet = Fleet::start(FleetConfig::new(redis.url.clone()).prefix(prefix)).unwrap();
+    // The first call starts the journal; a call rejected while it starts waits for it.
+    assert_eq!(post(0).await.unwrap(), 0);
+    registry()
+        .get("attr-replay-fleet-async")
+        .unwrap()
+        .force_open();
+    let Err(SendError::Rejected(rejected)) = post(1).await else {
+        panic!("call 1 ran while forced open");
+    };
+    assert!(rejected.journaled(), "journaled while Redis answers");
+
+    // Redis hangs: connections stay open, nothing answers.
+    signal("-STOP", pid);
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let app = ticking(stop.clone()).await;
+    let mut waits = Vec::new();
+    for id in 2..=4 {
+        let began = Instant::now();
+        let answer = post(id).await;
+        waits.push(began.elapsed());
+        let Err(SendError::Rejected(rejected)) = answer else {
+            panic!("call {id} ran while forced open");
+        };
+        assert!(
+            !rejected.journaled(),
+            "call {id} told journaled with Redis stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let gap = app.await.unwrap();
+    signal("-CONT", pid);
+
+    assert!(
+        gap < JOURNAL_TIMEOUT / 2,
+        "the application's 10 ms tick waited {gap:?} behind the journal"
+    );
+    assert!(
+        waits[0] < JOURNAL_TIMEOUT + Duration::from_millis(250),
+        "the first refusal took {:?}",
+        waits[0]
+    );
+    assert!(
+        waits[1..].iter().all(|w| *w < JOURNAL_TIMEOUT / 2),
+        "refusals while Redis is known not to answer waited: {waits:?}"
+    );
+    // Once Redis answers again: only the call told journaled is queued, the three refusals
+    // counted.
+    let replay = breakerbox::replay::find("attr-replay-fleet-async").unwrap();
+    let mut status = replay.status_async().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status.is_err() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        status = replay.status_async().await;
+    }
+    let status = status.expect("Redis answers again");
+    assert_eq!(status.entries, 1, "{status:?}");
+    assert_eq!(status.counts.queued, 1, "{status:?}");
+    assert_eq!(status.counts.refused, 3, "{status:?}");
+    drop(fleet);
+}
+
+#[circuit_breaker(name = "attr-replay-fleet-async-start", failures = 1, replay = "fleet")]
+async fn post_early(id: u32) -> Result<u32, SendError> {
+    Ok(id)
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "the lock keeps the other in-process fleet tests out, on their own threads"
+)]
+async fn an_async_fn_waits_for_its_journal_to_open_without_holding_its_runtime_thread() {
+    let _turn = fleet_in_process();
+    let Some(redis) = TestRedis::own() else {
+        return;
+    };
+    let pid = redis.child.as_ref().unwrap().id();
+    let prefix = format!("bbtest:hung-start:{}:", std::process::id());
+    let fleet = Fleet::start(FleetConfig::new(redis.url.clone()).prefix(prefix)).unwrap();
+    // Redis hangs before the journal opens: its start waits for Redis's answer, off the call
+    // path.
+    signal("-STOP", pid);
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let app = ticking(stop.clone()).await;
+    let began = Instant::now();
+    assert_eq!(post_early(0).await.unwrap(), 0);
+    let first = began.elapsed();
+    registry()
+        .get("attr-replay-fleet-async-start")
+        .unwrap()
+        .force_open();
+    // A rejected call waits for the start under way, which fails: not journaled.
+    let began = Instant::now();
+    let Err(SendError::Rejected(rejected)) = post_early(1).await else {
+        panic!("call 1 ran while forced open");
+    };
+    let rejected_wait = began.elapsed();
+    assert!(!rejected.journaled(), "told journaled with Redis stopped");
+    stop.store(true, Ordering::SeqCst);
+    let gap = app.await.unwrap();
+    signal("-CONT", pid);
+    drop(fleet);
+
+    assert!(
+        first < JOURNAL_TIMEOUT / 2,
+        "the call that started the journal took {first:?}"
+    );
+    assert!(
+        gap < JOURNAL_TIMEOUT / 2,
+        "the application's 10 ms tick waited {gap:?} behind the journal's start"
+    );
+    assert!(
+        rejected_wait < JOURNAL_TIMEOUT + Duration::from_millis(250),
+        "the rejected call waited {rejected_wait:?} for the start"
     );
 }

@@ -3,12 +3,17 @@
 //! table, a single key's table and a variable, each changing only the keys it names.
 //!
 //! `[defaults]` reaches every annotated breaker of the program, and the load reads the real
-//! environment: the one test of this binary sets it, and no other test shares the process.
+//! environment: each test runs alone in a process of its own (`support::alone_with_env`), the
+//! worked example's with the page's variable from the start.
 #![cfg(feature = "serde")]
 
 use std::time::Duration;
 
-use breakerbox::{Config, Rejected, circuit_breaker, registry};
+use breakerbox::{Breaker, Config, Rejected, circuit_breaker, registry};
+
+#[allow(dead_code)]
+#[path = "attribute/support.rs"]
+mod support;
 
 #[derive(Debug)]
 struct Error;
@@ -46,8 +51,61 @@ fn block(heading: &str, lang: &str) -> String {
     section[start..start + section[start..].find("```").unwrap()].to_owned()
 }
 
+/// The page's config file.
+fn page_file() -> String {
+    block("## A worked example", "toml")
+}
+
+/// The line of `file` with the first `text` at or after the table whose header starts with
+/// `[{table}` (or from the top, without such a table).
+fn line_of(file: &str, table: &str, text: &str) -> usize {
+    let start = file.find(&format!("[{table}")).unwrap_or(0);
+    file[..start + file[start..].find(text).unwrap()]
+        .matches('\n')
+        .count()
+        + 1
+}
+
+/// How `config_sources` names the attribute of the single breaker `name` in this file.
+fn attribute_of(name: &str) -> String {
+    let at = SOURCE
+        .lines()
+        .position(|l| l.starts_with(&format!("#[circuit_breaker(name = \"{name}\"")))
+        .unwrap()
+        + 1;
+    format!("#[circuit_breaker] at tests/config_defaults.rs:{at}")
+}
+
+/// The page's file with a table for `tenant-a`, a breaker made in code.
+fn with_tenant(file: &str) -> String {
+    format!("{file}\n[breakers.tenant-a]\ndynamic = true\nsuccesses = 2\n")
+}
+
+/// `tenant-a`, made in code with keys of its own.
+fn tenant() -> Breaker {
+    registry().get_or_create("tenant-a", || {
+        Config::builder()
+            .failures(3)
+            .half_open_calls(4)
+            .build()
+            .unwrap()
+    })
+}
+
+/// Every row of the page's table, values and sources, with the page's variable set.
 #[test]
 fn the_worked_example_gives_what_the_page_says() {
+    support::alone_with_env(
+        concat!(
+            module_path!(),
+            "::the_worked_example_gives_what_the_page_says"
+        ),
+        &[("BREAKERBOX__PRICING__OPEN_FOR", "90s")],
+        the_worked_example_gives_what_the_page_says_alone,
+    );
+}
+
+fn the_worked_example_gives_what_the_page_says_alone() {
     // The page's attributes are this file's.
     let attributes = block("## A worked example", "rust");
     for line in attributes.lines().filter(|l| l.starts_with("#[")) {
@@ -70,9 +128,7 @@ fn the_worked_example_gives_what_the_page_says() {
         Some(3)
     );
 
-    // SAFETY: the only test of this binary: nothing else reads or writes the environment.
-    unsafe { std::env::set_var("BREAKERBOX__PRICING__OPEN_FOR", "90s") };
-    let file = block("## A worked example", "toml");
+    let file = page_file();
     let names = registry().load_toml_str("app.toml", &file).unwrap();
     assert_eq!(names, ["hosts", "pricing", "profile"]);
 
@@ -106,21 +162,7 @@ fn the_worked_example_gives_what_the_page_says() {
     assert_eq!(c.open_for(), Duration::from_secs(300));
 
     // `config_sources` says where each value came from, as the page's table does.
-    let line = |breaker: &str, text: &str| {
-        let start = file.find(&format!("[{breaker}")).unwrap_or(0);
-        file[..start + file[start..].find(text).unwrap()]
-            .matches('\n')
-            .count()
-            + 1
-    };
-    let attribute_of = |name: &str| {
-        let at = SOURCE
-            .lines()
-            .position(|l| l.starts_with(&format!("#[circuit_breaker(name = \"{name}\"")))
-            .unwrap()
-            + 1;
-        format!("#[circuit_breaker] at tests/config_defaults.rs:{at}")
-    };
+    let line = |table: &str, text: &str| line_of(&file, table, text);
     let keyed_attribute = SOURCE
         .lines()
         .position(|l| l.starts_with("#[circuit_breaker(name = \"hosts\""))
@@ -201,15 +243,10 @@ fn the_worked_example_gives_what_the_page_says() {
         );
     }
     // `[defaults]` reaches a table's breaker made in code too, under the code's keys.
-    let more = format!("{file}\n[breakers.tenant-a]\ndynamic = true\nsuccesses = 2\n");
-    registry().load_toml_str("app.toml", &more).unwrap();
-    let tenant = registry().get_or_create("tenant-a", || {
-        Config::builder()
-            .failures(3)
-            .half_open_calls(4)
-            .build()
-            .unwrap()
-    });
+    registry()
+        .load_toml_str("app.toml", &with_tenant(&file))
+        .unwrap();
+    let tenant = tenant();
     let c = tenant.config();
     assert_eq!(c.failures(), Some(3));
     assert_eq!(c.half_open_calls(), 4);
@@ -227,14 +264,52 @@ fn the_worked_example_gives_what_the_page_says() {
             line("breakers.hosts.keys", "open_for")
         )
     );
+}
 
-    // The same file again without its `[defaults]`, tables and bases, and without the
-    // variable: every breaker its last load reached takes the layers under them again,
-    // keeping its state.
+/// The page's file loaded again without its `[defaults]`, tables and bases: every breaker its
+/// last load reached takes the layers under them again, keeping its state. A variable gone at
+/// the next load does the same: the runtime's unit tests check that with an environment given
+/// to each load, as a test process's own environment does not change while it runs.
+#[test]
+fn the_file_again_without_its_layers_gives_each_breaker_the_layers_under_them() {
+    support::alone_with_env::<&str>(
+        concat!(
+            module_path!(),
+            "::the_file_again_without_its_layers_gives_each_breaker_the_layers_under_them"
+        ),
+        &[],
+        the_file_again_without_its_layers_gives_each_breaker_the_layers_under_them_alone,
+    );
+}
+
+fn the_file_again_without_its_layers_gives_each_breaker_the_layers_under_them_alone() {
+    // The breakers as the worked example leaves them: `pricing` made before the file, a call
+    // of each function, the family's two keys and `tenant-a`, made in code.
     let pricing = registry().get("pricing").unwrap();
+    let file = page_file();
+    registry()
+        .load_toml_str("app.toml", &with_tenant(&file))
+        .unwrap();
+    profile(1).unwrap();
+    price("a").unwrap();
+    fetch("fast.example").unwrap();
+    let family = registry()
+        .family::<String>("hosts", Config::default)
+        .unwrap();
+    let tenant = tenant();
+    assert_eq!(pricing.config().open_for(), Duration::from_secs(120));
+    assert_eq!(tenant.config().successes(), 2);
+    assert_eq!(
+        family.breaker("slow.example").config().open_for(),
+        Duration::from_secs(300)
+    );
+    assert!(
+        registry()
+            .key_config_sources("hosts", "slow.example")
+            .is_some()
+    );
+
     pricing.force_open();
-    // SAFETY: as above.
-    unsafe { std::env::remove_var("BREAKERBOX__PRICING__OPEN_FOR") };
     let names = registry().load_toml_str("app.toml", "").unwrap();
     assert_eq!(names, ["hosts", "pricing", "profile", "tenant-a"]);
     let default = Config::default();

@@ -1,5 +1,6 @@
-//! `timeout` from an environment variable, with the real environment: the one test of this
-//! binary sets it, so no other load of the process reads it.
+//! `timeout` from an environment variable, with the real environment: each test runs alone in
+//! a process that starts with its variable (`support::alone_with_env`), so no other load
+//! reads it.
 #![cfg(all(feature = "serde", feature = "tokio"))]
 
 use std::time::Duration;
@@ -23,12 +24,22 @@ async fn untimed(ms: u64) -> Result<u64, ApiError> {
     Ok(ms)
 }
 
-/// A variable sets the timeout of a function that times out, with no table in the file; one
-/// for a function that cannot is an error naming the variable.
-#[tokio::test(start_paused = true)]
-async fn a_variable_sets_the_timeout_or_is_refused() {
-    // SAFETY: the only test of this binary: nothing else reads or writes the environment.
-    unsafe { std::env::set_var("BREAKERBOX__TIMEOUT_ENV__TIMEOUT", "40ms") };
+/// A variable sets the timeout of a function that times out, with no table in the file, and
+/// `config_sources` names it.
+#[test]
+fn a_variable_sets_the_timeout_of_a_function_that_times_out() {
+    support::alone_with_env(
+        concat!(
+            module_path!(),
+            "::a_variable_sets_the_timeout_of_a_function_that_times_out"
+        ),
+        &[("BREAKERBOX__TIMEOUT_ENV__TIMEOUT", "40ms")],
+        a_variable_sets_the_timeout_of_a_function_that_times_out_alone,
+    );
+}
+
+#[tokio::main(flavor = "current_thread", start_paused = true)]
+async fn a_variable_sets_the_timeout_of_a_function_that_times_out_alone() {
     registry().load_toml_str("env.toml", "").unwrap();
     match timed(50).await {
         Err(ApiError::Timeout(t)) => assert_eq!(t.after(), Duration::from_millis(40)),
@@ -42,9 +53,24 @@ async fn a_variable_sets_the_timeout_or_is_refused() {
             var: "BREAKERBOX__TIMEOUT_ENV__TIMEOUT".into()
         }
     );
+}
 
-    // SAFETY: as above.
-    unsafe { std::env::set_var("BREAKERBOX__TIMEOUT_ENV_UNTIMED__TIMEOUT", "40ms") };
+/// A variable for the timeout of a function that cannot time out is an error naming the
+/// variable, and the function runs untimed.
+#[test]
+fn a_timeout_variable_for_a_function_without_one_is_refused() {
+    support::alone_with_env(
+        concat!(
+            module_path!(),
+            "::a_timeout_variable_for_a_function_without_one_is_refused"
+        ),
+        &[("BREAKERBOX__TIMEOUT_ENV_UNTIMED__TIMEOUT", "40ms")],
+        a_timeout_variable_for_a_function_without_one_is_refused_alone,
+    );
+}
+
+#[tokio::main(flavor = "current_thread", start_paused = true)]
+async fn a_timeout_variable_for_a_function_without_one_is_refused_alone() {
     let e = registry().load_toml_str("env.toml", "").unwrap_err();
     assert!(
         matches!(&e, LoadError::Env { var, .. } if var == "BREAKERBOX__TIMEOUT_ENV_UNTIMED__TIMEOUT"),

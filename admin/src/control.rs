@@ -182,13 +182,38 @@ pub(crate) fn checked<T>(
         peer: extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map(|ConnectInfo(addr)| addr.to_string()),
-        forwarded_for: headers
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok())
-            .map(__integrations::excerpt),
+        forwarded_for: forwarded_for(headers),
         instance: shared.instance(),
     };
     Ok((read, caller))
+}
+
+/// The most of a request's `X-Forwarded-For` a control's record keeps, in bytes.
+const FORWARDED_KEPT: usize = 512;
+
+/// The request's `X-Forwarded-For`, every line of it joined with `, ` as RFC 9110 combines
+/// them; `None` without one. Each proxy appends the address it saw, so the end of the chain is
+/// what the proxies in front of this server wrote and the start what the client did: a longer
+/// chain keeps its last [`FORWARDED_KEPT`] bytes, behind `…`, never its start alone.
+fn forwarded_for(headers: &HeaderMap) -> Option<String> {
+    let lines: Vec<_> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let chain = lines.join(", ");
+    if chain.len() <= FORWARDED_KEPT {
+        return Some(chain);
+    }
+    let mut start = chain.len() - FORWARDED_KEPT;
+    while !chain.is_char_boundary(start) {
+        start += 1;
+    }
+    Some(format!("…{}", &chain[start..]))
 }
 
 /// The rest of a control, once [`checked`]: the action, then the breaker `find` gives, then

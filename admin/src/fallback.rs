@@ -51,11 +51,13 @@ pub(crate) async fn method_not_allowed(
     method: axum::http::Method,
     uri: axum::http::Uri,
 ) -> Problem {
-    // The controls are the third segment of a breaker's path and the fifth of a key's.
+    // The controls are the third segment of a breaker's path and the fifth of a key's or a
+    // replay's; the views of those lengths (a breaker's or a key's config and events, a
+    // family's keys, a replay) are read with GET.
     let segments: Vec<&str> = uri.path().trim_matches('/').split('/').collect();
+    let view = |last: &str| matches!(last, "config" | "events" | "keys" | "replay");
     let allowed = match segments.len() {
-        3 if segments[2] != "keys" && segments[2] != "replay" => "POST",
-        n if n >= 5 => "POST",
+        3 | 5 if !view(segments[segments.len() - 1]) => "POST",
         _ => "GET",
     };
     Problem::new(

@@ -241,6 +241,15 @@ fn family<'t>(t: &'t mut Table, name: &str) -> &'t mut Family {
     })
 }
 
+/// A state change's reason in words: for a state taken on from another instance, who changed
+/// it and why (`web-1 changed it (reset)`), else the reason (`5 consecutive failures`).
+pub(crate) fn why(event: &Event) -> String {
+    match &event.origin {
+        Some(origin) => origin.clone(),
+        None => event.reason.to_string(),
+    }
+}
+
 /// Records one state change (the registry-wide listener calls it).
 pub(crate) fn record(event: &Event) {
     let entry = Arc::new(Entry::Transition {
@@ -250,7 +259,7 @@ pub(crate) fn record(event: &Event) {
         from: event.from,
         to: event.to,
         reason: event.reason,
-        why: event.reason.to_string(),
+        why: why(event),
         failure: event.failure.clone(),
         by: actor(event),
     });

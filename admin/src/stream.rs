@@ -318,7 +318,7 @@ fn state_event(event: &Event, by: Option<&str>) -> SseEvent {
         "state",
         &StateChange {
             event,
-            why: event.reason.to_string(),
+            why: crate::history::why(event),
             by,
         },
     )

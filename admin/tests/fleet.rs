@@ -470,6 +470,22 @@ async fn a_keys_reset_through_the_admin_closes_it_on_every_instance_and_names_wh
         rejected.to_string().contains("web-2: HTTP 503"),
         "{rejected}"
     );
+    // This instance's events of the key say who tripped it, not only that it was imported.
+    let (_, body) = get(&router, "/breakers/shared-hosts/keys/down.example/events").await;
+    let opened = body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "transition" && e["to"] == "open")
+        .unwrap_or_else(|| panic!("no opening among {body}"));
+    assert_eq!(opened["reason"], "imported");
+    assert!(
+        opened["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("web-2 tripped it"),
+        "{opened}"
+    );
     let req = Request::post("/breakers/shared-hosts/keys/down.example/reset")
         .header("authorization", "Bearer alice's token")
         .body(Body::empty())

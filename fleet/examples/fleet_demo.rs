@@ -3,8 +3,11 @@
 //!
 //!   cargo run -p breakerbox-fleet --example fleet_demo
 //!
-//! Uses the Redis at `$BREAKERBOX_TEST_REDIS_URL`, or starts `redis-server` (the Debian
-//! package) on a free loopback port, persistence off, and stops it at the end. The three nodes
+//! Uses the store at `$FLEET_DEMO_URL` if set (any fleet URL: a PostgreSQL one with
+//! `--features postgres`, as in `FLEET_DEMO_URL=postgres://postgres@127.0.0.1:5432/postgres
+//! cargo run -p breakerbox-fleet --features postgres --example fleet_demo`), else the Redis at
+//! `$BREAKERBOX_TEST_REDIS_URL`, or starts `redis-server` (the Debian package) on a free loopback
+//! port, persistence off, and stops it at the end. The three nodes
 //! are this same program run as `fleet_demo node <config>` (the `fleet_node` binary's code).
 
 #[path = "../src/bin/fleet_node.rs"]
@@ -106,7 +109,9 @@ fn main() {
         node::run(&args[2]);
         return;
     }
-    let (url, _server) = match std::env::var("BREAKERBOX_TEST_REDIS_URL") {
+    let chosen =
+        std::env::var("FLEET_DEMO_URL").or_else(|_| std::env::var("BREAKERBOX_TEST_REDIS_URL"));
+    let (url, _server) = match chosen {
         Ok(url) => (url, Server(None)),
         Err(_) => {
             let port = TcpListener::bind("127.0.0.1:0")
@@ -129,7 +134,7 @@ fn main() {
             (format!("redis://127.0.0.1:{port}/"), server)
         }
     };
-    println!("Redis at {url}");
+    println!("The store at {url}");
     let dir = std::env::temp_dir().join(format!("fleet-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let prefix = format!("demo{}", std::process::id());

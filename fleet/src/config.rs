@@ -78,10 +78,12 @@ impl Default for Quorum {
 }
 
 impl Quorum {
-    /// As `quorum.lua` reads it: `2`, or `50%`.
+    /// As `quorum.lua` and PostgreSQL's `breakerbox_fleet_report` read it: `2`, or `50%`. A
+    /// number of instances is at most `i32::MAX` (PostgreSQL's `integer`): no fleet has as many
+    /// live instances, and a quorum is never more than the live ones.
     pub(crate) fn arg(self) -> String {
         match self {
-            Quorum::Instances(n) => n.max(1).to_string(),
+            Quorum::Instances(n) => n.clamp(1, i32::MAX.unsigned_abs()).to_string(),
             Quorum::Percent(p) => format!("{}%", p.clamp(1, 100)),
         }
     }
@@ -151,8 +153,9 @@ impl OnStoreError {
 const ON_STORE_ERROR: [&str; 3] = ["local", "open", "closed"];
 
 impl FleetConfig {
-    /// A fleet on the Redis server at `url` (`redis://host:port/db`), with prefix `breakerbox`,
-    /// sharing nothing yet, re-reading every shared record each second, and giving up on a
+    /// A fleet on the store at `url`: a Redis server (`redis://host:port/db`), or with the
+    /// feature `postgres` a PostgreSQL database (`postgres://user:password@host:port/db`); with
+    /// prefix `breakerbox`, sharing nothing yet, re-reading every shared record each second, and giving up on a
     /// store operation after 250 ms.
     pub fn new(url: impl Into<String>) -> FleetConfig {
         FleetConfig {
@@ -232,7 +235,8 @@ impl FleetConfig {
     /// process that crashes and starts again on its host replaces its own report instead of
     /// adding one. Processes on one host that must count as instances of their own (several
     /// workers of a service) each need a name of their own that stays the same across their
-    /// restarts (`web-3-worker-2`), never one that changes with each start (a pid).
+    /// restarts (`web-3-worker-2`), never one that changes with each start (a pid). An empty
+    /// or blank `id` names no instance: the host's name is used.
     pub fn instance(mut self, id: impl Into<String>) -> FleetConfig {
         self.instance = Some(id.into());
         self
@@ -277,8 +281,9 @@ impl FleetConfig {
     }
 
     /// Trusts the certificate authority in the PEM file at `path` for TLS (`rediss://`,
-    /// `rediss+sentinel://`, `rediss+cluster://`) instead of the system's roots: for a private
-    /// CA. The file is read at start; TLS needs the feature `tls`.
+    /// `rediss+sentinel://`, `rediss+cluster://`, and `postgres://…?sslmode=require`) instead
+    /// of the system's roots: for a private CA. The file is read at start; TLS needs the
+    /// feature `tls`.
     pub fn tls_ca(mut self, path: impl Into<PathBuf>) -> FleetConfig {
         self.tls_ca = Some(path.into());
         self
@@ -317,7 +322,7 @@ impl FleetConfig {
     /// key_ttl = "30s"            # optional: how long a family key's record outlives it
     /// timeout = "250ms"          # optional
     /// on_store_error = "local"   # optional: "local", "open" or "closed" (OnStoreError)
-    /// tls_ca = "ca.pem"          # optional: the CA of a rediss:// server (feature `tls`)
+    /// tls_ca = "ca.pem"          # optional: the CA of a TLS server (feature `tls`)
     /// fleet_trip = "quorum"      # optional: "any" (the default) or "quorum" (FleetTrip)
     /// quorum = 2                 # optional, with "quorum": 2 instances (the default), or "50%"
     ///
@@ -383,9 +388,35 @@ impl FleetConfig {
                         _ => ca,
                     });
                 }
-                "instance" => config.instance = Some(string("a string, like \"web-3\"")?),
-                "resync_every" => config.resync_every = duration("a duration, like \"1s\"")?,
-                "timeout" => config.timeout = duration("a duration, like \"250ms\"")?,
+                "instance" => {
+                    let id = string("a string, like \"web-3\"")?;
+                    if id.trim().is_empty() {
+                        return Err(err(
+                            Some(v.span().start),
+                            "[fleet] `instance` cannot be empty: name this instance, like \"web-3\", or leave the key out for the host's name".to_owned(),
+                        ));
+                    }
+                    config.instance = Some(id);
+                }
+                "resync_every" | "timeout" => {
+                    let every = duration(if k.get_ref() == "timeout" {
+                        "a duration, like \"250ms\""
+                    } else {
+                        "a duration, like \"1s\""
+                    })?;
+                    if every.is_zero() {
+                        return Err(err(
+                            Some(v.span().start),
+                            format!("[fleet] `{}` must be more than 0s", k.get_ref()),
+                        ));
+                    }
+                    // The builder's floors: 10 ms for `resync_every`, 1 ms for `timeout`.
+                    config = if k.get_ref() == "timeout" {
+                        config.timeout(every)
+                    } else {
+                        config.resync_every(every)
+                    };
+                }
                 "key_ttl" => {
                     config = config.key_ttl(duration("a duration, like \"30s\"")?);
                 }
@@ -703,6 +734,17 @@ mod tests {
         assert!(config.shares("payments-eu") && config.shares("inventory"));
     }
 
+    /// A table's durations get the same floors as the builder's (`resync_every` at least
+    /// 10 ms, `timeout` at least 1 ms): a re-read period or a store timeout of nearly nothing
+    /// is never taken as written.
+    #[test]
+    fn a_tables_short_durations_get_the_builders_floors() {
+        let text = "[fleet]\nurl = \"r\"\nresync_every = \"1ns\"\ntimeout = \"1ns\"\n";
+        let config = FleetConfig::from_toml_str("f.toml", text).unwrap().unwrap();
+        assert_eq!(config.resync_every, Duration::from_millis(10));
+        assert_eq!(config.timeout, Duration::from_millis(1));
+    }
+
     #[test]
     fn no_fleet_table_is_no_fleet() {
         let text = "[breakers.payments]\nfailures = 3\n";
@@ -785,6 +827,18 @@ mod tests {
                 "[fleet] `timeout`:",
             ),
             ("fleet = 3\n", "`fleet` must be a table"),
+            (
+                "[fleet]\nurl = \"r\"\ninstance = \"\"\n",
+                "f.toml:3: [fleet] `instance` cannot be empty",
+            ),
+            (
+                "[fleet]\nurl = \"r\"\nresync_every = \"0s\"\n",
+                "f.toml:3: [fleet] `resync_every` must be more than 0s",
+            ),
+            (
+                "[fleet]\nurl = \"r\"\ntimeout = \"0ms\"\n",
+                "f.toml:3: [fleet] `timeout` must be more than 0s",
+            ),
         ];
         for (text, wanted) in cases {
             let e = FleetConfig::from_toml_str("f.toml", text).unwrap_err();

@@ -87,7 +87,7 @@ impl StoreTarget {
             "rediss+cluster" => (Kind::Cluster, true),
             other => {
                 return Err(BadUrl(format!(
-                    "unknown scheme `{other}` (want redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or rediss+cluster)"
+                    "unknown scheme `{other}` (want redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or rediss+cluster; or postgres, with the feature `postgres`)"
                 )));
             }
         };

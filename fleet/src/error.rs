@@ -5,8 +5,9 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FleetError {
-    /// The URL is not a Redis URL the client accepts, or needs a feature this build lacks.
-    #[error("fleet: bad Redis URL `{url}`: {reason}")]
+    /// The URL is not a store URL the client accepts (Redis's, or PostgreSQL's), or needs a
+    /// feature this build lacks.
+    #[error("fleet: bad store URL `{url}`: {reason}")]
     Url {
         /// The URL, its password shown as `***`.
         url: String,
@@ -30,6 +31,18 @@ pub enum FleetError {
         /// Why, as the client says it.
         source: redis::RedisError,
     },
+    /// [`Fleet::connect`](crate::Fleet::connect) could not use its PostgreSQL store: nothing
+    /// listening, a refused login, or the fleet's tables in the database with another shape or
+    /// schema version (the reason names the table and what is wrong); or
+    /// [`Fleet::connect_with_store`](crate::Fleet::connect_with_store) its store, which failed
+    /// or did not answer its ping (the reason as the store gave it).
+    #[error("fleet: cannot use the store at `{url}`: {reason}")]
+    Store {
+        /// The URL, its password shown as `***`.
+        url: String,
+        /// Why.
+        reason: String,
+    },
     /// A [`share`](crate::FleetConfig::share) pattern names nothing the fleet can share: no
     /// single breaker and no keyed family created, annotated (`#[circuit_breaker]`) or
     /// configured (`load_toml`, `configure`) when the fleet started.
@@ -45,6 +58,17 @@ pub enum FleetError {
     /// [`Fleet::start`](crate::Fleet::start) was called outside a tokio runtime.
     #[error("fleet: Fleet::start must be called inside a tokio runtime (it spawns its task there)")]
     NoRuntime,
+    /// The tokio runtime [`Fleet::start`](crate::Fleet::start) was called in lacks a driver
+    /// the fleet needs: it was built without `enable_time` (every fleet's task), or without
+    /// `enable_io` (a fleet on Redis or PostgreSQL).
+    #[error(
+        "fleet: the tokio runtime has {what} disabled, which the fleet's task needs: build it \
+         with `enable_all()`"
+    )]
+    RuntimeWithout {
+        /// `"timers"` or `"I/O"`.
+        what: &'static str,
+    },
 }
 
 /// `url` with its password, if any, shown as `***`.

@@ -30,14 +30,27 @@ use breakerbox_runtime::{Breaker, SharedState, State, WeakBreaker};
 
 use crate::record::Record;
 
-/// The task's name for the key `key` of the family `family`.
-pub(crate) fn key_name(family: &str, key: &str) -> String {
+/// The fleet's name for the key `key` of the keyed family `family`: the name a store is given
+/// for that key's record (`NUL <family length> : <family> <key>`, which no single breaker's
+/// name can be, since a breaker whose name begins with NUL is never shared). [`split_key`]
+/// reads it back.
+///
+/// ```
+/// use breakerbox_fleet::store::{key_name, split_key};
+///
+/// let name = key_name("users", "ann");
+/// assert_eq!(split_key(&name), Some(("users", "ann")));
+/// assert_eq!(split_key("payments"), None);
+/// ```
+pub fn key_name(family: &str, key: &str) -> String {
     format!("\0{}:{family}{key}", family.len())
 }
 
 /// The family and the key a key's name ([`key_name`]) stands for; `None` for a single
-/// breaker's name.
-pub(crate) fn split_key(name: &str) -> Option<(&str, &str)> {
+/// breaker's name. A store keeps a family's keys together with it: a family key's write
+/// ([`Change::life`](crate::store::Change::life)) lists the key among its family's open keys
+/// ([`FleetStore::open_keys`](crate::store::FleetStore::open_keys)).
+pub fn split_key(name: &str) -> Option<(&str, &str)> {
     let rest = name.strip_prefix('\0')?;
     let (len, rest) = rest.split_once(':')?;
     let len: usize = len.parse().ok()?;
@@ -167,6 +180,11 @@ impl KeyBook {
             .rev()
             .filter(|(n, _, _)| n == name)
             .find_map(|(_, b, _)| b.upgrade())
+    }
+
+    /// The last record seen of the key `name`, if the book holds it.
+    pub(crate) fn record(&self, name: &str) -> Option<Record> {
+        self.known.get(name).map(|(r, _)| r.clone())
     }
 
     /// Whether the book holds the key `name`.

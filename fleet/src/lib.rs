@@ -76,8 +76,19 @@
 //!   feature `sentinel`), Cluster (`redis+cluster://`, feature `cluster`); [`Fleet::connect`]
 //!   checks the connection at start (docs/fleet.md, "Production Redis").
 //!
-//! The task talks to the store only through one trait (`FleetStore`, `store.rs`), whose Redis
-//! implementation sends its commands over one seam (`Wire`), so a deterministic
+//! - **PostgreSQL instead.** With the feature `postgres`, a `postgres://` URL makes PostgreSQL
+//!   the store: a row per record changed by SQL functions with the scripts' rules, and
+//!   `LISTEN`/`NOTIFY` as the change feed; the tables are created or checked at every
+//!   connection; `?sslmode=require` is TLS with the feature `tls` too, the server's certificate
+//!   checked as `rediss://` checks Redis's (docs/fleet.md, "PostgreSQL as the store").
+//!
+//! - **A store of your own.** The task talks to the store only through one trait,
+//!   [`store::FleetStore`] (Redis and PostgreSQL implement it): a store written in another
+//!   crate, checked with the conformance suite (`store::conformance`, feature `conformance`),
+//!   runs a fleet with [`Fleet::start_with_store`] (docs/fleet.md, "Writing a store of your
+//!   own").
+//!
+//! Redis's implementation sends its commands over one seam (`Wire`), so a deterministic
 //! simulator (`sim/`, tests only) runs several instances of this code against a model store
 //! that runs the same Lua scripts, under seeded faults (docs/fleet.md, "What is guaranteed").
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -94,7 +105,7 @@ mod record;
 mod shared;
 #[cfg(test)]
 mod sim;
-mod store;
+pub mod store;
 mod task;
 mod view;
 

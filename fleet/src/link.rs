@@ -26,13 +26,22 @@ pub struct StoreLink {
 impl StoreLink {
     /// A link to the store at `url`, trusting the CA in the PEM file `tls_ca` for TLS if given,
     /// each connect and each reply bounded by `timeout`. Nothing is connected yet. An error
-    /// names a URL this build cannot reach (an unknown scheme, a malformed host list, or a
-    /// scheme that needs a feature this build lacks) or a CA file it cannot read.
+    /// names a URL this build cannot reach (an unknown scheme, a malformed host list, a scheme
+    /// that needs a feature this build lacks, or PostgreSQL's, which keeps only the breakers)
+    /// or a CA file it cannot read.
     pub fn new(
         url: &str,
         tls_ca: Option<&Path>,
         timeout: Duration,
     ) -> Result<StoreLink, FleetError> {
+        if crate::store::Backend::of(url) == crate::store::Backend::Postgres {
+            return Err(FleetError::Url {
+                url: crate::error::redact(url),
+                reason: "this needs Redis: a fleet on PostgreSQL shares breakers, and keeps no \
+                         other data (such as the replay journal's) in its store"
+                    .to_owned(),
+            });
+        }
         let (connector, pushes) = crate::connect::connector(url, tls_ca, timeout)?;
         Ok(StoreLink {
             connector,
@@ -99,5 +108,26 @@ impl ConnectionLike for StoreConnection {
 
     fn get_db(&self) -> i64 {
         self.0.get_db()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_to_a_postgres_fleet_says_it_needs_redis() {
+        let Err(e) = StoreLink::new(
+            "postgres://fleet:s3cret@127.0.0.1:1/db",
+            None,
+            Duration::from_secs(1),
+        ) else {
+            panic!("a link to PostgreSQL was made");
+        };
+        let shown = e.to_string();
+        assert!(
+            shown.contains("this needs Redis") && !shown.contains("s3cret"),
+            "{shown}"
+        );
     }
 }

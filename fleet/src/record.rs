@@ -1,26 +1,45 @@
-//! A shared breaker's record in Redis, the script that reads and changes it, and the payload it
-//! publishes.
+//! A shared breaker's record ([`Record`], public as `store::Record`), and how Redis's replies,
+//! hashes and published payloads read as one (crate-private).
 
 use core::time::Duration;
 
 use breakerbox_runtime::{SharedState, State};
 
-/// A record as the script returns or publishes it.
+/// A shared breaker's record, as a store reads, writes or publishes it: the store's view of
+/// one breaker (or one key of a keyed family) for the whole fleet.
+///
+/// A store builds one from what it keeps ([`Record::none`], then the fields set); the fleet
+/// takes it on as a transition of its local breaker. Times are the store's own clock, in
+/// milliseconds since the Unix epoch: the fleet only ever uses their difference
+/// ([`open_remaining`](Record::open_remaining)), so a host's clock never matters.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Record {
-    /// Whether the call changed it (script replies only; published records always did).
-    pub(crate) changed: bool,
-    /// 0 when there is no record (never written, or flushed).
-    pub(crate) epoch: u64,
-    pub(crate) state: State,
-    /// While open: until when, in the server's milliseconds since the Unix epoch.
-    pub(crate) open_until_ms: u64,
-    /// The server's time when the record was read or written.
-    pub(crate) now_ms: u64,
-    pub(crate) reopens: u32,
-    pub(crate) origin: String,
-    pub(crate) reason: String,
-    pub(crate) last_failure: String,
+#[non_exhaustive]
+pub struct Record {
+    /// Whether the call that answered this record wrote it: `true` for a write (or a trip) that
+    /// took, `false` for a read and for a compare-and-set refused. A published record always
+    /// was written: its `changed` is `true`.
+    pub changed: bool,
+    /// The record's version: 0 when there is none (never written, expired or flushed), else
+    /// greater than every epoch the record had before and at least the store's time in ms at
+    /// the write. Compare-and-sets ([`Change::seen`](crate::store::Change::seen)) are over
+    /// it.
+    pub epoch: u64,
+    /// The state: [`State::Closed`], [`State::Open`], [`State::ForcedOpen`] or
+    /// [`State::Disabled`] (a record holds no other; half-open is each instance's own).
+    pub state: State,
+    /// While open: until when, on the store's clock (ms since the Unix epoch); 0 otherwise.
+    pub open_until_ms: u64,
+    /// The store's time when the record was read or written (ms since the Unix epoch).
+    pub now_ms: u64,
+    /// Re-opens since the last close (the backoff level of the open time).
+    pub reopens: u32,
+    /// The instance that wrote it ([`Change::instance`](crate::store::Change::instance));
+    /// empty for no record.
+    pub origin: String,
+    /// Why it was written, as text ([`Change::reason`](crate::store::Change::reason)).
+    pub reason: String,
+    /// The failure that tripped it, as text; empty for none.
+    pub last_failure: String,
 }
 
 /// The fields of a record's hash a re-read reads, in `Record::from_hash`'s order.
@@ -57,6 +76,33 @@ fn parse_state(text: &str) -> Option<State> {
 }
 
 impl Record {
+    /// The record of a breaker that has none in the store, read at the store's time `now_ms`:
+    /// epoch 0, closed, not changed, every text empty. A store builds any other record from it,
+    /// setting the fields.
+    ///
+    /// ```
+    /// use breakerbox_fleet::store::{Record, State};
+    ///
+    /// let mut record = Record::none(1_700_000_000_000);
+    /// record.epoch = 1_700_000_000_001;
+    /// record.state = State::Open;
+    /// record.open_until_ms = 1_700_000_030_000;
+    /// assert_eq!(record.open_remaining(), Some(core::time::Duration::from_secs(30)));
+    /// ```
+    pub fn none(now_ms: u64) -> Record {
+        Record {
+            changed: false,
+            epoch: 0,
+            state: State::Closed,
+            open_until_ms: 0,
+            now_ms,
+            reopens: 0,
+            origin: String::new(),
+            reason: String::new(),
+            last_failure: String::new(),
+        }
+    }
+
     /// From the script's nine fields (the flag first), or a payload's eight (no flag).
     fn from_fields(changed: bool, f: &[String]) -> Option<Record> {
         let [
@@ -101,17 +147,7 @@ impl Record {
             return None;
         };
         let Some(epoch) = epoch else {
-            return Some(Record {
-                changed: false,
-                epoch: 0,
-                state: State::Closed,
-                open_until_ms: 0,
-                now_ms,
-                reopens: 0,
-                origin: String::new(),
-                reason: String::new(),
-                last_failure: String::new(),
-            });
+            return Some(Record::none(now_ms));
         };
         let or = |v: &Option<String>, d: &str| v.clone().unwrap_or_else(|| d.to_owned());
         let fields = [
@@ -133,8 +169,9 @@ impl Record {
         Record::from_fields(changed == "1", rest)
     }
 
-    /// How long it stays open from the moment the server wrote or read it; `None` unless open.
-    pub(crate) fn open_remaining(&self) -> Option<Duration> {
+    /// How long it stays open from the moment the store wrote or read it (`open_until_ms` less
+    /// `now_ms`, never negative); `None` unless open.
+    pub fn open_remaining(&self) -> Option<Duration> {
         (self.state == State::Open)
             .then(|| Duration::from_millis(self.open_until_ms.saturating_sub(self.now_ms)))
     }

@@ -63,6 +63,10 @@ pub(crate) struct Inner {
     pub(crate) tallies: Mutex<BTreeMap<String, Tally>>,
     /// What the fleet holds of the shared families' keys that are not closed (keys.rs).
     pub(crate) keyed: Mutex<KeyBook>,
+    /// The registry's keyed families this fleet shares are named `<family><family_suffix>`:
+    /// empty in a service. The simulator runs several instances in one process, each with
+    /// families of its own in the one registry, shared under one name.
+    pub(crate) family_suffix: String,
 }
 
 /// A breaker held forced open or disabled while the store is unreachable.
@@ -89,6 +93,18 @@ impl Held {
 }
 
 impl Inner {
+    /// The fleet's name of the registry's keyed family `registry_name`, if this fleet shares
+    /// it (see `family_suffix`).
+    pub(crate) fn shared_family<'a>(&self, registry_name: &'a str) -> Option<&'a str> {
+        let family = registry_name.strip_suffix(self.family_suffix.as_str())?;
+        self.config.shares(family).then_some(family)
+    }
+
+    /// The registry's name of the shared family `family`.
+    pub(crate) fn registry_family(&self, family: &str) -> String {
+        format!("{family}{}", self.family_suffix)
+    }
+
     pub(crate) fn instances(&self) -> Vec<FleetBreaker> {
         let live = self.live.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let tallies = self

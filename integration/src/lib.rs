@@ -29,3 +29,18 @@ struct LiveDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/probes.md")]
 struct ProbesDoctests;
+
+/// `docs/fleet.md`: breakers shared through Redis or PostgreSQL, and a store of one's own.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/fleet.md")]
+struct FleetDoctests;
+
+/// `docs/replay.md`: calls rejected while open, journaled and replayed.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/replay.md")]
+struct ReplayDoctests;
+
+/// `docs/admin.md`: the admin router, its dashboard, Prometheus and the fleet view.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/admin.md")]
+struct AdminDoctests;

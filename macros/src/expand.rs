@@ -235,15 +235,20 @@ struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     fn new(function: &'a ItemFn, args: &'a Args) -> Self {
-        let krate = args.krate.as_ref().map_or_else(
-            || quote!(::breakerbox),
-            |krate| krate.value.to_token_stream(),
+        // A `crate = …` path is the user's: located there, a path where breakerbox is not
+        // is reported at it.
+        let private = args.krate.as_ref().map_or_else(
+            || quote!(::breakerbox::__private),
+            |krate| {
+                let path = &krate.value;
+                locate(quote!(#path::__private), path)
+            },
         );
         let mixed = |name: &str| syn::Ident::new(name, Span::mixed_site());
         Ctx {
             function,
             args,
-            private: quote!(#krate::__private),
+            private,
             output: func::output_anchor(function),
             dot_await: function.sig.asyncness.is_some().then(|| quote!(.await)),
             breaker: if args.key.is_some() {
@@ -728,33 +733,28 @@ impl Ctx<'_> {
         let dot_await = &self.dot_await;
         let call = quote!(#body_fn(#(#names),*) #dot_await);
         let result = syn::Ident::new("__breakerbox_result", Span::mixed_site());
-        let error = syn::Ident::new("__breakerbox_error", Span::mixed_site());
-        let outcome = match &args.classify {
+        let classified = match &args.classify {
             Some(classify) => {
                 let path = &classify.value;
-                quote! {
-                    match #path(&#result) {
-                        #private::Outcome::Success | #private::Outcome::Ignored => #private::Result::Ok(()),
-                        _ => {
-                            use #private::{CauseDisplay as _, CauseNone as _};
-                            #private::Result::Err(#private::replay::failure_message(
-                                (&#private::CauseOf(&#result)).__breakerbox_cause(),
-                            ))
-                        }
-                    }
+                quote!(#path(&#result))
+            }
+            // A `Result` by `Ok`/`Err`. Any other type classifies too: a function that returns
+            // one is told so once, at its return type, by `finish`.
+            None => quote!({
+                use #private::{ClassifyAny as _, ClassifyResult as _};
+                (&#private::OutcomeOf(&#result)).__breakerbox_outcome()
+            }),
+        };
+        let outcome = quote! {
+            match #classified {
+                #private::Outcome::Success | #private::Outcome::Ignored => #private::Result::Ok(()),
+                _ => {
+                    use #private::{CauseDisplay as _, CauseNone as _};
+                    #private::Result::Err(#private::replay::failure_message(
+                        (&#private::CauseOf(&#result)).__breakerbox_cause(),
+                    ))
                 }
             }
-            None => quote! {
-                match #result {
-                    #private::Result::Ok(_) => #private::Result::Ok(()),
-                    #private::Result::Err(#error) => {
-                        use #private::{ErrorCauseDisplay as _, ErrorCauseNone as _};
-                        #private::Result::Err(#private::replay::failure_message(
-                            (&#private::ErrorCause(&#error)).__breakerbox_error_cause(),
-                        ))
-                    }
-                }
-            },
         };
         // A synchronous body runs when the replay is called, an async one when it is polled.
         let replay_fn = if asyncness.is_some() {
@@ -811,11 +811,22 @@ impl Ctx<'_> {
         let key = match &args.replay_key {
             Some(key) => {
                 let expr = &key.value;
-                let key_str = locate(quote!(#private::KeyStr::key_str(&(#expr))), expr);
+                let key_str = locate(quote!(#private::ReplayKeyStr::key_str(&(#expr))), expr);
                 quote!(#private::Option::Some(#private::String::from(#key_str)))
             }
             None => quote!(#private::Option::None),
         };
+        // An `async fn`'s call journals without holding its runtime's thread: one call into
+        // `journal_async`, which waits for the start and the journal off the runtime's threads.
+        if function.sig.asyncness.is_some() {
+            return quote! {
+                let #rejected = #private::replay::journal_async(#replay, #rejected, move || {
+                    let __breakerbox_key = #key;
+                    (__breakerbox_key, (#(#names,)*))
+                })
+                .await;
+            };
+        }
         quote! {
             let #rejected = match #private::replay::ReplaySlot::get(#replay) {
                 #private::Option::Some(#replay) => {

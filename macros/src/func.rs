@@ -79,7 +79,8 @@ pub(crate) fn check(item: &ItemFn, args: &Args, errors: &mut Errors) {
     if let Some(variadic) = &sig.variadic {
         errors.push(syn::Error::new(
             variadic.dots.span(),
-            "#[circuit_breaker] cannot wrap a variadic function",
+            "#[circuit_breaker] cannot wrap a variadic function: put it on a Rust function \
+             with a fixed list of arguments that calls this one",
         ));
     }
     if sig.asyncness.is_none() {

@@ -138,7 +138,7 @@ pub(crate) fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
                 e,
                 "failures",
                 1,
-                u64::from(u32::MAX),
+                u32::MAX,
                 "how many consecutive failures open the breaker"
             )),
             "failures_within" => key!(failures_within, |e: &Expr| duration_value(
@@ -151,7 +151,7 @@ pub(crate) fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
                 e,
                 "min_calls",
                 1,
-                u64::from(u32::MAX),
+                u32::MAX,
                 "how many calls the window must hold before a rate can trip the breaker"
             )),
             "slow" => key!(slow, |e: &Expr| duration_value(e, "slow")),
@@ -179,7 +179,7 @@ pub(crate) fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
                 e,
                 "max_concurrent",
                 1,
-                u64::from(u32::MAX),
+                u32::MAX,
                 "how many calls may run at once"
             )),
             "probe" => key!(probe, |e: &Expr| fn_path(e, "probe")),
@@ -188,7 +188,7 @@ pub(crate) fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
                 e,
                 "max_keys",
                 1,
-                u64::from(u32::MAX),
+                u32::MAX,
                 "about how many keys the family keeps"
             )),
             "idle_for" => key!(idle_for, |e: &Expr| duration_value(e, "idle_for")),
@@ -209,7 +209,7 @@ pub(crate) fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
                 e,
                 "replay_max",
                 1,
-                u64::from(u32::MAX),
+                u32::MAX,
                 "how many rejected calls the journal keeps"
             )),
             "replay_ttl" => key!(replay_ttl, |e: &Expr| duration_value(e, "replay_ttl")),
@@ -217,14 +217,14 @@ pub(crate) fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
                 e,
                 "replay_rate",
                 1,
-                u64::from(u32::MAX),
+                u32::MAX,
                 "how many journaled calls are replayed a second"
             )),
             "replay_attempts" => key!(replay_attempts, |e: &Expr| count(
                 e,
                 "replay_attempts",
                 1,
-                u64::from(u32::MAX),
+                u32::MAX,
                 "how many failed replays of a call make it a dead letter"
             )),
             "replay_claim_after" => key!(replay_claim_after, |e: &Expr| duration_value(
@@ -494,7 +494,15 @@ mod tests {
         assert!(error(quote!(window = 0)).contains("between 1 and 10000"));
         assert!(error(quote!(window = "5ms")).contains("at least \"10ms\""));
         assert!(error(quote!(failures = 99999999999)).contains("at most 4294967295"));
-        assert!(error(quote!(failures = 99999999999999999999999)).contains("too large"));
+        assert!(
+            error(quote!(failures = 99999999999999999999999))
+                .contains("must be at most 4294967295")
+        );
+        assert!(error(quote!(failure_rate = 99999999999999999999999)).contains("at most 100"));
+        assert!(error(quote!(window = 99999999999999999999999)).contains("at most 10000"));
+        assert!(error(quote!(jitter = -0.1)).contains("from 0.0 to 1.0, like `jitter = 0.1`"));
+        assert!(error(quote!(jitter = high)).contains("like `jitter = 0.1`"));
+        assert!(!error(quote!(probe = client.health)).contains("Self"));
     }
 
     #[test]

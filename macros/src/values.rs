@@ -11,7 +11,7 @@ const MAX_WINDOW_CALLS: u64 = 10_000;
 /// Shortest time window the runtime accepts: it is split into 10 buckets.
 const MIN_WINDOW_NANOS: u64 = 10_000_000;
 /// Largest `half_open_calls`: the runtime counts probes in 16 bits.
-pub(crate) const MAX_HALF_OPEN_CALLS: u64 = 65_535;
+pub(crate) const MAX_HALF_OPEN_CALLS: u32 = 65_535;
 
 /// A typical `key = value` for `key`, for messages that show how to write a value.
 pub(crate) fn example(key: &str) -> &'static str {
@@ -81,29 +81,35 @@ fn is_negative(expr: &Expr) -> bool {
 }
 
 /// A whole number in `min..=max`.
-pub(crate) fn count(expr: &Expr, key: &str, min: u64, max: u64, what: &str) -> syn::Result<u32> {
-    let n = integer(expr, key, min)?;
-    let bound = if n < min {
-        format!("at least {min}")
-    } else if n > max {
-        format!("at most {max}")
-    } else {
-        return u32::try_from(n)
-            .map_err(|_| syn::Error::new_spanned(expr, format!("`{key}` is too large")));
-    };
-    Err(syn::Error::new_spanned(
-        expr,
-        format!("`{key} = {n}` is out of range: `{key}` is {what}, and must be {bound}"),
-    ))
+pub(crate) fn count(expr: &Expr, key: &str, min: u32, max: u32, what: &str) -> syn::Result<u32> {
+    let n = integer(expr, key, min.into(), max.into())?;
+    match u32::try_from(n) {
+        Ok(value) if (min..=max).contains(&value) => Ok(value),
+        _ => {
+            let bound = if n < u64::from(min) {
+                format!("at least {min}")
+            } else {
+                format!("at most {max}")
+            };
+            Err(syn::Error::new_spanned(
+                expr,
+                format!("`{key} = {n}` is out of range: `{key}` is {what}, and must be {bound}"),
+            ))
+        }
+    }
 }
 
-/// A whole-number literal, with messages for the near misses.
-fn integer(expr: &Expr, key: &str, min: u64) -> syn::Result<u64> {
+/// A whole-number literal, with messages for the near misses. `min` and `max` are the key's
+/// bounds, for the messages of a negative number and of one too large for a `u64`.
+fn integer(expr: &Expr, key: &str, min: u64, max: u64) -> syn::Result<u64> {
     match literal(expr) {
         Some(Lit::Int(int)) => int.base10_parse::<u64>().map_err(|_| {
             syn::Error::new(
                 int.span(),
-                format!("`{key}` is too large: write a number that fits in a `u32`"),
+                format!(
+                    "`{key} = {}` is out of range: `{key}` must be at most {max}",
+                    int.base10_digits()
+                ),
             )
         }),
         Some(Lit::Str(text)) if text.value().parse::<u64>().is_ok() => Err(syn::Error::new(
@@ -149,19 +155,23 @@ pub(crate) fn percent(expr: &Expr, key: &str) -> syn::Result<u8> {
             ),
         ));
     }
-    let n = integer(expr, key, 1)?;
-    if !(1..=100).contains(&n) {
-        let fix = if n == 0 {
-            "a rate of 0% would open the breaker on every call; use at least 1"
-        } else {
-            "use at most 100"
-        };
-        return Err(syn::Error::new_spanned(
-            expr,
-            format!("`{key} = {n}` is out of range: `{key}` is a percentage from 1 to 100; {fix}"),
-        ));
+    let n = integer(expr, key, 1, 100)?;
+    match u8::try_from(n) {
+        Ok(percent) if (1..=100).contains(&percent) => Ok(percent),
+        _ => {
+            let fix = if n == 0 {
+                "a rate of 0% would open the breaker on every call; use at least 1"
+            } else {
+                "use at most 100"
+            };
+            Err(syn::Error::new_spanned(
+                expr,
+                format!(
+                    "`{key} = {n}` is out of range: `{key}` is a percentage from 1 to 100; {fix}"
+                ),
+            ))
+        }
     }
-    u8::try_from(n).map_err(|_| syn::Error::new_spanned(expr, "unreachable: checked above"))
 }
 
 /// `true` or `false`.
@@ -289,14 +299,8 @@ pub(crate) fn window_value(expr: &Expr) -> syn::Result<Window> {
             }
             Ok(Window::Time(nanos))
         }
-        _ => {
-            let n = integer(expr, "window", 1).map_err(|_| {
-                syn::Error::new_spanned(
-                    expr,
-                    "expected a window: a number of calls, like `window = 100`, or a duration \
-                     string, like `window = \"30s\"`",
-                )
-            })?;
+        Some(Lit::Int(_)) => {
+            let n = integer(expr, "window", 1, MAX_WINDOW_CALLS)?;
             if !(1..=MAX_WINDOW_CALLS).contains(&n) {
                 return Err(syn::Error::new_spanned(
                     expr,
@@ -308,11 +312,17 @@ pub(crate) fn window_value(expr: &Expr) -> syn::Result<Window> {
             }
             Ok(Window::Calls(u32::try_from(n).unwrap_or(u32::MAX)))
         }
+        _ => Err(syn::Error::new_spanned(
+            expr,
+            "expected a window: a number of calls, like `window = 100`, or a duration string, \
+             like `window = \"30s\"`",
+        )),
     }
 }
 
-/// A float literal, or an integer literal when `ints` allows it.
-fn float(expr: &Expr, key: &str, ints: bool) -> syn::Result<f64> {
+/// A float literal, or an integer literal when `ints` allows it. `range` says which numbers
+/// the key takes, for the messages of a negative number and of anything else.
+fn float(expr: &Expr, key: &str, ints: bool, range: &str) -> syn::Result<f64> {
     let parsed = match literal(expr) {
         Some(Lit::Float(float)) => float.base10_parse::<f64>(),
         Some(Lit::Int(int)) if ints => int.base10_parse::<f64>(),
@@ -329,13 +339,19 @@ fn float(expr: &Expr, key: &str, ints: bool) -> syn::Result<f64> {
         _ if is_negative(expr) => {
             return Err(syn::Error::new_spanned(
                 expr,
-                format!("`{key}` cannot be negative"),
+                format!(
+                    "`{key}` cannot be negative: use {range}, like `{}`",
+                    example(key)
+                ),
             ));
         }
         _ => {
             return Err(syn::Error::new_spanned(
                 expr,
-                format!("expected a number for `{key}`, like `{key} = 2.0`"),
+                format!(
+                    "expected a number for `{key}`: use {range}, like `{}`",
+                    example(key)
+                ),
             ));
         }
     };
@@ -344,12 +360,15 @@ fn float(expr: &Expr, key: &str, ints: bool) -> syn::Result<f64> {
 
 /// The backoff multiplier: finite, 1.0 to 100.0.
 pub(crate) fn backoff_value(expr: &Expr) -> syn::Result<f64> {
-    let value = float(expr, "backoff", true)?;
+    const RANGE: &str = "a number from 1.0 (no backoff) to 100.0";
+    let value = float(expr, "backoff", true, RANGE)?;
     if !value.is_finite() || !(1.0..=100.0).contains(&value) {
         return Err(syn::Error::new_spanned(
             expr,
-            "`backoff` multiplies the open time after each failed probe: use a number from 1.0 \
-             (no backoff) to 100.0, like `backoff = 2.0`",
+            format!(
+                "`backoff` multiplies the open time after each failed probe: use {RANGE}, like \
+                 `backoff = 2.0`"
+            ),
         ));
     }
     Ok(value)
@@ -357,12 +376,15 @@ pub(crate) fn backoff_value(expr: &Expr) -> syn::Result<f64> {
 
 /// The jitter fraction: 0.0 to 1.0.
 pub(crate) fn jitter_value(expr: &Expr) -> syn::Result<f64> {
-    let value = float(expr, "jitter", false)?;
+    const RANGE: &str = "a number from 0.0 to 1.0";
+    let value = float(expr, "jitter", false, RANGE)?;
     if !(0.0..=1.0).contains(&value) {
         return Err(syn::Error::new_spanned(
             expr,
-            "`jitter` is the fraction of the open time to randomize: use a number from 0.0 to \
-             1.0, like `jitter = 0.1` for ±10%",
+            format!(
+                "`jitter` is the fraction of the open time to randomize: use {RANGE}, like \
+                 `jitter = 0.1` for ±10%"
+            ),
         ));
     }
     Ok(value)
@@ -417,12 +439,18 @@ pub(crate) fn fn_path(expr: &Expr, key: &str) -> syn::Result<ExprPath> {
                 "`{key}` takes the path of a function, not a closure: move the closure into a `fn` and write `{key} = that_fn`"
             ),
         )),
-        other => Err(syn::Error::new_spanned(
-            other,
-            format!(
-                "`{key}` takes the path of a function, like `{key} = my_{key}` or `{key} = Self::my_{key}`"
-            ),
-        )),
+        other => {
+            // A probe is called from a static, where `Self` is unknown.
+            let method = if key == "probe" {
+                String::new()
+            } else {
+                format!(" or `{key} = Self::my_{key}`")
+            };
+            Err(syn::Error::new_spanned(
+                other,
+                format!("`{key}` takes the path of a function, like `{key} = my_{key}`{method}"),
+            ))
+        }
     }
 }
 

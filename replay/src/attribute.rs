@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
-use breakerbox_runtime::Breaker;
+use breakerbox_runtime::{Breaker, Rejected};
+use tokio::sync::Notify;
 
 use crate::StartError;
 pub use crate::{Replay, ReplayConfig};
@@ -15,13 +16,16 @@ pub use crate::{Replay, ReplayConfig};
 /// The attribute's replay of one function, started off the call path: each call asks for the
 /// start ([`start`](ReplaySlot::start), which never waits), and it runs on tokio's blocking
 /// threads (where a disk journal opens its file, a fleet journal reaches its Redis). A call the
-/// breaker admits never waits for it; a rejected call waits for a start under way
-/// ([`get`](ReplaySlot::get)), bounded by the journal's own timeout. A failed start is tried
-/// again at a later call, at most once a second.
+/// breaker admits never waits for it; a rejected call waits for a start under way, bounded by
+/// the journal's own timeout: a plain `fn`'s on its thread ([`get`](ReplaySlot::get)), an
+/// `async fn`'s without holding its runtime's thread ([`get_async`](ReplaySlot::get_async)). A
+/// failed start is tried again at a later call, at most once a second.
 pub struct ReplaySlot<A> {
     cell: OnceLock<Replay<A>>,
     state: Mutex<Starting>,
     started: Condvar,
+    /// Wakes the `async fn` calls waiting for a start under way when it ends.
+    ready: Notify,
 }
 
 #[derive(Default)]
@@ -51,6 +55,7 @@ impl<A> ReplaySlot<A> {
                 failed: None,
             }),
             started: Condvar::new(),
+            ready: Notify::const_new(),
         }
     }
 }
@@ -107,6 +112,8 @@ impl<A: Send + 'static> ReplaySlot<A> {
             }
             state.running = false;
             self.started.notify_all();
+            drop(state);
+            self.ready.notify_waiters();
         });
     }
 
@@ -126,8 +133,45 @@ impl<A: Send + 'static> ReplaySlot<A> {
         self.cell.get()
     }
 
+    /// The replay, once started; a start under way is waited for without holding the thread
+    /// (an `async fn`'s call: its runtime's other tasks run meanwhile).
+    pub async fn get_async(&self) -> Option<&Replay<A>> {
+        loop {
+            if let Some(replay) = self.cell.get() {
+                return Some(replay);
+            }
+            // Listening before `running` is read: the end of the start is not missed.
+            let ended = self.ready.notified();
+            let mut ended = core::pin::pin!(ended);
+            ended.as_mut().enable();
+            if !self.lock().running {
+                return self.cell.get();
+            }
+            ended.await;
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Starting> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Journals a rejected call of an `async fn` (the attribute's one call for it): waits for a
+/// start under way, then journals `call()`'s key and arguments with
+/// [`Replay::journal_keyed_async`], the journal's work on tokio's blocking threads: no runtime
+/// thread waits on a disk or a Redis. `call` (the key's expression, and the arguments moved
+/// into one tuple) runs only if the replay has started, as the plain `fn`'s path does.
+pub async fn journal_async<A: Send + 'static>(
+    slot: &'static ReplaySlot<A>,
+    rejected: Rejected,
+    call: impl FnOnce() -> (Option<String>, A),
+) -> Rejected {
+    match slot.get_async().await {
+        Some(replay) => {
+            let (key, args) = call();
+            replay.journal_keyed_async(rejected, key, args).await
+        }
+        None => rejected,
     }
 }
 
@@ -179,7 +223,16 @@ where
     Fut: Future<Output = Result<(), String>> + Send + 'static,
 {
     let dir = dir();
-    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "its folder {} (`BREAKERBOX_REPLAY_DIR`, else `breakerbox-replay` in the \
+                 working directory) could not be made: {e}",
+                dir.display()
+            ),
+        )
+    })?;
     let path = dir.join(file_name(breaker.name()));
     let (replay, recovery) = Replay::builder(breaker)
         .config(config)

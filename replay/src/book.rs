@@ -389,11 +389,10 @@ impl<P> Book<P> {
         done
     }
 
-    /// Takes back the entry a push just put (its write failed), uncounted.
+    /// Takes back the entry a push just put (its write failed); the caller takes back its
+    /// counts.
     pub(crate) fn unput(&mut self, id: u64) {
-        if self.dequeue(id).is_some() {
-            self.counts.queued -= 1;
-        }
+        self.dequeue(id);
     }
 
     /// A queued or dead entry.

@@ -41,7 +41,8 @@ use crate::stats::Sink;
 ///   holds its entry is synced; replays, failures and expiries are committed without a sync
 ///   (a process crash keeps them; a power cut may replay such an entry once more). A commit
 ///   that fails leaves nothing behind: its calls are refused ([`NotJournaled::Io`]), counted
-///   `refused`, and the journal goes on.
+///   `refused` once each (a call deduplicated into one of its new entries too; one
+///   deduplicated into an entry committed before stays journaled), and the journal goes on.
 pub struct DiskJournal<A> {
     inner: Mutex<Inner>,
     /// Pushes waiting to be committed together.
@@ -203,15 +204,22 @@ fn holder(path: &Path) -> String {
         ) {
             let inode = format!(":{}", meta.ino());
             let me = std::process::id().to_string();
+            let mut mine = false;
             for line in locks.lines() {
                 let fields: Vec<&str> = line.split_whitespace().collect();
                 // `1: POSIX  ADVISORY  WRITE 1234 08:01:5678 0 EOF`
                 if let [_, _, _, _, pid, file, ..] = fields[..]
                     && file.ends_with(&inode)
-                    && pid != me
                 {
-                    return format!("by process {pid}");
+                    if pid != me {
+                        return format!("by process {pid}");
+                    }
+                    mine = true;
                 }
+            }
+            // Another journal of this process holds it, under another name (a link).
+            if mine {
+                return "by this process (under another name)".to_owned();
             }
         }
     }
@@ -233,7 +241,17 @@ fn canonical(path: &Path) -> io::Result<PathBuf> {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    Ok(std::fs::canonicalize(dir)?.join(name))
+    let dir = std::fs::canonicalize(dir).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "the replay journal {}: its folder {}: {e}",
+                path.display(),
+                dir.display()
+            ),
+        )
+    })?;
+    Ok(dir.join(name))
 }
 
 /// One row's bookkeeping as read at open.
@@ -578,18 +596,81 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> DiskJournal<A> {
         self.batch.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Commits `job` with the pushes of other callers that wait meanwhile (group commit): the
+    /// Journals `calls` as one group commit, as the pushes of concurrent callers that arrive
+    /// while a commit runs are. For fault tests; not public API.
+    #[doc(hidden)]
+    pub fn push_together(
+        &self,
+        calls: Vec<(Option<String>, A, Duration)>,
+    ) -> Vec<Result<Pushed, NotJournaled>> {
+        let mut answers: Vec<Option<Result<Pushed, NotJournaled>>> = Vec::new();
+        let mut jobs = Vec::new();
+        for (key, args, now) in calls {
+            match self.job(key, args, now) {
+                Ok(job) => {
+                    jobs.push(job);
+                    answers.push(None);
+                }
+                Err(why) => answers.push(Some(Err(why))),
+            }
+        }
+        let mut committed = self.commit_with_others(jobs).into_iter();
+        answers
+            .into_iter()
+            .map(|answer| {
+                answer.unwrap_or_else(|| committed.next().unwrap_or(Err(NotJournaled::Panicked)))
+            })
+            .collect()
+    }
+
+    /// The call's entry, encoded; the arguments dropped outside any lock.
+    fn job(&self, key: Option<String>, args: A, now: Duration) -> Result<Job, NotJournaled> {
+        // The arguments' `Serialize` and `Drop` are user code: outside the lock.
+        let encoded = match catch_unwind(AssertUnwindSafe(|| postcard::to_allocvec(&args))) {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(e)) => {
+                self.refused();
+                return Err(NotJournaled::Encode(e.to_string()));
+            }
+            Err(panic) => {
+                core::mem::forget(panic);
+                self.refused();
+                return Err(NotJournaled::Panicked);
+            }
+        };
+        crate::memory::drop_outside(vec![args]);
+        let bytes = weight(key.as_deref(), &encoded);
+        Ok(Job {
+            key,
+            encoded,
+            bytes,
+            now,
+        })
+    }
+
+    /// Commits `jobs` with the pushes of other callers that wait meanwhile (group commit): the
     /// first caller to find no commit running commits every push waiting, in one transaction
     /// synced once; the others wait for it, and each is answered only once the commit that
-    /// holds its entry is synced.
-    fn commit_with_others(&self, job: Job) -> Result<Pushed, NotJournaled> {
+    /// holds its entry is synced. `jobs` are committed together, in order; their answers.
+    fn commit_with_others(&self, jobs: Vec<Job>) -> Vec<Result<Pushed, NotJournaled>> {
         let mut batch = self.batch();
-        let number = batch.next;
-        batch.next += 1;
-        batch.waiting.push((number, job));
+        let mut numbers = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let number = batch.next;
+            batch.next += 1;
+            batch.waiting.push((number, job));
+            numbers.push(number);
+        }
+        let mut answers: Vec<Option<Result<Pushed, NotJournaled>>> =
+            numbers.iter().map(|_| None).collect();
         loop {
-            if let Some(answer) = batch.answers.remove(&number) {
-                return answer;
+            for (number, answer) in numbers.iter().zip(&mut answers) {
+                if answer.is_none() {
+                    *answer = batch.answers.remove(number);
+                }
+            }
+            if answers.iter().all(Option::is_some) {
+                return answers.into_iter().flatten().collect();
             }
             if batch.committing {
                 batch = self
@@ -618,14 +699,21 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> DiskJournal<A> {
         }
     }
 
-    /// Pushes `jobs` into the book in order and writes them in one transaction, synced; if
-    /// it fails, none of them is in the database nor in the book, and each is refused.
+    /// Pushes `jobs` into the book in order and writes them in one transaction, synced. If
+    /// it fails, none of the batch's new entries is in the database nor in the book, and the
+    /// counts are as if they had never been: each call that made one, or was deduplicated
+    /// into one, is refused and counted `refused` (not `queued` nor `deduplicated`), and a new
+    /// entry a later push of the batch dropped for room (or expired) is not counted `dropped`
+    /// (`expired`). A call deduplicated into an entry committed before is still journaled:
+    /// that entry stands for it.
     fn commit(&self, jobs: Vec<(u64, Job)>) -> Vec<(u64, Result<Pushed, NotJournaled>)> {
         let mut inner = self.lock();
         let mut answers = Vec::with_capacity(jobs.len());
         let mut changes = Vec::new();
         let mut counts = JournalCounts::default();
         let mut puts: Vec<(u64, &[u8])> = Vec::new();
+        // What the batch counted of its own new entries being removed again.
+        let mut own_removals = JournalCounts::default();
         for (number, job) in &jobs {
             let (answer, done) = inner.book.push(
                 job.key.clone().map(String::into_boxed_str),
@@ -633,6 +721,21 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> DiskJournal<A> {
                 job.bytes,
                 job.now,
             );
+            // A push expires entries first, then drops for room: its first `expired` removals
+            // are expiries, the rest drops.
+            let removed = done.changes.iter().filter_map(|change| match change {
+                Change::Remove(id) => Some(*id),
+                _ => None,
+            });
+            for (n, id) in removed.enumerate() {
+                if puts.iter().any(|(put, _)| *put == id) {
+                    if (n as u64) < done.counts.expired {
+                        own_removals.expired += 1;
+                    } else {
+                        own_removals.dropped += 1;
+                    }
+                }
+            }
             if let Ok(Pushed::New(id)) = answer {
                 puts.push((id, &job.encoded));
             }
@@ -642,22 +745,37 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> DiskJournal<A> {
         }
         if let Err(e) = inner.write(&changes, &puts, !puts.is_empty()) {
             // Nothing of the transaction is in the database: nor are the new entries in the
-            // book (what they expired or dropped stays gone, and is back at the next open).
+            // book (what they expired or dropped of the entries before stays gone, and is back
+            // at the next open).
+            let mut undone = own_removals;
             for &(id, _) in &puts {
                 inner.book.unput(id);
-                counts.queued -= 1;
+                undone.queued += 1;
             }
+            let mut refused = 0;
             for (_, answer) in &mut answers {
-                if answer.is_ok() {
+                let refuse = match answer {
+                    Ok(Pushed::New(_)) => true,
+                    Ok(Pushed::Duplicate(id)) => {
+                        let into_batch = puts.iter().any(|(put, _)| put == id);
+                        undone.deduplicated += u64::from(into_batch);
+                        into_batch
+                    }
+                    Err(_) => false,
+                };
+                if refuse {
                     *answer = Err(NotJournaled::Io(io::Error::new(e.kind(), e.to_string())));
-                    let refused = JournalCounts {
-                        refused: 1,
-                        ..Default::default()
-                    };
-                    inner.book.counts.add(&refused);
-                    counts.add(&refused);
+                    refused += 1;
                 }
             }
+            inner.book.counts.sub(&undone);
+            counts.sub(&undone);
+            let refused = JournalCounts {
+                refused,
+                ..Default::default()
+            };
+            inner.book.counts.add(&refused);
+            counts.add(&refused);
         }
         drop(inner);
         self.sink.count(&counts);
@@ -671,27 +789,10 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> DiskJournal<A> {
 
 impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for DiskJournal<A> {
     fn push(&self, key: Option<String>, args: A, now: Duration) -> Result<Pushed, NotJournaled> {
-        // The arguments' `Serialize` and `Drop` are user code: outside the lock.
-        let encoded = match catch_unwind(AssertUnwindSafe(|| postcard::to_allocvec(&args))) {
-            Ok(Ok(bytes)) => bytes,
-            Ok(Err(e)) => {
-                self.refused();
-                return Err(NotJournaled::Encode(e.to_string()));
-            }
-            Err(panic) => {
-                core::mem::forget(panic);
-                self.refused();
-                return Err(NotJournaled::Panicked);
-            }
-        };
-        crate::memory::drop_outside(vec![args]);
-        let bytes = weight(key.as_deref(), &encoded);
-        self.commit_with_others(Job {
-            key,
-            encoded,
-            bytes,
-            now,
-        })
+        let job = self.job(key, args, now)?;
+        self.commit_with_others(vec![job])
+            .pop()
+            .unwrap_or(Err(NotJournaled::Panicked))
     }
 
     fn take(&self, now: Duration) -> Take<A> {

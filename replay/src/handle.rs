@@ -82,7 +82,7 @@ impl ReplayHandle {
     /// The journal's size and counts, or why its store could not give them, read off the
     /// runtime's threads (on tokio's blocking threads for a journal that may wait on a disk or
     /// a store): the runtime's other tasks run meanwhile, and the fleet journal answers
-    /// within twice its timeout, at once while its Redis is known not to answer.
+    /// within its timeout, at once while its Redis is known not to answer.
     pub async fn status_async(&self) -> Result<JournalStatus, StoreError> {
         self.off_thread(|c| c.try_status()).await
     }

@@ -108,6 +108,18 @@ impl JournalCounts {
         self.dropped += other.dropped;
         self.refused += other.refused;
     }
+
+    /// Takes back counts `add` added (never below zero).
+    pub(crate) fn sub(&mut self, other: &JournalCounts) {
+        self.queued = self.queued.saturating_sub(other.queued);
+        self.deduplicated = self.deduplicated.saturating_sub(other.deduplicated);
+        self.replayed = self.replayed.saturating_sub(other.replayed);
+        self.failed = self.failed.saturating_sub(other.failed);
+        self.dead_lettered = self.dead_lettered.saturating_sub(other.dead_lettered);
+        self.expired = self.expired.saturating_sub(other.expired);
+        self.dropped = self.dropped.saturating_sub(other.dropped);
+        self.refused = self.refused.saturating_sub(other.refused);
+    }
 }
 
 /// A journal's size and counts now.

@@ -65,6 +65,9 @@ end
 local function keyed(f) if f.k then return {'1', f.k} end return {'0', ''} end
 
 -- The stream and its group, made if missing; a key of another kind is the caller's error.
+-- The counts' `bytes` weigh the stream's entries: a stream made anew holds none, and counts
+-- lost (evicted, deleted) are weighed again from the stream, so that neither loss lets the
+-- stream past max_bytes nor keeps it full of entries it no longer holds.
 local function ensure()
   local kind = redis.call('TYPE', S)['ok']
   if kind ~= 'stream' and kind ~= 'none' then
@@ -73,6 +76,15 @@ local function ensure()
   local made = redis.pcall('XGROUP', 'CREATE', S, G, '0', 'MKSTREAM')
   if type(made) == 'table' and made['err'] and not string.find(made['err'], 'BUSYGROUP') then
     return made
+  end
+  if kind == 'none' then
+    redis.call('HSET', C, 'bytes', 0)
+  elseif not redis.call('HGET', C, 'bytes') then
+    local weighed = 0
+    for _, e in ipairs(redis.call('XRANGE', S, '-', '+')) do
+      weighed = weighed + tonumber(fields(e[2]).b)
+    end
+    redis.call('HSET', C, 'bytes', weighed)
   end
   return nil
 end
@@ -203,6 +215,21 @@ elseif op == 'take' then
   local now, ttl, me = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
   local now_ms, claim_ms = tonumber(ARGV[5]), tonumber(ARGV[6])
   expire(now, ttl)
+  -- Every entry pending on an instance's consumer is in the held set; one that is not (the set
+  -- was lost: evicted, deleted) is held from now, so that it goes back to the queue
+  -- claim_after from now if its instance died holding it.
+  local consumers = redis.call('XPENDING', S, G)[4]
+  if type(consumers) == 'table' then
+    for _, c in ipairs(consumers) do
+      if c[1] ~= QUEUE then
+        for _, p in ipairs(redis.call('XPENDING', S, G, '-', '+', 100, c[1])) do
+          if not redis.call('ZSCORE', Z, num(p[1])) then
+            redis.call('ZADD', Z, now_ms, num(p[1]))
+          end
+        end
+      end
+    end
+  end
   for _, n in ipairs(redis.call('ZRANGEBYSCORE', Z, '-inf', now_ms - claim_ms, 'LIMIT', 0, 100)) do
     redis.call('XCLAIM', S, G, QUEUE, 0, sid(n), 'JUSTID')
     redis.call('ZREM', Z, n)

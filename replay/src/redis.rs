@@ -6,7 +6,7 @@ use core::marker::PhantomData;
 use core::time::Duration;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
@@ -101,11 +101,12 @@ impl RedisOptions {
         self
     }
 
-    /// The longest a connect, and an operation on the connection, wait on Redis (each): a
-    /// call waits at most twice this (and 100 ms) and then fails; once Redis did not answer,
-    /// the journal refuses calls without trying Redis until a `PING`, sent once every timeout,
-    /// is answered. A push runs on Redis only within one timeout of the call (Redis's clock),
-    /// so that a push Redis runs later journals nothing.
+    /// The longest a call waits on Redis, a connect included: a call (a push, a status, any
+    /// operation) returns within this time, and fails if Redis has not answered by then; once
+    /// Redis did not answer, the journal refuses calls without trying Redis until a `PING`,
+    /// sent once every timeout, is answered. A push runs on Redis only within half of it
+    /// (Redis's clock), so that a push Redis runs later journals nothing, and its answer has
+    /// the other half to come back.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout.max(Duration::from_millis(1));
         self
@@ -188,18 +189,23 @@ pub enum RedisJournalError {
 ///   journal only. A settle that fails leaves the entry held: it goes back to the queue
 ///   after `claim_after`.
 /// - **A push Redis runs too late is refused by Redis.** Each push carries the last moment
-///   its caller waits for, on Redis's clock (the offset measured on the connection): a push
-///   Redis runs after it (it was stopped, or the command waited in a socket) journals
-///   nothing, so a call whose caller was told "not journaled" is never journaled behind its
-///   back.
+///   Redis may run it, half a timeout after the call, on Redis's clock (the offset measured
+///   on the connection): a push Redis runs after it (it was stopped, or the command waited in
+///   a socket) journals nothing.
+/// - **In doubt, and said so.** A push sent to Redis that gets no answer within the timeout
+///   (none came, or the connection dropped) is refused with a reason that says "the call may
+///   have been journaled all the same": Redis ran it if it got it in time and its answer was
+///   lost or late, and then the entry is queued and replayed. Every other refusal journaled
+///   nothing (full, too large, not encodable, run too late, an error Redis answered, a
+///   connect that failed, a call refused at once while Redis is known not to answer).
 /// - [`JournalStatus`] and [`JournalCounts`] are the fleet's (read from Redis), plus this
 ///   instance's calls refused because Redis failed; metrics count this instance's events.
 /// - **Connections** are the fleet's (`breakerbox-fleet`'s `StoreLink`): the URLs fleet mode
 ///   takes, with TLS, Sentinel and Cluster where breakerbox's `redis-tls`, `redis-sentinel`
 ///   and `redis-cluster` features are on. A thread of the journal's own holds the connection
 ///   and sends the calls of every thread on it.
-/// - Its calls block the calling thread for up to twice the timeout (a connect, then the
-///   operation), and not at all while Redis is known not to answer. [`Replay`](crate::Replay)
+/// - Its calls block the calling thread for at most the timeout (a connect and the operation
+///   together), and not at all while Redis is known not to answer. [`Replay`](crate::Replay)
 ///   runs them off the runtime's threads where it can: its replayer, and
 ///   [`Replay::call_async`](crate::Replay::call_async), and the `_async` operations of a
 ///   [`ReplayHandle`](crate::ReplayHandle), which the admin router uses.
@@ -337,20 +343,15 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
         options: RedisOptions,
         config: &ReplayConfig,
     ) -> Result<RedisJournal<A>, RedisJournalError> {
-        // The client's own bound on an answer is twice the timeout: a push runs on Redis only
-        // within one timeout of its call, and its answer then has a timeout to come back
-        // before the call gives up on it. Connects are bounded by the timeout (`Serve`).
-        let store = StoreLink::new(
-            &options.url,
-            options.tls_ca.as_deref(),
-            options.timeout.saturating_mul(2),
-        )
-        .map_err(|e| match e {
-            breakerbox_fleet::FleetError::Url { url, reason } => {
-                RedisJournalError::Url(format!("`{url}`: {reason}"))
-            }
-            other => RedisJournalError::Url(other.to_string()),
-        })?;
+        // The client's own bound on an answer is the timeout, as each call's (`Serve` bounds a
+        // call, its connect included, by the moment its caller gives up).
+        let store = StoreLink::new(&options.url, options.tls_ca.as_deref(), options.timeout)
+            .map_err(|e| match e {
+                breakerbox_fleet::FleetError::Url { url, reason } => {
+                    RedisJournalError::Url(format!("`{url}`: {reason}"))
+                }
+                other => RedisJournalError::Url(other.to_string()),
+            })?;
         let base = format!("{}{{{name}}}:", options.prefix);
         let keys =
             ["stream", "dead", "keys", "tries", "held", "counts"].map(|k| format!("{base}{k}"));
@@ -416,13 +417,19 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
             }
             Err(e) => {
                 let why = self.describe(&e);
+                // The store's failure, as `store_error` and the calls refused while Redis is
+                // known not to answer (never sent: not in doubt) give it.
+                let cause = match &e {
+                    Failure::InDoubt(cause) => self.describe(cause),
+                    _ => why.clone(),
+                };
                 // An error Redis answered with (a key of another kind: this journal's data) is
                 // not the store down.
                 if !matches!(e, Failure::Error(_)) {
-                    *lock(&self.down) = Some(why.clone());
+                    *lock(&self.down) = Some(cause.clone());
                     self.link.probe();
                 }
-                *lock(&self.last_error) = Some(why.clone());
+                *lock(&self.last_error) = Some(cause);
                 tracing::warn!(target: "breakerbox", journal = %self.name, error = %why, "a replay journal's call to Redis failed");
                 Err(why)
             }
@@ -446,6 +453,11 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> RedisJournal<A> {
             Failure::Gone => format!(
                 "the replay journal `{}`'s Redis thread has stopped",
                 self.name
+            ),
+            Failure::InDoubt(failure) => format!(
+                "{}; {IN_DOUBT} (Redis ran it if it got it within {:?} of the call, and its answer was lost)",
+                self.describe(failure),
+                self.options.timeout / 2
             ),
         }
     }
@@ -526,7 +538,13 @@ enum Failure {
     Timeout,
     /// The journal's thread is gone (its runtime could not be built).
     Gone,
+    /// A push sent to Redis got no answer (this failure): Redis may have run it.
+    InDoubt(Box<Failure>),
 }
+
+/// What the reason of a push refused in doubt says: the push was sent, and no answer came.
+/// Every other refusal journaled nothing.
+pub(crate) const IN_DOUBT: &str = "the call may have been journaled all the same";
 
 /// How a push's deadline is told to Redis: how long a server-clock reading stays the base
 /// of the offset (the two clocks drift apart slowly; a server's clock may be stepped).
@@ -544,19 +562,21 @@ enum Message {
 struct Request {
     args: Vec<Vec<u8>>,
     /// For a push: the last moment Redis may run it, sent on Redis's own clock (the script's
-    /// last argument), which refuses to run the push after it. A timeout before the caller
-    /// gives up, so that an answer has that long to come back.
+    /// last argument), which refuses to run the push after it. Half the timeout before the
+    /// caller gives up, so that an answer has that long to come back.
     until: Option<Instant>,
     /// When the caller stops waiting: the thread answers by then.
     give_up: Instant,
+    /// Set once the script is sent to Redis: from then on, Redis may run it.
+    sent: Arc<AtomicBool>,
     answer: std::sync::mpsc::SyncSender<Result<Value, Failure>>,
 }
 
 /// The journal's way to Redis: a thread of its own runs a tokio runtime with the fleet's
 /// connection ([`StoreLink`]: its URLs, TLS, Sentinel, Cluster), so that the journal's
 /// synchronous calls work from any thread, in a runtime or not. Calls are sent on one
-/// multiplexed connection, concurrently; each caller waits for its answer at most twice the
-/// timeout. The thread ends when the journal is dropped.
+/// multiplexed connection, concurrently; each caller waits for its answer at most the timeout.
+/// The thread ends when the journal is dropped.
 struct Link {
     requests: tokio::sync::mpsc::UnboundedSender<Message>,
     timeout: Duration,
@@ -596,31 +616,39 @@ impl Link {
         Ok(Link { requests, timeout })
     }
 
-    /// The longest a caller waits for an answer: a connect, then the operation, each within
-    /// the timeout, and a little for the thread to hand the answer over.
-    fn wait(&self) -> Duration {
-        self.timeout.saturating_mul(2) + Duration::from_millis(50)
-    }
-
-    /// Runs the script with `args`, waiting at most [`wait`](Link::wait); a push (`push`)
-    /// runs on Redis only within the timeout.
+    /// Runs the script with `args`, waiting at most the timeout; a push (`push`) runs on
+    /// Redis only within half of it, so that its answer has the other half to come back. A
+    /// push sent to Redis that gets no answer (a timeout, a dropped connection) is
+    /// [`Failure::InDoubt`]: Redis may have run it.
     fn call(&self, args: Vec<Vec<u8>>, push: bool) -> Result<Value, Failure> {
         let (answer, answered) = std::sync::mpsc::sync_channel(1);
         let now = Instant::now();
+        let give_up = now + self.timeout;
+        let sent = Arc::new(AtomicBool::new(false));
         let request = Request {
             args,
-            until: push.then(|| now + self.timeout),
-            give_up: now + self.wait(),
+            until: push.then(|| now + self.timeout / 2),
+            give_up,
+            sent: sent.clone(),
             answer,
         };
         if self.requests.send(Message::Run(request)).is_err() {
             return Err(Failure::Gone);
         }
-        // The thread answers by `give_up`; a little more for it to be scheduled.
-        match answered.recv_timeout(self.wait() + Duration::from_millis(50)) {
+        // The thread gives up by then too; whichever is first, the caller has its answer.
+        let result = match answered.recv_timeout(give_up.saturating_duration_since(Instant::now()))
+        {
             Ok(result) => result,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Failure::Timeout),
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Failure::Gone),
+        };
+        match result {
+            Err(failure @ (Failure::Timeout | Failure::Unreachable(_)))
+                if push && sent.load(Ordering::SeqCst) =>
+            {
+                Err(Failure::InDoubt(Box::new(failure)))
+            }
+            other => other,
         }
     }
 
@@ -698,7 +726,9 @@ impl Serve {
                 let _ = request.answer.send(Err(Failure::Timeout));
                 continue;
             }
-            let connect = tokio::time::timeout(self.timeout, store.connection());
+            // The connect counts in the caller's wait.
+            let give_up = tokio::time::Instant::from_std(request.give_up);
+            let connect = tokio::time::timeout_at(give_up, store.connection());
             let con = match connect.await {
                 Ok(Ok(con)) => con,
                 Ok(Err(e)) => {
@@ -762,6 +792,7 @@ impl Serve {
                 }
                 // `EVALSHA`, loading the script again after `NOSCRIPT` (a restart, `SCRIPT
                 // FLUSH`).
+                request.sent.store(true, Ordering::SeqCst);
                 invocation.invoke_async::<Value>(&mut con).await
             };
             let give_up = tokio::time::Instant::from_std(request.give_up);
@@ -811,8 +842,8 @@ impl<A: Serialize + DeserializeOwned + Send + 'static> Journal<A> for RedisJourn
             if drop_oldest { b"1" } else { b"0" }.to_vec(),
             floor.to_string().into_bytes(),
         ];
-        // Redis runs the push only within the timeout: its caller waits for the answer a
-        // timeout (and 50 ms) longer.
+        // Redis runs the push only within half the timeout: its caller waits for the answer
+        // the other half.
         let items = match self.run_until(&args, true) {
             Ok(value) => array(value),
             Err(why) => return Err(self.store_refused(why)),

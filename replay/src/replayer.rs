@@ -300,7 +300,8 @@ impl<A: Send + 'static> Replay<A> {
     }
 
     /// Runs `f(args)` through the breaker, as [`Breaker::call`] does; a rejected call is
-    /// journaled (see [`journal`](Replay::journal)).
+    /// journaled on this thread (see [`journal`](Replay::journal): the fleet journal waits at
+    /// most its timeout, `RedisOptions::timeout`).
     pub fn call<T, E: fmt::Display>(
         &self,
         args: A,
@@ -342,8 +343,9 @@ impl<A: Send + 'static> Replay<A> {
     /// [`journaled`](Rejected::journaled) if they were (or if their key was queued already).
     /// A rejection at `max_concurrent`, or one the journal cannot take, comes back as it was.
     /// For a durable journal it returns once the entry is durable; this thread waits for the
-    /// journal meanwhile (the fleet journal: at most twice its timeout, and not at all while
-    /// its Redis is known not to answer). In async code,
+    /// journal meanwhile (the fleet journal: at most its timeout, `RedisOptions::timeout`,
+    /// even when its Redis stops answering during the call, and not at all while its Redis is
+    /// known not to answer). In async code,
     /// [`journal_async`](Replay::journal_async) waits without holding the runtime's thread.
     pub fn journal(&self, rejected: Rejected, args: A) -> Rejected {
         if !journals(rejected.reason()) {
@@ -359,7 +361,8 @@ impl<A: Send + 'static> Replay<A> {
     /// for a journal that may wait on a disk or a store ([`Journal::may_block`]): the
     /// runtime's other tasks run meanwhile. The rejection is marked journaled only once the
     /// journal said so; a journal that cannot take the call in its time (the fleet journal's
-    /// timeout) refuses it, counted as `refused`.
+    /// timeout) refuses it, counted as `refused`. Dropped before it ends, the journal's work
+    /// goes on: the call may still be journaled (and replayed).
     pub async fn journal_async(&self, rejected: Rejected, args: A) -> Rejected {
         if !journals(rejected.reason()) {
             return rejected;
@@ -446,8 +449,9 @@ impl<A: Send + 'static> Replay<A> {
 
     /// The journal's size and counts: for the fleet journal, the last it read if Redis does
     /// not answer ([`try_status`](Replay::try_status) says so instead). It waits for the
-    /// journal on this thread (the fleet journal: at most twice its timeout, and not at all
-    /// while its Redis is known not to answer); [`ReplayHandle::status_async`] does not.
+    /// journal on this thread (the fleet journal: at most its timeout,
+    /// `RedisOptions::timeout`, and not at all while its Redis is known not to answer);
+    /// [`ReplayHandle::status_async`] does not.
     ///
     /// [`ReplayHandle::status_async`]: crate::ReplayHandle::status_async
     pub fn status(&self) -> JournalStatus {

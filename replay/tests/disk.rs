@@ -86,12 +86,14 @@ fn entries_survive_a_restart_with_their_keys_attempts_and_dead_letters() {
     assert_eq!(drain(&journal), ["C", "D"]);
 }
 
-/// The files a journal at `path` keeps, and their bytes.
+/// Bytes on disk of the journal at `path`: its file and every file beside it whose name starts
+/// with its name (SQLite's `-wal`, `-shm` and `-journal`, and any other the journal leaves).
 fn files_bytes(path: &Path) -> u64 {
-    let wal = PathBuf::from(format!("{}-wal", path.display()));
-    [path.to_path_buf(), wal]
-        .iter()
-        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    let dir = std::fs::read_dir(path.parent().unwrap()).unwrap();
+    dir.filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&name))
+        .map(|e| e.metadata().map_or(0, |m| m.len()))
         .sum()
 }
 
@@ -198,8 +200,18 @@ fn a_journal_open_already_in_this_process_refuses_a_second_opener() {
     let path = dir.path().join("journal");
     let (first, _) = open(&path);
     first.push(None, 1, Duration::ZERO).unwrap();
-    // By the same path, or another spelling of it.
-    for again in [path.clone(), dir.path().join(".").join("journal")] {
+    // By the same path, another spelling of it, or (on Linux) a symbolic or hard link to it:
+    // each refusal says this process holds it.
+    let mut again = vec![path.clone(), dir.path().join(".").join("journal")];
+    #[cfg(target_os = "linux")]
+    {
+        let symlink = dir.path().join("symlink");
+        std::os::unix::fs::symlink(&path, &symlink).unwrap();
+        let hard_link = dir.path().join("hard-link");
+        std::fs::hard_link(&path, &hard_link).unwrap();
+        again.extend([symlink, hard_link]);
+    }
+    for again in again {
         let Err(e) = DiskJournal::<u32>::open("second", &again, &ReplayConfig::new()) else {
             panic!("opened twice")
         };
@@ -207,6 +219,7 @@ fn a_journal_open_already_in_this_process_refuses_a_second_opener() {
         let message = e.to_string();
         assert!(message.contains(&again.display().to_string()), "{message}");
         assert!(message.contains("this process"), "{message}");
+        assert!(!message.contains("another process"), "{message}");
     }
     // The first goes on, and its entries survive it.
     first.push(None, 2, Duration::ZERO).unwrap();
@@ -214,6 +227,62 @@ fn a_journal_open_already_in_this_process_refuses_a_second_opener() {
     let (journal, recovery) = open(&path);
     assert_eq!(recovery.entries, 2);
     assert_eq!(drain(&journal), [1, 2]);
+}
+
+#[test]
+fn a_journal_in_a_folder_that_does_not_exist_is_an_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("missing").join("journal");
+    let Err(e) = DiskJournal::<u32>::open("missing", &path, &ReplayConfig::new()) else {
+        panic!("opened in a folder that does not exist")
+    };
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    let message = e.to_string();
+    assert!(message.contains(&path.display().to_string()), "{message}");
+}
+
+#[allow(dead_code, reason = "the file's other helper is for other tests")]
+#[path = "../../runtime/tests/common/alone.rs"]
+mod alone;
+
+/// `replay = "disk"` makes its folder, `BREAKERBOX_REPLAY_DIR`: a folder that cannot be made
+/// (here, under a file) is an error naming it and the variable. The test runs alone in a
+/// process that starts with the variable.
+#[test]
+fn the_attributes_folder_that_cannot_be_made_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"").unwrap();
+    alone::alone_with_env(
+        concat!(
+            module_path!(),
+            "::the_attributes_folder_that_cannot_be_made_is_an_error_naming_it"
+        ),
+        &[("BREAKERBOX_REPLAY_DIR", file.join("journals"))],
+        || {
+            let folder = breakerbox_replay::__private::dir();
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let _entered = runtime.enter();
+            let breaker = Breaker::new("attr-folder", Config::default());
+            let started = breakerbox_replay::__private::disk::<u32, _, _>(
+                &breaker,
+                ReplayConfig::new(),
+                |_| async { Ok(()) },
+            );
+            let Err(e) = started else {
+                panic!("a journal started under a file")
+            };
+            let message = e.to_string();
+            assert!(
+                message.contains(&folder.display().to_string())
+                    && message.contains("BREAKERBOX_REPLAY_DIR"),
+                "{message}"
+            );
+        },
+    );
 }
 
 #[test]
@@ -567,8 +636,10 @@ fn a_write_that_fails_refuses_its_call_and_leaves_no_entry_behind() {
     assert_eq!(held, acked);
 }
 
-/// Entry "a" dead at 0 s, "b" journaled at 10 s, "a" retried at 50 s; a TTL of 100 s.
-fn revived_before_an_older_entry(journal: &dyn Journal<String>) {
+/// Entry "a" dead at 0 s, "b" journaled at 10 s, "a" retried at 50 s; a TTL of 100 s: at
+/// 120 s "b" is past its TTL and "a" is not. `by_push`: the next operation is a push, else a
+/// take; either expires "b".
+fn revived_before_an_older_entry(journal: &dyn Journal<String>, by_push: bool) {
     let at = Duration::from_secs;
     journal.push(None, "a".into(), at(0)).unwrap();
     let Take::Due(a) = journal.take(at(0)) else {
@@ -579,13 +650,24 @@ fn revived_before_an_older_entry(journal: &dyn Journal<String>) {
     assert_eq!(journal.retry_dead_letters(at(50)), 1);
     // "b", journaled at 10 s, is the oldest, though "a" has the lower id.
     assert_eq!(journal.status().oldest, Some(at(10)));
-    // At 120 s "b" is past its TTL, "a" (retried at 50 s) is not.
+    if by_push {
+        journal.push(None, "c".into(), at(120)).unwrap();
+        assert_eq!(journal.status().counts.expired, 1);
+        assert_eq!(journal.status().oldest, Some(at(50)));
+    }
     let Take::Due(taken) = journal.take(at(120)) else {
         panic!("nothing due")
     };
     assert_eq!(taken.args, "a");
     assert_eq!(journal.status().counts.expired, 1);
     journal.settle(taken.id, Settled::Replayed, at(120));
+    if by_push {
+        let Take::Due(c) = journal.take(at(120)) else {
+            panic!("\"c\" is due")
+        };
+        assert_eq!(c.args, "c");
+        journal.settle(c.id, Settled::Replayed, at(120));
+    }
     assert!(matches!(journal.take(at(120)), Take::Empty));
     assert_eq!(journal.status().oldest, None);
 }
@@ -595,10 +677,14 @@ fn every_entry_older_than_the_ttl_expires_whatever_was_retried_before_it() {
     let config = ReplayConfig::new()
         .attempts(1)
         .ttl(Duration::from_secs(100));
-    revived_before_an_older_entry(&breakerbox_replay::MemoryJournal::new("ttl", &config));
     let dir = tempfile::tempdir().unwrap();
-    let (disk, _) = DiskJournal::open("ttl", dir.path().join("journal"), &config).unwrap();
-    revived_before_an_older_entry(&disk);
+    for by_push in [false, true] {
+        let memory = breakerbox_replay::MemoryJournal::new("ttl", &config);
+        revived_before_an_older_entry(&memory, by_push);
+        let path = dir.path().join(format!("journal-{by_push}"));
+        let (disk, _) = DiskJournal::open("ttl", path, &config).unwrap();
+        revived_before_an_older_entry(&disk, by_push);
+    }
 }
 
 #[test]
@@ -647,4 +733,115 @@ fn concurrent_calls_are_each_told_journaled_only_once_kept_and_a_failed_commit_k
     assert_eq!(recovery.entries, journaled.len());
     let kept: BTreeSet<u32> = drain(&journal).into_iter().collect();
     assert_eq!(kept, journaled, "exactly the calls told journaled are kept");
+}
+
+/// What each call was told: `New`, `Duplicate`, or refused.
+fn told(
+    answers: &[Result<breakerbox_replay::Pushed, breakerbox_replay::NotJournaled>],
+) -> Vec<&'static str> {
+    answers
+        .iter()
+        .map(|answer| match answer {
+            Ok(breakerbox_replay::Pushed::New(_)) => "new",
+            Ok(breakerbox_replay::Pushed::Duplicate(_)) => "duplicate",
+            Err(_) => "refused",
+        })
+        .collect()
+}
+
+#[test]
+fn a_failed_group_commit_refuses_the_calls_deduplicated_into_it_and_counts_each_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j");
+    let (journal, _) = open(&path);
+    let key = |k: &str| Some(k.to_owned());
+    assert_eq!(
+        told(&[journal.push(key("kept"), 0, Duration::ZERO)]),
+        ["new"]
+    );
+    // One commit: a new entry under "a", a call deduplicated into it, a call deduplicated into
+    // the entry committed before, and a call without a key. It fails.
+    journal.fail_next_write();
+    let answers = journal.push_together(vec![
+        (key("a"), 1, Duration::ZERO),
+        (key("a"), 2, Duration::ZERO),
+        (key("kept"), 3, Duration::ZERO),
+        (None, 4, Duration::ZERO),
+    ]);
+    // The entry committed before stands for its duplicate; the rest are refused.
+    assert_eq!(
+        told(&answers),
+        ["refused", "refused", "duplicate", "refused"]
+    );
+    let status = journal.status();
+    assert_eq!(status.entries, 1, "{status:?}");
+    assert_eq!(status.counts.queued, 1, "{status:?}");
+    assert_eq!(status.counts.deduplicated, 1, "{status:?}");
+    assert_eq!(status.counts.refused, 3, "{status:?}");
+    // A call under "a" is new again.
+    assert_eq!(told(&[journal.push(key("a"), 5, Duration::ZERO)]), ["new"]);
+    drop(journal);
+    let (journal, _) = open(&path);
+    assert_eq!(
+        drain(&journal),
+        [0, 5],
+        "exactly the calls told journaled are kept"
+    );
+}
+
+#[test]
+fn a_group_commit_that_drops_its_own_new_entry_for_room_counts_it_once_whether_it_fails_or_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j");
+    let config = ReplayConfig::new()
+        .max_entries(1)
+        .when_full(breakerbox_replay::WhenFull::DropOldest)
+        .ttl(Duration::from_secs(1 << 41));
+    let (journal, _) = DiskJournal::<u32>::open("drop-own", &path, &config).unwrap();
+    // One commit that fails: the second call drops the first's entry for room.
+    journal.fail_next_write();
+    let answers = journal.push_together(vec![(None, 1, Duration::ZERO), (None, 2, Duration::ZERO)]);
+    assert_eq!(told(&answers), ["refused", "refused"]);
+    let status = journal.status();
+    assert_eq!(status.entries, 0, "{status:?}");
+    assert_eq!(status.counts.queued, 0, "nothing was queued: {status:?}");
+    assert_eq!(
+        status.counts.dropped, 0,
+        "nothing queued was dropped: {status:?}"
+    );
+    assert_eq!(status.counts.refused, 2, "{status:?}");
+    // The same commit, written: both calls journaled, the first then dropped for room.
+    let answers = journal.push_together(vec![(None, 3, Duration::ZERO), (None, 4, Duration::ZERO)]);
+    assert_eq!(told(&answers), ["new", "new"]);
+    let status = journal.status();
+    assert_eq!(status.entries, 1, "{status:?}");
+    assert_eq!(status.counts.queued, 2, "{status:?}");
+    assert_eq!(status.counts.dropped, 1, "{status:?}");
+    assert_eq!(status.counts.refused, 2, "{status:?}");
+    drop(journal);
+    let (journal, _) = DiskJournal::<u32>::open("drop-own", &path, &config).unwrap();
+    assert_eq!(drain(&journal), [4]);
+}
+
+#[test]
+fn a_failed_group_commit_whose_later_call_expires_its_own_new_entry_counts_no_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j");
+    let config = ReplayConfig::new().ttl(Duration::from_secs(10));
+    let (journal, _) = DiskJournal::<u32>::open("expire-own", &path, &config).unwrap();
+    // The second call comes 20 s after the first, past its TTL: it expires the first's entry.
+    journal.fail_next_write();
+    let answers = journal.push_together(vec![
+        (None, 1, Duration::ZERO),
+        (None, 2, Duration::from_secs(20)),
+    ]);
+    assert_eq!(told(&answers), ["refused", "refused"]);
+    let status = journal.status();
+    assert_eq!(status.entries, 0, "{status:?}");
+    assert_eq!(status.counts.queued, 0, "{status:?}");
+    assert_eq!(
+        status.counts.expired, 0,
+        "nothing queued expired: {status:?}"
+    );
+    assert_eq!(status.counts.refused, 2, "{status:?}");
 }

@@ -74,10 +74,14 @@ fn files(path: &Path) -> [PathBuf; 2] {
     ]
 }
 
+/// Bytes on disk of the journal at `path`: its file and every file beside it whose name starts
+/// with its name (SQLite's `-wal`, `-shm` and `-journal`, and any other the journal leaves).
 fn on_disk(path: &Path) -> u64 {
-    files(path)
-        .iter()
-        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    let dir = std::fs::read_dir(path.parent().unwrap()).unwrap();
+    dir.filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&name))
+        .map(|e| e.metadata().map_or(0, |m| m.len()))
         .sum()
 }
 
@@ -608,8 +612,9 @@ fn the_replayer_never_replays_as_a_probe_nor_twice_under_seeded_interleavings() 
 /// from Redis directly: nothing acknowledged is lost unless Redis lost its stream, nothing
 /// refused (also when Redis runs it late) or forged is queued or taken, nothing is taken twice
 /// at once or again after its replay, and the stream stays within `max_entries`. A push
-/// refused on a timeout while Redis was not hung is in doubt (its answer may have been slower
-/// than the wait after Redis ran it): counted, and allowed either way.
+/// refused in doubt (its reason says so: sent, and no answer in time) while Redis was not hung
+/// may be queued (its answer may have been slower than the wait after Redis ran it): counted,
+/// and allowed either way; every other refusal must have journaled nothing.
 #[cfg(feature = "redis")]
 mod fleet {
     use std::collections::{BTreeMap, BTreeSet};
@@ -627,6 +632,8 @@ mod fleet {
 
     /// The journal's timeout: short, so that a hang costs little real time.
     const TIMEOUT: Duration = Duration::from_millis(50);
+    /// What the reason of a push refused in doubt says (it was sent, and no answer came).
+    const IN_DOUBT: &str = "may have been journaled all the same";
     const MAX_ENTRIES: usize = 24;
 
     /// What the model knows of each call, by its tag (its key).
@@ -636,9 +643,9 @@ mod fleet {
         Acked,
         /// Told "not journaled": must never be queued nor taken.
         Refused,
-        /// Told "not journaled" because its answer did not come in time while Redis was not
-        /// hung (a loaded machine): Redis may have run it in time, and its answer been slower
-        /// than the caller's wait (the case docs/replay.md leaves open). May be queued.
+        /// Told "not journaled" in doubt (sent, no answer in time) while Redis was not hung (a
+        /// loaded machine, a dropped connection): Redis may have run it in time, and its answer
+        /// been lost or slower than the caller's wait. May be queued.
         InDoubt,
         /// Replayed: must never be taken again.
         Replayed,
@@ -713,19 +720,22 @@ mod fleet {
         }
     }
 
-    /// One connection through the proxy: the way to Redis, and the commands held meanwhile.
+    /// One connection through the proxy: the way to Redis, and the commands held meanwhile;
+    /// the way back, and the answers held meanwhile.
     struct Pipe {
         client: TcpStream,
         upstream: TcpStream,
         held: Vec<u8>,
+        answers: Vec<u8>,
     }
 
     /// A TCP proxy in front of Redis: it passes bytes both ways, or holds the client's (Redis
-    /// hangs: nothing is run, nothing answered), lets them through late, or drops every
-    /// connection.
+    /// hangs: nothing is run, nothing answered), lets them through late, holds Redis's answers
+    /// (Redis runs the commands, their answers are late), or drops every connection.
     struct Proxy {
         port: u16,
         hold: Arc<Mutex<bool>>,
+        hold_answers: Arc<Mutex<bool>>,
         pipes: Arc<Mutex<Vec<Arc<Mutex<Pipe>>>>>,
         closed: Arc<std::sync::atomic::AtomicBool>,
     }
@@ -744,8 +754,10 @@ mod fleet {
             let listener = TcpListener::bind("127.0.0.1:0").unwrap();
             let port = listener.local_addr().unwrap().port();
             let hold = Arc::new(Mutex::new(false));
+            let hold_answers = Arc::new(Mutex::new(false));
             let pipes: Arc<Mutex<Vec<Arc<Mutex<Pipe>>>>> = Arc::default();
             let (held, all) = (hold.clone(), pipes.clone());
+            let answers_held = hold_answers.clone();
             let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
             let ended = closed.clone();
             std::thread::spawn(move || {
@@ -763,13 +775,27 @@ mod fleet {
                         client: client.try_clone().unwrap(),
                         upstream: server.try_clone().unwrap(),
                         held: Vec::new(),
+                        answers: Vec::new(),
                     }));
                     all.lock().unwrap().push(pipe.clone());
-                    // Redis to the client: as it comes.
-                    let (mut from, mut to) = (server, client.try_clone().unwrap());
+                    // Redis to the client: through, or held.
+                    let (mut from, hold, back) = (server, answers_held.clone(), pipe.clone());
                     std::thread::spawn(move || {
-                        let _ = std::io::copy(&mut from, &mut to);
-                        let _ = to.shutdown(Shutdown::Both);
+                        let mut buf = [0u8; 16 * 1024];
+                        loop {
+                            let n = match from.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => n,
+                            };
+                            let holding = *hold.lock().unwrap();
+                            let mut pipe = back.lock().unwrap();
+                            if holding {
+                                pipe.answers.extend_from_slice(&buf[..n]);
+                            } else if pipe.client.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = back.lock().unwrap().client.shutdown(Shutdown::Both);
                     });
                     // The client to Redis: through, or held.
                     let (mut from, hold) = (client, held.clone());
@@ -796,6 +822,7 @@ mod fleet {
             Proxy {
                 port,
                 hold,
+                hold_answers,
                 pipes,
                 closed,
             }
@@ -817,6 +844,22 @@ mod fleet {
                 let mut pipe = pipe.lock().unwrap();
                 let held = std::mem::take(&mut pipe.held);
                 let _ = pipe.upstream.write_all(&held);
+            }
+            *hold = false;
+        }
+
+        /// Redis runs the commands, and its answers wait in the proxy.
+        fn hold_answers(&self) {
+            *self.hold_answers.lock().unwrap() = true;
+        }
+
+        /// The held answers go through (late), then the new ones.
+        fn release_answers(&self) {
+            let mut hold = self.hold_answers.lock().unwrap();
+            for pipe in self.pipes.lock().unwrap().iter() {
+                let mut pipe = pipe.lock().unwrap();
+                let answers = std::mem::take(&mut pipe.answers);
+                let _ = pipe.client.write_all(&answers);
             }
             *hold = false;
         }
@@ -903,15 +946,14 @@ mod fleet {
                 Ok(Pushed::Duplicate(_)) => panic!("tags are unique"),
                 // The proxy held it (Redis hung): Redis runs it late, or never.
                 Err(_) if self.hung => Fate::Refused,
-                Err(e) => {
-                    let why = e.to_string();
-                    if why.contains("timed out") || why.contains("did not answer") {
-                        self.in_doubt += 1;
-                        Fate::InDoubt
-                    } else {
-                        Fate::Refused
-                    }
+                // Sent, and no answer in time while Redis was not hung (a loaded machine, a
+                // dropped connection): Redis may have run it. Every other refusal journaled
+                // nothing.
+                Err(e) if e.to_string().contains(IN_DOUBT) => {
+                    self.in_doubt += 1;
+                    Fate::InDoubt
                 }
+                Err(_) => Fate::Refused,
             };
             assert!(
                 !(self.hung && fate == Fate::Acked),
@@ -1077,6 +1119,86 @@ mod fleet {
         panic!("the journal did not open: {last:?}");
     }
 
+    /// The tags queued in the journal at `prefix`, read from Redis directly.
+    fn queued_tags(direct: &mut redis::Connection, prefix: &str) -> BTreeSet<u32> {
+        let entries: Vec<(String, BTreeMap<String, Vec<u8>>)> = redis::cmd("XRANGE")
+            .arg(format!("{prefix}{{faults}}:stream"))
+            .arg("-")
+            .arg("+")
+            .query(direct)
+            .unwrap();
+        entries
+            .iter()
+            .map(|(_, fields)| String::from_utf8_lossy(&fields["k"]).parse().unwrap())
+            .collect()
+    }
+
+    /// A push Redis ran whose answer came after the caller's wait is refused in doubt, and is
+    /// queued; a push refused while Redis is known not to answer (never sent) is refused
+    /// plainly, and is not; a push Redis gets late is refused in doubt, and is not queued.
+    pub(super) fn in_doubt(server: &Server) {
+        let proxy = Proxy::start(server.addr.clone());
+        let prefix = format!("bbfaults:{}:in-doubt:", std::process::id());
+        let timeout = Duration::from_millis(300);
+        let options = RedisOptions::new(proxy.url())
+            .timeout(timeout)
+            .prefix(prefix.clone())
+            .consumer("doubt")
+            .claim_after(Duration::from_secs(3600));
+        let journal = open(&options);
+        let mut direct = redis::Client::open(server.url.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let push = |tag: u32| {
+            journal.push(
+                Some(tag.to_string()),
+                tag.to_le_bytes().to_vec(),
+                Duration::ZERO,
+            )
+        };
+        assert!(matches!(push(1), Ok(Pushed::New(_))));
+        // Redis runs the push at once; its answer waits in the proxy past the caller's wait.
+        proxy.hold_answers();
+        let why = push(2).unwrap_err().to_string();
+        assert!(why.contains(IN_DOUBT), "{why}");
+        // Redis is known not to answer now: refused at once, never sent.
+        let why = push(3).unwrap_err().to_string();
+        assert!(!why.contains(IN_DOUBT), "{why}");
+        // Until the journal finds Redis answering again (a probe every timeout), and a status
+        // on its connection has run after every command sent before it.
+        let answering = || {
+            for _ in 0..400 {
+                if journal.try_status().is_ok() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            panic!("the journal did not find Redis answering again");
+        };
+        proxy.release_answers();
+        answering();
+        // Redis hangs: the push waits in the proxy, and runs after its deadline.
+        proxy.hang();
+        let why = push(4).unwrap_err().to_string();
+        assert!(why.contains(IN_DOUBT), "{why}");
+        proxy.resume();
+        answering();
+        assert_eq!(
+            queued_tags(&mut direct, &prefix),
+            BTreeSet::from([1, 2]),
+            "the push in doubt that Redis ran is queued; the others are not"
+        );
+        let _: () = redis::cmd("DEL")
+            .arg(
+                ["stream", "dead", "keys", "tries", "held", "counts"]
+                    .map(|what| format!("{prefix}{{faults}}:{what}"))
+                    .to_vec(),
+            )
+            .query(&mut direct)
+            .unwrap();
+    }
+
     /// Runs one seed; how many of its pushes were in doubt.
     pub(super) fn run(seed: u64, server: &Server) -> usize {
         let mut run = Run::new(seed, server);
@@ -1106,6 +1228,15 @@ mod fleet {
         }
         run.in_doubt
     }
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn a_push_refused_in_doubt_says_so_and_every_other_refusal_journaled_nothing() {
+    let Some(server) = fleet::Server::get() else {
+        return;
+    };
+    fleet::in_doubt(&server);
 }
 
 #[cfg(feature = "redis")]
@@ -1140,5 +1271,5 @@ fn the_fleet_journal_keeps_its_promises_under_seeded_redis_faults() {
         })
         .collect();
     let in_doubt: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
-    eprintln!("{seeds} seeds: {in_doubt} pushes refused on a timeout while Redis was not hung");
+    eprintln!("{seeds} seeds: {in_doubt} pushes refused in doubt while Redis was not hung");
 }

@@ -178,13 +178,17 @@ fn parse_nanos(text: &str, max: u128) -> Result<u128, DurationError> {
             Some(fixed) => format!(
                 "negative duration {quoted}: a duration is a length of time, write \"{fixed}\""
             ),
-            None => format!("negative duration {quoted}: a duration is a length of time"),
+            None => format!(
+                "negative duration {quoted}: a duration is a length of time, a number and a unit like \"2s\""
+            ),
         });
     }
     if let Some(rest) = text.strip_prefix('+') {
         return err(match advice(rest, max) {
             Some(fixed) => format!("write the duration without a sign: \"{fixed}\""),
-            None => format!("write the duration {quoted} without a sign"),
+            None => format!(
+                "unexpected sign in duration {quoted}: write a number and a unit without a sign, like \"2s\""
+            ),
         });
     }
     let (number, unit) = split_number(text);

@@ -107,8 +107,9 @@ pub(crate) fn discard(payload: Box<dyn Any + Send>) {
 /// One state change of one breaker.
 ///
 /// Each is also emitted as a `tracing` event with target `breakerbox` and fields `name`,
-/// `key` (for a keyed family's breaker only), `from`, `to`, `reason` and, for an opening by a
-/// failure, `failure` (its message): at `WARN` when the breaker opens, at `INFO` otherwise.
+/// `key` (for a keyed family's breaker only), `from`, `to`, `reason`, `origin` (for a state
+/// taken on from another instance) and, for an opening by a failure, `failure` (its message):
+/// at `WARN` when the breaker opens, at `INFO` otherwise.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
@@ -134,6 +135,15 @@ pub struct Event {
         serde(default, skip_serializing_if = "Option::is_none")
     )]
     pub failure: Option<String>,
+    /// For a state taken on from another instance ([`Reason::Imported`], fleet mode): who
+    /// changed it and why, as the store tells it, such as `web-2 tripped it (5 consecutive
+    /// failures)` or `web-1 changed it (reset)`; `None` for other changes. With `serde`, left
+    /// out when `None`, and read as `None` when absent.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub origin: Option<String>,
     /// The state it left.
     pub from: State,
     /// The state it entered.

@@ -119,6 +119,11 @@ where
     family.lease(key)
 }
 
+/// A caught panic's message, when it has one to read (`panic!` with a literal or a format).
+pub fn panic_message(payload: &(dyn core::any::Any + Send)) -> &str {
+    crate::event::panic_message(payload)
+}
+
 /// Drops a caught panic's payload, whose own `Drop` may panic: that second panic is caught
 /// too, and its payload leaked rather than risk a third.
 pub fn discard_panic(payload: Box<dyn core::any::Any + Send>) {

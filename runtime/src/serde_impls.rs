@@ -21,6 +21,8 @@ use crate::suggest::closest;
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Raw {
     Int(i128),
+    /// A whole number past `i128`, as written.
+    Big(String),
     Float(f64),
     Str(String),
     Bool(bool),
@@ -32,8 +34,11 @@ impl Raw {
     /// An environment variable's value: a number if it reads as one, else a string.
     pub(crate) fn from_env(value: &str) -> Raw {
         let v = value.trim();
-        if let Ok(i) = v.replace('_', "").parse::<i128>() {
+        let digits = v.replace('_', "");
+        if let Ok(i) = digits.parse::<i128>() {
             Raw::Int(i)
+        } else if is_whole(&digits) {
+            Raw::Big(v.to_owned())
         } else if let Ok(f) = v.parse::<f64>() {
             Raw::Float(f)
         } else if let Ok(b) = v.parse::<bool>() {
@@ -43,9 +48,22 @@ impl Raw {
         }
     }
 
+    /// A whole number as a message quotes it.
+    fn whole(&self) -> Option<String> {
+        match self {
+            Raw::Int(n) => Some(n.to_string()),
+            // Its first 32 characters and its length, so a huge value makes no huge message.
+            Raw::Big(s) => Some(match s.char_indices().nth(32) {
+                None => s.clone(),
+                Some((end, _)) => format!("{}… ({} characters)", &s[..end], s.len()),
+            }),
+            _ => None,
+        }
+    }
+
     fn kind(&self) -> &'static str {
         match self {
-            Raw::Int(_) => "an integer",
+            Raw::Int(_) | Raw::Big(_) => "an integer",
             Raw::Float(_) => "a float",
             Raw::Str(_) => "a string",
             Raw::Bool(_) => "a boolean",
@@ -112,6 +130,12 @@ impl Dialect {
     }
 }
 
+/// Whether `s` is a whole number in decimal: digits, after a sign.
+fn is_whole(s: &str) -> bool {
+    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// After "unknown key": "; did you mean `failures`? valid keys: …" for a key close to a valid
 /// one, else "; valid keys: …".
 pub(crate) fn did_you_mean(key: &str) -> String {
@@ -134,12 +158,21 @@ pub(crate) fn apply(
     let count = || match value {
         Raw::Int(n) => u32::try_from(*n)
             .map_err(|_| format!("must be a whole number from 1 to {}, got {n}", u32::MAX)),
+        Raw::Big(_) => Err(format!(
+            "must be a whole number from 1 to {}, got {}",
+            u32::MAX,
+            value.whole().unwrap_or_default()
+        )),
         other => Err(format!("must be a whole number, got {}", other.kind())),
     };
     let percent = || match value {
         Raw::Int(n) => {
             u8::try_from(*n).map_err(|_| format!("must be a percentage from 1 to 100, got {n}"))
         }
+        Raw::Big(_) => Err(format!(
+            "must be a percentage from 1 to 100, got {}",
+            value.whole().unwrap_or_default()
+        )),
         other => Err(format!(
             "must be a percentage from 1 to 100, got {}",
             other.kind()
@@ -150,8 +183,9 @@ pub(crate) fn apply(
         Raw::Int(n) if dialect.duration(&format!("{n}ms")).is_ok() => Err(format!(
             "must be a duration with a unit, like \"{n}s\" or \"{n}ms\", got the bare number {n}"
         )),
-        Raw::Int(n) => Err(format!(
-            "must be a duration with a unit, like \"250ms\" or \"2s\", got the bare number {n}"
+        Raw::Int(_) | Raw::Big(_) => Err(format!(
+            "must be a duration with a unit, like \"250ms\" or \"2s\", got the bare number {}",
+            value.whole().unwrap_or_default()
         )),
         other => Err(format!(
             "must be a duration like \"250ms\" or \"2s\", got {}",
@@ -161,6 +195,7 @@ pub(crate) fn apply(
     let float = || match value {
         Raw::Float(f) => Ok(*f),
         Raw::Int(n) => Ok(*n as f64),
+        Raw::Big(s) => Ok(s.replace('_', "").parse().unwrap_or(f64::INFINITY)),
         other => Err(format!("must be a number, got {}", other.kind())),
     };
     let boolean = || match value {
@@ -176,6 +211,12 @@ pub(crate) fn apply(
                 u32::try_from(*n)
                     .map_err(|_| format!("must be from 1 to 10000 calls, got {n}"))?,
             ),
+            Raw::Big(_) => {
+                return Err(format!(
+                    "must be from 1 to 10000 calls, got {}",
+                    value.whole().unwrap_or_default()
+                ));
+            }
             Raw::Str(_) => Window::Time(duration()?),
             other => {
                 return Err(format!(

@@ -24,26 +24,41 @@ const ALIASES: &[(&str, &str)] = &[
     ("permitted_calls_in_half_open_state", "half_open_calls"),
 ];
 
+/// The longest `unknown`, in characters, compared by edit distance: far above any real name
+/// or key. Comparing two names costs the product of their lengths.
+const LONGEST: usize = 256;
+
 /// The candidate `unknown` most likely stands for: the one an alias names, else the nearest
 /// by edit distance, if it is at most 2 edits away (a fifth of the length for long names).
 ///
-/// Cost: linear in the candidates' total length; a huge `unknown` is not compared at all.
+/// Cost: linear in the candidates' total length; an `unknown` longer than 256 characters
+/// is not compared at all.
 pub(crate) fn closest<'a>(
     unknown: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
+    let length = unknown.chars().take(LONGEST + 1).count();
+    if length > LONGEST {
+        return None;
+    }
     let alias = ALIASES
         .iter()
         .find(|(alias, _)| *alias == unknown)
         .map(|(_, key)| *key);
-    let limit = (unknown.chars().count() / 5).max(2);
+    let limit = (length / 5).max(2);
     let mut best: Option<(usize, &'a str)> = None;
     for candidate in candidates {
         if Some(candidate) == alias {
             return Some(candidate);
         }
         // Lengths further apart than the limit cannot be within it.
-        if candidate.chars().count().abs_diff(unknown.chars().count()) > limit {
+        if candidate
+            .chars()
+            .take(LONGEST + limit + 1)
+            .count()
+            .abs_diff(length)
+            > limit
+        {
             continue;
         }
         let distance = edit_distance(unknown, candidate);

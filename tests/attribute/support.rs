@@ -1,5 +1,6 @@
 //! What the attribute tests share: an error type with the conversions the attribute needs, a
-//! `ManualClock` registered for a name before its first call, and a breaker's state by name.
+//! `ManualClock` registered for a name before its first call, a breaker's state by name, and
+//! a test run alone in a process that starts with the environment it needs.
 
 use std::fmt;
 use std::time::Duration;
@@ -57,3 +58,11 @@ pub fn state(name: &str) -> State {
         .expect("the breaker exists after the first call")
         .state()
 }
+
+/// A test run alone in a process that starts with the environment variables it needs: the
+/// runtime's tests' helper, one file for every package.
+#[allow(dead_code)]
+#[path = "../../runtime/tests/common/alone.rs"]
+mod alone;
+#[allow(unused_imports)]
+pub use alone::alone_with_env;

@@ -290,3 +290,45 @@ async fn the_event_streams_state_change_says_which_token_made_it() {
     assert_eq!(mine[1]["to"], "closed");
     assert!(mine[1].get("by").is_none(), "{}", mine[1]);
 }
+
+#[tokio::test]
+async fn a_controls_record_keeps_the_whole_forwarded_for_chain_with_the_proxys_address_last() {
+    let _shared = crate::support::shared().await;
+    let app = app();
+    let (ledger, _clock) = breaker("audit.forwarded");
+    // Three hops, as a client behind two proxies arrives: the last address is the one the
+    // proxy in front of this server added, the only one the client cannot write.
+    let chain = "198.51.100.23, 2001:db8:85a3::8a2e:370:7334, 203.0.113.7";
+    let mut req = post("/breakers/audit.forwarded/force-open", Some(ALICE), "");
+    req.headers_mut()
+        .insert("x-forwarded-for", chain.parse().unwrap());
+    assert_eq!(send(&app, req).await.0, StatusCode::OK);
+    // A proxy that adds its own header line rather than appending to the client's.
+    let mut req = post("/breakers/audit.forwarded/reset", Some(ALICE), "");
+    req.headers_mut()
+        .append("x-forwarded-for", "10.9.9.9".parse().unwrap());
+    req.headers_mut()
+        .append("x-forwarded-for", "203.0.113.8".parse().unwrap());
+    assert_eq!(send(&app, req).await.0, StatusCode::OK);
+
+    let all = events(&app, "/breakers/audit.forwarded/events").await;
+    let actions: Vec<&Value> = all.iter().filter(|e| e["type"] == "action").collect();
+    assert_eq!(actions.len(), 2, "{all:?}");
+    assert_eq!(actions[0]["forwarded_for"], chain);
+    assert_eq!(actions[1]["forwarded_for"], "10.9.9.9, 203.0.113.8");
+
+    // A client that pads the header to push the proxy's address out still leaves it recorded.
+    let padding = "10.0.0.1, ".repeat(500);
+    let mut req = post("/breakers/audit.forwarded/force-open", Some(ALICE), "");
+    req.headers_mut().insert(
+        "x-forwarded-for",
+        format!("{padding}203.0.113.9").parse().unwrap(),
+    );
+    assert_eq!(send(&app, req).await.0, StatusCode::OK);
+    let all = events(&app, "/breakers/audit.forwarded/events").await;
+    let last = all.iter().rev().find(|e| e["type"] == "action").unwrap();
+    let recorded = last["forwarded_for"].as_str().unwrap();
+    assert!(recorded.ends_with(", 203.0.113.9"), "{recorded}");
+    assert!(recorded.len() < 1024, "kept {} bytes", recorded.len());
+    ledger.reset();
+}

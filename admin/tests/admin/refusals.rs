@@ -303,3 +303,43 @@ async fn a_duration_is_refused_with_the_attributes_message() {
     );
     assert_eq!(b.state(), State::Closed);
 }
+
+#[tokio::test]
+async fn the_wrong_method_on_a_view_names_get_as_its_allow_header_does() {
+    let _shared = crate::support::shared().await;
+    let app = Admin::new().token(TOKEN).router();
+    // Views whose path has the length of a control's: a breaker's config and events, a key's
+    // config and events.
+    for (req, right) in [
+        (post("/breakers/adm-405/config", Some(TOKEN), ""), "GET"),
+        (post("/breakers/adm-405/events", Some(TOKEN), ""), "GET"),
+        (post("/breakers/f/keys/k/config", Some(TOKEN), ""), "GET"),
+        (post("/breakers/f/keys/k/events", Some(TOKEN), ""), "GET"),
+        (get("/breakers/f/keys/k/reset"), "POST"),
+        (get("/breakers/adm-405/reset"), "POST"),
+        (get("/breakers/f/replay/dead-letters/drop"), "POST"),
+        (
+            post("/breakers/f/replay/dead-letters", Some(TOKEN), ""),
+            "GET",
+        ),
+    ] {
+        let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+        let (status, headers, body) = send(&app, req).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+        assert!(
+            headers[header::ALLOW]
+                .to_str()
+                .unwrap()
+                .split(',')
+                .any(|m| m == right),
+            "{method} {path}: {headers:?}"
+        );
+        // The path is quoted shortened past 32 characters.
+        let error = body["error"].as_str().unwrap();
+        assert!(
+            error.starts_with(&format!("{method} is not allowed on '/breakers/"))
+                && error.ends_with(&format!("': use {right}")),
+            "{method} {path}: {error}"
+        );
+    }
+}

@@ -5,7 +5,9 @@
 //! fleet_node <config.toml>
 //! ```
 //!
-//! The file has a `[breakers.payments]` table and a `[fleet]` table (see `docs/fleet.md`).
+//! The file has a `[breakers.payments]` table and a `[fleet]` table (see `docs/fleet.md`);
+//! its `url` is Redis's, or PostgreSQL's (`postgres://…`) in a build with the feature
+//! `postgres`.
 //! Commands (one per line; each answers one line):
 //!
 //! - `fail`, `succeed` — one call through `payments`; answers `ok <state>` or `rejected <state>`

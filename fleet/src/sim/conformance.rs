@@ -24,7 +24,10 @@ impl Backend for ModelStore {
             id,
             net: self.0.clone(),
         };
-        (Box::new(Redis::new(Box::new(wire), prefix)), feed)
+        (
+            Box::new(Redis::new(Box::new(wire), prefix)),
+            Feed::redis(feed),
+        )
     }
 
     fn spoil<'a>(&'a self, prefix: &'a str, name: &'a str) -> Work<'a> {
@@ -54,10 +57,11 @@ conformance!(against_the_model);
 
 #[test]
 fn a_store_that_ignores_the_epoch_fails_one_write_per_trip_on_the_model() {
-    use crate::store::conformance::{Broken, promises};
+    use crate::store::conformance::{Broken, Fault, promises};
     super::harness::paused(|| async {
         let net = Arc::new(Mutex::new(Net::new(ChaCha8Rng::seed_from_u64(0), false)));
-        let failed = promises::one_write_per_trip(&Broken(ModelStore(net)), "broken")
+        let broken = Broken(ModelStore(net), Fault::IgnoresTheEpoch);
+        let failed = promises::one_write_per_trip(&broken, "broken")
             .await
             .expect_err("a store that ignores the epoch passes no compare-and-set check");
         assert!(
@@ -66,5 +70,21 @@ fn a_store_that_ignores_the_epoch_fails_one_write_per_trip_on_the_model() {
             ),
             "{failed}"
         );
+    });
+}
+
+#[test]
+fn a_store_that_ignores_fewest_fails_leases_at_least_fewest_on_the_model() {
+    use crate::store::conformance::{Broken, Fault, IGNORED_FEWEST, promises};
+    super::harness::paused(|| async {
+        let net = Arc::new(Mutex::new(Net::new(ChaCha8Rng::seed_from_u64(0), false)));
+        let broken = Broken(ModelStore(net), Fault::IgnoresFewest);
+        let failed =
+            promises::a_lease_ask_gets_every_free_lease_at_least_fewest_or_its_own_renewed(
+                &broken, "broken",
+            )
+            .await
+            .expect_err("a store that ignores fewest grants fewer leases than an ask is worth");
+        assert_eq!(failed, IGNORED_FEWEST);
     });
 }

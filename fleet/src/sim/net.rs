@@ -37,6 +37,19 @@ pub(super) struct Weather {
     pub(super) repeat_message: f64,
 }
 
+impl Weather {
+    /// Bad weather: a delay each way of up to one of `delays` (ms), and the chances of a lost
+    /// reply and of a lost or repeated message, each drawn from `rng` in that order.
+    pub(super) fn draw(rng: &mut ChaCha8Rng, delays: &[u64]) -> Weather {
+        Weather {
+            delay_ms: delays[rng.random_range(0..delays.len())],
+            lose_reply: [0.0, 0.05, 0.3][rng.random_range(0..3)],
+            lose_message: [0.0, 0.1, 0.5][rng.random_range(0..3)],
+            repeat_message: [0.0, 0.1][rng.random_range(0..2)],
+        }
+    }
+}
+
 /// One instance's connection.
 pub(super) struct Conn {
     pushes: mpsc::UnboundedSender<PushInfo>,
@@ -70,8 +83,8 @@ type Found = Result<Option<(Option<String>, Option<String>)>, ()>;
 
 /// **quorum**: under a quorum, a record goes from closed (or none) to open only by the fleet's
 /// counts (`count.lua`), by a report that completes a quorum of open reports of live instances
-/// (`quorum.lua`), or by a write of a record that had vanished while open (`record.lua` over no
-/// key). The oracle keeps its own account of the heartbeats and open reports the store took
+/// (`quorum.lua`), by a write of a record that had vanished while open (`record.lua` over no
+/// key), or by a trip by hand (`trip_for`, written as manual control is). The oracle keeps its own account of the heartbeats and open reports the store took
 /// (from the scripts' arguments as they run), and checks each opening against it.
 pub(super) struct Oracle {
     quorum: crate::Quorum,
@@ -185,11 +198,14 @@ impl Oracle {
             let ok = match script {
                 Script::Count => true,
                 Script::Quorum => open >= needed,
+                // A trip by hand (`trip_for`) reaches the fleet as manual control does, quorum
+                // or not; else a write opens only a record that vanished while not closed.
                 Script::Record => {
-                    pre.is_none()
-                        && self.last.get(&record).is_some_and(|s| {
-                            matches!(s.as_str(), "open" | "forced_open" | "disabled")
-                        })
+                    args.get(5).is_some_and(|r| r.starts_with("tripped for "))
+                        || (pre.is_none()
+                            && self.last.get(&record).is_some_and(|s| {
+                                matches!(s.as_str(), "open" | "forced_open" | "disabled")
+                            }))
                 }
                 Script::Probe | Script::Heartbeat => false,
             };
@@ -311,13 +327,13 @@ impl Net {
         *self.counted.entry(format!("{script:?}")).or_default() += 1;
         let watch = self.oracle.is_some() && script != Script::Probe;
         let pre = if watch {
-            self.found(&keys[0])
+            self.found(&keys[0], ms)
         } else {
             Ok(None)
         };
         let (reply, published) = self.model.eval(script, keys, args, ms, us);
         if watch {
-            let post = self.found(&keys[0]);
+            let post = self.found(&keys[0], ms);
             if let Some(oracle) = self.oracle.as_mut() {
                 oracle.saw(script, keys, args, (pre, post), ms, reply.is_ok());
             }
@@ -333,10 +349,15 @@ impl Net {
         reply
     }
 
-    /// The record under `key` as the oracle reads it: `None` if there is no hash there.
-    fn found(&self, key: &str) -> Found {
+    /// The record under `key` as the oracle reads it at `now_ms` (server ms): `None` if there
+    /// is no hash there. A key whose expiry has passed is none, as the scripts see it: the
+    /// model removes it only when a script next touches it, and read as it was, an expired
+    /// open record would hide the reports made over the vanished record after it (a report
+    /// over no record is counted by `quorum.lua` under no record, epoch 0, as here).
+    fn found(&self, key: &str, now_ms: u64) -> Found {
         let space = self.model.space.lock().unwrap();
         match space.keys.get(key.as_bytes()) {
+            Some((_, Some(expiry))) if *expiry <= now_ms => Ok(None),
             Some((super::model::Val::Hash(h), _)) => {
                 let field = |f: &str| {
                     h.get(f.as_bytes())
@@ -381,6 +402,17 @@ impl Net {
                     let _ = tx.send(push);
                 });
             }
+        }
+    }
+
+    /// Every fault ends: calm weather, the server running, every connection restored and its
+    /// commands allowed.
+    pub(super) fn heal(&mut self) {
+        self.weather = Weather::default();
+        self.stopped = false;
+        for c in 0..self.conns.len() {
+            self.conns[c].refused = false;
+            self.restore(c);
         }
     }
 

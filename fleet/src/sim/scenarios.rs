@@ -388,3 +388,26 @@ fn a_change_published_during_a_long_pass_is_taken_on_before_the_pass_ends() {
         drop(other);
     });
 }
+
+#[test]
+fn a_trip_by_hand_of_a_breaker_the_fleet_holds_open_reaches_every_instance() {
+    paused(|| async {
+        let c = cluster(2, &["payments"], consecutive(1), OnStoreError::Local);
+        sleep(Duration::from_millis(50)).await;
+        // Instance 1 trips: open for a minute on both.
+        fail(&c.breakers[1][0]);
+        sleep(Duration::from_secs(1)).await;
+        assert_eq!(c.states(0), [State::Open, State::Open]);
+        // An operator opens it for ten minutes on instance 0, while it is open: the fleet
+        // holds it open that long, on every instance.
+        c.breakers[0][0].trip_for(Duration::from_secs(600));
+        sleep(Duration::from_secs(1)).await;
+        let reason = c.record_field("payments", "reason").unwrap_or_default();
+        assert!(reason.starts_with("tripped for "), "{reason}");
+        let left = c.breakers[1][0].export_state().open_remaining.unwrap();
+        assert!(
+            left > Duration::from_secs(590),
+            "instance 1 opens for the fleet's ten minutes, not the minute it had: {left:?}"
+        );
+    });
+}

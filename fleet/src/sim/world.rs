@@ -34,13 +34,13 @@ use rand_chacha::ChaCha8Rng;
 use tokio::time::{Instant, sleep};
 
 use super::model::Val;
-use super::net::{Net, NetRef, Oracle, SimStore, Weather};
-use crate::{Fleet, FleetConfig, FleetTrip, OnStoreError, Quorum};
+use super::net::{NetRef, SimStore, Weather};
+use super::setup::{PREFIX, Setup, fleet_config, paused_runtime};
+use crate::{Fleet, OnStoreError, Quorum};
 use breakerbox_runtime::{Breaker, Clock, Config, Outcome, State, Window};
 
 /// The breakers each instance shares.
 const NAMES: [&str; 2] = ["a", "b"];
-const PREFIX: &str = "sim";
 /// How long after the last fault the probe bound is checked (a partition's local probing and
 /// its leftovers are over by then: open time, two probe timeouts, a resync).
 const SETTLE: Duration = Duration::from_millis(4_500);
@@ -128,42 +128,31 @@ fn configs(rng: &mut ChaCha8Rng, clock: &SimClock) -> Vec<Config> {
 
 /// Runs seed `seed`; `tracing` keeps a step-by-step trace.
 pub(super) fn run(seed: u64, tracing: bool) -> Report {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
-    rt.block_on(async move { simulate(seed, tracing).await })
+    paused_runtime().block_on(simulate(seed, tracing))
 }
 
-async fn simulate(seed: u64, tracing: bool) -> Report {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let n = rng.random_range(2..=4);
-    let policy = match rng.random_range(0..3) {
-        0 => OnStoreError::Local,
-        1 => OnStoreError::Open,
-        _ => OnStoreError::Closed,
-    };
-    let faulty = rng.random_bool(0.8);
-    // Half the seeds trip both breakers under a quorum.
-    let quorum = rng.random_bool(0.5).then(|| match rng.random_range(0..5) {
+/// Half the seeds trip both breakers under a quorum.
+fn quorum(rng: &mut ChaCha8Rng) -> Option<Quorum> {
+    rng.random_bool(0.5).then(|| match rng.random_range(0..5) {
         0 => Quorum::Instances(1),
         1 | 2 => Quorum::Instances(2),
         3 => Quorum::Instances(3),
         _ => Quorum::Percent([50, 67][rng.random_range(0..2)]),
-    });
+    })
+}
+
+async fn simulate(seed: u64, tracing: bool) -> Report {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let setup = Setup::draw(&mut rng, quorum);
     let clock = SimClock(Instant::now());
     let configs = configs(&mut rng, &clock);
-    let net: NetRef = Arc::new(Mutex::new(Net::new(
-        ChaCha8Rng::seed_from_u64(rng.random()),
-        tracing,
-    )));
-    net.lock().unwrap().note(|| {
-        format!("seed {seed}: {n} instances, on_store_error {policy:?}, faults {faulty}, quorum {quorum:?}")
-    });
-    if let Some(q) = quorum {
-        net.lock().unwrap().oracle = Some(Oracle::new(q));
-    }
+    let net = setup.net(&mut rng, tracing, "seed", seed);
+    let Setup {
+        n,
+        policy,
+        faulty,
+        quorum,
+    } = setup;
     let world = Arc::new(Mutex::new(World {
         insts: Vec::new(),
         traffic: true,
@@ -232,27 +221,12 @@ fn start_instance(
     generation: u32,
 ) -> Inst {
     let (conn, pushes) = net.lock().unwrap().connect();
-    // Instance k runs on host `i{k}`, and is named as the fleet names an instance by default
-    // there: a process started again on its host (`generation`) has that host's name.
-    let host = format!("i{k}");
-    let name = crate::handle::instance_on(&host);
-    if let Some(oracle) = net.lock().unwrap().oracle.as_mut() {
-        oracle.hosts.insert(name.clone(), host);
-    }
-    let mut config = FleetConfig::new("redis://sim/")
-        .prefix(PREFIX)
-        .instance(name)
-        .timeout(Duration::from_millis(100))
-        .on_store_error(policy);
-    if let Some(q) = quorum {
-        config = config.fleet_trip(FleetTrip::Quorum(q));
-    }
     let store = SimStore {
         id: conn,
         net: net.clone(),
     };
     let fleet = Fleet::with_store(
-        config,
+        fleet_config(net, k, policy, quorum),
         Box::new(store),
         pushes,
         &tokio::runtime::Handle::current(),
@@ -442,12 +416,7 @@ async fn faults(world: Arc<Mutex<World>>, net: NetRef, configs: Vec<Config>, see
         let key = format!("{{{PREFIX}:{}}}", NAMES[j]);
         match rng.random_range(0..12) {
             0 | 1 => {
-                let weather = Weather {
-                    delay_ms: [0, 5, 50, 300][rng.random_range(0..4)],
-                    lose_reply: [0.0, 0.05, 0.3][rng.random_range(0..3)],
-                    lose_message: [0.0, 0.1, 0.5][rng.random_range(0..3)],
-                    repeat_message: [0.0, 0.1][rng.random_range(0..2)],
-                };
+                let weather = Weather::draw(&mut rng, &[0, 5, 50, 300]);
                 let mut nt = net.lock().unwrap();
                 nt.note(|| format!("fault: weather {weather:?}"));
                 nt.weather = weather;
@@ -665,12 +634,7 @@ async fn faults(world: Arc<Mutex<World>>, net: NetRef, configs: Vec<Config>, see
 fn heal(world: &Arc<Mutex<World>>, net: &NetRef) {
     let mut nt = net.lock().unwrap();
     nt.note(|| "heal: every fault ends, traffic stops".to_owned());
-    nt.weather = Weather::default();
-    nt.stopped = false;
-    for c in 0..nt.conns.len() {
-        nt.conns[c].refused = false;
-        nt.restore(c);
-    }
+    nt.heal();
     drop(nt);
     let mut w = world.lock().unwrap();
     w.traffic = false;

@@ -8,44 +8,30 @@ use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 use super::state::{Answer, TROUBLE_FIRST, TROUBLE_MAX, Task, Trouble};
+use breakerbox_runtime::State;
+
 use crate::keys::{shown, split_key};
 use crate::record::Record;
 use crate::store::{Change, StoreError};
 
 impl Task {
-    /// Reads `name`'s record (`args` is `["read"]`) or writes a change to it (`args` are
-    /// `record.lua`'s ten, as the task builds its changes: mode, seen epoch, state, open ms,
-    /// re-opens, reason, last failure, instance, channel, name). A write of a family key's
-    /// record (keys.rs) also gives it its life in the store and keeps the family's open keys.
-    pub(super) async fn invoke(&mut self, name: &str, args: &[&str]) -> Answer<Record> {
+    /// Reads `name`'s record.
+    pub(super) async fn read_record(&mut self, name: &str) -> Answer<Record> {
+        self.invoke(name, None).await
+    }
+
+    /// Writes `change` to `name`'s record (a change as `change_of` makes it). A write of a
+    /// family key's record (keys.rs) also gives it its life in the store and keeps the
+    /// family's open keys.
+    pub(super) async fn write_record(&mut self, name: &str, change: Change) -> Answer<Record> {
+        self.invoke(name, Some(change)).await
+    }
+
+    async fn invoke(&mut self, name: &str, change: Option<Change>) -> Answer<Record> {
         let limit = self.shared.config.timeout * 2;
-        let op = if let [
-            mode,
-            seen,
-            state,
-            open_ms,
-            reopens,
-            reason,
-            last_failure,
-            instance,
-            ..,
-        ] = *args
-        {
-            let life = split_key(name).map(|_| self.key_ttl(name, state, open_ms));
-            let change = Change {
-                force: mode == "force",
-                seen: seen.parse().unwrap_or(0),
-                state: state.to_owned(),
-                open_ms: open_ms.parse().unwrap_or(0),
-                reopens: reopens.parse().unwrap_or(0),
-                reason: reason.to_owned(),
-                last_failure: last_failure.to_owned(),
-                instance: instance.to_owned(),
-                life,
-            };
-            self.store.write(name.to_owned(), change)
-        } else {
-            self.store.read(name.to_owned())
+        let op = match change {
+            Some(change) => self.store.write(name.to_owned(), change),
+            None => self.store.read(name.to_owned()),
         };
         let reply = tokio::time::timeout(limit, op).await;
         let answer = self.answered(reply);
@@ -53,6 +39,37 @@ impl Task {
             self.readable(name);
         }
         answer
+    }
+
+    /// A change of `name`'s record to `state` by this instance: forced (manual control), or
+    /// a compare-and-set over the epoch `seen`; open for `open_ms` (an open state only). A
+    /// family key's change carries its life in the store (`key_ttl`).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a record's fields, each named at the call"
+    )]
+    pub(super) fn change_of(
+        &self,
+        name: &str,
+        force: bool,
+        seen: u64,
+        state: State,
+        open_ms: u64,
+        reopens: u32,
+        reason: String,
+        last_failure: String,
+    ) -> Change {
+        Change {
+            force,
+            seen,
+            state,
+            open_ms,
+            reopens,
+            reason,
+            last_failure,
+            instance: self.shared.instance.clone(),
+            life: split_key(name).map(|_| self.key_ttl(name, state, open_ms)),
+        }
     }
 
     /// A store operation's result, bounded by the task's limit, as an answer about its
@@ -89,19 +106,19 @@ impl Task {
     /// re-reads: an instance that holds the key open and missed the message of its close
     /// reads the closed record before it expires (a record that vanishes under an open
     /// breaker is written again).
-    pub(super) fn key_ttl(&self, name: &str, state: &str, open_ms: &str) -> Duration {
+    pub(super) fn key_ttl(&self, name: &str, state: State, open_ms: u64) -> Duration {
         let config = &self.shared.config;
         let ttl = config.key_ttl.max(config.resync_every * 3);
         match state {
-            "open" => {
+            State::Open => {
                 let probe = self
                     .tracked
                     .get(name)
                     .and_then(|t| t.breaker.upgrade())
                     .map_or(Duration::ZERO, |b| b.config().probe_timeout());
-                Duration::from_millis(open_ms.parse().unwrap_or(0)) + probe + ttl
+                Duration::from_millis(open_ms) + probe + ttl
             }
-            "closed" => ttl,
+            State::Closed => ttl,
             _ => Duration::ZERO,
         }
     }
@@ -144,6 +161,23 @@ impl Task {
             .get(name)
             .and_then(|t| t.trouble)
             .is_some_and(|t| Instant::now() < t.retry_at)
+    }
+
+    /// The store's change feed closed: said once, as a store error; the task goes on, and reads
+    /// every record again now and at each `resync_every`, which is how other instances'
+    /// changes arrive from now on.
+    pub(super) fn on_feed_closed(&mut self) {
+        const WHY: &str = "the store's change feed closed: other instances' changes arrive by \
+                           the re-reads every resync_every alone";
+        tracing::error!(target: "breakerbox", "fleet: {WHY}");
+        self.feed_closed = true;
+        self.shared.store_errors.fetch_add(1, Ordering::Relaxed);
+        *self
+            .shared
+            .last_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(WHY.to_owned());
+        self.owed = true;
     }
 
     pub(super) fn failed(&mut self, why: &str) {

@@ -72,7 +72,11 @@ impl Task {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .born(name);
-                born.or_else(|| registry().key_breaker(family, key).ok())
+                born.or_else(|| {
+                    registry()
+                        .key_breaker(&self.shared.registry_family(family), key)
+                        .ok()
+                })
             }
             None => registry().existing(name),
         }
@@ -95,6 +99,28 @@ impl Task {
             if b.upgrade().is_some_and(|b| b.state() != record.state) {
                 self.track_key(name, b);
             }
+        }
+    }
+
+    /// A key made here took the fleet's record from the book (keys.rs): it matches that
+    /// record, as if it had read it. So that record vanishing later (expired while this
+    /// instance was cut off) is told as any record's vanishing (a key still forced open, say,
+    /// is written again, as after a `FLUSHALL`), not taken for "no record ever seen", which
+    /// would leave the key forced open here alone.
+    pub(super) fn born_from_book(&mut self, name: &str) {
+        let record = self
+            .shared
+            .keyed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(name);
+        if let (Some(record), Some(t)) = (record, self.tracked.get_mut(name))
+            && t.applied == 0
+            && t.breaker
+                .upgrade()
+                .is_some_and(|b| b.state() == record.state)
+        {
+            t.saw(&record);
         }
     }
 
@@ -126,6 +152,24 @@ impl Task {
         self.tracked
             .insert(name.to_owned(), Tracked::new(b.downgrade()));
         Some(b)
+    }
+
+    /// The breaker whose change of `name` is written: for a family key, the one its family
+    /// holds now. A key evicted here (idle, closed or with its open time run) and made again
+    /// is another breaker, and the evicted one may live on a while (a handle, the family's
+    /// totals): its change is no longer this instance's state, so it is judged by the new
+    /// breaker's, tracked anew (its record read before anything is written over it). A key
+    /// no longer held here has nothing to write.
+    pub(super) fn holder(&mut self, name: &str) -> Option<Breaker> {
+        let tracked = self.breaker(name)?;
+        if split_key(name).is_none() {
+            return Some(tracked);
+        }
+        let now = self.lookup(name)?;
+        if !now.ptr_eq(&tracked) {
+            self.track_key(name, now.downgrade());
+        }
+        Some(now)
     }
 
     /// Takes on the record `record` as the breaker's state, unless it holds it already.

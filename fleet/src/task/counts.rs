@@ -23,7 +23,7 @@ use core::time::Duration;
 
 use super::state::{Answer, Intent, Task};
 use crate::keys::split_key;
-use crate::store::CountBatch;
+use crate::store::{CountBatch, Counted};
 use breakerbox_runtime::__integrations::BreakerExt;
 use breakerbox_runtime::{State, Window};
 
@@ -110,7 +110,7 @@ impl Task {
                 window_ms,
                 bucket_ms,
                 min_calls: config.min_calls(),
-                rate: rate.to_string(),
+                rate,
                 open_ms: config.open_for().as_millis().max(1) as u64,
                 instance: self.shared.instance.clone(),
                 epoch,
@@ -119,7 +119,7 @@ impl Task {
             let reply = tokio::time::timeout(limit, self.store.count(name.clone(), batch)).await;
             let reply = self.answered(reply);
             match reply {
-                Answer::Done((1, _, _)) => {
+                Answer::Done(Counted { tripped: true, .. }) => {
                     self.shared
                         .pushed
                         .fetch_add(1, core::sync::atomic::Ordering::Relaxed);

@@ -6,7 +6,6 @@ use core::time::Duration;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
-use redis::{PushInfo, PushKind, Value};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -14,8 +13,8 @@ use breakerbox_runtime::__integrations::BreakerExt;
 use breakerbox_runtime::{Reason, State, WeakBreaker};
 
 use super::state::{Intent, Task};
-use crate::record::parse_payload;
 use crate::shared::Message;
+use crate::store::Event;
 
 impl Task {
     /// Takes in a message, except a resync request, which it hands back for the caller to
@@ -48,7 +47,10 @@ impl Task {
                 self.owed = true;
             }
             // Read by the next pass, as any key tracked anew (keys.rs).
-            Message::KeyBorn { name, breaker } => self.track_key(&name, breaker),
+            Message::KeyBorn { name, breaker } => {
+                self.track_key(&name, breaker);
+                self.born_from_book(&name);
+            }
             Message::Resync(done) => return Some(done),
         }
         None
@@ -115,29 +117,40 @@ impl Task {
         }
     }
 
-    /// A push message: a published record, or the connection's loss.
-    pub(super) fn on_push(&mut self, push: PushInfo) {
-        match push.kind {
-            PushKind::Disconnection => {
+    /// An event of the store's change feed: a written record, a record to read again, a
+    /// foreign message, or the connection's loss.
+    pub(super) fn on_event(&mut self, event: Event) {
+        match event {
+            Event::Lost => {
                 self.owed = true;
                 self.shared.connected.store(false, Ordering::Relaxed);
                 self.hold();
             }
-            PushKind::Message => {
-                let Some(Value::BulkString(payload)) = push.data.get(1) else {
-                    return;
-                };
-                let Some((name, record)) = parse_payload(payload) else {
-                    self.foreign_message(payload);
-                    return;
-                };
-                // Written by a fleet's script: the key holds a record again.
+            Event::Written(name, record) => {
+                // Written by a fleet: the key holds a record again.
                 self.readable(&name);
                 if record.epoch > self.tracked.get(&name).map_or(0, |t| t.applied) {
                     self.apply(&name, &record);
                 }
             }
-            _ => {}
+            Event::Stale(name) => {
+                // Written, too long for the feed to carry: read by the next pass, soon.
+                if let Some(t) = self.tracked.get_mut(&name) {
+                    t.read = false;
+                    self.owed = true;
+                }
+            }
+            Event::Foreign(payload) => self.foreign_message(&payload),
+        }
+    }
+
+    /// A Redis push message, as the feed reads it.
+    #[cfg(test)]
+    pub(super) fn on_push(&mut self, push: redis::PushInfo) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let _ = tx.send(push);
+        if let Some(event) = crate::store::Feed::redis(rx).try_recv() {
+            self.on_event(event);
         }
     }
 

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::breakers::held;
 use super::state::{Answer, Lease, Task};
 
-use crate::store::LeaseAsk;
+use crate::store::{LeaseAsk, Leases};
 use breakerbox_runtime::__integrations::BreakerExt;
 use breakerbox_runtime::{Breaker, SharedState, State};
 
@@ -48,7 +48,7 @@ impl Task {
 
     /// Whether `breaker` is open here for longer than the fleet's record holds it (its open
     /// time plus one `probe_timeout`).
-    fn outlasts_the_fleet(&self, name: &str, breaker: &Breaker) -> bool {
+    pub(super) fn outlasts_the_fleet(&self, name: &str, breaker: &Breaker) -> bool {
         let Some(left) = breaker.held_state().open_remaining else {
             return false;
         };
@@ -69,7 +69,7 @@ impl Task {
     /// holder never leaves its probe budget behind.
     async fn check_lease(&mut self, name: &str, lease: Lease) {
         let Some(breaker) = self.breaker(name) else {
-            return;
+            return self.gone(name);
         };
         let in_flight = |b: &Breaker| b.probe_round().is_some_and(|(a, s)| a > s);
         if in_flight(&breaker) {
@@ -86,6 +86,15 @@ impl Task {
         }
         if let Some(t) = self.tracked.get_mut(name) {
             t.probe_at = Some(lease.until);
+        }
+    }
+
+    /// The breaker `name` is gone (dropped, or a family key evicted here): nothing to probe
+    /// for, and nothing due, so the loop does not come back to it at once.
+    fn gone(&mut self, name: &str) {
+        if let Some(t) = self.tracked.get_mut(name) {
+            t.probe_at = None;
+            t.lease = None;
         }
     }
 
@@ -115,7 +124,7 @@ impl Task {
 
     async fn probe(&mut self, name: &str) {
         let Some(breaker) = self.breaker(name) else {
-            return;
+            return self.gone(name);
         };
         let Some(epoch) = self.tracked.get(name).map(|t| t.applied) else {
             return;
@@ -168,7 +177,7 @@ impl Task {
                     t.lease = None;
                 }
             }
-            Answer::Done((leases, _)) if leases > 0 => {
+            Answer::Done(Leases::Granted { count: leases, .. }) => {
                 // The lease runs from before the ask left, so it ends here no later than in
                 // the store.
                 let lease = Lease {
@@ -181,10 +190,10 @@ impl Task {
                 }
                 if breaker.state() == State::HalfOpen {
                     // Renewed while its probes run: one probe per lease again.
-                    breaker.set_probe_budget(Some(u32::try_from(leases).unwrap_or(u32::MAX)));
+                    breaker.set_probe_budget(Some(leases));
                 } else if breaker.state() == State::Open {
                     // One probe per lease, set before the breaker may go half-open.
-                    breaker.set_probe_budget(Some(u32::try_from(leases).unwrap_or(u32::MAX)));
+                    breaker.set_probe_budget(Some(leases));
                     // No open time left: the next call probes.
                     let reopens = breaker.held_state().reopens;
                     self.import(
@@ -195,8 +204,7 @@ impl Task {
                     );
                 }
             }
-            Answer::Done((_, wait)) if wait >= 0 => {
-                let wait = Duration::from_millis(wait as u64);
+            Answer::Done(Leases::Wait(wait)) => {
                 if self
                     .tracked
                     .get_mut(name)
@@ -220,7 +228,7 @@ impl Task {
                     );
                 }
             }
-            Answer::Done(_) => {
+            Answer::Done(Leases::Gone) => {
                 // The record moved on: the next resync takes it on.
                 if let Some(t) = self.tracked.get_mut(name) {
                     t.probe_at = None;

@@ -7,7 +7,6 @@ use core::time::Duration;
 use super::state::{Answer, Intent, Pushed, Task};
 
 use crate::keys::split_key;
-use crate::record::state_name;
 use breakerbox_runtime::State;
 
 impl Task {
@@ -69,7 +68,7 @@ impl Task {
         if split_key(name).is_none() || self.tracked.get(name).is_none_or(|t| t.read) {
             return true;
         }
-        match self.invoke(name, &["read"]).await {
+        match self.read_record(name).await {
             Answer::Done(record) => {
                 if let Some(t) = self.tracked.get_mut(name) {
                     t.read = true;
@@ -94,33 +93,37 @@ impl Task {
         reason: String,
         reimport: bool,
     ) -> Pushed {
-        let Some(breaker) = self.breaker(name) else {
+        let Some(breaker) = self.holder(name) else {
             return Pushed::Done;
         };
         let quorum = self.quorum_of(name);
+        // A trip over the open record it holds has nothing to write, unless it opened the
+        // breaker for longer than the record does (a `trip_for` of an open breaker): the
+        // fleet then learns the longer open time, rather than this instance alone holding it.
         if self
             .tracked
             .get(name)
             .is_some_and(|t| t.holds(intent, quorum.is_some()))
+            && !self.outlasts_the_fleet(name, &breaker)
         {
             return Pushed::Done;
         }
         let now = breaker.held_state();
-        let (mode, state, open_for) = match intent {
+        let (force, state, open_for) = match intent {
             Intent::Trip | Intent::Report if now.state == State::Open => {
-                ("cas", State::Open, now.open_remaining.unwrap_or_default())
+                (false, State::Open, now.open_remaining.unwrap_or_default())
             }
             Intent::Again(State::Open) if now.state == State::Open => {
-                ("cas", State::Open, now.open_remaining.unwrap_or_default())
+                (false, State::Open, now.open_remaining.unwrap_or_default())
             }
             // A trip the store could not take before its open time ran out (the breaker is
             // half-open since, with no record taken on over it: that would have dropped the
             // change). It is written with no open time left, so that the fleet learns of it
             // and probes through its leases, as after any trip whose time is up.
-            Intent::Trip if now.state == State::HalfOpen => ("cas", State::Open, Duration::ZERO),
-            Intent::Close if now.state == State::Closed => ("cas", State::Closed, Duration::ZERO),
-            Intent::Manual(state) => ("force", state, Duration::ZERO),
-            Intent::Again(state) if now.state == state => ("cas", state, Duration::ZERO),
+            Intent::Trip if now.state == State::HalfOpen => (false, State::Open, Duration::ZERO),
+            Intent::Close if now.state == State::Closed => (false, State::Closed, Duration::ZERO),
+            Intent::Manual(state) => (true, state, Duration::ZERO),
+            Intent::Again(state) if now.state == state => (false, state, Duration::ZERO),
             // The breaker has moved on (closed or re-opened since, each a change of its own):
             // nothing of it to write.
             _ => return Pushed::Done,
@@ -128,9 +131,8 @@ impl Task {
         if !self.first_read(name).await {
             return Pushed::Failed;
         }
-        let expected = self.tracked.get(name).map_or(0, |t| t.applied).to_string();
-        let open_ms = open_for.as_millis().max(1).to_string();
-        let reopens = now.reopens.to_string();
+        let expected = self.tracked.get(name).map_or(0, |t| t.applied);
+        let open_ms = u64::try_from(open_for.as_millis().max(1)).unwrap_or(u64::MAX);
         let last_failure = match state {
             State::Open => breaker
                 .last_failure()
@@ -138,20 +140,16 @@ impl Task {
                 .unwrap_or_default(),
             _ => String::new(),
         };
-        let instance = self.shared.instance.clone();
-        let channel = self.channel.clone();
-        let args = [
-            mode,
-            &expected,
-            state_name(state),
-            &open_ms,
-            &reopens,
-            &reason,
-            &last_failure,
-            &instance,
-            &channel,
+        let change = self.change_of(
             name,
-        ];
+            force,
+            expected,
+            state,
+            open_ms,
+            now.reopens,
+            reason,
+            last_failure,
+        );
         let closed = self
             .tracked
             .get(name)
@@ -160,9 +158,9 @@ impl Task {
             && closed
             && let Some(quorum) = quorum
         {
-            return self.report(name, &breaker, quorum, &args).await;
+            return self.report(name, &breaker, quorum, change).await;
         }
-        let mut record = match self.invoke(name, &args).await {
+        let mut record = match self.write_record(name, change.clone()).await {
             Answer::Done(record) => record,
             Answer::Unreadable(why) => {
                 // Over what this instance cannot read the change is kept, and written once the
@@ -173,17 +171,17 @@ impl Task {
             }
             Answer::Failed => return Pushed::Failed,
         };
-        if !record.changed && record.epoch == 0 && expected != "0" {
+        if !record.changed && record.epoch == 0 && expected != 0 {
             // The record vanished (FLUSHALL, a restart): write over "no record" instead. Under
             // a quorum an opening over no record is a report, as any opening over a closed one.
-            let mut args = args;
-            args[1] = "0";
+            let mut change = change;
+            change.seen = 0;
             if state == State::Open
                 && let Some(quorum) = quorum
             {
-                return self.report(name, &breaker, quorum, &args).await;
+                return self.report(name, &breaker, quorum, change).await;
             }
-            record = match self.invoke(name, &args).await {
+            record = match self.write_record(name, change).await {
                 Answer::Done(record) => record,
                 Answer::Unreadable(why) => {
                     self.troubled(name, &why);

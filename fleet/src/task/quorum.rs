@@ -24,8 +24,7 @@ use super::state::{Answer, Pushed, Task};
 use crate::config::Quorum;
 use crate::instances::{LiveInstance, Tally};
 use crate::keys::split_key;
-use crate::record::Record;
-use crate::store::{Beat, Change, Report, StoreError};
+use crate::store::{Beat, Change, Live, Report, Reported, StoreError};
 use breakerbox_runtime::{Breaker, State};
 
 /// A state as an instance reports it: `State::as_str`.
@@ -42,28 +41,16 @@ pub(crate) fn parse_state(text: &str) -> Option<State> {
 }
 
 impl Task {
-    /// Reports a local trip of `name` under `quorum`; `args` are `record.lua`'s for the trip
-    /// (`cas`). The record opens if the quorum is reached; else the breaker stays open here
-    /// alone.
+    /// Reports a local trip of `name` under `quorum`; `trip` is the trip's compare-and-set
+    /// (`change_of`). The record opens if the quorum is reached; else the breaker stays open
+    /// here alone.
     pub(super) async fn report(
         &mut self,
         name: &str,
         breaker: &Breaker,
         quorum: Quorum,
-        args: &[&str; 10],
+        mut trip: Change,
     ) -> Pushed {
-        let [
-            _,
-            expected,
-            _,
-            open_ms,
-            reopens,
-            reason,
-            last_failure,
-            instance,
-            _,
-            _,
-        ] = *args;
         // A fresh look at the live set, this instance's own beat with it.
         match self.beat_once().await {
             Answer::Done(()) => {}
@@ -73,30 +60,23 @@ impl Task {
             }
             Answer::Failed => return Pushed::Failed,
         }
-        // A family key's record, once opened, expires and is listed open (keys.rs).
-        let life = split_key(name).map(|_| self.key_ttl(name, "open", open_ms));
-        let mut expected = expected.to_owned();
         for _ in 0..2 {
             let report = Report {
-                trip: Change {
-                    force: false,
-                    seen: expected.parse().unwrap_or(0),
-                    state: "open".to_owned(),
-                    open_ms: open_ms.parse().unwrap_or(0),
-                    reopens: reopens.parse().unwrap_or(0),
-                    reason: reason.to_owned(),
-                    last_failure: last_failure.to_owned(),
-                    instance: instance.to_owned(),
-                    life,
-                },
-                quorum: quorum.arg(),
+                trip: trip.clone(),
+                quorum,
                 live: self.beat.clone(),
             };
             let limit = self.shared.config.timeout * 2;
             let reply =
                 tokio::time::timeout(limit, self.store.report(name.to_owned(), report)).await;
             let answer = self.answered(reply);
-            let reply = match answer {
+            let Reported {
+                record,
+                taken: reported,
+                open,
+                needed,
+                live,
+            } = match answer {
                 Answer::Done(reply) => reply,
                 Answer::Unreadable(why) => {
                     self.troubled(name, &why);
@@ -104,19 +84,7 @@ impl Task {
                 }
                 Answer::Failed => return Pushed::Failed,
             };
-            let tally: Vec<u32> = reply
-                .get(10..13)
-                .map(|t| t.iter().filter_map(|n| n.parse().ok()).collect())
-                .unwrap_or_default();
-            let (Some(record), &[open, needed, live]) = (
-                Record::from_reply(reply.get(..9).unwrap_or_default()),
-                &tally[..],
-            ) else {
-                self.troubled(name, "a reply of quorum.lua this instance cannot read");
-                return Pushed::Kept;
-            };
             self.readable(name);
-            let reported = reply[9] == "1";
             if reported {
                 self.shared
                     .tallies
@@ -124,9 +92,9 @@ impl Task {
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(name.to_owned(), Tally { open, needed, live });
             }
-            if !record.changed && !reported && record.epoch == 0 && expected != "0" {
+            if !record.changed && !reported && record.epoch == 0 && trip.seen != 0 {
                 // The record vanished (FLUSHALL, a restart): reported over "no record" instead.
-                expected = "0".to_owned();
+                trip.seen = 0;
                 continue;
             }
             if record.changed || !reported {
@@ -160,7 +128,7 @@ impl Task {
     /// kept for `Fleet::instances` and the quorum. The store failing counts as for any
     /// operation; an error of the beat alone leaves the last view as it was (the records'
     /// answers say whether the store fails).
-    pub(super) fn took_beat(&mut self, beat: Result<Vec<String>, StoreError>, sent: Instant) {
+    pub(super) fn took_beat(&mut self, beat: Result<Live, StoreError>, sent: Instant) {
         match beat {
             Ok(reply) => self.keep_beat(&reply, sent),
             Err(StoreError::Failed(why)) => self.failed(&why),
@@ -188,23 +156,19 @@ impl Task {
         }
     }
 
-    /// `heartbeat.lua`'s reply kept: the live set for the quorum, and each shared breaker's
+    /// A heartbeat's answer kept: the live set for the quorum, and each shared breaker's
     /// view, every live instance with its state of it (closed unless it listed another).
-    fn keep_beat(&mut self, reply: &[String], read_at: Instant) {
-        let Some((now, rest)) = reply.split_first() else {
-            return;
-        };
-        let now: u64 = now.parse().unwrap_or(0);
-        self.beat = rest
-            .chunks_exact(3)
-            .map(|f| (f[0].clone(), f[1].clone()))
+    fn keep_beat(&mut self, reply: &Live, read_at: Instant) {
+        let now = reply.now_ms;
+        self.beat = reply
+            .instances
+            .iter()
+            .map(|a| (a.instance.clone(), a.expires_ms))
             .collect();
-        let listed: Vec<(String, u64, BTreeMap<String, State>)> = rest
-            .chunks_exact(3)
-            .map(|f| {
-                let expires: u64 = f[1].parse().unwrap_or(0);
-                (f[0].clone(), expires, parse_states(&f[2]))
-            })
+        let listed: Vec<(String, u64, BTreeMap<String, State>)> = reply
+            .instances
+            .iter()
+            .map(|a| (a.instance.clone(), a.expires_ms, parse_states(&a.states)))
             .collect();
         let mut kept = self.shared.live.lock().unwrap_or_else(|e| e.into_inner());
         kept.clear();

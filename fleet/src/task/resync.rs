@@ -13,7 +13,11 @@ use super::state::{Answer, Intent, Pushed, READ_BATCH, SWEEP, Task, Tracked};
 use crate::keys::{key_name, split_key};
 use crate::record::Record;
 use crate::store::{OpenKeys, Reads, StoreError};
-use breakerbox_runtime::State;
+use core::time::Duration;
+
+use breakerbox_runtime::__integrations::BreakerExt;
+use breakerbox_runtime::{SharedState, State};
+use tokio::time::Instant;
 
 impl Task {
     /// Subscribes if not yet, finds newly created shared registry breakers, writes what is
@@ -153,8 +157,8 @@ impl Task {
             while let Ok(more) = self.rx.try_recv() {
                 asked.extend(self.note(more));
             }
-            while let Ok(push) = self.pushes.try_recv() {
-                self.on_push(push);
+            while let Some(event) = self.pushes.try_recv() {
+                self.on_event(event);
             }
             if !self.flush().await {
                 return false;
@@ -240,6 +244,12 @@ impl Task {
             Answer::Failed => return false,
         };
         let applied = self.tracked.get(name).map_or(0, |t| t.applied);
+        // The record last taken on: open, and until when.
+        let was_open = self
+            .tracked
+            .get(name)
+            .filter(|t| t.seen == State::Open)
+            .map(|t| t.open_until);
         if record.epoch == 0 {
             // No record: never written, or flushed. If there was one, a breaker that is not
             // closed here says so again, as a `cas` over "no record", so that of several
@@ -266,6 +276,31 @@ impl Task {
                 if let Some(t) = self.tracked.get_mut(name).filter(|_| closed) {
                     t.vanished = false;
                     t.read = true;
+                    return true;
+                }
+                // One open here only by the open record that expired, its open time long run
+                // (the record outlives it by a probe timeout and `key_ttl`), and with no
+                // change of its own to write: the fleet has nothing more to say of it. Written
+                // again, it would keep the record alive for as long as no call comes to probe
+                // it; instead it decides alone, its next call a probe.
+                let ran_out =
+                    was_open.is_some_and(|until| until.is_none_or(|u| u <= Instant::now()));
+                if ran_out
+                    && !self.pending.contains_key(name)
+                    && let Some(b) = self.tracked.get(name).and_then(|t| t.breaker.upgrade())
+                    && b.state() == State::Open
+                {
+                    if let Some(t) = self.tracked.get_mut(name) {
+                        t.vanished = false;
+                        t.read = true;
+                    }
+                    b.set_probe_budget(None);
+                    let reopens = b.held_state().reopens;
+                    self.import_own(
+                        name,
+                        &b,
+                        &SharedState::new(State::Open, Some(Duration::ZERO), reopens),
+                    );
                     return true;
                 }
             }
@@ -305,8 +340,8 @@ impl Task {
     /// (`pass_names`). `false` if the store failed.
     async fn read_open_keys(&mut self) -> bool {
         let families: Vec<String> = breakerbox_runtime::__integrations::family_names()
-            .into_iter()
-            .filter(|f| self.shared.config.shares(f))
+            .iter()
+            .filter_map(|f| self.shared.shared_family(f).map(str::to_owned))
             .collect();
         if families.is_empty() {
             return true;

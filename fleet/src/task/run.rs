@@ -52,9 +52,9 @@ impl Task {
                 Some(other) => self.on_message(other).await,
                 None => return false,
             },
-            push = self.pushes.recv() => match push {
-                Some(push) => self.on_push(push),
-                None => return false,
+            event = self.pushes.recv(), if !self.feed_closed => match event {
+                Some(event) => self.on_event(event),
+                None => self.on_feed_closed(),
             },
             _ = tokio::time::sleep_until(probe_at.unwrap_or(timers.next)), if probe_at.is_some() => {
                 self.probe_due().await;

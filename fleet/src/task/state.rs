@@ -7,7 +7,6 @@ use core::time::Duration;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use redis::PushInfo;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -18,7 +17,7 @@ use crate::config::{FleetTrip, Quorum};
 use crate::keys::{record_key, split_key};
 use crate::record::Record;
 use crate::shared::{Inner, Message};
-use crate::store::{FleetStore, Redis, Wire};
+use crate::store::{Feed, FleetStore};
 
 /// A local change still to be written.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -179,7 +178,10 @@ pub(crate) struct Task {
     pub(super) store: Box<dyn FleetStore>,
     pub(super) shared: Arc<Inner>,
     pub(super) rx: mpsc::UnboundedReceiver<Message>,
-    pub(super) pushes: mpsc::UnboundedReceiver<PushInfo>,
+    pub(super) pushes: Feed,
+    /// The change feed closed (a store of the application's whose sender is gone): other
+    /// instances' changes arrive by the periodic re-reads alone.
+    pub(super) feed_closed: bool,
     pub(super) channel: String,
     // Ordered maps: the task visits breakers in the same order in every run, which the
     // simulator's replay of a seed relies on.
@@ -197,7 +199,7 @@ pub(crate) struct Task {
     pub(super) sweep: usize,
     /// The live instances and the expiry of each one's heartbeat (server ms), as this
     /// instance's last heartbeat read them: what a quorum is counted over (quorum.rs).
-    pub(super) beat: Vec<(String, String)>,
+    pub(super) beat: Vec<(String, u64)>,
 }
 
 /// How a store operation about one breaker ended.
@@ -238,20 +240,33 @@ impl Task {
         Task::with_store(Box::new(store), pushes, shared, rx)
     }
 
-    /// A task over any store, its published messages (and the connection's losses) arriving
-    /// on `pushes`.
+    /// A task over Redis's wire (the production connection, or the simulator's), its
+    /// published messages (and the connection's losses) arriving on `pushes`.
+    #[cfg(test)]
     pub(crate) fn with_store(
-        store: Box<dyn Wire>,
-        pushes: mpsc::UnboundedReceiver<PushInfo>,
+        store: Box<dyn crate::store::Wire>,
+        pushes: mpsc::UnboundedReceiver<redis::PushInfo>,
+        shared: Arc<Inner>,
+        rx: mpsc::UnboundedReceiver<Message>,
+    ) -> Task {
+        let store = Box::new(crate::store::Redis::new(store, &shared.config.prefix));
+        Task::over(store, Feed::redis(pushes), shared, rx)
+    }
+
+    /// A task over any store, its change feed `pushes`.
+    pub(crate) fn over(
+        store: Box<dyn FleetStore>,
+        pushes: Feed,
         shared: Arc<Inner>,
         rx: mpsc::UnboundedReceiver<Message>,
     ) -> Task {
         let channel = format!("{}:changes", shared.config.prefix);
         Task {
-            store: Box::new(Redis::new(store, &shared.config.prefix)),
+            store,
             shared,
             rx,
             pushes,
+            feed_closed: false,
             channel,
             tracked: BTreeMap::new(),
             pending: BTreeMap::new(),

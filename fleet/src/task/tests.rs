@@ -58,10 +58,11 @@ fn task_with(
         live: std::sync::Mutex::new(Default::default()),
         tallies: std::sync::Mutex::new(Default::default()),
         keyed: std::sync::Mutex::new(Default::default()),
+        family_suffix: String::new(),
     });
     let mut task = Task::new(shared.clone(), rx);
     let (push_tx, pushes) = mpsc::unbounded_channel();
-    task.pushes = pushes;
+    task.pushes = crate::store::Feed::redis(pushes);
     (task, shared, push_tx)
 }
 
@@ -175,6 +176,23 @@ async fn a_record_published_before_a_local_reset_is_not_taken_on_over_it() {
     );
 }
 
+/// A record the feed could not carry whole (its name only) is read by the next pass, which
+/// comes soon (a re-read is owed); a name the fleet does not share changes nothing.
+#[tokio::test(flavor = "current_thread")]
+async fn a_record_sent_as_its_name_is_read_again_soon() {
+    let (mut task, shared, _pushes) = task(&refused(), "stale");
+    let breaker = Breaker::new("payments", Config::default());
+    share(&mut task, &shared, &breaker);
+    task.owed = false;
+    task.tracked.get_mut("payments").unwrap().read = true;
+    task.on_event(crate::store::Event::Stale("elsewhere".to_owned()));
+    assert!(!task.owed, "not shared here: nothing owed");
+    task.on_event(crate::store::Event::Stale("payments".to_owned()));
+    assert!(task.owed, "a re-read is owed");
+    assert!(!task.tracked["payments"].read, "payments is read by it");
+    assert!(task.period() <= Duration::from_millis(100), "within 100 ms");
+}
+
 /// Another instance's trip, taken on here, reports the fleet's next probe (the record's open
 /// time) in `export_state`, a rejection's `retry_after`, `metrics` and `explain`, not the
 /// `probe_timeout` longer this instance holds it open for the fleet's probe leases.
@@ -237,6 +255,10 @@ async fn a_trip_taken_on_tells_who_tripped_it_and_its_failure() {
     assert_eq!(
         (opened.to, opened.reason, opened.failure.as_deref()),
         (State::Open, Reason::Imported, Some("web-2: HTTP 503"))
+    );
+    assert_eq!(
+        opened.origin.as_deref(),
+        Some("web-2 tripped it (1 consecutive failures)")
     );
 }
 
@@ -320,7 +342,7 @@ async fn a_reset_a_record_was_taken_on_over_is_taken_on_again_once_written() {
         tokio::time::sleep(Duration::from_millis(20)).await;
         task.flush().await;
     }
-    let record = task.invoke("payments", &["read"]).await.done().unwrap();
+    let record = task.read_record("payments").await.done().unwrap();
     assert_eq!(
         record.state,
         State::Closed,
@@ -382,13 +404,25 @@ async fn there(
     state: &str,
     reason: &str,
 ) -> Record {
-    let over = over.to_string();
-    let open_ms = if state == "open" { "60000" } else { "0" };
-    let channel = task.channel.clone();
-    let args = [
-        mode, &over, state, open_ms, "0", reason, "", "there", &channel, name,
-    ];
-    task.invoke(name, &args)
+    let open_ms = if state == "open" { 60_000 } else { 0 };
+    let state = match state {
+        "open" => State::Open,
+        "forced_open" => State::ForcedOpen,
+        "disabled" => State::Disabled,
+        _ => State::Closed,
+    };
+    let mut change = task.change_of(
+        name,
+        mode == "force",
+        over,
+        state,
+        open_ms,
+        0,
+        reason.to_owned(),
+        String::new(),
+    );
+    change.instance = "there".to_owned();
+    task.write_record(name, change)
         .await
         .done()
         .expect("the store answers")
@@ -437,7 +471,7 @@ async fn a_trip_told_during_a_resync_pass_is_written_before_the_next_record_is_r
     assert_eq!(shared.resyncs.load(Ordering::Relaxed), resyncs + 1);
 
     for (b, before) in breakers.iter().zip(before) {
-        let record = task.invoke(b.name(), &["read"]).await.done().unwrap();
+        let record = task.read_record(b.name()).await.done().unwrap();
         assert_eq!(
             (record.state, record.origin.as_str(), record.reason.clone()),
             (
@@ -495,7 +529,7 @@ async fn the_instance_that_tripped_keeps_its_own_failure_after_reading_its_recor
         b.try_acquire().unwrap().failure_with(&"HTTP 503");
     }
     drain(&mut task, &mut timers()).await;
-    let record = task.invoke(b.name(), &["read"]).await.done().unwrap();
+    let record = task.read_record(b.name()).await.done().unwrap();
     assert_eq!(
         (
             record.state,

@@ -5,11 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{Redis, all_reach, keyed_nodes, nodes_fleet, nodes_with, redis_server};
-
-fn soon() -> Instant {
-    Instant::now() + Duration::from_secs(5)
-}
+use crate::support::{Redis, all_reach, keyed_nodes, nodes_fleet, nodes_with, redis_server, soon};
 
 /// The rule of docs/fleet.md ("Least privilege"), for the prefix `acl`.
 const RULE: &[&str] = &[

@@ -16,11 +16,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{Node, Proxy, Redis, all_reach, alone, nodes, nodes_fleet, redis_server};
-
-fn soon() -> Instant {
-    Instant::now() + Duration::from_secs(5)
-}
+use crate::support::{
+    Node, Proxy, Redis, all_reach, alone, nodes, nodes_fleet, redis_server, soon,
+};
 
 /// The worst p99 of the nodes' background calls since the last reading, in ns. A node hands
 /// its samples over 32 calls at a time, so on a loaded machine a short window can hold none
@@ -110,6 +108,30 @@ fn cut_off(
     fault: impl FnOnce(&mut Redis, Option<&Proxy>),
     restore: impl FnOnce(&mut Redis, Option<&Proxy>),
 ) {
+    cut_off_store(
+        what,
+        url,
+        Duration::from_secs(1),
+        redis,
+        |r| fault(r, proxy),
+        |r| restore(r, proxy),
+        |_| {},
+    );
+}
+
+/// A fault that cuts the nodes at `url` off `store` (Redis, PostgreSQL): node-0 trips alone
+/// meanwhile, the others stay closed, calls never wait; once `restore` returns (the store
+/// answers), every node is open within `within`, `returned` checks the store, and the fleet
+/// goes on.
+pub(crate) fn cut_off_store<S>(
+    what: &str,
+    url: &str,
+    within: Duration,
+    store: &mut S,
+    fault: impl FnOnce(&mut S),
+    restore: impl FnOnce(&mut S),
+    returned: impl FnOnce(&S),
+) {
     let mut nodes = nodes(url, what, 3);
     for n in nodes.iter_mut() {
         assert_eq!(n.cmd("traffic on"), "ok");
@@ -122,7 +144,7 @@ fn cut_off(
     resyncs(&mut nodes[0], 1);
     let base = p99(&mut nodes);
 
-    fault(redis, proxy);
+    fault(store);
     for n in nodes.iter_mut() {
         sees_failure(n);
     }
@@ -136,11 +158,13 @@ fn cut_off(
     assert_eq!(nodes[1].state(), "closed");
     let during = p99(&mut nodes);
 
-    restore(redis, proxy);
+    restore(store);
     let back = Instant::now();
-    all_reach(&mut nodes, "open", back + Duration::from_secs(1))
-        .unwrap_or_else(|e| panic!("{what}: not converged within 1 s of the store's return: {e}"));
+    all_reach(&mut nodes, "open", back + within).unwrap_or_else(|e| {
+        panic!("{what}: not converged within {within:?} of the store's return: {e}")
+    });
     assert_no_wait(base, during, what);
+    returned(store);
     // And the fleet goes on.
     assert_eq!(nodes[2].cmd("reset"), "ok");
     all_reach(&mut nodes, "closed", soon()).unwrap();

@@ -4,11 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{Redis, keyed_nodes, keyed_nodes_with, redis_server, shared_redis};
-
-fn soon() -> Instant {
-    Instant::now() + Duration::from_secs(5)
-}
+use crate::support::{Redis, keyed_nodes, keyed_nodes_with, redis_server, shared_redis, soon};
 
 /// The record of the `hosts` key `key` under `prefix`.
 fn record(prefix: &str, key: &str) -> String {

@@ -10,6 +10,11 @@
 //!   expire, no load per idle key;
 //! - `quorum` — quorum trips and the live set (`fleet_trip = "quorum"`);
 //! - `numbers` — the measurements behind BENCHMARKS.md (ignored by default);
+//! - `postgres` — the same fleet on PostgreSQL (feature `postgres`): trips and controls across
+//!   processes, the server killed and restarted empty, stopped, a foreign row, the schema
+//!   checked;
+//! - `own_store` — a store of one's own through the public API (feature `conformance`): the
+//!   conformance suite on it, and a fleet started on it sharing a trip with one on Redis;
 //! - `tls`, `sentinel`, `cluster` — production setups (features of the same names), their
 //!   servers started by `servers`, the instances in this process (`instances`).
 //!
@@ -23,6 +28,12 @@ mod faults;
 mod instances;
 mod keyed;
 mod numbers;
+#[cfg(feature = "conformance")]
+mod own_store;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(all(feature = "postgres", feature = "tls"))]
+mod postgres_tls;
 mod quorum;
 #[cfg(feature = "sentinel")]
 mod sentinel;

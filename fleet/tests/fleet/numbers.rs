@@ -12,11 +12,13 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{Node, Redis, all_reach, nodes, nodes_with, percentile, redis_server};
+use crate::support::{
+    Node, Redis, all_reach, idle_rates, nodes, nodes_with, percentile, redis_server,
+};
 
 /// Polls until every node but the first has printed `count` events, returns their last ones'
 /// wall times.
-fn last_events(nodes: &[Node], count: usize, to: &str) -> Vec<u128> {
+pub(crate) fn last_events(nodes: &[Node], count: usize, to: &str) -> Vec<u128> {
     let deadline = Instant::now() + Duration::from_secs(10);
     nodes[1..]
         .iter()
@@ -188,8 +190,6 @@ fn commands(redis: &Redis) -> u64 {
 #[test]
 #[ignore = "a measurement: run it with --ignored --nocapture"]
 fn idle_instance_commands_per_second_by_shared_breakers() {
-    use breakerbox_fleet::{Fleet, FleetConfig, FleetTrip, Quorum};
-    use breakerbox_runtime::{Breaker, Config};
     let _alone = crate::support::alone();
     let Some(bin) = redis_server() else { return };
     let window: u64 = std::env::var("FLEET_WINDOW")
@@ -197,59 +197,16 @@ fn idle_instance_commands_per_second_by_shared_breakers() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
     let redis = Redis::start(&bin, &[]);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    for quorum in [false, true] {
-        for n in [1usize, 100, 10_000] {
-            for tripping in [false, true] {
-                let prefix = format!("idle{n}{quorum}{tripping}");
-                let breakers: Vec<Breaker> = (0..n)
-                    .map(|i| {
-                        let config = Config::builder()
-                            .failures(1)
-                            .open_for(Duration::from_secs(60))
-                            .build()
-                            .unwrap();
-                        Breaker::new(format!("b{i}"), config)
-                    })
-                    .collect();
-                let mut config = FleetConfig::new(redis.url())
-                    .prefix(&prefix)
-                    .instance("web-1");
-                if quorum {
-                    config = config.fleet_trip(FleetTrip::Quorum(Quorum::Instances(2)));
-                }
-                let fleet = rt.block_on(async {
-                    let fleet = Fleet::connect(config).await.unwrap();
-                    for b in &breakers {
-                        fleet.share(b);
-                    }
-                    assert!(fleet.resync().await);
-                    fleet
-                });
-                if tripping {
-                    let _ = breakers[0].call(|| Err::<(), _>("down"));
-                    assert!(rt.block_on(fleet.resync()));
-                }
-                // One periodic pass first, so that the count starts in the steady state.
-                std::thread::sleep(Duration::from_millis(1_100));
-                assert_eq!(redis.cli(&["CONFIG", "RESETSTAT"]), "OK");
-                let start = Instant::now();
-                std::thread::sleep(Duration::from_secs(window));
-                let total = commands(&redis);
-                let secs = start.elapsed().as_secs_f64();
-                println!(
-                    "idle instance, {} {n:>6} shared breakers, {}: {:.2} Redis commands per second",
-                    if quorum { "quorum," } else { "any,   " },
-                    if tripping { "one open " } else { "all closed" },
-                    total as f64 / secs
-                );
-                drop(fleet);
-                drop(breakers);
-            }
-        }
-    }
+    idle_rates(
+        redis.url(),
+        &[1, 100, 10_000],
+        window,
+        || assert_eq!(redis.cli(&["CONFIG", "RESETSTAT"]), "OK"),
+        || commands(&redis),
+        |mode, n, open, rate| {
+            println!(
+                "idle instance, {mode} {n:>6} shared breakers, {open}: {rate:.2} Redis commands per second"
+            )
+        },
+    );
 }

@@ -6,15 +6,13 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::support::{Node, Redis, all_reach, config_fleet, percentile, shared_redis, tempdir};
+use crate::support::{
+    Node, Redis, all_reach, config_fleet, percentile, shared_redis, soon, tempdir,
+};
 
 /// `quorum = 2` of the live instances; heartbeats every 200 ms, so a heartbeat lives 600 ms.
 const QUORUM: &str = "fleet_trip = \"quorum\"\nquorum = 2\nresync_every = \"200ms\"\n";
 const TTL: Duration = Duration::from_millis(600);
-
-fn soon() -> Instant {
-    Instant::now() + Duration::from_secs(5)
-}
 
 /// `n` quorum nodes and their config files (to start one again).
 fn quorum_nodes(url: &str, prefix: &str, n: usize) -> (Vec<Node>, Vec<PathBuf>) {

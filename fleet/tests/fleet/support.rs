@@ -247,12 +247,39 @@ pub fn config_sharing(
 
 pub fn tempdir() -> PathBuf {
     // One directory per call: the tests of this binary run in parallel, and two of them may
-    // write a config of the same prefix and instance name.
+    // write a config of the same prefix and instance name. Nodes read their config when they
+    // start and some tests start a node again from it, so a directory lives as long as its
+    // process; the first call removes those of processes that have ended.
     static NEXT: AtomicU64 = AtomicU64::new(0);
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(remove_ended_processes_dirs);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("breakerbox-fleet-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// Removes the `tempdir`s of test processes that are no longer running.
+fn remove_ended_processes_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("breakerbox-fleet-"))
+        else {
+            continue;
+        };
+        let Some((pid, n)) = rest.split_once('-') else {
+            continue;
+        };
+        let ours = pid.parse::<u32>().is_ok() && n.parse::<u64>().is_ok();
+        if ours && !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 impl Node {
@@ -352,6 +379,15 @@ impl Node {
         assert_eq!(f.len(), 6, "{s}");
         let n = |i: usize| f[i].parse::<u64>().unwrap();
         (f[1] == "true", n(2), n(3), n(4), n(5))
+    }
+
+    /// Polls until the node has read the records once (its first resync), failing at
+    /// `deadline`.
+    pub fn wait_resync(&mut self, deadline: Instant) {
+        while self.status().4 == 0 {
+            assert!(Instant::now() < deadline, "{}: no resync", self.name);
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// The fleet view of `payments` (`fleet_node`'s `instances`): `(trip, tally, [(instance,
@@ -518,6 +554,11 @@ pub fn keyed_nodes_with(
         .collect()
 }
 
+/// The deadline of a step that should be over at once: 5 s from now.
+pub fn soon() -> Instant {
+    Instant::now() + Duration::from_secs(5)
+}
+
 /// Every node reaches `want` by `deadline`.
 pub fn all_reach(nodes: &mut [Node], want: &str, deadline: Instant) -> Result<(), String> {
     for node in nodes.iter_mut() {
@@ -678,4 +719,147 @@ pub fn alone() -> RwLockWriteGuard<'static, ()> {
 /// Held by every other test: they run together, and never beside one that runs [`alone`].
 pub fn shared() -> RwLockReadGuard<'static, ()> {
     MACHINE.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One idle instance for the measurements: `count` breakers `b0`, `b1`… (one failure opens each
+/// for a minute) shared through a fleet at `url` under `prefix` as `web-1` (`fleet_trip` a
+/// quorum of two instances if `quorum`, else any), resynced; with the first tripped and
+/// resynced again if `tripping`.
+fn idle_fleet(
+    rt: &tokio::runtime::Runtime,
+    url: String,
+    prefix: &str,
+    count: usize,
+    quorum: bool,
+    tripping: bool,
+) -> (breakerbox_fleet::Fleet, Vec<breakerbox_runtime::Breaker>) {
+    use breakerbox_fleet::{Fleet, FleetConfig, FleetTrip, Quorum};
+    use breakerbox_runtime::{Breaker, Config};
+    let breakers: Vec<Breaker> = (0..count)
+        .map(|i| {
+            let config = Config::builder()
+                .failures(1)
+                .open_for(Duration::from_secs(60))
+                .build()
+                .unwrap();
+            Breaker::new(format!("b{i}"), config)
+        })
+        .collect();
+    let mut config = FleetConfig::new(url).prefix(prefix).instance("web-1");
+    if quorum {
+        config = config.fleet_trip(FleetTrip::Quorum(Quorum::Instances(2)));
+    }
+    let fleet = rt.block_on(async {
+        let fleet = Fleet::connect(config).await.unwrap();
+        for b in &breakers {
+            fleet.share(b);
+        }
+        assert!(fleet.resync().await);
+        fleet
+    });
+    if tripping {
+        let _ = breakers[0].call(|| Err::<(), _>("down"));
+        assert!(rt.block_on(fleet.resync()));
+    }
+    (fleet, breakers)
+}
+
+/// The fleet's probe leases all held by the node `holder`, its open time run out: every other
+/// node rejects three calls (open), and the holder admits probes, polled for its first (the
+/// lease is granted before the holder takes it on), then three calls more. Returns the
+/// holder's index and how many probes it admitted.
+fn probes_at_the_holder(nodes: &mut [Node], holder: &str, deadline: Instant) -> (usize, usize) {
+    for node in nodes.iter_mut().filter(|n| n.name != holder) {
+        for _ in 0..3 {
+            assert_eq!(node.cmd("hold"), "rejected open", "{} probed", node.name);
+        }
+    }
+    let at = nodes.iter().position(|n| n.name == holder).unwrap();
+    let mut probes = 0;
+    loop {
+        let answer = nodes[at].cmd("hold");
+        if answer == "ok half-open" {
+            probes += 1;
+            break;
+        }
+        assert_eq!(answer, "rejected open");
+        assert!(Instant::now() < deadline, "the holder never probed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for _ in 0..3 {
+        match nodes[at].cmd("hold").as_str() {
+            "ok half-open" => probes += 1,
+            answer => assert_eq!(answer, "rejected half-open"),
+        }
+    }
+    (at, probes)
+}
+
+/// The fleet's two probe leases `held` (as the store lists them, by holder), the fleet's open
+/// time run out, are one process's: `<instance>@<token>#1` and `#2` (a lease is held by a
+/// process: its instance, then a token of that process). Every other node rejects its calls,
+/// that instance admits one probe per lease, two fleet-wide; the probes succeed, the holder
+/// closes, and so does every node.
+pub fn probes_through_two_leases(nodes: &mut [Node], held: &[&str]) {
+    let holder = held[0].split('#').next().unwrap();
+    assert_eq!(
+        held,
+        [format!("{holder}#1"), format!("{holder}#2")],
+        "both leases to one process"
+    );
+    let instance = holder.split('@').next().unwrap();
+    let (at, probes) = probes_at_the_holder(nodes, instance, soon());
+    assert_eq!(probes, 2, "one probe per lease, fleet-wide");
+    assert_eq!(nodes[at].cmd("release"), "ok closed");
+    all_reach(nodes, "closed", soon()).unwrap();
+}
+
+/// What an idle instance does a second, for the measurements: after one periodic pass (so
+/// that the count starts in the steady state), `reset` zeroes the server's count, and `count`
+/// reads it `window` seconds later.
+fn per_second(window: u64, reset: impl FnOnce(), count: impl FnOnce() -> u64) -> f64 {
+    std::thread::sleep(Duration::from_millis(1_100));
+    reset();
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_secs(window));
+    let total = count();
+    total as f64 / start.elapsed().as_secs_f64()
+}
+
+/// The idle measurements of a store at `url`: for `fleet_trip` `any` and under a quorum, for
+/// each number of shared breakers in `counts`, all closed and one open, one idle instance
+/// (`idle_fleet`) and what it sends the store a second (`per_second`: `reset` zeroes the
+/// server's count, `count` reads it `window` seconds later). `report` has each rate as it comes,
+/// with its mode (`"quorum,"` or `"any,   "`), count and breakers (`"one open "` or
+/// `"all closed"`).
+pub fn idle_rates(
+    url: String,
+    counts: &[usize],
+    window: u64,
+    reset: impl Fn(),
+    count: impl Fn() -> u64,
+    report: impl Fn(&str, usize, &str, f64),
+) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    for quorum in [false, true] {
+        for &n in counts {
+            for tripping in [false, true] {
+                let prefix = format!("idle{n}{quorum}{tripping}");
+                let (fleet, breakers) = idle_fleet(&rt, url.clone(), &prefix, n, quorum, tripping);
+                let rate = per_second(window, &reset, &count);
+                report(
+                    if quorum { "quorum," } else { "any,   " },
+                    n,
+                    if tripping { "one open " } else { "all closed" },
+                    rate,
+                );
+                drop(fleet);
+                drop(breakers);
+            }
+        }
+    }
 }

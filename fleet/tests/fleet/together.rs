@@ -6,12 +6,9 @@
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    Node, Redis, all_reach, config, nodes, nodes_with, redis_server, shared_redis, tempdir,
+    Node, Redis, all_reach, config, nodes, nodes_with, probes_through_two_leases, redis_server,
+    shared_redis, soon, tempdir,
 };
-
-fn soon() -> Instant {
-    Instant::now() + Duration::from_secs(5)
-}
 
 #[test]
 fn one_trip_opens_every_instance_and_a_reset_on_another_closes_them() {
@@ -221,47 +218,11 @@ fn after_the_open_time_exactly_half_open_calls_probes_run_fleet_wide() {
         assert!(Instant::now() < deadline, "no two leases");
         std::thread::sleep(Duration::from_millis(5));
     }
+    // Both to one process, which runs one probe per lease while the others reject: two
+    // fleet-wide, exactly. The probes succeed: the holder closes, and so the fleet, and the
+    // leases are dropped.
     let members = redis.cli(&["ZRANGE", leases, "0", "-1"]);
-    let holder = members.lines().next().unwrap().split('#').next().unwrap();
-    let holder = holder.to_owned();
-    assert_eq!(
-        members,
-        format!("{holder}#1\n{holder}#2"),
-        "both leases to one instance"
-    );
-    // A lease is held by a process: its instance, then a token of that process.
-    let holder = holder.split('@').next().unwrap().to_owned();
-    // Every instance tries to start three calls and keeps them in flight: the others reject
-    // every one, the holder admits one probe per lease. Two probes fleet-wide, exactly.
-    let mut probes = 0;
-    for node in nodes.iter_mut().filter(|n| n.name != holder) {
-        for _ in 0..3 {
-            assert_eq!(node.cmd("hold"), "rejected open", "{} probed", node.name);
-        }
-    }
-    let at = nodes.iter().position(|n| n.name == holder).unwrap();
-    let deadline = soon();
-    loop {
-        // The lease is granted before the holder takes it on: poll for its first probe.
-        let answer = nodes[at].cmd("hold");
-        if answer == "ok half-open" {
-            probes += 1;
-            break;
-        }
-        assert_eq!(answer, "rejected open");
-        assert!(Instant::now() < deadline, "the holder never probed");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    for _ in 0..3 {
-        match nodes[at].cmd("hold").as_str() {
-            "ok half-open" => probes += 1,
-            answer => assert_eq!(answer, "rejected half-open"),
-        }
-    }
-    assert_eq!(probes, 2, "one probe per lease, fleet-wide");
-    // The probes succeed: the holder closes, and so the fleet, and the leases are dropped.
-    assert_eq!(nodes[at].cmd("release"), "ok closed");
-    all_reach(&mut nodes, "closed", soon()).unwrap();
+    probes_through_two_leases(&mut nodes, &members.lines().collect::<Vec<_>>());
     assert_eq!(
         redis.cli(&["EXISTS", leases]),
         "0",
@@ -281,11 +242,7 @@ fn the_fleets_summed_failures_trip_it_when_no_instance_alone_sees_min_calls() {
     // Counts are the fleet's from the moment a node shares the breaker: once it has read the
     // record (its first resync, which finds the registry's breaker first).
     for node in nodes.iter_mut() {
-        let deadline = soon();
-        while node.status().4 == 0 {
-            assert!(Instant::now() < deadline, "{}: no resync", node.name);
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        node.wait_resync(soon());
     }
     for node in nodes.iter_mut() {
         for _ in 0..4 {
@@ -330,11 +287,7 @@ fn a_reset_clears_the_fleets_counts_so_failures_from_before_it_do_not_trip_it_ag
     let keys = "failure_rate = 50\nwindow = \"10s\"\nmin_calls = 3\nopen_for = \"60s\"\n";
     let mut nodes = nodes_with(&redis.url(), "countreset", 2, keys);
     for node in nodes.iter_mut() {
-        let deadline = soon();
-        while node.status().4 == 0 {
-            assert!(Instant::now() < deadline, "{}: no resync", node.name);
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        node.wait_resync(soon());
     }
     // Two calls, one failed, reach the fleet's counts; the third (a failure) trips node-0.
     assert_eq!(nodes[0].cmd("succeed"), "ok closed");

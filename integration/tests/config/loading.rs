@@ -7,80 +7,104 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use breakerbox::{Config, LoadError, registry};
 
 use crate::client;
-use crate::support::{S, Var, env_lock};
+use crate::support::{S, alone_with_env};
 
 #[test]
 fn env_override_addresses_the_attributes_default_name() {
-    let _env = env_lock();
-    let name = "config::client::fetch_user";
-    let _v = Var::set("BREAKERBOX__CONFIG__CLIENT__FETCH_USER__FAILURES", "3");
-    let _w = Var::set("BREAKERBOX__CONFIG__CLIENT__FETCH_USER__open_for", "7s");
-    let file = format!("[breakers.\"{name}\"]\ndynamic = true\nfailures = 9\n");
-    let names = registry()
-        .load_toml_str("loading.toml", &file)
-        .expect("loads");
-    assert_eq!(names, [name]);
-    assert_eq!(client::fetch_user(true).unwrap(), 1);
-    let b = registry().get(name).expect("the attribute's default name");
-    assert_eq!(
-        b.config().failures(),
-        Some(3),
-        "the environment wins over the file"
+    alone_with_env(
+        concat!(
+            module_path!(),
+            "::env_override_addresses_the_attributes_default_name"
+        ),
+        &[
+            ("BREAKERBOX__CONFIG__CLIENT__FETCH_USER__FAILURES", "3"),
+            ("BREAKERBOX__CONFIG__CLIENT__FETCH_USER__open_for", "7s"),
+        ],
+        || {
+            let name = "config::client::fetch_user";
+            let file = format!("[breakers.\"{name}\"]\ndynamic = true\nfailures = 9\n");
+            let names = registry()
+                .load_toml_str("loading.toml", &file)
+                .expect("loads");
+            assert_eq!(names, [name]);
+            assert_eq!(client::fetch_user(true).unwrap(), 1);
+            let b = registry().get(name).expect("the attribute's default name");
+            assert_eq!(
+                b.config().failures(),
+                Some(3),
+                "the environment wins over the file"
+            );
+            assert_eq!(b.config().open_for(), 7 * S);
+        },
     );
-    assert_eq!(b.config().open_for(), 7 * S);
 }
 
 #[test]
 fn env_override_for_names_ending_or_starting_in_punctuation() {
-    let _env = env_lock();
-    let _a = Var::set("BREAKERBOX__ADV_SVC___FAILURES", "4");
-    let _b = Var::set("BREAKERBOX____ADV_LEAD__FAILURES", "6");
-    let _c = Var::set("BREAKERBOX__ADV_COLONS____FAILURES", "8");
-    let file = "[breakers.\"adv-svc-\"]\ndynamic = true\n\
-                [breakers.\"::adv-lead\"]\ndynamic = true\n\
-                [breakers.\"adv.colons::\"]\ndynamic = true\n";
-    let mut names = registry().load_toml_str("d06b.toml", file).expect("loads");
-    names.sort();
-    assert_eq!(names, ["::adv-lead", "adv-svc-", "adv.colons::"]);
-    let f = |n: &str| {
-        registry()
-            .get_or_create(n, Config::default)
-            .config()
-            .failures()
-    };
-    assert_eq!(f("adv-svc-"), Some(4));
-    assert_eq!(f("::adv-lead"), Some(6));
-    assert_eq!(f("adv.colons::"), Some(8));
+    alone_with_env(
+        concat!(
+            module_path!(),
+            "::env_override_for_names_ending_or_starting_in_punctuation"
+        ),
+        &[
+            ("BREAKERBOX__ADV_SVC___FAILURES", "4"),
+            ("BREAKERBOX____ADV_LEAD__FAILURES", "6"),
+            ("BREAKERBOX__ADV_COLONS____FAILURES", "8"),
+        ],
+        || {
+            let file = "[breakers.\"adv-svc-\"]\ndynamic = true\n\
+                        [breakers.\"::adv-lead\"]\ndynamic = true\n\
+                        [breakers.\"adv.colons::\"]\ndynamic = true\n";
+            let mut names = registry().load_toml_str("d06b.toml", file).expect("loads");
+            names.sort();
+            assert_eq!(names, ["::adv-lead", "adv-svc-", "adv.colons::"]);
+            let f = |n: &str| {
+                registry()
+                    .get_or_create(n, Config::default)
+                    .config()
+                    .failures()
+            };
+            assert_eq!(f("adv-svc-"), Some(4));
+            assert_eq!(f("::adv-lead"), Some(6));
+            assert_eq!(f("adv.colons::"), Some(8));
+        },
+    );
 }
 
 #[test]
 fn config_env_override_for_an_unknown_breaker_is_an_error_that_does_not_hide_the_files() {
-    let _env = env_lock();
-    let _v = Var::set("BREAKERBOX__ADV_ELSEWHERE__FAILURES", "3");
-    let err = registry()
-        .load_toml_str(
-            "other.toml",
-            "[breakers.adv-not-elsewhere]\ndynamic = true\nfailures = 2\n",
-        )
-        .unwrap_err();
-    assert!(
-        matches!(&err, LoadError::Env { var, .. } if var == "BREAKERBOX__ADV_ELSEWHERE__FAILURES"),
-        "{err}"
+    alone_with_env(
+        concat!(
+            module_path!(),
+            "::config_env_override_for_an_unknown_breaker_is_an_error_that_does_not_hide_the_files"
+        ),
+        &[("BREAKERBOX__ADV_ELSEWHERE__FAILURES", "3")],
+        || {
+            let err = registry()
+                .load_toml_str(
+                    "other.toml",
+                    "[breakers.adv-not-elsewhere]\ndynamic = true\nfailures = 2\n",
+                )
+                .unwrap_err();
+            assert!(
+                matches!(&err, LoadError::Env { var, .. } if var == "BREAKERBOX__ADV_ELSEWHERE__FAILURES"),
+                "{err}"
+            );
+            let err = registry()
+                .load_toml_str(
+                    "typo.toml",
+                    "[breakers.adv-typo]\ndynamic = true\nfailurs = 2\n",
+                )
+                .unwrap_err();
+            assert_eq!(err.line(), Some(3), "{err}");
+            assert_eq!(err.key(), Some("failurs"), "{err}");
+            assert!(err.to_string().contains("failures"), "did you mean: {err}");
+        },
     );
-    let err = registry()
-        .load_toml_str(
-            "typo.toml",
-            "[breakers.adv-typo]\ndynamic = true\nfailurs = 2\n",
-        )
-        .unwrap_err();
-    assert_eq!(err.line(), Some(3), "{err}");
-    assert_eq!(err.key(), Some("failurs"), "{err}");
-    assert!(err.to_string().contains("failures"), "did you mean: {err}");
 }
 
 #[test]
 fn config_misspelt_table_name_is_an_error_with_a_suggestion() {
-    let _env = env_lock();
     registry().get_or_create("adv-inventory", Config::default);
     let err = registry()
         .load_toml_str("spell.toml", "[breakers.adv-inventroy]\nfailures = 2\n")
@@ -99,24 +123,30 @@ fn config_misspelt_table_name_is_an_error_with_a_suggestion() {
 #[test]
 fn config_non_utf8_env_value_is_a_named_error() {
     use std::os::unix::ffi::OsStringExt;
-    let _env = env_lock();
-    let _v = Var::set(
-        "BREAKERBOX__ADV_BYTES__FAILURES",
-        OsString::from_vec(vec![b'3', 0xff]),
+    alone_with_env(
+        concat!(
+            module_path!(),
+            "::config_non_utf8_env_value_is_a_named_error"
+        ),
+        &[(
+            "BREAKERBOX__ADV_BYTES__FAILURES",
+            OsString::from_vec(vec![b'3', 0xff]),
+        )],
+        || {
+            let err = registry()
+                .load_toml_str("bytes.toml", "[breakers.adv-bytes]\ndynamic = true\n")
+                .unwrap_err();
+            match &err {
+                LoadError::Env { var, .. } => assert_eq!(var, "BREAKERBOX__ADV_BYTES__FAILURES"),
+                other => panic!("{other:?}"),
+            }
+            assert!(err.to_string().contains("UTF-8"), "{err}");
+        },
     );
-    let err = registry()
-        .load_toml_str("bytes.toml", "[breakers.adv-bytes]\ndynamic = true\n")
-        .unwrap_err();
-    match &err {
-        LoadError::Env { var, .. } => assert_eq!(var, "BREAKERBOX__ADV_BYTES__FAILURES"),
-        other => panic!("{other:?}"),
-    }
-    assert!(err.to_string().contains("UTF-8"), "{err}");
 }
 
 #[test]
 fn config_error_messages_do_not_echo_huge_values() {
-    let _env = env_lock();
     let huge = "é".repeat(1 << 19); // 1 MiB of two-byte characters: a cut must not split one
     let file = format!("[breakers.adv-huge]\ndynamic = true\nopen_for = \"{huge}\"\n");
     let err = registry().load_toml_str("huge.toml", &file).unwrap_err();
@@ -131,7 +161,6 @@ fn config_error_messages_do_not_echo_huge_values() {
 
 #[test]
 fn config_messages_do_not_repeat_the_key() {
-    let _env = env_lock();
     let err = registry()
         .load_toml_str(
             "t.toml",
@@ -145,7 +174,6 @@ fn config_messages_do_not_repeat_the_key() {
 
 #[test]
 fn a_2mb_file_loads_and_names_the_right_line_at_its_end() {
-    let _env = env_lock();
     let mut text = String::with_capacity(2_200_000);
     let mut n = 0;
     while text.len() < 2_000_000 {
@@ -178,7 +206,6 @@ fn a_2mb_file_loads_and_names_the_right_line_at_its_end() {
 // Odd TOML shapes and malformed variables: an error or a load, never a panic.
 #[test]
 fn load_odd_toml_shapes_never_panic() {
-    let _env = env_lock();
     let files = [
         "[breakers]\nadv-inline = { dynamic = true, failures = \"bad\" }\n",
         "breakers.adv-dotted.dynamic = true\nbreakers.adv-dotted.failures = \"bad\"\n",
@@ -217,31 +244,51 @@ fn load_odd_toml_shapes_never_panic() {
     }
 }
 
+/// Variable names that are malformed: no breaker name, no key, or both empty.
+const MALFORMED: [&str; 5] = [
+    "BREAKERBOX__",
+    "BREAKERBOX____",
+    "BREAKERBOX__ADV_M__",
+    "BREAKERBOX____FAILURES",
+    "BREAKERBOX__ADV_M__FAILURES__",
+];
+
+/// Each variable in a process of its own that starts with it alone.
 #[test]
 fn malformed_variables_are_errors_not_panics() {
-    let _env = env_lock();
-    for var in [
-        "BREAKERBOX__",
-        "BREAKERBOX____",
-        "BREAKERBOX__ADV_M__",
-        "BREAKERBOX____FAILURES",
-        "BREAKERBOX__ADV_M__FAILURES__",
-    ] {
-        let _v = Var::set(var, "1");
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            registry().load_toml_str("m.toml", "[breakers.adv-m]\ndynamic = true\n")
-        }))
-        .unwrap_or_else(|_| panic!("{var} panicked"));
-        match r {
-            Err(LoadError::Env { var: v, .. }) => assert_eq!(v, var),
-            other => panic!("{var}: {other:?}"),
-        }
+    for var in MALFORMED {
+        alone_with_env(
+            concat!(
+                module_path!(),
+                "::malformed_variables_are_errors_not_panics"
+            ),
+            &[(var, "1")],
+            || {
+                // The process runs this loop too: the turn of the one variable it started
+                // with checks it, the others' turns nothing.
+                let set: Vec<&str> = MALFORMED
+                    .into_iter()
+                    .filter(|v| std::env::var_os(v).is_some())
+                    .collect();
+                assert_eq!(set.len(), 1, "{set:?}");
+                if set[0] != var {
+                    return;
+                }
+                let r = catch_unwind(AssertUnwindSafe(|| {
+                    registry().load_toml_str("m.toml", "[breakers.adv-m]\ndynamic = true\n")
+                }))
+                .unwrap_or_else(|_| panic!("{var} panicked"));
+                match r {
+                    Err(LoadError::Env { var: v, .. }) => assert_eq!(v, var),
+                    other => panic!("{var}: {other:?}"),
+                }
+            },
+        );
     }
 }
 
 #[test]
 fn load_racing_creation_never_silently_misses_a_breaker() {
-    let _env = env_lock();
     for round in 0..20 {
         let names: Vec<String> = (0..300).map(|i| format!("adv-lr{round}-{i:04}")).collect();
         let mut file = String::new();

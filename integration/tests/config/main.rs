@@ -3,7 +3,9 @@
 //! snapshots and events through serde (`serialize`, `round_trip`). ManualClock only; no
 //! sleeps; nothing talks to the network.
 //!
-//! Every test that sets an environment variable or loads a file holds `support::env_lock()`.
+//! No test sets an environment variable in this process: every load reads every `BREAKERBOX__`
+//! variable, and one that names no breaker fails the load. A test that needs variables runs
+//! alone in a process that starts with them (`support::alone_with_env`).
 //! `client` sits at the crate root because its breaker's default name,
 //! `config::client::fetch_user`, is its module path, and a test addresses it by that name.
 

@@ -160,7 +160,6 @@ fn events_serialize_for_notifications() {
 
 #[test]
 fn load_toml_configures_breakers_from_a_file() {
-    let _env = crate::support::env_lock();
     let path = std::env::temp_dir().join(format!("breakerbox-serde-{}.toml", std::process::id()));
     std::fs::write(
         &path,

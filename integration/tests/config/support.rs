@@ -1,10 +1,7 @@
-//! What the config tests share: a second, the attribute's error type, and
-//! the lock and guard for environment variables (process-wide: every test that sets one or
-//! loads holds the lock).
+//! What the config tests share: a second, the attribute's error type, and a test run alone in
+//! a process that starts with the environment variables it needs.
 
-use std::ffi::OsString;
 use std::fmt;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use breakerbox::Rejected;
@@ -30,23 +27,10 @@ impl From<Rejected> for AppError {
     }
 }
 
-pub static ENV: Mutex<()> = Mutex::new(());
-
-pub fn env_lock() -> MutexGuard<'static, ()> {
-    ENV.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-pub struct Var(pub &'static str);
-impl Var {
-    pub fn set(name: &'static str, value: impl Into<OsString>) -> Var {
-        // SAFETY: every test of this binary that reads or writes the environment holds `ENV`.
-        unsafe { std::env::set_var(name, value.into()) };
-        Var(name)
-    }
-}
-impl Drop for Var {
-    fn drop(&mut self) {
-        // SAFETY: as in `set`.
-        unsafe { std::env::remove_var(self.0) };
-    }
-}
+/// A test run alone in a process that starts with the environment variables it needs: the
+/// runtime's tests' helper, one file for every package.
+#[allow(dead_code)]
+#[path = "../../../runtime/tests/common/alone.rs"]
+mod alone;
+#[allow(unused_imports)]
+pub use alone::alone_with_env;

@@ -173,6 +173,12 @@ impl Inner {
                 // The round ended while we looked; admit by the state now.
                 return self.acquire_word(self.state.load(Ordering::Acquire));
             }
+            if cur.successes() >= self.config.successes {
+                // The round has passed (see `close_passed_round`): closed, the call is admitted
+                // by the state then.
+                self.close_passed_round(generation, now);
+                return self.acquire_word(self.state.load(Ordering::Acquire));
+            }
             if cur.admitted() >= limit {
                 // The round's time runs from entering half-open, not from the last admission:
                 // a second probe admitted late must not give a hung first one more time.

@@ -153,11 +153,6 @@ impl Breaker {
         &self.0.inner
     }
 
-    /// Handles to this breaker now (owned permits included).
-    pub(super) fn handle_count(&self) -> usize {
-        Arc::strong_count(&self.0)
-    }
-
     /// What a rejection by this breaker reports: a reference for a registry breaker, a
     /// reference count on its report for any other.
     #[inline(always)]
@@ -612,7 +607,8 @@ impl Breaker {
     /// held) rather than for its whole open time (fleet mode: the fleet's next probe, while
     /// the breaker is held open longer for the fleet's probe leases).
     ///
-    /// `told`, if given, is why, as the store tells it: what `explain` gives as the cause.
+    /// `told`, if given, is who changed it and why, as the store tells it: what `explain`
+    /// gives as the cause, and the event's [`origin`](crate::Event::origin).
     /// `failure`, if given, is the failure behind an open state: the breaker's
     /// `last_failure`, and its event's message.
     pub(crate) fn import_reporting(
@@ -637,13 +633,8 @@ impl Breaker {
             failure.as_ref().map(|f| f as &dyn fmt::Display),
             now,
             open_for,
+            told,
         );
-        if let Some(told) = told {
-            let mut why = inner.extras().why.lock().unwrap_or_else(|e| e.into_inner());
-            if why.reason == Some(Reason::Imported) {
-                why.told = Some(told.into());
-            }
-        }
         if let (Some(shown), State::Open) = (shown, shared.state) {
             let until = inner.open_until.load(Ordering::Relaxed);
             let shown = now.saturating_add(u64::try_from(shown.as_nanos()).unwrap_or(u64::MAX));
@@ -661,10 +652,10 @@ impl Breaker {
     }
 
     /// Applies `config` to this live breaker without losing its state, counts, window or open
-    /// time: the new thresholds judge the calls already in the window from the next call on,
-    /// a new `open_for` (or backoff, jitter, cap) applies from the next opening (an open
-    /// breaker keeps its deadline), and a new `half_open_calls` or `successes` applies to
-    /// the round under way. The breaker's clock stays its own (`config`'s is not used), and
+    /// time: the new thresholds judge the calls already in the window from the next failed
+    /// (or slow) call on, a new `open_for` (or backoff, jitter, cap) applies from the next
+    /// opening (an open breaker keeps its deadline), and a new `half_open_calls` or
+    /// `successes` applies to the round under way. The breaker's clock stays its own (`config`'s is not used), and
     /// so does its health probe if `config` has none (a new `probe_every` applies from the
     /// next opening).
     ///
@@ -674,9 +665,10 @@ impl Breaker {
     /// breaker. Returns whether the config differed.
     ///
     /// A call under way while the config changes may read some values from the old config
-    /// and some from the new. Each replaced config is kept (a couple of hundred bytes) until
-    /// the breaker is dropped, since such a call may still read it; a registry breaker keeps
-    /// them for the process, so reload on a change, not on a timer.
+    /// and some from the new. Each config it replaced is kept (a couple of hundred bytes,
+    /// once however often it comes back: equal configs are one) until the breaker is
+    /// dropped, since such a call may still read it; a registry breaker keeps them for the
+    /// process. An equal config changes nothing and keeps nothing.
     ///
     /// ```
     /// use breakerbox_runtime::{Breaker, Config, State};
@@ -707,12 +699,13 @@ impl Breaker {
             // SAFETY: the old config goes to `retired`, which lives as long as the breaker.
             unsafe { inner.config.swap(config) }
         };
-        inner
+        // No config is dropped under this lock but one `retired` still holds.
+        let mut retired = inner
             .extras()
             .retired
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(old);
+            .unwrap_or_else(|e| e.into_inner());
+        crate::reconfigure::retire(&mut retired, old);
         Ok(true)
     }
 
@@ -742,11 +735,16 @@ impl Breaker {
         })
     }
 
-    /// Handles to a `Breaker::new` breaker now. Acquire: what the dropped handles did happens
-    /// before. A keyed family folds an evicted breaker into its totals once only its own handle
-    /// is left, when nothing can record into it any more.
-    pub(crate) fn handles(&self) -> usize {
-        self.handle_count()
+    /// Whether this is the last handle to a `Breaker::new` breaker (owned permits are
+    /// handles) and no [`Lease`] holds its state: nothing else can record into it. A keyed
+    /// family folds an evicted breaker into its totals only then. A lease is taken through a
+    /// handle, so the handles are read first: one taken after that read came from a handle
+    /// that was counted. Acquire (the fence): what the dropped handles and leases recorded
+    /// happens before.
+    pub(crate) fn alone(&self) -> bool {
+        let alone = Arc::strong_count(&self.0) == 1 && Arc::strong_count(&self.0.inner) == 1;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        alone
     }
 
     /// A keyed family's breaker's key, as it displayed when the family made the breaker.

@@ -220,7 +220,15 @@ impl Inner {
             // The service said how long to stay away: honour it whatever the generation.
             let now = self.clock().coarse();
             let from = [State::Closed, State::Open, State::HalfOpen];
-            self.transition_any(&from, State::Open, Reason::TripFor(d), cause, now, Some(d));
+            self.transition_any(
+                &from,
+                State::Open,
+                Reason::TripFor(d),
+                cause,
+                now,
+                Some(d),
+                None,
+            );
             return;
         }
         // A slow call counts as a failure unless slow calls trip by their own rate. (Discriminant
@@ -550,14 +558,21 @@ impl Inner {
         }
         let successes = cur.successes() + 1;
         if matches!(outcome, Outcome::Success) && successes >= self.config.successes {
-            self.transition(
-                generation,
-                &[State::HalfOpen],
-                State::Closed,
-                Reason::ProbesSucceeded,
-                None,
-                now,
-            );
+            self.close_passed_round(generation, now);
         }
+    }
+
+    /// Closes the half-open round of `generation`, which has its `successes`: from the success
+    /// that reached them, or from an admission that found them reached (a reconfigure lowered
+    /// `successes` to what the round had). Whoever gets there first closes it.
+    pub(super) fn close_passed_round(&self, generation: u32, now: u64) {
+        self.transition(
+            generation,
+            &[State::HalfOpen],
+            State::Closed,
+            Reason::ProbesSucceeded,
+            None,
+            now,
+        );
     }
 }

@@ -235,6 +235,33 @@ fn a_reload_swaps_the_config_under_calls_in_flight() {
     );
 }
 
+/// Calls on one thread while another reconfigures the breaker back and forth: every call is
+/// judged by one whole config, no outcome is lost, and the breaker ends on the last config.
+/// (Under Miri, `scripts/test` checks the calls' reads of the config against the swaps.)
+#[test]
+fn calls_racing_reconfigures_lose_no_outcome() {
+    let rounds: u64 = if cfg!(miri) { 10 } else { 1_000 };
+    let config = |n| Config::builder().failures(n).build().unwrap();
+    let b = Breaker::new("racing-reload", config(1_000_000));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..rounds {
+                let n = if i % 2 == 0 { 999_999 } else { 1_000_000 };
+                assert_eq!(b.reconfigure(config(n)), Ok(true));
+            }
+        });
+        for _ in 0..rounds {
+            assert!(matches!(b.config().failures, 999_999 | 1_000_000));
+            b.call(|| Err::<(), _>("down")).unwrap_err();
+            b.call(|| Ok::<_, &str>(())).unwrap();
+        }
+    });
+    let m = b.metrics();
+    assert_eq!((m.failures, m.successes), (rounds, rounds));
+    assert_eq!(b.config().failures, 1_000_000);
+    assert_eq!(b.state(), State::Closed);
+}
+
 #[test]
 fn equal_configs_share_one_allocation() {
     let a = Breaker::new("a", Config::default());

@@ -30,6 +30,8 @@ struct Change<'a> {
     now: u64,
     /// How long to stay open; `None` for the policy's time (`next_open_for`).
     open_for: Option<Duration>,
+    /// For a state taken on from a store: who changed it and why, as the store tells it.
+    told: Option<&'a str>,
 }
 
 impl Inner {
@@ -51,7 +53,7 @@ impl Inner {
             (State::Disabled, _) => Reason::Disabled,
             _ => Reason::Reset,
         };
-        self.transition_any(&State::ALL, to, reason, None, now, open_for);
+        self.transition_any(&State::ALL, to, reason, None, now, open_for, None);
     }
 
     /// Moves from one of `from` in `generation` to `to`. Returns whether it did.
@@ -72,9 +74,13 @@ impl Inner {
             cause,
             now,
             open_for: None,
+            told: None,
         })
     }
 
+    /// Moves from one of `from`, whatever the generation, to `to` (`told`: who changed it and
+    /// why, for a state taken on from a store). Returns whether it did.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn transition_any(
         &self,
         from: &[State],
@@ -83,6 +89,7 @@ impl Inner {
         cause: Option<&dyn fmt::Display>,
         now: u64,
         open_for: Option<Duration>,
+        told: Option<&str>,
     ) -> bool {
         self.change(Change {
             expect: None,
@@ -92,6 +99,7 @@ impl Inner {
             cause,
             now,
             open_for,
+            told,
         })
     }
 
@@ -106,6 +114,7 @@ impl Inner {
             cause,
             now,
             open_for,
+            told,
         } = change;
         // The user's `Display` runs here, before the lock and outside the protocol below: no
         // user code may run between sealing the window and publishing the state, nor under
@@ -152,6 +161,7 @@ impl Inner {
         let mut why = crate::explain::Why {
             reason: Some(reason),
             wall: Some(std::time::SystemTime::now()),
+            told: told.map(Into::into),
             ..Default::default()
         };
         // Prepare everything the new state reads before publishing it.
@@ -222,6 +232,7 @@ impl Inner {
                 name: self.name().to_string(),
                 key: self.key().map(str::to_owned),
                 failure: message.as_deref().map(str::to_owned),
+                origin: told.map(str::to_owned),
                 from: was,
                 to,
                 reason,
@@ -343,11 +354,11 @@ impl Inner {
             } else {
                 String::new()
             };
-            tracing::warn!(target: "breakerbox", name = %event.name, key = event.key.as_deref(), from = %event.from, to = %event.to, reason = %event.reason, failure = event.failure.as_deref(), why = %why, "circuit breaker state changed");
+            tracing::warn!(target: "breakerbox", name = %event.name, key = event.key.as_deref(), from = %event.from, to = %event.to, reason = %event.reason, origin = event.origin.as_deref(), failure = event.failure.as_deref(), why = %why, "circuit breaker state changed");
         } else if level_warn {
-            tracing::warn!(target: "breakerbox", name = %event.name, key = event.key.as_deref(), from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
+            tracing::warn!(target: "breakerbox", name = %event.name, key = event.key.as_deref(), from = %event.from, to = %event.to, reason = %event.reason, origin = event.origin.as_deref(), "circuit breaker state changed");
         } else {
-            tracing::info!(target: "breakerbox", name = %event.name, key = event.key.as_deref(), from = %event.from, to = %event.to, reason = %event.reason, "circuit breaker state changed");
+            tracing::info!(target: "breakerbox", name = %event.name, key = event.key.as_deref(), from = %event.from, to = %event.to, reason = %event.reason, origin = event.origin.as_deref(), "circuit breaker state changed");
         }
         // Each listener's panic is caught (see `event::tell`): one that panics while this
         // thread is unwinding (a permit recording a panicking call's failure) would otherwise

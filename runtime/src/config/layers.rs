@@ -12,7 +12,7 @@
 //! [`resolve`] is where a registry breaker being made gets its config from all of them.
 
 use core::fmt;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -241,10 +241,13 @@ impl FileBooks {
         let Some(old) = old else {
             return;
         };
+        // A set of the keys reached now: looking each old key up in the list would cost
+        // their product.
+        let kept: HashSet<&str> = reached.keys.iter().map(String::as_str).collect();
         let mut gone = Vec::new();
         {
             let mut accounts = lock(&self.accounts);
-            for key in old.keys.iter().filter(|k| !reached.keys.contains(k)) {
+            for key in old.keys.iter().filter(|k| !kept.contains(k.as_str())) {
                 gone.extend(accounts.remove(key.as_str()));
             }
         }

@@ -582,7 +582,7 @@ impl Totals {
     pub(super) fn prune(&self) {
         let done: Vec<Breaker> = {
             let mut gone = self.lock();
-            let done: Vec<Breaker> = gone.limbo.extract_if(.., |b| b.handles() == 1).collect();
+            let done: Vec<Breaker> = gone.limbo.extract_if(.., |b| b.alone()).collect();
             for b in &done {
                 gone.add(b.counts());
                 gone.add_latency(b);

@@ -89,6 +89,9 @@ where
         if config.probe.is_none() {
             config.probe = self.config.probe.clone();
         }
+        // Interned outside the locks (the pool may drop a config, and with it a clock): a
+        // family switched between configs again and again keeps each of them once.
+        let config = crate::config::intern(config);
         let old = {
             let _reloading = lock(&self.live.reloading);
             let has = !keys.is_empty();
@@ -97,10 +100,10 @@ where
             // An equal config is not swapped: each replaced one is kept for the family's
             // life, so reloading an unchanged file must not add one. (The unused one is
             // dropped after the locks, with the old keys.)
-            let unused = if *self.config == config {
+            let unused = if *self.config == *config {
                 Some(config)
             } else {
-                self.config.replace(Arc::new(config));
+                self.config.replace(config);
                 None
             };
             self.live.generation.fetch_add(1, Ordering::SeqCst);

@@ -7,11 +7,11 @@
 //!   runs through it while pinned: no reference count. A permit from
 //!   [`BreakerMap::try_acquire`] and [`BreakerMap::call_async`] hold a handle instead.
 //! * An evicted breaker waits in `limbo`, where [`BreakerMap::evicted`] counts it as it reads,
-//!   until its handle there is the last one: its slot freed (after the last pinned call) and
-//!   every permit recorded. Then a sweep or `evicted` folds its counts into the totals and
-//!   drops it, in the same critical section. So every call's outcome is counted once, in a
-//!   live breaker or in the evicted totals (`tests/keyed/races.rs` checks this under racing
-//!   eviction).
+//!   until its handle there is the last one and no tower lease holds its state: its slot freed
+//!   (after the last pinned call), every permit and lease recorded. Then a sweep or `evicted`
+//!   folds its counts into the totals and drops it, in the same critical section. So every
+//!   call's outcome is counted once, in a live breaker or in the evicted totals
+//!   (`tests/keyed/races.rs` checks this under racing eviction).
 //! * Recency costs a call two plain loads and, once per sweep, a store: each slot keeps the
 //!   sweep `tick` in which a call last found it, and each sweep turns "touched since the last
 //!   sweep" into a time (`seen`, an upper bound on the last call's time).

@@ -1,6 +1,6 @@
 //! `BREAKERBOX__<NAME>__<KEY>` environment variables over the file's tables.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::path::Path;
 
@@ -148,10 +148,11 @@ pub(super) fn match_env<'a>(
         return Ok(out);
     }
     let mut by_env: HashMap<String, Vec<&'a str>> = HashMap::new();
+    // A name may come twice (the registry's and the file's): each is listed once.
+    let mut seen: HashSet<&'a str> = HashSet::new();
     for name in known {
-        let names = by_env.entry(env_name(name)).or_default();
-        if !names.contains(&name) {
-            names.push(name);
+        if seen.insert(name) {
+            by_env.entry(env_name(name)).or_default().push(name);
         }
     }
     for EnvVar {

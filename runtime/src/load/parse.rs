@@ -249,9 +249,13 @@ fn plain_keys(lines: &Lines<'_>, entries: &DeTable<'_>, table: &mut Table) {
 
 fn raw(value: &Spanned<DeValue<'_>>) -> Raw {
     match value.get_ref() {
-        DeValue::Integer(i) => {
-            i128::from_str_radix(i.as_str(), i.radix()).map_or(Raw::Other("an integer"), Raw::Int)
-        }
+        DeValue::Integer(i) => i128::from_str_radix(i.as_str(), i.radix()).map_or_else(
+            |_| match i.radix() {
+                10 => Raw::Big(i.as_str().to_owned()),
+                _ => Raw::Other("an integer"),
+            },
+            Raw::Int,
+        ),
         DeValue::Float(f) => f.as_str().parse().map_or(Raw::Other("a float"), Raw::Float),
         DeValue::String(s) => Raw::Str(s.to_string()),
         DeValue::Boolean(b) => Raw::Bool(*b),

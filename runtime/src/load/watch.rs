@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use notify::{EventKind, RecursiveMode, Watcher};
 
+use super::file::read;
 use super::load_error::LoadError;
 use crate::registry::Registry;
 
@@ -160,9 +161,10 @@ impl Registry {
             .watch(&dir, RecursiveMode::NonRecursive)
             .map_err(failed)?;
         let watched = file.clone();
+        let origin = path.to_owned();
         let thread = std::thread::Builder::new()
             .name("breakerbox-watch".to_owned())
-            .spawn(move || self.follow(&watched, &heard, on_reload))
+            .spawn(move || self.follow(&watched, &origin, &heard, on_reload))
             .map_err(|e| watch_error(path, e))?;
         Ok(TomlWatcher {
             events: Some(watcher),
@@ -172,11 +174,12 @@ impl Registry {
         })
     }
 
-    /// The watcher's thread: a reload after each quiet spell that follows a change, until
-    /// told to stop.
+    /// The watcher's thread: a reload of `file` (under `origin`, the path the watch was
+    /// given) after each quiet spell that follows a change, until told to stop.
     fn follow(
         &self,
         file: &Path,
+        origin: &Path,
         heard: &mpsc::Receiver<Heard>,
         mut on_reload: impl FnMut(&Result<Vec<String>, LoadError>),
     ) {
@@ -227,7 +230,10 @@ impl Registry {
             }
             // User code runs in a reload too (a keyed family's key `Display`, a config's clock
             // dropped): its panic must not end the watch.
-            match catch_unwind(AssertUnwindSafe(|| self.reload_toml(file))) {
+            // Read from the canonical path, loaded under the path given, as `load_toml` of
+            // that path was: the next load of a file rebuilds what its last load reached.
+            let reload = || read(file).and_then(|text| self.reload_toml_str(origin, &text));
+            match catch_unwind(AssertUnwindSafe(reload)) {
                 Ok(result) => report(result),
                 Err(_) => tracing::error!(
                     target: "breakerbox",

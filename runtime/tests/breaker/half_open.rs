@@ -153,3 +153,34 @@ fn probe_timeout_unsticks_a_round_whose_probes_never_report() {
     assert_eq!(b.state(), State::Closed);
     assert_eq!(b.metrics().failures, 2);
 }
+
+/// A reload that lowers `successes` (with `half_open_calls`) to what the round under way has
+/// already passed applies to that round, as `reconfigure` promises: the next call finds the
+/// breaker closed. Without it the round had no probe left to admit and no success to come,
+/// and re-opened at `probe_timeout` though every probe had succeeded.
+#[test]
+fn a_reconfigure_lowering_successes_to_what_the_round_passed_closes_it() {
+    let config = || {
+        Config::builder()
+            .failures(1)
+            .open_for(secs(1))
+            .probe_timeout(secs(10))
+    };
+    let (b, clock) = breaker(config().half_open_calls(3).successes(3));
+    let seen = events(&b);
+    to_half_open(&b, &clock);
+    b.try_acquire().unwrap().success();
+    b.try_acquire().unwrap().success();
+    assert_eq!(b.state(), State::HalfOpen);
+    let lower = config().half_open_calls(2).successes(2).build().unwrap();
+    assert!(b.reconfigure(lower).unwrap());
+    let p = b.try_acquire().expect("the round has its successes");
+    assert!(!p.is_probe());
+    p.success();
+    clock.advance(secs(10));
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(
+        transitions(&seen).last(),
+        Some(&(State::HalfOpen, State::Closed, Reason::ProbesSucceeded))
+    );
+}

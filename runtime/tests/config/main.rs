@@ -3,8 +3,8 @@
 //! (`watch`).
 //!
 //! No test here sets a `BREAKERBOX__` variable in this process: every load reads them all,
-//! and one that names no breaker fails the load. `env` sets them alone, in a process of its
-//! own, as `reload_heap` counts the heap alone.
+//! and one that names no breaker fails the load. Each of `env`'s tests runs alone in a
+//! process of its own that starts with its variables, as `reload_heap` counts the heap alone.
 
 #[allow(dead_code)]
 #[path = "../common/alone.rs"]

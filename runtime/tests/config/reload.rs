@@ -65,6 +65,35 @@ fn a_new_threshold_judges_the_half_filled_window() {
     );
 }
 
+/// A rate lowered below what the window already holds trips at the next failure; a success
+/// in between, which lowers the window's rate, leaves the breaker closed.
+#[test]
+fn a_lowered_rate_trips_at_the_next_failure_not_at_a_success() {
+    let (b, _clock) = live(
+        "reload.lowered",
+        Config::builder()
+            .failure_rate(80)
+            .window(Window::Calls(10))
+            .min_calls(5),
+    );
+    for outcome in [true, true, false, false, false] {
+        if outcome { ok(&b) } else { fail(&b) }
+    }
+    b.reconfigure(
+        Config::builder()
+            .failure_rate(50)
+            .window(Window::Calls(10))
+            .min_calls(5)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    ok(&b); // 3 of 6: 50 %, judged at the next failure
+    assert_eq!(b.state(), State::Closed);
+    fail(&b); // 4 of 7: 57 % ≥ 50 %
+    assert_eq!(b.state(), State::Open);
+}
+
 #[test]
 fn an_open_breaker_keeps_its_open_time() {
     let (b, clock) = live(

@@ -2,7 +2,7 @@
 //! and serde: large files, names of any shape, and the extremes of each value's range.
 //!
 //! No test here sets a `BREAKERBOX__` variable: every load reads them all, and one that names
-//! no breaker fails the load. `env` sets them, alone in a process of its own.
+//! no breaker fails the load. `env`'s tests each run alone in a process that starts with them.
 #![cfg(feature = "serde")]
 
 use std::time::Duration;

@@ -435,3 +435,24 @@ impl tracing::Subscriber for Forward {
         self.0.exit(i)
     }
 }
+
+/// The watcher reloads the file under the path `load_toml` was given, written otherwise than
+/// the file's canonical path (here through `sub/..`): a table removed from the saved file
+/// gives its breaker the layers under it again, as a `reload_toml` of that path does.
+#[test]
+fn a_table_removed_from_the_watched_file_is_gone() {
+    let dir = dir("removed");
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let path = dir.join("sub").join("..").join("breakers.toml");
+    std::fs::write(&path, "[breakers.\"watch.removed\"]\nfailures = 2\n").unwrap();
+    let b = registry().get_or_create("watch.removed", || {
+        Config::builder().failures(3).build().unwrap()
+    });
+    registry().load_toml(&path).unwrap();
+    assert_eq!(b.config().failures(), Some(2));
+    let (_watcher, rx) = watch(&path);
+    save(&path, "# no breakers\n");
+    let seen = until(&rx, |s| s.is_ok());
+    assert_eq!(seen, Ok(vec!["watch.removed".to_owned()]));
+    assert_eq!(b.config().failures(), Some(3), "the code's config again");
+}

@@ -356,6 +356,28 @@ fn a_permit_across_an_eviction_is_counted_once() {
     assert_eq!(map.get("k").unwrap().metrics().rejected, 1);
 }
 
+/// The tower layer's lease of a key holds the key's breaker state, not a handle: across an
+/// eviction its outcome is still counted once in the evicted totals, and its failure's opening
+/// is carried to the key, as a permit's are.
+#[test]
+fn a_lease_across_an_eviction_is_counted_once_and_its_opening_carried() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<String> = BreakerMap::new("lease", config(&clock, 100, 1));
+    let lease = breakerbox_runtime::__integrations::lease_key(&map, "k").unwrap();
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(map.sweep(), 1);
+    assert!(map.get("k").is_none());
+    // A sweep (or a read of the totals) while the lease is out must not fold the breaker in.
+    assert_eq!(map.evicted().calls, 0);
+    lease.record(Outcome::Failure);
+    let evicted = map.evicted();
+    assert_eq!((evicted.keys, evicted.calls, evicted.failures), (1, 1, 1));
+    let k = map.get("k").expect("the failing key is held again");
+    assert_eq!(k.state(), State::Open);
+    assert_eq!(k.metrics().calls, 0);
+}
+
 #[test]
 fn a_failure_after_the_key_was_recreated_opens_the_new_breaker() {
     let _s = serial();
@@ -466,41 +488,60 @@ fn a_key_called_once_in_a_sweep_period_is_not_idle_to_the_next_sweep() {
     assert!(map.get("host-150.example").is_some());
 }
 
-/// A key type of the user's own that `String` borrows as (a newtype of it): looked up in a
-/// family of many keys, it reaches the same breaker as the `&str` of the key.
+/// A key type of the user's own that borrows as `str`: in a family of many keys, a call or a
+/// lookup by the `&str` of a key reaches the breaker the owned key made, and a call by a
+/// `&str` no key has makes the key from it.
 #[test]
-fn a_users_own_borrowed_key_type_reaches_the_keys_breaker() {
-    #[derive(Hash, PartialEq, Eq)]
-    #[repr(transparent)]
-    struct Host(String);
-    impl std::borrow::Borrow<Host> for String {
-        fn borrow(&self) -> &Host {
-            // SAFETY: `Host` is a `repr(transparent)` newtype of `String`.
-            unsafe { &*std::ptr::from_ref(self).cast::<Host>() }
+fn a_users_own_key_type_and_the_str_it_borrows_as_reach_the_same_breaker() {
+    /// Hashes and compares as its `host` alone, as `str` does (what `Borrow` requires).
+    #[derive(Clone, Hash, PartialEq, Eq)]
+    struct Host {
+        host: String,
+    }
+    impl std::borrow::Borrow<str> for Host {
+        fn borrow(&self) -> &str {
+            &self.host
         }
     }
-    impl ToOwned for Host {
-        type Owned = String;
-        fn to_owned(&self) -> String {
-            self.0.clone()
+    impl From<String> for Host {
+        fn from(host: String) -> Host {
+            Host { host }
+        }
+    }
+    impl std::fmt::Display for Host {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.host)
         }
     }
     let _s = serial();
     let clock = ManualClock::new();
-    let (map, keys) = with_many_keys("borrowed-newtype", &clock);
+    let map: BreakerMap<Host> = BreakerMap::new("borrowed-own-key", config(&clock, 4_000, 10));
+    let hosts: Vec<Host> = (0..200)
+        .map(|i| Host::from(format!("host-{i}.example")))
+        .collect();
     for _ in 0..4 {
-        for k in &keys {
-            let host = Host(k.clone());
-            map.call(&host, || Ok::<_, &str>(())).unwrap();
+        for host in &hosts {
+            map.call(host, || Ok::<_, &str>(())).unwrap();
         }
     }
-    let _ = map.call(&Host("host-7.example".into()), || Err::<(), _>("refused"));
     assert_eq!(map.len(), 200);
-    for k in &keys {
-        let m = map.get(k.as_str()).expect("held").metrics();
-        let failed = u64::from(k == "host-7.example");
-        assert_eq!((m.calls, m.failures), (8 + failed, failed), "{k}");
+    for _ in 0..4 {
+        for host in &hosts {
+            map.call(host.host.as_str(), || Ok::<_, &str>(())).unwrap();
+        }
     }
+    let _ = map.call("host-7.example", || Err::<(), _>("refused"));
+    assert_eq!(map.len(), 200);
+    for host in &hosts {
+        let m = map.get(host.host.as_str()).expect("held").metrics();
+        let failed = u64::from(host.host == "host-7.example");
+        assert_eq!((m.calls, m.failures), (8 + failed, failed), "{host}");
+    }
+    // A key made from a `&str`: the owned key finds it.
+    map.call("host-200.example", || Ok::<_, &str>(())).unwrap();
+    assert_eq!(map.len(), 201);
+    let made = Host::from("host-200.example".to_owned());
+    assert_eq!(map.get(&made).expect("made").metrics().calls, 1);
 }
 
 #[test]

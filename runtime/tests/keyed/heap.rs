@@ -4,38 +4,12 @@
 //! alone in a process of its own (`crate::alone`), so that nothing else allocates while it
 //! counts.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicI64, Ordering};
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 use breakerbox_runtime::{Breaker, Config};
 
-struct Counting;
-
-static LIVE: AtomicI64 = AtomicI64::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts around it.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
 
 /// The most a key's breaker may cost on the heap: its handles' part (32 bytes), its state
 /// (192 bytes on cache lines of their own, after its reference counts' line: 256), what its
@@ -43,8 +17,10 @@ static GLOBAL: Counting = Counting;
 /// trip taken on reports), and the family's entry for it.
 const KEY_COST: i64 = 480;
 
+/// Heap bytes live now.
 fn live() -> i64 {
-    LIVE.load(Ordering::Relaxed)
+    let s = GLOBAL.stats();
+    s.bytes_allocated as i64 - s.bytes_deallocated as i64
 }
 
 #[test]

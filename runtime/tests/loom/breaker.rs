@@ -541,3 +541,29 @@ fn a_stale_verdict_across_a_reset_frees_no_new_place() {
         b.try_acquire().expect("free again").success();
     });
 }
+
+/// A reconfigure (the config swapped under the transition lock) racing a failure: the failure
+/// is counted once, judged by the old threshold or the new; and after both, the breaker is
+/// judged by the new one. From a streak of one under `failures = 3`, to `failures = 2`: the
+/// racing failure trips if it read the new threshold, and otherwise the next failure does.
+#[test]
+fn a_reconfigure_racing_a_failure_loses_no_count() {
+    model(|| {
+        let (b, clock) = breaker(Config::builder().failures(3));
+        b.try_acquire().unwrap().failure();
+        let t = {
+            let b = b.clone();
+            thread::spawn(move || b.try_acquire().unwrap().failure())
+        };
+        let lower = Config::builder().failures(2).clock(clock.clone());
+        assert_eq!(b.reconfigure(lower.build().unwrap()), Ok(true));
+        t.join().unwrap();
+        assert_eq!(b.config().failures(), Some(2));
+        assert_eq!(b.metrics().failures, 2, "both failures counted");
+        if b.state() == State::Closed {
+            b.try_acquire().unwrap().failure();
+        }
+        assert_eq!(b.state(), State::Open);
+        assert_eq!(b.metrics().times_opened, 1);
+    });
+}

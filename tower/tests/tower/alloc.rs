@@ -1,9 +1,7 @@
 //! The tower layer allocates nothing per request: admission, the owned permit, the response
-//! future and recording, for admitted and for rejected calls. Counted by this binary's global
-//! allocator, per thread, so the other tests' threads do not disturb the count.
+//! future and recording, for admitted and for rejected calls. Counted by `allocation-counter`'s
+//! global allocator, per thread, so the other tests' threads do not disturb the count.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::future::{Future, Ready, ready};
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
@@ -11,36 +9,6 @@ use std::task::{Context, Poll, Waker};
 use breakerbox_runtime::{Breaker, Config, Outcome, registry};
 use breakerbox_tower::CircuitBreakerLayer;
 use tower::{Layer, Service};
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Counts the allocations of the current thread (other tests' threads do not disturb it).
-struct Counting;
-
-// SAFETY: forwards every call to the system allocator unchanged; the count around it is a
-// const-initialized thread-local, which never allocates, so the allocator is not re-entered.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-        // SAFETY: the caller's contract for `alloc` (a non-zero-size `layout`), passed on to
-        // the system allocator unchanged.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract for `dealloc` (`ptr` came from this allocator, which is
-        // the system's, with this `layout`), passed on unchanged.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-fn allocations() -> u64 {
-    ALLOCATIONS.with(Cell::get)
-}
 
 /// An inner service that allocates nothing: answers at once, fails for odd numbers.
 #[derive(Clone)]
@@ -69,13 +37,14 @@ where
     S: Service<u32>,
 {
     let mut cx = Context::from_waker(Waker::noop());
-    let before = allocations();
-    for n in requests {
-        assert!(svc.poll_ready(&mut cx).is_ready());
-        let fut = pin!(svc.call(n));
-        assert!(fut.poll(&mut cx).is_ready());
-    }
-    allocations() - before
+    let counted = allocation_counter::measure(|| {
+        for n in requests {
+            assert!(svc.poll_ready(&mut cx).is_ready());
+            let fut = pin!(svc.call(n));
+            assert!(fut.poll(&mut cx).is_ready());
+        }
+    });
+    counted.count_total
 }
 
 fn check(breaker: Breaker) {

@@ -65,7 +65,7 @@ async fn a_failed_write_is_retried_within_100ms() {
 /// Until the store answers (a redis-server of the test's own may still be starting).
 async fn ready(task: &mut Task) {
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while task.invoke("ping-probe", &["read"]).await.done().is_none() {
+    while task.read_record("ping-probe").await.done().is_none() {
         assert!(
             std::time::Instant::now() < deadline,
             "the store never answered"
@@ -178,7 +178,7 @@ async fn a_foreign_value_in_a_real_redis_leaves_the_other_breakers_shared() {
                 "{context}: {:?}",
                 shared.last_error.lock().unwrap()
             );
-            let record = task.invoke("fine", &["read"]).await.done().unwrap();
+            let record = task.read_record("fine").await.done().unwrap();
             assert_eq!(
                 record.state,
                 State::Open,
@@ -198,7 +198,7 @@ async fn a_foreign_value_in_a_real_redis_leaves_the_other_breakers_shared() {
             // cannot pause) over: the next pass writes it.
             task.tracked.get_mut("junk").unwrap().trouble = None;
             assert!(task.tick().await, "{context}");
-            let record = task.invoke("junk", &["read"]).await.done().unwrap();
+            let record = task.read_record("junk").await.done().unwrap();
             assert_eq!(
                 record.state,
                 State::Open,
@@ -236,20 +236,18 @@ async fn resync_pass_numbers() {
         }
         // Every breaker gets a record, as a fleet that has run for a while has.
         for b in &breakers {
-            let channel = task.channel.clone();
-            let args = [
-                "force",
-                "0",
-                "closed",
-                "0",
-                "0",
-                "reset",
-                "",
-                "there",
-                &channel,
+            let mut change = task.change_of(
                 b.name(),
-            ];
-            task.invoke(b.name(), &args).await.done().unwrap();
+                true,
+                0,
+                State::Closed,
+                0,
+                0,
+                "reset".to_owned(),
+                String::new(),
+            );
+            change.instance = "there".to_owned();
+            task.write_record(b.name(), change).await.done().unwrap();
         }
         assert!(task.tick().await);
         let rss_after = rss_kib();

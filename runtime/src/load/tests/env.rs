@@ -326,3 +326,27 @@ fn a_variable_in_lower_case_applies_and_one_with_single_underscores_is_an_error(
     )
     .unwrap();
 }
+
+/// A whole number past 128 bits is out of its key's range, in a file and in a variable alike:
+/// not "must be a whole number, got an integer" (nor "got a float").
+#[test]
+fn a_whole_number_past_128_bits_is_out_of_range() {
+    let big = "9".repeat(39);
+    let shown = format!("{}… (39 characters)", "9".repeat(32));
+    let text = format!("[breakers.load-big]\ndynamic = true\nfailures = {big}\n");
+    assert_eq!(
+        err(&text, &[]),
+        format!(
+            "breakers.toml:3: [breakers.load-big] `failures` must be a whole number from 1 to \
+             4294967295, got {shown}"
+        )
+    );
+    let text = "[breakers.load-big]\ndynamic = true\n";
+    assert_eq!(
+        err(text, &[("BREAKERBOX__LOAD_BIG__FAILURE_RATE", &big)]),
+        format!(
+            "environment variable BREAKERBOX__LOAD_BIG__FAILURE_RATE: `failure_rate` must be a \
+             percentage from 1 to 100, got {shown}"
+        )
+    );
+}

@@ -159,3 +159,67 @@ fn scale_two_files_of_100_000_shared_tables() {
         .count();
     assert_eq!(two, n);
 }
+
+/// A load of a file forgets the accounts of the key tables its last load had and it has no
+/// more, in time linear in their number: 50 000 key tables loaded again take a fraction of a
+/// second, not the 10^9 string comparisons of looking each old one up in a list of the new.
+#[test]
+fn a_load_again_of_many_key_tables_is_linear() {
+    use crate::config::layers::{FileBooks, Reached, key_account};
+    let books = FileBooks::default();
+    let keys: Vec<String> = (0..50_000)
+        .map(|i| key_account("scale-family", &format!("k{i}")))
+        .collect();
+    let reached = |keys: &[String]| Reached {
+        names: vec!["scale-family".to_owned()],
+        keys: keys.to_vec(),
+    };
+    let file = Path::new("scale-keys.toml");
+    books.set_reached(file, reached(&keys));
+    let began = std::time::Instant::now();
+    books.set_reached(file, reached(&keys[1..]));
+    let took = began.elapsed();
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+}
+
+/// A variable that names no breaker, near a breaker of the file with a name as long, is an
+/// error at once: "did you mean" is not looked for by comparing two 20 000-character names,
+/// which costs the product of their lengths.
+#[test]
+fn a_long_unknown_name_costs_its_length() {
+    let name = "x".repeat(20_000);
+    let text = format!("[breakers.{name}]\ndynamic = true\n");
+    let var = format!("BREAKERBOX__{}Y__OPEN_FOR", "X".repeat(20_000));
+    let began = std::time::Instant::now();
+    let e = err(&text, &[(&var, "5s")]);
+    let took = began.elapsed();
+    assert!(e.contains("names no known breaker"), "{e}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+}
+
+/// Matching a variable to the breakers costs the number of names, even when many of them are
+/// written alike in a variable (`a-b`, `a_b`, `a.b`: `A_B`): 32 768 such names, each given
+/// twice (by the registry and by the file), are matched at once, not after comparing each
+/// name with every one written alike before it.
+#[test]
+fn names_written_alike_in_a_variable_cost_their_number() {
+    use crate::load::env::{match_env, read_env};
+    let names: Vec<String> = (0..1usize << 15)
+        .map(|i| {
+            let seps: String = (0..15)
+                .map(|b| if i >> b & 1 == 1 { '-' } else { '_' })
+                .collect();
+            format!("alike{seps}q")
+        })
+        .collect();
+    let vars = read_env(env_of(&[("BREAKERBOX__ALIKE__OPEN_FOR", "5s")])).unwrap();
+    let began = std::time::Instant::now();
+    let matched = match_env(
+        Path::new("alike.toml"),
+        vars,
+        names.iter().chain(&names).map(String::as_str),
+    );
+    let took = began.elapsed();
+    assert!(matched.is_err(), "ALIKE names none of them");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+}
