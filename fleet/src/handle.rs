@@ -316,6 +316,7 @@ impl Fleet {
             tallies: Mutex::new(BTreeMap::new()),
             keyed: Mutex::new(Default::default()),
             family_suffix,
+            listened: Default::default(),
         });
         if !shared.config.share.is_empty() {
             join_sharing(&shared);
@@ -340,8 +341,12 @@ impl Fleet {
     }
 
     /// Shares `breaker` (any breaker, [`Breaker::new`] ones too) under its name. The fleet
-    /// holds it weakly: a dropped breaker is no longer shared.
+    /// holds it weakly: a dropped breaker is no longer shared. Sharing the same breaker again
+    /// does nothing.
     pub fn share(&self, breaker: &Breaker) {
+        if self.shared.listens_to(breaker) {
+            return;
+        }
         let weak = Arc::downgrade(&self.shared);
         let own = breaker.downgrade();
         breaker.on_state_change(move |event| {
@@ -646,6 +651,39 @@ mod tests {
         registry().configure("handle-test-single", breakerbox_runtime::Config::default());
         let fleet = Fleet::start(FleetConfig::new(url).share("handle-test-single"));
         assert!(fleet.is_ok(), "{:?}", fleet.err());
+    }
+
+    /// Sharing a breaker again adds no second listener to it, and sharing many breakers that
+    /// are dropped keeps no entry of each: `Arc::weak_count` of the fleet's state counts the
+    /// listeners (each holds it weakly) and the breakers' entries it keeps.
+    #[test]
+    fn sharing_a_breaker_again_adds_nothing_and_dropped_breakers_are_forgotten() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let fleet = Fleet::start(FleetConfig::new("redis://127.0.0.1:1/")).unwrap();
+        let listeners = || Arc::weak_count(&fleet.shared);
+        let entries = || fleet.shared.listened.lock().unwrap().by_name.len();
+        let before = listeners();
+        let breaker = Breaker::new("handle-test-shared-twice", Default::default());
+        for _ in 0..1000 {
+            fleet.share(&breaker);
+        }
+        assert_eq!(listeners(), before + 1);
+        // Another breaker of the same name is another breaker: it gets its listener.
+        let namesake = Breaker::new("handle-test-shared-twice", Default::default());
+        fleet.share(&namesake);
+        assert_eq!(listeners(), before + 2);
+        assert_eq!(entries(), 1);
+        for i in 0..10_000 {
+            fleet.share(&Breaker::new(
+                format!("handle-test-dropped-{i}"),
+                Default::default(),
+            ));
+        }
+        assert!(entries() <= 128, "{} entries kept", entries());
     }
 
     #[test]

@@ -67,6 +67,17 @@ pub(crate) struct Inner {
     /// empty in a service. The simulator runs several instances in one process, each with
     /// families of its own in the one registry, shared under one name.
     pub(crate) family_suffix: String,
+    /// The breakers `Fleet::share` was given, by name: sharing one again adds no second
+    /// listener (`Inner::listens_to`).
+    pub(crate) listened: Mutex<Listened>,
+}
+
+/// The breakers `Fleet::share` was given (`Inner::listened`).
+#[derive(Default)]
+pub(crate) struct Listened {
+    pub(crate) by_name: BTreeMap<String, WeakBreaker>,
+    /// How many entries the last sweep of dropped breakers left.
+    swept: usize,
 }
 
 /// A breaker held forced open or disabled while the store is unreachable.
@@ -93,6 +104,27 @@ impl Held {
 }
 
 impl Inner {
+    /// Whether `Fleet::share` has given this fleet `breaker` already; if not, it is noted as
+    /// given.
+    pub(crate) fn listens_to(&self, breaker: &Breaker) -> bool {
+        let mut listened = self.listened.lock().unwrap_or_else(|e| e.into_inner());
+        let Listened { by_name, swept } = &mut *listened;
+        let name = breaker.name();
+        if let Some(given) = by_name.get(name).and_then(WeakBreaker::upgrade)
+            && given.ptr_eq(breaker)
+        {
+            return true;
+        }
+        // Dropped breakers' entries go once the map has doubled since the last sweep: each
+        // share costs a lookup and, amortized, a constant share of a sweep.
+        if by_name.len() >= (2 * *swept).max(64) {
+            by_name.retain(|_, w| w.upgrade().is_some());
+            *swept = by_name.len();
+        }
+        by_name.insert(name.to_owned(), breaker.downgrade());
+        false
+    }
+
     /// The fleet's name of the registry's keyed family `registry_name`, if this fleet shares
     /// it (see `family_suffix`).
     pub(crate) fn shared_family<'a>(&self, registry_name: &'a str) -> Option<&'a str> {

@@ -59,6 +59,7 @@ fn task_with(
         tallies: std::sync::Mutex::new(Default::default()),
         keyed: std::sync::Mutex::new(Default::default()),
         family_suffix: String::new(),
+        listened: Default::default(),
     });
     let mut task = Task::new(shared.clone(), rx);
     let (push_tx, pushes) = mpsc::unbounded_channel();
