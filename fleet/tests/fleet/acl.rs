@@ -53,10 +53,13 @@ fn the_fleet_runs_under_its_least_privilege_acl_user() {
     // leases: probe.lua), one success to close.
     let keys = "failure_rate = 50\nwindow = \"10s\"\nmin_calls = 2\nopen_for = \"300ms\"\nhalf_open_calls = 1\nsuccesses = 1\nprobe_timeout = \"5s\"\n";
     let mut nodes = nodes_with(&url, "acl", 3, keys);
-    // Calls judged while closed are counted fleet-wide; two failures on one node trip it.
+    // Calls judged while closed are counted fleet-wide; two failures on one node trip it. The
+    // fleet's counts (one success, one failure: 50% of 2) may trip it first, a batch (100 ms)
+    // after the first failure: then the second call is rejected.
     assert_eq!(nodes[1].cmd("succeed"), "ok closed");
     assert_eq!(nodes[0].cmd("fail"), "ok closed");
-    assert_eq!(nodes[0].cmd("fail"), "ok open");
+    let second = nodes[0].cmd("fail");
+    assert!(second == "ok open" || second == "rejected open", "{second}");
     all_reach(&mut nodes, "open", soon()).unwrap();
     assert_eq!(redis.hget("{acl:payments}", "state"), "open");
     // The open time runs out: one instance is granted the lease, probes and closes the fleet.

@@ -71,7 +71,7 @@ fn a_cluster_fleet_shares_across_moved_slots_and_a_killed_node() {
     // A trip on each master's breaker reaches everyone.
     for j in 0..3 {
         fail(&fleet.breakers[j][j]);
-        fleet.all(j, State::Open, Duration::from_secs(3));
+        fleet.all(j, State::Open, Duration::from_secs(10));
     }
     // A moved slot: the record goes with it, and a reset reaches everyone through the new node.
     let key0 = format!("{{clu:{}}}", names[0]);
@@ -79,7 +79,7 @@ fn a_cluster_fleet_shares_across_moved_slots_and_a_killed_node() {
     let from = cluster.owner(slot);
     cluster.move_slot(slot, (from + 1) % 3);
     fleet.breakers[1][0].reset();
-    fleet.all(0, State::Closed, Duration::from_secs(3));
+    fleet.all(0, State::Closed, Duration::from_secs(10));
     assert_eq!(
         cluster.nodes[(from + 1) % 3].cli(&["HGET", &key0, "origin"]),
         "i1"
@@ -90,7 +90,7 @@ fn a_cluster_fleet_shares_across_moved_slots_and_a_killed_node() {
     assert_ne!(dead, cluster.owner(slot));
     cluster.nodes[dead].kill();
     fleet.breakers[0][1].reset();
-    fleet.all(1, State::Closed, Duration::from_secs(3));
+    fleet.all(1, State::Closed, Duration::from_secs(10));
     // The dead node's breaker decides alone meanwhile; its reset is written once the node is
     // back (restarted empty, with its slots), and reaches everyone.
     fleet.breakers[0][2].reset();
@@ -140,7 +140,7 @@ fn quorum_trips_and_heartbeats_run_on_a_cluster() {
         assert_eq!(fleet.breakers[i][0].state(), State::Closed, "instance {i}");
     }
     fail(&fleet.breakers[1][0]);
-    fleet.all(0, State::Open, Duration::from_secs(3));
+    fleet.all(0, State::Open, Duration::from_secs(10));
 }
 
 /// Propagation in a Cluster of three masters (the record on one, `PUBLISH` reaching subscribers

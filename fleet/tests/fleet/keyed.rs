@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::servers::poll;
 use crate::support::{Redis, keyed_nodes, keyed_nodes_with, redis_server, shared_redis, soon};
 
 /// The record of the `hosts` key `key` under `prefix`.
@@ -49,7 +50,11 @@ fn a_key_tripped_on_one_instance_rejects_on_the_others_and_a_reset_by_hand_close
     // Open a minute, then the probe timeout (a minute), then `key_ttl` (30 s) at most.
     let pttl: i64 = redis.cli(&["PTTL", &key]).parse().unwrap();
     assert!((119_000..=150_000).contains(&pttl), "{pttl} ms");
-    // node-1 says who tripped it and why, in its event and its last failure.
+    // node-1 says who tripped it and why, in its event and its last failure. The event line is
+    // printed after the key's state changed: waited for.
+    poll("node-1's open event", Duration::from_secs(5), || {
+        nodes[1].key_events().last().is_some_and(|e| e.to == "open")
+    });
     let last = nodes[1].key_events().last().cloned().unwrap();
     assert_eq!(
         (last.key.as_str(), last.to.as_str(), last.reason.as_str()),
@@ -72,6 +77,12 @@ fn a_key_tripped_on_one_instance_rejects_on_the_others_and_a_reset_by_hand_close
     assert_eq!(redis.hget(&key, "state"), "closed");
     assert_eq!(redis.hget(&key, "origin"), "node-2");
     assert_eq!(redis.hget(&key, "reason"), "reset");
+    poll("node-0's closed event", Duration::from_secs(5), || {
+        nodes[0]
+            .key_events()
+            .last()
+            .is_some_and(|e| e.to == "closed")
+    });
     let last = nodes[0].key_events().last().cloned().unwrap();
     assert_eq!(
         (last.to.as_str(), last.reason.as_str()),
@@ -86,7 +97,11 @@ fn a_key_tripped_on_one_instance_rejects_on_the_others_and_a_reset_by_hand_close
     let pttl: i64 = redis.cli(&["PTTL", &key]).parse().unwrap();
     assert!((1..=30_000).contains(&pttl), "{pttl} ms");
     assert_eq!(redis.cli(&["EXISTS", &open_keys("keyed")]), "0");
-    // Every instance that called it wrote once: node-0 the trip, node-2 the reset.
+    // Every instance that called it wrote once: node-0 the trip, node-2 the reset. node-2
+    // counts its write when the answer comes back, after the others took the reset on.
+    poll("node-2's write counted", Duration::from_secs(5), || {
+        nodes[2].status().1 >= 1
+    });
     let pushed: Vec<u64> = nodes.iter_mut().map(|n| n.status().1).collect();
     assert_eq!(pushed, [1, 0, 1], "one write per change, no echo");
 }
@@ -141,12 +156,13 @@ fn keys_that_tripped_and_closed_leave_no_record_behind() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    // Open a minute, then the probe timeout: the open records outlive both, by `key_ttl`.
+    // Open a minute, then the probe timeout: the open records outlive both, by `key_ttl`. (The
+    // TTL runs down from k7's write, some 40 writes before the last: 10 s allowed for them.)
     let pttl: i64 = redis
         .cli(&["PTTL", &record("keyedttl", "k7")])
         .parse()
         .unwrap();
-    assert!((119_000..=120_300).contains(&pttl), "{pttl} ms");
+    assert!((110_000..=120_300).contains(&pttl), "{pttl} ms");
     nodes[1].wait_key("k7", "none", soon()).unwrap();
     reset_all(&mut nodes[0], 50);
     // Each closed record expires `key_ttl` after its reset, on Redis's own clock; the list of
@@ -230,17 +246,20 @@ fn an_idle_instance_holding_a_thousand_keys_sends_no_command_per_key() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(redis.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    // The passes counted from before the reset of the counts to after their reading: every
+    // command counted is of one of them, or of the one in flight when the counts are read.
     let passes = |node: &mut crate::support::Node| node.status().4;
     let from = passes(&mut nodes[0]);
-    while passes(&mut nodes[0]) < from + 5 {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert_eq!(redis.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    poll("5 passes", Duration::from_secs(10), || {
+        passes(&mut nodes[0]) >= from + 5
+    });
     let (all, hmget) = commands(&redis);
+    let counted = passes(&mut nodes[0]) - from + 1;
     // Each pass: `TIME` and the `HMGET` of `payments`, then `TIME` and the family's open
-    // keys (`ZRANGE`): 4 commands, for the 5 passes and the one in flight at most.
-    assert!(all <= 6 * 4, "{all} commands in 5 passes");
-    assert!(hmget <= 6, "{hmget} records read in 5 passes");
+    // keys (`ZRANGE`): 4 commands.
+    assert!(all <= counted * 4, "{all} commands in {counted} passes");
+    assert!(hmget <= counted, "{hmget} records read in {counted} passes");
 }
 
 #[test]
@@ -419,9 +438,7 @@ fn while_the_store_is_down_a_shared_familys_keys_decide_alone_whatever_the_polic
     redis.kill();
     // The single breaker is held forced open; every key, tracked or not, new or not, decides
     // alone: admitted, and tripped by its own failure.
-    nodes[0]
-        .wait_state("forced-open", Instant::now() + Duration::from_secs(2))
-        .unwrap();
+    nodes[0].wait_state("forced-open", soon()).unwrap();
     assert_eq!(nodes[0].cmd("ksucceed t.example"), "ok closed");
     assert_eq!(nodes[0].cmd("ksucceed u.example"), "ok closed");
     assert_eq!(nodes[0].cmd("ksucceed v.example"), "ok closed");

@@ -593,14 +593,19 @@ fn a_store_whose_feed_closes_is_read_again_every_resync_and_says_so() {
     let Pair {
         here, there, own, ..
     } = &p;
-    let status = own.status();
-    assert!(
-        status.store_errors >= 1
-            && status
-                .last_error
-                .as_deref()
-                .is_some_and(|e| e.starts_with("the store's change feed closed")),
-        "{status:?}"
+    // The task finds the feed closed when it next looks at it, which may be after the resync
+    // was answered: waited for.
+    poll(
+        "the closed feed said, as a store error",
+        Duration::from_secs(5),
+        || {
+            let status = own.status();
+            status.store_errors >= 1
+                && status
+                    .last_error
+                    .as_deref()
+                    .is_some_and(|e| e.starts_with("the store's change feed closed"))
+        },
     );
 
     // A trip elsewhere arrives by a re-read; a reset here is written and shared.

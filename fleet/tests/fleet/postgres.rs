@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use breakerbox_fleet::{Fleet, FleetConfig, FleetError};
 
 use crate::faults::cut_off_store;
+use crate::servers::poll;
 use crate::support::{
     all_reach, alone, idle_rates, keyed_nodes, nodes, probes_through_two_leases, shared, soon,
     tempdir,
@@ -356,8 +357,14 @@ fn a_trip_and_the_controls_reach_every_process_through_postgres() {
         ["open", "node-0", "1 consecutive failure", "refused"],
         "{row}"
     );
+    // Open for what remains of the config's 60 s when the trip is written (within 10 s, its
+    // node connecting first).
     let open_for: u64 = f[4].parse().unwrap();
-    assert!((59_000..=60_000).contains(&open_for), "{open_for} ms");
+    assert!((50_000..=60_000).contains(&open_for), "{open_for} ms");
+    // The event line is printed after the state changed: waited for.
+    poll("node-1's open event", Duration::from_secs(5), || {
+        nodes[1].events().last().is_some_and(|e| e.to == "open")
+    });
     let last = nodes[1].events().last().cloned().unwrap();
     assert_eq!(
         (last.to.as_str(), last.reason.as_str()),
@@ -385,6 +392,10 @@ fn a_keyed_familys_key_trips_every_process_through_postgres() {
     assert_eq!(nodes[1].cmd("ksucceed a"), "ok closed");
     assert_eq!(nodes[0].cmd("kfail a"), "ok open");
     nodes[1].wait_key("a", "open", soon()).unwrap();
+    // The event line is printed after the key's state changed: waited for.
+    poll("node-1's open event", Duration::from_secs(5), || {
+        nodes[1].key_events().last().is_some_and(|e| e.to == "open")
+    });
     let last = nodes[1].key_events().last().cloned().unwrap();
     assert_eq!(
         (last.to.as_str(), last.failure.as_str()),
@@ -444,7 +455,10 @@ fn a_quorum_of_two_opens_the_fleet_through_postgres() {
         assert_eq!(node.cmd("resync"), "resync true");
         assert_eq!(node.state(), "closed", "{}", node.name);
     }
-    assert_eq!(nodes[0].instances().1, "1/2/3", "node-0's tally");
+    // node-0 takes its tally from the answer to its report, after the report is in the store.
+    poll("node-0's tally 1/2/3", Duration::from_secs(5), || {
+        nodes[0].instances().1 == "1/2/3"
+    });
     assert_eq!(nodes[1].cmd("fail"), "ok open");
     all_reach(&mut nodes, "open", soon()).unwrap();
     let row = psql(
@@ -507,9 +521,16 @@ fn the_fleets_summed_failures_trip_it_through_postgres() {
     for node in nodes.iter_mut() {
         node.wait_resync(soon());
     }
+    // No node trips alone; the fleet's counts may trip it a batch after node-2's second
+    // failure (10 calls), before its last ones: those are rejected.
     for node in nodes.iter_mut() {
         for _ in 0..4 {
-            assert_eq!(node.cmd("fail"), "ok closed", "{}", node.name);
+            let answer = node.cmd("fail");
+            assert!(
+                answer == "ok closed" || answer == "rejected open",
+                "{}: {answer}",
+                node.name
+            );
         }
     }
     all_reach(&mut nodes, "open", soon()).unwrap();
@@ -702,9 +723,7 @@ fn a_foreign_row_leaves_that_breaker_alone_and_the_others_shared() {
         "delete from breakerbox_fleet_records where prefix = '{prefix}' and name = 'payments'"
     ));
     // node-0's trip, kept while the row was there, is written once it is gone.
-    nodes[1]
-        .wait_state("open", Instant::now() + Duration::from_secs(3))
-        .unwrap();
+    nodes[1].wait_state("open", soon()).unwrap();
     assert_eq!(record_state(&pg, prefix, "payments"), "open");
 }
 

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::servers::poll;
 use crate::support::{
     Node, Redis, all_reach, config_fleet, percentile, shared_redis, soon, tempdir,
 };
@@ -74,10 +75,12 @@ fn one_instance_failing_alone_opens_only_itself_and_two_of_three_open_the_fleet(
         assert_eq!(node.state(), "closed", "{}", node.name);
     }
     assert_eq!(redis.hget("{quorum:payments}", "state"), "");
-    assert_eq!(
-        nodes[0].instances().1,
-        "1/2/3",
-        "1 open of 2 needed, 3 live"
+    // 1 open of 2 needed, 3 live: node-0 takes the tally from the answer to its report, after
+    // the report is in the store.
+    poll(
+        "node-0's report tallied 1/2/3",
+        Duration::from_secs(5),
+        || nodes[0].instances().1 == "1/2/3",
     );
     // The fleet view shows it: node-1 sees node-0 open, itself and node-2 closed.
     let deadline = soon();
@@ -107,6 +110,10 @@ fn one_instance_failing_alone_opens_only_itself_and_two_of_three_open_the_fleet(
         "quorum: 2 of 3 instances open (1 consecutive failure)"
     );
     assert_eq!(redis.hget("{quorum:payments}", "origin"), "node-1");
+    // The event line is printed after the state changed: waited for.
+    poll("node-2's open event", Duration::from_secs(5), || {
+        nodes[2].events().last().is_some_and(|e| e.to == "open")
+    });
     let last = nodes[2].events().last().cloned().unwrap();
     assert_eq!(
         (last.to.as_str(), last.reason.as_str()),

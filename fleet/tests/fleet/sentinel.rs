@@ -30,11 +30,11 @@ fn a_sentinel_failover_loses_no_transition_and_no_call_waits() {
             .resync_every(Duration::from_millis(500))
     });
     fail(&fleet.breakers[0][0]);
-    fleet.all(0, State::Open, Duration::from_secs(3));
+    fleet.all(0, State::Open, Duration::from_secs(10));
     let master = setup.master_port().unwrap();
     // The trip is on the replica too before the master dies (replication is asynchronous:
     // a write the master acknowledged and never passed on is lost with it, by Redis).
-    poll("the trip replicated", Duration::from_secs(3), || {
+    poll("the trip replicated", Duration::from_secs(10), || {
         setup
             .data
             .iter()
@@ -87,13 +87,13 @@ fn a_sentinel_failover_loses_no_transition_and_no_call_waits() {
     let node = setup.data.iter().find(|n| n.port == new_master).unwrap();
     poll(
         "the reset on the new master",
-        Duration::from_secs(3),
+        Duration::from_secs(10),
         || node.cli(&["HGET", "{sen:pay}", "state"]) == "closed",
     );
     assert_eq!(node.cli(&["HGET", "{sen:pay}", "origin"]), "i1");
     // And the fleet goes on after it: a trip on the new master reaches everyone.
     fail(&fleet.breakers[2][0]);
-    fleet.all(0, State::Open, Duration::from_secs(3));
+    fleet.all(0, State::Open, Duration::from_secs(10));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut during = calls.join().unwrap();
     let (base, worst) = (p99(&mut before), p99(&mut during));

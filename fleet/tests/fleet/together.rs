@@ -5,10 +5,14 @@
 
 use std::time::{Duration, Instant};
 
+use crate::servers::poll;
 use crate::support::{
     Node, Redis, all_reach, config, nodes, nodes_with, probes_through_two_leases, redis_server,
     shared_redis, soon, tempdir,
 };
+
+/// How long a node is given to print an event or count a write.
+const LIMIT: Duration = Duration::from_secs(5);
 
 #[test]
 fn one_trip_opens_every_instance_and_a_reset_on_another_closes_them() {
@@ -25,13 +29,17 @@ fn one_trip_opens_every_instance_and_a_reset_on_another_closes_them() {
     assert_eq!(redis.hget(key, "reason"), "1 consecutive failure");
     assert_eq!(redis.hget(key, "last_failure"), "refused");
     // Open for what remains of the config's 60 s when the trip is written (the trip is
-    // written within a second here), on the server's clock.
+    // written within 10 s here, its node connecting first), on the server's clock.
     let open_until: u64 = redis.hget(key, "open_until").parse().unwrap();
     let changed_at: u64 = redis.hget(key, "changed_at").parse().unwrap();
     let open_for = open_until - changed_at;
-    assert!((59_000..=60_000).contains(&open_for), "{open_for} ms");
-    // The others were told, as an imported change; nobody else wrote.
+    assert!((50_000..=60_000).contains(&open_for), "{open_for} ms");
+    // The others were told, as an imported change; nobody else wrote. An event line is printed
+    // after the state changed: waited for.
     for node in &nodes[1..] {
+        poll(&format!("{}'s open event", node.name), LIMIT, || {
+            node.events().last().is_some_and(|e| e.to == "open")
+        });
         let events = node.events();
         let last = events.last().unwrap();
         assert_eq!(
@@ -44,6 +52,8 @@ fn one_trip_opens_every_instance_and_a_reset_on_another_closes_them() {
     all_reach(&mut nodes, "closed", soon()).unwrap();
     assert_eq!(redis.hget(key, "origin"), "node-1");
     assert_eq!(redis.hget(key, "reason"), "reset");
+    // node-1 counts its write when the answer comes back, after the others took the reset on.
+    poll("node-1's write counted", LIMIT, || nodes[1].status().1 >= 1);
     let pushed: Vec<u64> = nodes.iter_mut().map(|n| n.status().1).collect();
     assert_eq!(pushed, [1, 1, 0], "one write per change, no echo");
 }
@@ -244,12 +254,14 @@ fn the_fleets_summed_failures_trip_it_when_no_instance_alone_sees_min_calls() {
     for node in nodes.iter_mut() {
         node.wait_resync(soon());
     }
+    // Under min_calls here: no node trips alone. The fleet's counts may trip it a batch after
+    // node-2's second failure (10 calls), before its last ones: those are rejected.
     for node in nodes.iter_mut() {
         for _ in 0..4 {
-            assert_eq!(
-                node.cmd("fail"),
-                "ok closed",
-                "{}: under min_calls here",
+            let answer = node.cmd("fail");
+            assert!(
+                answer == "ok closed" || answer == "rejected open",
+                "{}: under min_calls here: {answer}",
                 node.name
             );
         }
