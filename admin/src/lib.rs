@@ -73,7 +73,9 @@
 //! made with [`Breaker::new`](breakerbox_runtime::Breaker::new) are not in the registry and are not served.
 //!
 //! The stream and its per-second ticks need a tokio runtime with its timer, as any axum server
-//! has.
+//! has. A stream ends when its client goes, or when the signal given to
+//! [`Admin::end_streams_on`] completes: give it your server's graceful-shutdown signal, which
+//! otherwise waits for every open stream.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 

@@ -56,6 +56,7 @@ pub struct Admin {
     prometheus: Option<Render>,
     #[cfg(feature = "fleet")]
     fleet: Option<breakerbox_fleet::FleetView>,
+    streams_end: Option<crate::state::StreamsEnd>,
 }
 
 impl Admin {
@@ -140,6 +141,42 @@ impl Admin {
         self
     }
 
+    /// Ends every `GET /events` stream once `signal` completes: give it the signal your
+    /// server's graceful shutdown waits for. An event stream is a response that never ends
+    /// by itself, and axum's `with_graceful_shutdown` waits for every response to end, so
+    /// without this one dashboard left open holds the shutdown until the client goes (or the
+    /// orchestrator's kill). A stream asked for after `signal` completed ends at once.
+    ///
+    /// ```
+    /// use breakerbox_admin::Admin;
+    ///
+    /// # async fn serve(listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    /// let (stop, stopped) = tokio::sync::watch::channel(());
+    /// let mut streams_stopped = stopped.clone();
+    /// let admin = Admin::new()
+    ///     .end_streams_on(async move { streams_stopped.changed().await.unwrap_or(()) })
+    ///     .router();
+    /// let mut server_stopped = stopped;
+    /// axum::serve(listener, admin)
+    ///     .with_graceful_shutdown(async move { server_stopped.changed().await.unwrap_or(()) })
+    ///     .await?;
+    /// # drop(stop);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// (`stop.send(())`, from the SIGTERM handler, stops both.)
+    pub fn end_streams_on(
+        mut self,
+        signal: impl core::future::Future<Output = ()> + Send + 'static,
+    ) -> Admin {
+        use futures_util::FutureExt;
+        let signal: core::pin::Pin<Box<dyn core::future::Future<Output = ()> + Send>> =
+            Box::pin(signal);
+        self.streams_end = Some(signal.shared());
+        self
+    }
+
     /// The router. Mount it where you like: `Router::nest_service("/admin", …)` serves the
     /// dashboard at `/admin` and `/admin/` (axum's `nest` routes `/admin` only). The dashboard
     /// finds the other endpoints relative to its own address.
@@ -152,6 +189,7 @@ impl Admin {
             prometheus: self.prometheus,
             #[cfg(feature = "fleet")]
             fleet: self.fleet,
+            streams_end: self.streams_end,
         });
         Router::new()
             .route("/", get(dashboard))
@@ -204,6 +242,7 @@ impl core::fmt::Debug for Admin {
         f.debug_struct("Admin")
             .field("control", &self.tokens.any())
             .field("token_labels", &self.tokens.labels())
+            .field("ends_streams", &self.streams_end.is_some())
             .finish_non_exhaustive()
     }
 }

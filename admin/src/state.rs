@@ -18,7 +18,14 @@ pub(crate) struct AdminState {
     pub(crate) prometheus: Option<Render>,
     #[cfg(feature = "fleet")]
     pub(crate) fleet: Option<breakerbox_fleet::FleetView>,
+    /// Ends every `GET /events` stream once it completes ([`Admin::end_streams_on`](crate::Admin::end_streams_on)).
+    pub(crate) streams_end: Option<StreamsEnd>,
 }
+
+/// The signal given to [`Admin::end_streams_on`](crate::Admin::end_streams_on), awaited by
+/// every stream at once.
+pub(crate) type StreamsEnd =
+    futures_util::future::Shared<core::pin::Pin<Box<dyn core::future::Future<Output = ()> + Send>>>;
 
 impl AdminState {
     /// This process's name in the fleet, when the router was given a fleet view.

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::pin::pin;
 use std::sync::{Arc, Mutex, Once, OnceLock};
 
+use axum::extract::State;
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use core::convert::Infallible;
@@ -23,6 +24,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use crate::breakers::{self, BreakerView, FamilyView};
+use crate::state::AdminState;
 use breakerbox_runtime::{Event, registry};
 
 /// Events a subscriber may fall behind by before it loses the oldest.
@@ -161,8 +163,8 @@ pub(crate) fn install() {
     });
 }
 
-/// `GET /events`.
-pub(crate) async fn events() -> Response {
+/// `GET /events`: until the client goes, or the router's `end_streams_on` signal completes.
+pub(crate) async fn events(State(state): State<Arc<AdminState>>) -> Response {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let subscriber = Subscriber {
@@ -171,9 +173,17 @@ pub(crate) async fn events() -> Response {
         last: None,
         dropped: 0,
     };
-    let stream = futures_util::stream::unfold(subscriber, |mut s| async move {
-        let event = s.next().await;
-        Some((Ok::<_, Infallible>(event), s))
+    let end = state.streams_end.clone();
+    let stream = futures_util::stream::unfold((subscriber, end), |(mut s, end)| async move {
+        let event = match end {
+            None => s.next().await,
+            // The signal first: a stream asked for after it ends before its first event.
+            Some(ref end) => match select(end.clone(), pin!(s.next())).await {
+                Either::Left(_) => return None,
+                Either::Right((event, _)) => event,
+            },
+        };
+        Some((Ok::<_, Infallible>(event), (s, end)))
     });
     Sse::new(stream).into_response()
 }

@@ -2,6 +2,7 @@
 
 use axum::http::header;
 use breakerbox_admin as admin;
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -96,5 +97,68 @@ async fn timeouts_are_counted_apart_in_the_metrics_and_their_rate() {
             .ends_with("; 1 of 2 failures in a row so far"),
         "{}",
         mine["explain"]
+    );
+}
+
+/// A router given `end_streams_on` ends every open event stream when the signal completes,
+/// and answers a stream asked for afterwards with its end at once.
+#[tokio::test(start_paused = true)]
+async fn the_event_streams_end_when_the_routers_signal_completes() {
+    let _shared = crate::support::shared().await;
+    let (stop, stopped) = tokio::sync::watch::channel(());
+    let app = admin::Admin::new()
+        .end_streams_on(async move {
+            let mut stopped = stopped;
+            stopped.changed().await.unwrap_or(());
+        })
+        .router();
+    let res = app.clone().oneshot(get("/events")).await.unwrap();
+    let mut body = res.into_body().into_data_stream();
+    let (name, _) = next_event(&mut body).await;
+    assert_eq!(name, "metrics");
+    stop.send(()).unwrap();
+    assert!(body.next().await.is_none(), "the stream goes on");
+
+    let res = app.oneshot(get("/events")).await.unwrap();
+    let mut body = res.into_body().into_data_stream();
+    assert!(body.next().await.is_none(), "a new stream goes on");
+}
+
+/// An application that gives the admin its shutdown signal shuts down gracefully with a
+/// client's event stream open: axum waits for every response to end, and the stream ends.
+#[tokio::test]
+async fn a_graceful_shutdown_does_not_wait_for_an_open_event_stream() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (stop, stopped) = tokio::sync::watch::channel(());
+    let (mut for_streams, mut for_server) = (stopped.clone(), stopped);
+    let app = admin::Admin::new()
+        .end_streams_on(async move { for_streams.changed().await.unwrap_or(()) })
+        .router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { for_server.changed().await.unwrap_or(()) })
+            .await
+    });
+    let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    client
+        .write_all(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    // The stream is open once its first event (the metrics) has come.
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("event: metrics") {
+        let mut buf = [0; 4096];
+        let n = client.read(&mut buf).await.unwrap();
+        assert_ne!(n, 0, "closed before the first event");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    stop.send(()).unwrap();
+    // Nothing to wait for but the stream's end: a hang is the failure.
+    let served = tokio::time::timeout(std::time::Duration::from_secs(30), server).await;
+    assert!(
+        matches!(served, Ok(Ok(Ok(())))),
+        "the server did not shut down: {served:?}"
     );
 }
