@@ -110,6 +110,11 @@ impl fmt::Display for Quorum {
 /// The values of `fleet_trip`.
 const FLEET_TRIP: [&str; 2] = ["any", "quorum"];
 
+/// The longest [`resync_every`](FleetConfig::resync_every), [`timeout`](FleetConfig::timeout)
+/// and [`key_ttl`](FleetConfig::key_ttl): a year. A longer one is taken as a year, so that the
+/// fleet's task can add it, and multiples of it, to its clock.
+pub(crate) const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// The keys of a `[fleet.breakers.<name>]` table.
 const BREAKER_KEYS: [&str; 2] = ["fleet_trip", "quorum"];
 
@@ -244,9 +249,9 @@ impl FleetConfig {
 
     /// How often every shared record is read again (pub/sub loses messages while a connection
     /// is down). While the store is failing, it is tried every quarter of this, at most every
-    /// 100 ms.
+    /// 100 ms. Taken as at least 10 ms and at most a year.
     pub fn resync_every(mut self, every: Duration) -> FleetConfig {
-        self.resync_every = every.max(Duration::from_millis(10));
+        self.resync_every = every.clamp(Duration::from_millis(10), LONGEST);
         self
     }
 
@@ -256,16 +261,16 @@ impl FleetConfig {
     /// forced open or disabled keeps its record until it is reset. 30 s by default; never less
     /// than three [`resync_every`](FleetConfig::resync_every) (so that an instance holding the
     /// key open reads its close before the record expires, even if the message was lost).
-    /// `[fleet] key_ttl = "30s"`.
+    /// `[fleet] key_ttl = "30s"`. Taken as at least 10 ms and at most a year.
     pub fn key_ttl(mut self, ttl: Duration) -> FleetConfig {
-        self.key_ttl = ttl.max(Duration::from_millis(10));
+        self.key_ttl = ttl.clamp(Duration::from_millis(10), LONGEST);
         self
     }
 
     /// How long a store operation may take before it counts as failed. It never delays a call:
-    /// only the fleet's own task waits.
+    /// only the fleet's own task waits. Taken as at least 1 ms and at most a year.
     pub fn timeout(mut self, timeout: Duration) -> FleetConfig {
-        self.timeout = timeout.max(Duration::from_millis(1));
+        self.timeout = timeout.clamp(Duration::from_millis(1), LONGEST);
         self
     }
 

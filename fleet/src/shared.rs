@@ -72,6 +72,13 @@ pub(crate) struct Inner {
     pub(crate) listened: Mutex<Listened>,
 }
 
+/// `at` plus `by`, at most a century: a breaker's own durations (`trip_for(Duration::MAX)`, a
+/// huge `open_for` or `probe_timeout`) may be past what an `Instant` can add.
+pub(crate) fn later(at: tokio::time::Instant, by: core::time::Duration) -> tokio::time::Instant {
+    const CENTURY: core::time::Duration = core::time::Duration::from_secs(100 * 365 * 24 * 3600);
+    at + by.min(CENTURY)
+}
+
 /// The breakers `Fleet::share` was given (`Inner::listened`).
 #[derive(Default)]
 pub(crate) struct Listened {

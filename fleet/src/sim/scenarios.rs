@@ -411,3 +411,27 @@ fn a_trip_by_hand_of_a_breaker_the_fleet_holds_open_reaches_every_instance() {
         );
     });
 }
+
+/// Durations past what a clock can add (`Duration::MAX` as `resync_every`, `timeout`,
+/// `key_ttl` and a `trip_for`) never stop the fleet's task: the trip reaches the other
+/// instance, and so does a reset made there, on every store policy.
+#[test]
+fn durations_past_any_clock_leave_the_fleet_sharing() {
+    for policy in POLICIES {
+        paused(|| async move {
+            let c = super::harness::cluster_with(2, &["payments"], consecutive(1), |f| {
+                f.on_store_error(policy)
+                    .resync_every(Duration::MAX)
+                    .timeout(Duration::MAX)
+                    .key_ttl(Duration::MAX)
+            });
+            sleep(Duration::from_millis(50)).await;
+            c.breakers[0][0].trip_for(Duration::MAX);
+            sleep(Duration::from_secs(2)).await;
+            assert_eq!(c.states(0), [State::Open, State::Open], "{policy:?}");
+            c.breakers[1][0].reset();
+            sleep(Duration::from_secs(2)).await;
+            assert_eq!(c.states(0), [State::Closed, State::Closed], "{policy:?}");
+        });
+    }
+}

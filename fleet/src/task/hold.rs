@@ -14,7 +14,7 @@ use super::breakers;
 use super::state::Task;
 use crate::config::OnStoreError;
 use crate::keys::split_key;
-use crate::shared::Held;
+use crate::shared::{Held, later};
 
 impl Task {
     /// Whether shared breakers are held for a failing store.
@@ -125,7 +125,7 @@ impl Task {
                 t.lease = None;
                 t.probe_at = match (t.seen, t.open_until) {
                     (State::Open, Some(until)) if state.state == State::Open => Some(until),
-                    _ => state.open_remaining.map(|left| Instant::now() + left),
+                    _ => state.open_remaining.map(|left| later(Instant::now(), left)),
                 };
             }
             breaker.set_probe_budget(None);

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use super::breakers::held;
 use super::state::{Answer, Lease, Task};
 
+use crate::shared::later;
 use crate::store::{LeaseAsk, Leases};
 use breakerbox_runtime::__integrations::BreakerExt;
 use breakerbox_runtime::{Breaker, SharedState, State};
@@ -58,8 +59,8 @@ impl Task {
             .get(name)
             .and_then(|t| t.open_until)
             .map_or(Duration::ZERO, |until| until.saturating_duration_since(now))
-            + breaker.config().probe_timeout();
-        left > hold + Duration::from_millis(10)
+            .saturating_add(breaker.config().probe_timeout());
+        left > hold.saturating_add(Duration::from_millis(10))
     }
 
     /// A lease held here, at half its life or at its end. Probes in flight keep the leases
@@ -104,7 +105,7 @@ impl Task {
     fn relinquish(&mut self, name: &str, breaker: &Breaker, lease: Lease) {
         breaker.set_probe_budget(Some(0));
         let ttl = breaker.config().probe_timeout();
-        let again = lease.until + lease.rtt + ttl / 4;
+        let again = later(lease.until, lease.rtt.saturating_add(ttl / 4));
         if let Some(t) = self.tracked.get_mut(name) {
             t.lease = None;
             t.probe_at = Some(again);
@@ -164,7 +165,7 @@ impl Task {
         }
         let retry = |task: &mut Task, after: Duration| {
             if let Some(t) = task.tracked.get_mut(name) {
-                t.probe_at = Some(Instant::now() + after);
+                t.probe_at = Some(later(Instant::now(), after));
             }
         };
         match reply {
@@ -173,7 +174,7 @@ impl Task {
                 // breaker): the grant would end that; asked again when it runs out.
                 let left = breaker.held_state().open_remaining.unwrap_or_default();
                 if let Some(t) = self.tracked.get_mut(name) {
-                    t.probe_at = Some(Instant::now() + left);
+                    t.probe_at = Some(later(Instant::now(), left));
                     t.lease = None;
                 }
             }
@@ -181,12 +182,12 @@ impl Task {
                 // The lease runs from before the ask left, so it ends here no later than in
                 // the store.
                 let lease = Lease {
-                    until: sent + ttl,
+                    until: later(sent, ttl),
                     rtt: sent.elapsed(),
                 };
                 if let Some(t) = self.tracked.get_mut(name) {
                     t.lease = Some(lease);
-                    t.probe_at = Some(sent + ttl / 2);
+                    t.probe_at = Some(later(sent, ttl / 2));
                 }
                 if breaker.state() == State::HalfOpen {
                     // Renewed while its probes run: one probe per lease again.

@@ -16,6 +16,7 @@ use breakerbox_runtime::{Reason, State, WeakBreaker};
 use crate::config::{FleetTrip, Quorum};
 use crate::keys::{record_key, split_key};
 use crate::record::Record;
+use crate::shared::later;
 use crate::shared::{Inner, Message};
 use crate::store::{Feed, FleetStore};
 
@@ -96,7 +97,7 @@ impl Tracked {
             record.reason.clone(),
             record.last_failure.clone(),
         );
-        self.open_until = record.open_remaining().map(|d| Instant::now() + d);
+        self.open_until = record.open_remaining().map(|d| later(Instant::now(), d));
         self.probe_at = self.open_until;
         self.lease = None;
         self.vanished = false;
