@@ -165,12 +165,16 @@ impl Admin {
     /// # }
     /// ```
     ///
-    /// (`stop.send(())`, from the SIGTERM handler, stops both.)
+    /// (`stop.send(())`, from the SIGTERM handler, stops both.) A `signal` that panics ends
+    /// the streams as if it had completed; the panic goes no further.
     pub fn end_streams_on(
         mut self,
         signal: impl core::future::Future<Output = ()> + Send + 'static,
     ) -> Admin {
         use futures_util::FutureExt;
+        let signal = core::panic::AssertUnwindSafe(signal)
+            .catch_unwind()
+            .map(|_| ());
         let signal: core::pin::Pin<Box<dyn core::future::Future<Output = ()> + Send>> =
             Box::pin(signal);
         self.streams_end = Some(signal.shared());

@@ -654,8 +654,8 @@ mod tests {
     }
 
     /// Sharing a breaker again adds no second listener to it, and sharing many breakers that
-    /// are dropped keeps no entry of each: `Arc::weak_count` of the fleet's state counts the
-    /// listeners (each holds it weakly) and the breakers' entries it keeps.
+    /// are dropped keeps no entry of each. Each listener holds the fleet's state weakly, so
+    /// `Arc::weak_count` of it counts the listeners.
     #[test]
     fn sharing_a_breaker_again_adds_nothing_and_dropped_breakers_are_forgotten() {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -684,6 +684,11 @@ mod tests {
             ));
         }
         assert!(entries() <= 128, "{} entries kept", entries());
+        assert_eq!(
+            listeners(),
+            before + 2,
+            "dropped breakers' listeners are gone"
+        );
     }
 
     #[test]

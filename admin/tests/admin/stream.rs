@@ -124,6 +124,35 @@ async fn the_event_streams_end_when_the_routers_signal_completes() {
     assert!(body.next().await.is_none(), "a new stream goes on");
 }
 
+/// A shutdown signal that panics ends the streams, as if it had completed; the panic reaches
+/// no client's stream.
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_signal_that_panics_ends_the_streams() {
+    let _shared = crate::support::shared().await;
+    let app = admin::Admin::new()
+        .end_streams_on(async {
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+            panic!("the application's signal panics");
+        })
+        .router();
+    let res = app.oneshot(get("/events")).await.unwrap();
+    let mut body = res.into_body().into_data_stream();
+    // Until the stream ends: the ticks at 0 s and 1 s, and other tests' breakers' changes.
+    let mut ticks = 0;
+    for _ in 0..1000 {
+        let Some(frame) = body.next().await else {
+            assert_eq!(ticks, 2, "the ticks before the signal at 1.5 s");
+            return;
+        };
+        ticks += usize::from(
+            std::str::from_utf8(&frame.unwrap())
+                .unwrap()
+                .contains("event: metrics"),
+        );
+    }
+    panic!("the stream goes on: {ticks} ticks");
+}
+
 /// An application that gives the admin its shutdown signal shuts down gracefully with a
 /// client's event stream open: axum waits for every response to end, and the stream ends.
 #[tokio::test]
