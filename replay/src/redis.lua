@@ -10,7 +10,8 @@
 -- KEYS[4] hash: n -> "attempts next_try_ns", for entries whose replay failed
 -- KEYS[5] sorted set: n of the entries a replay holds, scored by when it took them (ms on the
 --         journal's clock)
--- KEYS[6] hash: the fleet's counts, `bytes` of the queued entries, and `seq`
+-- KEYS[6] hash: the fleet's counts, `bytes` of the queued entries, `seq`, and `keys`, the
+--         number of fields KEYS[3] holds (KEYS[3] gone while it is above 0 was lost: rebuilt)
 --
 -- In the group, an entry is either undelivered (newer than the group's last delivered id), or
 -- pending on the consumer `__queue` (delivered once, no replay holds it), or pending on one
@@ -64,10 +65,24 @@ local function tries(n)
 end
 local function keyed(f) if f.k then return {'1', f.k} end return {'0', ''} end
 
+-- The keys of the stream's entries, written again from the stream: the keys' hash lost
+-- (evicted, deleted) would let a call with a queued key be journaled twice.
+local function rebuild_keys()
+  redis.call('DEL', K)
+  local keys = 0
+  for _, e in ipairs(redis.call('XRANGE', S, '-', '+')) do
+    local f = fields(e[2])
+    if f.k then keys = keys + redis.call('HSET', K, f.k, num(e[1])) end
+  end
+  redis.call('HSET', C, 'keys', keys)
+end
+
 -- The stream and its group, made if missing; a key of another kind is the caller's error.
 -- The counts' `bytes` weigh the stream's entries: a stream made anew holds none, and counts
 -- lost (evicted, deleted) are weighed again from the stream, so that neither loss lets the
--- stream past max_bytes nor keeps it full of entries it no longer holds.
+-- stream past max_bytes nor keeps it full of entries it no longer holds. The keys' hash is
+-- written again from the stream when it is gone while the counts say it holds keys (or the
+-- counts were lost).
 local function ensure()
   local kind = redis.call('TYPE', S)['ok']
   if kind ~= 'stream' and kind ~= 'none' then
@@ -86,6 +101,10 @@ local function ensure()
     end
     redis.call('HSET', C, 'bytes', weighed)
   end
+  local keys = tonumber(redis.call('HGET', C, 'keys'))
+  if not keys or (keys > 0 and redis.call('TYPE', K)['ok'] == 'none') then
+    rebuild_keys()
+  end
   return nil
 end
 
@@ -97,6 +116,7 @@ local function remove(n, f)
   redis.call('HDEL', T, n)
   if f.k and redis.call('HGET', K, f.k) == n then
     redis.call('HDEL', K, f.k)
+    redis.call('HINCRBY', C, 'keys', -1)
   end
   count('bytes', -tonumber(f.b))
 end
@@ -119,7 +139,7 @@ local function add(n, t, b, a, has_key, key)
   if has_key then
     cmd[#cmd + 1] = 'k'
     cmd[#cmd + 1] = key
-    redis.call('HSET', K, key, n)
+    redis.call('HINCRBY', C, 'keys', redis.call('HSET', K, key, n))
   end
   redis.call(unpack(cmd))
   count('bytes', tonumber(b))

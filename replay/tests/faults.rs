@@ -11,8 +11,8 @@
 //!
 //! With the feature `redis`, the same seeds drive the fleet journal against a real
 //! `redis-server` through a proxy (`the_fleet_journal_…`, module `fleet`): Redis hangs and
-//! continues (running the held commands late), connections drop, the journal's counts or its
-//! stream are lost; the same invariants, read from Redis after every step.
+//! continues (running the held commands late), connections drop, the journal's counts, its
+//! keys or its stream are lost; the same invariants, read from Redis after every step.
 //!
 //! `BREAKERBOX_REPLAY_FAULT_SEEDS` seeds (100 by default; `scripts/test` runs 2 000), or the
 //! one seed `BREAKERBOX_REPLAY_FAULT_SEED`; a failing seed prints the command that replays it.
@@ -608,7 +608,7 @@ fn the_replayer_never_replays_as_a_probe_nor_twice_under_seeded_interleavings() 
 /// (`scripts/test`'s, named by `BREAKERBOX_TEST_REDIS_URL`, or one of the test's own) reached
 /// through a proxy the seed drives: Redis hangs (the proxy holds the commands, then lets them
 /// through late, as a stopped server that continues), the connection drops (the held commands
-/// with it), the journal's counts hash or its stream is lost (`DEL`). After every step, read
+/// with it), the journal's counts hash, its keys' hash or its stream is lost (`DEL`). After every step, read
 /// from Redis directly: nothing acknowledged is lost unless Redis lost its stream, nothing
 /// refused (also when Redis runs it late) or forged is queued or taken, nothing is taken twice
 /// at once or again after its replay, and the stream stays within `max_entries`. A push
@@ -1076,7 +1076,7 @@ mod fleet {
 
         fn step(&mut self) {
             self.now += Duration::from_millis(1);
-            match self.rng.below(24) {
+            match self.rng.below(25) {
                 0..=7 => self.push(),
                 8..=11 => self.take(),
                 12..=15 => self.settle(),
@@ -1095,6 +1095,7 @@ mod fleet {
                 }
                 19 => self.lose(":counts"),
                 20 => self.lose(":stream"),
+                21 => self.lose(":keys"),
                 _ => {
                     let n = self.journal.retry_dead_letters(self.now);
                     self.trace.push(format!("retry dead letters: {n}"));

@@ -406,6 +406,52 @@ fn a_fleet_journal_whose_counts_were_lost_still_keeps_within_max_bytes() {
 }
 
 #[test]
+fn a_fleet_journal_whose_keys_were_lost_still_journals_a_queued_key_once() {
+    let Some(redis) = TestRedis::get() else {
+        return;
+    };
+    let prefix = prefix("lost-keys");
+    let config = ReplayConfig::new();
+    let j = journal(&redis, &prefix, "a", &config);
+    assert_eq!(
+        j.push(Some("order-1".into()), 1, S(100)).unwrap(),
+        Pushed::New(1)
+    );
+    assert_eq!(
+        j.push(Some("order-2".into()), 2, S(100)).unwrap(),
+        Pushed::New(2)
+    );
+    // Redis loses the keys' hash (evicted, deleted): the stream still holds both entries.
+    redis.command(redis::cmd("DEL").arg(format!("{prefix}{{hooks}}:keys")));
+    assert_eq!(
+        j.push(Some("order-1".into()), 3, S(101)).unwrap(),
+        Pushed::Duplicate(1),
+        "a queued key is journaled once"
+    );
+    // And with the counts lost as well.
+    redis.command(redis::cmd("DEL").arg(format!("{prefix}{{hooks}}:keys")));
+    redis.command(redis::cmd("DEL").arg(format!("{prefix}{{hooks}}:counts")));
+    assert_eq!(
+        j.push(Some("order-2".into()), 4, S(102)).unwrap(),
+        Pushed::Duplicate(2)
+    );
+    // Replayed, the key is free again, and each entry's key goes with it.
+    while let Take::Due(t) = j.take(S(103)) {
+        j.settle(t.id, Settled::Replayed, S(103));
+    }
+    assert_eq!(j.status().entries, 0);
+    assert!(matches!(
+        j.push(Some("order-1".into()), 5, S(104)).unwrap(),
+        Pushed::New(_)
+    ));
+    assert_eq!(
+        redis.command(redis::cmd("HLEN").arg(format!("{prefix}{{hooks}}:keys"))),
+        redis::Value::Int(1),
+        "the keys' hash holds the one queued key"
+    );
+}
+
+#[test]
 fn a_full_fleet_journal_whose_stream_was_lost_takes_calls_again() {
     let Some(redis) = TestRedis::get() else {
         return;
