@@ -199,7 +199,10 @@ impl FleetConfig {
 
     /// What a local trip does to the fleet for the breakers whose names match `pattern` (a name
     /// or a glob, as [`share`](FleetConfig::share) takes); the first pattern given that matches
-    /// wins over [`fleet_trip`](FleetConfig::fleet_trip).
+    /// wins over [`fleet_trip`](FleetConfig::fleet_trip). A pattern that matches none of the
+    /// breakers and families `share` shares is warned of (target `breakerbox`) at
+    /// [`Fleet::start`](crate::Fleet::start): not an error, since a breaker shared with
+    /// [`Fleet::share`](crate::Fleet::share) alone is not in the registry.
     pub fn fleet_trip_for(mut self, pattern: impl Into<String>, trip: FleetTrip) -> FleetConfig {
         self.trip_for.push((pattern.into(), trip));
         self

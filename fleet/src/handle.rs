@@ -446,7 +446,30 @@ fn check_share(config: &FleetConfig) -> Result<(), FleetError> {
             });
         }
     }
+    for pattern in unmatched_trip_for(config, &breakers, &families) {
+        tracing::warn!(target: "breakerbox", pattern, "fleet: `fleet_trip_for` (a `[fleet.breakers.\"{pattern}\"]` table) matches no breaker or keyed family that `share` shares; it changes nothing unless a breaker of that name is shared with `Fleet::share`");
+    }
     Ok(())
+}
+
+/// The [`fleet_trip_for`](FleetConfig::fleet_trip_for) patterns of `config` that match none of
+/// `breakers` and `families` that its `share` patterns share: a misspelt name there changes
+/// nothing, so the start warns of each. Not an error, as a `share` pattern that matches
+/// nothing is: a breaker shared with [`Fleet::share`] alone is not in the registry.
+fn unmatched_trip_for<'a>(
+    config: &'a FleetConfig,
+    breakers: &[String],
+    families: &[String],
+) -> Vec<&'a str> {
+    config
+        .trip_for
+        .iter()
+        .map(|(pattern, _)| pattern.as_str())
+        .filter(|pattern| {
+            let named = |name: &String| config.shares(name) && crate::config::glob(pattern, name);
+            !breakers.iter().any(named) && !families.iter().any(named)
+        })
+        .collect()
 }
 
 /// This host's name in the fleet: `HOSTNAME`, else `/etc/hostname`, else `host`.
@@ -688,6 +711,30 @@ mod tests {
             listeners(),
             before + 2,
             "dropped breakers' listeners are gone"
+        );
+    }
+
+    /// A `fleet_trip_for` pattern (a `[fleet.breakers."…"]` table) that matches no breaker or
+    /// family the fleet shares is found at start (and warned of); one that matches is not.
+    #[test]
+    fn a_trip_for_pattern_matching_nothing_shared_is_found() {
+        let breakers = [
+            "trip-test-payments".to_owned(),
+            "trip-test-search".to_owned(),
+        ];
+        let families = ["trip-test-hosts".to_owned()];
+        let quorum = crate::FleetTrip::Quorum(crate::Quorum::Instances(2));
+        let config = FleetConfig::new("redis://127.0.0.1:1/")
+            .share("trip-test-pay*")
+            .share("trip-test-hosts")
+            .fleet_trip_for("trip-test-paymnts", quorum)
+            .fleet_trip_for("trip-test-pay*", quorum)
+            .fleet_trip_for("trip-test-hosts", quorum)
+            .fleet_trip_for("trip-test-search", quorum);
+        assert_eq!(
+            unmatched_trip_for(&config, &breakers, &families),
+            ["trip-test-paymnts", "trip-test-search"],
+            "misspelt, and a breaker that exists but is not shared"
         );
     }
 
