@@ -5,7 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{Redis, all_reach, keyed_nodes, nodes_fleet, nodes_with, redis_server, soon};
+use crate::support::{
+    Redis, all_reach, keyed_nodes, nodes_fleet, nodes_with, nodes_with_fleet, redis_server, soon,
+};
 
 /// The rule of docs/fleet.md ("Least privilege"), for the prefix `acl`.
 const RULE: &[&str] = &[
@@ -52,7 +54,7 @@ fn the_fleet_runs_under_its_least_privilege_acl_user() {
     // A failure rate over a time window (fleet counts: count.lua), short open times (probe
     // leases: probe.lua), one success to close.
     let keys = "failure_rate = 50\nwindow = \"10s\"\nmin_calls = 2\nopen_for = \"300ms\"\nhalf_open_calls = 1\nsuccesses = 1\nprobe_timeout = \"5s\"\n";
-    let mut nodes = nodes_with(&url, "acl", 3, keys);
+    let mut nodes = nodes_with_fleet(&url, "acl", 3, keys, PATIENT);
     // Calls judged while closed are counted fleet-wide; two failures on one node trip it. The
     // fleet's counts (one success, one failure: 50% of 2) may trip it first, a batch (100 ms)
     // after the first failure: then the second call is rejected.
@@ -105,7 +107,7 @@ fn quorum_trips_and_heartbeats_run_under_the_same_acl_user() {
         &url,
         "acl",
         3,
-        "fleet_trip = \"quorum\"\nquorum = 2\nresync_every = \"200ms\"\n",
+        &format!("fleet_trip = \"quorum\"\nquorum = 2\nresync_every = \"200ms\"\n{PATIENT}"),
     );
     let deadline = soon();
     while nodes[0].instances().2.len() != 3 {
@@ -128,6 +130,10 @@ fn quorum_trips_and_heartbeats_run_under_the_same_acl_user() {
     }
 }
 
+/// The store's timeout for the tests that count store errors: a denied command fails at once,
+/// and a slow answer on a loaded machine must not count as one.
+const PATIENT: &str = "timeout = \"5s\"\n";
+
 /// What the rule of docs/fleet.md adds for shared keyed families: their keys, and the
 /// commands their records' expiry and open-key lists take.
 const KEYED_RULE: &[&str] = &["~{acl/*", "+persist", "+zrem"];
@@ -145,7 +151,7 @@ fn a_shared_keyed_family_runs_under_the_same_acl_user() {
     let url = redis
         .url()
         .replace("redis://", "redis://fleet:fleet-secret@");
-    let mut nodes = keyed_nodes(&url, "acl", 2, "");
+    let mut nodes = keyed_nodes(&url, "acl", 2, PATIENT);
     // A trip (record.lua with its expiry and open-key list), a key made later (the open keys
     // read), a forced open (PERSIST) and a reset (ZREM).
     assert_eq!(nodes[0].cmd("kfail a.example"), "ok open");

@@ -492,11 +492,26 @@ pub fn nodes(url: &str, prefix: &str, n: usize) -> Vec<Node> {
 
 /// `n` nodes whose `payments` has the config keys `keys`.
 pub fn nodes_with(url: &str, prefix: &str, n: usize, keys: &str) -> Vec<Node> {
+    nodes_with_fleet(url, prefix, n, keys, "")
+}
+
+/// `n` nodes whose `payments` has the config keys `keys`, and whose `[fleet]` table has the
+/// keys `fleet_keys` too.
+pub fn nodes_with_fleet(
+    url: &str,
+    prefix: &str,
+    n: usize,
+    keys: &str,
+    fleet_keys: &str,
+) -> Vec<Node> {
     let dir = tempdir();
     (0..n)
         .map(|i| {
             let name = format!("node-{i}");
-            Node::start(&config_with(&dir, url, prefix, &name, keys), &name)
+            Node::start(
+                &config_fleet(&dir, url, prefix, &name, keys, fleet_keys),
+                &name,
+            )
         })
         .collect()
 }
