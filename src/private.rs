@@ -424,6 +424,62 @@ impl<R> CauseNone for &CauseOf<'_, R> {
     }
 }
 
+/// A synchronous function's return value, checked not to be a future: the attribute sees a
+/// future written as `impl Future` or `Pin<Box<dyn Future>>`, but not one behind a type alias
+/// (`futures::future::BoxFuture`) or a named type. `(&ReturnOf(&result)).__breakerbox_return()`
+/// picks [`FutureReturn`] for a future and [`ValueReturn`] for anything else (autoref
+/// specialization), and [`not_a_future`] accepts only the latter.
+#[derive(Debug)]
+pub struct ReturnOf<'a, R>(pub &'a R);
+
+/// What [`FutureReturn`] gives: a function that returns a future.
+#[derive(Debug)]
+pub struct ReturnsFuture;
+
+/// What [`ValueReturn`] gives: a function that returns something else.
+#[derive(Debug)]
+pub struct ReturnsValue;
+
+/// A future.
+pub trait FutureReturn {
+    /// [`ReturnsFuture`].
+    fn __breakerbox_return(&self) -> ReturnsFuture;
+}
+
+impl<F: Future> FutureReturn for ReturnOf<'_, F> {
+    #[inline(always)]
+    fn __breakerbox_return(&self) -> ReturnsFuture {
+        ReturnsFuture
+    }
+}
+
+/// Anything else.
+pub trait ValueReturn {
+    /// [`ReturnsValue`].
+    fn __breakerbox_return(&self) -> ReturnsValue;
+}
+
+impl<R> ValueReturn for &ReturnOf<'_, R> {
+    #[inline(always)]
+    fn __breakerbox_return(&self) -> ReturnsValue {
+        ReturnsValue
+    }
+}
+
+/// Implemented by [`ReturnsValue`] only.
+#[diagnostic::on_unimplemented(
+    message = "#[circuit_breaker] on a function that returns a future would record the outcome when the future is created, not when it finishes",
+    label = "this type is a future",
+    note = "write an `async fn` instead (for traits, native `async fn` in the trait rather than `#[async_trait]` or `BoxFuture`), or put the attribute on an `async fn` the future awaits"
+)]
+pub trait NotAFuture {}
+
+impl NotAFuture for ReturnsValue {}
+
+/// Compiles only for a function that does not return a future.
+#[inline(always)]
+pub fn not_a_future<K: NotAFuture>(_returns: K) {}
+
 /// The timeout of a call to a function whose attribute names `timeout`: the breaker's
 /// config's now (the attribute's value is one of its layers, which a file, a variable or a
 /// reload may change), or the attribute's should the config have none.

@@ -196,10 +196,12 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
     let cx = Ctx::new(function, args);
     let admission = cx.admission();
     let run = cx.run();
+    let not_a_future = cx.not_a_future();
     let finish = cx.finish();
     quote! {
         #admission
         #run
+        #not_a_future
         #finish
     }
 }
@@ -536,6 +538,35 @@ impl<'a> Ctx<'a> {
                 }
             };
         }
+    }
+
+    /// A plain `fn` whose result is a future is an error at its return type: the outcome
+    /// would be recorded when the future is created. `func::check` sees `impl Future` and
+    /// `Pin<Box<dyn Future>>` as written; this sees a future behind an alias (`BoxFuture`) or
+    /// a named type, which would otherwise compile and record every call as it starts.
+    fn not_a_future(&self) -> Option<TokenStream> {
+        let Ctx {
+            function,
+            private,
+            output,
+            result,
+            ..
+        } = self;
+        if function.sig.asyncness.is_some() {
+            return None;
+        }
+        // Both the check and what it checks sit on the return type.
+        let check = locate(quote!(#private::not_a_future), output);
+        let returns = locate(
+            quote!((&#private::ReturnOf(&#result)).__breakerbox_return()),
+            output,
+        );
+        Some(quote! {
+            {
+                use #private::{FutureReturn as _, ValueReturn as _};
+                #check(#returns);
+            }
+        })
     }
 
     /// Records the outcome, then evaluates to the result: by `classify = path`, by autoref

@@ -319,7 +319,8 @@ use proc_macro::TokenStream;
 /// The function's signature, attributes, docs and lints are left as they are; only the
 /// statements of its body are wrapped. `const fn`, `extern` functions, variadic functions
 /// and functions that return a future without being `async` (such as `#[async_trait]`
-/// output, which would be judged when the future is created rather than when it finishes)
+/// output, which would be judged when the future is created rather than when it finishes;
+/// written `impl Future` or `Pin<Box<dyn Future>>`, or behind an alias such as `BoxFuture`)
 /// are rejected with an error.
 ///
 /// Functions with one `name` share one breaker, wherever they are. The default name is the
