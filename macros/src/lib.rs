@@ -317,8 +317,9 @@ use proc_macro::TokenStream;
 /// own line, not its caller's.
 ///
 /// The function's signature, attributes, docs and lints are left as they are; only the
-/// statements of its body are wrapped. `const fn`, `extern` functions, variadic functions
-/// and functions that return a future without being `async` (such as `#[async_trait]`
+/// statements of its body are wrapped. `const fn`, `extern` functions (but for `extern
+/// "Rust"`, the ABI of every Rust function), functions declared in `extern` blocks, variadic
+/// functions and functions that return a future without being `async` (such as `#[async_trait]`
 /// output, which would be judged when the future is created rather than when it finishes;
 /// written `impl Future` or `Pin<Box<dyn Future>>`, or behind an alias such as `BoxFuture`)
 /// are rejected with an error.
