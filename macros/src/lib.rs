@@ -74,7 +74,7 @@ use proc_macro::TokenStream;
 ///
 /// | Key | Value | Default | Example |
 /// |---|---|---|---|
-/// | `name` | the registry name: a string, or the path of a `&str` constant | the module path and function name, e.g. `"my_app::client::fetch_user"` | `name = "users"` or `name = names::USERS` |
+/// | `name` | the registry name: a string, or the path of a `&str` constant (not through `Self`: name the type) | the module path and function name, e.g. `"my_app::client::fetch_user"` | `name = "users"` or `name = names::USERS` |
 /// | `key` | a breaker per distinct value of this expression over the arguments, which must be `AsRef<str>`; see [Per-key breakers](#per-key-breakers) | one breaker | `key = url.host_str().unwrap_or("")` |
 /// | `config` | a config file's `[configs.<name>]` table, under the attribute's keys: its name, in ASCII letters, digits, `_` and `-`. Every file `registry().load_toml` loads must have that table (else a `LoadError::UnknownConfig` naming this attribute); until one is loaded the attribute's keys stand alone, and a warning says so when the breaker is made. See docs/configuration.md | — | `config = "fast"` |
 /// | `failures` | trip after this many failures in a row (≥ 1) | `5` | `failures = 3` |
