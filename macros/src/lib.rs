@@ -364,8 +364,9 @@ use proc_macro::TokenStream;
 /// the function returns its error built `From<Rejected>` as usual, the `Rejected` saying
 /// `Rejected::journaled()`: answer "accepted" (HTTP 202). Once
 /// the breaker closes, the journaled calls run the body again, through the breaker, oldest
-/// first, `replay_rate` a second. The body is moved into a function of the arguments, so the
-/// function takes named, owned arguments, no `self` and no generic parameters; each argument
+/// first, `replay_rate` a second. The body is moved into a closure of the arguments, so the
+/// function takes named, owned arguments, no `self` and no generic parameters of its own (an
+/// associated function's body may name `Self` and its `impl`'s `'static` ones); each argument
 /// must be `Clone + Send + 'static` (memory) or `Serialize + DeserializeOwned + Send +
 /// 'static` (disk, fleet), a compile error at the argument otherwise. The replay starts at the
 /// function's first call inside a tokio runtime (a disk journal's entries from the last run
