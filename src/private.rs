@@ -199,7 +199,8 @@ impl<T, E: ErrorFromRejected> FromRejected for Result<T, E> {
 #[diagnostic::on_unimplemented(
     message = "the error type `{Self}` must implement `From<breakerbox::Rejected>` to report calls rejected by `#[circuit_breaker]`",
     label = "`{Self}` does not implement `From<breakerbox::Rejected>`",
-    note = "implement `From<breakerbox::Rejected> for {Self}` (for example with a `#[from] Rejected` variant in a thiserror enum), or add `fallback = path_to_fn` to answer rejected calls"
+    note = "implement `From<breakerbox::Rejected> for {Self}` (for example with a `#[from] Rejected` variant in a thiserror enum), or add `fallback = path_to_fn` to answer rejected calls",
+    note = "an error type of another crate, such as `std::io::Error` (`io::Result`), cannot be given that impl: return an error type of your own that wraps it, or `Box<dyn std::error::Error + Send + Sync>`, which takes a `Rejected` as it is"
 )]
 pub trait ErrorFromRejected {
     /// `From::from`.
@@ -245,7 +246,8 @@ impl<T, E: ErrorFromTimeout> FromTimeout for Result<T, E> {
 #[diagnostic::on_unimplemented(
     message = "the error type `{Self}` must implement `From<breakerbox::Timeout>` to report calls that `#[circuit_breaker(timeout = …)]` cut short",
     label = "`{Self}` does not implement `From<breakerbox::Timeout>`",
-    note = "implement `From<breakerbox::Timeout> for {Self}`, or add `fallback = path_to_fn` to answer timed-out calls"
+    note = "implement `From<breakerbox::Timeout> for {Self}`, or add `fallback = path_to_fn` to answer timed-out calls",
+    note = "an error type of another crate, such as `std::io::Error` (`io::Result`), cannot be given that impl: return an error type of your own that wraps it, or `Box<dyn std::error::Error + Send + Sync>`, which takes a `Timeout` as it is"
 )]
 pub trait ErrorFromTimeout {
     /// `From::from`.
