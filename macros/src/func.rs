@@ -137,6 +137,7 @@ pub(crate) fn check(item: &ItemFn, args: &Args, errors: &mut Errors) {
     if args.replay.is_some() {
         replay_shape(sig, errors);
     }
+    declared_in_body(item, args, errors);
     if let Some(fallback) = &args.fallback {
         if calls_itself(&fallback.value, &sig.ident) {
             errors.push(syn::Error::new_spanned(
@@ -157,6 +158,48 @@ pub(crate) fn check(item: &ItemFn, args: &Args, errors: &mut Errors) {
                      is unused)",
                 ));
             }
+        }
+    }
+}
+
+/// `fallback`, `classify` or `probe` naming a function declared in the body: the body is
+/// wrapped, so its items are out of the scope the attribute's arguments are read in, and the
+/// compiler would only say it cannot find the function.
+fn declared_in_body(item: &ItemFn, args: &Args, errors: &mut Errors) {
+    let local: Vec<&syn::Ident> = item
+        .block
+        .stmts
+        .iter()
+        .filter_map(|stmt| match stmt {
+            syn::Stmt::Item(syn::Item::Fn(function)) => Some(&function.sig.ident),
+            _ => None,
+        })
+        .collect();
+    if local.is_empty() {
+        return;
+    }
+    let fallback = if args.fallback_with_reason {
+        "fallback_with_reason"
+    } else {
+        "fallback"
+    };
+    for (key, path) in [
+        (fallback, &args.fallback),
+        ("classify", &args.classify),
+        ("probe", &args.probe),
+    ] {
+        let Some(path) = path else { continue };
+        if let (None, Some(ident)) = (&path.value.qself, path.value.path.get_ident())
+            && local.contains(&ident)
+        {
+            errors.push(syn::Error::new_spanned(
+                ident,
+                format!(
+                    "`{key} = {ident}` names a function declared inside the body, which the \
+                     attribute cannot reach (the body is wrapped); declare `{ident}` next to \
+                     the function instead"
+                ),
+            ));
         }
     }
 }
