@@ -225,7 +225,15 @@ fn replay_shape(sig: &syn::Signature, errors: &mut Errors) {
                 ),
             )),
             FnArg::Typed(typed) => {
-                if fallback_ident(&typed.pat).is_none() {
+                if let Some(cfg) = typed.attrs.iter().find(|a| a.path().is_ident("cfg")) {
+                    errors.push(syn::Error::new_spanned(
+                        cfg,
+                        format!(
+                            "{WHY}: an argument under `#[cfg]` cannot be journaled; take it \
+                             unconditionally (an `Option` if it may be absent)"
+                        ),
+                    ));
+                } else if fallback_ident(&typed.pat).is_none() {
                     errors.push(syn::Error::new_spanned(
                         &typed.pat,
                         format!("{WHY}: every argument needs a name, `name: Type`"),
