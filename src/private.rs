@@ -199,7 +199,8 @@ impl<T, E: ErrorFromRejected> FromRejected for Result<T, E> {
 #[diagnostic::on_unimplemented(
     message = "the error type `{Self}` must implement `From<breakerbox::Rejected>` to report calls rejected by `#[circuit_breaker]`",
     label = "`{Self}` does not implement `From<breakerbox::Rejected>`",
-    note = "implement `From<breakerbox::Rejected> for {Self}` (for example with a `#[from] Rejected` variant in a thiserror enum), or add `fallback = path_to_fn` to answer rejected calls"
+    note = "implement `From<breakerbox::Rejected> for {Self}` (for example with a `#[from] Rejected` variant in a thiserror enum), or add `fallback = path_to_fn` to answer rejected calls",
+    note = "an error type of another crate, such as `std::io::Error` (`io::Result`), cannot be given that impl: return an error type of your own that wraps it, or `Box<dyn std::error::Error + Send + Sync>`, which takes a `Rejected` as it is"
 )]
 pub trait ErrorFromRejected {
     /// `From::from`.
@@ -245,7 +246,8 @@ impl<T, E: ErrorFromTimeout> FromTimeout for Result<T, E> {
 #[diagnostic::on_unimplemented(
     message = "the error type `{Self}` must implement `From<breakerbox::Timeout>` to report calls that `#[circuit_breaker(timeout = …)]` cut short",
     label = "`{Self}` does not implement `From<breakerbox::Timeout>`",
-    note = "implement `From<breakerbox::Timeout> for {Self}`, or add `fallback = path_to_fn` to answer timed-out calls"
+    note = "implement `From<breakerbox::Timeout> for {Self}`, or add `fallback = path_to_fn` to answer timed-out calls",
+    note = "an error type of another crate, such as `std::io::Error` (`io::Result`), cannot be given that impl: return an error type of your own that wraps it, or `Box<dyn std::error::Error + Send + Sync>`, which takes a `Timeout` as it is"
 )]
 pub trait ErrorFromTimeout {
     /// `From::from`.
@@ -423,6 +425,62 @@ impl<R> CauseNone for &CauseOf<'_, R> {
         Option::None
     }
 }
+
+/// A synchronous function's return value, checked not to be a future: the attribute sees a
+/// future written as `impl Future` or `Pin<Box<dyn Future>>`, but not one behind a type alias
+/// (`futures::future::BoxFuture`) or a named type. `(&ReturnOf(&result)).__breakerbox_return()`
+/// picks [`FutureReturn`] for a future and [`ValueReturn`] for anything else (autoref
+/// specialization), and [`not_a_future`] accepts only the latter.
+#[derive(Debug)]
+pub struct ReturnOf<'a, R>(pub &'a R);
+
+/// What [`FutureReturn`] gives: a function that returns a future.
+#[derive(Debug)]
+pub struct ReturnsFuture;
+
+/// What [`ValueReturn`] gives: a function that returns something else.
+#[derive(Debug)]
+pub struct ReturnsValue;
+
+/// A future.
+pub trait FutureReturn {
+    /// [`ReturnsFuture`].
+    fn __breakerbox_return(&self) -> ReturnsFuture;
+}
+
+impl<F: Future> FutureReturn for ReturnOf<'_, F> {
+    #[inline(always)]
+    fn __breakerbox_return(&self) -> ReturnsFuture {
+        ReturnsFuture
+    }
+}
+
+/// Anything else.
+pub trait ValueReturn {
+    /// [`ReturnsValue`].
+    fn __breakerbox_return(&self) -> ReturnsValue;
+}
+
+impl<R> ValueReturn for &ReturnOf<'_, R> {
+    #[inline(always)]
+    fn __breakerbox_return(&self) -> ReturnsValue {
+        ReturnsValue
+    }
+}
+
+/// Implemented by [`ReturnsValue`] only.
+#[diagnostic::on_unimplemented(
+    message = "#[circuit_breaker] on a function that returns a future would record the outcome when the future is created, not when it finishes",
+    label = "this type is a future",
+    note = "write an `async fn` instead (for traits, native `async fn` in the trait rather than `#[async_trait]` or `BoxFuture`), or put the attribute on an `async fn` the future awaits"
+)]
+pub trait NotAFuture {}
+
+impl NotAFuture for ReturnsValue {}
+
+/// Compiles only for a function that does not return a future.
+#[inline(always)]
+pub fn not_a_future<K: NotAFuture>(_returns: K) {}
 
 /// The timeout of a call to a function whose attribute names `timeout`: the breaker's
 /// config's now (the attribute's value is one of its layers, which a file, a variable or a

@@ -50,7 +50,7 @@ fn try_expand(attr: TokenStream, item: &TokenStream) -> Result<TokenStream, Erro
     let body = body(&function, &args);
     function.block.stmts = vec![Stmt::Expr(Expr::Verbatim(body), None)];
     if args.replay.is_some() {
-        // The body, with its `mut` arguments, moved to a function of its own: the wrapper's
+        // The body, with its `mut` arguments, moved to a closure of its own: the wrapper's
         // arguments are only passed on.
         for arg in &mut function.sig.inputs {
             if let syn::FnArg::Typed(typed) = arg
@@ -196,10 +196,12 @@ fn body(function: &ItemFn, args: &Args) -> TokenStream {
     let cx = Ctx::new(function, args);
     let admission = cx.admission();
     let run = cx.run();
+    let not_a_future = cx.not_a_future();
     let finish = cx.finish();
     quote! {
         #admission
         #run
+        #not_a_future
         #finish
     }
 }
@@ -473,26 +475,7 @@ impl<'a> Ctx<'a> {
                 })();
             };
         }
-        // An async block has no return type annotation; a `return` of the right type that
-        // never runs fixes its output type before the body is checked (tracing-attributes
-        // does the same).
-        let fake_return = hint.as_ref().map(|ty| {
-            let fake = syn::Ident::new("__breakerbox_fake_return", Span::mixed_site());
-            quote! {
-                #[allow(
-                    unknown_lints,
-                    unreachable_code,
-                    clippy::diverging_sub_expression,
-                    clippy::empty_loop,
-                    clippy::let_with_type_underscore,
-                    clippy::needless_return,
-                )]
-                if false {
-                    let #fake: #ty = loop {};
-                    return #fake;
-                }
-            }
-        });
+        let fake_return = fake_return(function);
         // The permit is held by `Guarded` across the `.await`: a panic out of the body is a
         // failure even when a catcher stops it first, and the future dropped unfinished is a
         // cancelled call even while a sibling's panic unwinds the task.
@@ -536,6 +519,35 @@ impl<'a> Ctx<'a> {
                 }
             };
         }
+    }
+
+    /// A plain `fn` whose result is a future is an error at its return type: the outcome
+    /// would be recorded when the future is created. `func::check` sees `impl Future` and
+    /// `Pin<Box<dyn Future>>` as written; this sees a future behind an alias (`BoxFuture`) or
+    /// a named type, which would otherwise compile and record every call as it starts.
+    fn not_a_future(&self) -> Option<TokenStream> {
+        let Ctx {
+            function,
+            private,
+            output,
+            result,
+            ..
+        } = self;
+        if function.sig.asyncness.is_some() {
+            return None;
+        }
+        // Both the check and what it checks sit on the return type.
+        let check = locate(quote!(#private::not_a_future), output);
+        let returns = locate(
+            quote!((&#private::ReturnOf(&#result)).__breakerbox_return()),
+            output,
+        );
+        Some(quote! {
+            {
+                use #private::{FutureReturn as _, ValueReturn as _};
+                #check(#returns);
+            }
+        })
     }
 
     /// Records the outcome, then evaluates to the result: by `classify = path`, by autoref
@@ -664,6 +676,28 @@ fn replay_names(function: &ItemFn) -> Vec<syn::Ident> {
         .collect()
 }
 
+/// An async block has no return type annotation; a `return` of the function's return type
+/// that never runs fixes its output type before the body is checked (tracing-attributes does
+/// the same).
+fn fake_return(function: &ItemFn) -> Option<TokenStream> {
+    let ty = func::type_hint(&function.sig.output)?;
+    let fake = syn::Ident::new("__breakerbox_fake_return", Span::mixed_site());
+    Some(quote! {
+        #[allow(
+            unknown_lints,
+            unreachable_code,
+            clippy::diverging_sub_expression,
+            clippy::empty_loop,
+            clippy::let_with_type_underscore,
+            clippy::needless_return,
+        )]
+        if false {
+            let #fake: #ty = loop {};
+            return #fake;
+        }
+    })
+}
+
 impl Ctx<'_> {
     /// With `replay`: each argument checked for what its journal needs (at the argument),
     /// the body as a function of the arguments, and the replay, started at the first call
@@ -711,8 +745,17 @@ impl Ctx<'_> {
         });
         let params = function.sig.inputs.iter();
         let asyncness = &function.sig.asyncness;
-        let output = &function.sig.output;
         let stmts = &function.block.stmts;
+        // The body as a closure that captures nothing (so it is `Copy`, `Send`, `Sync` and
+        // `'static` for the replay), not as a nested `fn`: a nested item cannot name the `impl`'s
+        // `Self` or generic parameters, which an associated function's body may use.
+        let body_closure = if asyncness.is_some() {
+            let fake_return = fake_return(function);
+            quote!(|#(#params),*| async move { #fake_return #(#stmts)* })
+        } else {
+            let output = func::type_hint(&function.sig.output).map(|ty| quote!(-> #ty));
+            quote!(|#(#params),*| #output { #(#stmts)* })
+        };
         let mut config = quote!(#private::replay::ReplayConfig::new());
         if let Some(max) = &args.replay_max {
             let max = max.value as usize;
@@ -758,12 +801,12 @@ impl Ctx<'_> {
         };
         // A synchronous body runs when the replay is called, an async one when it is polled.
         let replay_fn = if asyncness.is_some() {
-            quote!(|(#(#names,)*): (#(#types,)*)| async move {
+            quote!(move |(#(#names,)*): (#(#types,)*)| async move {
                 let #result = #call;
                 #outcome
             })
         } else {
-            quote!(|(#(#names,)*): (#(#types,)*)| {
+            quote!(move |(#(#names,)*): (#(#types,)*)| {
                 let #result = #call;
                 let #result = #outcome;
                 async move { #result }
@@ -782,15 +825,12 @@ impl Ctx<'_> {
         Some(quote! {
             #require
             #(#checks)*
-            #[allow(clippy::too_many_arguments)]
-            #asyncness fn #body_fn(#(#params),*) #output {
-                #(#stmts)*
-            }
+            let #body_fn = #body_closure;
             static #slot: #private::replay::ReplaySlot<(#(#types,)*)> =
                 #private::replay::ReplaySlot::new();
             // Started off the call path (a fleet journal's Redis may not answer); only a
             // rejected call waits for a start under way (see `journal`).
-            #private::replay::ReplaySlot::start(&#slot, || {
+            #private::replay::ReplaySlot::start(&#slot, move || {
                 #private::replay::#start(&*#breaker, #config, #claim_after #replay_fn)
             });
             let #replay = &#slot;

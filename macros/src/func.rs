@@ -12,14 +12,18 @@ use crate::args::{Args, Errors};
 /// The error for an item that is not a function with a body: a trait method without one, an
 /// `impl` block, a struct, … (at the keyword that says what it is).
 pub(crate) fn not_a_function(item: &TokenStream, parse_error: syn::Error) -> syn::Error {
-    if let Ok(method) = syn::parse2::<syn::TraitItemFn>(item.clone())
-        && method.default.is_none()
-    {
-        return syn::Error::new(
-            method.sig.ident.span(),
+    if let Some((name, receiver)) = bodiless_fn(item) {
+        // A trait method, or a function declared in an `extern` block: without a receiver the
+        // tokens do not tell which.
+        let message = if receiver {
             "#[circuit_breaker] needs a function body to wrap: put it on the method in the \
-             `impl` block, or give this trait method a default body",
-        );
+             `impl` block, or give this trait method a default body"
+        } else {
+            "#[circuit_breaker] needs a function body to wrap: on a trait's function, put it on \
+             the function in the `impl` block, or give it a default body; a function declared \
+             in an `extern` block cannot be wrapped: put it on a Rust function that calls it"
+        };
+        return syn::Error::new(name, message);
     }
     let Ok(parsed) = syn::parse2::<syn::Item>(item.clone()) else {
         // Not an item syn can read, such as a function with a syntax error in its body: the
@@ -39,6 +43,31 @@ pub(crate) fn not_a_function(item: &TokenStream, parse_error: syn::Error) -> syn
         "#[circuit_breaker] goes on a function (`fn` or `async fn`), free or in an `impl` block"
     };
     syn::Error::new(span, message)
+}
+
+/// A function declared without a body (`fn name(…) -> T;`, in a trait or an `extern` block,
+/// `safe fn` included): the span of its name, and whether it takes `self`.
+fn bodiless_fn(item: &TokenStream) -> Option<(Span, bool)> {
+    let tokens: Vec<TokenTree> = item.clone().into_iter().collect();
+    if !matches!(tokens.last(), Some(TokenTree::Punct(p)) if p.as_char() == ';') {
+        return None;
+    }
+    let at = tokens
+        .iter()
+        .position(|token| matches!(token, TokenTree::Ident(ident) if ident == "fn"))?;
+    let Some(TokenTree::Ident(name)) = tokens.get(at + 1) else {
+        return None;
+    };
+    let receiver = tokens[at + 2..].iter().any(|token| match token {
+        TokenTree::Group(group) if group.delimiter() == proc_macro2::Delimiter::Parenthesis => {
+            group
+                .stream()
+                .into_iter()
+                .any(|token| matches!(token, TokenTree::Ident(ident) if ident == "self"))
+        }
+        _ => false,
+    });
+    Some((name.span(), receiver))
 }
 
 /// The span of the keyword that says what the item is (`struct`, `impl`, `mod`, …).
@@ -69,7 +98,10 @@ pub(crate) fn check(item: &ItemFn, args: &Args, errors: &mut Errors) {
              remove `const`",
         ));
     }
-    if let Some(abi) = &sig.abi {
+    // `extern "Rust"` is the ABI of every Rust function, written out.
+    if let Some(abi) = &sig.abi
+        && abi.name.as_ref().is_none_or(|name| name.value() != "Rust")
+    {
         errors.push(syn::Error::new(
             abi.span(),
             "#[circuit_breaker] cannot wrap an `extern` function: put it on a Rust function \
@@ -105,6 +137,7 @@ pub(crate) fn check(item: &ItemFn, args: &Args, errors: &mut Errors) {
     if args.replay.is_some() {
         replay_shape(sig, errors);
     }
+    declared_in_body(item, args, errors);
     if let Some(fallback) = &args.fallback {
         if calls_itself(&fallback.value, &sig.ident) {
             errors.push(syn::Error::new_spanned(
@@ -125,6 +158,48 @@ pub(crate) fn check(item: &ItemFn, args: &Args, errors: &mut Errors) {
                      is unused)",
                 ));
             }
+        }
+    }
+}
+
+/// `fallback`, `classify` or `probe` naming a function declared in the body: the body is
+/// wrapped, so its items are out of the scope the attribute's arguments are read in, and the
+/// compiler would only say it cannot find the function.
+fn declared_in_body(item: &ItemFn, args: &Args, errors: &mut Errors) {
+    let local: Vec<&syn::Ident> = item
+        .block
+        .stmts
+        .iter()
+        .filter_map(|stmt| match stmt {
+            syn::Stmt::Item(syn::Item::Fn(function)) => Some(&function.sig.ident),
+            _ => None,
+        })
+        .collect();
+    if local.is_empty() {
+        return;
+    }
+    let fallback = if args.fallback_with_reason {
+        "fallback_with_reason"
+    } else {
+        "fallback"
+    };
+    for (key, path) in [
+        (fallback, &args.fallback),
+        ("classify", &args.classify),
+        ("probe", &args.probe),
+    ] {
+        let Some(path) = path else { continue };
+        if let (None, Some(ident)) = (&path.value.qself, path.value.path.get_ident())
+            && local.contains(&ident)
+        {
+            errors.push(syn::Error::new_spanned(
+                ident,
+                format!(
+                    "`{key} = {ident}` names a function declared inside the body, which the \
+                     attribute cannot reach (the body is wrapped); declare `{ident}` next to \
+                     the function instead"
+                ),
+            ));
         }
     }
 }
@@ -150,7 +225,15 @@ fn replay_shape(sig: &syn::Signature, errors: &mut Errors) {
                 ),
             )),
             FnArg::Typed(typed) => {
-                if fallback_ident(&typed.pat).is_none() {
+                if let Some(cfg) = typed.attrs.iter().find(|a| a.path().is_ident("cfg")) {
+                    errors.push(syn::Error::new_spanned(
+                        cfg,
+                        format!(
+                            "{WHY}: an argument under `#[cfg]` cannot be journaled; take it \
+                             unconditionally (an `Option` if it may be absent)"
+                        ),
+                    ));
+                } else if fallback_ident(&typed.pat).is_none() {
                     errors.push(syn::Error::new_spanned(
                         &typed.pat,
                         format!("{WHY}: every argument needs a name, `name: Type`"),

@@ -74,7 +74,7 @@ use proc_macro::TokenStream;
 ///
 /// | Key | Value | Default | Example |
 /// |---|---|---|---|
-/// | `name` | the registry name: a string, or the path of a `&str` constant | the module path and function name, e.g. `"my_app::client::fetch_user"` | `name = "users"` or `name = names::USERS` |
+/// | `name` | the registry name: a string, or the path of a `&str` constant (not through `Self`: name the type) | the module path and function name, e.g. `"my_app::client::fetch_user"` | `name = "users"` or `name = names::USERS` |
 /// | `key` | a breaker per distinct value of this expression over the arguments, which must be `AsRef<str>`; see [Per-key breakers](#per-key-breakers) | one breaker | `key = url.host_str().unwrap_or("")` |
 /// | `config` | a config file's `[configs.<name>]` table, under the attribute's keys: its name, in ASCII letters, digits, `_` and `-`. Every file `registry().load_toml` loads must have that table (else a `LoadError::UnknownConfig` naming this attribute); until one is loaded the attribute's keys stand alone, and a warning says so when the breaker is made. See docs/configuration.md | — | `config = "fast"` |
 /// | `failures` | trip after this many failures in a row (≥ 1) | `5` | `failures = 3` |
@@ -317,9 +317,11 @@ use proc_macro::TokenStream;
 /// own line, not its caller's.
 ///
 /// The function's signature, attributes, docs and lints are left as they are; only the
-/// statements of its body are wrapped. `const fn`, `extern` functions, variadic functions
-/// and functions that return a future without being `async` (such as `#[async_trait]`
-/// output, which would be judged when the future is created rather than when it finishes)
+/// statements of its body are wrapped. `const fn`, `extern` functions (but for `extern
+/// "Rust"`, the ABI of every Rust function), functions declared in `extern` blocks, variadic
+/// functions and functions that return a future without being `async` (such as `#[async_trait]`
+/// output, which would be judged when the future is created rather than when it finishes;
+/// written `impl Future` or `Pin<Box<dyn Future>>`, or behind an alias such as `BoxFuture`)
 /// are rejected with an error.
 ///
 /// Functions with one `name` share one breaker, wherever they are. The default name is the
@@ -362,8 +364,9 @@ use proc_macro::TokenStream;
 /// the function returns its error built `From<Rejected>` as usual, the `Rejected` saying
 /// `Rejected::journaled()`: answer "accepted" (HTTP 202). Once
 /// the breaker closes, the journaled calls run the body again, through the breaker, oldest
-/// first, `replay_rate` a second. The body is moved into a function of the arguments, so the
-/// function takes named, owned arguments, no `self` and no generic parameters; each argument
+/// first, `replay_rate` a second. The body is moved into a closure of the arguments, so the
+/// function takes named, owned arguments, no `self` and no generic parameters of its own (an
+/// associated function's body may name `Self` and its `impl`'s `'static` ones); each argument
 /// must be `Clone + Send + 'static` (memory) or `Serialize + DeserializeOwned + Send +
 /// 'static` (disk, fleet), a compile error at the argument otherwise. The replay starts at the
 /// function's first call inside a tokio runtime (a disk journal's entries from the last run

@@ -7,7 +7,10 @@
 //! fallback to the default config into a compile error (the `mirror` test below checks that
 //! the two agree).
 
-use crate::args::{Args, Errors, Journal, Window, defaults};
+use proc_macro2::{TokenStream, TokenTree};
+use quote::ToTokens;
+
+use crate::args::{Args, Errors, Journal, Key, Name, Window, defaults};
 use crate::duration;
 
 /// Reports every impossible combination of keys in `args`.
@@ -29,6 +32,7 @@ pub(crate) fn check(args: &Args, errors: &mut Errors) {
             }
         }
     }
+    name(args, errors);
     probe(args, errors);
     replay(args, errors);
     if let (Some(on), None) = (&args.fallback_on, &args.fallback) {
@@ -201,6 +205,31 @@ fn replay(args: &Args, errors: &mut Errors) {
     }
 }
 
+/// `name = <expression>` is read in the registration's static, where `Self` is unknown.
+fn name(args: &Args, errors: &mut Errors) {
+    fn find_self(tokens: TokenStream) -> Option<proc_macro2::Ident> {
+        tokens.into_iter().find_map(|token| match token {
+            TokenTree::Ident(ident) if ident == "Self" => Some(ident),
+            TokenTree::Group(group) => find_self(group.stream()),
+            _ => None,
+        })
+    }
+    let Some(Key {
+        value: Name::Expr(expr),
+        ..
+    }) = &args.name
+    else {
+        return;
+    };
+    if let Some(ident) = find_self(expr.to_token_stream()) {
+        errors.push(syn::Error::new(
+            ident.span(),
+            "`name` cannot name `Self`: the name is read in a static, where `Self` is \
+             unknown; write the type's name instead (`name = MyClient::NAME`)",
+        ));
+    }
+}
+
 fn probe(args: &Args, errors: &mut Errors) {
     if let (Some(every), None) = (&args.probe_every, &args.probe) {
         errors.push(syn::Error::new(
@@ -286,6 +315,9 @@ mod tests {
         assert!(parse(quote!(probe = Client::health)).is_ok());
         assert!(error(quote!(probe_every = "2s")).contains("`probe_every` needs `probe = path`"));
         assert!(error(quote!(probe = Self::health)).contains("cannot name `Self`"));
+        assert!(error(quote!(name = Self::NAME)).contains("`name` cannot name `Self`"));
+        assert!(error(quote!(name = <Self as T>::NAME)).contains("`name` cannot name `Self`"));
+        assert!(parse(quote!(name = Client::NAME)).is_ok());
         assert!(error(quote!(key = a, probe = health)).contains("cannot be combined with `key`"));
         assert!(error(quote!(probe = "health")).contains("without quotes"));
         assert!(error(quote!(probe = || true)).contains("not a closure"));
