@@ -328,9 +328,13 @@ use proc_macro::TokenStream;
 /// module path and the function's name, so two methods with the same name in one module
 /// (in different `impl` blocks) share a breaker unless one is given a `name`. The breaker
 /// has its attribute's config (with two attributes, the first by file and line), whoever
-/// creates it. A config registered beforehand with `breakerbox::registry().configure(name, …)`
-/// replaces it whole; a config file (`load_toml`) changes only the keys it names, over the
-/// attribute's (see docs/configuration.md). Attributes that give one name different configs are a
+/// creates it. Each call takes its own permit, so a function that calls itself (or another
+/// function of its breaker) takes one per level: half-open with `half_open_calls = 1`, or at
+/// `max_concurrent`, the inner call is rejected, and a function that always recurses and
+/// passes the inner error on fails its own probe. A config registered beforehand with
+/// `breakerbox::registry().configure(name, …)` replaces it whole; a config file
+/// (`load_toml`) changes only the keys it names, over the attribute's (see
+/// docs/configuration.md). Attributes that give one name different configs are a
 /// mistake `breakerbox::registry().check()` reports at startup, with both lines:
 ///
 /// ```
