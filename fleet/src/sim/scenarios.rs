@@ -435,3 +435,17 @@ fn durations_past_any_clock_leave_the_fleet_sharing() {
         });
     }
 }
+
+/// A fleet whose first pass has no record to read (nothing shared yet) says it is connected
+/// once the store has answered, as `FleetStatus::connected` promises ("the last store
+/// operation succeeded").
+#[test]
+fn a_fleet_with_nothing_to_read_yet_says_it_is_connected() {
+    paused(|| async move {
+        let c = cluster(1, &[], consecutive(1), OnStoreError::Local);
+        sleep(Duration::from_millis(50)).await;
+        let status = c.fleets[0].as_ref().unwrap().status();
+        assert!(status.resyncs >= 1, "{status:?}");
+        assert!(status.connected, "{status:?}");
+    });
+}

@@ -54,7 +54,12 @@ impl Task {
         if !self.subscribed {
             let limit = self.shared.config.timeout * 2;
             match tokio::time::timeout(limit, self.store.follow()).await {
-                Ok(Ok(())) => self.subscribed = true,
+                Ok(Ok(())) => {
+                    // A store operation that succeeded, as `FleetStatus::connected` says: a
+                    // pass with no record to read yet sets it by this one alone.
+                    self.shared.connected.store(true, Ordering::Relaxed);
+                    self.subscribed = true;
+                }
                 Ok(Err(StoreError::Failed(why) | StoreError::Record(why))) => self.failed(&why),
                 Err(_) => self.failed("timed out"),
             }
