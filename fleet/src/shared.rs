@@ -114,18 +114,29 @@ impl Inner {
     /// Whether `Fleet::share` has given this fleet `breaker` already; if not, it is noted as
     /// given.
     pub(crate) fn listens_to(&self, breaker: &Breaker) -> bool {
+        // The handles upgraded below are dropped after the lock (declared before its guard):
+        // the last handle of a breaker dropped meanwhile drops its listeners, the user's code.
+        let mut upgraded = Vec::new();
         let mut listened = self.listened.lock().unwrap_or_else(|e| e.into_inner());
         let Listened { by_name, swept } = &mut *listened;
         let name = breaker.name();
-        if let Some(given) = by_name.get(name).and_then(WeakBreaker::upgrade)
-            && given.ptr_eq(breaker)
-        {
-            return true;
+        if let Some(given) = by_name.get(name).and_then(WeakBreaker::upgrade) {
+            let same = given.ptr_eq(breaker);
+            upgraded.push(given);
+            if same {
+                return true;
+            }
         }
         // Dropped breakers' entries go once the map has doubled since the last sweep: each
         // share costs a lookup and, amortized, a constant share of a sweep.
         if by_name.len() >= (2 * *swept).max(64) {
-            by_name.retain(|_, w| w.upgrade().is_some());
+            by_name.retain(|_, w| match w.upgrade() {
+                Some(alive) => {
+                    upgraded.push(alive);
+                    true
+                }
+                None => false,
+            });
             *swept = by_name.len();
         }
         by_name.insert(name.to_owned(), breaker.downgrade());
