@@ -566,6 +566,14 @@ pub(crate) fn postgres_store(
 mod tests {
     use super::*;
 
+    /// A current-thread runtime with timers and I/O, to start fleets in.
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
     /// A `HOSTNAME` set but empty (or blank) names no host: the name comes from
     /// `/etc/hostname`, so that instances on hosts of different names count apart under a
     /// quorum instead of all being `host`.
@@ -584,10 +592,7 @@ mod tests {
     /// instance's own (no "web-2 tripped it").
     #[test]
     fn an_empty_instance_name_is_the_hosts() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let _guard = rt.enter();
         let url = "redis://127.0.0.1:1/";
         let host = Fleet::start(FleetConfig::new(url)).unwrap();
@@ -647,10 +652,7 @@ mod tests {
 
     #[test]
     fn a_share_entry_naming_no_breaker_and_no_family_is_an_error_naming_it() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let _guard = rt.enter();
         let url = "redis://127.0.0.1:1/";
         let e = Fleet::start(FleetConfig::new(url).share("handle-test-nothing*")).unwrap_err();
@@ -681,10 +683,7 @@ mod tests {
     /// `Arc::weak_count` of it counts the listeners (and `RUNNING`'s reference, taken out).
     #[test]
     fn sharing_a_breaker_again_adds_nothing_and_dropped_breakers_are_forgotten() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let _guard = rt.enter();
         let fleet = Fleet::start(FleetConfig::new("redis://127.0.0.1:1/")).unwrap();
         // `RUNNING` holds the fleet started last weakly too, and another test may start one
@@ -746,10 +745,7 @@ mod tests {
 
     #[test]
     fn a_bad_url_is_named() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let _guard = rt.enter();
         let e = Fleet::start(FleetConfig::new("http://nowhere")).unwrap_err();
         assert!(
@@ -768,10 +764,7 @@ mod tests {
     #[cfg(not(feature = "postgres"))]
     #[test]
     fn a_postgres_url_without_the_feature_names_the_feature() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let _guard = rt.enter();
         for url in [
             "postgres://fleet:s3cret@127.0.0.1:1/db",
@@ -791,10 +784,7 @@ mod tests {
     #[cfg(feature = "postgres")]
     #[test]
     fn a_postgres_url_starts_a_fleet_on_postgres() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let _guard = rt.enter();
         let fleet = Fleet::start(FleetConfig::new("postgres://fleet@127.0.0.1:1/db"));
         assert!(fleet.is_ok(), "{:?}", fleet.err());
