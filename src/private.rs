@@ -25,7 +25,7 @@ pub fn failed(outcome: Outcome) -> bool {
     matches!(outcome.verdict(), Outcome::Failure | Outcome::TripFor(_))
 }
 
-pub use breakerbox_runtime::__private::{Guarded, Registration, register, succeed};
+pub use breakerbox_runtime::__private::{Guarded, Registration, acquire, register, succeed};
 
 use breakerbox_runtime::registry;
 
@@ -69,7 +69,7 @@ impl<T> Lazy<T> {
 impl<T> ::core::ops::Deref for Lazy<T> {
     type Target = T;
 
-    #[inline(always)]
+    #[inline]
     fn deref(&self) -> &T {
         match self.cell.get() {
             ::core::option::Option::Some(value) => value,
@@ -116,7 +116,7 @@ pub fn keyed_try_acquire<'b>(
     breaker: &'b Breaker,
     key: &str,
 ) -> Result<Permit<'b>, Rejected> {
-    match breaker.try_acquire() {
+    match acquire(breaker) {
         Ok(permit) => Ok(permit),
         Err(rejected) => Err(family.name_rejection(key, rejected)),
     }
@@ -172,7 +172,7 @@ pub struct ForceFnOnce;
 
 impl ForceFnOnce {
     /// Consumes the marker; does nothing else.
-    #[inline(always)]
+    #[inline]
     pub fn consume(self) {}
 }
 
@@ -278,13 +278,9 @@ pub trait DefaultClassify: Sized {
     /// The error type.
     type Error;
 
-    /// Records the result — `Ok` a success, `Err` a failure with `cause(&error)` as its
-    /// message — and gives it back.
-    fn finish(
-        self,
-        permit: Permit<'_>,
-        cause: impl for<'e> FnOnce(&'e Self::Error) -> Option<&'e dyn Display>,
-    ) -> Self;
+    /// Records the result — `Ok` a success, `Err` a failure with `C`'s cause — and gives it
+    /// back.
+    fn finish<C: Cause<Self::Error>>(self, permit: Permit<'_>, cause: C) -> Self;
 }
 
 impl<T, E> DefaultClassify for Result<T, E> {
@@ -293,65 +289,92 @@ impl<T, E> DefaultClassify for Result<T, E> {
     // Takes the result by value and rebuilds it: nothing takes its address on the success
     // path, so it stays in registers. Recording through `&result` kept it in memory, and
     // LLVM's 16-byte reload of the two 8-byte stores stalled store forwarding (~10 ns).
-    #[inline(always)]
-    fn finish(
-        self,
-        permit: Permit<'_>,
-        cause: impl for<'e> FnOnce(&'e E) -> Option<&'e dyn Display>,
-    ) -> Self {
+    #[inline]
+    fn finish<C: Cause<E>>(self, permit: Permit<'_>, _cause: C) -> Self {
         match self {
             Result::Ok(value) => {
                 succeed(permit);
                 Result::Ok(value)
             }
             Result::Err(error) => {
-                permit.record_with(Outcome::Failure, cause(&error));
+                permit.record_with(Outcome::Failure, C::of(&error));
                 Result::Err(error)
             }
         }
     }
 }
 
-/// The default classifier: records `result` on `permit` and returns it. `cause` is written at
-/// the call site, where the error type is concrete (see [`ErrorCause`]).
-#[inline(always)]
-pub fn finish<R: DefaultClassify>(
+/// The default classifier: records `result` on `permit` and returns it. `cause` is picked at
+/// the call site, where the error type is concrete (see [`ErrorCause`]). Generic over the
+/// result's type and the pick only, so every annotated function of one return type shares
+/// one instance.
+#[inline]
+pub fn finish<R: DefaultClassify, C: Cause<R::Error>>(
+    cause: C,
     result: R,
     permit: Permit<'_>,
-    cause: impl for<'e> FnOnce(&'e R::Error) -> Option<&'e dyn Display>,
 ) -> R {
     result.finish(permit, cause)
 }
 
-/// An error, inspected for a message to keep when it trips the breaker:
-/// `(&ErrorCause(error)).__breakerbox_error_cause()` picks [`ErrorCauseDisplay`] when the
-/// error is `Display` and [`ErrorCauseNone`] otherwise (autoref specialization).
-#[derive(Debug)]
-pub struct ErrorCause<'a, E>(pub &'a E);
-
-/// A `Display` error: its message is the cause.
-pub trait ErrorCauseDisplay<'a> {
-    /// The error.
-    fn __breakerbox_error_cause(&self) -> Option<&'a dyn Display>;
+/// How a failure's message is taken from its error `E`: [`DisplayCause`] or [`NoCause`].
+pub trait Cause<E> {
+    /// The message of `error`, if it has one.
+    fn of(error: &E) -> Option<&dyn Display>;
 }
 
-impl<'a, E: Display> ErrorCauseDisplay<'a> for ErrorCause<'a, E> {
-    #[inline(always)]
-    fn __breakerbox_error_cause(&self) -> Option<&'a dyn Display> {
-        Option::Some(self.0)
+/// The error is `Display`: its text is the cause.
+#[derive(Debug)]
+pub struct DisplayCause;
+
+impl<E: Display> Cause<E> for DisplayCause {
+    #[inline]
+    fn of(error: &E) -> Option<&dyn Display> {
+        Option::Some(error)
     }
 }
 
-/// Any other error: no cause.
-pub trait ErrorCauseNone<'a> {
-    /// Always `None`.
-    fn __breakerbox_error_cause(&self) -> Option<&'a dyn Display>;
+/// The error has no text: no cause.
+#[derive(Debug)]
+pub struct NoCause;
+
+impl<E> Cause<E> for NoCause {
+    #[inline]
+    fn of(_: &E) -> Option<&dyn Display> {
+        Option::None
+    }
 }
 
-impl<'a, E> ErrorCauseNone<'a> for &ErrorCause<'a, E> {
-    #[inline(always)]
-    fn __breakerbox_error_cause(&self) -> Option<&'a dyn Display> {
-        Option::None
+/// A result, inspected for how its error gives a message when it trips the breaker:
+/// `(&ErrorCause(&result)).__breakerbox_error_cause()` picks [`ErrorCauseDisplay`] (giving
+/// [`DisplayCause`]) for a `Result` whose error is `Display` and [`ErrorCauseNone`] (giving
+/// [`NoCause`]) otherwise (autoref specialization).
+#[derive(Debug)]
+pub struct ErrorCause<'a, R>(pub &'a R);
+
+/// A `Result` whose error is `Display`.
+pub trait ErrorCauseDisplay {
+    /// [`DisplayCause`].
+    fn __breakerbox_error_cause(&self) -> DisplayCause;
+}
+
+impl<T, E: Display> ErrorCauseDisplay for ErrorCause<'_, Result<T, E>> {
+    #[inline]
+    fn __breakerbox_error_cause(&self) -> DisplayCause {
+        DisplayCause
+    }
+}
+
+/// Anything else.
+pub trait ErrorCauseNone {
+    /// [`NoCause`].
+    fn __breakerbox_error_cause(&self) -> NoCause;
+}
+
+impl<R> ErrorCauseNone for &ErrorCause<'_, R> {
+    #[inline]
+    fn __breakerbox_error_cause(&self) -> NoCause {
+        NoCause
     }
 }
 
@@ -449,7 +472,7 @@ pub trait FutureReturn {
 }
 
 impl<F: Future> FutureReturn for ReturnOf<'_, F> {
-    #[inline(always)]
+    #[inline]
     fn __breakerbox_return(&self) -> ReturnsFuture {
         ReturnsFuture
     }
@@ -462,7 +485,7 @@ pub trait ValueReturn {
 }
 
 impl<R> ValueReturn for &ReturnOf<'_, R> {
-    #[inline(always)]
+    #[inline]
     fn __breakerbox_return(&self) -> ReturnsValue {
         ReturnsValue
     }
@@ -479,7 +502,7 @@ pub trait NotAFuture {}
 impl NotAFuture for ReturnsValue {}
 
 /// Compiles only for a function that does not return a future.
-#[inline(always)]
+#[inline]
 pub fn not_a_future<K: NotAFuture>(_returns: K) {}
 
 /// The timeout of a call to a function whose attribute names `timeout`: the breaker's

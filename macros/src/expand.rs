@@ -411,7 +411,7 @@ impl<'a> Ctx<'a> {
         }
         // With `key`, the lookup has already asked for the permit.
         let acquire = match &args.key {
-            None => quote!(#private::Breaker::try_acquire(&#breaker)),
+            None => quote!(#private::acquire(&#breaker)),
             Some(_) => quote!(#permit),
         };
         quote! {
@@ -584,16 +584,20 @@ impl<'a> Ctx<'a> {
             // record it by value, keeping the error's `Display` text, if it has one, as the
             // cause.
             None => {
-                let error = syn::Ident::new("__breakerbox_error", Span::mixed_site());
                 // The path and the result both sit on the return type: a function that does
-                // not return a `Result` is told so there.
+                // not return a `Result` is told so there. The cause is a type picked here,
+                // not a closure, so `finish` is shared by functions of one return type.
                 let finish = locate(quote!(#private::finish), output);
                 let located = locate(quote!(#result), output);
                 quote! {
-                    #finish(#located, #permit, |#error| {
+                    {
                         use #private::{ErrorCauseDisplay as _, ErrorCauseNone as _};
-                        (&#private::ErrorCause(#error)).__breakerbox_error_cause()
-                    })
+                        #finish(
+                            (&#private::ErrorCause(&#result)).__breakerbox_error_cause(),
+                            #located,
+                            #permit,
+                        )
+                    }
                 }
             }
         }
@@ -644,7 +648,7 @@ impl<'a> Ctx<'a> {
         quote! {
             let #outcome: #outcome_type = #classify;
             if let #private::Outcome::Success = #outcome {
-                #private::Permit::success(#permit);
+                #private::succeed(#permit);
             } else {
                 use #private::{CauseDisplay as _, CauseNone as _};
                 #private::Permit::record_with(

@@ -161,10 +161,16 @@ pub mod __private {
     pub use crate::__breakerbox_register as register;
     pub use crate::breaker::Guarded;
 
-    /// Records an annotated function's success: a closed breaker with a plain config inline,
-    /// any other (a rate window's, a probe's) by one call. Inlining every kind of success into
-    /// each annotated function costs it build time and binary size for paths most breakers
-    /// never take.
+    /// Asks an annotated function's breaker for a permit: a closed breaker with a plain
+    /// config admits inline, any other answer (a rejection, a probe) is one call. Inlining
+    /// every answer into each annotated function costs it build time and binary size for
+    /// paths most calls never take.
+    #[inline]
+    pub fn acquire(breaker: &crate::Breaker) -> Result<crate::Permit<'_>, crate::Rejected> {
+        breaker.try_acquire_lean()
+    }
+
+    /// Records an annotated function's success, by one call: its words in registers.
     #[inline]
     pub fn succeed(permit: crate::Permit<'_>) {
         permit.success_lean();

@@ -67,6 +67,38 @@ fn trips_after_failures_rejects_then_probes_and_closes() {
     );
 }
 
+/// An error type without `Display`: its failures count, and keep no message.
+#[derive(Debug)]
+enum Opaque {
+    Down,
+    Rejected,
+}
+
+impl From<breakerbox::Rejected> for Opaque {
+    fn from(_: breakerbox::Rejected) -> Self {
+        Opaque::Rejected
+    }
+}
+
+#[circuit_breaker(name = "sync-opaque-error", failures = 2, open_for = "10s")]
+fn opaque() -> Result<u32, Opaque> {
+    Err(Opaque::Down)
+}
+
+#[test]
+fn an_error_without_display_trips_the_breaker_and_keeps_no_message() {
+    let _clock = manual_clock("sync-opaque-error");
+    for _ in 0..2 {
+        assert!(matches!(opaque(), Err(Opaque::Down)));
+    }
+    assert_eq!(state("sync-opaque-error"), State::Open);
+    assert!(matches!(opaque(), Err(Opaque::Rejected)));
+    let breaker = registry().get("sync-opaque-error").unwrap();
+    assert_eq!(breaker.last_failure(), None);
+    let metrics = breaker.metrics();
+    assert_eq!((metrics.failures, metrics.rejected), (2, 1));
+}
+
 fn cached_price(item: &str) -> Result<u32, ApiError> {
     Ok(u32::try_from(item.len()).unwrap_or(0) * 100)
 }

@@ -34,15 +34,21 @@ impl Inner {
         // Acquire pairs with the Release store of a transition: whoever sees a state also sees
         // the data prepared for it (deadline, probe word, cleared window).
         let word = self.state.load(Ordering::Acquire);
-        match word.state() {
-            State::Closed if self.plain_acquire => Ok(Permit {
-                inner: self,
-                ticket: Ticket::closed(word),
-            }),
+        match self.admit_closed(word) {
+            Some(permit) => Ok(permit),
             // Only an open word is ever timed (`Inner::change`).
-            _ if word.is_timed() => Err(self.reject_timed()),
-            _ => self.acquire_word(word),
+            None if word.is_timed() => Err(self.reject_timed()),
+            None => self.acquire_word(word),
         }
+    }
+
+    /// The permit of a closed breaker with a plain config, whose state word is `word`.
+    #[inline(always)]
+    pub(super) fn admit_closed(&self, word: Word) -> Option<Permit<'_>> {
+        (word.state() == State::Closed && self.plain_acquire).then(|| Permit {
+            inner: self,
+            ticket: Ticket::closed(word),
+        })
     }
 
     /// The rejection of a timed open breaker: a timer moves it on when the time is up, so no
@@ -55,6 +61,20 @@ impl Inner {
         let until = self.open_until.load(Ordering::Relaxed);
         self.count(Count::Rejected);
         (RejectReason::Open.code() | RETRY_AT, until)
+    }
+
+    /// [`reject_timed`](Self::reject_timed) with the rejection counted by one call: what
+    /// `Breaker::try_acquire_lean` inlines.
+    #[inline(always)]
+    pub(super) fn reject_timed_lean(&self) -> Refusal {
+        let until = self.open_until.load(Ordering::Relaxed);
+        self.count_rejected();
+        (RejectReason::Open.code() | RETRY_AT, until)
+    }
+
+    #[inline(never)]
+    fn count_rejected(&self) {
+        self.count(Count::Rejected);
     }
 
     /// Admission by the state in `word`, when it is neither the plain closed one nor a timed open

@@ -285,6 +285,30 @@ impl Breaker {
             })
     }
 
+    /// [`try_acquire`](Self::try_acquire) as `#[circuit_breaker]` asks: a closed breaker with a
+    /// plain config admits inline (one load, two compares), a timed open one rejects inline
+    /// with its count by one call, every other answer is one call. An annotated function then
+    /// carries no counting code of its own, which kept its build time above
+    /// `#[tracing::instrument]`'s.
+    #[inline(always)]
+    pub(crate) fn try_acquire_lean(&self) -> Result<Permit<'_>, Rejected> {
+        let inner = self.inner();
+        let word = inner.state.load(Ordering::Acquire);
+        if let Some(permit) = inner.admit_closed(word) {
+            return Ok(permit);
+        }
+        let refusal = if word.is_timed() {
+            Err(inner.reject_timed_lean())
+        } else {
+            inner.acquire_word(word)
+        };
+        refusal.map_err(|(reason, retry_after_ns)| Rejected {
+            report: self.report(),
+            reason,
+            retry_after_ns,
+        })
+    }
+
     /// Runs `f` through the breaker: `Ok` is a success, `Err` a failure, whose message is kept
     /// if it trips the breaker. A panic in `f` counts as a failure and resumes.
     #[inline]

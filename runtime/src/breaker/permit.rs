@@ -73,21 +73,18 @@ impl Permit<'_> {
         self.record(Outcome::Success);
     }
 
-    /// Records a success: inline for a closed breaker with a plain config, by one call for any
-    /// other (a rate window's, a probe's). What `#[circuit_breaker]` inlines into each function.
+    /// Records a success by one call, whatever the breaker: what `#[circuit_breaker]` puts
+    /// into each function, so that its code stays small (see docs/ARCHITECTURE.md, "The
+    /// attribute is a thin shim").
     ///
     /// PERF(`closed_ok/bb_attr`): the call takes the permit's words as scalars, in registers.
     /// Taking the permit by value would keep it in memory across the user's call, read back
     /// as one 16-byte copy of two 8-byte stores: a store-forwarding stall on every call.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn success_lean(self) {
         let (inner, tag, started) = (self.inner, self.ticket.tag, self.ticket.started);
         core::mem::forget(self);
-        if inner.plain_success && (Ticket { tag, started }).kind() == Kind::Closed {
-            inner.record(Ticket { tag, started }, Outcome::Success, None);
-        } else {
-            success_out_of_line(inner, tag, started);
-        }
+        success_out_of_line(inner, tag, started);
     }
 
     /// Records a failure.
@@ -177,7 +174,7 @@ impl Drop for Permit<'_> {
     }
 }
 
-/// [`Permit::success_lean`]'s success of any breaker but a closed one with a plain config.
+/// [`Permit::success_lean`]'s success, out of line.
 #[inline(never)]
 fn success_out_of_line(inner: &Inner, tag: u64, started: u64) {
     inner.record(Ticket { tag, started }, Outcome::Success, None);
