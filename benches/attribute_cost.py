@@ -158,7 +158,7 @@ def cargo(work, args, env):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", default=os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target"))
-    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--runs", type=int, default=5)
     p.add_argument("--functions", type=int, default=200)
     a = p.parse_args()
     work = os.path.join(os.path.abspath(a.target), "attribute-cost")
