@@ -288,8 +288,8 @@ impl Breaker {
     /// [`try_acquire`](Self::try_acquire) as `#[circuit_breaker]` asks: a closed breaker with a
     /// plain config admits inline (one load, two compares), a timed open one rejects inline
     /// with its count by one call, every other answer is one call. An annotated function then
-    /// carries no counting code of its own, which kept its build time above
-    /// `#[tracing::instrument]`'s.
+    /// carries no counting code of its own (see docs/ARCHITECTURE.md, "The attribute is a thin
+    /// shim").
     #[inline(always)]
     pub(crate) fn try_acquire_lean(&self) -> Result<Permit<'_>, Rejected> {
         let inner = self.inner();
