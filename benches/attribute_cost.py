@@ -190,6 +190,10 @@ def main():
             "bytes_per_fn": {k: (sizes[k] - sizes["plain"]) / a.functions for k in CRATES[1:]},
         }
     result["load"] = f"{' '.join(load_before)} before, {' '.join(open('/proc/loadavg').read().split()[:3])} after"
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    result["commit"] = commit.stdout.strip() or "?"
+    models = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")]
+    result["machine"] = f"{models[0] if models else '?'}, {os.cpu_count()} cores"
     with open(os.path.join(work, "result.json"), "w") as f:
         json.dump(result, f, indent=1)
     print(f"{a.functions} functions; the lowest of {a.runs} clean builds of each crate; load {result['load']}")
