@@ -162,9 +162,10 @@ pub mod __private {
     pub use crate::breaker::Guarded;
 
     /// Asks an annotated function's breaker for a permit: a closed breaker with a plain
-    /// config admits inline, any other answer (a rejection, a probe) is one call. Inlining
-    /// every answer into each annotated function costs it build time and binary size for
-    /// paths most calls never take.
+    /// config admits inline, a timed open one rejects inline but for its count, and any other
+    /// answer (a probe, a disabled or forced-open breaker) is one call. Inlining every answer
+    /// into each annotated function costs it build time and binary size for paths most calls
+    /// never take.
     #[inline]
     pub fn acquire(breaker: &crate::Breaker) -> Result<crate::Permit<'_>, crate::Rejected> {
         breaker.try_acquire_lean()
