@@ -1,8 +1,9 @@
 //! [`Fleet`], the running fleet: starting it, sharing breakers with it, and what it reports.
 
 use std::collections::BTreeMap;
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -496,11 +497,20 @@ pub(crate) fn instance_on(host: &str) -> String {
 }
 
 /// The name this process's probe leases go by: its instance and a token of this process
-/// alone, so that two processes given one instance name never take each other's leases.
+/// alone, so that two processes given one instance name never take each other's leases. The
+/// token is the pid and a random number drawn once per process: containers that share a host
+/// name (host networking) each run their service as pid 1.
 fn lease_holder(instance: &str) -> String {
     static STARTED: AtomicU64 = AtomicU64::new(0);
+    static PROCESS: LazyLock<String> = LazyLock::new(process_token);
     let n = STARTED.fetch_add(1, Ordering::Relaxed);
-    format!("{instance}@{}.{n}", std::process::id())
+    format!("{instance}@{}.{n}", *PROCESS)
+}
+
+/// The pid and 64 random bits (std's hasher keys, which the operating system seeds).
+fn process_token() -> String {
+    let random = std::hash::RandomState::new().hash_one(std::process::id());
+    format!("{}-{random:016x}", std::process::id())
 }
 
 /// The runtime a fleet's task runs on (the current one), once it is found to have timers
@@ -601,6 +611,20 @@ mod tests {
             assert_eq!(fleet.instance(), host.instance(), "{id:?}");
         }
         assert!(!host.instance().is_empty());
+    }
+
+    /// Two processes with one instance name and one pid (containers on host networking, each
+    /// service pid 1) still hold leases under different names: the token carries random bits
+    /// drawn at each start, not the pid alone.
+    #[test]
+    fn processes_with_one_pid_get_different_lease_tokens() {
+        let (a, b) = (process_token(), process_token());
+        assert_ne!(a, b);
+        let pid = format!("{}-", std::process::id());
+        assert!(a.starts_with(&pid) && b.starts_with(&pid), "{a} {b}");
+        let holder = lease_holder("web-1");
+        assert!(holder.starts_with(&format!("web-1@{pid}")), "{holder}");
+        assert_ne!(holder, lease_holder("web-1"), "two fleets of one process");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 -- ARGV[1]  the open record's epoch the caller saw
 -- ARGV[2]  how many leases at once (`half_open_calls`)
 -- ARGV[3]  a lease's life in ms (`probe_timeout`)
--- ARGV[4]  the process asking (its lease holder: `<instance>@<pid>.<n>`, one per process)
+-- ARGV[4]  the process asking (its lease holder: `<instance>@<pid>-<random>.<n>`, one per process)
 -- ARGV[5]  the fewest leases worth granting (`successes`: fewer probes could not close a round)
 --
 -- Returns { leases (1 or more), wait_ms }: this many leases granted (every free one, or the
