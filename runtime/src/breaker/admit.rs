@@ -11,13 +11,20 @@ use crate::sync::Ordering;
 use crate::timer::RETRY_AT;
 
 impl Inner {
+    /// When a call admitted now starts, for a config that times its calls (else 0). Read
+    /// before a bulkhead place or a probe slot is taken: a user clock that panics here leaves
+    /// nothing taken that no permit will give back.
     #[inline]
-    pub(super) fn permit(&self, generation: u32, kind: Kind) -> Permit<'_> {
-        let started = if self.config.timed() && kind != Kind::Disabled {
+    fn started(&self) -> u64 {
+        if self.config.timed() {
             self.clock().precise()
         } else {
             0
-        };
+        }
+    }
+
+    #[inline]
+    fn permit(&self, generation: u32, kind: Kind, started: u64) -> Permit<'_> {
         Permit {
             inner: self,
             ticket: Ticket::new(generation, kind, started),
@@ -95,6 +102,7 @@ impl Inner {
         let generation = word.generation();
         match word.state() {
             State::Closed => {
+                let started = self.started();
                 if let Some(max) = self.config.max_concurrent {
                     // Each admission is one compare-and-swap below the limit. Not an increment
                     // undone on refusal: a refused call's passing increment would refuse
@@ -131,9 +139,9 @@ impl Inner {
                         }
                     }
                 }
-                Ok(self.permit(generation, Kind::Closed))
+                Ok(self.permit(generation, Kind::Closed, started))
             }
-            State::Disabled => Ok(self.permit(generation, Kind::Disabled)),
+            State::Disabled => Ok(self.permit(generation, Kind::Disabled, 0)),
             State::ForcedOpen => Err(self.reject(RejectReason::ForcedOpen, NO_RETRY)),
             State::Open => self.acquire_open(word),
             State::HalfOpen => self.acquire_probe(generation, self.clock().coarse()),
@@ -187,6 +195,7 @@ impl Inner {
 
     pub(super) fn acquire_probe(&self, generation: u32, now: u64) -> Result<Permit<'_>, Refusal> {
         let limit = self.probe_limit();
+        let started = self.started();
         let mut cur = self.probe.load(Ordering::Acquire);
         loop {
             if cur.generation() != generation {
@@ -227,7 +236,7 @@ impl Inner {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Ok(self.permit(generation, Kind::Probe)),
+                Ok(_) => return Ok(self.permit(generation, Kind::Probe, started)),
                 Err(actual) => cur = actual,
             }
         }

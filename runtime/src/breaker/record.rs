@@ -193,12 +193,7 @@ impl Inner {
         if ticket.kind() == Kind::Closed && self.config.max_concurrent.is_some() {
             self.release_place(ticket.generation());
         }
-        let slow = self.config.timed()
-            && !matches!(outcome, Outcome::Ignored)
-            && self.timed(ticket.started, timed_out.unwrap_or(0));
-        if slow {
-            self.count(Count::Slow);
-        }
+        // Counted before the duration is read: a user clock that panics there loses no call.
         let slot = match outcome {
             Outcome::Success => self.count(Count::Success),
             Outcome::Failure
@@ -216,6 +211,12 @@ impl Inner {
             }
             Outcome::Ignored => self.count(Count::Ignored),
         };
+        let slow = self.config.timed()
+            && !matches!(outcome, Outcome::Ignored)
+            && self.timed(ticket.started, timed_out.unwrap_or(0));
+        if slow {
+            self.count(Count::Slow);
+        }
         if let Outcome::TripFor(d) = outcome {
             // The service said how long to stay away: honour it whatever the generation.
             let now = self.clock().coarse();
@@ -328,6 +329,9 @@ impl Inner {
                 return; // stale
             }
             let n = cur.failures().saturating_add(1);
+            // The trip's time is read before the failure is counted: a user clock that panics
+            // leaves the streak one short, so the next failure trips, not never.
+            let trips = (n >= self.config.failures).then(|| self.clock().coarse());
             match self.streak.compare_exchange_weak(
                 cur,
                 cur.with_failures(n),
@@ -335,8 +339,8 @@ impl Inner {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    if n >= self.config.failures {
-                        self.trip_streak(generation, n, cause);
+                    if let Some(now) = trips {
+                        self.trip_streak(generation, n, cause, now);
                     }
                     return;
                 }
@@ -387,7 +391,7 @@ impl Inner {
                         Ok(_) => {
                             let n = next.within_failures();
                             if n >= limit {
-                                self.trip_streak(generation, n, cause);
+                                self.trip_streak(generation, n, cause, now);
                             }
                             return;
                         }
@@ -430,7 +434,7 @@ impl Inner {
             ) {
                 Ok(_) => {
                     if limit <= 1 {
-                        self.trip_streak(generation, 1, cause);
+                        self.trip_streak(generation, 1, cause, now);
                     }
                     return;
                 }
@@ -439,8 +443,13 @@ impl Inner {
         }
     }
 
-    pub(super) fn trip_streak(&self, generation: u32, n: u32, cause: Option<&dyn fmt::Display>) {
-        let now = self.clock().coarse();
+    pub(super) fn trip_streak(
+        &self,
+        generation: u32,
+        n: u32,
+        cause: Option<&dyn fmt::Display>,
+        now: u64,
+    ) {
         self.transition(
             generation,
             &[State::Closed],
@@ -461,8 +470,8 @@ impl Inner {
     ) {
         let t = window.tally(now);
         let short = t.calls < u64::from(self.config.min_calls);
-        window.judged(short);
         if short || t.calls == 0 {
+            window.judged(short);
             if let Some(cause) = cause {
                 // A success may trip the window later, when it reaches `min_calls`: keep what
                 // to name then. Formatted only while the window is short, so at most
@@ -481,7 +490,7 @@ impl Inner {
         let reason = match (self.config.failure_rate, self.config.slow_rate) {
             (Some(limit), _) if pct(t.failures) >= limit => Reason::FailureRate(pct(t.failures)),
             (_, Some(limit)) if pct(t.slow) >= limit => Reason::SlowRate(pct(t.slow)),
-            _ => return,
+            _ => return window.judged(false),
         };
         let bad = match reason {
             Reason::FailureRate(_) => t.failures,
@@ -493,12 +502,15 @@ impl Inner {
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some((generation, bad.min(t.calls), t.calls));
         // A count window records and judges without the time (a judgment of every success
-        // while the window is short reads no clock); a transition needs it.
+        // while the window is short reads no clock); a transition needs it. The window is told
+        // it is judged only once the time is read: should a user clock panic, the window stays
+        // short, and the next success judges it again and trips.
         let now = if window.needs_clock() {
             now
         } else {
             self.clock().coarse()
         };
+        window.judged(false);
         self.transition(
             generation,
             &[State::Closed],

@@ -125,8 +125,8 @@ fn a_panicking_clock_leaves_the_breaker_working_in_any_state() {
     clock_faults(Fault::Panic, clock_configs());
 }
 
-/// With a bulkhead and `slow`, the clock is read after the bulkhead place is taken: a panic
-/// there leaves the place taken, and calls are refused as `BulkheadFull` even after a reset.
+/// With a bulkhead and `slow`, a panic of the clock in any state leaves the breaker working
+/// once reset (the tests below check what it does before any reset).
 #[test]
 fn a_panicking_clock_leaves_a_bulkhead_working() {
     let bulkhead = Config::builder()
@@ -180,4 +180,129 @@ fn a_clock_panicking_at_creation_leaves_the_registry_working() {
         });
         assert_eq!(message(&*r.unwrap_err()), "broken clock");
     });
+}
+
+/// A clock whose precise (`now`) and coarse (`now_coarse`) readings each panic once when armed,
+/// so that a test picks which reading of the breaker fails.
+struct OneShotFault {
+    time: ManualClock,
+    precise: AtomicBool,
+    coarse: AtomicBool,
+}
+
+impl Clock for OneShotFault {
+    fn now(&self) -> Duration {
+        assert!(!self.precise.swap(false, SeqCst), "precise reading failed");
+        self.time.now()
+    }
+
+    fn now_coarse(&self) -> Duration {
+        assert!(!self.coarse.swap(false, SeqCst), "coarse reading failed");
+        self.time.now()
+    }
+
+    fn timers(&self) -> Option<Arc<breakerbox_runtime::Timers>> {
+        self.time.timers()
+    }
+}
+
+/// A breaker on a [`OneShotFault`] clock, and that clock.
+fn on_one_shot_clock(builder: ConfigBuilder) -> (Breaker, Arc<OneShotFault>) {
+    let clock = Arc::new(OneShotFault {
+        time: ManualClock::new(),
+        precise: AtomicBool::new(false),
+        coarse: AtomicBool::new(false),
+    });
+    let shared: Arc<dyn Clock> = clock.clone();
+    let b = Breaker::new("faults.one-shot", builder.clock(shared).build().unwrap());
+    (b, clock)
+}
+
+/// A clock that panics as a timed call is admitted through a bulkhead takes no place: with
+/// `max_concurrent = 1`, the next call is admitted, with no reset.
+#[test]
+fn a_clock_panic_at_admission_takes_no_bulkhead_place() {
+    let builder = Config::builder().max_concurrent(1).slow(secs(5));
+    let (b, clock) = on_one_shot_clock(builder);
+    clock.precise.store(true, SeqCst);
+    assert!(catch_unwind(AssertUnwindSafe(|| drop(b.try_acquire()))).is_err());
+    assert_eq!(b.state(), State::Closed);
+    let permit = b.try_acquire().expect("the place is free");
+    permit.success();
+    assert_eq!(b.metrics().successes, 1);
+}
+
+/// A clock that panics as a probe is admitted takes no probe slot: the next call is the
+/// probe at once, not a `HalfOpenFull` rejection until `probe_timeout` reopens the breaker.
+#[test]
+fn a_clock_panic_at_probe_admission_takes_no_probe_slot() {
+    let builder = Config::builder()
+        .failures(1)
+        .open_for(secs(1))
+        .half_open_calls(1)
+        .slow(secs(5));
+    let (b, clock) = on_one_shot_clock(builder);
+    b.call(|| Err::<(), _>("down")).unwrap_err();
+    clock.time.advance(secs(1));
+    assert_eq!(b.state(), State::HalfOpen);
+    clock.precise.store(true, SeqCst);
+    assert!(catch_unwind(AssertUnwindSafe(|| drop(b.try_acquire()))).is_err());
+    let probe = b.try_acquire().expect("the probe slot is free");
+    assert!(probe.is_probe());
+    probe.success();
+    assert_eq!(b.state(), State::Closed);
+}
+
+/// A clock that panics as the failure that reaches `failures` trips the breaker leaves the
+/// streak one short of the threshold, never at it with the breaker closed: the next failure
+/// trips it.
+#[test]
+fn a_clock_panic_at_a_trip_leaves_the_next_failure_to_trip() {
+    let (b, clock) = on_one_shot_clock(Config::builder().failures(2).open_for(secs(1)));
+    b.call(|| Err::<(), _>("down")).unwrap_err();
+    clock.coarse.store(true, SeqCst);
+    let r = catch_unwind(AssertUnwindSafe(|| b.call(|| Err::<(), _>("down"))));
+    assert!(r.is_err(), "the clock's panic reaches the caller");
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.metrics().consecutive_failures, 1);
+    assert_eq!(b.metrics().failures, 2, "both failures are counted");
+    b.call(|| Err::<(), _>("down")).unwrap_err();
+    assert_eq!(b.state(), State::Open);
+}
+
+/// A clock that panics as a success trips a count window (at `min_calls`) leaves the window to
+/// be judged again: the next success, with the same rate over the window, trips it.
+#[test]
+fn a_clock_panic_at_a_rate_trip_leaves_the_next_success_to_trip() {
+    let builder = Config::builder()
+        .failure_rate(50)
+        .window(Window::Calls(4))
+        .min_calls(4)
+        .open_for(secs(1));
+    let (b, clock) = on_one_shot_clock(builder);
+    b.call(|| Ok::<_, &str>(())).unwrap();
+    b.call(|| Err::<(), _>("down")).unwrap_err();
+    b.call(|| Err::<(), _>("down")).unwrap_err();
+    clock.coarse.store(true, SeqCst);
+    let r = catch_unwind(AssertUnwindSafe(|| b.call(|| Ok::<_, &str>(()))));
+    assert!(r.is_err(), "the clock's panic reaches the caller");
+    assert_eq!(b.state(), State::Closed);
+    b.call(|| Ok::<_, &str>(())).unwrap();
+    assert_eq!(
+        b.state(),
+        State::Open,
+        "two failures of the last four calls"
+    );
+}
+
+/// A clock that panics as a timed call ends, when its duration is read, loses no count: the
+/// call is in the breaker's totals.
+#[test]
+fn a_clock_panic_as_a_timed_call_ends_still_counts_it() {
+    let (b, clock) = on_one_shot_clock(Config::builder().failures(3).slow(secs(5)));
+    let permit = b.try_acquire().unwrap();
+    clock.precise.store(true, SeqCst);
+    assert!(catch_unwind(AssertUnwindSafe(|| permit.failure())).is_err());
+    let m = b.metrics();
+    assert_eq!((m.calls, m.failures), (1, 1));
 }
