@@ -471,7 +471,7 @@ impl Inner {
         let t = window.tally(now);
         let short = t.calls < u64::from(self.config.min_calls);
         if short || t.calls == 0 {
-            window.judged(short);
+            window.judged(short, generation);
             if let Some(cause) = cause {
                 // A success may trip the window later, when it reaches `min_calls`: keep what
                 // to name then. Formatted only while the window is short, so at most
@@ -490,7 +490,7 @@ impl Inner {
         let reason = match (self.config.failure_rate, self.config.slow_rate) {
             (Some(limit), _) if pct(t.failures) >= limit => Reason::FailureRate(pct(t.failures)),
             (_, Some(limit)) if pct(t.slow) >= limit => Reason::SlowRate(pct(t.slow)),
-            _ => return window.judged(false),
+            _ => return window.judged(false, generation),
         };
         let bad = match reason {
             Reason::FailureRate(_) => t.failures,
@@ -510,7 +510,7 @@ impl Inner {
         } else {
             self.clock().coarse()
         };
-        window.judged(false);
+        window.judged(false, generation);
         self.transition(
             generation,
             &[State::Closed],

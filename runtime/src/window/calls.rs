@@ -264,9 +264,15 @@ impl CallWindow {
         }
     }
 
-    pub(super) fn judged(&self, short: bool) {
+    /// Notes a judgment of a call admitted in `generation`. Only under the ring's lock and
+    /// for the closed state the window holds: a judgment that read the window before a clear
+    /// must not mark the cleared one as holding `min_calls`, or its successes would go unjudged.
+    pub(super) fn judged(&self, short: bool, generation: u32) {
         if self.short.load(Ordering::Relaxed) != short {
-            self.short.store(short, Ordering::Relaxed);
+            let ring = lock(&self.ring);
+            if ring.generation == generation {
+                self.short.store(short, Ordering::Relaxed);
+            }
         }
     }
 
@@ -309,7 +315,6 @@ impl CallWindow {
         ring.against = 0;
         ring.frozen = None;
         ring.top = 0;
-        drop(ring);
         self.short.store(true, Ordering::Relaxed);
     }
 }

@@ -93,9 +93,9 @@ impl RateWindow {
     /// can tell cheaply when it crosses `min_calls` (their calls are counted per thread), so
     /// until a judgment finds enough calls, every call is judged: a success that brings the
     /// window to `min_calls` may trip it.
-    pub(crate) fn judged(&self, short: bool) {
+    pub(crate) fn judged(&self, short: bool, generation: u32) {
         match self {
-            RateWindow::Calls(w) => w.judged(short),
+            RateWindow::Calls(w) => w.judged(short, generation),
             RateWindow::Time(w) => {
                 if w.short.load(Ordering::Relaxed) != short {
                     w.short.store(short, Ordering::Relaxed);

@@ -1,6 +1,6 @@
 //! loom models of the rate windows and the counter stripes: a count window's clear racing a
-//! success, a time window's clear racing an owner's plain-store bump, and stripes claimed,
-//! released at thread exit and taken over.
+//! success and its judgment, a time window's clear racing an owner's plain-store bump, and
+//! stripes claimed, released at thread exit and taken over.
 //!
 //! Under `cfg(loom)` the counters run their real protocol: each loom thread gets its own seat
 //! (a `loom::thread_local!`), claims stripes by compare-and-swap, writes them with plain
@@ -181,5 +181,31 @@ fn a_success_racing_a_reset_leaves_the_count_window_exact() {
         let m = b.metrics();
         assert_eq!(m.state, State::Open, "{m:?}");
         assert_eq!((m.window_calls, m.failure_rate), (2, Some(100.0)), "{m:?}");
+    });
+}
+
+/// A success admitted before a reset may be judged while the reset clears the count window,
+/// and find the old window full. Its judgment must not mark the cleared window as holding
+/// `min_calls`: then the new window's successes go unjudged, and one failure and one success
+/// (50%) would not trip `failure_rate = 50` until another failure came.
+#[test]
+fn a_stale_judgment_racing_a_reset_leaves_the_new_window_judged() {
+    model(|| {
+        let (b, _) = breaker(
+            Config::builder()
+                .failure_rate(50)
+                .window(Window::Calls(2))
+                .min_calls(2),
+        );
+        b.try_acquire().unwrap().success();
+        let permit = b.try_acquire_owned().unwrap();
+        let t = thread::spawn(move || permit.success());
+        b.reset();
+        b.try_acquire().unwrap().failure();
+        t.join().unwrap();
+        assert_eq!(b.state(), State::Closed);
+        b.try_acquire().unwrap().success();
+        let m = b.metrics();
+        assert_eq!(m.state, State::Open, "{m:?}");
     });
 }
