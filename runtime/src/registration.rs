@@ -210,61 +210,25 @@ macro_rules! __breakerbox_register {
     };
 }
 
+/// Calls `$then!` with `Config`'s policy fields (every field but the clock) in the attribute's
+/// order: the one list for the code that must name each field. [`same_policy`] destructures
+/// `Config` by it, so a new field fails to compile until it is listed here.
+macro_rules! policy_fields {
+    ($then:ident) => {
+        $then!(
+            failures failures_within failure_rate window min_calls slow slow_rate open_for
+            max_open_for backoff jitter half_open_calls successes probe_timeout max_concurrent
+            probe probe_every max_keys idle_for latency health critical timeout
+        )
+    };
+}
+
 /// A config's policy keys, named as in the attribute and the TOML file, with their values.
 pub(crate) fn keys(config: &Config) -> [(&'static str, String); 23] {
-    // Destructured, so that a new field of `Config` must be named here (and in `value`).
-    let Config {
-        failures: _,
-        failures_within: _,
-        failure_rate: _,
-        window: _,
-        min_calls: _,
-        slow: _,
-        slow_rate: _,
-        open_for: _,
-        max_open_for: _,
-        backoff: _,
-        jitter: _,
-        half_open_calls: _,
-        successes: _,
-        probe_timeout: _,
-        max_concurrent: _,
-        probe: _,
-        probe_every: _,
-        max_keys: _,
-        idle_for: _,
-        latency: _,
-        health: _,
-        critical: _,
-        timeout: _,
-        clock: _,
-    } = config;
-    [
-        "failures",
-        "failures_within",
-        "failure_rate",
-        "window",
-        "min_calls",
-        "slow",
-        "slow_rate",
-        "open_for",
-        "max_open_for",
-        "backoff",
-        "jitter",
-        "half_open_calls",
-        "successes",
-        "probe_timeout",
-        "max_concurrent",
-        "probe",
-        "probe_every",
-        "max_keys",
-        "idle_for",
-        "latency",
-        "health",
-        "critical",
-        "timeout",
-    ]
-    .map(|key| (key, value(config, key)))
+    macro_rules! names {
+        ($($field:ident)*) => { [$(stringify!($field)),*] };
+    }
+    policy_fields!(names).map(|key| (key, value(config, key)))
 }
 
 /// The value of one policy key of `config`, as [`keys`] writes it (`unset` for an option not
@@ -309,59 +273,16 @@ pub(crate) fn value(config: &Config, key: &str) -> String {
 }
 
 /// Whether two configs have the same policy. The clock is not part of it: a clock set with
-/// [`Registry::set_clock`](crate::Registry::set_clock) does not make configs differ.
+/// [`Registry::set_clock`](crate::Registry::set_clock) does not make configs differ. Field by
+/// field, no clone: `get_or_create` compares on every call.
 pub(crate) fn same_policy(a: &Config, b: &Config) -> bool {
-    // Field by field, so that a new field of `Config` must be placed here; no clone, as
-    // `get_or_create` compares on every call.
-    let Config {
-        failures,
-        failures_within,
-        failure_rate,
-        window,
-        min_calls,
-        slow,
-        slow_rate,
-        open_for,
-        max_open_for,
-        backoff,
-        jitter,
-        half_open_calls,
-        successes,
-        probe_timeout,
-        max_concurrent,
-        probe,
-        probe_every,
-        max_keys,
-        idle_for,
-        latency,
-        health,
-        critical,
-        timeout,
-        clock: _,
-    } = a;
-    *failures == b.failures
-        && *failures_within == b.failures_within
-        && *failure_rate == b.failure_rate
-        && *window == b.window
-        && *min_calls == b.min_calls
-        && *slow == b.slow
-        && *slow_rate == b.slow_rate
-        && *open_for == b.open_for
-        && *max_open_for == b.max_open_for
-        && *backoff == b.backoff
-        && *jitter == b.jitter
-        && *half_open_calls == b.half_open_calls
-        && *successes == b.successes
-        && *probe_timeout == b.probe_timeout
-        && *max_concurrent == b.max_concurrent
-        && *probe == b.probe
-        && *probe_every == b.probe_every
-        && *max_keys == b.max_keys
-        && *idle_for == b.idle_for
-        && *latency == b.latency
-        && *health == b.health
-        && *critical == b.critical
-        && *timeout == b.timeout
+    macro_rules! same {
+        ($($field:ident)*) => {{
+            let Config { $($field: _,)* clock: _ } = a;
+            true $(&& a.$field == b.$field)*
+        }};
+    }
+    policy_fields!(same)
 }
 
 /// The keys whose values differ among `configs`, in the attribute's order.
