@@ -12,8 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Config, ConfigBuilder, Window};
 use crate::config_keys::{ATTRIBUTE_ONLY, KEYS};
 use crate::duration::{self as text, DurationError};
-use crate::serde_duration::option_as_text;
-use crate::state::{SharedState, State};
+use crate::state::State;
 use crate::suggest::closest;
 
 /// A config value as written in a file or an environment variable, before its key gives it a
@@ -387,36 +386,6 @@ impl<'de> Deserialize<'de> for State {
                 "unknown state \"{name}\": expected closed, open, half-open, forced-open or disabled"
             ))
         })
-    }
-}
-
-/// [`SharedState`] as stored for other processes:
-/// `{"state": "open", "open_remaining": "12.5s", "reopens": 1}`.
-#[derive(Serialize, Deserialize)]
-#[serde(rename = "SharedState")]
-struct SharedStateRepr {
-    state: State,
-    #[serde(default, with = "option_as_text")]
-    open_remaining: Option<Duration>,
-    #[serde(default)]
-    reopens: u32,
-}
-
-impl Serialize for SharedState {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        SharedStateRepr {
-            state: self.state,
-            open_remaining: self.open_remaining,
-            reopens: self.reopens,
-        }
-        .serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for SharedState {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<SharedState, D::Error> {
-        let r = SharedStateRepr::deserialize(d)?;
-        Ok(SharedState::new(r.state, r.open_remaining, r.reopens))
     }
 }
 

@@ -292,17 +292,24 @@ impl Places {
     }
 }
 
-/// A breaker's state as plain data: what processes sharing one breaker exchange.
+/// A breaker's state as plain data: what processes sharing one breaker exchange. With the
+/// `serde` feature it is stored as `{"state": "open", "open_remaining": "12.5s", "reopens": 1}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct SharedState {
     /// The state.
     pub state: State,
     /// While open: how long until it probes.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, with = "crate::serde_duration::option_as_text")
+    )]
     pub open_remaining: Option<Duration>,
     /// Re-opens since the last close: 0 while closed and during the first opening, 1 during
     /// the second. Under `backoff` they set the next open time: from open or half-open, the
     /// next opening lasts `open_for × backoff^(reopens + 1)`.
+    #[cfg_attr(feature = "serde", serde(default))]
     pub reopens: u32,
 }
 
