@@ -23,10 +23,6 @@ pub struct ConfigBuilder {
     /// The keys a setter was called for, one bit per [`KEYS`](crate::config_keys::KEYS) entry:
     /// what a layer of configuration names, so that a layer above changes only its own keys.
     given: u32,
-    set_failures: bool,
-    set_window: bool,
-    set_min_calls: bool,
-    set_max_open_for: bool,
 }
 
 macro_rules! setters {
@@ -82,7 +78,6 @@ impl ConfigBuilder {
         let bit = match key {
             "failures" => {
                 self.config.failures = d.failures;
-                self.set_failures = false;
                 key_bit("failures")
             }
             "failures_within" => {
@@ -95,12 +90,10 @@ impl ConfigBuilder {
             }
             "window" => {
                 self.config.window = d.window;
-                self.set_window = false;
                 key_bit("window")
             }
             "min_calls" => {
                 self.config.min_calls = d.min_calls;
-                self.set_min_calls = false;
                 key_bit("min_calls")
             }
             _ => 0,
@@ -118,11 +111,19 @@ impl ConfigBuilder {
 
 impl ConfigBuilder {
     setters! {
+        /// Trip after this many failures in a row (default 5). Excludes `failure_rate`.
+        failures: u32 => |c, v| c.failures = v;
         /// Count consecutive failures only while each falls within this span of the first.
         /// A streak counts at most 16 777 215 failures: a larger `failures` trips there.
         failures_within: Duration => |c, v| c.failures_within = Some(v);
         /// Trip when this percentage (1–100) of the window's calls failed.
         failure_rate: u8 => |c, v| c.failure_rate = Some(v);
+        /// The window rates are computed over (default the last 100 calls). Needs
+        /// `failure_rate` or `slow_rate`.
+        window: Window => |c, v| c.window = v;
+        /// Calls the window must hold before a rate is judged (default 10, or the size of a
+        /// smaller count window).
+        min_calls: u32 => |c, v| c.min_calls = v;
         /// Calls that take at least this long are slow: they count as failures, or by their
         /// own rate when `slow_rate` is set.
         slow: Duration => |c, v| c.slow = Some(v);
@@ -130,6 +131,9 @@ impl ConfigBuilder {
         slow_rate: u8 => |c, v| c.slow_rate = Some(v);
         /// How long the breaker stays open before probing (default 60 s).
         open_for: Duration => |c, v| c.open_for = v;
+        /// The cap on the open time under `backoff` (default: `open_for` without backoff, else
+        /// the larger of `open_for` and 5 minutes).
+        max_open_for: Duration => |c, v| c.max_open_for = v;
         /// Multiply the open time by this (1.0–100.0) at each re-open without a close between.
         backoff: f64 => |c, v| c.backoff = v;
         /// Lengthen or shorten each open time by a random fraction up to this (0.0–1.0).
@@ -246,6 +250,8 @@ impl ConfigBuilder {
     /// assert_eq!(err.to_string(), "`failure_rate` must be a percentage from 1 to 100, got 0");
     /// ```
     pub fn build(self) -> Result<Config, ConfigError> {
+        // Whether a setter was called for `key` (and not unset since).
+        let has = |key| self.given & key_bit(key) != 0;
         let mut c = self.config;
         let range = |field, allowed, got: &dyn fmt::Debug| ConfigError::OutOfRange {
             field,
@@ -278,7 +284,7 @@ impl ConfigBuilder {
                 });
             }
         }
-        if self.set_failures && c.failure_rate.is_some() {
+        if has("failures") && c.failure_rate.is_some() {
             return Err(ConfigError::Conflict {
                 field: "failures",
                 with: "failure_rate",
@@ -300,7 +306,7 @@ impl ConfigBuilder {
         if let Window::Calls(n) = c.window
             && c.min_calls > n
         {
-            if self.set_min_calls {
+            if has("min_calls") {
                 return Err(ConfigError::OutOfRange {
                     field: "min_calls",
                     allowed: "at most the window's size",
@@ -310,13 +316,9 @@ impl ConfigBuilder {
             // The default minimum adapts to a small window the user chose.
             c.min_calls = n;
         }
-        if (self.set_window || self.set_min_calls) && !c.uses_window() {
+        if (has("window") || has("min_calls")) && !c.uses_window() {
             return Err(ConfigError::Requires {
-                field: if self.set_window {
-                    "window"
-                } else {
-                    "min_calls"
-                },
+                field: if has("window") { "window" } else { "min_calls" },
                 requires: "`failure_rate` or `slow_rate`",
             });
         }
@@ -334,12 +336,8 @@ impl ConfigBuilder {
         if c.open_for.is_zero() {
             return Err(range("open_for", "longer than zero", &c.open_for));
         }
-        if !self.set_max_open_for {
-            c.max_open_for = if c.backoff > 1.0 {
-                c.open_for.max(Duration::from_secs(300))
-            } else {
-                c.open_for
-            };
+        if !has("max_open_for") {
+            c.max_open_for = default_max_open_for(c.open_for, c.backoff);
         } else if c.max_open_for < c.open_for {
             return Err(ConfigError::OutOfRange {
                 field: "max_open_for",
@@ -391,40 +389,12 @@ impl ConfigBuilder {
     }
 }
 
-// These setters also record that the key was given, for the checks that depend on it.
-impl ConfigBuilder {
-    /// Trip after this many failures in a row (default 5). Excludes `failure_rate`.
-    pub fn failures(mut self, n: u32) -> Self {
-        self.config.failures = n;
-        self.set_failures = true;
-        self.given |= const { key_bit("failures") };
-        self
-    }
-
-    /// The window rates are computed over (default the last 100 calls). Needs `failure_rate`
-    /// or `slow_rate`.
-    pub fn window(mut self, window: Window) -> Self {
-        self.config.window = window;
-        self.set_window = true;
-        self.given |= const { key_bit("window") };
-        self
-    }
-
-    /// Calls the window must hold before a rate is judged (default 10, or the size of a
-    /// smaller count window).
-    pub fn min_calls(mut self, n: u32) -> Self {
-        self.config.min_calls = n;
-        self.set_min_calls = true;
-        self.given |= const { key_bit("min_calls") };
-        self
-    }
-
-    /// The cap on the open time under `backoff` (default: `open_for` without backoff, else
-    /// the larger of `open_for` and 5 minutes).
-    pub fn max_open_for(mut self, d: Duration) -> Self {
-        self.config.max_open_for = d;
-        self.set_max_open_for = true;
-        self.given |= const { key_bit("max_open_for") };
-        self
+/// `max_open_for` when none is set: `open_for` without backoff, else the larger of `open_for`
+/// and 5 minutes.
+pub(crate) fn default_max_open_for(open_for: Duration, backoff: f64) -> Duration {
+    if backoff > 1.0 {
+        open_for.max(Duration::from_secs(300))
+    } else {
+        open_for
     }
 }

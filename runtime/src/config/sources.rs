@@ -3,7 +3,7 @@
 use core::fmt;
 use std::path::PathBuf;
 
-use super::builder::ConfigBuilder;
+use super::builder::{ConfigBuilder, default_max_open_for};
 use super::settings::Config;
 use crate::site::Site;
 
@@ -100,19 +100,18 @@ impl fmt::Display for KeySource {
 #[cfg_attr(not(feature = "serde"), allow(dead_code))]
 pub(crate) fn code_keys(mut b: ConfigBuilder, config: &Config) -> ConfigBuilder {
     let d = Config::default();
+    macro_rules! optional {
+        ($($key:ident)*) => { $(if let Some(v) = config.$key { b = b.$key(v); })* };
+    }
+    macro_rules! changed {
+        ($($key:ident)*) => { $(if config.$key != d.$key { b = b.$key(config.$key); })* };
+    }
     if config.failure_rate.is_none() && config.failures != d.failures {
         b = b.failures(config.failures);
     }
-    if let Some(v) = config.failures_within {
-        b = b.failures_within(v);
-    }
-    if let Some(v) = config.failure_rate {
-        b = b.failure_rate(v);
-    }
+    optional!(failures_within failure_rate slow slow_rate max_concurrent timeout);
     if config.uses_window() {
-        if config.window != d.window {
-            b = b.window(config.window);
-        }
+        changed!(window);
         // The default minimum adapts to a small count window: only another value was set.
         let derived = match config.window {
             super::settings::Window::Calls(n) => d.min_calls.min(n),
@@ -122,61 +121,10 @@ pub(crate) fn code_keys(mut b: ConfigBuilder, config: &Config) -> ConfigBuilder 
             b = b.min_calls(config.min_calls);
         }
     }
-    if let Some(v) = config.slow {
-        b = b.slow(v);
-    }
-    if let Some(v) = config.slow_rate {
-        b = b.slow_rate(v);
-    }
-    if config.open_for != d.open_for {
-        b = b.open_for(config.open_for);
-    }
-    if config.backoff != d.backoff {
-        b = b.backoff(config.backoff);
-    }
-    let derived_max = if config.backoff > 1.0 {
-        config.open_for.max(core::time::Duration::from_secs(300))
-    } else {
-        config.open_for
-    };
-    if config.max_open_for != derived_max {
+    changed!(open_for backoff jitter half_open_calls successes probe_timeout probe_every);
+    changed!(max_keys idle_for latency health critical);
+    if config.max_open_for != default_max_open_for(config.open_for, config.backoff) {
         b = b.max_open_for(config.max_open_for);
-    }
-    if config.jitter != d.jitter {
-        b = b.jitter(config.jitter);
-    }
-    if config.half_open_calls != d.half_open_calls {
-        b = b.half_open_calls(config.half_open_calls);
-    }
-    if config.successes != d.successes {
-        b = b.successes(config.successes);
-    }
-    if config.probe_timeout != d.probe_timeout {
-        b = b.probe_timeout(config.probe_timeout);
-    }
-    if let Some(v) = config.max_concurrent {
-        b = b.max_concurrent(v);
-    }
-    if config.probe_every != d.probe_every {
-        b = b.probe_every(config.probe_every);
-    }
-    if config.max_keys != d.max_keys {
-        b = b.max_keys(config.max_keys);
-    }
-    if config.idle_for != d.idle_for {
-        b = b.idle_for(config.idle_for);
-    }
-    if config.latency != d.latency {
-        b = b.latency(config.latency);
-    }
-    if config.health != d.health {
-        b = b.health(config.health);
-    }
-    if config.critical != d.critical {
-        b = b.critical(config.critical);
-    }
-    if let Some(v) = config.timeout {
-        b = b.timeout(v);
     }
     b
 }
