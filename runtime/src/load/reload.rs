@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::file::read;
 use super::load_error::{LoadError, Name};
@@ -28,7 +28,9 @@ impl Registry {
     /// `path`, or `origin` for [`reload_toml_str`](Registry::reload_toml_str)) reached is
     /// rebuilt too: one whose table, key table, `[defaults]` key, base or variable is gone
     /// takes the layers under it again (its attribute's or its code's config, the defaults),
-    /// keeping its state, and is among the names returned. Another file's load leaves it.
+    /// keeping its state, and is among the names returned. Another file's load leaves it,
+    /// unless that file reaches the name too (its table, a variable, or its `[defaults]`, which
+    /// reach every annotated breaker): then that load builds it from its own layers.
     ///
     /// ```
     /// use breakerbox_runtime::{registry, Config, State};
@@ -66,7 +68,9 @@ impl Registry {
     /// file is applied ends with the new config.
     ///
     /// A breaker created by another thread while the file is applied is configured live if
-    /// it can be, else reported, with the tables before it applied.
+    /// it can be, else reported, with the tables before it applied. Loads run one at a time:
+    /// two loads at once (a watcher's and a call's, say) apply one file after the other, never
+    /// interleaved breaker by breaker.
     pub fn reload_toml(&self, path: impl AsRef<Path>) -> Result<Vec<String>, LoadError> {
         let path = path.as_ref();
         self.reload_toml_str(path, &read(path)?)
@@ -90,6 +94,10 @@ impl Registry {
         text: &str,
         env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<Vec<String>, LoadError> {
+        // Held from the first read of what the registry has to the last change: no user code
+        // runs under it but what a load itself runs (a clock or probe dropped with a config).
+        static LOADS: Mutex<()> = Mutex::new(());
+        let _one_at_a_time = LOADS.lock().unwrap_or_else(|e| e.into_inner());
         let scope = scope(path);
         let (configs, key_configs, shared) = self.prepare(path, &scope, text, env)?;
         let refused = |name: &str, place: &Place, e: ReconfigureError| match place {

@@ -615,3 +615,38 @@ fn reconfigure_refuses_what_shapes_the_window_or_the_call_path() {
     );
     assert_eq!(b.config().failures(), Some(2));
 }
+
+/// Two loads at once of files that give the same breakers different configs apply one file
+/// after the other: every breaker ends with the config of the same file, never some with one
+/// file's and the rest with the other's.
+#[test]
+fn two_loads_at_once_apply_one_file_after_the_other() {
+    let names: Vec<String> = (0..64).map(|i| format!("reload-together-{i}")).collect();
+    let breakers: Vec<Breaker> = names
+        .iter()
+        .map(|n| registry().get_or_create(n, || Config::builder().build().unwrap()))
+        .collect();
+    let text = |failures: u32| {
+        let tables = names
+            .iter()
+            .map(|n| format!("[breakers.{n}]\nfailures = {failures}\n"));
+        tables.collect::<String>()
+    };
+    let (two, three) = (text(2), text(3));
+    for round in 0..200 {
+        let start = std::sync::Barrier::new(2);
+        let load = |text: &str| {
+            start.wait();
+            registry().reload_toml_str("together.toml", text).unwrap()
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| load(&two));
+            s.spawn(|| load(&three));
+        });
+        let failures: Vec<_> = breakers.iter().map(|b| b.config().failures()).collect();
+        assert!(
+            failures.iter().all(|f| *f == failures[0]),
+            "round {round}: {failures:?}"
+        );
+    }
+}
