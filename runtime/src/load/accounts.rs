@@ -5,7 +5,7 @@
 use crate::config::Config;
 use crate::config::layers::key_account;
 use crate::config::sources::{ConfigSource, KeySource};
-use crate::registration::Site;
+use crate::registration::{Site, value as key_value};
 use crate::registry::Registry;
 
 impl Registry {
@@ -49,13 +49,6 @@ impl Registry {
             },
         };
         let recorded = self.files.account(name);
-        let values = crate::registration::keys(&current);
-        let value_of = |key: &str| {
-            values
-                .iter()
-                .find(|(k, _)| *k == key)
-                .map_or_else(String::new, |(_, v)| v.clone())
-        };
         // Without a file's account: the keys of a `configure`d config, else the attribute's,
         // else those of the code's config.
         let code = self.code_config(name);
@@ -71,17 +64,13 @@ impl Registry {
             }
             (None, None) => None,
         };
-        let then = recorded
-            .as_ref()
-            .map(|a| crate::registration::keys(&a.config));
         let sources = crate::config_keys::KEYS
             .iter()
             .map(|key| {
-                let value = value_of(key);
-                let source = match (&recorded, &then) {
-                    (Some(recorded), Some(then)) => {
-                        let was = then.iter().find(|(k, _)| k == key).map(|(_, v)| v);
-                        if was != Some(&value) {
+                let value = key_value(&current, key);
+                let source = match &recorded {
+                    Some(recorded) => {
+                        if key_value(&recorded.config, key) != value {
                             ConfigSource::Code
                         } else {
                             recorded.source(key)
@@ -91,7 +80,7 @@ impl Registry {
                         Some((given, site)) if given.given().any(|k| k == *key) => {
                             ConfigSource::Site(*site)
                         }
-                        _ if value != value_of_default(key) => ConfigSource::Code,
+                        _ if value != key_value(&Config::default(), key) => ConfigSource::Code,
                         _ => ConfigSource::Default,
                     },
                 };
@@ -124,12 +113,4 @@ impl Registry {
     pub(crate) fn set_sources(&self, name: &str, config: &Config, sources: Vec<KeySource>) {
         self.files.set_account(name, config, sources);
     }
-}
-
-/// The built-in default value of `key`, as [`crate::registration::keys`] writes it.
-fn value_of_default(key: &str) -> String {
-    crate::registration::keys(&Config::default())
-        .into_iter()
-        .find(|(k, _)| *k == key)
-        .map_or_else(String::new, |(_, v)| v)
 }
