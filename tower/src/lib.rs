@@ -42,8 +42,19 @@
 //!
 //! Per request: the breaker's admission (one atomic load while closed), a reference count
 //! that keeps a [`Breaker::new`] breaker alive while the request runs (nothing for a registry
-//! breaker, which lives for the process), and a clone of the classifier. No lock, no allocation. A response future dropped before it finishes records
-//! the call as [`Outcome::Ignored`]: a cancelled request says nothing about the service.
+//! breaker, which lives for the process), and a clone of the classifier. No lock, no
+//! allocation.
+//!
+//! # Timeouts
+//!
+//! A response future dropped before it finishes records the call as [`Outcome::Ignored`]: a
+//! cancelled request says nothing about the service. So put a timeout inside the breaker, where
+//! its error is the inner service's and counts as a failure:
+//! `ServiceBuilder::new().layer(breaker_layer).timeout(d)`. A timeout outside it
+//! (`.timeout(d).layer(breaker_layer)`) cancels a hung call, which then counts as neither, and
+//! a breaker over a service that only hangs never trips. In half-open, cancelled probes free
+//! their slots until the round has run for `probe_timeout`; the first cancelled after that
+//! re-opens the breaker.
 //!
 //! # Panics
 //!

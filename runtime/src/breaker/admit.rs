@@ -148,6 +148,16 @@ impl Inner {
         }
     }
 
+    /// Whether the half-open round has run for `probe_timeout` at `now`. The round's time runs
+    /// from entering half-open, not from the last admission: a second probe admitted late must
+    /// not give a hung first one more time. Relaxed: the caller's Acquire load of the state or
+    /// probe word showed this round, so this reads the time its transition stored, or a later
+    /// one's (and then the transition that ends the round finds its generation gone).
+    pub(super) fn round_timed_out(&self, now: u64) -> bool {
+        let entered = self.state_since.load(Ordering::Relaxed);
+        now.saturating_sub(entered) >= nanos(self.config.probe_timeout)
+    }
+
     #[inline]
     pub(super) fn reject(&self, reason: RejectReason, retry_after_ns: u64) -> Refusal {
         let reason = reason.code();
@@ -209,13 +219,7 @@ impl Inner {
                 return self.acquire_word(self.state.load(Ordering::Acquire));
             }
             if cur.admitted() >= limit {
-                // The round's time runs from entering half-open, not from the last admission:
-                // a second probe admitted late must not give a hung first one more time.
-                // Relaxed: the state word's Acquire load showed this generation, so this reads
-                // the time its transition stored, or a later one's (and then the transition
-                // below finds the generation gone).
-                let entered = self.state_since.load(Ordering::Relaxed);
-                if now.saturating_sub(entered) >= nanos(self.config.probe_timeout) {
+                if self.round_timed_out(now) {
                     self.transition(
                         generation,
                         &[State::HalfOpen],

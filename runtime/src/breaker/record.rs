@@ -551,6 +551,24 @@ impl Inner {
             );
             return;
         }
+        if matches!(outcome, Outcome::Ignored)
+            && self.state.load(Ordering::Acquire).generation() == generation
+            && self.round_timed_out(now)
+        {
+            // An ignored or cancelled probe frees its slot only while the round is younger
+            // than `probe_timeout`: probes cancelled one after another (a timeout around the
+            // breaker, over a hung service) would otherwise keep the round, and the breaker,
+            // half-open for good.
+            self.transition(
+                generation,
+                &[State::HalfOpen],
+                State::Open,
+                Reason::ProbeTimeout,
+                None,
+                now,
+            );
+            return;
+        }
         let mut cur = self.probe.load(Ordering::Acquire);
         loop {
             if cur.generation() != generation {

@@ -3,6 +3,7 @@
 use crate::support::{
     NS, breaker, events, fail, ms, rejected, secs, succeed, to_half_open, transitions,
 };
+
 use breakerbox_runtime::{Config, Reason, RejectReason, State};
 
 #[test]
@@ -152,6 +153,40 @@ fn probe_timeout_unsticks_a_round_whose_probes_never_report() {
     hung.failure(); // stale: from the timed-out round
     assert_eq!(b.state(), State::Closed);
     assert_eq!(b.metrics().failures, 2);
+}
+
+/// Probes cancelled one after another (a timeout wrapped around the breaker, over a hung
+/// service) free their slots only while the round is younger than `probe_timeout`: the first
+/// cancelled after it ends the round, and the breaker opens again instead of sending every
+/// call to the service, half-open for good.
+#[test]
+fn probe_timeout_ends_a_round_whose_probes_are_cancelled_one_after_another() {
+    let (b, clock) = breaker(
+        Config::builder()
+            .failures(1)
+            .open_for(secs(1))
+            .probe_timeout(secs(5)),
+    );
+    let seen = events(&b);
+    to_half_open(&b, &clock);
+    for _ in 0..9 {
+        let probe = b.try_acquire().expect("the slot was freed");
+        clock.advance(ms(500));
+        drop(probe);
+        assert_eq!(b.state(), State::HalfOpen);
+    }
+    let probe = b.try_acquire().expect("the slot was freed");
+    clock.advance(ms(500));
+    drop(probe);
+    assert_eq!(b.state(), State::Open, "the round timed out");
+    assert_eq!(
+        transitions(&seen)[2],
+        (State::HalfOpen, State::Open, Reason::ProbeTimeout)
+    );
+    assert_eq!(b.metrics().ignored, 10);
+    clock.advance(secs(1));
+    b.try_acquire().expect("a new round").success();
+    assert_eq!(b.state(), State::Closed);
 }
 
 /// A reload that lowers `successes` (with `half_open_calls`) to what the round under way has

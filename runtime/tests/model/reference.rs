@@ -346,6 +346,12 @@ impl Model {
                     return;
                 }
                 if outcome == Outcome::Ignored {
+                    // Frees its slot while the round is younger than `probe_timeout`; after,
+                    // it ends the round.
+                    if self.now - self.progress >= self.setup.probe_timeout {
+                        self.go(State::Open, None);
+                        return;
+                    }
                     self.admitted -= 1;
                 } else {
                     self.probe_successes += 1;

@@ -183,6 +183,39 @@ async fn a_dropped_response_future_counts_as_ignored() {
     assert_eq!((m.ignored, m.successes, m.failures), (1, 0, 0));
 }
 
+/// tower's timeout inside the breaker's layer (`.layer(breaker).timeout(d)`) makes a hung call
+/// the inner service's error, a failure: two of them trip `failures = 2`. The same timeout
+/// outside the layer cancels each hung call, which counts as neither: the breaker stays closed.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_inside_the_layer_counts_a_hung_call_as_a_failure() {
+    let hung = || tower::service_fn(|()| std::future::pending::<Result<(), Infallible>>());
+    let timeout = Duration::from_millis(100);
+    let clock = ManualClock::new();
+
+    let inside = Breaker::new("tower-timeout-inside", config(&clock));
+    let svc = tower::ServiceBuilder::new()
+        .layer(CircuitBreakerLayer::from_breaker(inside.clone()))
+        .timeout(timeout)
+        .service(hung());
+    for _ in 0..2 {
+        let err = svc.clone().oneshot(()).await.unwrap_err();
+        assert!(matches!(&err, Error::Inner(e) if e.is::<tower::timeout::error::Elapsed>()));
+    }
+    assert_eq!(inside.state(), State::Open);
+
+    let outside = Breaker::new("tower-timeout-outside", config(&clock));
+    let svc = tower::ServiceBuilder::new()
+        .timeout(timeout)
+        .layer(CircuitBreakerLayer::from_breaker(outside.clone()))
+        .service(hung());
+    for _ in 0..2 {
+        let err = svc.clone().oneshot(()).await.unwrap_err();
+        assert!(err.is::<tower::timeout::error::Elapsed>(), "{err}");
+    }
+    let m = outside.metrics();
+    assert_eq!((m.state, m.ignored, m.failures), (State::Closed, 2, 0));
+}
+
 /// A rejected response future holds what its rejection reports, not the breaker: the breaker
 /// is freed with its last handle, and the future still names it.
 #[tokio::test]
