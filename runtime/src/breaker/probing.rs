@@ -260,8 +260,7 @@ impl Watch {
 impl Drop for Watch {
     fn drop(&mut self) {
         let done = self.done.take().unwrap_or(Done::Aborted);
-        self.episode.finish(self.seq, done);
-        self.episode.stats.running.fetch_sub(1, Ordering::SeqCst);
+        self.episode.end(self.seq, done);
     }
 }
 
@@ -384,19 +383,16 @@ impl Episode {
                                 }
                             };
                         drop(f);
-                        me.finish(seq, done);
-                        me.stats.running.fetch_sub(1, Ordering::SeqCst);
+                        me.end(seq, done);
                     });
                 if spawned.is_err() {
-                    self.finish(seq, Done::Unhealthy);
-                    self.stats.running.fetch_sub(1, Ordering::SeqCst);
+                    self.end(seq, Done::Unhealthy);
                 }
             }
             #[cfg(feature = "tokio")]
             Run::Async(f) => {
                 let Some(handle) = &self.handle else {
-                    self.finish(seq, Done::Unhealthy);
-                    self.stats.running.fetch_sub(1, Ordering::SeqCst);
+                    self.end(seq, Done::Unhealthy);
                     return;
                 };
                 let f = f.clone();
@@ -433,6 +429,19 @@ impl Episode {
     }
 
     /// Attempt `seq` ended with `done`: counted, and on a success the breaker moves on.
+    /// Counts attempt `seq`'s end, then that it runs no more. A panic while its end is counted
+    /// (a passed probe moves the breaker, which reads the user's clock) is caught: the count of
+    /// running probes must come down, or no blocking probe of this breaker would start again.
+    fn end(&self, seq: u64, done: Done) {
+        let counted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.finish(seq, done);
+        }));
+        if let Err(payload) = counted {
+            crate::event::discard(payload);
+        }
+        self.stats.running.fetch_sub(1, Ordering::SeqCst);
+    }
+
     fn finish(&self, seq: u64, done: Done) {
         {
             let mut flight = lock(&self.flight);

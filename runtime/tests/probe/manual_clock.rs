@@ -26,13 +26,17 @@ fn config(clock: &ManualClock) -> ConfigBuilder {
         .clock(clock.clone())
 }
 
-/// Waits until `started` probes were started and every one of them was handled.
+/// Waits until `started` probes were started and every one of them was handled. Fails,
+/// rather than hangs, if that has not happened within a minute: a probe counted as running for
+/// good (the wait ends as soon as the probes are handled, which takes microseconds).
 fn settled(breaker: &Breaker, started: u64) -> HealthProbes {
+    let give_up = std::time::Instant::now() + secs(60);
     loop {
         let p = breaker.health_probes();
         if p.started >= started && p.running == 0 {
             return p;
         }
+        assert!(std::time::Instant::now() < give_up, "never settled: {p:?}");
         std::thread::yield_now();
     }
 }
@@ -509,5 +513,63 @@ fn a_probe_budget_of_none_holds_it_open() {
     clock.advance(secs(1));
     let p = settled(&breaker, 2);
     assert_eq!(p.passed, 1);
+    assert_eq!(breaker.state(), State::HalfOpen);
+}
+
+/// A clock that panics once, at its first reading after `armed` is set.
+struct PanicsOnce {
+    time: ManualClock,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl breakerbox_runtime::Clock for PanicsOnce {
+    fn now(&self) -> Duration {
+        assert!(
+            !self.armed.swap(false, Ordering::SeqCst),
+            "clock read failed"
+        );
+        self.time.now()
+    }
+
+    fn timers(&self) -> Option<Arc<breakerbox_runtime::Timers>> {
+        self.time.timers()
+    }
+}
+
+/// A panic while a passed probe is counted (the breaker moving reads the user's clock, which
+/// panics) ends that probe but not probing: the next tick starts another, which half-opens
+/// the breaker.
+#[test]
+fn a_panic_while_a_passed_probe_is_counted_leaves_probing_working() {
+    let time = ManualClock::new();
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clock = PanicsOnce {
+        time: time.clone(),
+        armed: armed.clone(),
+    };
+    let arm = armed.clone();
+    let first = Arc::new(AtomicU32::new(0));
+    let probe = move || {
+        // The first probe arms the clock: its pass reads it, and panics.
+        if first.fetch_add(1, Ordering::SeqCst) == 0 {
+            arm.store(true, Ordering::SeqCst);
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    let config = Config::builder()
+        .failures(1)
+        .open_for(secs(60))
+        .probe_every(secs(1))
+        .clock(clock)
+        .probe(probe);
+    let breaker = Breaker::new("probe-clock-panic", config.build().unwrap());
+    trip(&breaker);
+    time.advance(secs(1));
+    let p = settled(&breaker, 1);
+    assert_eq!((p.started, p.running), (1, 0));
+    assert_eq!(breaker.state(), State::Open);
+    time.advance(secs(1));
+    let p = settled(&breaker, 2);
+    assert_eq!((p.started, p.passed), (2, 1));
     assert_eq!(breaker.state(), State::HalfOpen);
 }
