@@ -516,19 +516,40 @@ pub fn call_timeout(breaker: &Breaker, attribute: Duration) -> Duration {
     }
 }
 
-/// Runs `future` for at most `after` on tokio's timer; `None` if it ran out of time.
+/// `future` run for at most `after` on tokio's timer (`None` if it ran out of time), and the
+/// call's permit. The timer is set up here, before the call runs: without one (outside a
+/// runtime, or on a runtime built without `enable_time`) tokio panics, and the permit is
+/// recorded as ignored first, so that a program's setup error never counts as the service's
+/// failure nor trips the breaker.
 #[cfg(feature = "tokio")]
 #[inline]
-pub async fn timeout<F: Future>(after: Duration, future: F) -> Option<F::Output> {
-    ::tokio::time::timeout(after, future).await.ok()
+pub fn timeout<'a, F: Future>(
+    after: Duration,
+    future: F,
+    permit: Permit<'a>,
+) -> (impl Future<Output = Option<F::Output>>, Permit<'a>) {
+    let set_up = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| {
+        ::tokio::time::timeout(after, future)
+    }));
+    match set_up {
+        Result::Ok(timeout) => (async move { timeout.await.ok() }, permit),
+        Result::Err(panic) => {
+            permit.ignore();
+            ::std::panic::resume_unwind(panic)
+        }
+    }
 }
 
 /// Stands in for the tokio version so that, without the `tokio` feature, the only error
 /// is the one from [`require_tokio!`].
 #[cfg(not(feature = "tokio"))]
 #[inline]
-pub async fn timeout<F: Future>(_after: Duration, future: F) -> Option<F::Output> {
-    Option::Some(future.await)
+pub fn timeout<'a, F: Future>(
+    _after: Duration,
+    future: F,
+    permit: Permit<'a>,
+) -> (impl Future<Output = Option<F::Output>>, Permit<'a>) {
+    (async move { Option::Some(future.await) }, permit)
 }
 
 // `timeout = "…"` needs the facade's `tokio` feature. The attribute cannot see the facade's

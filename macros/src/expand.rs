@@ -507,7 +507,7 @@ impl<'a> Ctx<'a> {
             let (#result, #permit) = {
                 #require
                 let #now = #after;
-                let #result = #private::timeout(#now, #body);
+                let (#result, #permit) = #private::timeout(#now, #body, #permit);
                 match #private::Guarded::new(#permit, #result).await {
                     (#private::Option::Some(#result), #permit) => (#result, #permit),
                     (#private::Option::None, #permit) => {

@@ -266,6 +266,50 @@ mod timeout {
         assert_eq!(breaker.metrics().timeouts, 2, "a rejection is no timeout");
     }
 
+    #[circuit_breaker(name = "async-timeout-no-timer", failures = 2, timeout = "1s")]
+    async fn timed_without_a_timer() -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// On a runtime built without timers, a function with `timeout` panics with tokio's
+    /// message at each call: the program's setup error reaches the caller every time, and
+    /// never counts as the service's failure, so the breaker stays closed and keeps telling.
+    #[test]
+    fn a_timeout_on_a_runtime_without_timers_panics_and_never_trips() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for _ in 0..3 {
+            let call = std::panic::AssertUnwindSafe(timed_without_a_timer());
+            let panic = rt.block_on(futures_catch(call)).unwrap_err();
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            assert!(message.contains("timers are disabled"), "{message}");
+        }
+        let m = registry().get("async-timeout-no-timer").unwrap().metrics();
+        assert_eq!((m.state, m.failures, m.ignored), (State::Closed, 0, 3));
+    }
+
+    /// `future`'s output, or the payload of its panic.
+    async fn futures_catch<F: std::future::Future + std::panic::UnwindSafe>(
+        future: F,
+    ) -> std::thread::Result<F::Output> {
+        let mut future = std::pin::pin!(future);
+        std::future::poll_fn(|cx| {
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                future.as_mut().poll(cx)
+            })) {
+                Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+                Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+                Err(panic) => std::task::Poll::Ready(Err(panic)),
+            }
+        })
+        .await
+    }
+
     #[circuit_breaker(
         name = "async-timeout-latency",
         failures = 5,
