@@ -2,7 +2,6 @@
 //! counts, window or open time.
 
 use crate::sync::{AtomicPtr, Ordering};
-use core::fmt;
 use std::sync::Arc;
 
 use crate::config::Config;
@@ -99,26 +98,17 @@ impl core::ops::Deref for KeptConfig {
 /// Why [`Breaker::reconfigure`](crate::Breaker::reconfigure) (or
 /// `Registry::reload_toml`) refused a config for a live breaker: it changes a key that
 /// shapes the breaker's window or call path, which only a new breaker can take.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{field}` cannot change on a live breaker: {why}; it applies to breakers created after the \
+     change (restart to apply it to this one)"
+)]
 pub struct ReconfigureError {
     /// The key that cannot change.
     pub field: &'static str,
     /// Why.
     pub why: &'static str,
 }
-
-impl fmt::Display for ReconfigureError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "`{}` cannot change on a live breaker: {}; it applies to breakers created after \
-             the change (restart to apply it to this one)",
-            self.field, self.why
-        )
-    }
-}
-
-impl std::error::Error for ReconfigureError {}
 
 /// The keys a live breaker cannot take a new value of, or only within a kind: `Err` names the
 /// first that differs.
