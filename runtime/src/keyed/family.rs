@@ -317,7 +317,9 @@ where
         }
         let len = self.map.len();
         if len >= self.max_keys {
-            let low = self.max_keys - self.max_keys / 8;
+            // At least one below the bound, or a family of fewer than 8 keys would make no
+            // room and let the next key in above it.
+            let low = self.max_keys - (self.max_keys / 8).max(1);
             let excess = len - low;
             if excess < closed.len() {
                 closed.select_nth_unstable_by_key(excess, |&(seen, _, _)| seen);

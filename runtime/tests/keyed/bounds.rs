@@ -54,6 +54,31 @@ fn closed_keys_above_max_keys_make_room_for_a_new_key_at_the_hard_cap() {
     assert!(!map.breaker("healthy").ptr_eq(&overflow));
 }
 
+/// A family bounded below 8 keys stays within its bound with closed keys: each new key past it
+/// evicts the least recently called, as for larger bounds (whose sweeps make room for an
+/// eighth of the bound at once).
+#[test]
+fn a_family_of_fewer_than_eight_keys_stays_within_its_bound() {
+    let _s = serial();
+    for max_keys in [1, 4, 7] {
+        let clock = ManualClock::new();
+        let map: BreakerMap<String> =
+            BreakerMap::new("bounds-small", config(&clock, max_keys, 600));
+        for i in 0..100 {
+            map.call(&format!("host-{i}"), || Ok::<_, &str>(()))
+                .unwrap();
+            assert!(
+                map.len() <= max_keys as usize,
+                "{} keys of {max_keys}",
+                map.len()
+            );
+            clock.advance(Duration::from_millis(10));
+        }
+        assert_eq!(map.len(), max_keys as usize);
+        assert!(map.get("host-99").is_some(), "the last key called is kept");
+    }
+}
+
 /// `BreakerMap::get`: "Once the handle is dropped, the evicted breaker is freed by the
 /// family's next sweep or `evicted` read". A handle is kept across an eviction and dropped;
 /// the family goes on serving its known keys (no new key, so no sweep on its own). The
