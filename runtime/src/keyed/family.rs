@@ -236,7 +236,12 @@ where
     /// The config `key`'s breaker is made with now: its own (with the family's clock, and its
     /// probe unless it names one), or the family's.
     pub(super) fn config_of(&self, key: &K) -> Config {
-        match self.live.own(key) {
+        // The key's `Display` is user code: a panic in it reads as a key of no table.
+        let own = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.live.own(key)));
+        match own.unwrap_or_else(|panic| {
+            crate::event::discard(panic);
+            None
+        }) {
             Some(mut own) => {
                 own.clock = self.config.clock.clone();
                 if own.probe.is_none() {

@@ -650,3 +650,31 @@ fn two_loads_at_once_apply_one_file_after_the_other() {
         );
     }
 }
+
+/// A new key whose `Display` panics, in a family with key tables: it reads as a key of no
+/// table, and its calls run on the family's config (a reload while it is held reports the
+/// panic instead: see `watch.rs`).
+#[test]
+fn a_new_key_whose_display_panics_takes_the_familys_config_under_key_tables() {
+    #[derive(Clone, PartialEq, Eq, Hash)]
+    struct Host(u32);
+    impl fmt::Display for Host {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            assert_ne!(self.0, 13, "unlucky host");
+            write!(f, "h{}", self.0)
+        }
+    }
+    let name = "reload-display-panics";
+    let family: BreakerMap<Host> = registry()
+        .family(name, || Config::builder().failures(5).build().unwrap())
+        .unwrap();
+    let text =
+        format!("[breakers.{name}]\nfailures = 4\n[breakers.{name}.keys.\"h1\"]\nfailures = 2\n");
+    registry()
+        .reload_toml_str("display-panics.toml", &text)
+        .unwrap();
+    family.call(&Host(13), || Ok::<_, &str>(())).unwrap();
+    family.call(&Host(1), || Ok::<_, &str>(())).unwrap();
+    assert_eq!(family.get(&Host(13)).unwrap().config().failures(), Some(4));
+    assert_eq!(family.get(&Host(1)).unwrap().config().failures(), Some(2));
+}
