@@ -106,6 +106,13 @@ struct Presets {
     version: u64,
 }
 
+/// Held by a config load from its first read of what the registry has to its last change, and
+/// by a keyed family's creation while it checks its preset and publishes the family: loads run
+/// one at a time, and a family is made either before a load (which then finds it live) or
+/// after (from the preset the load wrote). No user code runs under it but what a load itself
+/// runs (a clock or probe dropped with a replaced config).
+pub(crate) static LOADS: Mutex<()> = Mutex::new(());
+
 /// What is set for a name before its breaker (or keyed family) is created.
 #[derive(Clone, Default)]
 pub(crate) struct Preset {
@@ -595,6 +602,11 @@ impl Registry {
     pub fn set_clock(&self, name: &str, clock: impl Clock) -> bool {
         self.preset(name, |p, _| p.clock.replace(crate::clock::shared(clock)))
             .is_some()
+    }
+
+    /// The presets' version: it moves with every change of any name's preset.
+    pub(crate) fn preset_version(&self) -> u64 {
+        lock(&self.presets).version
     }
 
     /// The config ([`configure`](Registry::configure), `load_toml`) and clock

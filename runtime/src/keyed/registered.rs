@@ -248,59 +248,85 @@ impl Registry {
             }
             return known;
         }
-        let crate::registry::Preset {
-            config: preset,
-            clock,
-            keys,
-        } = self.family_preset(name);
-        #[cfg_attr(not(feature = "serde"), allow(unused_mut))]
-        let mut keys = keys;
-        // A config file's layers over the code's config, for a family `family` makes.
-        #[cfg(feature = "serde")]
-        let built = match (site, &code) {
-            (Some(site), Some(code)) => self.file_layers(name, site, code),
-            _ => None,
-        };
-        #[cfg(feature = "serde")]
-        let (preset, accounts) = match built {
-            Some(built) => {
-                keys = built
-                    .keys
-                    .iter()
-                    .map(|(key, config, _)| (key.clone(), config.clone()))
-                    .collect();
-                (Some(built.config.clone()), Some(built))
+        // The config the closure gives, when no preset or code config stands: asked once.
+        let mut from_closure: Option<Config> = None;
+        #[cfg_attr(not(feature = "serde"), allow(unused_variables))]
+        let (map, accounts) = loop {
+            // Read before the preset: a load that writes one meanwhile moves it, and the family
+            // is made again from the new preset (below).
+            let version = self.preset_version();
+            let crate::registry::Preset {
+                config: preset,
+                clock,
+                keys,
+            } = self.family_preset(name);
+            #[cfg_attr(not(feature = "serde"), allow(unused_mut))]
+            let mut keys = keys;
+            // A config file's layers over the code's config, for a family `family` makes.
+            #[cfg(feature = "serde")]
+            let built = match (site, &code) {
+                (Some(site), Some(code)) => self.file_layers(name, site, code),
+                _ => None,
+            };
+            #[cfg(feature = "serde")]
+            let (preset, accounts) = match built {
+                Some(built) => {
+                    keys = built
+                        .keys
+                        .iter()
+                        .map(|(key, config, _)| (key.clone(), config.clone()))
+                        .collect();
+                    (Some(built.config.clone()), Some(built))
+                }
+                None => (preset, None),
+            };
+            let mut config = match (preset, code.clone()) {
+                (Some(preset), _) => preset,
+                (None, Some(code)) => code,
+                (None, None) => from_closure
+                    .get_or_insert_with(|| {
+                        config
+                            .take()
+                            .map_or_else(Config::default, |config| config())
+                    })
+                    .clone(),
+            };
+            if let Some(clock) = clock {
+                config.clock = crate::clock::ClockRef::Custom(clock);
             }
-            None => (preset, None),
+            // Made outside the lock too: a new family reads its clock, which is user code.
+            let map = BreakerMap::<K>::new(name, config);
+            // Not shared yet: every key it makes will tell the registry's listeners.
+            map.family
+                .in_registry
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            // A key's own config is looked up as the key displays, when its breaker is made.
+            map.family.live.set_keys(keys);
+            #[cfg(not(feature = "serde"))]
+            let accounts = ();
+            // Published under the loads' lock, and only if no preset changed since it was read:
+            // a load either ran before (and the family is made again from what it wrote), or
+            // runs after and finds the family live.
+            let loads = crate::registry::LOADS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if self.preset_version() != version {
+                drop(loads);
+                drop(map);
+                continue;
+            }
+            let mut all = families();
+            if let Some(known) = found(&all) {
+                drop((all, loads));
+                // Another thread's family stands; ours (and the user's clock in it) is dropped
+                // outside the lock.
+                drop(map);
+                return known;
+            }
+            all.push((name.into(), Arc::new(map.clone())));
+            drop((all, loads));
+            break (map, accounts);
         };
-        let mut config = match (preset, code.clone()) {
-            (Some(preset), _) => preset,
-            (None, Some(code)) => code,
-            (None, None) => config
-                .take()
-                .map_or_else(Config::default, |config| config()),
-        };
-        if let Some(clock) = clock {
-            config.clock = crate::clock::ClockRef::Custom(clock);
-        }
-        // Made outside the lock too: a new family reads its clock, which is user code.
-        let map = BreakerMap::<K>::new(name, config);
-        // Not shared yet: every key it makes will tell the registry's listeners.
-        map.family
-            .in_registry
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        // A key's own config is looked up as the key displays, when its breaker is made.
-        map.family.live.set_keys(keys);
-        let mut all = families();
-        if let Some(known) = found(&all) {
-            drop(all);
-            // Another thread's family stands; ours (and the user's clock in it) is dropped
-            // outside the lock.
-            drop(map);
-            return known;
-        }
-        all.push((name.into(), Arc::new(map.clone())));
-        drop(all);
         // The site that created the family with the code's own config: for `check`, and the
         // layer under the next config file's.
         if let (Some(site), Some(code)) = (site, code) {

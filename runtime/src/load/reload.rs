@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::file::read;
 use super::load_error::{LoadError, Name};
@@ -94,10 +94,9 @@ impl Registry {
         text: &str,
         env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<Vec<String>, LoadError> {
-        // Held from the first read of what the registry has to the last change: no user code
-        // runs under it but what a load itself runs (a clock or probe dropped with a config).
-        static LOADS: Mutex<()> = Mutex::new(());
-        let _one_at_a_time = LOADS.lock().unwrap_or_else(|e| e.into_inner());
+        let _one_at_a_time = crate::registry::LOADS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let scope = scope(path);
         let (configs, key_configs, shared) = self.prepare(path, &scope, text, env)?;
         let refused = |name: &str, place: &Place, e: ReconfigureError| match place {

@@ -678,3 +678,37 @@ fn a_new_key_whose_display_panics_takes_the_familys_config_under_key_tables() {
     assert_eq!(family.get(&Host(13)).unwrap().config().failures(), Some(4));
     assert_eq!(family.get(&Host(1)).unwrap().config().failures(), Some(2));
 }
+
+/// A load that runs while a keyed family is first made (here from the family's clock, which
+/// the family reads as it is made) reaches the family: its table and its key tables apply,
+/// though the family was not live when the load looked.
+#[test]
+fn a_load_while_a_family_is_made_reaches_the_family() {
+    struct LoadsAtFirstRead {
+        time: ManualClock,
+        loaded: std::sync::atomic::AtomicBool,
+    }
+    impl breakerbox_runtime::Clock for LoadsAtFirstRead {
+        fn now(&self) -> Duration {
+            if !self.loaded.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                let text = "[breakers.made-meanwhile]\ndynamic = true\nfailures = 2\n\
+                            [breakers.made-meanwhile.keys.\"k\"]\nfailures = 3\n";
+                registry()
+                    .reload_toml_str("made-meanwhile.toml", text)
+                    .unwrap();
+            }
+            self.time.now()
+        }
+    }
+    let clock = LoadsAtFirstRead {
+        time: ManualClock::new(),
+        loaded: Default::default(),
+    };
+    let config = Config::builder().failures(5).clock(clock).build().unwrap();
+    let family: BreakerMap<String> = registry().family("made-meanwhile", || config).unwrap();
+    for key in ["k", "other"] {
+        family.call(key, || Ok::<_, &str>(())).unwrap();
+    }
+    let failures = |key: &str| family.get(key).unwrap().config().failures();
+    assert_eq!((failures("k"), failures("other")), (Some(3), Some(2)));
+}
