@@ -158,6 +158,19 @@ impl Inner {
         now.saturating_sub(entered) >= nanos(self.config.probe_timeout)
     }
 
+    /// Re-opens the breaker from the half-open round of `generation`, which ran past
+    /// `probe_timeout` (whoever gets there first ends it).
+    pub(super) fn end_timed_out_round(&self, generation: u32, now: u64) {
+        self.transition(
+            generation,
+            &[State::HalfOpen],
+            State::Open,
+            Reason::ProbeTimeout,
+            None,
+            now,
+        );
+    }
+
     #[inline]
     pub(super) fn reject(&self, reason: RejectReason, retry_after_ns: u64) -> Refusal {
         let reason = reason.code();
@@ -220,14 +233,7 @@ impl Inner {
             }
             if cur.admitted() >= limit {
                 if self.round_timed_out(now) {
-                    self.transition(
-                        generation,
-                        &[State::HalfOpen],
-                        State::Open,
-                        Reason::ProbeTimeout,
-                        None,
-                        now,
-                    );
+                    self.end_timed_out_round(generation, now);
                     // The round is over, whoever ended it: answer as the breaker is now,
                     // which for an open one says when to retry.
                     return self.acquire_word(self.state.load(Ordering::Acquire));

@@ -559,15 +559,7 @@ impl Inner {
             // than `probe_timeout`: probes cancelled one after another (a timeout around the
             // breaker, over a hung service) would otherwise keep the round, and the breaker,
             // half-open for good.
-            self.transition(
-                generation,
-                &[State::HalfOpen],
-                State::Open,
-                Reason::ProbeTimeout,
-                None,
-                now,
-            );
-            return;
+            return self.end_timed_out_round(generation, now);
         }
         let mut cur = self.probe.load(Ordering::Acquire);
         loop {
