@@ -428,7 +428,6 @@ impl Episode {
         }
     }
 
-    /// Attempt `seq` ended with `done`: counted, and on a success the breaker moves on.
     /// Counts attempt `seq`'s end, then that it runs no more. A panic while its end is counted
     /// (a passed probe moves the breaker, which reads the user's clock) is caught: the count of
     /// running probes must come down, or no blocking probe of this breaker would start again.
@@ -442,6 +441,7 @@ impl Episode {
         self.stats.running.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// Attempt `seq` ended with `done`: counted, and on a success the breaker moves on.
     fn finish(&self, seq: u64, done: Done) {
         {
             let mut flight = lock(&self.flight);
