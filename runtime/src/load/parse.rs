@@ -98,7 +98,20 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, LoadError> {
     };
     let doc = DeTable::parse(text).map_err(|e| {
         let offset = e.span().map_or(0, |s| s.start);
-        syntax(offset, e.message().trim_end().to_owned())
+        let message = e.message().trim_end();
+        let named = e
+            .span()
+            .and_then(|s| text.get(s))
+            .filter(|_| message == "duplicate key");
+        let message = match named {
+            Some(key) => format!(
+                "duplicate key `{}`: a key or a table may appear once in its table; keep one of \
+                 the two",
+                Cut(key)
+            ),
+            None => message.to_owned(),
+        };
+        syntax(offset, message)
     })?;
     let doc = doc.get_ref();
     let mut parsed = Parsed::default();

@@ -483,3 +483,21 @@ fn a_misspelt_breakers_table_is_an_error() {
     )
     .unwrap();
 }
+
+/// A key or a table given twice names itself, where the parser says only "duplicate key".
+#[test]
+fn a_key_or_table_given_twice_is_named() {
+    assert_eq!(
+        err("[breakers.a]\nfailures = 2\nfailures = 3\n", &[]),
+        "breakers.toml:3:1: duplicate key `failures`: a key or a table may appear once in its \
+         table; keep one of the two"
+    );
+    assert_eq!(
+        err(
+            "[breakers.a]\nfailures = 2\n[breakers.a]\nopen_for = \"1s\"\n",
+            &[]
+        ),
+        "breakers.toml:3:11: duplicate key `a`: a key or a table may appear once in its table; \
+         keep one of the two"
+    );
+}
