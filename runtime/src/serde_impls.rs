@@ -139,7 +139,9 @@ fn is_whole(s: &str) -> bool {
 /// one, else "; valid keys: …".
 pub(crate) fn did_you_mean(key: &str) -> String {
     let keys = KEYS.join(", ");
-    match closest(key, KEYS.iter().copied()) {
+    // Keys are lowercase: `FAILURES` is `failures`, however far apart the letters' codes.
+    let cased = KEYS.iter().copied().find(|k| k.eq_ignore_ascii_case(key));
+    match cased.or_else(|| closest(key, KEYS.iter().copied())) {
         Some(k) => format!("; did you mean `{k}`? valid keys: {keys}"),
         None => format!("; valid keys: {keys}"),
     }

@@ -501,3 +501,15 @@ fn a_key_or_table_given_twice_is_named() {
          keep one of the two"
     );
 }
+
+/// A key written in capitals (as environment variables are) is suggested in lowercase.
+#[test]
+fn a_key_in_capitals_is_suggested_in_lowercase() {
+    let e = err("[breakers.a]\ndynamic = true\nFAILURES = 5\n", &[]);
+    assert!(
+        e.starts_with(
+            "breakers.toml:3: [breakers.a] `FAILURES` unknown key; did you mean `failures`?"
+        ),
+        "{e}"
+    );
+}
