@@ -33,6 +33,11 @@ impl Raw {
     /// An environment variable's value: a number if it reads as one, else a string.
     pub(crate) fn from_env(value: &str) -> Raw {
         let v = value.trim();
+        // Quoted as in a `.env` file or a compose file that kept its quotes: `"5s"` is `5s`.
+        let v = [('"', '"'), ('\'', '\'')]
+            .iter()
+            .find_map(|&(open, close)| v.strip_prefix(open)?.strip_suffix(close))
+            .map_or(v, str::trim);
         let digits = v.replace('_', "");
         if let Ok(i) = digits.parse::<i128>() {
             Raw::Int(i)

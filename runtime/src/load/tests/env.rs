@@ -350,3 +350,20 @@ fn a_whole_number_past_128_bits_is_out_of_range() {
         )
     );
 }
+
+/// A value in quotes, as a `.env` or compose file may keep them, reads as the value inside.
+#[test]
+fn a_quoted_variable_value_reads_as_the_value_inside() {
+    let file = "[breakers.env-q]\ndynamic = true\n";
+    let env = [
+        ("BREAKERBOX__ENV_Q__OPEN_FOR", "\"5s\""),
+        ("BREAKERBOX__ENV_Q__FAILURES", "'3'"),
+    ];
+    let origin = Path::new("env-quoted.toml");
+    registry()
+        .load_with_env(origin, file, env_of(&env))
+        .unwrap();
+    let b = registry().get_or_create("env-q", Config::default);
+    assert_eq!(b.config().open_for(), Duration::from_secs(5));
+    assert_eq!(b.config().failures(), Some(3));
+}
