@@ -34,9 +34,21 @@ pub(super) fn read(path: &Path) -> Result<String, LoadError> {
             meta.len()
         )));
     }
-    std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+    let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
         path: path.to_owned(),
         source,
+    })?;
+    String::from_utf8(bytes).map_err(|e| {
+        // Where the text stops being UTF-8: the line and column of its first bad byte.
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let good = std::str::from_utf8(good).unwrap_or_default();
+        let line_start = good.rfind('\n').map_or(0, |i| i + 1);
+        LoadError::Syntax {
+            path: path.to_owned(),
+            line: good.matches('\n').count() + 1,
+            column: good[line_start..].chars().count() + 1,
+            message: "not UTF-8 text (a TOML file must be): save the file as UTF-8".to_owned(),
+        }
     })
 }
 

@@ -513,3 +513,22 @@ fn a_key_in_capitals_is_suggested_in_lowercase() {
         "{e}"
     );
 }
+
+/// A file that is not UTF-8 (Latin-1 here) is an error at its first bad byte, saying so.
+#[test]
+fn a_file_that_is_not_utf8_is_an_error_at_its_first_bad_byte() {
+    let dir = std::env::temp_dir().join(format!("breakerbox-latin1-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("latin1.toml");
+    std::fs::write(&path, b"[breakers.a]\n# caf\xe9\nfailures = 2\n").unwrap();
+    let e = read(&path).unwrap_err();
+    assert_eq!(e.line(), Some(2));
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}:2:6: not UTF-8 text (a TOML file must be): save the file as UTF-8",
+            path.display()
+        )
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
