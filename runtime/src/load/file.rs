@@ -70,7 +70,28 @@ pub(super) fn check_file_keys(path: &Path, name: &str, table: &Table) -> Result<
         })?;
     }
     for (key, own) in &table.per_key {
-        check_file_keys(path, &key_table_name(name, key), own)?;
+        let table_name = key_table_name(name, key);
+        // The family's bounds are its own: one key's table cannot set them.
+        if let Some((bound, _, origin)) = own
+            .keys
+            .iter()
+            .find(|(k, _, _)| k == "max_keys" || k == "idle_for")
+        {
+            return Err(LoadError::Invalid {
+                path: path.to_owned(),
+                line: match origin {
+                    Origin::File { line } => *line,
+                    Origin::Env { .. } => own.line,
+                },
+                breaker: table_name,
+                key: bound.clone(),
+                message: format!(
+                    "bounds the whole family: set it in [breakers.{}], not in one key's table",
+                    Name(name)
+                ),
+            });
+        }
+        check_file_keys(path, &table_name, own)?;
     }
     Ok(())
 }

@@ -532,3 +532,15 @@ fn a_file_that_is_not_utf8_is_an_error_at_its_first_bad_byte() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `max_keys` and `idle_for` bound a whole family: in one key's table they are an error that
+/// says where they go, not keys that do nothing.
+#[test]
+fn a_family_bound_in_one_keys_table_is_an_error() {
+    let text = "[breakers.bound-fam]\ndynamic = true\n\n[breakers.bound-fam.keys.\"k1\"]\nfailures = 2\nmax_keys = 1\n";
+    assert_eq!(
+        err(text, &[]),
+        "breakers.toml:6: [breakers.bound-fam.keys.\"k1\"] `max_keys` bounds the whole family: \
+         set it in [breakers.bound-fam], not in one key's table"
+    );
+}
