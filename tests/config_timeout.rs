@@ -95,7 +95,7 @@ async fn per_host(host: &str, ms: u64) -> Result<u64, ApiError> {
 async fn a_single_keys_table_gives_that_key_its_own_timeout() {
     registry()
         .load_toml_str(
-            "timeout.toml",
+            "timeout-keyed.toml",
             "[breakers.timeout-keyed.keys.\"slow.example\"]\ntimeout = \"50ms\"\n\n\
              [breakers.timeout-keyed]\ntimeout = \"2s\"\n",
         )
