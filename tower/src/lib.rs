@@ -53,8 +53,8 @@
 //! `ServiceBuilder::new().layer(breaker_layer).timeout(d)`. A timeout outside it
 //! (`.timeout(d).layer(breaker_layer)`) cancels a hung call, which then counts as neither, and
 //! a breaker over a service that only hangs never trips. In half-open, cancelled probes free
-//! their slots until the round has run for `probe_timeout`; the first cancelled after that
-//! re-opens the breaker.
+//! their slots until `probe_timeout` after the round's first probe; the first cancelled after
+//! that re-opens the breaker.
 //!
 //! # Panics
 //!

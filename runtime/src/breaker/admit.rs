@@ -158,6 +158,33 @@ impl Inner {
         now.saturating_sub(entered) >= nanos(self.config.probe_timeout)
     }
 
+    /// Notes `now` as when the half-open round of `generation` admitted its first probe,
+    /// unless it has such a time already.
+    fn note_round_start(&self, generation: u32, now: u64) {
+        let mut start = self
+            .extras()
+            .round_start
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if start.is_none_or(|(g, _)| g != generation) {
+            *start = Some((generation, now));
+        }
+    }
+
+    /// Whether the half-open round of `generation` admitted its first probe `probe_timeout`
+    /// or more before `now`. Counted from that probe, not from entering half-open: after a
+    /// quiet spell with no call, the first probe's round starts with it.
+    pub(super) fn probes_timed_out(&self, generation: u32, now: u64) -> bool {
+        let start = *self
+            .extras()
+            .round_start
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        start.is_some_and(|(g, first)| {
+            g == generation && now.saturating_sub(first) >= nanos(self.config.probe_timeout)
+        })
+    }
+
     /// Re-opens the breaker from the half-open round of `generation`, which ran past
     /// `probe_timeout` (whoever gets there first ends it).
     pub(super) fn end_timed_out_round(&self, generation: u32, now: u64) {
@@ -246,7 +273,10 @@ impl Inner {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Ok(self.permit(generation, Kind::Probe, started)),
+                Ok(_) => {
+                    self.note_round_start(generation, now);
+                    return Ok(self.permit(generation, Kind::Probe, started));
+                }
                 Err(actual) => cur = actual,
             }
         }

@@ -309,6 +309,9 @@ pub(super) struct Extras {
     pub(super) retired: std::sync::Mutex<Vec<Arc<crate::config::Config>>>,
     /// Health probes (`crate::probe`): the opening being probed, and the counts.
     pub(super) probing: ProbeSlot,
+    /// When the half-open round of a generation admitted its first probe: from then on, an
+    /// ignored or cancelled probe frees its slot only for `probe_timeout`.
+    pub(super) round_start: std::sync::Mutex<Option<(u32, u64)>>,
     /// Failures that were calls run past their timeout (`Permit::timed_out`), also counted
     /// among the failures. A shared word: a timed-out call has waited out its timeout, and
     /// counting it here keeps the counter stripes, and the calls that do not time out, as

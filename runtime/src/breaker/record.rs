@@ -551,12 +551,9 @@ impl Inner {
             );
             return;
         }
-        if matches!(outcome, Outcome::Ignored)
-            && self.state.load(Ordering::Acquire).generation() == generation
-            && self.round_timed_out(now)
-        {
-            // An ignored or cancelled probe frees its slot only while the round is younger
-            // than `probe_timeout`: probes cancelled one after another (a timeout around the
+        if matches!(outcome, Outcome::Ignored) && self.probes_timed_out(generation, now) {
+            // An ignored or cancelled probe frees its slot only for `probe_timeout` after the
+            // round's first probe: probes cancelled one after another (a timeout around the
             // breaker, over a hung service) would otherwise keep the round, and the breaker,
             // half-open for good.
             return self.end_timed_out_round(generation, now);

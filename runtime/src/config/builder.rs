@@ -143,8 +143,9 @@ impl ConfigBuilder {
         /// Successful probes that close the breaker (1 to `half_open_calls`, default 1).
         successes: u32 => |c, v| c.successes = v;
         /// How long a half-open round may last, from entering half-open, before a call that
-        /// finds every probe slot taken, or a probe that ends ignored or cancelled (whose slot
-        /// is freed before then), re-opens the breaker (default 60 s).
+        /// finds every probe slot taken re-opens the breaker; and, from the round's first
+        /// probe, before a probe that ends ignored or cancelled (whose slot is freed before
+        /// then) re-opens it (default 60 s).
         probe_timeout: Duration => |c, v| c.probe_timeout = v;
         /// Let at most this many calls run at once while closed (a bulkhead). A permit leaked
         /// with `mem::forget` (or a future parked for ever) holds its place until the next

@@ -189,6 +189,25 @@ fn probe_timeout_ends_a_round_whose_probes_are_cancelled_one_after_another() {
     assert_eq!(b.state(), State::Closed);
 }
 
+/// After a quiet spell longer than `probe_timeout` in half-open, the first probe that ends
+/// ignored (a classifier's `Ignored`, a cancelled call) frees its slot: the round's time runs
+/// from its first probe, so a probe that never hung does not re-open the breaker.
+#[test]
+fn an_ignored_probe_after_a_quiet_spell_frees_its_slot() {
+    let (b, clock) = breaker(
+        Config::builder()
+            .failures(1)
+            .open_for(secs(1))
+            .probe_timeout(secs(5)),
+    );
+    to_half_open(&b, &clock);
+    clock.advance(secs(600));
+    b.try_acquire().unwrap().ignore();
+    assert_eq!(b.state(), State::HalfOpen);
+    succeed(&b);
+    assert_eq!(b.state(), State::Closed);
+}
+
 /// A reload that lowers `successes` (with `half_open_calls`) to what the round under way has
 /// already passed applies to that round, as `reconfigure` promises: the next call finds the
 /// breaker closed. Without it the round had no probe left to admit and no success to come,

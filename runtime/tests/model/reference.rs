@@ -146,6 +146,8 @@ pub struct Model {
     pub admitted: u32,
     pub probe_successes: u32,
     pub progress: Duration,
+    /// When the half-open round admitted its first probe.
+    pub round_start: Option<Duration>,
     // Totals.
     pub successes: u64,
     pub failures: u64,
@@ -180,6 +182,7 @@ impl Model {
             admitted: 0,
             probe_successes: 0,
             progress: Duration::ZERO,
+            round_start: None,
             successes: 0,
             failures: 0,
             ignored: 0,
@@ -213,6 +216,7 @@ impl Model {
                 self.admitted = 0;
                 self.probe_successes = 0;
                 self.progress = self.now;
+                self.round_start = None;
             }
             State::Closed => {
                 self.window.clear();
@@ -263,6 +267,7 @@ impl Model {
             State::HalfOpen => {
                 if self.admitted < self.setup.half_open_calls {
                     self.admitted += 1;
+                    self.round_start.get_or_insert(self.now);
                     return admit(self, Kind::Probe);
                 }
                 if self.now - self.progress >= self.setup.probe_timeout {
@@ -346,9 +351,12 @@ impl Model {
                     return;
                 }
                 if outcome == Outcome::Ignored {
-                    // Frees its slot while the round is younger than `probe_timeout`; after,
-                    // it ends the round.
-                    if self.now - self.progress >= self.setup.probe_timeout {
+                    // Frees its slot for `probe_timeout` after the round's first probe;
+                    // after, it ends the round.
+                    if self
+                        .round_start
+                        .is_some_and(|t| self.now - t >= self.setup.probe_timeout)
+                    {
                         self.go(State::Open, None);
                         return;
                     }
