@@ -111,7 +111,35 @@ struct Presets {
 /// one at a time, and a family is made either before a load (which then finds it live) or
 /// after (from the preset the load wrote). No user code runs under it but what a load itself
 /// runs (a clock or probe dropped with a replaced config).
-pub(crate) static LOADS: Mutex<()> = Mutex::new(());
+static LOADS: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    /// Whether this thread holds [`LOADS`]: user code run by a load (a key's `Display`, a
+    /// tracing subscriber) that loads a file or makes a family on the same thread goes on
+    /// without it, rather than wait for itself.
+    static HOLDS_LOADS: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// [`LOADS`], held until dropped; nothing if this thread holds it already.
+pub(crate) struct OneLoad(Option<std::sync::MutexGuard<'static, ()>>);
+
+/// Waits for [`LOADS`], unless this thread holds it.
+pub(crate) fn one_load_at_a_time() -> OneLoad {
+    if HOLDS_LOADS.with(core::cell::Cell::get) {
+        return OneLoad(None);
+    }
+    let guard = LOADS.lock().unwrap_or_else(|e| e.into_inner());
+    HOLDS_LOADS.with(|holds| holds.set(true));
+    OneLoad(Some(guard))
+}
+
+impl Drop for OneLoad {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            HOLDS_LOADS.with(|holds| holds.set(false));
+        }
+    }
+}
 
 /// What is set for a name before its breaker (or keyed family) is created.
 #[derive(Clone, Default)]

@@ -250,8 +250,7 @@ impl Registry {
         }
         // The config the closure gives, when no preset or code config stands: asked once.
         let mut from_closure: Option<Config> = None;
-        #[cfg_attr(not(feature = "serde"), allow(unused_variables))]
-        let (map, accounts) = loop {
+        let map = loop {
             // Read before the preset: a load that writes one meanwhile moves it, and the family
             // is made again from the new preset (below).
             let version = self.preset_version();
@@ -302,14 +301,10 @@ impl Registry {
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             // A key's own config is looked up as the key displays, when its breaker is made.
             map.family.live.set_keys(keys);
-            #[cfg(not(feature = "serde"))]
-            let accounts = ();
             // Published under the loads' lock, and only if no preset changed since it was read:
             // a load either ran before (and the family is made again from what it wrote), or
             // runs after and finds the family live.
-            let loads = crate::registry::LOADS
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let loads = crate::registry::one_load_at_a_time();
             if self.preset_version() != version {
                 drop(loads);
                 drop(map);
@@ -324,21 +319,24 @@ impl Registry {
                 return known;
             }
             all.push((name.into(), Arc::new(map.clone())));
-            drop((all, loads));
-            break (map, accounts);
-        };
-        // The site that created the family with the code's own config: for `check`, and the
-        // layer under the next config file's.
-        if let (Some(site), Some(code)) = (site, code) {
-            self.record(name, site, &code);
-        }
-        #[cfg(feature = "serde")]
-        if let Some(built) = accounts {
-            self.set_sources(name, &built.config, built.sources);
-            for (key, config, sources) in built.keys {
-                self.set_sources(&crate::registry::key_account(name, &key), &config, sources);
+            drop(all);
+            // The site that created the family with the code's own config: for `check`, and
+            // the layer under the next config file's. Before the loads' lock is let go, so
+            // that a load finds the code's config under its file's.
+            if let (Some(site), Some(code)) = (site, &code) {
+                self.record(name, site, code);
             }
-        }
+            #[cfg(feature = "serde")]
+            if let Some(built) = accounts {
+                self.set_sources(name, &built.config, built.sources);
+                for (key, config, sources) in built.keys {
+                    let account = crate::registry::key_account(name, &key);
+                    self.set_sources(&account, &config, sources);
+                }
+            }
+            drop(loads);
+            break map;
+        };
         Ok(map)
     }
 

@@ -94,9 +94,7 @@ impl Registry {
         text: &str,
         env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<Vec<String>, LoadError> {
-        let _one_at_a_time = crate::registry::LOADS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _one_at_a_time = crate::registry::one_load_at_a_time();
         let scope = scope(path);
         let (configs, key_configs, shared) = self.prepare(path, &scope, text, env)?;
         let refused = |name: &str, place: &Place, e: ReconfigureError| match place {

@@ -712,3 +712,48 @@ fn a_load_while_a_family_is_made_reaches_the_family() {
     let failures = |key: &str| family.get(key).unwrap().config().failures();
     assert_eq!((failures("k"), failures("other")), (Some(3), Some(2)));
 }
+
+/// User code that a load runs (here a key's `Display`, shown to match key tables) may itself
+/// load a file and make a family on the same thread: loads run one at a time, but a load
+/// never waits for itself.
+#[test]
+fn user_code_run_by_a_load_may_load_and_make_a_family() {
+    #[derive(Clone, PartialEq, Eq, Hash)]
+    struct Reenters(&'static str);
+    static ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    impl fmt::Display for Reenters {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            if ARMED.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                registry()
+                    .reload_toml_str("reentered.toml", "[breakers.reentered-b]\ndynamic = true\n")
+                    .unwrap();
+                registry()
+                    .family::<String>("reentered-family", Config::default)
+                    .unwrap();
+            }
+            f.write_str(self.0)
+        }
+    }
+    let name = "reentering-keys";
+    let family: BreakerMap<Reenters> = registry().family(name, Config::default).unwrap();
+    family.call(&Reenters("h"), || Ok::<_, &str>(())).unwrap();
+    ARMED.store(true, std::sync::atomic::Ordering::SeqCst);
+    let text =
+        format!("[breakers.{name}]\nfailures = 3\n[breakers.{name}.keys.\"h\"]\nfailures = 2\n");
+    registry()
+        .reload_toml_str("reentering.toml", &text)
+        .unwrap();
+    assert!(
+        !ARMED.load(std::sync::atomic::Ordering::SeqCst),
+        "the key was shown"
+    );
+    assert_eq!(
+        family.get(&Reenters("h")).unwrap().config().failures(),
+        Some(2)
+    );
+    assert!(
+        registry()
+            .family::<String>("reentered-family", Config::default)
+            .is_ok()
+    );
+}
