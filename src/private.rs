@@ -520,7 +520,7 @@ pub fn call_timeout(breaker: &Breaker, attribute: Duration) -> Duration {
 /// call's permit. The timer is set up here, before the call runs: without one (outside a
 /// runtime, or on a runtime built without `enable_time`) tokio panics, and the permit is
 /// recorded as ignored first, so that a program's setup error never counts as the service's
-/// failure nor trips the breaker.
+/// failure.
 #[cfg(feature = "tokio")]
 #[inline]
 pub fn timeout<'a, F: Future>(

@@ -109,8 +109,10 @@ struct Presets {
 /// Held by a config load from its first read of what the registry has to its last change, and
 /// by a keyed family's creation while it checks its preset and publishes the family: loads run
 /// one at a time, and a family is made either before a load (which then finds it live) or
-/// after (from the preset the load wrote). No user code runs under it but what a load itself
-/// runs (a clock or probe dropped with a replaced config).
+/// after (from the preset the load wrote). User code runs under it only as a load runs it: a
+/// key's `Display` matched against key tables, a tracing subscriber, the `Drop` of a replaced
+/// config's clock or probe. Such code on the load's own thread may load or make a family (see
+/// [`one_load_at_a_time`]); code that waits for another thread doing so waits for the load.
 static LOADS: Mutex<()> = Mutex::new(());
 
 thread_local! {

@@ -11,8 +11,9 @@ use crate::sync::Ordering;
 use crate::timer::RETRY_AT;
 
 impl Inner {
-    /// When a call admitted now starts, for a config that times its calls (else 0). Read
-    /// before a bulkhead place or a probe slot is taken: a user clock that panics here leaves
+    /// When a call admitted now starts, for a config that times its calls (else 0). Read once
+    /// the checks that may refuse the call have passed, before a bulkhead place or a probe
+    /// slot is taken: a refusal reads no clock, and a user clock that panics here leaves
     /// nothing taken that no permit will give back.
     #[inline]
     fn started(&self) -> u64 {
@@ -102,7 +103,7 @@ impl Inner {
         let generation = word.generation();
         match word.state() {
             State::Closed => {
-                let started = self.started();
+                let mut started = None;
                 if let Some(max) = self.config.max_concurrent {
                     // Each admission is one compare-and-swap below the limit. Not an increment
                     // undone on refusal: a refused call's passing increment would refuse
@@ -128,6 +129,7 @@ impl Inner {
                         if taken >= max {
                             return Err(self.reject(RejectReason::BulkheadFull, NO_RETRY));
                         }
+                        started.get_or_insert_with(|| self.started());
                         match self.active.compare_exchange_weak(
                             cur,
                             Places::new(generation, taken + 1),
@@ -139,6 +141,7 @@ impl Inner {
                         }
                     }
                 }
+                let started = started.unwrap_or_else(|| self.started());
                 Ok(self.permit(generation, Kind::Closed, started))
             }
             State::Disabled => Ok(self.permit(generation, Kind::Disabled, 0)),
@@ -245,7 +248,7 @@ impl Inner {
 
     pub(super) fn acquire_probe(&self, generation: u32, now: u64) -> Result<Permit<'_>, Refusal> {
         let limit = self.probe_limit();
-        let started = self.started();
+        let mut first_read = None;
         let mut cur = self.probe.load(Ordering::Acquire);
         loop {
             if cur.generation() != generation {
@@ -267,6 +270,7 @@ impl Inner {
                 }
                 return Err(self.reject(RejectReason::HalfOpenFull, NO_RETRY));
             }
+            let started = *first_read.get_or_insert_with(|| self.started());
             match self.probe.compare_exchange_weak(
                 cur,
                 cur.admit(),
