@@ -187,8 +187,9 @@ where
         }
     }
 
-    /// Makes `key`'s breaker and puts it in the map (unless another thread was first): the
-    /// breaker there, brought to the config of a reload that ran meanwhile.
+    /// Makes `key`'s breaker and puts it in the map (unless it is there by the key `key`
+    /// makes, or another thread was first): the breaker there, brought to the config of a
+    /// reload that ran meanwhile.
     pub(super) fn fresh<'g, Q>(
         &'g self,
         key: &Q,
@@ -202,6 +203,12 @@ where
     {
         let seen = self.live.generation();
         let owned: K = key.to_owned().into();
+        // A `From` that normalizes (a host lowercased) makes a key that `key` does not find:
+        // that key's breaker, marked called, not a new one each call.
+        if let Some(slot) = self.map.get(&owned, guard) {
+            mark(slot, self.tick.load(Ordering::Relaxed));
+            return &slot.breaker;
+        }
         let slot = self.slot(now, &owned);
         if self.in_registry.load(Ordering::Relaxed) {
             // Before the breaker is put in the map: no call reaches it before the hooks ran.

@@ -39,3 +39,44 @@ fn a_key_is_found_and_made_by_any_borrowed_form() {
     assert_eq!(map.call("cache.example", || Ok::<_, &str>(2)).unwrap(), 2);
     assert_eq!(map.len(), 2);
 }
+
+/// A host name that lowercases as it is made, looked up by the text as called.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Host(String);
+
+impl Borrow<str> for Host {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for Host {
+    fn from(s: String) -> Host {
+        Host(s.to_lowercase())
+    }
+}
+
+impl std::fmt::Display for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[test]
+fn a_key_made_from_a_form_it_normalizes_is_one_breaker_that_calls_keep_alive() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    let map: BreakerMap<Host> = BreakerMap::new("normalized", config(&clock, 100, 10));
+    // `DB.example` is not the key `db.example` by lookup, but it is by what it makes.
+    for _ in 0..4 {
+        map.call("DB.example", || Ok::<_, &str>(())).unwrap();
+        clock.advance(std::time::Duration::from_secs(6));
+        map.sweep();
+    }
+    assert_eq!(map.len(), 1);
+    let b = map
+        .get("db.example")
+        .expect("called every 6 s, it is not idle");
+    assert_eq!(b.metrics().successes, 4);
+    assert_eq!(map.evicted().keys, 0);
+}
