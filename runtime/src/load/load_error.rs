@@ -133,8 +133,8 @@ pub enum LoadError {
         /// "; did you mean `fast`?", or the file's bases, or how to write one.
         hint: String,
     },
-    /// `Registry::watch_toml` (feature `watch`) cannot watch the file (it names no file, its
-    /// directory cannot be watched, or the thread cannot start), or the watch reported an
+    /// `Registry::watch_toml` (feature `watch`) cannot watch the file (it names no file or a
+    /// directory, its directory cannot be watched, or the thread cannot start), or the watch reported an
     /// error.
     #[error("cannot watch circuit breaker config {}: {source}", path.display())]
     Watch {

@@ -101,10 +101,11 @@ impl Registry {
     /// under no lock of ours: the callback may block (delaying the next reload only), call
     /// the registry, and drop the watcher. A panic in it is caught and reported (`error`
     /// event), and the watch goes on; so does a reload that panics in the user code it runs
-    /// (a family key's `Display` while the file is checked leaves every breaker as it was). Dropping the [`TomlWatcher`] stops it (see there).
+    /// (a family key's `Display` while the file is checked leaves every breaker as it was).
+    /// Dropping the [`TomlWatcher`] stops it (see there).
     ///
-    /// Fails, watching nothing, if `path` names no file, its directory cannot be watched or
-    /// the thread cannot start ([`LoadError::Watch`]).
+    /// Fails, watching nothing, if `path` names no file or a directory, its directory cannot
+    /// be watched or the thread cannot start ([`LoadError::Watch`]).
     ///
     /// ```no_run
     /// use breakerbox_runtime::registry;
@@ -136,6 +137,15 @@ impl Registry {
         };
         let dir = std::fs::canonicalize(dir).map_err(|e| watch_error(path, e))?;
         let file = dir.join(name);
+        if file.is_dir() {
+            return Err(watch_error(
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::IsADirectory,
+                    "a directory; watch the config file in it",
+                ),
+            ));
+        }
         let (tell, heard) = mpsc::channel();
         let events = tell.clone();
         let target = file.clone();

@@ -323,6 +323,19 @@ fn a_directory_that_cannot_be_watched_is_an_error() {
     assert!(err.to_string().ends_with("the path names no file"), "{err}");
 }
 
+#[test]
+fn a_directory_given_as_the_file_is_an_error() {
+    let dir = dir("given-a-directory");
+    let err = registry().watch_toml(&dir, |_| {}).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "cannot watch circuit breaker config {}: a directory; watch the config file in it",
+            dir.display()
+        )
+    );
+}
+
 /// The `breakerbox` events of every thread: their level and fields, as text.
 struct Events(Mutex<Vec<(tracing::Level, String)>>);
 
