@@ -45,13 +45,11 @@ fn prefixed(name: &[u8], prefix: &str) -> bool {
         .is_some_and(|start| start.eq_ignore_ascii_case(prefix.as_bytes()))
 }
 
-/// `BREAKERBOX_USERS_OPEN_FOR` (single underscores, as Spring's relaxed binding writes
-/// `SPRING_…`): meant as an override if it ends in `_<KEY>` after a name, which
-/// `BREAKERBOX_TEST_REDIS_URL` and the like do not. The variable as it should be written.
-fn single_underscored(var: &str) -> Option<String> {
-    let rest = var.get(ENV_PREFIX.len() - 1..)?;
+/// The variable as it should be written, if `rest` (what follows the prefix) ends in
+/// `_<KEY>` after a name: `USERS_OPEN_FOR` → `BREAKERBOX__USERS__OPEN_FOR`. The longest key
+/// that ends it is taken: `_MAX_OPEN_FOR` before `_OPEN_FOR`.
+fn key_apart(rest: &str) -> Option<String> {
     let upper = rest.to_ascii_uppercase();
-    // The longest key that ends it: `_MAX_OPEN_FOR` before `_OPEN_FOR`.
     let mut keys: Vec<&str> = KEYS.to_vec();
     keys.sort_by_key(|k| core::cmp::Reverse(k.len()));
     keys.into_iter().find_map(|key| {
@@ -73,7 +71,10 @@ pub(super) fn read_env(
         match k.into_string() {
             Ok(k) if prefixed(k.as_bytes(), ENV_PREFIX) => vars.push((k, v)),
             Ok(k) if prefixed(k.as_bytes(), &ENV_PREFIX[..ENV_PREFIX.len() - 1]) => {
-                if let Some(fixed) = single_underscored(&k) {
+                // `BREAKERBOX_USERS_OPEN_FOR` (single underscores, as Spring's relaxed
+                // binding writes `SPRING_…`) is meant as an override; `BREAKERBOX_TEST_REDIS_URL`
+                // and the like, which end in no key, are not.
+                if let Some(fixed) = key_apart(&k[ENV_PREFIX.len() - 1..]) {
                     return Err(LoadError::Env {
                         var: k,
                         message: format!(
@@ -110,9 +111,18 @@ pub(super) fn read_env(
             .rsplit_once("__")
             .filter(|(name, key)| !name.is_empty() && !key.is_empty())
         else {
-            return Err(err(format!(
-                "write it `{ENV_PREFIX}<NAME>__<KEY>`, like `{ENV_PREFIX}USERS__OPEN_FOR=30s`"
-            )));
+            let rest = &var[ENV_PREFIX.len()..];
+            return Err(err(
+                match key_apart(rest).filter(|_| !rest.contains("__")) {
+                    Some(fixed) => format!(
+                        "a breaker's key follows its name after two underscores; write `{}`",
+                        Name(&fixed)
+                    ),
+                    None => format!(
+                        "write it `{ENV_PREFIX}<NAME>__<KEY>`, like `{ENV_PREFIX}USERS__OPEN_FOR=30s`"
+                    ),
+                },
+            ));
         };
         let key = key.to_ascii_lowercase();
         if !KEYS.contains(&key.as_str()) {

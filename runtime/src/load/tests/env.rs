@@ -327,6 +327,29 @@ fn a_variable_in_lower_case_applies_and_one_with_single_underscores_is_an_error(
     .unwrap();
 }
 
+/// `BREAKERBOX__USERS_OPEN_FOR`: the prefix right, one underscore before the key. The message
+/// shows the variable written right.
+#[test]
+fn a_variable_with_one_underscore_before_its_key_is_shown_written_right() {
+    for (var, fixed) in [
+        (
+            "BREAKERBOX__LOAD_APART_OPEN_FOR",
+            "BREAKERBOX__LOAD_APART__OPEN_FOR",
+        ),
+        (
+            "BREAKERBOX__LOAD_APART_MAX_OPEN_FOR",
+            "BREAKERBOX__LOAD_APART__MAX_OPEN_FOR",
+        ),
+    ] {
+        assert_eq!(
+            err("[breakers.load-apart]\ndynamic = true\n", &[(var, "5s")]),
+            format!(
+                "environment variable {var}: a breaker's key follows its name after two underscores; write `{fixed}`"
+            )
+        );
+    }
+}
+
 /// A whole number past 128 bits is out of its key's range, in a file and in a variable alike:
 /// not "must be a whole number, got an integer" (nor "got a float").
 #[test]
