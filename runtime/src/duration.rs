@@ -212,6 +212,13 @@ fn parse_nanos(text: &str, max: u128) -> Result<u128, DurationError> {
         );
     }
     let Some(&(_, unit_nanos)) = UNITS.iter().find(|(name, _)| *name == unit) else {
+        let power = unit.strip_prefix(['e', 'E']);
+        if power.is_some_and(|p| p.starts_with(|c: char| c.is_ascii_digit())) {
+            let like = exponent(number, unit, max).unwrap_or_else(|| "2s".to_owned());
+            return err(format!(
+                "duration {quoted} has an exponent: write the number in full, like \"{like}\""
+            ));
+        }
         if unit.chars().any(|c| c.is_ascii_digit()) {
             return err(match mixed(text, max) {
                 Some(fixed) => format!(
@@ -297,6 +304,15 @@ fn mixed(text: &str, max: u128) -> Option<String> {
         rest = next;
     }
     (total > 0 && total <= max).then(|| display_nanos(total))
+}
+
+/// `"1e3"`, `"s"` → `"1000s"`: a number written with an exponent, in the canonical form.
+fn exponent(number: &str, unit: &str, max: u128) -> Option<String> {
+    let (power, unit) = split_number(unit.strip_prefix(['e', 'E'])?);
+    let scale = 10u128.checked_pow(power.parse().ok()?)?;
+    let &(_, unit_nanos) = UNITS.iter().find(|(name, _)| *name == unit)?;
+    let nanos = parse_number(number, unit_nanos.checked_mul(scale)?, max).ok()?;
+    (nanos > 0).then(|| display_nanos(nanos))
 }
 
 /// Why a duration's number could not be turned into nanoseconds.
@@ -414,6 +430,14 @@ mod tests {
                 "duration \"1m30s\" mixes units: write a single number and unit, like \"90s\"",
             ),
             (
+                "1e3s",
+                "duration \"1e3s\" has an exponent: write the number in full, like \"1000s\"",
+            ),
+            (
+                "2.5E2ms",
+                "duration \"2.5E2ms\" has an exponent: write the number in full, like \"250ms\"",
+            ),
+            (
                 "2 sec",
                 "unexpected space in duration \"2 sec\": write it without spaces, like \"2s\"",
             ),
@@ -452,6 +476,8 @@ mod tests {
             "10 s",
             "10S",
             "1m30s",
+            "1e3s",
+            "1e30s",
             "1h30m",
             "2h0.5m",
             "-1s",
