@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 /// A breaker's name. One word (the first cache line has no room for two), shared by the
 /// breakers of a keyed family, and freed with the last breaker that holds it, so a process
-/// that makes and drops breakers of ever new names keeps a flat heap. The last failure's message lives in [`Extras`], per
-/// breaker. A [`Rejected`] names its breaker by holding a handle to it.
+/// that makes and drops breakers of ever new names keeps a flat heap. The last failure's
+/// message lives in the breaker's extras, per breaker. A [`Rejected`](crate::Rejected) keeps
+/// the name with what else it reports, not a handle to the breaker.
 pub(crate) struct Identity {
     pub(crate) name: Arc<Box<str>>,
 }

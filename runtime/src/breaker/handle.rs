@@ -5,7 +5,7 @@
 //! A breaker is two `std::sync::Arc`s deep. The handle is an `Arc<Handle>`, whose count is
 //! the handles' alone: a [`WeakBreaker`] is a `Weak<Handle>`, and upgrades while any handle
 //! (or [`OwnedPermit`]) is left. The handle holds the breaker's state, an `Arc<Inner>`, which
-//! also the tower layer's [`Lease`](super::Lease) holds: a lease keeps the breaker alive to
+//! also the tower layer's [`Lease`] holds: a lease keeps the breaker alive to
 //! record into it without being a handle. A [`Rejected`] holds neither: it keeps only what it
 //! reports (`Report`).
 //!
@@ -37,7 +37,7 @@ use crate::sync::{Ordering, lock};
 
 /// A circuit breaker. Cheap to clone: clones are handles to one breaker.
 ///
-/// Most users meet breakers through `#[circuit_breaker]` and the [`registry`](crate::registry);
+/// Most users meet breakers through `#[circuit_breaker]` and the [`registry`](crate::registry());
 /// this is the API underneath, for code that wants to drive one by hand.
 ///
 /// ```
@@ -182,7 +182,7 @@ impl Inner {
 /// listener keeps it alive for ever.
 ///
 /// [`upgrade`](WeakBreaker::upgrade) gives a [`Breaker`] while any handle to it (or an
-/// [`OwnedPermit`](crate::OwnedPermit)) remains. A registry breaker lives for the process, so its
+/// [`OwnedPermit`]) remains. A registry breaker lives for the process, so its
 /// weak handles always upgrade.
 ///
 /// ```
@@ -208,7 +208,7 @@ pub struct WeakBreaker(Weak<Handle>);
 
 impl WeakBreaker {
     /// A [`Breaker`] handle, if the breaker is still alive: `None` once its last handle (and
-    /// last [`OwnedPermit`](crate::OwnedPermit)) was dropped.
+    /// last [`OwnedPermit`]) was dropped.
     pub fn upgrade(&self) -> Option<Breaker> {
         self.0.upgrade().map(Breaker)
     }

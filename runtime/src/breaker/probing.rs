@@ -5,7 +5,7 @@
 //!
 //! * An opening of a breaker whose config has a probe starts an `Episode` (below) under the
 //!   transition lock (no user code there): it arms a *tick* on the breaker's clock's timers
-//!   (the same [`Timers`](crate::Timers) as the open timer) at `now + probe_every`, and is kept in the
+//!   (the same [`Timers`] as the open timer) at `now + probe_every`, and is kept in the
 //!   breaker's extras. Any transition out of that opening (the open timer, a call, a reset,
 //!   `force_open`, a re-trip, a probe's success) stops it, under the same lock: no probe
 //!   starts after that, a running async probe is aborted, and a late result is ignored.

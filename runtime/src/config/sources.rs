@@ -1,4 +1,4 @@
-//! Where each key of a breaker's config came from: [`Registry::config_sources`].
+//! Where each key of a breaker's config came from: [`Registry::config_sources`](crate::Registry::config_sources).
 
 use core::fmt;
 use std::path::PathBuf;
