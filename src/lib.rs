@@ -57,10 +57,12 @@
 //! # Alerting on open and close
 //!
 //! [`Registry::on_state_change`] calls a listener on every state change of every registry
-//! breaker, in the order they happened, on the thread whose call caused it (or on the thread
-//! already telling that breaker's earlier changes). Keep it quick and non-blocking: hand the
-//! [`Event`] to a channel and notify from a task (the `alerts` example posts JSON to a
-//! webhook). Each change is also a `tracing` event (target `breakerbox`, `WARN` on opening).
+//! breaker, in the order they happened, on the thread that made the change (a call's, a
+//! control's, a probe's; the system clock's timer hands its half-opens to a thread of its own,
+//! `breakerbox-notify`), or on a thread already telling that breaker's earlier changes. Keep it
+//! quick and non-blocking: hand the [`Event`] to a channel and notify from a task (the
+//! `alerts` example posts JSON to a webhook). Each change is also a `tracing` event (target
+//! `breakerbox`, `WARN` on opening).
 //!
 //! ```
 //! use breakerbox::{registry, State};
@@ -143,9 +145,9 @@ pub mod http {
     //! tonic).
     //!
     //! Feature `http`. [`HttpClassifier`] judges a status and its `Retry-After` header: 1xx to
-    //! 3xx succeed, 4xx are ignored, 5xx fail, and a 429 or 503 with a `Retry-After` in the
-    //! future trips the breaker for that long ([`Outcome::TripFor`](crate::Outcome::TripFor),
-    //! capped at 5 minutes by default). With the `tower` feature too, it is a tower layer's
+    //! 3xx succeed, 4xx are ignored, 5xx and 600–999 fail, and a 429 or 503 with a
+    //! `Retry-After` in the future trips the breaker for that long
+    //! ([`Outcome::TripFor`](crate::Outcome::TripFor), capped at 5 minutes by default). With the `tower` feature too, it is a tower layer's
     //! classifier. [`parse_retry_after`] reads both forms of the header.
     //!
     //! This module re-exports the [`breakerbox_http`] crate, whose page has the classifier's
