@@ -40,7 +40,8 @@ pub(crate) struct TimeWindow {
     more: LazyBox<[Calls; MORE]>,
     /// Calls per bucket of the thread that owns the breaker's first counter stripe.
     first: Calls,
-    /// On the system clock, keeps [`ClockRef::recent`](crate::clock::ClockRef::recent) fresh while the window lives.
+    /// On the system clock, keeps [`ClockRef::recent`](crate::clock::ClockRef::recent) fresh
+    /// while the window lives.
     pub(super) recent: Option<RecentUser>,
 }
 
@@ -185,7 +186,8 @@ impl TimeWindow {
     }
 
     /// A success's call count: `record` with nothing against it, dated by `recent`, a time
-    /// that may lag the clock (see [`ClockRef::recent`](crate::clock::ClockRef::recent)). Returns whether the bucket rotated.
+    /// that may lag the clock (see [`ClockRef::recent`](crate::clock::ClockRef::recent)).
+    /// Returns whether the bucket rotated.
     ///
     /// The success is counted in `recent`'s bucket only if the word there already counts for
     /// that bucket's epoch: it then lands at most one lag early, in a bucket this thread
