@@ -7,8 +7,8 @@ use core::pin::Pin;
 use core::task::Poll;
 use core::time::Duration;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError};
 
 use breakerbox_runtime::__private::Guarded;
 use breakerbox_runtime::{Breaker, Clock, Error, RejectReason, Rejected, State};
@@ -72,12 +72,36 @@ struct Wake {
     pushed: Notify,
 }
 
-/// Aborts the replayer when the last handle goes.
-pub(crate) struct Task(tokio::task::JoinHandle<()>);
+/// The replayer's task: aborted when the last handle goes, and started again on the caller's
+/// runtime if the runtime it ran on shut down (a `Replay` outlives it: the attribute's lives
+/// in a static, started by a first call on whatever runtime made it).
+pub(crate) struct Task(std::sync::RwLock<tokio::task::JoinHandle<()>>);
+
+impl Task {
+    /// Starts the replayer again on the current runtime if its task has ended (its runtime
+    /// shut down: a replayer never ends otherwise); outside a runtime, nothing.
+    fn revive<A: Send + 'static>(&self, shared: &Arc<Shared<A>>) {
+        let ended = |task: &tokio::task::JoinHandle<()>| task.is_finished();
+        if !ended(&self.0.read().unwrap_or_else(PoisonError::into_inner)) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut task = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        if ended(&task) {
+            tracing::info!(target: "breakerbox", breaker = %shared.breaker.name(), "a replayer whose runtime shut down starts again on the caller's runtime");
+            *task = runtime.spawn(drive(shared.clone()));
+        }
+    }
+}
 
 impl Drop for Task {
     fn drop(&mut self) {
-        self.0.abort();
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .abort();
     }
 }
 
@@ -278,7 +302,9 @@ impl<A: Send + 'static> ReplayBuilder<A> {
             key: self.key,
             wake,
         });
-        let task = Arc::new(Task(runtime.spawn(drive(shared.clone()))));
+        let task = Arc::new(Task(std::sync::RwLock::new(
+            runtime.spawn(drive(shared.clone())),
+        )));
         let alive: std::sync::Weak<Task> = Arc::downgrade(&task);
         crate::handle::register(shared.clone(), alive);
         Ok(Replay {
@@ -307,6 +333,7 @@ impl<A: Send + 'static> Replay<A> {
         args: A,
         f: impl FnOnce(A) -> Result<T, E>,
     ) -> Result<T, Error<E>> {
+        self._task.revive(&self.shared);
         match self.shared.breaker.try_acquire() {
             Ok(permit) => {
                 let result = f(args);
@@ -327,6 +354,7 @@ impl<A: Send + 'static> Replay<A> {
         args: A,
         f: impl FnOnce(A) -> Fut,
     ) -> Result<T, Error<E>> {
+        self._task.revive(&self.shared);
         let permit = match self.shared.breaker.try_acquire() {
             Ok(permit) => permit,
             Err(rejected) => return Err(Error::Rejected(self.journal_async(rejected, args).await)),
@@ -425,6 +453,7 @@ impl<A: Send + 'static> Replay<A> {
     fn pushed(&self, rejected: Rejected, pushed: Result<crate::Pushed, NotJournaled>) -> Rejected {
         match pushed {
             Ok(_) => {
+                self._task.revive(&self.shared);
                 self.shared.wake.pushed.notify_one();
                 rejected.mark_journaled()
             }
@@ -541,6 +570,12 @@ impl<A: Send + 'static> Shared<A> {
             self.settle(id, Settled::NotRun).await;
             return Ran::NotRun;
         };
+        // If this task is dropped while the replay runs (its runtime shut down), the entry
+        // is queued again as it was, for the replayer that starts next (at least once).
+        let unsettled = Unsettled {
+            shared: self,
+            id: Some(id),
+        };
         let outcome = match catch_unwind(AssertUnwindSafe(|| (self.replay)(args))) {
             Ok(mut future) => {
                 core::future::poll_fn(|cx| {
@@ -554,6 +589,7 @@ impl<A: Send + 'static> Shared<A> {
             }
             Err(panic) => Err(panic),
         };
+        unsettled.disarm();
         match outcome {
             Ok(Ok(())) => {
                 permit.success();
@@ -606,6 +642,33 @@ impl<A: Send + 'static> Shared<A> {
 
     fn closes(&self) -> u64 {
         self.wake.closes.load(Ordering::SeqCst)
+    }
+}
+
+/// An entry taken for a replay that has not ended yet: dropped unended (the replayer's task
+/// dropped mid-replay), it is settled [`NotRun`](Settled::NotRun), so that it is not left in
+/// flight for good. Only for a journal that does not block (the memory journal): a disk
+/// journal queues it again at its next open, the fleet journal after `claim_after`.
+struct Unsettled<'a, A: Send + 'static> {
+    shared: &'a Shared<A>,
+    id: Option<u64>,
+}
+
+impl<A: Send + 'static> Unsettled<'_, A> {
+    fn disarm(mut self) {
+        self.id = None;
+    }
+}
+
+impl<A: Send + 'static> Drop for Unsettled<'_, A> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id
+            && !self.shared.journal.may_block()
+        {
+            self.shared
+                .journal
+                .settle(id, Settled::NotRun, self.shared.clock.now());
+        }
     }
 }
 

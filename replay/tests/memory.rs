@@ -619,3 +619,76 @@ async fn a_breaker_that_half_opens_while_an_entry_is_taken_never_gets_the_replay
     assert!(breaker.try_acquire().unwrap().is_probe());
     assert_eq!(breakerbox_replay::Journal::status(&*journal).entries, 1);
 }
+
+/// A paused current-thread runtime of the test's own.
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_replay_whose_runtime_shut_down_replays_from_the_runtime_that_journals_next() {
+    let log = Log::new();
+    let first = paused_runtime();
+    let (breaker, replay) = first.block_on(async {
+        let breaker = breaker("runtime-gone", 1);
+        let replay = replay_with(&breaker, ReplayConfig::new(), &log, |_| false);
+        (breaker, replay)
+    });
+    // The runtime the replayer was started in ends (a `#[tokio::test]`, or a runtime built for
+    // start-up); the replay lives on, as the attribute's does in its static.
+    drop(first);
+    paused_runtime().block_on(async {
+        breaker.force_open();
+        assert!(journal(&replay, 1));
+        breaker.reset();
+        sleep(Duration::from_secs(5)).await;
+        assert_eq!(log.args(), [1]);
+        assert_eq!(replay.status().entries, 0);
+    });
+}
+
+#[test]
+fn an_entry_taken_when_its_runtime_shut_down_is_replayed_by_the_next_runtime() {
+    let log = Log::new();
+    let first = paused_runtime();
+    let started = Arc::new(AtomicU32::new(0));
+    let (breaker, replay) = first.block_on(async {
+        let breaker = breaker("runtime-gone-mid-replay", 1);
+        let seen = log.clone();
+        let runs = started.clone();
+        let replay = Replay::builder(&breaker)
+            .clock(TokioClock)
+            .memory(move |n: u32| {
+                let first_run = runs.fetch_add(1, Ordering::SeqCst) == 0;
+                let seen = seen.clone();
+                async move {
+                    if first_run {
+                        // Still running when its runtime shuts down.
+                        std::future::pending::<()>().await;
+                    }
+                    seen.push(n);
+                    Ok::<(), String>(())
+                }
+            })
+            .unwrap();
+        breaker.force_open();
+        assert!(journal(&replay, 1));
+        breaker.reset();
+        sleep(Duration::from_millis(10)).await;
+        assert_eq!(started.load(Ordering::SeqCst), 1);
+        (breaker, replay)
+    });
+    drop(first);
+    paused_runtime().block_on(async {
+        breaker.force_open();
+        assert!(journal(&replay, 2));
+        breaker.reset();
+        sleep(Duration::from_secs(5)).await;
+        assert_eq!(log.args(), [1, 2]);
+        assert_eq!(replay.status().entries, 0);
+    });
+}
