@@ -692,3 +692,40 @@ fn an_entry_taken_when_its_runtime_shut_down_is_replayed_by_the_next_runtime() {
         assert_eq!(replay.status().entries, 0);
     });
 }
+
+/// Arguments whose `Clone` always panics.
+#[derive(Debug)]
+struct Unclonable;
+
+impl Clone for Unclonable {
+    fn clone(&self) -> Self {
+        panic!("Unclonable::clone panics");
+    }
+}
+
+#[test]
+fn many_entries_whose_clone_panics_end_as_failures_without_overflowing_the_stack() {
+    use breakerbox_replay::{Journal, MemoryJournal, Take};
+    const N: usize = 5_000;
+    let config = ReplayConfig::new().max_entries(N).attempts(1);
+    let journal = MemoryJournal::<Unclonable>::new("clone-panics-many", &config);
+    for _ in 0..N {
+        journal.push(None, Unclonable, Duration::ZERO).unwrap();
+    }
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    // A small stack, as a runtime's worker thread has less to spare than a test's.
+    let took = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(move || {
+            let took = journal.take(Duration::ZERO);
+            (matches!(took, Take::Empty), journal.status())
+        })
+        .unwrap()
+        .join();
+    std::panic::set_hook(hook);
+    let (empty, status) = took.expect("the take overflowed its stack or panicked");
+    assert!(empty);
+    assert_eq!((status.entries, status.dead_letters), (0, N));
+    assert_eq!(status.counts.failed, N as u64);
+}
