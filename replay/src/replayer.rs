@@ -113,8 +113,8 @@ impl Drop for Task {
 ///   handler can answer with "accepted" (HTTP 202). A call the journal cannot take (full,
 ///   too large, not written) gets a plain rejection, counted as `refused`. A call refused at
 ///   `max_concurrent` (closed) is not journaled.
-/// - When the breaker closes, a task replays the entries through it, oldest first, at most
-///   `rate` a second. A replay is a call like any other: it needs a permit, and its failure
+/// - When the breaker closes (or is disabled by hand), a task replays the entries through it,
+///   oldest first, at most `rate` a second. A replay is a call like any other: it needs a permit, and its failure
 ///   counts (and may re-open the breaker). A failed replay stops the pass: the next one
 ///   starts when the breaker next closes, or, if it stayed closed, after the failed entry's
 ///   backoff. An entry that failed `attempts` times is a dead letter.
@@ -286,7 +286,7 @@ impl<A: Send + 'static> ReplayBuilder<A> {
         let wake = Arc::new(Wake::default());
         let listener = Arc::downgrade(&wake);
         self.breaker.on_state_change(move |event| {
-            if event.to == State::Closed
+            if lets_calls_through(event.to)
                 && let Some(wake) = listener.upgrade()
             {
                 wake.closes.fetch_add(1, Ordering::SeqCst);
@@ -538,6 +538,12 @@ fn journals(reason: RejectReason) -> bool {
     )
 }
 
+/// Whether the replayer replays in this state: closed, or disabled by hand (every call runs,
+/// so the journaled ones do too, rather than wait there until they expire).
+fn lets_calls_through(state: State) -> bool {
+    matches!(state, State::Closed | State::Disabled)
+}
+
 /// How a replay went.
 enum Ran {
     Replayed,
@@ -719,7 +725,7 @@ async fn replays<A: Send + 'static>(shared: Arc<Shared<A>>) {
     // this count) or, if it stays closed, until this time.
     let mut paused: Option<(u64, Duration)> = None;
     loop {
-        if shared.breaker.state() != State::Closed {
+        if !lets_calls_through(shared.breaker.state()) {
             wake.closed.notified().await;
             continue;
         }

@@ -729,3 +729,24 @@ fn many_entries_whose_clone_panics_end_as_failures_without_overflowing_the_stack
     assert_eq!((status.entries, status.dead_letters), (0, N));
     assert_eq!(status.counts.failed, N as u64);
 }
+
+#[tokio::test(start_paused = true)]
+async fn entries_are_replayed_while_the_breaker_is_disabled_as_every_call_runs() {
+    let breaker = breaker("disabled", 1);
+    let log = Log::new();
+    let replay = replay_with(
+        &breaker,
+        ReplayConfig::new().ttl(Duration::from_secs(60)),
+        &log,
+        |_| false,
+    );
+    breaker.force_open();
+    assert!(journal(&replay, 1));
+    assert!(journal(&replay, 2));
+    // Switched off by hand: every call runs, and so do the journaled ones, before they expire.
+    breaker.disable();
+    assert_eq!(breaker.state(), State::Disabled);
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(log.args(), [1, 2]);
+    assert_eq!(replay.status().counts.replayed, 2);
+}
