@@ -274,7 +274,7 @@ impl Inner {
                 return Err(io::Error::new(
                     io::ErrorKind::ResourceBusy,
                     format!(
-                        "the replay journal {} is open already, by this process: a journal file has one opener at a time",
+                        "the replay journal {} is open already, by this process: a journal file has one opener at a time (drop the DiskJournal, or every Replay and ReplayHandle over it, before opening it again)",
                         path.display()
                     ),
                 ));

@@ -8,7 +8,7 @@ use core::task::Poll;
 use core::time::Duration;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, PoisonError, Weak};
 
 use breakerbox_runtime::__private::Guarded;
 use breakerbox_runtime::{Breaker, Clock, Error, RejectReason, Rejected, State};
@@ -91,7 +91,7 @@ impl Task {
         let mut task = self.0.write().unwrap_or_else(PoisonError::into_inner);
         if ended(&task) {
             tracing::info!(target: "breakerbox", breaker = %shared.breaker.name(), "a replayer whose runtime shut down starts again on the caller's runtime");
-            *task = runtime.spawn(drive(shared.clone()));
+            *task = runtime.spawn(drive(shared));
         }
     }
 }
@@ -302,9 +302,7 @@ impl<A: Send + 'static> ReplayBuilder<A> {
             key: self.key,
             wake,
         });
-        let task = Arc::new(Task(std::sync::RwLock::new(
-            runtime.spawn(drive(shared.clone())),
-        )));
+        let task = Arc::new(Task(std::sync::RwLock::new(runtime.spawn(drive(&shared)))));
         let alive: std::sync::Weak<Task> = Arc::downgrade(&task);
         crate::handle::register(shared.clone(), alive);
         Ok(Replay {
@@ -679,11 +677,21 @@ impl<A: Send + 'static> Drop for Unsettled<'_, A> {
 }
 
 /// The replayer's task: the replays and, with the `metrics` feature, the journal's gauges.
-async fn drive<A: Send + 'static>(shared: Arc<Shared<A>>) {
-    #[cfg(feature = "metrics")]
-    tokio::join!(replays(shared.clone()), gauges_every(shared, GAUGES_EVERY));
-    #[cfg(not(feature = "metrics"))]
-    replays(shared).await;
+/// It holds the replay weakly, and strongly only for a step (a take, a replay): when the last
+/// `Replay` and handle go, the journal closes at once (a disk journal's file can be opened
+/// again straight away), not when the aborted task is next run.
+fn drive<A: Send + 'static>(shared: &Arc<Shared<A>>) -> impl Future<Output = ()> + Send + use<A> {
+    let weak = Arc::downgrade(shared);
+    let wake = shared.wake.clone();
+    async move {
+        #[cfg(feature = "metrics")]
+        tokio::join!(
+            replays(weak.clone(), wake),
+            gauges_every(weak, GAUGES_EVERY)
+        );
+        #[cfg(not(feature = "metrics"))]
+        replays(weak, wake).await;
+    }
 }
 
 /// How often the gauges are read from the journal besides after each replay: entries pile up
@@ -693,9 +701,12 @@ const GAUGES_EVERY: Duration = Duration::from_secs(1);
 
 /// Reports the journal's gauges every `every`, for as long as the replayer runs.
 #[cfg(feature = "metrics")]
-async fn gauges_every<A: Send + 'static>(shared: Arc<Shared<A>>, every: Duration) {
+async fn gauges_every<A: Send + 'static>(shared: Weak<Shared<A>>, every: Duration) {
     loop {
         tokio::time::sleep(every).await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
         report_gauges(&shared).await;
     }
 }
@@ -718,20 +729,25 @@ async fn report_gauges<A: Send + 'static>(shared: &Arc<Shared<A>>) {
     }
 }
 
-/// The replays: passes over the journal while the breaker is closed.
-async fn replays<A: Send + 'static>(shared: Arc<Shared<A>>) {
-    let wake = shared.wake.clone();
+/// The replays: passes over the journal while the breaker is closed. The replay is held
+/// only for a step; every wait is made without it.
+async fn replays<A: Send + 'static>(weak: Weak<Shared<A>>, wake: Arc<Wake>) {
     // After a failed replay: no replay until the breaker closes again (more closings than
     // this count) or, if it stays closed, until this time.
     let mut paused: Option<(u64, Duration)> = None;
     loop {
+        let Some(shared) = weak.upgrade() else {
+            return;
+        };
         if !lets_calls_through(shared.breaker.state()) {
+            drop(shared);
             wake.closed.notified().await;
             continue;
         }
         let now = shared.clock.now();
         if let Some((closes, until)) = paused {
             if shared.closes() == closes && now < until {
+                drop(shared);
                 tokio::select! {
                     () = wake.closed.notified() => {}
                     () = tokio::time::sleep(until - now) => {}
@@ -740,14 +756,17 @@ async fn replays<A: Send + 'static>(shared: Arc<Shared<A>>) {
             }
             paused = None;
         }
-        match shared.take(now).await {
+        let took = shared.take(now).await;
+        match took {
             Take::Empty => {
+                drop(shared);
                 tokio::select! {
                     () = wake.closed.notified() => {}
                     () = wake.pushed.notified() => {}
                 }
             }
             Take::Wait(at) => {
+                drop(shared);
                 tokio::select! {
                     () = wake.closed.notified() => {}
                     () = wake.pushed.notified() => {}
@@ -770,7 +789,9 @@ async fn replays<A: Send + 'static>(shared: Arc<Shared<A>>) {
                     // its `max_concurrent` calls running, tried again after the spacing.
                     Ran::NotRun => {}
                 }
-                tokio::time::sleep(shared.config.spacing()).await;
+                let spacing = shared.config.spacing();
+                drop(shared);
+                tokio::time::sleep(spacing).await;
             }
         }
     }

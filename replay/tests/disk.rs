@@ -530,7 +530,7 @@ async fn a_restarted_replayer_replays_what_the_last_one_journaled() {
             assert!(r.journaled());
         }
     }
-    // The dropped replayer's task ends at the runtime's next turn, closing the journal.
+    // The dropped replay's journal is closed.
     tokio::task::yield_now().await;
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
@@ -844,4 +844,37 @@ fn a_failed_group_commit_whose_later_call_expires_its_own_new_entry_counts_no_ex
         "nothing queued expired: {status:?}"
     );
     assert_eq!(status.counts.refused, 2, "{status:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_replay_lets_go_of_its_journal_file_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal");
+    let breaker = Breaker::new(
+        "reopened",
+        Config::builder().clock(TokioClock).build().unwrap(),
+    );
+    let (replay, _) = Replay::builder(&breaker)
+        .clock(TokioClock)
+        .disk(&path, |_: String| async { Ok::<(), String>(()) })
+        .unwrap();
+    breaker.force_open();
+    let Err(Error::Rejected(r)) = replay.call("one".to_string(), |_| Ok::<(), String>(())) else {
+        panic!()
+    };
+    assert!(r.journaled());
+    // Its replayer waits for the breaker to close.
+    sleep(Duration::from_millis(10)).await;
+    // A new config for the same file: the old replay goes, the new one opens it, with no
+    // turn of the runtime between.
+    drop(replay);
+    let (replay, recovery) = Replay::builder(&breaker)
+        .clock(TokioClock)
+        .config(ReplayConfig::new().rate(20))
+        .disk(&path, |_: String| async { Ok::<(), String>(()) })
+        .expect("the dropped replay still held its journal file");
+    assert_eq!(recovery.entries, 1);
+    breaker.reset();
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(replay.status().counts.replayed, 1);
 }
