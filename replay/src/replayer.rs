@@ -52,6 +52,9 @@ pub enum StartError {
     /// The fleet journal could not be opened: its URL, or Redis's answer.
     #[error("the replay journal could not be opened: {0}")]
     Store(String),
+    /// The [`ReplayConfig`] cannot work: what is wrong, and what to set instead.
+    #[error("the replay journal's config cannot work: {0}")]
+    Config(String),
 }
 
 pub(crate) struct Shared<A> {
@@ -171,6 +174,18 @@ pub struct ReplayBuilder<A> {
 }
 
 impl<A: Send + 'static> ReplayBuilder<A> {
+    /// An error for a config that cannot work. A `ttl` of zero expires every entry as it is
+    /// journaled: its callers would be told "journaled" for calls that are never replayed.
+    fn check(&self) -> Result<(), StartError> {
+        if self.config.ttl.is_zero() {
+            return Err(StartError::Config(format!(
+                "the replay of breaker `{}` has a ttl of 0, so every call it journals would expire unreplayed: set ttl (replay_ttl) to how long a call may wait for its replay, like 1h",
+                self.breaker.name()
+            )));
+        }
+        Ok(())
+    }
+
     /// The journal's bounds and the replayer's pace (default [`ReplayConfig::new`]).
     pub fn config(mut self, config: ReplayConfig) -> Self {
         self.config = config;
@@ -201,6 +216,7 @@ impl<A: Send + 'static> ReplayBuilder<A> {
         Fut: Future<Output = Result<T, E>> + Send + 'static,
         E: fmt::Display,
     {
+        self.check()?;
         let journal = Arc::new(MemoryJournal::new(self.breaker.name(), &self.config));
         self.journal(journal, replay)
     }
@@ -220,6 +236,7 @@ impl<A: Send + 'static> ReplayBuilder<A> {
         E: fmt::Display,
     {
         tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        self.check()?;
         let (journal, recovery) = DiskJournal::open(self.breaker.name(), path, &self.config)?;
         Ok((self.journal(Arc::new(journal), replay)?, recovery))
     }
@@ -242,6 +259,7 @@ impl<A: Send + 'static> ReplayBuilder<A> {
         E: fmt::Display,
     {
         tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        self.check()?;
         let journal = crate::RedisJournal::open(self.breaker.name(), options, &self.config)
             .map_err(|e| StartError::Store(e.to_string()))?;
         self.journal(Arc::new(journal), replay)
@@ -279,6 +297,7 @@ impl<A: Send + 'static> ReplayBuilder<A> {
         E: fmt::Display,
     {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        self.check()?;
         let replay: ReplayFn<A> = Box::new(move |args| {
             let call = replay(args);
             Box::pin(async move { call.await.map(drop).map_err(|e| e.to_string()) })

@@ -750,3 +750,21 @@ async fn entries_are_replayed_while_the_breaker_is_disabled_as_every_call_runs()
     assert_eq!(log.args(), [1, 2]);
     assert_eq!(replay.status().counts.replayed, 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_ttl_of_zero_is_an_error_at_start_not_calls_told_journaled_and_expired() {
+    let breaker = breaker("zero-ttl", 1);
+    let started = Replay::builder(&breaker)
+        .clock(TokioClock)
+        .config(ReplayConfig::new().ttl(Duration::ZERO))
+        .memory(|_: u32| async { Ok::<(), String>(()) });
+    let Err(e) = started else {
+        panic!("a replay whose every entry expires as it is journaled started")
+    };
+    assert!(matches!(e, breakerbox_replay::StartError::Config(_)));
+    let message = e.to_string();
+    assert!(
+        message.contains("ttl") && message.contains("zero-ttl"),
+        "{message}"
+    );
+}
