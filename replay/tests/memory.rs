@@ -768,3 +768,33 @@ async fn a_ttl_of_zero_is_an_error_at_start_not_calls_told_journaled_and_expired
         "{message}"
     );
 }
+
+#[test]
+fn an_attribute_start_its_runtime_dropped_before_it_ran_is_started_again_not_waited_for() {
+    use breakerbox_replay::__private::ReplaySlot;
+    static SLOT: ReplaySlot<u32> = ReplaySlot::new();
+    let first = paused_runtime();
+    let handle = first.handle().clone();
+    drop(first);
+    // A call made in the context of a runtime that has shut down (code holding its handle):
+    // the start handed to its blocking threads is dropped unrun.
+    {
+        let _inside = handle.enter();
+        let breaker = breaker("start-never-ran", 1);
+        SLOT.start(move || {
+            Replay::builder(&breaker).memory(|_: u32| async { Ok::<(), String>(()) })
+        });
+    }
+    paused_runtime().block_on(async {
+        let waited = tokio::time::timeout(Duration::from_secs(5), SLOT.get_async()).await;
+        assert!(
+            matches!(waited, Ok(None)),
+            "a start that never ran is waited for, for good"
+        );
+        let breaker = breaker("start-never-ran", 1);
+        SLOT.start(move || {
+            Replay::builder(&breaker).memory(|_: u32| async { Ok::<(), String>(()) })
+        });
+        assert!(SLOT.get_async().await.is_some());
+    });
+}
