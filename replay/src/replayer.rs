@@ -65,6 +65,9 @@ pub(crate) struct Shared<A> {
     replay: ReplayFn<A>,
     key: Option<KeyFn<A>>,
     wake: Arc<Wake>,
+    /// The entry the replayer has taken and not settled yet: one its task left unsettled (its
+    /// runtime shut down mid-replay) is queued again by the replayer started after it.
+    held: Arc<std::sync::Mutex<Option<u64>>>,
 }
 
 /// How the replayer is woken: the breaker's listener counts closings, a journaled call pokes.
@@ -320,6 +323,7 @@ impl<A: Send + 'static> ReplayBuilder<A> {
             replay,
             key: self.key,
             wake,
+            held: Arc::default(),
         });
         let task = Arc::new(Task(std::sync::RwLock::new(runtime.spawn(drive(&shared)))));
         let alive: std::sync::Weak<Task> = Arc::downgrade(&task);
@@ -593,12 +597,6 @@ impl<A: Send + 'static> Shared<A> {
             self.settle(id, Settled::NotRun).await;
             return Ran::NotRun;
         };
-        // If this task is dropped while the replay runs (its runtime shut down), the entry
-        // is queued again as it was, for the replayer that starts next (at least once).
-        let unsettled = Unsettled {
-            shared: self,
-            id: Some(id),
-        };
         let outcome = match catch_unwind(AssertUnwindSafe(|| (self.replay)(args))) {
             Ok(mut future) => {
                 core::future::poll_fn(|cx| {
@@ -612,7 +610,6 @@ impl<A: Send + 'static> Shared<A> {
             }
             Err(panic) => Err(panic),
         };
-        unsettled.disarm();
         match outcome {
             Ok(Ok(())) => {
                 permit.success();
@@ -638,10 +635,15 @@ impl<A: Send + 'static> Shared<A> {
     async fn settle(&self, id: u64, how: Settled) {
         let journal = self.journal.clone();
         let now = self.clock.now();
-        if !journal.may_block() {
-            return journal.settle(id, how, now);
+        let held = self.held.clone();
+        let settle = move || {
+            journal.settle(id, how, now);
+            *held.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        };
+        if !self.journal.may_block() {
+            return settle();
         }
-        let settled = tokio::task::spawn_blocking(move || journal.settle(id, how, now)).await;
+        let settled = tokio::task::spawn_blocking(settle).await;
         if let Err(e) = settled {
             tracing::error!(target: "breakerbox", breaker = %self.breaker.name(), id, error = %e, "a replay journal's settle panicked");
         }
@@ -651,10 +653,18 @@ impl<A: Send + 'static> Shared<A> {
     /// store).
     async fn take(&self, now: Duration) -> Take<A> {
         let journal = self.journal.clone();
-        if !journal.may_block() {
-            return journal.take(now);
+        let held = self.held.clone();
+        let take = move || {
+            let take = journal.take(now);
+            if let Take::Due(taken) = &take {
+                *held.lock().unwrap_or_else(PoisonError::into_inner) = Some(taken.id);
+            }
+            take
+        };
+        if !self.journal.may_block() {
+            return take();
         }
-        match tokio::task::spawn_blocking(move || journal.take(now)).await {
+        match tokio::task::spawn_blocking(take).await {
             Ok(take) => take,
             Err(e) => {
                 tracing::error!(target: "breakerbox", breaker = %self.breaker.name(), error = %e, "a replay journal's take panicked");
@@ -665,33 +675,6 @@ impl<A: Send + 'static> Shared<A> {
 
     fn closes(&self) -> u64 {
         self.wake.closes.load(Ordering::SeqCst)
-    }
-}
-
-/// An entry taken for a replay that has not ended yet: dropped unended (the replayer's task
-/// dropped mid-replay), it is settled [`NotRun`](Settled::NotRun), so that it is not left in
-/// flight for good. Only for a journal that does not block (the memory journal): a disk
-/// journal queues it again at its next open, the fleet journal after `claim_after`.
-struct Unsettled<'a, A: Send + 'static> {
-    shared: &'a Shared<A>,
-    id: Option<u64>,
-}
-
-impl<A: Send + 'static> Unsettled<'_, A> {
-    fn disarm(mut self) {
-        self.id = None;
-    }
-}
-
-impl<A: Send + 'static> Drop for Unsettled<'_, A> {
-    fn drop(&mut self) {
-        if let Some(id) = self.id
-            && !self.shared.journal.may_block()
-        {
-            self.shared
-                .journal
-                .settle(id, Settled::NotRun, self.shared.clock.now());
-        }
     }
 }
 
@@ -754,6 +737,18 @@ async fn replays<A: Send + 'static>(weak: Weak<Shared<A>>, wake: Arc<Wake>) {
     // After a failed replay: no replay until the breaker closes again (more closings than
     // this count) or, if it stays closed, until this time.
     let mut paused: Option<(u64, Duration)> = None;
+    // An entry the task before this one took and never settled (its runtime shut down
+    // mid-replay) goes back to the queue as it was: replayed again, at least once.
+    if let Some(shared) = weak.upgrade() {
+        let held = shared
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(id) = held {
+            shared.settle(id, Settled::NotRun).await;
+        }
+    }
     loop {
         let Some(shared) = weak.upgrade() else {
             return;

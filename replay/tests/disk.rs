@@ -902,3 +902,68 @@ fn a_journal_open_in_another_process_says_how_processes_running_at_once_each_get
     assert!(message.contains("BREAKERBOX_REPLAY_DIR"), "{message}");
     assert!(message.contains("replay = \"fleet\""), "{message}");
 }
+
+#[test]
+fn an_entry_taken_when_its_runtime_shut_down_is_replayed_by_the_next_runtime() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal");
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    };
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let runs = Arc::new(AtomicU32::new(0));
+    let first = runtime();
+    let (breaker, replay) = first.block_on(async {
+        let breaker = Breaker::new(
+            "runtime-gone-mid-replay",
+            Config::builder().clock(TokioClock).build().unwrap(),
+        );
+        let (log, started) = (seen.clone(), runs.clone());
+        let (replay, _) = Replay::builder(&breaker)
+            .clock(TokioClock)
+            .disk(&path, move |word: String| {
+                let first_run = started.fetch_add(1, Ordering::SeqCst) == 0;
+                let log = log.clone();
+                async move {
+                    if first_run {
+                        // Still running when its runtime shuts down.
+                        std::future::pending::<()>().await;
+                    }
+                    log.lock().unwrap().push(word);
+                    Ok::<(), String>(())
+                }
+            })
+            .unwrap();
+        breaker.force_open();
+        let Err(Error::Rejected(r)) = replay.call("one".to_string(), |_| Ok::<(), String>(()))
+        else {
+            panic!()
+        };
+        assert!(r.journaled());
+        breaker.reset();
+        while runs.load(Ordering::SeqCst) == 0 {
+            sleep(Duration::from_millis(10)).await;
+        }
+        (breaker, replay)
+    });
+    drop(first);
+    runtime().block_on(async {
+        breaker.force_open();
+        let Err(Error::Rejected(r)) = replay.call("two".to_string(), |_| Ok::<(), String>(()))
+        else {
+            panic!()
+        };
+        assert!(r.journaled());
+        breaker.reset();
+        for _ in 0..100 {
+            sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(*seen.lock().unwrap(), ["one", "two"]);
+        assert_eq!(replay.status().entries, 0);
+    });
+}
