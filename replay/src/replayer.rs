@@ -451,12 +451,23 @@ impl<A: Send + 'static> Replay<A> {
             return self.journal_keyed(rejected, key, args);
         }
         let now = self.shared.clock.now();
+        // The replayer is woken by the push itself: a caller that gives up meanwhile (a
+        // timeout around it) leaves an entry that is still replayed without waiting for the
+        // next closing or push.
+        let wake = self.shared.wake.clone();
+        let push = move || {
+            let pushed = journal.push(key, args, now);
+            if pushed.is_ok() {
+                wake.pushed.notify_one();
+            }
+            pushed
+        };
         let pushed = match tokio::runtime::Handle::try_current() {
             Ok(runtime) => runtime
-                .spawn_blocking(move || journal.push(key, args, now))
+                .spawn_blocking(push)
                 .await
                 .unwrap_or(Err(NotJournaled::Panicked)),
-            Err(_) => journal.push(key, args, now),
+            Err(_) => push(),
         };
         self.pushed(rejected, pushed)
     }

@@ -798,3 +798,93 @@ fn an_attribute_start_its_runtime_dropped_before_it_ran_is_started_again_not_wai
         assert!(SLOT.get_async().await.is_some());
     });
 }
+
+/// A journal that may block, whose first push waits for `gate`; each take is told on `took`.
+struct GatedPush {
+    inner: breakerbox_replay::MemoryJournal<u32>,
+    gate: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+    took: tokio::sync::mpsc::UnboundedSender<()>,
+}
+
+impl breakerbox_replay::Journal<u32> for GatedPush {
+    fn push(
+        &self,
+        key: Option<String>,
+        args: u32,
+        now: Duration,
+    ) -> Result<breakerbox_replay::Pushed, breakerbox_replay::NotJournaled> {
+        let gate = self.gate.lock().unwrap().take();
+        if let Some(gate) = gate {
+            gate.recv().unwrap();
+        }
+        self.inner.push(key, args, now)
+    }
+    fn take(&self, now: Duration) -> breakerbox_replay::Take<u32> {
+        let take = self.inner.take(now);
+        let _ = self.took.send(());
+        take
+    }
+    fn settle(&self, id: u64, how: breakerbox_replay::Settled, now: Duration) {
+        self.inner.settle(id, how, now)
+    }
+    fn status(&self) -> breakerbox_replay::JournalStatus {
+        self.inner.status()
+    }
+    fn entries(&self) -> Vec<breakerbox_replay::EntryInfo> {
+        self.inner.entries()
+    }
+    fn dead_letters(&self) -> Vec<breakerbox_replay::EntryInfo> {
+        self.inner.dead_letters()
+    }
+    fn retry_dead_letters(&self, now: Duration) -> usize {
+        self.inner.retry_dead_letters(now)
+    }
+    fn drop_dead_letters(&self) -> usize {
+        self.inner.drop_dead_letters()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_dropped_while_its_journaling_runs_is_replayed_once_its_entry_lands() {
+    let breaker = breaker("dropped-while-journaling", 1);
+    let (open_gate, gate) = std::sync::mpsc::channel();
+    let (took_tx, mut took) = tokio::sync::mpsc::unbounded_channel();
+    let journal = Arc::new(GatedPush {
+        inner: breakerbox_replay::MemoryJournal::new(
+            "dropped-while-journaling",
+            &ReplayConfig::new(),
+        ),
+        gate: Mutex::new(Some(gate)),
+        took: took_tx,
+    });
+    let log = Log::new();
+    let seen = log.clone();
+    let replay = Replay::builder(&breaker)
+        .clock(TokioClock)
+        .journal(journal, move |n: u32| {
+            seen.push(n);
+            async { Ok::<(), String>(()) }
+        })
+        .unwrap();
+    // The replayer's first look: nothing.
+    took.recv().await.unwrap();
+    breaker.force_open();
+    // A call with a timeout around it, given up while its journaling waits on the journal.
+    {
+        let call = replay.call_async(1, |_| async { Ok::<(), String>(()) });
+        tokio::pin!(call);
+        tokio::select! {
+            biased;
+            _ = &mut call => panic!("the journaling did not wait"),
+            () = async {} => {}
+        }
+    }
+    // The breaker closes; the replayer looks before the entry lands, and finds nothing.
+    breaker.reset();
+    took.recv().await.unwrap();
+    // The entry lands: the journaling goes on without its caller.
+    open_gate.send(()).unwrap();
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(log.args(), [1]);
+    assert_eq!(replay.status().entries, 0);
+}
