@@ -93,7 +93,14 @@ impl<A: Send + 'static> ReplaySlot<A> {
             }
             state.running = true;
         }
+        let mut pending = PendingStart {
+            slot: self,
+            start: Some(start),
+        };
         runtime.spawn_blocking(move || {
+            let Some(start) = pending.start.take() else {
+                return;
+            };
             let started = catch_unwind(AssertUnwindSafe(start));
             let mut state = self.lock();
             match started {
@@ -110,11 +117,16 @@ impl<A: Send + 'static> ReplaySlot<A> {
                     tracing::error!(target: "breakerbox", "a #[circuit_breaker(replay = …)] function's replay panicked while starting; its rejected calls are not journaled");
                 }
             }
-            state.running = false;
-            self.started.notify_all();
-            drop(state);
-            self.ready.notify_waiters();
+            self.ended(state);
         });
+    }
+
+    /// Ends the start under way: the calls waiting for it go on.
+    fn ended(&self, mut state: MutexGuard<'_, Starting>) {
+        state.running = false;
+        self.started.notify_all();
+        drop(state);
+        self.ready.notify_waiters();
     }
 
     /// The replay, once started; a start under way is waited for.
@@ -153,6 +165,22 @@ impl<A: Send + 'static> ReplaySlot<A> {
 
     fn lock(&self) -> MutexGuard<'_, Starting> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A start handed to tokio's blocking threads. Dropped before it ran (its runtime shut down
+/// first), it ends the start all the same, so that the calls waiting for it go on and the next
+/// call starts the replay again, rather than every call waiting for it for good.
+struct PendingStart<A: Send + 'static, F> {
+    slot: &'static ReplaySlot<A>,
+    start: Option<F>,
+}
+
+impl<A: Send + 'static, F> Drop for PendingStart<A, F> {
+    fn drop(&mut self) {
+        if self.start.is_some() {
+            self.slot.ended(self.slot.lock());
+        }
     }
 }
 

@@ -86,7 +86,9 @@ impl ReplayConfig {
 
     /// How long an entry waits to be replayed before it expires (`replay_ttl`), counted from
     /// when it was journaled, on the journal's clock. Expired entries are removed, counted as
-    /// `expired`, never replayed.
+    /// `expired`, never replayed. Not zero: a replay whose ttl is zero does not start
+    /// ([`StartError::Config`](crate::StartError::Config)), as every entry would expire as it
+    /// is journaled.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self

@@ -173,7 +173,7 @@ fn error(path: &Path, e: rusqlite::Error) -> io::Error {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => io::Error::new(
             io::ErrorKind::ResourceBusy,
             format!(
-                "the replay journal {} is open already, {}: a journal file has one opener at a time",
+                "the replay journal {} is open already, {}: a journal file has one opener at a time, and it opens once its holder closes it or exits; processes that run at once need a file each (`#[circuit_breaker(replay = \"disk\")]`: a BREAKERBOX_REPLAY_DIR each), or one journal in Redis (`replay = \"fleet\"`)",
                 path.display(),
                 holder(path)
             ),
@@ -274,7 +274,7 @@ impl Inner {
                 return Err(io::Error::new(
                     io::ErrorKind::ResourceBusy,
                     format!(
-                        "the replay journal {} is open already, by this process: a journal file has one opener at a time",
+                        "the replay journal {} is open already, by this process: a journal file has one opener at a time (drop the DiskJournal, or every Replay and ReplayHandle over it, before opening it again)",
                         path.display()
                     ),
                 ));

@@ -40,6 +40,54 @@ impl<A: Clone + Send + 'static> MemoryJournal<A> {
         self.book.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Takes the oldest due entry, or `None` if its copy panicked (counted a failed
+    /// replay): the caller takes the next.
+    fn take_one(&self, now: Duration) -> Option<Take<A>> {
+        let (take, done) = self.lock().take(now);
+        self.after(done);
+        let id = match take {
+            BookTake::Due(id) => id,
+            BookTake::Wait(at) => return Some(Take::Wait(at)),
+            BookTake::Empty => return Some(Take::Empty),
+        };
+        // The original leaves the book while it is copied (its `Clone` is user code), and
+        // goes back whatever the copy does.
+        let (original, key, attempts) = {
+            let mut book = self.lock();
+            let Some(slot) = book.slot_mut(id) else {
+                return Some(Take::Empty);
+            };
+            (
+                slot.payload.take(),
+                slot.key.as_deref().map(str::to_owned),
+                slot.attempts,
+            )
+        };
+        let Some(original) = original else {
+            // Another take copies it now: cannot happen while the book marks it in flight.
+            self.settle(id, Settled::NotRun, now);
+            return Some(Take::Empty);
+        };
+        let copy = catch_unwind(AssertUnwindSafe(|| original.clone()));
+        if let Some(slot) = self.lock().slot_mut(id) {
+            slot.payload = Some(original);
+        }
+        match copy {
+            Ok(args) => Some(Take::Due(Taken {
+                id,
+                key,
+                attempts,
+                args,
+            })),
+            Err(panic) => {
+                core::mem::forget(panic);
+                tracing::error!(target: "breakerbox", journal = %self.sink.name(), id, "a replay journal entry's arguments panicked in Clone; counted as a failed replay");
+                self.settle(id, Settled::Failed, now);
+                None
+            }
+        }
+    }
+
     /// Drops what an operation removed, after the lock, and reports its counts.
     fn after(&self, done: Done<A>) {
         self.sink.count(&done.counts);
@@ -67,47 +115,11 @@ impl<A: Clone + Send + 'static> Journal<A> for MemoryJournal<A> {
     }
 
     fn take(&self, now: Duration) -> Take<A> {
-        let (take, done) = self.lock().take(now);
-        self.after(done);
-        let id = match take {
-            BookTake::Due(id) => id,
-            BookTake::Wait(at) => return Take::Wait(at),
-            BookTake::Empty => return Take::Empty,
-        };
-        // The original leaves the book while it is copied (its `Clone` is user code), and
-        // goes back whatever the copy does.
-        let (original, key, attempts) = {
-            let mut book = self.lock();
-            let Some(slot) = book.slot_mut(id) else {
-                return Take::Empty;
-            };
-            (
-                slot.payload.take(),
-                slot.key.as_deref().map(str::to_owned),
-                slot.attempts,
-            )
-        };
-        let Some(original) = original else {
-            // Another take copies it now: cannot happen while the book marks it in flight.
-            self.settle(id, Settled::NotRun, now);
-            return Take::Empty;
-        };
-        let copy = catch_unwind(AssertUnwindSafe(|| original.clone()));
-        if let Some(slot) = self.lock().slot_mut(id) {
-            slot.payload = Some(original);
-        }
-        match copy {
-            Ok(args) => Take::Due(Taken {
-                id,
-                key,
-                attempts,
-                args,
-            }),
-            Err(panic) => {
-                core::mem::forget(panic);
-                tracing::error!(target: "breakerbox", journal = %self.sink.name(), id, "a replay journal entry's arguments panicked in Clone; counted as a failed replay");
-                self.settle(id, Settled::Failed, now);
-                self.take(now)
+        // An entry whose copy panics fails, and the next due one is taken: a loop, not a
+        // recursion, however many of them panic.
+        loop {
+            if let Some(take) = self.take_one(now) {
+                return take;
             }
         }
     }

@@ -7,8 +7,8 @@ use core::pin::Pin;
 use core::task::Poll;
 use core::time::Duration;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, Weak};
 
 use breakerbox_runtime::__private::Guarded;
 use breakerbox_runtime::{Breaker, Clock, Error, RejectReason, Rejected, State};
@@ -52,6 +52,9 @@ pub enum StartError {
     /// The fleet journal could not be opened: its URL, or Redis's answer.
     #[error("the replay journal could not be opened: {0}")]
     Store(String),
+    /// The [`ReplayConfig`] cannot work: what is wrong, and what to set instead.
+    #[error("the replay journal's config cannot work: {0}")]
+    Config(String),
 }
 
 pub(crate) struct Shared<A> {
@@ -62,6 +65,9 @@ pub(crate) struct Shared<A> {
     replay: ReplayFn<A>,
     key: Option<KeyFn<A>>,
     wake: Arc<Wake>,
+    /// The entry the replayer has taken and not settled yet: one its task left unsettled (its
+    /// runtime shut down mid-replay) is queued again by the replayer started after it.
+    held: Arc<std::sync::Mutex<Option<u64>>>,
 }
 
 /// How the replayer is woken: the breaker's listener counts closings, a journaled call pokes.
@@ -72,12 +78,36 @@ struct Wake {
     pushed: Notify,
 }
 
-/// Aborts the replayer when the last handle goes.
-pub(crate) struct Task(tokio::task::JoinHandle<()>);
+/// The replayer's task: aborted when the last handle goes, and started again on the caller's
+/// runtime if the runtime it ran on shut down (a `Replay` outlives it: the attribute's lives
+/// in a static, started by a first call on whatever runtime made it).
+pub(crate) struct Task(std::sync::RwLock<tokio::task::JoinHandle<()>>);
+
+impl Task {
+    /// Starts the replayer again on the current runtime if its task has ended (its runtime
+    /// shut down: a replayer never ends otherwise); outside a runtime, nothing.
+    fn revive<A: Send + 'static>(&self, shared: &Arc<Shared<A>>) {
+        let ended = |task: &tokio::task::JoinHandle<()>| task.is_finished();
+        if !ended(&self.0.read().unwrap_or_else(PoisonError::into_inner)) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut task = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        if ended(&task) {
+            tracing::info!(target: "breakerbox", breaker = %shared.breaker.name(), "a replayer whose runtime shut down starts again on the caller's runtime");
+            *task = runtime.spawn(drive(shared));
+        }
+    }
+}
 
 impl Drop for Task {
     fn drop(&mut self) {
-        self.0.abort();
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .abort();
     }
 }
 
@@ -89,8 +119,8 @@ impl Drop for Task {
 ///   handler can answer with "accepted" (HTTP 202). A call the journal cannot take (full,
 ///   too large, not written) gets a plain rejection, counted as `refused`. A call refused at
 ///   `max_concurrent` (closed) is not journaled.
-/// - When the breaker closes, a task replays the entries through it, oldest first, at most
-///   `rate` a second. A replay is a call like any other: it needs a permit, and its failure
+/// - When the breaker closes (or is disabled by hand), a task replays the entries through it,
+///   oldest first, at most `rate` a second. A replay is a call like any other: it needs a permit, and its failure
 ///   counts (and may re-open the breaker). A failed replay stops the pass: the next one
 ///   starts when the breaker next closes, or, if it stayed closed, after the failed entry's
 ///   backoff. An entry that failed `attempts` times is a dead letter.
@@ -147,6 +177,18 @@ pub struct ReplayBuilder<A> {
 }
 
 impl<A: Send + 'static> ReplayBuilder<A> {
+    /// An error for a config that cannot work. A `ttl` of zero expires every entry as it is
+    /// journaled: its callers would be told "journaled" for calls that are never replayed.
+    fn check(&self) -> Result<(), StartError> {
+        if self.config.ttl.is_zero() {
+            return Err(StartError::Config(format!(
+                "the replay of breaker `{}` has a ttl of 0, so every call it journals would expire unreplayed: set ttl (replay_ttl) to how long a call may wait for its replay, like 1h",
+                self.breaker.name()
+            )));
+        }
+        Ok(())
+    }
+
     /// The journal's bounds and the replayer's pace (default [`ReplayConfig::new`]).
     pub fn config(mut self, config: ReplayConfig) -> Self {
         self.config = config;
@@ -177,6 +219,7 @@ impl<A: Send + 'static> ReplayBuilder<A> {
         Fut: Future<Output = Result<T, E>> + Send + 'static,
         E: fmt::Display,
     {
+        self.check()?;
         let journal = Arc::new(MemoryJournal::new(self.breaker.name(), &self.config));
         self.journal(journal, replay)
     }
@@ -196,6 +239,7 @@ impl<A: Send + 'static> ReplayBuilder<A> {
         E: fmt::Display,
     {
         tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        self.check()?;
         let (journal, recovery) = DiskJournal::open(self.breaker.name(), path, &self.config)?;
         Ok((self.journal(Arc::new(journal), replay)?, recovery))
     }
@@ -218,6 +262,7 @@ impl<A: Send + 'static> ReplayBuilder<A> {
         E: fmt::Display,
     {
         tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        self.check()?;
         let journal = crate::RedisJournal::open(self.breaker.name(), options, &self.config)
             .map_err(|e| StartError::Store(e.to_string()))?;
         self.journal(Arc::new(journal), replay)
@@ -255,6 +300,7 @@ impl<A: Send + 'static> ReplayBuilder<A> {
         E: fmt::Display,
     {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        self.check()?;
         let replay: ReplayFn<A> = Box::new(move |args| {
             let call = replay(args);
             Box::pin(async move { call.await.map(drop).map_err(|e| e.to_string()) })
@@ -262,7 +308,7 @@ impl<A: Send + 'static> ReplayBuilder<A> {
         let wake = Arc::new(Wake::default());
         let listener = Arc::downgrade(&wake);
         self.breaker.on_state_change(move |event| {
-            if event.to == State::Closed
+            if lets_calls_through(event.to)
                 && let Some(wake) = listener.upgrade()
             {
                 wake.closes.fetch_add(1, Ordering::SeqCst);
@@ -277,8 +323,9 @@ impl<A: Send + 'static> ReplayBuilder<A> {
             replay,
             key: self.key,
             wake,
+            held: Arc::default(),
         });
-        let task = Arc::new(Task(runtime.spawn(drive(shared.clone()))));
+        let task = Arc::new(Task(std::sync::RwLock::new(runtime.spawn(drive(&shared)))));
         let alive: std::sync::Weak<Task> = Arc::downgrade(&task);
         crate::handle::register(shared.clone(), alive);
         Ok(Replay {
@@ -307,6 +354,7 @@ impl<A: Send + 'static> Replay<A> {
         args: A,
         f: impl FnOnce(A) -> Result<T, E>,
     ) -> Result<T, Error<E>> {
+        self._task.revive(&self.shared);
         match self.shared.breaker.try_acquire() {
             Ok(permit) => {
                 let result = f(args);
@@ -327,6 +375,7 @@ impl<A: Send + 'static> Replay<A> {
         args: A,
         f: impl FnOnce(A) -> Fut,
     ) -> Result<T, Error<E>> {
+        self._task.revive(&self.shared);
         let permit = match self.shared.breaker.try_acquire() {
             Ok(permit) => permit,
             Err(rejected) => return Err(Error::Rejected(self.journal_async(rejected, args).await)),
@@ -402,12 +451,23 @@ impl<A: Send + 'static> Replay<A> {
             return self.journal_keyed(rejected, key, args);
         }
         let now = self.shared.clock.now();
+        // The replayer is woken by the push itself: a caller that gives up meanwhile (a
+        // timeout around it) leaves an entry that is still replayed without waiting for the
+        // next closing or push.
+        let wake = self.shared.wake.clone();
+        let push = move || {
+            let pushed = journal.push(key, args, now);
+            if pushed.is_ok() {
+                wake.pushed.notify_one();
+            }
+            pushed
+        };
         let pushed = match tokio::runtime::Handle::try_current() {
             Ok(runtime) => runtime
-                .spawn_blocking(move || journal.push(key, args, now))
+                .spawn_blocking(push)
                 .await
                 .unwrap_or(Err(NotJournaled::Panicked)),
-            Err(_) => journal.push(key, args, now),
+            Err(_) => push(),
         };
         self.pushed(rejected, pushed)
     }
@@ -425,6 +485,7 @@ impl<A: Send + 'static> Replay<A> {
     fn pushed(&self, rejected: Rejected, pushed: Result<crate::Pushed, NotJournaled>) -> Rejected {
         match pushed {
             Ok(_) => {
+                self._task.revive(&self.shared);
                 self.shared.wake.pushed.notify_one();
                 rejected.mark_journaled()
             }
@@ -509,6 +570,12 @@ fn journals(reason: RejectReason) -> bool {
     )
 }
 
+/// Whether the replayer replays in this state: closed, or disabled by hand (every call runs,
+/// so the journaled ones do too, rather than wait there until they expire).
+fn lets_calls_through(state: State) -> bool {
+    matches!(state, State::Closed | State::Disabled)
+}
+
 /// How a replay went.
 enum Ran {
     Replayed,
@@ -579,10 +646,15 @@ impl<A: Send + 'static> Shared<A> {
     async fn settle(&self, id: u64, how: Settled) {
         let journal = self.journal.clone();
         let now = self.clock.now();
-        if !journal.may_block() {
-            return journal.settle(id, how, now);
+        let held = self.held.clone();
+        let settle = move || {
+            journal.settle(id, how, now);
+            *held.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        };
+        if !self.journal.may_block() {
+            return settle();
         }
-        let settled = tokio::task::spawn_blocking(move || journal.settle(id, how, now)).await;
+        let settled = tokio::task::spawn_blocking(settle).await;
         if let Err(e) = settled {
             tracing::error!(target: "breakerbox", breaker = %self.breaker.name(), id, error = %e, "a replay journal's settle panicked");
         }
@@ -592,10 +664,18 @@ impl<A: Send + 'static> Shared<A> {
     /// store).
     async fn take(&self, now: Duration) -> Take<A> {
         let journal = self.journal.clone();
-        if !journal.may_block() {
-            return journal.take(now);
+        let held = self.held.clone();
+        let take = move || {
+            let take = journal.take(now);
+            if let Take::Due(taken) = &take {
+                *held.lock().unwrap_or_else(PoisonError::into_inner) = Some(taken.id);
+            }
+            take
+        };
+        if !self.journal.may_block() {
+            return take();
         }
-        match tokio::task::spawn_blocking(move || journal.take(now)).await {
+        match tokio::task::spawn_blocking(take).await {
             Ok(take) => take,
             Err(e) => {
                 tracing::error!(target: "breakerbox", breaker = %self.breaker.name(), error = %e, "a replay journal's take panicked");
@@ -610,11 +690,21 @@ impl<A: Send + 'static> Shared<A> {
 }
 
 /// The replayer's task: the replays and, with the `metrics` feature, the journal's gauges.
-async fn drive<A: Send + 'static>(shared: Arc<Shared<A>>) {
-    #[cfg(feature = "metrics")]
-    tokio::join!(replays(shared.clone()), gauges_every(shared, GAUGES_EVERY));
-    #[cfg(not(feature = "metrics"))]
-    replays(shared).await;
+/// It holds the replay weakly, and strongly only for a step (a take, a replay): when the last
+/// `Replay` and handle go, the journal closes at once (a disk journal's file can be opened
+/// again straight away), not when the aborted task is next run.
+fn drive<A: Send + 'static>(shared: &Arc<Shared<A>>) -> impl Future<Output = ()> + Send + use<A> {
+    let weak = Arc::downgrade(shared);
+    let wake = shared.wake.clone();
+    async move {
+        #[cfg(feature = "metrics")]
+        tokio::join!(
+            replays(weak.clone(), wake),
+            gauges_every(weak, GAUGES_EVERY)
+        );
+        #[cfg(not(feature = "metrics"))]
+        replays(weak, wake).await;
+    }
 }
 
 /// How often the gauges are read from the journal besides after each replay: entries pile up
@@ -624,9 +714,12 @@ const GAUGES_EVERY: Duration = Duration::from_secs(1);
 
 /// Reports the journal's gauges every `every`, for as long as the replayer runs.
 #[cfg(feature = "metrics")]
-async fn gauges_every<A: Send + 'static>(shared: Arc<Shared<A>>, every: Duration) {
+async fn gauges_every<A: Send + 'static>(shared: Weak<Shared<A>>, every: Duration) {
     loop {
         tokio::time::sleep(every).await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
         report_gauges(&shared).await;
     }
 }
@@ -649,20 +742,37 @@ async fn report_gauges<A: Send + 'static>(shared: &Arc<Shared<A>>) {
     }
 }
 
-/// The replays: passes over the journal while the breaker is closed.
-async fn replays<A: Send + 'static>(shared: Arc<Shared<A>>) {
-    let wake = shared.wake.clone();
+/// The replays: passes over the journal while the breaker is closed. The replay is held
+/// only for a step; every wait is made without it.
+async fn replays<A: Send + 'static>(weak: Weak<Shared<A>>, wake: Arc<Wake>) {
     // After a failed replay: no replay until the breaker closes again (more closings than
     // this count) or, if it stays closed, until this time.
     let mut paused: Option<(u64, Duration)> = None;
+    // An entry the task before this one took and never settled (its runtime shut down
+    // mid-replay) goes back to the queue as it was: replayed again, at least once.
+    if let Some(shared) = weak.upgrade() {
+        let held = shared
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(id) = held {
+            shared.settle(id, Settled::NotRun).await;
+        }
+    }
     loop {
-        if shared.breaker.state() != State::Closed {
+        let Some(shared) = weak.upgrade() else {
+            return;
+        };
+        if !lets_calls_through(shared.breaker.state()) {
+            drop(shared);
             wake.closed.notified().await;
             continue;
         }
         let now = shared.clock.now();
         if let Some((closes, until)) = paused {
             if shared.closes() == closes && now < until {
+                drop(shared);
                 tokio::select! {
                     () = wake.closed.notified() => {}
                     () = tokio::time::sleep(until - now) => {}
@@ -671,14 +781,17 @@ async fn replays<A: Send + 'static>(shared: Arc<Shared<A>>) {
             }
             paused = None;
         }
-        match shared.take(now).await {
+        let took = shared.take(now).await;
+        match took {
             Take::Empty => {
+                drop(shared);
                 tokio::select! {
                     () = wake.closed.notified() => {}
                     () = wake.pushed.notified() => {}
                 }
             }
             Take::Wait(at) => {
+                drop(shared);
                 tokio::select! {
                     () = wake.closed.notified() => {}
                     () = wake.pushed.notified() => {}
@@ -701,7 +814,9 @@ async fn replays<A: Send + 'static>(shared: Arc<Shared<A>>) {
                     // its `max_concurrent` calls running, tried again after the spacing.
                     Ran::NotRun => {}
                 }
-                tokio::time::sleep(shared.config.spacing()).await;
+                let spacing = shared.config.spacing();
+                drop(shared);
+                tokio::time::sleep(spacing).await;
             }
         }
     }

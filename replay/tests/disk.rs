@@ -530,7 +530,7 @@ async fn a_restarted_replayer_replays_what_the_last_one_journaled() {
             assert!(r.journaled());
         }
     }
-    // The dropped replayer's task ends at the runtime's next turn, closing the journal.
+    // The dropped replay's journal is closed.
     tokio::task::yield_now().await;
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
@@ -844,4 +844,126 @@ fn a_failed_group_commit_whose_later_call_expires_its_own_new_entry_counts_no_ex
         "nothing queued expired: {status:?}"
     );
     assert_eq!(status.counts.refused, 2, "{status:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_replay_lets_go_of_its_journal_file_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal");
+    let breaker = Breaker::new(
+        "reopened",
+        Config::builder().clock(TokioClock).build().unwrap(),
+    );
+    let (replay, _) = Replay::builder(&breaker)
+        .clock(TokioClock)
+        .disk(&path, |_: String| async { Ok::<(), String>(()) })
+        .unwrap();
+    breaker.force_open();
+    let Err(Error::Rejected(r)) = replay.call("one".to_string(), |_| Ok::<(), String>(())) else {
+        panic!()
+    };
+    assert!(r.journaled());
+    // Its replayer waits for the breaker to close.
+    sleep(Duration::from_millis(10)).await;
+    // A new config for the same file: the old replay goes, the new one opens it, with no
+    // turn of the runtime between.
+    drop(replay);
+    let (replay, recovery) = Replay::builder(&breaker)
+        .clock(TokioClock)
+        .config(ReplayConfig::new().rate(20))
+        .disk(&path, |_: String| async { Ok::<(), String>(()) })
+        .expect("the dropped replay still held its journal file");
+    assert_eq!(recovery.entries, 1);
+    breaker.reset();
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(replay.status().counts.replayed, 1);
+}
+
+#[test]
+fn a_journal_open_in_another_process_says_how_processes_running_at_once_each_get_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal");
+    let mut child = Command::new(writer())
+        .args([path.to_str().unwrap(), "1", "0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    lines.next().unwrap().unwrap();
+    let opened = DiskJournal::<Args>::open("second", &path, &ReplayConfig::new());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let Err(e) = opened else {
+        panic!("a journal another process holds was opened")
+    };
+    let message = e.to_string();
+    // What to do: wait for the holder, or give each process its own file, or share Redis.
+    assert!(message.contains("once its holder"), "{message}");
+    assert!(message.contains("BREAKERBOX_REPLAY_DIR"), "{message}");
+    assert!(message.contains("replay = \"fleet\""), "{message}");
+}
+
+#[test]
+fn an_entry_taken_when_its_runtime_shut_down_is_replayed_by_the_next_runtime() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal");
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    };
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let runs = Arc::new(AtomicU32::new(0));
+    let first = runtime();
+    let (breaker, replay) = first.block_on(async {
+        let breaker = Breaker::new(
+            "runtime-gone-mid-replay",
+            Config::builder().clock(TokioClock).build().unwrap(),
+        );
+        let (log, started) = (seen.clone(), runs.clone());
+        let (replay, _) = Replay::builder(&breaker)
+            .clock(TokioClock)
+            .disk(&path, move |word: String| {
+                let first_run = started.fetch_add(1, Ordering::SeqCst) == 0;
+                let log = log.clone();
+                async move {
+                    if first_run {
+                        // Still running when its runtime shuts down.
+                        std::future::pending::<()>().await;
+                    }
+                    log.lock().unwrap().push(word);
+                    Ok::<(), String>(())
+                }
+            })
+            .unwrap();
+        breaker.force_open();
+        let Err(Error::Rejected(r)) = replay.call("one".to_string(), |_| Ok::<(), String>(()))
+        else {
+            panic!()
+        };
+        assert!(r.journaled());
+        breaker.reset();
+        while runs.load(Ordering::SeqCst) == 0 {
+            sleep(Duration::from_millis(10)).await;
+        }
+        (breaker, replay)
+    });
+    drop(first);
+    runtime().block_on(async {
+        breaker.force_open();
+        let Err(Error::Rejected(r)) = replay.call("two".to_string(), |_| Ok::<(), String>(()))
+        else {
+            panic!()
+        };
+        assert!(r.journaled());
+        breaker.reset();
+        for _ in 0..100 {
+            sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(*seen.lock().unwrap(), ["one", "two"]);
+        assert_eq!(replay.status().entries, 0);
+    });
 }

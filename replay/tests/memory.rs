@@ -619,3 +619,272 @@ async fn a_breaker_that_half_opens_while_an_entry_is_taken_never_gets_the_replay
     assert!(breaker.try_acquire().unwrap().is_probe());
     assert_eq!(breakerbox_replay::Journal::status(&*journal).entries, 1);
 }
+
+/// A paused current-thread runtime of the test's own.
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_replay_whose_runtime_shut_down_replays_from_the_runtime_that_journals_next() {
+    let log = Log::new();
+    let first = paused_runtime();
+    let (breaker, replay) = first.block_on(async {
+        let breaker = breaker("runtime-gone", 1);
+        let replay = replay_with(&breaker, ReplayConfig::new(), &log, |_| false);
+        (breaker, replay)
+    });
+    // The runtime the replayer was started in ends (a `#[tokio::test]`, or a runtime built for
+    // start-up); the replay lives on, as the attribute's does in its static.
+    drop(first);
+    paused_runtime().block_on(async {
+        breaker.force_open();
+        assert!(journal(&replay, 1));
+        breaker.reset();
+        sleep(Duration::from_secs(5)).await;
+        assert_eq!(log.args(), [1]);
+        assert_eq!(replay.status().entries, 0);
+    });
+}
+
+#[test]
+fn an_entry_taken_when_its_runtime_shut_down_is_replayed_by_the_next_runtime() {
+    let log = Log::new();
+    let first = paused_runtime();
+    let started = Arc::new(AtomicU32::new(0));
+    let (breaker, replay) = first.block_on(async {
+        let breaker = breaker("runtime-gone-mid-replay", 1);
+        let seen = log.clone();
+        let runs = started.clone();
+        let replay = Replay::builder(&breaker)
+            .clock(TokioClock)
+            .memory(move |n: u32| {
+                let first_run = runs.fetch_add(1, Ordering::SeqCst) == 0;
+                let seen = seen.clone();
+                async move {
+                    if first_run {
+                        // Still running when its runtime shuts down.
+                        std::future::pending::<()>().await;
+                    }
+                    seen.push(n);
+                    Ok::<(), String>(())
+                }
+            })
+            .unwrap();
+        breaker.force_open();
+        assert!(journal(&replay, 1));
+        breaker.reset();
+        sleep(Duration::from_millis(10)).await;
+        assert_eq!(started.load(Ordering::SeqCst), 1);
+        (breaker, replay)
+    });
+    drop(first);
+    paused_runtime().block_on(async {
+        breaker.force_open();
+        assert!(journal(&replay, 2));
+        breaker.reset();
+        sleep(Duration::from_secs(5)).await;
+        assert_eq!(log.args(), [1, 2]);
+        assert_eq!(replay.status().entries, 0);
+    });
+}
+
+/// Arguments whose `Clone` always panics.
+#[derive(Debug)]
+struct Unclonable;
+
+impl Clone for Unclonable {
+    fn clone(&self) -> Self {
+        panic!("Unclonable::clone panics");
+    }
+}
+
+#[test]
+fn many_entries_whose_clone_panics_end_as_failures_without_overflowing_the_stack() {
+    use breakerbox_replay::{Journal, MemoryJournal, Take};
+    const N: usize = 5_000;
+    let config = ReplayConfig::new().max_entries(N).attempts(1);
+    let journal = MemoryJournal::<Unclonable>::new("clone-panics-many", &config);
+    for _ in 0..N {
+        journal.push(None, Unclonable, Duration::ZERO).unwrap();
+    }
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    // A small stack, as a runtime's worker thread has less to spare than a test's.
+    let took = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(move || {
+            let took = journal.take(Duration::ZERO);
+            (matches!(took, Take::Empty), journal.status())
+        })
+        .unwrap()
+        .join();
+    std::panic::set_hook(hook);
+    let (empty, status) = took.expect("the take overflowed its stack or panicked");
+    assert!(empty);
+    assert_eq!((status.entries, status.dead_letters), (0, N));
+    assert_eq!(status.counts.failed, N as u64);
+}
+
+#[tokio::test(start_paused = true)]
+async fn entries_are_replayed_while_the_breaker_is_disabled_as_every_call_runs() {
+    let breaker = breaker("disabled", 1);
+    let log = Log::new();
+    let replay = replay_with(
+        &breaker,
+        ReplayConfig::new().ttl(Duration::from_secs(60)),
+        &log,
+        |_| false,
+    );
+    breaker.force_open();
+    assert!(journal(&replay, 1));
+    assert!(journal(&replay, 2));
+    // Switched off by hand: every call runs, and so do the journaled ones, before they expire.
+    breaker.disable();
+    assert_eq!(breaker.state(), State::Disabled);
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(log.args(), [1, 2]);
+    assert_eq!(replay.status().counts.replayed, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_ttl_of_zero_is_an_error_at_start_not_calls_told_journaled_and_expired() {
+    let breaker = breaker("zero-ttl", 1);
+    let started = Replay::builder(&breaker)
+        .clock(TokioClock)
+        .config(ReplayConfig::new().ttl(Duration::ZERO))
+        .memory(|_: u32| async { Ok::<(), String>(()) });
+    let Err(e) = started else {
+        panic!("a replay whose every entry expires as it is journaled started")
+    };
+    assert!(matches!(e, breakerbox_replay::StartError::Config(_)));
+    let message = e.to_string();
+    assert!(
+        message.contains("ttl") && message.contains("zero-ttl"),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_attribute_start_its_runtime_dropped_before_it_ran_is_started_again_not_waited_for() {
+    use breakerbox_replay::__private::ReplaySlot;
+    static SLOT: ReplaySlot<u32> = ReplaySlot::new();
+    let first = paused_runtime();
+    let handle = first.handle().clone();
+    drop(first);
+    // A call made in the context of a runtime that has shut down (code holding its handle):
+    // the start handed to its blocking threads is dropped unrun.
+    {
+        let _inside = handle.enter();
+        let breaker = breaker("start-never-ran", 1);
+        SLOT.start(move || {
+            Replay::builder(&breaker).memory(|_: u32| async { Ok::<(), String>(()) })
+        });
+    }
+    paused_runtime().block_on(async {
+        let waited = tokio::time::timeout(Duration::from_secs(5), SLOT.get_async()).await;
+        assert!(
+            matches!(waited, Ok(None)),
+            "a start that never ran is waited for, for good"
+        );
+        let breaker = breaker("start-never-ran", 1);
+        SLOT.start(move || {
+            Replay::builder(&breaker).memory(|_: u32| async { Ok::<(), String>(()) })
+        });
+        assert!(SLOT.get_async().await.is_some());
+    });
+}
+
+/// A journal that may block, whose first push waits for `gate`; each take is told on `took`.
+struct GatedPush {
+    inner: breakerbox_replay::MemoryJournal<u32>,
+    gate: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+    took: tokio::sync::mpsc::UnboundedSender<()>,
+}
+
+impl breakerbox_replay::Journal<u32> for GatedPush {
+    fn push(
+        &self,
+        key: Option<String>,
+        args: u32,
+        now: Duration,
+    ) -> Result<breakerbox_replay::Pushed, breakerbox_replay::NotJournaled> {
+        let gate = self.gate.lock().unwrap().take();
+        if let Some(gate) = gate {
+            gate.recv().unwrap();
+        }
+        self.inner.push(key, args, now)
+    }
+    fn take(&self, now: Duration) -> breakerbox_replay::Take<u32> {
+        let take = self.inner.take(now);
+        let _ = self.took.send(());
+        take
+    }
+    fn settle(&self, id: u64, how: breakerbox_replay::Settled, now: Duration) {
+        self.inner.settle(id, how, now)
+    }
+    fn status(&self) -> breakerbox_replay::JournalStatus {
+        self.inner.status()
+    }
+    fn entries(&self) -> Vec<breakerbox_replay::EntryInfo> {
+        self.inner.entries()
+    }
+    fn dead_letters(&self) -> Vec<breakerbox_replay::EntryInfo> {
+        self.inner.dead_letters()
+    }
+    fn retry_dead_letters(&self, now: Duration) -> usize {
+        self.inner.retry_dead_letters(now)
+    }
+    fn drop_dead_letters(&self) -> usize {
+        self.inner.drop_dead_letters()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_dropped_while_its_journaling_runs_is_replayed_once_its_entry_lands() {
+    let breaker = breaker("dropped-while-journaling", 1);
+    let (open_gate, gate) = std::sync::mpsc::channel();
+    let (took_tx, mut took) = tokio::sync::mpsc::unbounded_channel();
+    let journal = Arc::new(GatedPush {
+        inner: breakerbox_replay::MemoryJournal::new(
+            "dropped-while-journaling",
+            &ReplayConfig::new(),
+        ),
+        gate: Mutex::new(Some(gate)),
+        took: took_tx,
+    });
+    let log = Log::new();
+    let seen = log.clone();
+    let replay = Replay::builder(&breaker)
+        .clock(TokioClock)
+        .journal(journal, move |n: u32| {
+            seen.push(n);
+            async { Ok::<(), String>(()) }
+        })
+        .unwrap();
+    // The replayer's first look: nothing.
+    took.recv().await.unwrap();
+    breaker.force_open();
+    // A call with a timeout around it, given up while its journaling waits on the journal.
+    {
+        let call = replay.call_async(1, |_| async { Ok::<(), String>(()) });
+        tokio::pin!(call);
+        tokio::select! {
+            biased;
+            _ = &mut call => panic!("the journaling did not wait"),
+            () = async {} => {}
+        }
+    }
+    // The breaker closes; the replayer looks before the entry lands, and finds nothing.
+    breaker.reset();
+    took.recv().await.unwrap();
+    // The entry lands: the journaling goes on without its caller.
+    open_gate.send(()).unwrap();
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(log.args(), [1]);
+    assert_eq!(replay.status().entries, 0);
+}
