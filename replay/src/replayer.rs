@@ -120,10 +120,10 @@ impl Drop for Task {
 ///   too large, not written) gets a plain rejection, counted as `refused`. A call refused at
 ///   `max_concurrent` (closed) is not journaled.
 /// - When the breaker closes (or is disabled by hand), a task replays the entries through it,
-///   oldest first, at most `rate` a second. A replay is a call like any other: it needs a permit, and its failure
-///   counts (and may re-open the breaker). A failed replay stops the pass: the next one
-///   starts when the breaker next closes, or, if it stayed closed, after the failed entry's
-///   backoff. An entry that failed `attempts` times is a dead letter.
+///   oldest first, at most `rate` a second. A replay is a call like any other: it needs a
+///   permit, and its failure counts (and may re-open the breaker). A failed replay stops the
+///   pass: the next one starts when the breaker next closes, or, if it stayed closed, after
+///   the failed entry's backoff. An entry that failed `attempts` times is a dead letter.
 /// - Replay is for calls that are safe to repeat: an entry may be replayed more than once (a
 ///   replay that succeeded but whose removal was lost in a crash, with the disk journal).
 ///
