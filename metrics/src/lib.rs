@@ -71,8 +71,10 @@
 //!
 //! [`set_per_key`] turns on a series per key for every key of every family: the top N's
 //! `breakerbox_key_state` for all keys, plus `breakerbox_key_calls_total` (labels `name`,
-//! `key`, `outcome`) and `breakerbox_key_opened_total` (labels `name`, `key`). Mind the
-//! cardinality: a family holds up to twice `max_keys` keys.
+//! `key`, `outcome`) and `breakerbox_key_opened_total` (labels `name`, `key`). A key the last
+//! export sent and this one does not (evicted, or per-key export turned off) has its
+//! `breakerbox_key_state` set to 0, as a key that leaves the top is. Mind the cardinality: a
+//! family holds up to twice `max_keys` keys.
 //!
 //! [`record_all`] exports the registry's families; [`record_family`] one outside it.
 //!
@@ -87,7 +89,7 @@
 
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 
@@ -260,11 +262,21 @@ pub fn record_all() {
     for breaker in registry().breakers() {
         record(&breaker);
     }
-    for family in registry().family_snapshots(TOP_OPEN.load(Ordering::Relaxed)) {
-        record_snapshot(&family);
+    let families = registry().family_snapshots(TOP_OPEN.load(Ordering::Relaxed));
+    for family in &families {
+        record_snapshot(family);
     }
+    let mut exported: HashMap<String, HashSet<String>> = HashMap::new();
     if PER_KEY.load(Ordering::Relaxed) {
-        __integrations::each_family_key(registry(), record_key);
+        __integrations::each_family_key(registry(), |name, key, breaker| {
+            let keys = exported.entry(name.to_owned()).or_default();
+            keys.insert(key.clone());
+            record_key(name, key, breaker);
+        });
+    }
+    for family in &families {
+        let keys = exported.remove(&family.name).unwrap_or_default();
+        unexport_keys(&family.name, keys);
     }
 }
 
@@ -295,9 +307,41 @@ where
     S: BuildHasher + Send + Sync + 'static,
 {
     record_snapshot(&family.snapshot(TOP_OPEN.load(Ordering::Relaxed)));
+    let name = family.name().to_owned();
+    let mut exported = HashSet::new();
     if PER_KEY.load(Ordering::Relaxed) {
-        let name = family.name().to_owned();
-        __integrations::each_key(family, |key, b| record_key(&name, key, b));
+        __integrations::each_key(family, |key, b| {
+            exported.insert(key.clone());
+            record_key(&name, key, b);
+        });
+    }
+    unexport_keys(&name, exported);
+}
+
+/// Sets `breakerbox_key_state` to 0 for the keys of family `name` that the last export sent
+/// one by one (per key) and this one did not: evicted, or per-key export turned off since.
+/// Their series stay in the recorder, which has no removal, and read 0 rather than the last
+/// state for ever (an open key evicted once idle read open until the process ended). A key
+/// among the top open keys keeps the state [`record_snapshot`] set.
+fn unexport_keys(name: &str, exported: HashSet<String>) {
+    let left: Vec<String> = {
+        let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+        let last = last
+            .get_or_insert_with(HashMap::new)
+            .entry(name.to_owned())
+            .or_default();
+        let left = last
+            .per_key
+            .iter()
+            .filter(|k| !exported.contains(*k) && !last.top.contains(k))
+            .cloned()
+            .collect();
+        last.per_key = exported;
+        left
+    };
+    // Outside the lock: the recorder is the application's code.
+    for key in left {
+        gauge!("breakerbox_key_state", "name" => name.to_owned(), "key" => key).set(0.0);
     }
 }
 
@@ -313,6 +357,8 @@ struct Last {
     family: u64,
     counts: [u64; 7],
     top: Vec<String>,
+    /// The keys the last export sent one by one ([`set_per_key`]).
+    per_key: HashSet<String>,
 }
 
 /// The `outcome` label's values, in the order of a family's counts.
