@@ -97,8 +97,11 @@ pub(crate) fn authorize<'t>(tokens: &'t Tokens, headers: &HeaderMap) -> Result<&
             "the Authorization header is not a bearer token: send `Authorization: Bearer <token>`",
         ));
     }
+    // RFC 6750's `"Bearer" 1*SP b64token`: the scheme may be followed by several spaces.
+    let given = &bytes[scheme.len()..];
+    let given = &given[given.iter().take_while(|&&b| b == b' ').count()..];
     tokens
-        .label_of(&bytes[scheme.len()..])
+        .label_of(given)
         .ok_or_else(|| Problem::new(StatusCode::UNAUTHORIZED, "wrong token"))
 }
 

@@ -54,3 +54,21 @@ async fn a_token_read_with_its_line_end_is_the_token_a_client_sends() {
     .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{view}");
 }
+
+#[tokio::test]
+async fn a_bearer_token_after_several_spaces_is_read() {
+    let _shared = crate::support::shared().await;
+    let (b, _clock) = breaker("adm-act-spaces");
+    let app = Admin::new().token(TOKEN).router();
+    // RFC 6750: `credentials = "Bearer" 1*SP b64token`.
+    let req = axum::http::Request::post("/breakers/adm-act-spaces/force-open")
+        .header(
+            axum::http::header::AUTHORIZATION,
+            format!("Bearer   {TOKEN}"),
+        )
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let (status, _, view) = send(&app, req).await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(b.state(), State::ForcedOpen);
+}
