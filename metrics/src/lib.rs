@@ -30,7 +30,7 @@
 //! | `breakerbox_opened_total` | counter | `name` | times the breaker opened |
 //! | `breakerbox_transitions_total` | counter | `name`, `to`, `reason` | with [`install`]: state changes of registry breakers and of registry families' keys (under the family's name), by the state entered (`closed`, `open`, `half_open`, `forced_open`, `disabled`) and the reason (`failures`, `failure_rate`, `slow_rate`, `trip_for`, `open_elapsed`, `probe_failed`, `probe_timeout`, `probes_succeeded`, `health_probe`, `forced_open`, `disabled`, `reset`, `imported`); in fleet mode `imported` is a change taken on from another instance, any other reason this instance's own |
 //! | `breakerbox_call_duration_seconds` | histogram | `name` | for a breaker that times its calls (a `slow` threshold, or `latency = true`): each call's duration, as [`Breaker::latency`] buckets them |
-//! | `breakerbox_call_duration_last_minute_seconds` | gauge | `name`, `quantile` | the same breakers: the p50, p90 and p99 (`quantile` `0.5`, `0.9`, `0.99`) of the last minute's calls; absent while it had none |
+//! | `breakerbox_call_duration_last_minute_seconds` | gauge | `name`, `quantile` | the same breakers: the p50, p90 and p99 (`quantile` `0.5`, `0.9`, `0.99`) of the last minute's calls; absent before the first call timed, NaN for a minute without calls |
 //!
 //! The histogram is fed at each export with the calls timed since the last: each at its
 //! bucket's midpoint (within 6.25% of its duration), through `Histogram::record_many`, so
@@ -526,14 +526,18 @@ fn record_latency(name: &str, latency: &breakerbox_runtime::LatencySnapshot, who
     for (at, delta) in new {
         h.record_many(at, usize::try_from(delta).unwrap_or(usize::MAX));
     }
+    // Absent until the first call timed; then NaN for a minute without calls, as a
+    // Prometheus summary reads without observations: a gauge cannot be removed, and left
+    // alone it would go on reading the quantile of calls long gone.
+    if latency.buckets().next().is_none() {
+        return;
+    }
     for (quantile, value) in [
         ("0.5", latency.p50),
         ("0.9", latency.p90),
         ("0.99", latency.p99),
     ] {
-        if let Some(v) = value {
-            gauge!("breakerbox_call_duration_last_minute_seconds", "name" => name.to_owned(), "quantile" => quantile)
-                .set(v.as_secs_f64());
-        }
+        gauge!("breakerbox_call_duration_last_minute_seconds", "name" => name.to_owned(), "quantile" => quantile)
+            .set(value.map_or(f64::NAN, |v| v.as_secs_f64()));
     }
 }
