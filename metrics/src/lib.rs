@@ -71,10 +71,12 @@
 //!
 //! [`set_per_key`] turns on a series per key for every key of every family: the top N's
 //! `breakerbox_key_state` for all keys, plus `breakerbox_key_calls_total` (labels `name`,
-//! `key`, `outcome`) and `breakerbox_key_opened_total` (labels `name`, `key`). A key the last
-//! export sent and this one does not (evicted, or per-key export turned off) has its
-//! `breakerbox_key_state` set to 0, as a key that leaves the top is. Mind the cardinality: a
-//! family holds up to twice `max_keys` keys.
+//! `key`, `outcome`) and `breakerbox_key_opened_total` (labels `name`, `key`). A key's
+//! counters count every breaker it had: an evicted key that comes back goes on from its
+//! totals, as the family's counters do. A key the last export sent and this one does not
+//! (evicted, or per-key export turned off) has its `breakerbox_key_state` set to 0, as a key
+//! that leaves the top is. Mind the cardinality: a family holds up to twice `max_keys` keys,
+//! and the export keeps a few numbers per key it ever sent, as the recorder keeps its series.
 //!
 //! [`record_all`] exports the registry's families; [`record_family`] one outside it.
 //!
@@ -266,17 +268,18 @@ pub fn record_all() {
     for family in &families {
         record_snapshot(family);
     }
-    let mut exported: HashMap<String, HashSet<String>> = HashMap::new();
-    if PER_KEY.load(Ordering::Relaxed) {
+    let per_key = PER_KEY.load(Ordering::Relaxed);
+    let mut rows: HashMap<String, Vec<KeyRow>> = HashMap::new();
+    if per_key {
         __integrations::each_family_key(registry(), |name, key, breaker| {
-            let keys = exported.entry(name.to_owned()).or_default();
-            keys.insert(key.clone());
-            record_key(name, key, breaker);
+            rows.entry(name.to_owned())
+                .or_default()
+                .push(KeyRow::of(key, breaker));
         });
     }
     for family in &families {
-        let keys = exported.remove(&family.name).unwrap_or_default();
-        unexport_keys(&family.name, keys);
+        let rows = rows.remove(&family.name).unwrap_or_default();
+        record_keys(&family.name, rows, per_key);
     }
 }
 
@@ -307,41 +310,124 @@ where
     S: BuildHasher + Send + Sync + 'static,
 {
     record_snapshot(&family.snapshot(TOP_OPEN.load(Ordering::Relaxed)));
-    let name = family.name().to_owned();
-    let mut exported = HashSet::new();
-    if PER_KEY.load(Ordering::Relaxed) {
-        __integrations::each_key(family, |key, b| {
-            exported.insert(key.clone());
-            record_key(&name, key, b);
-        });
+    let per_key = PER_KEY.load(Ordering::Relaxed);
+    let mut rows = Vec::new();
+    if per_key {
+        __integrations::each_key(family, |key, b| rows.push(KeyRow::of(key, b)));
     }
-    unexport_keys(&name, exported);
+    record_keys(family.name(), rows, per_key);
 }
 
-/// Sets `breakerbox_key_state` to 0 for the keys of family `name` that the last export sent
-/// one by one (per key) and this one did not: evicted, or per-key export turned off since.
-/// Their series stay in the recorder, which has no removal, and read 0 rather than the last
-/// state for ever (an open key evicted once idle read open until the process ended). A key
-/// among the top open keys keeps the state [`record_snapshot`] set.
-fn unexport_keys(name: &str, exported: HashSet<String>) {
-    let left: Vec<String> = {
+/// One key's counts as the per-key export reads them: `OUTCOMES`' order, then times opened.
+struct KeyRow {
+    key: String,
+    counts: [u64; 7],
+    state: State,
+}
+
+impl KeyRow {
+    fn of(key: String, breaker: &Breaker) -> KeyRow {
+        let m = breaker.metrics();
+        KeyRow {
+            key,
+            counts: [
+                m.successes,
+                m.failures,
+                m.ignored,
+                m.rejected,
+                m.slow,
+                m.timeouts,
+                m.times_opened,
+            ],
+            state: m.state,
+        }
+    }
+}
+
+/// What the per-key export knows of one key of a family.
+#[derive(Default)]
+struct KeyTotals {
+    /// The counts of the key's breaker at the last export that saw it.
+    breaker: [u64; 7],
+    /// The counts of the key's earlier breakers, evicted since.
+    before: [u64; 7],
+    /// Whether the last export sent its state.
+    exported: bool,
+}
+
+/// Exports `rows`, every key of family `name` now (none when per-key export is off), and sets
+/// `breakerbox_key_state` to 0 for the keys the last export sent and this one does not:
+/// evicted, or per-key export turned off since (a key among the top open keys keeps the state
+/// [`record_snapshot`] set). A gauge stays at its last value, and the `metrics` crate has no
+/// removal: an open key evicted once idle would read open for ever.
+///
+/// A key's counters count every breaker the key had: an evicted key that comes back gets a
+/// new breaker counting from 0, and a counter set lower than it is stays where it is (it only
+/// goes up: `Counter::absolute`), so the new breaker's calls would not show until it had
+/// made more than the old. The counts of a key's earlier breakers are kept and added; a key
+/// is known to have a new breaker when an export with per-key on misses it, or finds any of
+/// its counts lower. What is kept is one entry per key ever exported, as the recorder keeps
+/// one series per key.
+fn record_keys(name: &str, rows: Vec<KeyRow>, per_key: bool) {
+    let (exported, zeroed) = {
         let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
         let last = last
             .get_or_insert_with(HashMap::new)
             .entry(name.to_owned())
             .or_default();
-        let left = last
-            .per_key
-            .iter()
-            .filter(|k| !exported.contains(*k) && !last.top.contains(k))
-            .cloned()
-            .collect();
-        last.per_key = exported;
-        left
+        let mut now: HashSet<&str> = HashSet::with_capacity(rows.len());
+        let mut exported = Vec::with_capacity(rows.len());
+        for row in &rows {
+            now.insert(&row.key);
+            let kept = last.keys.entry(row.key.clone()).or_default();
+            if kept.breaker.iter().zip(&row.counts).any(|(k, n)| n < k) {
+                // A new breaker of the key's, the last export's missed.
+                fold(kept);
+            }
+            kept.breaker = row.counts;
+            kept.exported = true;
+            let mut total = [0; 7];
+            for (t, (b, n)) in total.iter_mut().zip(kept.before.iter().zip(&row.counts)) {
+                *t = b.saturating_add(*n);
+            }
+            exported.push(total);
+        }
+        let mut zeroed = Vec::new();
+        for (key, kept) in &mut last.keys {
+            if now.contains(key.as_str()) {
+                continue;
+            }
+            if kept.exported && !last.top.contains(key) {
+                zeroed.push(key.clone());
+            }
+            kept.exported = false;
+            if per_key {
+                // Not held any more: evicted. Its next breaker starts from 0.
+                fold(kept);
+            }
+        }
+        (exported, zeroed)
     };
     // Outside the lock: the recorder is the application's code.
-    for key in left {
+    for (row, total) in rows.into_iter().zip(exported) {
+        for (outcome, value) in OUTCOMES.into_iter().zip(total) {
+            counter!("breakerbox_key_calls_total", "name" => name.to_owned(), "key" => row.key.clone(), "outcome" => outcome)
+                .absolute(value);
+        }
+        counter!("breakerbox_key_opened_total", "name" => name.to_owned(), "key" => row.key.clone())
+            .absolute(total[6]);
+        gauge!("breakerbox_key_state", "name" => name.to_owned(), "key" => row.key)
+            .set(state_code(row.state));
+    }
+    for key in zeroed {
         gauge!("breakerbox_key_state", "name" => name.to_owned(), "key" => key).set(0.0);
+    }
+}
+
+/// Adds the counts of a key's breaker that is gone to those of its earlier ones.
+fn fold(kept: &mut KeyTotals) {
+    for (b, n) in kept.before.iter_mut().zip(&mut kept.breaker) {
+        *b = b.saturating_add(core::mem::take(n));
     }
 }
 
@@ -357,8 +443,8 @@ struct Last {
     family: u64,
     counts: [u64; 7],
     top: Vec<String>,
-    /// The keys the last export sent one by one ([`set_per_key`]).
-    per_key: HashSet<String>,
+    /// The keys the per-key export ([`set_per_key`]) has sent.
+    keys: HashMap<String, KeyTotals>,
 }
 
 /// The `outcome` label's values, in the order of a family's counts.
@@ -429,26 +515,6 @@ fn record_snapshot(s: &FamilySnapshot) {
         }
         record_latency(name, latency, Seen::Family);
     }
-}
-
-/// Exports one key of a family (per-key export).
-fn record_key(name: &str, key: String, breaker: &Breaker) {
-    let m = breaker.metrics();
-    for (outcome, value) in [
-        ("success", m.successes),
-        ("failure", m.failures),
-        ("ignored", m.ignored),
-        ("rejected", m.rejected),
-        ("slow", m.slow),
-        ("timeout", m.timeouts),
-    ] {
-        counter!("breakerbox_key_calls_total", "name" => name.to_owned(), "key" => key.clone(), "outcome" => outcome)
-            .absolute(value);
-    }
-    counter!("breakerbox_key_opened_total", "name" => name.to_owned(), "key" => key.clone())
-        .absolute(m.times_opened);
-    gauge!("breakerbox_key_state", "name" => name.to_owned(), "key" => key)
-        .set(state_code(m.state));
 }
 
 /// Exports one breaker's metrics (any breaker, in the registry or not).
