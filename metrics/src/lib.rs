@@ -65,7 +65,8 @@
 //!
 //! The family counters never go down: a snapshot taken while a sweep evicts may see a key's
 //! counts twice or not at all for that moment (see [`FamilyTotals`](breakerbox_runtime::FamilyTotals)), and
-//! the export keeps the highest value seen. A series for a key stays in the recorder once
+//! the export keeps the highest value seen. A family made again under the name of a dropped
+//! one counts on from the old one's totals. A series for a key stays in the recorder once
 //! made (the `metrics` crate has no removal; exporters drop idle series after their idle
 //! timeout), hence the 0.
 //!
@@ -439,9 +440,14 @@ static LAST: Mutex<Option<HashMap<String, Last>>> = Mutex::new(None);
 
 #[derive(Default)]
 struct Last {
-    /// The family these are of: a new family of the same name starts from its own counts.
+    /// The family these are of: a new family of the same name counts on from `before`.
     family: u64,
+    /// The family's counts, the highest seen.
     counts: [u64; 7],
+    /// The counts of the earlier families of this name, added to the family's own: a counter
+    /// only goes up (`Counter::absolute` never lowers it), so a new family's own counts,
+    /// lower than the old one's, would not show until they outnumbered them.
+    before: [u64; 7],
     top: Vec<String>,
     /// The keys the per-key export ([`set_per_key`]) has sent.
     keys: HashMap<String, KeyTotals>,
@@ -474,13 +480,19 @@ fn record_snapshot(s: &FamilySnapshot) {
             .or_default();
         let fresh = last.family != __integrations::family_id(s);
         if fresh {
-            // Another family of this name: its counters start from its own counts (a reset,
-            // to Prometheus); its keys' gauges left from the old one are still set to 0 below.
+            // Another family of this name: its counters go on from the old one's totals; its
+            // keys' gauges left from the old one are still set to 0 below.
             last.family = __integrations::family_id(s);
-            last.counts = [0; 7];
+            for (before, old) in last.before.iter_mut().zip(&mut last.counts) {
+                *before = before.saturating_add(core::mem::take(old));
+            }
         }
         for (kept, now) in last.counts.iter_mut().zip(now) {
             *kept = (*kept).max(now);
+        }
+        let mut counts = last.counts;
+        for (count, before) in counts.iter_mut().zip(last.before) {
+            *count = count.saturating_add(before);
         }
         let left: Vec<String> = last
             .top
@@ -489,7 +501,7 @@ fn record_snapshot(s: &FamilySnapshot) {
             .cloned()
             .collect();
         last.top = top;
-        (last.counts, left, fresh)
+        (counts, left, fresh)
     };
     let name = &s.name;
     for (outcome, value) in OUTCOMES.into_iter().zip(counts) {
