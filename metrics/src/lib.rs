@@ -46,7 +46,8 @@
 //! timeouts are `failure` less `timeout`. The rate gauges exist for
 //! breakers with a rate policy (`failure_rate`, resp. `slow_rate`), and read 0 while the window
 //! is empty. Counters are set to the breaker's totals (`Counter::absolute`), so exporting twice
-//! never counts twice.
+//! never counts twice; a breaker made again under the name of a dropped one ([`record`] of a
+//! rebuilt [`Breaker::new`]) counts on from the old one's totals.
 //!
 //! # Keyed families
 //!
@@ -101,7 +102,9 @@ use metrics::{
 };
 
 use breakerbox_runtime::__integrations;
-use breakerbox_runtime::{Breaker, BreakerMap, FamilySnapshot, Reason, State, registry};
+use breakerbox_runtime::{
+    Breaker, BreakerMap, FamilySnapshot, Reason, State, WeakBreaker, registry,
+};
 
 /// The value of `breakerbox_state` for `state`.
 ///
@@ -525,22 +528,28 @@ fn record_snapshot(s: &FamilySnapshot) {
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(name);
         }
-        record_latency(name, latency, Seen::Family);
+        record_latency(name, latency);
     }
 }
 
 /// Exports one breaker's metrics (any breaker, in the registry or not).
 pub fn record(breaker: &Breaker) {
     let m = breaker.metrics();
+    let (totals, fresh) = breaker_totals(
+        breaker,
+        &m.name,
+        [
+            m.successes,
+            m.failures,
+            m.ignored,
+            m.rejected,
+            m.slow,
+            m.timeouts,
+            m.times_opened,
+        ],
+    );
     let name = m.name;
-    for (outcome, value) in [
-        ("success", m.successes),
-        ("failure", m.failures),
-        ("ignored", m.ignored),
-        ("rejected", m.rejected),
-        ("slow", m.slow),
-        ("timeout", m.timeouts),
-    ] {
+    for (outcome, value) in OUTCOMES.into_iter().zip(totals) {
         counter!("breakerbox_calls_total", "name" => name.clone(), "outcome" => outcome)
             .absolute(value);
     }
@@ -554,9 +563,65 @@ pub fn record(breaker: &Breaker) {
         gauge!("breakerbox_slow_rate", "name" => name.clone()).set(m.slow_rate.unwrap_or(0.0));
     }
     if let Some(latency) = breaker.latency() {
-        record_latency(&name, &latency, Seen::Breaker);
+        if fresh {
+            exported_latency()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&name);
+        }
+        record_latency(&name, &latency);
     }
-    counter!("breakerbox_opened_total", "name" => name).absolute(m.times_opened);
+    counter!("breakerbox_opened_total", "name" => name).absolute(totals[6]);
+}
+
+/// What the export knows of the breaker it last exported under a name.
+struct BreakerTotals {
+    /// That breaker: another one of the name (a `Breaker::new` made again) counts on from
+    /// `before`.
+    breaker: WeakBreaker,
+    /// Its counts, the highest seen: `OUTCOMES`' order, then times opened.
+    counts: [u64; 7],
+    /// The counts of the earlier breakers of this name.
+    before: [u64; 7],
+}
+
+/// The counts to export for `breaker`, named `name`, whose own counts are `now`: added to
+/// those of the earlier breakers of the name, as a counter only goes up (`Counter::absolute`
+/// never lowers it: a new breaker's own counts would not show until they outnumbered the
+/// old one's). Also whether `breaker` is another breaker than the last exported under `name`.
+/// A snapshot older than one already exported (two exports at once) lowers nothing.
+fn breaker_totals(breaker: &Breaker, name: &str, now: [u64; 7]) -> ([u64; 7], bool) {
+    static BREAKERS: Mutex<Option<HashMap<String, BreakerTotals>>> = Mutex::new(None);
+    let (totals, fresh, last) = {
+        let mut all = BREAKERS.lock().unwrap_or_else(|e| e.into_inner());
+        let all = all.get_or_insert_with(HashMap::new);
+        let kept = all.entry(name.to_owned()).or_insert_with(|| BreakerTotals {
+            breaker: breaker.downgrade(),
+            counts: [0; 7],
+            before: [0; 7],
+        });
+        // Dropped outside the lock: the last handle of a breaker drops its clock, user code.
+        let last = kept.breaker.upgrade();
+        let fresh = !last.as_ref().is_some_and(|last| last.ptr_eq(breaker));
+        if fresh {
+            kept.breaker = breaker.downgrade();
+            for (before, old) in kept.before.iter_mut().zip(&mut kept.counts) {
+                *before = before.saturating_add(core::mem::take(old));
+            }
+        }
+        let mut totals = [0; 7];
+        for ((total, kept), (now, before)) in totals
+            .iter_mut()
+            .zip(&mut kept.counts)
+            .zip(now.into_iter().zip(kept.before))
+        {
+            *kept = (*kept).max(now);
+            *total = kept.saturating_add(before);
+        }
+        (totals, fresh, last)
+    };
+    drop(last);
+    (totals, fresh)
 }
 
 /// The calls timed since the last export, by bucket upper bound (in nanoseconds), per breaker.
@@ -565,33 +630,23 @@ fn exported_latency() -> &'static Mutex<BTreeMap<String, BTreeMap<u128, u64>>> {
     &EXPORTED
 }
 
-/// Whose histogram an export reads, which says what a bucket holding fewer calls than at the
-/// last export means.
-#[derive(Clone, Copy, PartialEq)]
-enum Seen {
-    /// A breaker's: one made again under its name, counting from 0.
-    Breaker,
-    /// A keyed family's: a key caught between its eviction and its counts' keeping (see
-    /// [`FamilyTotals`](breakerbox_runtime::FamilyTotals)), so the highest count seen is
-    /// kept. (A new family of the name starts over: [`record_snapshot`] forgets the old.)
-    Family,
-}
-
 /// Feeds `breakerbox_call_duration_seconds` the calls timed since the last export, and sets
 /// the last minute's quantiles.
-fn record_latency(name: &str, latency: &breakerbox_runtime::LatencySnapshot, whose: Seen) {
+///
+/// A bucket holding fewer calls than at the last export is a snapshot older than that export's
+/// (two exports at once), or, for a keyed family, a key caught between its eviction and its
+/// counts' keeping (see [`FamilyTotals`](breakerbox_runtime::FamilyTotals)): nothing is new,
+/// and the highest count seen is kept. A breaker or family made again under the name starts
+/// over: its caller forgets the name's buckets first.
+fn record_latency(name: &str, latency: &breakerbox_runtime::LatencySnapshot) {
     let mut new = Vec::new();
     {
         let mut all = exported_latency().lock().unwrap_or_else(|e| e.into_inner());
         let seen = all.entry(name.to_owned()).or_default();
         for ((upper, count), (at, _)) in latency.buckets().zip(latency.bucket_values()) {
             let before = seen.get(&upper.as_nanos()).copied().unwrap_or(0);
-            let delta = match whose {
-                _ if count >= before => count - before,
-                Seen::Breaker => count,
-                Seen::Family => 0,
-            };
-            if whose == Seen::Breaker || count > before {
+            let delta = count.saturating_sub(before);
+            if count > before {
                 seen.insert(upper.as_nanos(), count);
             }
             if delta > 0 {

@@ -57,3 +57,53 @@ fn a_rebuilt_family_of_the_same_name_counts_on_from_the_old_totals() {
     let _ = new.call(&102, down);
     assert_eq!(export(&new), Some(8));
 }
+
+/// `breakerbox_calls_total{name, outcome}` and `breakerbox_call_duration_seconds_count{name}`
+/// in Prometheus text.
+fn breaker_counts(text: &str, name: &str) -> (Option<u64>, Option<u64>) {
+    let read = |series: String| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(&series))
+            .map(|v| v.parse().unwrap())
+    };
+    (
+        read(format!(
+            "breakerbox_calls_total{{name=\"{name}\",outcome=\"success\"}} "
+        )),
+        read(format!(
+            "breakerbox_call_duration_seconds_count{{name=\"{name}\"}} "
+        )),
+    )
+}
+
+/// A `Breaker::new` made again under the name of a dropped one (a client rebuilt on a config
+/// change), exported with `record`: its calls are counted on from the old one's, in the
+/// counters and in the histogram.
+#[test]
+fn a_rebuilt_breaker_of_the_same_name_counts_on_from_the_old_totals() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let config = || Config::builder().latency(true).build().unwrap();
+    let export = |b: &breakerbox_runtime::Breaker| {
+        metrics::with_local_recorder(&recorder, || export::record(b));
+        breaker_counts(&handle.render(), "export-rebuilt-breaker")
+    };
+    let ok = || Ok::<_, &str>(());
+
+    let old = breakerbox_runtime::Breaker::new("export-rebuilt-breaker", config());
+    for _ in 0..3 {
+        old.call(ok).unwrap();
+    }
+    assert_eq!(export(&old), (Some(3), Some(3)));
+    drop(old);
+
+    let new = breakerbox_runtime::Breaker::new("export-rebuilt-breaker", config());
+    for _ in 0..4 {
+        new.call(ok).unwrap();
+    }
+    assert_eq!(
+        export(&new),
+        (Some(7), Some(7)),
+        "the new breaker made 4 calls: each count must go up by 4"
+    );
+}
