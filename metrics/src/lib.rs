@@ -272,9 +272,8 @@ pub fn record_all() {
     for family in &families {
         record_snapshot(family);
     }
-    let per_key = PER_KEY.load(Ordering::Relaxed);
     let mut rows: HashMap<String, Vec<KeyRow>> = HashMap::new();
-    if per_key {
+    if PER_KEY.load(Ordering::Relaxed) {
         __integrations::each_family_key(registry(), |name, key, breaker| {
             rows.entry(name.to_owned())
                 .or_default()
@@ -283,7 +282,7 @@ pub fn record_all() {
     }
     for family in &families {
         let rows = rows.remove(&family.name).unwrap_or_default();
-        record_keys(&family.name, rows, per_key);
+        record_keys(&family.name, rows);
     }
 }
 
@@ -314,17 +313,18 @@ where
     S: BuildHasher + Send + Sync + 'static,
 {
     record_snapshot(&family.snapshot(TOP_OPEN.load(Ordering::Relaxed)));
-    let per_key = PER_KEY.load(Ordering::Relaxed);
     let mut rows = Vec::new();
-    if per_key {
+    if PER_KEY.load(Ordering::Relaxed) {
         __integrations::each_key(family, |key, b| rows.push(KeyRow::of(key, b)));
     }
-    record_keys(family.name(), rows, per_key);
+    record_keys(family.name(), rows);
 }
 
-/// One key's counts as the per-key export reads them: `OUTCOMES`' order, then times opened.
+/// One key as the per-key export reads it: its breaker, its counts (`OUTCOMES`' order, then
+/// times opened) and its state.
 struct KeyRow {
     key: String,
+    breaker: Breaker,
     counts: [u64; 7],
     state: State,
 }
@@ -334,27 +334,73 @@ impl KeyRow {
         let m = breaker.metrics();
         KeyRow {
             key,
-            counts: [
-                m.successes,
-                m.failures,
-                m.ignored,
-                m.rejected,
-                m.slow,
-                m.timeouts,
-                m.times_opened,
-            ],
+            breaker: breaker.clone(),
+            counts: counts(&m),
             state: m.state,
         }
+    }
+}
+
+/// A breaker's counts as the export keeps them: `OUTCOMES`' order, then times opened.
+fn counts(m: &breakerbox_runtime::Metrics) -> [u64; 7] {
+    [
+        m.successes,
+        m.failures,
+        m.ignored,
+        m.rejected,
+        m.slow,
+        m.timeouts,
+        m.times_opened,
+    ]
+}
+
+/// The counts exported under a breaker's name, or a family's key: those of the breaker last
+/// exported under it, and those of the earlier ones. A counter only goes up
+/// (`Counter::absolute` never lowers it, as the Prometheus exporter keeps it), so a breaker
+/// made again under the name (a `Breaker::new` rebuilt, an evicted key called again), whose
+/// own counts start from 0, would show none of its calls until it outnumbered the old one:
+/// its counts are added to the old ones' instead.
+#[derive(Default)]
+struct Totals {
+    /// The breaker last exported; another one counts on from `before`.
+    breaker: Option<WeakBreaker>,
+    /// Its counts, the highest seen: a snapshot older than one exported (two exports at once)
+    /// lowers nothing.
+    counts: [u64; 7],
+    /// The counts of the earlier breakers.
+    before: [u64; 7],
+}
+
+impl Totals {
+    /// Takes `now`, `breaker`'s counts, and answers what to export, whether `breaker` is
+    /// another than the last exported, and that one's handle: to drop outside the caller's
+    /// lock, as the last handle of a breaker drops its clock (user code).
+    fn add(&mut self, breaker: &Breaker, now: [u64; 7]) -> ([u64; 7], bool, Option<Breaker>) {
+        let last = self.breaker.as_ref().and_then(WeakBreaker::upgrade);
+        let fresh = !last.as_ref().is_some_and(|last| last.ptr_eq(breaker));
+        if fresh {
+            self.breaker = Some(breaker.downgrade());
+            for (before, old) in self.before.iter_mut().zip(&mut self.counts) {
+                *before = before.saturating_add(core::mem::take(old));
+            }
+        }
+        let mut totals = [0; 7];
+        for ((total, kept), (now, before)) in totals
+            .iter_mut()
+            .zip(&mut self.counts)
+            .zip(now.into_iter().zip(self.before))
+        {
+            *kept = (*kept).max(now);
+            *total = kept.saturating_add(before);
+        }
+        (totals, fresh, last)
     }
 }
 
 /// What the per-key export knows of one key of a family.
 #[derive(Default)]
 struct KeyTotals {
-    /// The counts of the key's breaker at the last export that saw it.
-    breaker: [u64; 7],
-    /// The counts of the key's earlier breakers, evicted since.
-    before: [u64; 7],
+    totals: Totals,
     /// Whether the last export sent its state.
     exported: bool,
 }
@@ -365,15 +411,11 @@ struct KeyTotals {
 /// [`record_snapshot`] set). A gauge stays at its last value, and the `metrics` crate has no
 /// removal: an open key evicted once idle would read open for ever.
 ///
-/// A key's counters count every breaker the key had: an evicted key that comes back gets a
-/// new breaker counting from 0, and a counter set lower than it is stays where it is (it only
-/// goes up: `Counter::absolute`), so the new breaker's calls would not show until it had
-/// made more than the old. The counts of a key's earlier breakers are kept and added; a key
-/// is known to have a new breaker when an export with per-key on misses it, or finds any of
-/// its counts lower. What is kept is one entry per key ever exported, as the recorder keeps
+/// A key's counters count every breaker the key had ([`Totals`]): an evicted key called again
+/// gets a new breaker. What is kept is one entry per key ever exported, as the recorder keeps
 /// one series per key.
-fn record_keys(name: &str, rows: Vec<KeyRow>, per_key: bool) {
-    let (exported, zeroed) = {
+fn record_keys(name: &str, rows: Vec<KeyRow>) {
+    let (exported, zeroed, dropped) = {
         let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
         let last = last
             .get_or_insert_with(HashMap::new)
@@ -381,38 +423,28 @@ fn record_keys(name: &str, rows: Vec<KeyRow>, per_key: bool) {
             .or_default();
         let mut now: HashSet<&str> = HashSet::with_capacity(rows.len());
         let mut exported = Vec::with_capacity(rows.len());
+        let mut dropped = Vec::new();
         for row in &rows {
             now.insert(&row.key);
             let kept = last.keys.entry(row.key.clone()).or_default();
-            if kept.breaker.iter().zip(&row.counts).any(|(k, n)| n < k) {
-                // A new breaker of the key's, the last export's missed.
-                fold(kept);
-            }
-            kept.breaker = row.counts;
+            let (total, _, old) = kept.totals.add(&row.breaker, row.counts);
+            dropped.extend(old);
             kept.exported = true;
-            let mut total = [0; 7];
-            for (t, (b, n)) in total.iter_mut().zip(kept.before.iter().zip(&row.counts)) {
-                *t = b.saturating_add(*n);
-            }
             exported.push(total);
         }
         let mut zeroed = Vec::new();
         for (key, kept) in &mut last.keys {
-            if now.contains(key.as_str()) {
-                continue;
-            }
-            if kept.exported && !last.top.contains(key) {
-                zeroed.push(key.clone());
-            }
-            kept.exported = false;
-            if per_key {
-                // Not held any more: evicted. Its next breaker starts from 0.
-                fold(kept);
+            if !now.contains(key.as_str()) && kept.exported {
+                kept.exported = false;
+                if !last.top.contains(key) {
+                    zeroed.push(key.clone());
+                }
             }
         }
-        (exported, zeroed)
+        (exported, zeroed, dropped)
     };
-    // Outside the lock: the recorder is the application's code.
+    // Outside the lock: the recorder is the application's code, and so is a breaker's drop.
+    drop(dropped);
     for (row, total) in rows.into_iter().zip(exported) {
         for (outcome, value) in OUTCOMES.into_iter().zip(total) {
             counter!("breakerbox_key_calls_total", "name" => name.to_owned(), "key" => row.key.clone(), "outcome" => outcome)
@@ -425,13 +457,6 @@ fn record_keys(name: &str, rows: Vec<KeyRow>, per_key: bool) {
     }
     for key in zeroed {
         gauge!("breakerbox_key_state", "name" => name.to_owned(), "key" => key).set(0.0);
-    }
-}
-
-/// Adds the counts of a key's breaker that is gone to those of its earlier ones.
-fn fold(kept: &mut KeyTotals) {
-    for (b, n) in kept.before.iter_mut().zip(&mut kept.breaker) {
-        *b = b.saturating_add(core::mem::take(n));
     }
 }
 
@@ -535,19 +560,7 @@ fn record_snapshot(s: &FamilySnapshot) {
 /// Exports one breaker's metrics (any breaker, in the registry or not).
 pub fn record(breaker: &Breaker) {
     let m = breaker.metrics();
-    let (totals, fresh) = breaker_totals(
-        breaker,
-        &m.name,
-        [
-            m.successes,
-            m.failures,
-            m.ignored,
-            m.rejected,
-            m.slow,
-            m.timeouts,
-            m.times_opened,
-        ],
-    );
+    let (totals, fresh) = breaker_totals(breaker, &m.name, counts(&m));
     let name = m.name;
     for (outcome, value) in OUTCOMES.into_iter().zip(totals) {
         counter!("breakerbox_calls_total", "name" => name.clone(), "outcome" => outcome)
@@ -574,52 +587,18 @@ pub fn record(breaker: &Breaker) {
     counter!("breakerbox_opened_total", "name" => name).absolute(totals[6]);
 }
 
-/// What the export knows of the breaker it last exported under a name.
-struct BreakerTotals {
-    /// That breaker: another one of the name (a `Breaker::new` made again) counts on from
-    /// `before`.
-    breaker: WeakBreaker,
-    /// Its counts, the highest seen: `OUTCOMES`' order, then times opened.
-    counts: [u64; 7],
-    /// The counts of the earlier breakers of this name.
-    before: [u64; 7],
-}
-
-/// The counts to export for `breaker`, named `name`, whose own counts are `now`: added to
-/// those of the earlier breakers of the name, as a counter only goes up (`Counter::absolute`
-/// never lowers it: a new breaker's own counts would not show until they outnumbered the
-/// old one's). Also whether `breaker` is another breaker than the last exported under `name`.
-/// A snapshot older than one already exported (two exports at once) lowers nothing.
+/// The counts to export for `breaker`, named `name`, whose own counts are `now` (see
+/// [`Totals`]), and whether it is another breaker than the last exported under `name`.
 fn breaker_totals(breaker: &Breaker, name: &str, now: [u64; 7]) -> ([u64; 7], bool) {
-    static BREAKERS: Mutex<Option<HashMap<String, BreakerTotals>>> = Mutex::new(None);
-    let (totals, fresh, last) = {
-        let mut all = BREAKERS.lock().unwrap_or_else(|e| e.into_inner());
-        let all = all.get_or_insert_with(HashMap::new);
-        let kept = all.entry(name.to_owned()).or_insert_with(|| BreakerTotals {
-            breaker: breaker.downgrade(),
-            counts: [0; 7],
-            before: [0; 7],
-        });
-        // Dropped outside the lock: the last handle of a breaker drops its clock, user code.
-        let last = kept.breaker.upgrade();
-        let fresh = !last.as_ref().is_some_and(|last| last.ptr_eq(breaker));
-        if fresh {
-            kept.breaker = breaker.downgrade();
-            for (before, old) in kept.before.iter_mut().zip(&mut kept.counts) {
-                *before = before.saturating_add(core::mem::take(old));
-            }
-        }
-        let mut totals = [0; 7];
-        for ((total, kept), (now, before)) in totals
-            .iter_mut()
-            .zip(&mut kept.counts)
-            .zip(now.into_iter().zip(kept.before))
-        {
-            *kept = (*kept).max(now);
-            *total = kept.saturating_add(before);
-        }
-        (totals, fresh, last)
-    };
+    static BREAKERS: Mutex<Option<HashMap<String, Totals>>> = Mutex::new(None);
+    let (totals, fresh, last) = BREAKERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .entry(name.to_owned())
+        .or_default()
+        .add(breaker, now);
+    // Outside the lock: the last handle of a breaker drops its clock, user code.
     drop(last);
     (totals, fresh)
 }
