@@ -354,46 +354,57 @@ fn counts(m: &breakerbox_runtime::Metrics) -> [u64; 7] {
     ]
 }
 
-/// The counts exported under a breaker's name, or a family's key: those of the breaker last
-/// exported under it, and those of the earlier ones. A counter only goes up
-/// (`Counter::absolute` never lowers it, as the Prometheus exporter keeps it), so a breaker
-/// made again under the name (a `Breaker::new` rebuilt, an evicted key called again), whose
-/// own counts start from 0, would show none of its calls until it outnumbered the old one:
-/// its counts are added to the old ones' instead.
+/// The counts exported under a breaker's name, or a family's key: those of every breaker
+/// exported under it, live or gone. A counter only goes up (`Counter::absolute` never lowers
+/// it, as the Prometheus exporter keeps it), so a breaker made again under the name (a
+/// `Breaker::new` rebuilt, an evicted key called again), whose own counts start from 0, would
+/// show none of its calls until it outnumbered the old one: its counts are added to the old
+/// ones' instead. Breakers are told apart by identity; two live ones of a name add up.
 #[derive(Default)]
 struct Totals {
-    /// The breaker last exported; another one counts on from `before`.
-    breaker: Option<WeakBreaker>,
-    /// Its counts, the highest seen: a snapshot older than one exported (two exports at once)
-    /// lowers nothing.
-    counts: [u64; 7],
-    /// The counts of the earlier breakers.
-    before: [u64; 7],
+    /// The live breakers exported under it, each with its counts, the highest seen: a
+    /// snapshot older than one exported (two exports at once) lowers nothing.
+    live: Vec<(WeakBreaker, [u64; 7])>,
+    /// The counts of those that are gone.
+    gone: [u64; 7],
 }
 
 impl Totals {
-    /// Takes `now`, `breaker`'s counts, and answers what to export, whether `breaker` is
-    /// another than the last exported, and that one's handle: to drop outside the caller's
-    /// lock, as the last handle of a breaker drops its clock (user code).
-    fn add(&mut self, breaker: &Breaker, now: [u64; 7]) -> ([u64; 7], bool, Option<Breaker>) {
-        let last = self.breaker.as_ref().and_then(WeakBreaker::upgrade);
-        let fresh = !last.as_ref().is_some_and(|last| last.ptr_eq(breaker));
-        if fresh {
-            self.breaker = Some(breaker.downgrade());
-            for (before, old) in self.before.iter_mut().zip(&mut self.counts) {
-                *before = before.saturating_add(core::mem::take(old));
+    /// Takes `now`, `breaker`'s counts, and answers what to export; whether `breaker` is a
+    /// new one with no other live under the name (one made again: its histogram starts
+    /// over); and the handles it upgraded, to drop outside the caller's lock, as the last
+    /// handle of a breaker drops its clock (user code).
+    fn add(&mut self, breaker: &Breaker, now: [u64; 7]) -> ([u64; 7], bool, Vec<Breaker>) {
+        let mut handles = Vec::new();
+        let gone = &mut self.gone;
+        self.live.retain(|(weak, counts)| match weak.upgrade() {
+            Some(live) => {
+                handles.push(live);
+                true
+            }
+            None => {
+                for (gone, count) in gone.iter_mut().zip(counts) {
+                    *gone = gone.saturating_add(*count);
+                }
+                false
+            }
+        });
+        let found = handles.iter().position(|live| live.ptr_eq(breaker));
+        let fresh = found.is_none() && handles.is_empty();
+        let at = found.unwrap_or_else(|| {
+            self.live.push((breaker.downgrade(), [0; 7]));
+            self.live.len() - 1
+        });
+        for (kept, now) in self.live[at].1.iter_mut().zip(now) {
+            *kept = (*kept).max(now);
+        }
+        let mut totals = self.gone;
+        for (_, counts) in &self.live {
+            for (total, count) in totals.iter_mut().zip(counts) {
+                *total = total.saturating_add(*count);
             }
         }
-        let mut totals = [0; 7];
-        for ((total, kept), (now, before)) in totals
-            .iter_mut()
-            .zip(&mut self.counts)
-            .zip(now.into_iter().zip(self.before))
-        {
-            *kept = (*kept).max(now);
-            *total = kept.saturating_add(before);
-        }
-        (totals, fresh, last)
+        (totals, fresh, handles)
     }
 }
 
@@ -427,8 +438,8 @@ fn record_keys(name: &str, rows: Vec<KeyRow>) {
         for row in &rows {
             now.insert(&row.key);
             let kept = last.keys.entry(row.key.clone()).or_default();
-            let (total, _, old) = kept.totals.add(&row.breaker, row.counts);
-            dropped.extend(old);
+            let (total, _, handles) = kept.totals.add(&row.breaker, row.counts);
+            dropped.extend(handles);
             kept.exported = true;
             exported.push(total);
         }
@@ -468,14 +479,13 @@ static LAST: Mutex<Option<HashMap<String, Last>>> = Mutex::new(None);
 
 #[derive(Default)]
 struct Last {
-    /// The family these are of: a new family of the same name counts on from `before`.
+    /// The family last exported under the name.
     family: u64,
-    /// The family's counts, the highest seen.
-    counts: [u64; 7],
-    /// The counts of the earlier families of this name, added to the family's own: a counter
-    /// only goes up (`Counter::absolute` never lowers it), so a new family's own counts,
-    /// lower than the old one's, would not show until they outnumbered them.
-    before: [u64; 7],
+    /// Each family exported under the name, by id, with its counts, the highest seen. The
+    /// counters export their sum: a counter only goes up (`Counter::absolute` never lowers
+    /// it), so a family made again under the name of a dropped one, exporting its own counts,
+    /// would show none of its calls until they outnumbered the old one's.
+    counts: Vec<(u64, [u64; 7])>,
     top: Vec<String>,
     /// The keys the per-key export ([`set_per_key`]) has sent.
     keys: HashMap<String, KeyTotals>,
@@ -506,21 +516,26 @@ fn record_snapshot(s: &FamilySnapshot) {
             .get_or_insert_with(HashMap::new)
             .entry(s.name.clone())
             .or_default();
-        let fresh = last.family != __integrations::family_id(s);
-        if fresh {
-            // Another family of this name: its counters go on from the old one's totals; its
-            // keys' gauges left from the old one are still set to 0 below.
-            last.family = __integrations::family_id(s);
-            for (before, old) in last.before.iter_mut().zip(&mut last.counts) {
-                *before = before.saturating_add(core::mem::take(old));
+        let id = __integrations::family_id(s);
+        // Another family of this name than the last exported: its keys' gauges left from the
+        // old one are still set to 0 below, and its histogram starts over.
+        let fresh = last.family != id;
+        last.family = id;
+        let at = match last.counts.iter().position(|(family, _)| *family == id) {
+            Some(at) => at,
+            None => {
+                last.counts.push((id, [0; 7]));
+                last.counts.len() - 1
             }
-        }
-        for (kept, now) in last.counts.iter_mut().zip(now) {
+        };
+        for (kept, now) in last.counts[at].1.iter_mut().zip(now) {
             *kept = (*kept).max(now);
         }
-        let mut counts = last.counts;
-        for (count, before) in counts.iter_mut().zip(last.before) {
-            *count = count.saturating_add(before);
+        let mut counts = [0u64; 7];
+        for (_, kept) in &last.counts {
+            for (count, kept) in counts.iter_mut().zip(kept) {
+                *count = count.saturating_add(*kept);
+            }
         }
         let left: Vec<String> = last
             .top
@@ -591,7 +606,7 @@ pub fn record(breaker: &Breaker) {
 /// [`Totals`]), and whether it is another breaker than the last exported under `name`.
 fn breaker_totals(breaker: &Breaker, name: &str, now: [u64; 7]) -> ([u64; 7], bool) {
     static BREAKERS: Mutex<Option<HashMap<String, Totals>>> = Mutex::new(None);
-    let (totals, fresh, last) = BREAKERS
+    let (totals, fresh, handles) = BREAKERS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get_or_insert_with(HashMap::new)
@@ -599,7 +614,7 @@ fn breaker_totals(breaker: &Breaker, name: &str, now: [u64; 7]) -> ([u64; 7], bo
         .or_default()
         .add(breaker, now);
     // Outside the lock: the last handle of a breaker drops its clock, user code.
-    drop(last);
+    drop(handles);
     (totals, fresh)
 }
 

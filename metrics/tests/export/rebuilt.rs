@@ -107,3 +107,47 @@ fn a_rebuilt_breaker_of_the_same_name_counts_on_from_the_old_totals() {
         "the new breaker made 4 calls: each count must go up by 4"
     );
 }
+
+/// Two live breakers of one name (one per pool, say), each exported with `record`, and two
+/// live families of one name with `record_family`: the counters add up what each counted, and
+/// exporting again without a call changes nothing.
+#[test]
+fn live_breakers_or_families_of_one_name_add_up_however_often_exported() {
+    let _settings = crate::settings();
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let ok = || Ok::<_, &str>(());
+    let pools = [
+        breakerbox_runtime::Breaker::new("export-twins", Config::default()),
+        breakerbox_runtime::Breaker::new("export-twins", Config::default()),
+    ];
+    for pool in &pools {
+        for _ in 0..2 {
+            pool.call(ok).unwrap();
+        }
+    }
+    let families: [BreakerMap<u64>; 2] = [
+        BreakerMap::new("export-twins-family", Config::default()),
+        BreakerMap::new("export-twins-family", Config::default()),
+    ];
+    for family in &families {
+        let _ = family.call(&1, down);
+    }
+    let mut read = Vec::new();
+    for _ in 0..3 {
+        metrics::with_local_recorder(&recorder, || {
+            for pool in &pools {
+                export::record(pool);
+            }
+            for family in &families {
+                export::record_family(family);
+            }
+        });
+        let text = handle.render();
+        read.push((
+            breaker_counts(&text, "export-twins").0,
+            family_calls(&text, "export-twins-family", "failure"),
+        ));
+    }
+    assert_eq!(read, [(Some(4), Some(2)); 3]);
+}
