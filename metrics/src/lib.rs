@@ -362,49 +362,70 @@ fn counts(m: &breakerbox_runtime::Metrics) -> [u64; 7] {
 /// ones' instead. Breakers are told apart by identity; two live ones of a name add up.
 #[derive(Default)]
 struct Totals {
-    /// The live breakers exported under it, each with its counts, the highest seen: a
-    /// snapshot older than one exported (two exports at once) lowers nothing.
-    live: Vec<(WeakBreaker, [u64; 7])>,
+    /// The live breakers exported under it, each with its counts.
+    live: Vec<Live>,
     /// The counts of those that are gone.
     gone: [u64; 7],
 }
 
+/// A live breaker exported under a name or key.
+struct Live {
+    breaker: WeakBreaker,
+    /// Its counts, the highest seen: a snapshot older than one exported (two exports at once)
+    /// lowers nothing.
+    counts: [u64; 7],
+    /// Its histogram's buckets as exported (see [`latency_deltas`]).
+    seen: BTreeMap<u128, u64>,
+}
+
 impl Totals {
-    /// Takes `now`, `breaker`'s counts, and answers what to export; whether `breaker` is a
-    /// new one with no other live under the name (one made again: its histogram starts
-    /// over); and the handles it upgraded, to drop outside the caller's lock, as the last
-    /// handle of a breaker drops its clock (user code).
-    fn add(&mut self, breaker: &Breaker, now: [u64; 7]) -> ([u64; 7], bool, Vec<Breaker>) {
+    /// Takes `now`, `breaker`'s counts, and `latency`, its histogram, and answers the counts
+    /// to export, the calls timed since its last export, and the handles it upgraded: to
+    /// drop outside the caller's lock, as the last handle of a breaker drops its clock (user
+    /// code).
+    fn add(
+        &mut self,
+        breaker: &Breaker,
+        now: [u64; 7],
+        latency: Option<&breakerbox_runtime::LatencySnapshot>,
+    ) -> ([u64; 7], Vec<(f64, u64)>, Vec<Breaker>) {
         let mut handles = Vec::new();
         let gone = &mut self.gone;
-        self.live.retain(|(weak, counts)| match weak.upgrade() {
-            Some(live) => {
-                handles.push(live);
+        self.live.retain(|live| match live.breaker.upgrade() {
+            Some(handle) => {
+                handles.push(handle);
                 true
             }
             None => {
-                for (gone, count) in gone.iter_mut().zip(counts) {
+                for (gone, count) in gone.iter_mut().zip(&live.counts) {
                     *gone = gone.saturating_add(*count);
                 }
                 false
             }
         });
-        let found = handles.iter().position(|live| live.ptr_eq(breaker));
-        let fresh = found.is_none() && handles.is_empty();
-        let at = found.unwrap_or_else(|| {
-            self.live.push((breaker.downgrade(), [0; 7]));
-            self.live.len() - 1
-        });
-        for (kept, now) in self.live[at].1.iter_mut().zip(now) {
+        let at = match handles.iter().position(|live| live.ptr_eq(breaker)) {
+            Some(at) => at,
+            None => {
+                self.live.push(Live {
+                    breaker: breaker.downgrade(),
+                    counts: [0; 7],
+                    seen: BTreeMap::new(),
+                });
+                self.live.len() - 1
+            }
+        };
+        let live = &mut self.live[at];
+        for (kept, now) in live.counts.iter_mut().zip(now) {
             *kept = (*kept).max(now);
         }
+        let new = latency.map_or_else(Vec::new, |l| latency_deltas(l, &mut live.seen));
         let mut totals = self.gone;
-        for (_, counts) in &self.live {
-            for (total, count) in totals.iter_mut().zip(counts) {
+        for live in &self.live {
+            for (total, count) in totals.iter_mut().zip(&live.counts) {
                 *total = total.saturating_add(*count);
             }
         }
-        (totals, fresh, handles)
+        (totals, new, handles)
     }
 }
 
@@ -438,7 +459,7 @@ fn record_keys(name: &str, rows: Vec<KeyRow>) {
         for row in &rows {
             now.insert(&row.key);
             let kept = last.keys.entry(row.key.clone()).or_default();
-            let (total, _, handles) = kept.totals.add(&row.breaker, row.counts);
+            let (total, _, handles) = kept.totals.add(&row.breaker, row.counts, None);
             dropped.extend(handles);
             kept.exported = true;
             exported.push(total);
@@ -479,16 +500,24 @@ static LAST: Mutex<Option<HashMap<String, Last>>> = Mutex::new(None);
 
 #[derive(Default)]
 struct Last {
-    /// The family last exported under the name.
-    family: u64,
-    /// Each family exported under the name, by id, with its counts, the highest seen. The
-    /// counters export their sum: a counter only goes up (`Counter::absolute` never lowers
-    /// it), so a family made again under the name of a dropped one, exporting its own counts,
-    /// would show none of its calls until they outnumbered the old one's.
-    counts: Vec<(u64, [u64; 7])>,
+    /// Each family exported under the name. The counters export the sum of their counts: a
+    /// counter only goes up (`Counter::absolute` never lowers it), so a family made again
+    /// under the name of a dropped one, exporting its own counts, would show none of its
+    /// calls until they outnumbered the old one's.
+    families: Vec<FamilyCounts>,
     top: Vec<String>,
     /// The keys the per-key export ([`set_per_key`]) has sent.
     keys: HashMap<String, KeyTotals>,
+}
+
+/// One family exported under a name.
+struct FamilyCounts {
+    /// Which family ([`__integrations::family_id`]).
+    id: u64,
+    /// Its counts, the highest seen.
+    counts: [u64; 7],
+    /// Its histogram's buckets as exported (see [`latency_deltas`]).
+    seen: BTreeMap<u128, u64>,
 }
 
 /// The `outcome` label's values, in the order of a family's counts.
@@ -510,30 +539,37 @@ fn record_snapshot(s: &FamilySnapshot) {
     ];
     let top: Vec<String> = s.top_open.iter().map(|k| k.key.clone()).collect();
     // Under the lock only our own bookkeeping; the recorder (user code) is called after.
-    let (counts, left, fresh) = {
+    let (counts, left, new) = {
         let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
         let last = last
             .get_or_insert_with(HashMap::new)
             .entry(s.name.clone())
             .or_default();
+        // Another family of this name than those exported has counts and a histogram of its
+        // own; its keys' gauges left from an old one are still set to 0 below.
         let id = __integrations::family_id(s);
-        // Another family of this name than the last exported: its keys' gauges left from the
-        // old one are still set to 0 below, and its histogram starts over.
-        let fresh = last.family != id;
-        last.family = id;
-        let at = match last.counts.iter().position(|(family, _)| *family == id) {
+        let at = match last.families.iter().position(|f| f.id == id) {
             Some(at) => at,
             None => {
-                last.counts.push((id, [0; 7]));
-                last.counts.len() - 1
+                last.families.push(FamilyCounts {
+                    id,
+                    counts: [0; 7],
+                    seen: BTreeMap::new(),
+                });
+                last.families.len() - 1
             }
         };
-        for (kept, now) in last.counts[at].1.iter_mut().zip(now) {
+        let family = &mut last.families[at];
+        for (kept, now) in family.counts.iter_mut().zip(now) {
             *kept = (*kept).max(now);
         }
+        let new = s
+            .latency
+            .as_ref()
+            .map_or_else(Vec::new, |l| latency_deltas(l, &mut family.seen));
         let mut counts = [0u64; 7];
-        for (_, kept) in &last.counts {
-            for (count, kept) in counts.iter_mut().zip(kept) {
+        for family in &last.families {
+            for (count, kept) in counts.iter_mut().zip(&family.counts) {
                 *count = count.saturating_add(*kept);
             }
         }
@@ -544,7 +580,7 @@ fn record_snapshot(s: &FamilySnapshot) {
             .cloned()
             .collect();
         last.top = top;
-        (counts, left, fresh)
+        (counts, left, new)
     };
     let name = &s.name;
     for (outcome, value) in OUTCOMES.into_iter().zip(counts) {
@@ -562,20 +598,16 @@ fn record_snapshot(s: &FamilySnapshot) {
             .set(state_code(k.metrics.state));
     }
     if let Some(latency) = &s.latency {
-        if fresh {
-            exported_latency()
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(name);
-        }
-        record_latency(name, latency);
+        record_latency(name, latency, new);
     }
 }
 
 /// Exports one breaker's metrics (any breaker, in the registry or not).
 pub fn record(breaker: &Breaker) {
     let m = breaker.metrics();
-    let (totals, fresh) = breaker_totals(breaker, &m.name, counts(&m));
+    // Read before the lock: it reads the breaker's clock, user code.
+    let latency = breaker.latency();
+    let (totals, new) = breaker_totals(breaker, &m.name, counts(&m), latency.as_ref());
     let name = m.name;
     for (outcome, value) in OUTCOMES.into_iter().zip(totals) {
         counter!("breakerbox_calls_total", "name" => name.clone(), "outcome" => outcome)
@@ -590,65 +622,58 @@ pub fn record(breaker: &Breaker) {
     if config.slow_rate().is_some() {
         gauge!("breakerbox_slow_rate", "name" => name.clone()).set(m.slow_rate.unwrap_or(0.0));
     }
-    if let Some(latency) = breaker.latency() {
-        if fresh {
-            exported_latency()
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&name);
-        }
-        record_latency(&name, &latency);
+    if let Some(latency) = &latency {
+        record_latency(&name, latency, new);
     }
     counter!("breakerbox_opened_total", "name" => name).absolute(totals[6]);
 }
 
-/// The counts to export for `breaker`, named `name`, whose own counts are `now` (see
-/// [`Totals`]), and whether it is another breaker than the last exported under `name`.
-fn breaker_totals(breaker: &Breaker, name: &str, now: [u64; 7]) -> ([u64; 7], bool) {
+/// The counts to export for `breaker`, named `name`, whose own counts are `now`, and the calls
+/// its histogram `latency` timed since its last export (see [`Totals`]).
+fn breaker_totals(
+    breaker: &Breaker,
+    name: &str,
+    now: [u64; 7],
+    latency: Option<&breakerbox_runtime::LatencySnapshot>,
+) -> ([u64; 7], Vec<(f64, u64)>) {
     static BREAKERS: Mutex<Option<HashMap<String, Totals>>> = Mutex::new(None);
-    let (totals, fresh, handles) = BREAKERS
+    let (totals, new, handles) = BREAKERS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get_or_insert_with(HashMap::new)
         .entry(name.to_owned())
         .or_default()
-        .add(breaker, now);
+        .add(breaker, now, latency);
     // Outside the lock: the last handle of a breaker drops its clock, user code.
     drop(handles);
-    (totals, fresh)
+    (totals, new)
 }
 
-/// The calls timed since the last export, by bucket upper bound (in nanoseconds), per breaker.
-fn exported_latency() -> &'static Mutex<BTreeMap<String, BTreeMap<u128, u64>>> {
-    static EXPORTED: Mutex<BTreeMap<String, BTreeMap<u128, u64>>> = Mutex::new(BTreeMap::new());
-    &EXPORTED
-}
-
-/// Feeds `breakerbox_call_duration_seconds` the calls timed since the last export, and sets
-/// the last minute's quantiles.
+/// The calls `latency` timed since the last export of the same breaker or family, each at its
+/// bucket's value, with `seen` the buckets as that export read them (updated).
 ///
 /// A bucket holding fewer calls than at the last export is a snapshot older than that export's
 /// (two exports at once), or, for a keyed family, a key caught between its eviction and its
 /// counts' keeping (see [`FamilyTotals`](breakerbox_runtime::FamilyTotals)): nothing is new,
-/// and the highest count seen is kept. A breaker or family made again under the name starts
-/// over: its caller forgets the name's buckets first.
-fn record_latency(name: &str, latency: &breakerbox_runtime::LatencySnapshot) {
+/// and the highest count seen is kept.
+fn latency_deltas(
+    latency: &breakerbox_runtime::LatencySnapshot,
+    seen: &mut BTreeMap<u128, u64>,
+) -> Vec<(f64, u64)> {
     let mut new = Vec::new();
-    {
-        let mut all = exported_latency().lock().unwrap_or_else(|e| e.into_inner());
-        let seen = all.entry(name.to_owned()).or_default();
-        for ((upper, count), (at, _)) in latency.buckets().zip(latency.bucket_values()) {
-            let before = seen.get(&upper.as_nanos()).copied().unwrap_or(0);
-            let delta = count.saturating_sub(before);
-            if count > before {
-                seen.insert(upper.as_nanos(), count);
-            }
-            if delta > 0 {
-                new.push((at.as_secs_f64(), delta));
-            }
+    for ((upper, count), (at, _)) in latency.buckets().zip(latency.bucket_values()) {
+        let before = seen.get(&upper.as_nanos()).copied().unwrap_or(0);
+        if count > before {
+            seen.insert(upper.as_nanos(), count);
+            new.push((at.as_secs_f64(), count - before));
         }
     }
-    // Outside the lock: the recorder is the application's code.
+    new
+}
+
+/// Feeds `breakerbox_call_duration_seconds` the calls timed since the last export, `new`
+/// ([`latency_deltas`]), and sets the last minute's quantiles.
+fn record_latency(name: &str, latency: &breakerbox_runtime::LatencySnapshot, new: Vec<(f64, u64)>) {
     let h = histogram!("breakerbox_call_duration_seconds", "name" => name.to_owned());
     for (at, delta) in new {
         h.record_many(at, usize::try_from(delta).unwrap_or(usize::MAX));

@@ -151,3 +151,34 @@ fn live_breakers_or_families_of_one_name_add_up_however_often_exported() {
     }
     assert_eq!(read, [(Some(4), Some(2)); 3]);
 }
+
+/// Two live breakers of one name that time their calls: the histogram is fed each one's calls
+/// once.
+#[test]
+fn live_breakers_of_one_name_feed_the_histogram_each_call_once() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let config = || Config::builder().latency(true).build().unwrap();
+    let ok = || Ok::<_, &str>(());
+    let pools = [
+        breakerbox_runtime::Breaker::new("export-twins-timed", config()),
+        breakerbox_runtime::Breaker::new("export-twins-timed", config()),
+    ];
+    for (pool, calls) in pools.iter().zip([2, 3]) {
+        for _ in 0..calls {
+            pool.call(ok).unwrap();
+        }
+    }
+    let export = || {
+        metrics::with_local_recorder(&recorder, || {
+            for pool in &pools {
+                export::record(pool);
+            }
+        });
+        breaker_counts(&handle.render(), "export-twins-timed")
+    };
+    assert_eq!(export(), (Some(5), Some(5)));
+    assert_eq!(export(), (Some(5), Some(5)));
+    pools[0].call(ok).unwrap();
+    assert_eq!(export(), (Some(6), Some(6)));
+}
