@@ -494,8 +494,8 @@ fn record_keys(name: &str, rows: Vec<KeyRow>) {
 
 /// What the last export of each family name sent: its counters (sent as the highest value
 /// seen, so that a snapshot taken during an eviction never shows one going down) and its top
-/// open keys (set to 0 once they leave the top). One entry per name, whatever the number of
-/// families made under it.
+/// open keys (set to 0 once they leave the top). One entry per name, with a few numbers per
+/// family made under it.
 static LAST: Mutex<Option<HashMap<String, Last>>> = Mutex::new(None);
 
 #[derive(Default)]
