@@ -37,10 +37,15 @@ pub(crate) struct Tokens(Vec<(String, Token)>);
 impl Tokens {
     /// Adds `token` under `label`, replacing a token of that label; an empty token only
     /// removes it.
+    ///
+    /// Whitespace around the token is dropped first: an HTTP header value cannot start or end
+    /// with it (a server strips it as it reads the header), so a token kept with it, such as
+    /// one read from a file with its final newline, would refuse every request.
     pub(crate) fn set(&mut self, label: String, token: String) {
         self.0.retain(|(l, _)| *l != label);
+        let token = token.trim_ascii();
         if !token.is_empty() {
-            self.0.push((label, Token::new(token.into_bytes())));
+            self.0.push((label, Token::new(token.as_bytes().to_vec())));
         }
     }
 
@@ -92,8 +97,11 @@ pub(crate) fn authorize<'t>(tokens: &'t Tokens, headers: &HeaderMap) -> Result<&
             "the Authorization header is not a bearer token: send `Authorization: Bearer <token>`",
         ));
     }
+    // RFC 6750's `"Bearer" 1*SP b64token`: the scheme may be followed by several spaces.
+    let given = &bytes[scheme.len()..];
+    let given = &given[given.iter().take_while(|&&b| b == b' ').count()..];
     tokens
-        .label_of(&bytes[scheme.len()..])
+        .label_of(given)
         .ok_or_else(|| Problem::new(StatusCode::UNAUTHORIZED, "wrong token"))
 }
 

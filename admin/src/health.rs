@@ -48,11 +48,21 @@ struct Details {
 /// so a Kubernetes readiness probe takes the pod out of the service only then.
 pub(crate) async fn health(Extract(shared): Extract<Arc<AdminState>>) -> Response {
     let health = registry().health();
-    let components: BTreeMap<String, Component> = health
+    let mut components: BTreeMap<String, Component> = BTreeMap::new();
+    for (name, component) in health
         .components
         .into_iter()
         .map(|c| judged(c, shared.health_scope))
-        .collect();
+    {
+        // A breaker and a keyed family may share a name (`Registry::check` reports it): the
+        // answer keeps the worse of the two, so that the status is still the worst of all.
+        match components.get(&name) {
+            Some(kept) if kept.status >= component.status => {}
+            _ => {
+                components.insert(name, component);
+            }
+        }
+    }
     let status = components
         .values()
         .map(|c| c.status)

@@ -68,8 +68,9 @@ impl Admin {
     /// Turns the controls on for requests that send `Authorization: Bearer <token>`, under
     /// the label `admin` (see [`named_token`](Admin::named_token)).
     ///
-    /// An empty token removes it, as if none were given: an empty bearer is no secret. Use a
-    /// long random string, and keep it out of source code.
+    /// An empty token removes it, as if none were given: an empty bearer is no secret.
+    /// Whitespace around it is dropped (a token read from a file keeps its newline, which no
+    /// request can send). Use a long random string, and keep it out of source code.
     pub fn token(self, token: impl Into<String>) -> Admin {
         self.named_token("admin", token)
     }
@@ -78,7 +79,8 @@ impl Admin {
     /// names who holds it: each control used with it is recorded with `label` (in the
     /// breaker's events, `GET /breakers/{name}/events`, and in the log). Give each person or
     /// system its own token; a second token under one label replaces the first, and an empty
-    /// token removes the label's.
+    /// token removes the label's. Whitespace around a token is dropped, as [`token`](Admin::token)
+    /// says.
     ///
     /// ```
     /// use breakerbox_admin::Admin;

@@ -266,3 +266,29 @@ async fn liveness_answers_up_while_a_critical_breaker_is_open() {
     );
     vault.reset();
 }
+
+#[tokio::test]
+async fn a_critical_breaker_open_is_down_though_a_family_has_its_name() {
+    let _alone = ALONE.lock().await;
+    // A breaker and a keyed family of one name (which `check` reports, but which runs).
+    let config = || {
+        Config::builder()
+            .failures(1)
+            .open_for(Duration::from_secs(60))
+            .critical(true)
+            .build()
+            .unwrap()
+    };
+    let ledger = registry().get_or_create("health-twin", config);
+    let shards = registry().family::<u32>("health-twin", config).unwrap();
+    shards.call(&1, || Ok::<_, &str>(())).unwrap();
+    let _ = ledger.call(|| Err::<(), _>("connection refused"));
+    assert_eq!(ledger.state(), State::Open);
+    let (code, body) = health().await;
+    ledger.reset();
+    assert_eq!(
+        (code, body["status"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("DOWN")),
+        "{body}"
+    );
+}

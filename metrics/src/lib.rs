@@ -30,7 +30,7 @@
 //! | `breakerbox_opened_total` | counter | `name` | times the breaker opened |
 //! | `breakerbox_transitions_total` | counter | `name`, `to`, `reason` | with [`install`]: state changes of registry breakers and of registry families' keys (under the family's name), by the state entered (`closed`, `open`, `half_open`, `forced_open`, `disabled`) and the reason (`failures`, `failure_rate`, `slow_rate`, `trip_for`, `open_elapsed`, `probe_failed`, `probe_timeout`, `probes_succeeded`, `health_probe`, `forced_open`, `disabled`, `reset`, `imported`); in fleet mode `imported` is a change taken on from another instance, any other reason this instance's own |
 //! | `breakerbox_call_duration_seconds` | histogram | `name` | for a breaker that times its calls (a `slow` threshold, or `latency = true`): each call's duration, as [`Breaker::latency`] buckets them |
-//! | `breakerbox_call_duration_last_minute_seconds` | gauge | `name`, `quantile` | the same breakers: the p50, p90 and p99 (`quantile` `0.5`, `0.9`, `0.99`) of the last minute's calls; absent while it had none |
+//! | `breakerbox_call_duration_last_minute_seconds` | gauge | `name`, `quantile` | the same breakers: the p50, p90 and p99 (`quantile` `0.5`, `0.9`, `0.99`) of the last minute's calls; absent before the first call timed, NaN for a minute without calls |
 //!
 //! The histogram is fed at each export with the calls timed since the last: each at its
 //! bucket's midpoint (within 6.25% of its duration), through `Histogram::record_many`, so
@@ -46,7 +46,8 @@
 //! timeouts are `failure` less `timeout`. The rate gauges exist for
 //! breakers with a rate policy (`failure_rate`, resp. `slow_rate`), and read 0 while the window
 //! is empty. Counters are set to the breaker's totals (`Counter::absolute`), so exporting twice
-//! never counts twice.
+//! never counts twice; a breaker made again under the name of a dropped one ([`record`] of a
+//! rebuilt [`Breaker::new`]) counts on from the old one's totals.
 //!
 //! # Keyed families
 //!
@@ -65,14 +66,19 @@
 //!
 //! The family counters never go down: a snapshot taken while a sweep evicts may see a key's
 //! counts twice or not at all for that moment (see [`FamilyTotals`](breakerbox_runtime::FamilyTotals)), and
-//! the export keeps the highest value seen. A series for a key stays in the recorder once
+//! the export keeps the highest value seen. A family made again under the name of a dropped
+//! one counts on from the old one's totals. A series for a key stays in the recorder once
 //! made (the `metrics` crate has no removal; exporters drop idle series after their idle
 //! timeout), hence the 0.
 //!
 //! [`set_per_key`] turns on a series per key for every key of every family: the top N's
 //! `breakerbox_key_state` for all keys, plus `breakerbox_key_calls_total` (labels `name`,
-//! `key`, `outcome`) and `breakerbox_key_opened_total` (labels `name`, `key`). Mind the
-//! cardinality: a family holds up to twice `max_keys` keys.
+//! `key`, `outcome`) and `breakerbox_key_opened_total` (labels `name`, `key`). A key's
+//! counters count every breaker it had: an evicted key that comes back goes on from its
+//! totals, as the family's counters do. A key the last export sent and this one does not
+//! (evicted, or per-key export turned off) has its `breakerbox_key_state` set to 0, as a key
+//! that leaves the top is. Mind the cardinality: a family holds up to twice `max_keys` keys,
+//! and the export keeps a few numbers per key it ever sent, as the recorder keeps its series.
 //!
 //! [`record_all`] exports the registry's families; [`record_family`] one outside it.
 //!
@@ -87,7 +93,7 @@
 
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 
@@ -96,7 +102,9 @@ use metrics::{
 };
 
 use breakerbox_runtime::__integrations;
-use breakerbox_runtime::{Breaker, BreakerMap, FamilySnapshot, Reason, State, registry};
+use breakerbox_runtime::{
+    Breaker, BreakerMap, FamilySnapshot, Reason, State, WeakBreaker, registry,
+};
 
 /// The value of `breakerbox_state` for `state`.
 ///
@@ -260,11 +268,21 @@ pub fn record_all() {
     for breaker in registry().breakers() {
         record(&breaker);
     }
-    for family in registry().family_snapshots(TOP_OPEN.load(Ordering::Relaxed)) {
-        record_snapshot(&family);
+    let families = registry().family_snapshots(TOP_OPEN.load(Ordering::Relaxed));
+    for family in &families {
+        record_snapshot(family);
     }
+    let mut rows: HashMap<String, Vec<KeyRow>> = HashMap::new();
     if PER_KEY.load(Ordering::Relaxed) {
-        __integrations::each_family_key(registry(), record_key);
+        __integrations::each_family_key(registry(), |name, key, breaker| {
+            rows.entry(name.to_owned())
+                .or_default()
+                .push(KeyRow::of(key, breaker));
+        });
+    }
+    for family in &families {
+        let rows = rows.remove(&family.name).unwrap_or_default();
+        record_keys(&family.name, rows);
     }
 }
 
@@ -295,24 +313,211 @@ where
     S: BuildHasher + Send + Sync + 'static,
 {
     record_snapshot(&family.snapshot(TOP_OPEN.load(Ordering::Relaxed)));
+    let mut rows = Vec::new();
     if PER_KEY.load(Ordering::Relaxed) {
-        let name = family.name().to_owned();
-        __integrations::each_key(family, |key, b| record_key(&name, key, b));
+        __integrations::each_key(family, |key, b| rows.push(KeyRow::of(key, b)));
+    }
+    record_keys(family.name(), rows);
+}
+
+/// One key as the per-key export reads it: its breaker, its counts (`OUTCOMES`' order, then
+/// times opened) and its state.
+struct KeyRow {
+    key: String,
+    breaker: Breaker,
+    counts: [u64; 7],
+    state: State,
+}
+
+impl KeyRow {
+    fn of(key: String, breaker: &Breaker) -> KeyRow {
+        let m = breaker.metrics();
+        KeyRow {
+            key,
+            breaker: breaker.clone(),
+            counts: counts(&m),
+            state: m.state,
+        }
+    }
+}
+
+/// A breaker's counts as the export keeps them: `OUTCOMES`' order, then times opened.
+fn counts(m: &breakerbox_runtime::Metrics) -> [u64; 7] {
+    [
+        m.successes,
+        m.failures,
+        m.ignored,
+        m.rejected,
+        m.slow,
+        m.timeouts,
+        m.times_opened,
+    ]
+}
+
+/// The counts exported under a breaker's name, or a family's key: those of every breaker
+/// exported under it, live or gone. A counter only goes up (`Counter::absolute` never lowers
+/// it, as the Prometheus exporter keeps it), so a breaker made again under the name (a
+/// `Breaker::new` rebuilt, an evicted key called again), whose own counts start from 0, would
+/// show none of its calls until it outnumbered the old one: its counts are added to the old
+/// ones' instead. Breakers are told apart by identity; two live ones of a name add up.
+#[derive(Default)]
+struct Totals {
+    /// The live breakers exported under it, each with its counts.
+    live: Vec<Live>,
+    /// The counts of those that are gone.
+    gone: [u64; 7],
+}
+
+/// A live breaker exported under a name or key.
+struct Live {
+    breaker: WeakBreaker,
+    /// Its counts, the highest seen: a snapshot older than one exported (two exports at once)
+    /// lowers nothing.
+    counts: [u64; 7],
+    /// Its histogram's buckets as exported (see [`latency_deltas`]).
+    seen: BTreeMap<u128, u64>,
+}
+
+impl Totals {
+    /// Takes `now`, `breaker`'s counts, and `latency`, its histogram, and answers the counts
+    /// to export, the calls timed since its last export, and the handles it upgraded: to
+    /// drop outside the caller's lock, as the last handle of a breaker drops its clock (user
+    /// code).
+    fn add(
+        &mut self,
+        breaker: &Breaker,
+        now: [u64; 7],
+        latency: Option<&breakerbox_runtime::LatencySnapshot>,
+    ) -> ([u64; 7], Vec<(f64, u64)>, Vec<Breaker>) {
+        let mut handles = Vec::new();
+        let gone = &mut self.gone;
+        self.live.retain(|live| match live.breaker.upgrade() {
+            Some(handle) => {
+                handles.push(handle);
+                true
+            }
+            None => {
+                for (gone, count) in gone.iter_mut().zip(&live.counts) {
+                    *gone = gone.saturating_add(*count);
+                }
+                false
+            }
+        });
+        let at = match handles.iter().position(|live| live.ptr_eq(breaker)) {
+            Some(at) => at,
+            None => {
+                self.live.push(Live {
+                    breaker: breaker.downgrade(),
+                    counts: [0; 7],
+                    seen: BTreeMap::new(),
+                });
+                self.live.len() - 1
+            }
+        };
+        let live = &mut self.live[at];
+        for (kept, now) in live.counts.iter_mut().zip(now) {
+            *kept = (*kept).max(now);
+        }
+        let new = latency.map_or_else(Vec::new, |l| latency_deltas(l, &mut live.seen));
+        let mut totals = self.gone;
+        for live in &self.live {
+            for (total, count) in totals.iter_mut().zip(&live.counts) {
+                *total = total.saturating_add(*count);
+            }
+        }
+        (totals, new, handles)
+    }
+}
+
+/// What the per-key export knows of one key of a family.
+#[derive(Default)]
+struct KeyTotals {
+    totals: Totals,
+    /// Whether the last export sent its state.
+    exported: bool,
+}
+
+/// Exports `rows`, every key of family `name` now (none when per-key export is off), and sets
+/// `breakerbox_key_state` to 0 for the keys the last export sent and this one does not:
+/// evicted, or per-key export turned off since (a key among the top open keys keeps the state
+/// [`record_snapshot`] set). A gauge stays at its last value, and the `metrics` crate has no
+/// removal: an open key evicted once idle would read open for ever.
+///
+/// A key's counters count every breaker the key had ([`Totals`]): an evicted key called again
+/// gets a new breaker. What is kept is one entry per key ever exported, as the recorder keeps
+/// one series per key.
+fn record_keys(name: &str, rows: Vec<KeyRow>) {
+    let (exported, zeroed, dropped) = {
+        let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+        let last = last
+            .get_or_insert_with(HashMap::new)
+            .entry(name.to_owned())
+            .or_default();
+        let mut now: HashSet<&str> = HashSet::with_capacity(rows.len());
+        let mut exported = Vec::with_capacity(rows.len());
+        let mut dropped = Vec::new();
+        for row in &rows {
+            now.insert(&row.key);
+            let kept = last.keys.entry(row.key.clone()).or_default();
+            let (total, _, handles) = kept.totals.add(&row.breaker, row.counts, None);
+            dropped.extend(handles);
+            kept.exported = true;
+            exported.push(total);
+        }
+        let mut zeroed = Vec::new();
+        for (key, kept) in &mut last.keys {
+            if !now.contains(key.as_str()) && kept.exported {
+                kept.exported = false;
+                if !last.top.contains(key) {
+                    zeroed.push(key.clone());
+                }
+            }
+        }
+        (exported, zeroed, dropped)
+    };
+    // Outside the lock: the recorder is the application's code, and so is a breaker's drop.
+    drop(dropped);
+    for (row, total) in rows.into_iter().zip(exported) {
+        for (outcome, value) in OUTCOMES.into_iter().zip(total) {
+            counter!("breakerbox_key_calls_total", "name" => name.to_owned(), "key" => row.key.clone(), "outcome" => outcome)
+                .absolute(value);
+        }
+        counter!("breakerbox_key_opened_total", "name" => name.to_owned(), "key" => row.key.clone())
+            .absolute(total[6]);
+        gauge!("breakerbox_key_state", "name" => name.to_owned(), "key" => row.key)
+            .set(state_code(row.state));
+    }
+    for key in zeroed {
+        gauge!("breakerbox_key_state", "name" => name.to_owned(), "key" => key).set(0.0);
     }
 }
 
 /// What the last export of each family name sent: its counters (sent as the highest value
 /// seen, so that a snapshot taken during an eviction never shows one going down) and its top
-/// open keys (set to 0 once they leave the top). One entry per name, whatever the number of
-/// families made under it.
+/// open keys (set to 0 once they leave the top). One entry per name, with a few numbers per
+/// family made under it.
 static LAST: Mutex<Option<HashMap<String, Last>>> = Mutex::new(None);
 
 #[derive(Default)]
 struct Last {
-    /// The family these are of: a new family of the same name starts from its own counts.
-    family: u64,
-    counts: [u64; 7],
+    /// Each family exported under the name. The counters export the sum of their counts: a
+    /// counter only goes up (`Counter::absolute` never lowers it), so a family made again
+    /// under the name of a dropped one, exporting its own counts, would show none of its
+    /// calls until they outnumbered the old one's.
+    families: Vec<FamilyCounts>,
     top: Vec<String>,
+    /// The keys the per-key export ([`set_per_key`]) has sent.
+    keys: HashMap<String, KeyTotals>,
+}
+
+/// One family exported under a name.
+struct FamilyCounts {
+    /// Which family ([`__integrations::family_id`]).
+    id: u64,
+    /// Its counts, the highest seen.
+    counts: [u64; 7],
+    /// Its histogram's buckets as exported (see [`latency_deltas`]).
+    seen: BTreeMap<u128, u64>,
 }
 
 /// The `outcome` label's values, in the order of a family's counts.
@@ -334,21 +539,39 @@ fn record_snapshot(s: &FamilySnapshot) {
     ];
     let top: Vec<String> = s.top_open.iter().map(|k| k.key.clone()).collect();
     // Under the lock only our own bookkeeping; the recorder (user code) is called after.
-    let (counts, left, fresh) = {
+    let (counts, left, new) = {
         let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
         let last = last
             .get_or_insert_with(HashMap::new)
             .entry(s.name.clone())
             .or_default();
-        let fresh = last.family != __integrations::family_id(s);
-        if fresh {
-            // Another family of this name: its counters start from its own counts (a reset,
-            // to Prometheus); its keys' gauges left from the old one are still set to 0 below.
-            last.family = __integrations::family_id(s);
-            last.counts = [0; 7];
-        }
-        for (kept, now) in last.counts.iter_mut().zip(now) {
+        // Another family of this name than those exported has counts and a histogram of its
+        // own; its keys' gauges left from an old one are still set to 0 below.
+        let id = __integrations::family_id(s);
+        let at = match last.families.iter().position(|f| f.id == id) {
+            Some(at) => at,
+            None => {
+                last.families.push(FamilyCounts {
+                    id,
+                    counts: [0; 7],
+                    seen: BTreeMap::new(),
+                });
+                last.families.len() - 1
+            }
+        };
+        let family = &mut last.families[at];
+        for (kept, now) in family.counts.iter_mut().zip(now) {
             *kept = (*kept).max(now);
+        }
+        let new = s
+            .latency
+            .as_ref()
+            .map_or_else(Vec::new, |l| latency_deltas(l, &mut family.seen));
+        let mut counts = [0u64; 7];
+        for family in &last.families {
+            for (count, kept) in counts.iter_mut().zip(&family.counts) {
+                *count = count.saturating_add(*kept);
+            }
         }
         let left: Vec<String> = last
             .top
@@ -357,7 +580,7 @@ fn record_snapshot(s: &FamilySnapshot) {
             .cloned()
             .collect();
         last.top = top;
-        (last.counts, left, fresh)
+        (counts, left, new)
     };
     let name = &s.name;
     for (outcome, value) in OUTCOMES.into_iter().zip(counts) {
@@ -375,48 +598,18 @@ fn record_snapshot(s: &FamilySnapshot) {
             .set(state_code(k.metrics.state));
     }
     if let Some(latency) = &s.latency {
-        if fresh {
-            exported_latency()
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(name);
-        }
-        record_latency(name, latency, Seen::Family);
+        record_latency(name, latency, new);
     }
-}
-
-/// Exports one key of a family (per-key export).
-fn record_key(name: &str, key: String, breaker: &Breaker) {
-    let m = breaker.metrics();
-    for (outcome, value) in [
-        ("success", m.successes),
-        ("failure", m.failures),
-        ("ignored", m.ignored),
-        ("rejected", m.rejected),
-        ("slow", m.slow),
-        ("timeout", m.timeouts),
-    ] {
-        counter!("breakerbox_key_calls_total", "name" => name.to_owned(), "key" => key.clone(), "outcome" => outcome)
-            .absolute(value);
-    }
-    counter!("breakerbox_key_opened_total", "name" => name.to_owned(), "key" => key.clone())
-        .absolute(m.times_opened);
-    gauge!("breakerbox_key_state", "name" => name.to_owned(), "key" => key)
-        .set(state_code(m.state));
 }
 
 /// Exports one breaker's metrics (any breaker, in the registry or not).
 pub fn record(breaker: &Breaker) {
     let m = breaker.metrics();
+    // Read before the lock: it reads the breaker's clock, user code.
+    let latency = breaker.latency();
+    let (totals, new) = breaker_totals(breaker, &m.name, counts(&m), latency.as_ref());
     let name = m.name;
-    for (outcome, value) in [
-        ("success", m.successes),
-        ("failure", m.failures),
-        ("ignored", m.ignored),
-        ("rejected", m.rejected),
-        ("slow", m.slow),
-        ("timeout", m.timeouts),
-    ] {
+    for (outcome, value) in OUTCOMES.into_iter().zip(totals) {
         counter!("breakerbox_calls_total", "name" => name.clone(), "outcome" => outcome)
             .absolute(value);
     }
@@ -429,65 +622,74 @@ pub fn record(breaker: &Breaker) {
     if config.slow_rate().is_some() {
         gauge!("breakerbox_slow_rate", "name" => name.clone()).set(m.slow_rate.unwrap_or(0.0));
     }
-    if let Some(latency) = breaker.latency() {
-        record_latency(&name, &latency, Seen::Breaker);
+    if let Some(latency) = &latency {
+        record_latency(&name, latency, new);
     }
-    counter!("breakerbox_opened_total", "name" => name).absolute(m.times_opened);
+    counter!("breakerbox_opened_total", "name" => name).absolute(totals[6]);
 }
 
-/// The calls timed since the last export, by bucket upper bound (in nanoseconds), per breaker.
-fn exported_latency() -> &'static Mutex<BTreeMap<String, BTreeMap<u128, u64>>> {
-    static EXPORTED: Mutex<BTreeMap<String, BTreeMap<u128, u64>>> = Mutex::new(BTreeMap::new());
-    &EXPORTED
+/// The counts to export for `breaker`, named `name`, whose own counts are `now`, and the calls
+/// its histogram `latency` timed since its last export (see [`Totals`]).
+fn breaker_totals(
+    breaker: &Breaker,
+    name: &str,
+    now: [u64; 7],
+    latency: Option<&breakerbox_runtime::LatencySnapshot>,
+) -> ([u64; 7], Vec<(f64, u64)>) {
+    static BREAKERS: Mutex<Option<HashMap<String, Totals>>> = Mutex::new(None);
+    let (totals, new, handles) = BREAKERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .entry(name.to_owned())
+        .or_default()
+        .add(breaker, now, latency);
+    // Outside the lock: the last handle of a breaker drops its clock, user code.
+    drop(handles);
+    (totals, new)
 }
 
-/// Whose histogram an export reads, which says what a bucket holding fewer calls than at the
-/// last export means.
-#[derive(Clone, Copy, PartialEq)]
-enum Seen {
-    /// A breaker's: one made again under its name, counting from 0.
-    Breaker,
-    /// A keyed family's: a key caught between its eviction and its counts' keeping (see
-    /// [`FamilyTotals`](breakerbox_runtime::FamilyTotals)), so the highest count seen is
-    /// kept. (A new family of the name starts over: [`record_snapshot`] forgets the old.)
-    Family,
-}
-
-/// Feeds `breakerbox_call_duration_seconds` the calls timed since the last export, and sets
-/// the last minute's quantiles.
-fn record_latency(name: &str, latency: &breakerbox_runtime::LatencySnapshot, whose: Seen) {
+/// The calls `latency` timed since the last export of the same breaker or family, each at its
+/// bucket's value, with `seen` the buckets as that export read them (updated).
+///
+/// A bucket holding fewer calls than at the last export is a snapshot older than that export's
+/// (two exports at once), or, for a keyed family, a key caught between its eviction and its
+/// counts' keeping (see [`FamilyTotals`](breakerbox_runtime::FamilyTotals)): nothing is new,
+/// and the highest count seen is kept.
+fn latency_deltas(
+    latency: &breakerbox_runtime::LatencySnapshot,
+    seen: &mut BTreeMap<u128, u64>,
+) -> Vec<(f64, u64)> {
     let mut new = Vec::new();
-    {
-        let mut all = exported_latency().lock().unwrap_or_else(|e| e.into_inner());
-        let seen = all.entry(name.to_owned()).or_default();
-        for ((upper, count), (at, _)) in latency.buckets().zip(latency.bucket_values()) {
-            let before = seen.get(&upper.as_nanos()).copied().unwrap_or(0);
-            let delta = match whose {
-                _ if count >= before => count - before,
-                Seen::Breaker => count,
-                Seen::Family => 0,
-            };
-            if whose == Seen::Breaker || count > before {
-                seen.insert(upper.as_nanos(), count);
-            }
-            if delta > 0 {
-                new.push((at.as_secs_f64(), delta));
-            }
+    for ((upper, count), (at, _)) in latency.buckets().zip(latency.bucket_values()) {
+        let before = seen.get(&upper.as_nanos()).copied().unwrap_or(0);
+        if count > before {
+            seen.insert(upper.as_nanos(), count);
+            new.push((at.as_secs_f64(), count - before));
         }
     }
-    // Outside the lock: the recorder is the application's code.
+    new
+}
+
+/// Feeds `breakerbox_call_duration_seconds` the calls timed since the last export, `new`
+/// ([`latency_deltas`]), and sets the last minute's quantiles.
+fn record_latency(name: &str, latency: &breakerbox_runtime::LatencySnapshot, new: Vec<(f64, u64)>) {
     let h = histogram!("breakerbox_call_duration_seconds", "name" => name.to_owned());
     for (at, delta) in new {
         h.record_many(at, usize::try_from(delta).unwrap_or(usize::MAX));
+    }
+    // Absent until the first call timed; then NaN for a minute without calls, as a
+    // Prometheus summary reads without observations: a gauge cannot be removed, and left
+    // alone it would go on reading the quantile of calls long gone.
+    if latency.buckets().next().is_none() {
+        return;
     }
     for (quantile, value) in [
         ("0.5", latency.p50),
         ("0.9", latency.p90),
         ("0.99", latency.p99),
     ] {
-        if let Some(v) = value {
-            gauge!("breakerbox_call_duration_last_minute_seconds", "name" => name.to_owned(), "quantile" => quantile)
-                .set(v.as_secs_f64());
-        }
+        gauge!("breakerbox_call_duration_last_minute_seconds", "name" => name.to_owned(), "quantile" => quantile)
+            .set(value.map_or(f64::NAN, |v| v.as_secs_f64()));
     }
 }

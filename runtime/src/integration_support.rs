@@ -16,7 +16,8 @@ use core::hash::{BuildHasher, Hash};
 use crate::{Breaker, BreakerMap, FamilySnapshot, Registry};
 
 /// Which family `snapshot` was taken of: two families of one name (one dropped, another made)
-/// have different ids. The metrics export starts a family's counters again on a new id.
+/// have different ids. On a new id, the metrics export adds the new family's counts to the
+/// old one's totals.
 pub fn family_id(snapshot: &FamilySnapshot) -> u64 {
     snapshot.family
 }

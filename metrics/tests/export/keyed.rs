@@ -227,3 +227,122 @@ fn families_export_aggregates_and_top_open_keys_and_per_key_only_when_asked() {
     let back: breakerbox_runtime::FamilySnapshot = serde_json::from_value(json).unwrap();
     assert_eq!(back, s);
 }
+
+/// `breakerbox_key_state` of `family`'s `key` in Prometheus text, as a scrape reads it.
+fn key_state(text: &str, family: &str, key: &str) -> Option<f64> {
+    let series = format!("breakerbox_key_state{{name=\"{family}\",key=\"{key}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .map(|v| v.parse().unwrap())
+}
+
+#[test]
+fn a_key_exported_per_key_reads_0_once_evicted_or_per_key_is_turned_off() {
+    let _settings = crate::settings();
+    // A recorder that keeps each series' value between scrapes, as Prometheus's does.
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let clock = ManualClock::new();
+    registry().set_clock("export-keyed-gone", clock.clone());
+    let hosts = registry()
+        .family::<String>("export-keyed-gone", || {
+            Config::builder()
+                .failures(1)
+                .open_for(Duration::from_secs(1))
+                .idle_for(Duration::from_secs(5))
+                .build()
+                .unwrap()
+        })
+        .unwrap();
+    let _ = hosts.call("a", || Err::<(), _>("down"));
+    let _ = hosts.call("b", || Err::<(), _>("down"));
+    // Per key only: no top open key is exported for itself.
+    export::set_top_open(0);
+    export::set_per_key(true);
+    metrics::with_local_recorder(&recorder, export::record_all);
+    assert_eq!(
+        key_state(&handle.render(), "export-keyed-gone", "a"),
+        Some(1.0)
+    );
+
+    // `a`'s open time runs, it stays idle and is evicted: no key `a` is open any more.
+    clock.advance(Duration::from_secs(10));
+    let _ = hosts.call("b", || Err::<(), _>("down"));
+    hosts.sweep();
+    assert!(hosts.get("a").is_none());
+    metrics::with_local_recorder(&recorder, export::record_all);
+    let gone = key_state(&handle.render(), "export-keyed-gone", "a");
+
+    // Per key turned off: `b` is exported no more, and must not read open for ever.
+    export::set_per_key(false);
+    metrics::with_local_recorder(&recorder, export::record_all);
+    let off = key_state(&handle.render(), "export-keyed-gone", "b");
+    export::set_top_open(10);
+    assert_eq!(gone, Some(0.0), "an evicted key reads its last state");
+    assert_eq!(
+        off,
+        Some(0.0),
+        "a key no longer exported reads its last state"
+    );
+}
+
+/// `breakerbox_key_calls_total` of `family`'s `key` for `outcome` in Prometheus text.
+fn key_calls(text: &str, family: &str, key: &str, outcome: &str) -> Option<f64> {
+    let series = format!(
+        "breakerbox_key_calls_total{{name=\"{family}\",key=\"{key}\",outcome=\"{outcome}\"}} "
+    );
+    text.lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .map(|v| v.parse().unwrap())
+}
+
+#[test]
+fn a_keys_calls_per_key_go_on_counting_across_its_eviction() {
+    let _settings = crate::settings();
+    // A recorder that keeps each series between scrapes, as Prometheus's does: a counter set
+    // lower than it reads stays where it is.
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let clock = ManualClock::new();
+    registry().set_clock("export-keyed-back", clock.clone());
+    let hosts = registry()
+        .family::<String>("export-keyed-back", || {
+            Config::builder()
+                .idle_for(Duration::from_secs(5))
+                .build()
+                .unwrap()
+        })
+        .unwrap();
+    let ok = || Ok::<_, &str>(());
+    for _ in 0..3 {
+        hosts.call("a", ok).unwrap();
+    }
+    export::set_per_key(true);
+    let export = || {
+        metrics::with_local_recorder(&recorder, export::record_all);
+        key_calls(&handle.render(), "export-keyed-back", "a", "success")
+    };
+    assert_eq!(export(), Some(3.0));
+
+    // `a` is idle, evicted, then called twice: a new breaker counts its calls from 0.
+    hosts.sweep();
+    clock.advance(Duration::from_secs(10));
+    hosts.sweep();
+    assert!(hosts.get("a").is_none());
+    let evicted = export();
+    for _ in 0..2 {
+        hosts.call("a", ok).unwrap();
+    }
+    let back = export();
+    // Evicted and back between two exports, with fewer calls than before.
+    hosts.sweep();
+    clock.advance(Duration::from_secs(10));
+    hosts.sweep();
+    assert!(hosts.get("a").is_none());
+    hosts.call("a", ok).unwrap();
+    let again = export();
+    export::set_per_key(false);
+    assert_eq!(evicted, Some(3.0));
+    assert_eq!(back, Some(5.0), "the calls after the eviction are counted");
+    assert_eq!(again, Some(6.0), "the calls after the eviction are counted");
+}

@@ -146,3 +146,48 @@ fn a_family_exports_its_keys_latency_as_one_each_call_once() {
         assert!(near(values[0], 0.007), "{values:?}");
     });
 }
+
+/// The value of `breakerbox_call_duration_last_minute_seconds` of breaker `name` at quantile
+/// `q` in Prometheus text, as a scrape reads it.
+fn last_minute(text: &str, name: &str, q: &str) -> Option<String> {
+    let series = format!(
+        "breakerbox_call_duration_last_minute_seconds{{name=\"{name}\",quantile=\"{q}\"}} "
+    );
+    text.lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .map(str::to_owned)
+}
+
+#[test]
+fn the_last_minutes_quantiles_read_nan_once_the_minute_had_no_call() {
+    // A recorder that keeps each series' value between scrapes, as Prometheus's does.
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let clock = ManualClock::new();
+    registry().set_clock("export-latency-idle", clock.clone());
+    let b = registry().get_or_create("export-latency-idle", || {
+        Config::builder().latency(true).build().unwrap()
+    });
+    let _ = b.call(|| {
+        clock.advance(Duration::from_secs(2));
+        Ok::<_, &str>(())
+    });
+    metrics::with_local_recorder(&recorder, || export::record(&b));
+    let p99 = last_minute(&handle.render(), "export-latency-idle", "0.99");
+    let p99: f64 = p99.expect("a p99 after a call").parse().unwrap();
+    assert!(near(p99, 2.0), "{p99}");
+
+    // Two minutes without a call: there is no p99 of the last minute, and a `p99 > 1s` alert
+    // must not go on firing for a call long gone.
+    clock.advance(Duration::from_secs(120));
+    assert_eq!(b.latency().unwrap().p99, None);
+    metrics::with_local_recorder(&recorder, || export::record(&b));
+    let text = handle.render();
+    for q in ["0.5", "0.9", "0.99"] {
+        assert_eq!(
+            last_minute(&text, "export-latency-idle", q).as_deref(),
+            Some("NaN"),
+            "quantile {q}"
+        );
+    }
+}

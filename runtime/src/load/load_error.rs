@@ -134,8 +134,8 @@ pub enum LoadError {
         hint: String,
     },
     /// `Registry::watch_toml` (feature `watch`) cannot watch the file (it names no file or a
-    /// directory, its directory cannot be watched, or the thread cannot start), or the watch reported an
-    /// error.
+    /// directory, its directory cannot be watched, or the thread cannot start), or the watch
+    /// reported an error.
     #[error("cannot watch circuit breaker config {}: {source}", path.display())]
     Watch {
         /// The file.
