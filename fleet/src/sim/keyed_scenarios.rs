@@ -1,0 +1,87 @@
+//! A shared keyed family's paths, one scripted scenario each, on the simulator's model store
+//! and paused clock: two instances, each with a registry family of its own shared under one
+//! name (`Inner::family_suffix`), running the production fleet code.
+
+use core::time::Duration;
+use std::sync::{Arc, Mutex};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tokio::time::{Instant, sleep};
+
+use super::harness::paused;
+use super::net::{Net, NetRef, SimStore};
+use super::setup::PREFIX;
+use super::world::SimClock;
+use crate::{Fleet, FleetConfig, FleetTrip, Quorum};
+use breakerbox_runtime::{BreakerMap, Config, Outcome, registry};
+
+const OPEN_FOR: Duration = Duration::from_secs(10);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The registry family `<family>@<k>` of instance `k`, and its fleet sharing it as `family`.
+fn instance(
+    net: &NetRef,
+    family: &str,
+    k: usize,
+    start: Instant,
+    config: impl Fn(FleetConfig) -> FleetConfig,
+) -> (BreakerMap<String>, Fleet) {
+    let keys = registry()
+        .family::<String>(&format!("{family}@{k}"), move || {
+            Config::builder()
+                .failures(1)
+                .open_for(OPEN_FOR)
+                .half_open_calls(1)
+                .successes(1)
+                .probe_timeout(PROBE_TIMEOUT)
+                .clock(SimClock(start))
+                .build()
+                .unwrap()
+        })
+        .unwrap();
+    let (conn, pushes) = net.lock().unwrap().connect();
+    let fleet = Fleet::with_families(
+        config(
+            FleetConfig::new("redis://sim/")
+                .prefix(PREFIX)
+                .instance(format!("i{k}"))
+                .share(family),
+        ),
+        Box::new(SimStore {
+            id: conn,
+            net: net.clone(),
+        }),
+        pushes,
+        &tokio::runtime::Handle::current(),
+        format!("@{k}"),
+    );
+    (keys, fleet)
+}
+
+fn net() -> NetRef {
+    Arc::new(Mutex::new(Net::new(ChaCha8Rng::seed_from_u64(0), false)))
+}
+
+/// Under a quorum, the tally of each key's report is not kept once the key is gone: a stream
+/// of keys tripping leaves no per-key state behind in the fleet.
+#[test]
+fn a_quorums_tallies_of_a_familys_keys_are_not_kept() {
+    paused(|| async {
+        let net = net();
+        let start = Instant::now();
+        let quorum = |c: FleetConfig| c.fleet_trip(FleetTrip::Quorum(Quorum::Instances(2)));
+        let (f0, fleet0) = instance(&net, "tallied", 0, start, quorum);
+        sleep(Duration::from_millis(100)).await;
+        for i in 0..20 {
+            let key = format!("k{i}");
+            f0.try_acquire(key.as_str())
+                .unwrap()
+                .record(Outcome::Failure);
+            sleep(Duration::from_millis(50)).await;
+        }
+        sleep(Duration::from_secs(1)).await;
+        let kept = fleet0.shared.tallies.lock().unwrap().len();
+        assert_eq!(kept, 0, "tallies kept of keys");
+    });
+}
