@@ -9,12 +9,12 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::time::{Instant, sleep};
 
-use super::harness::paused;
+use super::harness::{HookSlot, Hooked, paused};
 use super::net::{Net, NetRef, SimStore};
 use super::setup::PREFIX;
 use super::world::SimClock;
 use crate::{Fleet, FleetConfig, FleetTrip, Quorum};
-use breakerbox_runtime::{BreakerMap, Config, Outcome, registry};
+use breakerbox_runtime::{BreakerMap, Config, Outcome, State, registry};
 
 const OPEN_FOR: Duration = Duration::from_secs(10);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -83,5 +83,72 @@ fn a_quorums_tallies_of_a_familys_keys_are_not_kept() {
         sleep(Duration::from_secs(1)).await;
         let kept = fleet0.shared.tallies.lock().unwrap().len();
         assert_eq!(kept, 0, "tallies kept of keys");
+    });
+}
+
+/// A key evicted here and made again while the write of its trip is out (a trip made while
+/// the store was unreachable, its open time run meanwhile) takes on the record that write
+/// returns: the key the family holds now holds the fleet's record, as every other instance
+/// does, rather than staying closed under it.
+#[test]
+fn a_key_made_again_while_its_trip_is_written_takes_the_written_record_on() {
+    paused(|| async {
+        let net = net();
+        let start = Instant::now();
+        let keys = registry()
+            .family::<String>("remade@0", move || {
+                Config::builder()
+                    .failures(1)
+                    .open_for(Duration::from_millis(100))
+                    .probe_timeout(PROBE_TIMEOUT)
+                    .idle_for(Duration::from_millis(50))
+                    .clock(SimClock(start))
+                    .build()
+                    .unwrap()
+            })
+            .unwrap();
+        let (conn, pushes) = net.lock().unwrap().connect();
+        let hook: HookSlot = Arc::new(Mutex::new(None));
+        let store = Hooked {
+            inner: SimStore {
+                id: conn,
+                net: net.clone(),
+            },
+            hook: hook.clone(),
+            ping_hook: Arc::new(Mutex::new(None)),
+        };
+        let _fleet = Fleet::with_families(
+            FleetConfig::new("redis://sim/")
+                .prefix(PREFIX)
+                .instance("i0")
+                .share("remade"),
+            Box::new(store),
+            pushes,
+            &tokio::runtime::Handle::current(),
+            "@0".to_owned(),
+        );
+        sleep(Duration::from_millis(100)).await;
+        net.lock().unwrap().cut(conn);
+        keys.try_acquire("a").unwrap().record(Outcome::Failure);
+        // The trip's open time runs while the store is unreachable; the key is idle.
+        sleep(Duration::from_millis(300)).await;
+        let family = keys.clone();
+        *hook.lock().unwrap() = Some(Box::new(move |_, _, args| {
+            if args.first().map(String::as_str) != Some("cas") {
+                return false;
+            }
+            // As the trip's write leaves: the key is evicted, and a call makes it again.
+            assert_eq!(family.sweep(), 1, "the key evicted");
+            drop(family.try_acquire("a"));
+            true
+        }));
+        net.lock().unwrap().restore(conn);
+        sleep(Duration::from_millis(300)).await;
+        assert!(hook.lock().unwrap().is_none(), "the trip was written");
+        let state = keys.get("a").map(|b| b.state());
+        assert!(
+            matches!(state, Some(State::Open | State::HalfOpen)),
+            "the key made again is {state:?} under the fleet's open record"
+        );
     });
 }

@@ -231,6 +231,19 @@ impl Task {
     pub(super) fn took(&mut self, name: &str, breaker: &Breaker, record: &Record, reimport: bool) {
         if record.changed {
             self.know(name, record);
+            if self
+                .tracked
+                .get(name)
+                .and_then(|t| t.breaker.upgrade())
+                .is_some_and(|b| !b.ptr_eq(breaker))
+            {
+                // A family key evicted here and made again while the write was out (`know`
+                // has tracked the new one): the breaker the family holds now takes the
+                // written record on, as a record of the fleet's.
+                self.apply(name, record);
+                self.shared.pushed.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
             if let Some(t) = self.tracked.get_mut(name) {
                 t.saw(record);
             }
