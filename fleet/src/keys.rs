@@ -182,9 +182,15 @@ impl KeyBook {
             .find_map(|(_, b, _)| b.upgrade())
     }
 
-    /// The last record seen of the key `name`, if the book holds it.
+    /// The last record seen of the key `name`, if the book holds it, with its `now_ms` moved
+    /// on by the time since it was taken in: its open time left is what is left now.
     pub(crate) fn record(&self, name: &str) -> Option<Record> {
-        self.known.get(name).map(|(r, _)| r.clone())
+        self.known.get(name).map(|(r, at)| {
+            let mut record = r.clone();
+            let since = u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX);
+            record.now_ms = record.now_ms.saturating_add(since);
+            record
+        })
     }
 
     /// Whether the book holds the key `name`.

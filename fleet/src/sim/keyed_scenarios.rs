@@ -63,6 +63,45 @@ fn net() -> NetRef {
     Arc::new(Mutex::new(Net::new(ChaCha8Rng::seed_from_u64(0), false)))
 }
 
+/// A key made on an instance late in the fleet's open time (from the record the instance
+/// keeps) waits for a probe lease when the fleet's open time ends, like every other holder
+/// of the key: while another instance's probe runs under the lease, it admits no probe of
+/// its own.
+#[test]
+fn a_key_made_late_in_an_open_record_waits_for_the_fleets_probe() {
+    paused(|| async {
+        let net = net();
+        let start = Instant::now();
+        let (f0, _fleet0) = instance(&net, "late", 0, start, |c| c);
+        let (f1, _fleet1) = instance(&net, "late", 1, start, |c| c);
+        sleep(Duration::from_millis(100)).await;
+        let tripped = Instant::now();
+        f0.try_acquire("a").unwrap().record(Outcome::Failure);
+        sleep(Duration::from_millis(100)).await;
+        assert!(f1.get("a").is_none(), "instance 1 holds no key `a` yet");
+        // Late in the open time, instance 1 makes the key: open from the fleet's record.
+        sleep(OPEN_FOR - Duration::from_secs(2)).await;
+        assert!(f1.try_acquire("a").is_err(), "made open");
+        // The fleet's open time ends: instance 0 is granted the lease and probes, its probe
+        // in flight.
+        sleep((tripped + OPEN_FOR + Duration::from_millis(200)) - Instant::now()).await;
+        let probe = f0
+            .try_acquire("a")
+            .expect("instance 0 probes under its lease");
+        // Past the open time and one probe timeout, the probe still running: the lease is
+        // instance 0's, and instance 1 admits no probe of its own.
+        sleep((tripped + OPEN_FOR + PROBE_TIMEOUT + Duration::from_millis(500)) - Instant::now())
+            .await;
+        let b1 = f1.get("a").unwrap();
+        assert!(
+            f1.try_acquire("a").is_err(),
+            "instance 1 probes beside instance 0's lease: {:?}",
+            b1.export_state()
+        );
+        drop(probe);
+    });
+}
+
 /// Under a quorum, the tally of each key's report is not kept once the key is gone: a stream
 /// of keys tripping leaves no per-key state behind in the fleet.
 #[test]
