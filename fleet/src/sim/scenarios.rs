@@ -449,3 +449,32 @@ fn a_fleet_with_nothing_to_read_yet_says_it_is_connected() {
         assert!(status.connected, "{status:?}");
     });
 }
+
+/// A breaker that took the fleet's trip on is held open one `probe_timeout` past the open time
+/// it reports, waiting for a probe lease. Once its `Fleet` is dropped no lease comes: it
+/// probes on its own when the open time it reports runs out, as an unshared breaker does.
+#[test]
+fn a_dropped_fleets_breaker_probes_when_the_open_time_it_reports_runs_out() {
+    paused(|| async {
+        let mut c = cluster(2, &["payments"], consecutive(1), OnStoreError::Local);
+        sleep(Duration::from_millis(50)).await;
+        fail(&c.breakers[0][0]);
+        sleep(Duration::from_millis(100)).await;
+        let b = c.breakers[1][0].clone();
+        assert_eq!(b.state(), State::Open, "the fleet's trip, taken on");
+        let shown = b.export_state().open_remaining.expect("open");
+        drop(c.fleets[1].take());
+        sleep(Duration::from_millis(10)).await;
+        assert_eq!(
+            b.export_state().open_remaining,
+            b.held_state().open_remaining
+        );
+        sleep(shown).await;
+        let probe = b.try_acquire();
+        assert!(
+            probe.is_ok(),
+            "rejected once the open time it reported ran out: {:?} left",
+            b.held_state().open_remaining
+        );
+    });
+}

@@ -289,7 +289,7 @@ impl Task {
     /// reason (`web-2 tripped it (5 consecutive failures)`), and for an open record the
     /// failure behind it, `web-2: HTTP 503`. A record this instance wrote tells its own reason
     /// and failure as they were.
-    fn told(&self, name: &str, state: State) -> (Option<String>, Option<String>) {
+    pub(super) fn told(&self, name: &str, state: State) -> (Option<String>, Option<String>) {
         let Some(t) = self.tracked.get(name).filter(|t| t.seen == state) else {
             return (None, None);
         };
