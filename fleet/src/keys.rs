@@ -87,7 +87,13 @@ pub(crate) fn shown(name: &str) -> String {
 pub(crate) fn held(breaker: &Breaker, mut state: SharedState) -> SharedState {
     if state.state == State::Open {
         let hold = breaker.config().probe_timeout();
-        state.open_remaining = Some(state.open_remaining.unwrap_or_default() + hold);
+        // Saturating: a `probe_timeout` may be past what a duration can add.
+        state.open_remaining = Some(
+            state
+                .open_remaining
+                .unwrap_or_default()
+                .saturating_add(hold),
+        );
     }
     state
 }

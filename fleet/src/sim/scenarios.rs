@@ -478,3 +478,32 @@ fn a_dropped_fleets_breaker_probes_when_the_open_time_it_reports_runs_out() {
         );
     });
 }
+
+/// A `probe_timeout` past what a clock can add (`Duration::MAX`) never stops the fleet's task:
+/// a trip taken on is held open as any other, and the fleet goes on sharing.
+#[test]
+fn a_probe_timeout_past_any_clock_leaves_the_fleet_sharing() {
+    paused(|| async move {
+        let config = |clock| {
+            Config::builder()
+                .failures(1)
+                .open_for(Duration::from_secs(60))
+                .probe_timeout(Duration::MAX)
+                .clock(clock)
+                .build()
+                .unwrap()
+        };
+        let c = cluster(2, &["payments"], config, OnStoreError::Local);
+        sleep(Duration::from_millis(50)).await;
+        fail(&c.breakers[0][0]);
+        sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            c.states(0),
+            [State::Open, State::Open],
+            "the trip reached both"
+        );
+        c.breakers[1][0].reset();
+        sleep(Duration::from_secs(2)).await;
+        assert_eq!(c.states(0), [State::Closed, State::Closed], "and the reset");
+    });
+}
