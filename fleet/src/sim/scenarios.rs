@@ -507,3 +507,37 @@ fn a_probe_timeout_past_any_clock_leaves_the_fleet_sharing() {
         assert_eq!(c.states(0), [State::Closed, State::Closed], "and the reset");
     });
 }
+
+/// A record that vanishes (`FLUSHALL`, a restart without persistence) while the fleet holds it
+/// open is written again for the open time that was left, as the instances report it: not
+/// that plus the `probe_timeout` each instance holds an open record for, which would put the
+/// fleet's next probe (and every instance's `retry_after`) one `probe_timeout` later.
+#[test]
+fn a_vanished_open_record_is_written_again_for_the_open_time_left() {
+    paused(|| async {
+        let c = cluster(2, &["payments"], consecutive(1), OnStoreError::Local);
+        sleep(Duration::from_millis(50)).await;
+        fail(&c.breakers[0][0]);
+        sleep(Duration::from_millis(100)).await;
+        let until = |c: &Cluster| -> u64 {
+            c.record_field("payments", "open_until")
+                .expect("a record")
+                .parse()
+                .unwrap()
+        };
+        let before = until(&c);
+        c.delete("payments");
+        sleep(Duration::from_secs(2)).await;
+        assert_eq!(c.record_state("payments").as_deref(), Some("open"));
+        let again = until(&c);
+        assert!(
+            again <= before + 10,
+            "written again open until {again}, {} ms past the fleet's {before}",
+            again - before
+        );
+        for b in [&c.breakers[0][0], &c.breakers[1][0]] {
+            let left = b.export_state().open_remaining.unwrap();
+            assert!(left <= Duration::from_secs(58), "{left:?} reported");
+        }
+    });
+}
