@@ -94,6 +94,9 @@ pub(crate) struct Held {
     pub(crate) state: SharedState,
     /// When `state` was taken: its open time runs on from then.
     pub(crate) since: tokio::time::Instant,
+    /// How much of `state`'s open time is this instance's hold for the fleet's probe leases
+    /// (an open record taken on), not reported: zero for an opening of its own.
+    pub(crate) hold: core::time::Duration,
     /// `Breaker::manual_changes` when it was held: a hand on it since (a `force_open` of a
     /// breaker held forced open changes no state and tells nothing) stands.
     pub(crate) manual: u32,

@@ -3,6 +3,7 @@
 //! for a hold or a give-back), a published or read record applied (`apply`), and the record a
 //! write returned taken on (`took`).
 
+use core::time::Duration;
 use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
@@ -206,6 +207,11 @@ impl Task {
             // when the store answers, instead of the state it had before the hold, which
             // the record is newer than.
             h.state = held(&breaker, record.shared_state());
+            h.hold = h
+                .state
+                .open_remaining
+                .unwrap_or_default()
+                .saturating_sub(record.open_remaining().unwrap_or_default());
             h.since = Instant::now();
             self.shared.applied.fetch_add(1, Ordering::Relaxed);
             return;
@@ -266,13 +272,6 @@ impl Task {
     /// Imports `state` into `breaker`: `own` for a hold or a give-back (see `own_imports`),
     /// else the fleet's record taken on.
     pub(super) fn import(&mut self, name: &str, breaker: &Breaker, state: &SharedState, own: bool) {
-        if breaker.state() != state.state {
-            // A change of state tells an event: its `Imported` message is matched to this.
-            self.own_imports
-                .entry(name.to_owned())
-                .or_default()
-                .push_back(own);
-        }
         // Every open state this task imports is held one `probe_timeout` past the fleet's
         // open time (`held`), for the fleet's probe leases; it reports the fleet's, when the
         // fleet's probe is due.
@@ -280,6 +279,25 @@ impl Task {
             let left = state.open_remaining.unwrap_or_default();
             left.saturating_sub(breaker.config().probe_timeout())
         });
+        self.import_shown(name, breaker, state, own, shown);
+    }
+
+    /// As `import`, an open state reported as open for `shown`.
+    pub(super) fn import_shown(
+        &mut self,
+        name: &str,
+        breaker: &Breaker,
+        state: &SharedState,
+        own: bool,
+        shown: Option<Duration>,
+    ) {
+        if breaker.state() != state.state {
+            // A change of state tells an event: its `Imported` message is matched to this.
+            self.own_imports
+                .entry(name.to_owned())
+                .or_default()
+                .push_back(own);
+        }
         let (told, failure) = self.told(name, state.state);
         breaker.import_reporting(state, shown, told.as_deref(), failure.as_deref());
     }
