@@ -541,3 +541,30 @@ fn a_vanished_open_record_is_written_again_for_the_open_time_left() {
         }
     });
 }
+
+/// A trip made while the store is down, under `on_store_error = "open"`: the breaker is held,
+/// then given back when the store answers, and keeps the failure that tripped it, which the
+/// trip's record then carries to every instance (`last_failure`, `web-1: HTTP 503`).
+#[test]
+fn a_trip_held_for_a_failing_store_keeps_its_failure() {
+    paused(|| async {
+        let c = cluster(2, &["payments"], consecutive(1), OnStoreError::Open);
+        sleep(Duration::from_millis(50)).await;
+        c.net.lock().unwrap().stopped = true;
+        let _ = c.breakers[0][0].call(|| Err::<(), _>("HTTP 503"));
+        sleep(Duration::from_secs(1)).await;
+        assert_eq!(c.breakers[0][0].state(), State::ForcedOpen, "held");
+        c.net.lock().unwrap().stopped = false;
+        sleep(Duration::from_secs(1)).await;
+        assert_eq!(c.states(0), [State::Open, State::Open]);
+        assert_eq!(c.breakers[0][0].last_failure().as_deref(), Some("HTTP 503"));
+        assert_eq!(
+            c.record_field("payments", "last_failure").as_deref(),
+            Some("HTTP 503")
+        );
+        assert_eq!(
+            c.breakers[1][0].last_failure().as_deref(),
+            Some("i0: HTTP 503")
+        );
+    });
+}

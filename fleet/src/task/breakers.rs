@@ -212,6 +212,7 @@ impl Task {
                 .open_remaining
                 .unwrap_or_default()
                 .saturating_sub(record.open_remaining().unwrap_or_default());
+            h.failure = None;
             h.since = Instant::now();
             self.shared.applied.fetch_add(1, Ordering::Relaxed);
             return;
@@ -279,10 +280,12 @@ impl Task {
             let left = state.open_remaining.unwrap_or_default();
             left.saturating_sub(breaker.config().probe_timeout())
         });
-        self.import_shown(name, breaker, state, own, shown);
+        self.import_shown(name, breaker, state, own, shown, None);
     }
 
-    /// As `import`, an open state reported as open for `shown`.
+    /// As `import`, an open state reported as open for `shown`; `failure` is the failure
+    /// behind it where no record the breaker last saw tells one (an opening of its own given
+    /// back after a hold).
     pub(super) fn import_shown(
         &mut self,
         name: &str,
@@ -290,6 +293,7 @@ impl Task {
         state: &SharedState,
         own: bool,
         shown: Option<Duration>,
+        failure: Option<&str>,
     ) {
         if breaker.state() != state.state {
             // A change of state tells an event: its `Imported` message is matched to this.
@@ -298,8 +302,9 @@ impl Task {
                 .or_default()
                 .push_back(own);
         }
-        let (told, failure) = self.told(name, state.state);
-        breaker.import_reporting(state, shown, told.as_deref(), failure.as_deref());
+        let (told, told_failure) = self.told(name, state.state);
+        let failure = told_failure.as_deref().or(failure);
+        breaker.import_reporting(state, shown, told.as_deref(), failure);
     }
 
     /// Why the breaker takes on `state`, as the record it last saw tells it, if that record

@@ -59,6 +59,7 @@ impl Task {
                     state: was,
                     since: Instant::now(),
                     hold: unreported(&breaker, &was),
+                    failure: breaker.last_failure().filter(|_| was.state == State::Open),
                     manual: breaker.manual_changes(),
                 },
             );
@@ -133,7 +134,8 @@ impl Task {
             breaker.set_probe_budget(None);
             // Reported as before the hold: the fleet's open time, or an opening's own.
             let shown = state.open_remaining.map(|left| left.saturating_sub(h.hold));
-            self.import_shown(&name, &breaker, &state, true, shown);
+            let failure = h.failure.as_deref();
+            self.import_shown(&name, &breaker, &state, true, shown, failure);
         }
         tracing::info!(target: "breakerbox", "fleet: the store answers again; shared breakers decide as before");
     }
