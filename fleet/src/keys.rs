@@ -87,7 +87,13 @@ pub(crate) fn shown(name: &str) -> String {
 pub(crate) fn held(breaker: &Breaker, mut state: SharedState) -> SharedState {
     if state.state == State::Open {
         let hold = breaker.config().probe_timeout();
-        state.open_remaining = Some(state.open_remaining.unwrap_or_default() + hold);
+        // Saturating: a `probe_timeout` may be past what a duration can add.
+        state.open_remaining = Some(
+            state
+                .open_remaining
+                .unwrap_or_default()
+                .saturating_add(hold),
+        );
     }
     state
 }
@@ -182,9 +188,15 @@ impl KeyBook {
             .find_map(|(_, b, _)| b.upgrade())
     }
 
-    /// The last record seen of the key `name`, if the book holds it.
+    /// The last record seen of the key `name`, if the book holds it, with its `now_ms` moved
+    /// on by the time since it was taken in: its open time left is what is left now.
     pub(crate) fn record(&self, name: &str) -> Option<Record> {
-        self.known.get(name).map(|(r, _)| r.clone())
+        self.known.get(name).map(|(r, at)| {
+            let mut record = r.clone();
+            let since = u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX);
+            record.now_ms = record.now_ms.saturating_add(since);
+            record
+        })
     }
 
     /// Whether the book holds the key `name`.

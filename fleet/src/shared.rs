@@ -94,6 +94,12 @@ pub(crate) struct Held {
     pub(crate) state: SharedState,
     /// When `state` was taken: its open time runs on from then.
     pub(crate) since: tokio::time::Instant,
+    /// How much of `state`'s open time is this instance's hold for the fleet's probe leases
+    /// (an open record taken on), not reported: zero for an opening of its own.
+    pub(crate) hold: core::time::Duration,
+    /// The failure behind an opening of its own: given back with it (a record taken on since
+    /// tells its own).
+    pub(crate) failure: Option<std::sync::Arc<str>>,
     /// `Breaker::manual_changes` when it was held: a hand on it since (a `force_open` of a
     /// breaker held forced open changes no state and tells nothing) stands.
     pub(crate) manual: u32,
@@ -208,7 +214,8 @@ pub(crate) fn give_back(shared: &Inner) -> usize {
         if let Some(breaker) = h.breaker.upgrade()
             && breaker.manual_changes() == h.manual
         {
-            breaker.import_state(&h.now());
+            let failure = h.failure.as_deref();
+            breaker.import_reporting(&h.now(), None, None, failure);
             n += 1;
         }
     }

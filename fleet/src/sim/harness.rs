@@ -33,11 +33,11 @@ pub(super) fn paused<F: core::future::Future<Output = ()>>(scenario: impl FnOnce
 pub(super) type Hook = Box<dyn FnMut(Script, &[String], &[String]) -> bool + Send>;
 pub(super) type HookSlot = Arc<Mutex<Option<Hook>>>;
 
-struct Hooked {
-    inner: SimStore,
-    hook: HookSlot,
+pub(super) struct Hooked {
+    pub(super) inner: SimStore,
+    pub(super) hook: HookSlot,
     /// Run as a `PING` leaves the task; `true` when done.
-    ping_hook: PingSlot,
+    pub(super) ping_hook: PingSlot,
 }
 
 pub(super) type PingSlot = Arc<Mutex<Option<Box<dyn FnMut() -> bool + Send>>>>;

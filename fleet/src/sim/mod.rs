@@ -22,6 +22,7 @@ mod conformance;
 mod harness;
 mod interleavings;
 mod keyed;
+mod keyed_scenarios;
 mod model;
 mod net;
 mod quorum_trips;

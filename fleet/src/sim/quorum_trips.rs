@@ -7,6 +7,7 @@ use tokio::time::sleep;
 
 use super::harness::{Cluster, cluster_with, consecutive, fail, paused};
 use crate::{FleetTrip, Quorum};
+use breakerbox_runtime::__integrations::BreakerExt;
 use breakerbox_runtime::State;
 
 fn quorum(n: usize, q: Quorum) -> Cluster {
@@ -253,5 +254,33 @@ fn under_a_quorum_each_instance_beats_once_a_pass_whatever_it_shares() {
                 ("i2", Some(State::Closed))
             ]
         );
+    });
+}
+
+/// A breaker open alone under a quorum, held for a failing store (`on_store_error = "open"`),
+/// gets its own open time back when the store answers, and reports it: its `retry_after` and
+/// `open_remaining` count down to its own next probe, not one `probe_timeout` sooner (an open
+/// record of the fleet's is held that much longer; this opening is not one).
+#[test]
+fn a_breaker_open_alone_reports_its_own_open_time_after_a_hold() {
+    paused(|| async {
+        let c = cluster_with(3, &["payments"], consecutive(1), |f| {
+            with_quorum(Quorum::Instances(2))(f).on_store_error(crate::OnStoreError::Open)
+        });
+        sleep(Duration::from_millis(500)).await;
+        fail(&c.breakers[0][0]);
+        sleep(Duration::from_millis(100)).await;
+        assert_eq!(c.states(0), [State::Open, State::Closed, State::Closed]);
+        c.net.lock().unwrap().stopped = true;
+        sleep(Duration::from_secs(1)).await;
+        assert_eq!(c.breakers[0][0].state(), State::ForcedOpen, "held");
+        c.net.lock().unwrap().stopped = false;
+        sleep(Duration::from_secs(1)).await;
+        let b = &c.breakers[0][0];
+        assert_eq!(b.state(), State::Open, "given back");
+        let held = b.held_state().open_remaining.unwrap();
+        let shown = b.export_state().open_remaining.unwrap();
+        assert!(held > Duration::from_secs(55), "open {held:?} more");
+        assert_eq!(shown, held, "reports {shown:?}, open {held:?}");
     });
 }

@@ -449,3 +449,122 @@ fn a_fleet_with_nothing_to_read_yet_says_it_is_connected() {
         assert!(status.connected, "{status:?}");
     });
 }
+
+/// A breaker that took the fleet's trip on is held open one `probe_timeout` past the open time
+/// it reports, waiting for a probe lease. Once its `Fleet` is dropped no lease comes: it
+/// probes on its own when the open time it reports runs out, as an unshared breaker does.
+#[test]
+fn a_dropped_fleets_breaker_probes_when_the_open_time_it_reports_runs_out() {
+    paused(|| async {
+        let mut c = cluster(2, &["payments"], consecutive(1), OnStoreError::Local);
+        sleep(Duration::from_millis(50)).await;
+        fail(&c.breakers[0][0]);
+        sleep(Duration::from_millis(100)).await;
+        let b = c.breakers[1][0].clone();
+        assert_eq!(b.state(), State::Open, "the fleet's trip, taken on");
+        let shown = b.export_state().open_remaining.expect("open");
+        drop(c.fleets[1].take());
+        sleep(Duration::from_millis(10)).await;
+        assert_eq!(
+            b.export_state().open_remaining,
+            b.held_state().open_remaining
+        );
+        sleep(shown).await;
+        let probe = b.try_acquire();
+        assert!(
+            probe.is_ok(),
+            "rejected once the open time it reported ran out: {:?} left",
+            b.held_state().open_remaining
+        );
+    });
+}
+
+/// A `probe_timeout` past what a clock can add (`Duration::MAX`) never stops the fleet's task:
+/// a trip taken on is held open as any other, and the fleet goes on sharing.
+#[test]
+fn a_probe_timeout_past_any_clock_leaves_the_fleet_sharing() {
+    paused(|| async move {
+        let config = |clock| {
+            Config::builder()
+                .failures(1)
+                .open_for(Duration::from_secs(60))
+                .probe_timeout(Duration::MAX)
+                .clock(clock)
+                .build()
+                .unwrap()
+        };
+        let c = cluster(2, &["payments"], config, OnStoreError::Local);
+        sleep(Duration::from_millis(50)).await;
+        fail(&c.breakers[0][0]);
+        sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            c.states(0),
+            [State::Open, State::Open],
+            "the trip reached both"
+        );
+        c.breakers[1][0].reset();
+        sleep(Duration::from_secs(2)).await;
+        assert_eq!(c.states(0), [State::Closed, State::Closed], "and the reset");
+    });
+}
+
+/// A record that vanishes (`FLUSHALL`, a restart without persistence) while the fleet holds it
+/// open is written again for the open time that was left, as the instances report it: not
+/// that plus the `probe_timeout` each instance holds an open record for, which would put the
+/// fleet's next probe (and every instance's `retry_after`) one `probe_timeout` later.
+#[test]
+fn a_vanished_open_record_is_written_again_for_the_open_time_left() {
+    paused(|| async {
+        let c = cluster(2, &["payments"], consecutive(1), OnStoreError::Local);
+        sleep(Duration::from_millis(50)).await;
+        fail(&c.breakers[0][0]);
+        sleep(Duration::from_millis(100)).await;
+        let until = |c: &Cluster| -> u64 {
+            c.record_field("payments", "open_until")
+                .expect("a record")
+                .parse()
+                .unwrap()
+        };
+        let before = until(&c);
+        c.delete("payments");
+        sleep(Duration::from_secs(2)).await;
+        assert_eq!(c.record_state("payments").as_deref(), Some("open"));
+        let again = until(&c);
+        assert!(
+            again <= before + 10,
+            "written again open until {again}, {} ms past the fleet's {before}",
+            again - before
+        );
+        for b in [&c.breakers[0][0], &c.breakers[1][0]] {
+            let left = b.export_state().open_remaining.unwrap();
+            assert!(left <= Duration::from_secs(58), "{left:?} reported");
+        }
+    });
+}
+
+/// A trip made while the store is down, under `on_store_error = "open"`: the breaker is held,
+/// then given back when the store answers, and keeps the failure that tripped it, which the
+/// trip's record then carries to every instance (`last_failure`, `web-1: HTTP 503`).
+#[test]
+fn a_trip_held_for_a_failing_store_keeps_its_failure() {
+    paused(|| async {
+        let c = cluster(2, &["payments"], consecutive(1), OnStoreError::Open);
+        sleep(Duration::from_millis(50)).await;
+        c.net.lock().unwrap().stopped = true;
+        let _ = c.breakers[0][0].call(|| Err::<(), _>("HTTP 503"));
+        sleep(Duration::from_secs(1)).await;
+        assert_eq!(c.breakers[0][0].state(), State::ForcedOpen, "held");
+        c.net.lock().unwrap().stopped = false;
+        sleep(Duration::from_secs(1)).await;
+        assert_eq!(c.states(0), [State::Open, State::Open]);
+        assert_eq!(c.breakers[0][0].last_failure().as_deref(), Some("HTTP 503"));
+        assert_eq!(
+            c.record_field("payments", "last_failure").as_deref(),
+            Some("HTTP 503")
+        );
+        assert_eq!(
+            c.breakers[1][0].last_failure().as_deref(),
+            Some("i0: HTTP 503")
+        );
+    });
+}

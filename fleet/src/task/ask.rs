@@ -116,7 +116,9 @@ impl Task {
                     .get(name)
                     .and_then(|t| t.breaker.upgrade())
                     .map_or(Duration::ZERO, |b| b.config().probe_timeout());
-                Duration::from_millis(open_ms) + probe + ttl
+                Duration::from_millis(open_ms)
+                    .saturating_add(probe)
+                    .saturating_add(ttl)
             }
             State::Closed => ttl,
             _ => Duration::ZERO,

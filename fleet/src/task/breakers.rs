@@ -3,6 +3,7 @@
 //! for a hold or a give-back), a published or read record applied (`apply`), and the record a
 //! write returned taken on (`took`).
 
+use core::time::Duration;
 use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
@@ -206,6 +207,12 @@ impl Task {
             // when the store answers, instead of the state it had before the hold, which
             // the record is newer than.
             h.state = held(&breaker, record.shared_state());
+            h.hold = h
+                .state
+                .open_remaining
+                .unwrap_or_default()
+                .saturating_sub(record.open_remaining().unwrap_or_default());
+            h.failure = None;
             h.since = Instant::now();
             self.shared.applied.fetch_add(1, Ordering::Relaxed);
             return;
@@ -231,6 +238,19 @@ impl Task {
     pub(super) fn took(&mut self, name: &str, breaker: &Breaker, record: &Record, reimport: bool) {
         if record.changed {
             self.know(name, record);
+            if self
+                .tracked
+                .get(name)
+                .and_then(|t| t.breaker.upgrade())
+                .is_some_and(|b| !b.ptr_eq(breaker))
+            {
+                // A family key evicted here and made again while the write was out (`know`
+                // has tracked the new one): the breaker the family holds now takes the
+                // written record on, as a record of the fleet's.
+                self.apply(name, record);
+                self.shared.pushed.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
             if let Some(t) = self.tracked.get_mut(name) {
                 t.saw(record);
             }
@@ -253,13 +273,6 @@ impl Task {
     /// Imports `state` into `breaker`: `own` for a hold or a give-back (see `own_imports`),
     /// else the fleet's record taken on.
     pub(super) fn import(&mut self, name: &str, breaker: &Breaker, state: &SharedState, own: bool) {
-        if breaker.state() != state.state {
-            // A change of state tells an event: its `Imported` message is matched to this.
-            self.own_imports
-                .entry(name.to_owned())
-                .or_default()
-                .push_back(own);
-        }
         // Every open state this task imports is held one `probe_timeout` past the fleet's
         // open time (`held`), for the fleet's probe leases; it reports the fleet's, when the
         // fleet's probe is due.
@@ -267,8 +280,31 @@ impl Task {
             let left = state.open_remaining.unwrap_or_default();
             left.saturating_sub(breaker.config().probe_timeout())
         });
-        let (told, failure) = self.told(name, state.state);
-        breaker.import_reporting(state, shown, told.as_deref(), failure.as_deref());
+        self.import_shown(name, breaker, state, own, shown, None);
+    }
+
+    /// As `import`, an open state reported as open for `shown`; `failure` is the failure
+    /// behind it where no record the breaker last saw tells one (an opening of its own given
+    /// back after a hold).
+    pub(super) fn import_shown(
+        &mut self,
+        name: &str,
+        breaker: &Breaker,
+        state: &SharedState,
+        own: bool,
+        shown: Option<Duration>,
+        failure: Option<&str>,
+    ) {
+        if breaker.state() != state.state {
+            // A change of state tells an event: its `Imported` message is matched to this.
+            self.own_imports
+                .entry(name.to_owned())
+                .or_default()
+                .push_back(own);
+        }
+        let (told, told_failure) = self.told(name, state.state);
+        let failure = told_failure.as_deref().or(failure);
+        breaker.import_reporting(state, shown, told.as_deref(), failure);
     }
 
     /// Why the breaker takes on `state`, as the record it last saw tells it, if that record
@@ -276,7 +312,7 @@ impl Task {
     /// reason (`web-2 tripped it (5 consecutive failures)`), and for an open record the
     /// failure behind it, `web-2: HTTP 503`. A record this instance wrote tells its own reason
     /// and failure as they were.
-    fn told(&self, name: &str, state: State) -> (Option<String>, Option<String>) {
+    pub(super) fn told(&self, name: &str, state: State) -> (Option<String>, Option<String>) {
         let Some(t) = self.tracked.get(name).filter(|t| t.seen == state) else {
             return (None, None);
         };

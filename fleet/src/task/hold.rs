@@ -58,6 +58,8 @@ impl Task {
                     breaker: breaker.downgrade(),
                     state: was,
                     since: Instant::now(),
+                    hold: unreported(&breaker, &was),
+                    failure: breaker.last_failure().filter(|_| was.state == State::Open),
                     manual: breaker.manual_changes(),
                 },
             );
@@ -87,7 +89,7 @@ impl Task {
             OnStoreError::Open => State::ForcedOpen,
             _ => State::Disabled,
         };
-        for (name, h) in held {
+        for (name, mut h) in held {
             let Some(breaker) = h.breaker.upgrade() else {
                 continue;
             };
@@ -115,6 +117,7 @@ impl Task {
                     &breaker,
                     SharedState::new(State::Open, Some(Duration::ZERO), state.reopens),
                 );
+                h.hold = breaker.config().probe_timeout();
             }
             if let Some(t) = self.tracked.get_mut(&name) {
                 // Counts start over (counts.rs): what a disabled breaker admitted meanwhile
@@ -129,8 +132,21 @@ impl Task {
                 };
             }
             breaker.set_probe_budget(None);
-            self.import_own(&name, &breaker, &state);
+            // Reported as before the hold: the fleet's open time, or an opening's own.
+            let shown = state.open_remaining.map(|left| left.saturating_sub(h.hold));
+            let failure = h.failure.as_deref();
+            self.import_shown(&name, &breaker, &state, true, shown, failure);
         }
         tracing::info!(target: "breakerbox", "fleet: the store answers again; shared breakers decide as before");
     }
+}
+
+/// How much of `state`, `breaker`'s state as held, is a hold for the fleet's probe leases that
+/// the breaker does not report.
+fn unreported(breaker: &breakerbox_runtime::Breaker, state: &SharedState) -> Duration {
+    let shown = breaker.export_state().open_remaining.unwrap_or_default();
+    state
+        .open_remaining
+        .unwrap_or_default()
+        .saturating_sub(shown)
 }

@@ -28,11 +28,13 @@ impl Task {
                 breaker,
             } => self.on_change(name, to, reason, breaker),
             Message::Imported { name } => {
-                // The task's imports, in order: this event is the oldest one not yet read.
-                let own = self
-                    .own_imports
-                    .get_mut(&name)
-                    .and_then(VecDeque::pop_front);
+                // The task's imports, in order: this event is the oldest one not yet read. A
+                // name with none left waiting goes, so that a family's keys leave no entry.
+                let queue = self.own_imports.get_mut(&name);
+                let own = queue.and_then(VecDeque::pop_front);
+                if self.own_imports.get(&name).is_some_and(VecDeque::is_empty) {
+                    self.own_imports.remove(&name);
+                }
                 if own == Some(true) {
                     // A hold or a give-back: no record of the fleet's.
                     return None;

@@ -109,13 +109,17 @@ impl Task {
             return Pushed::Done;
         }
         let now = breaker.held_state();
+        // An open time is written as the breaker reports it: an open record taken on here is
+        // held one `probe_timeout` longer for the fleet's probe leases, and that hold is this
+        // instance's, not the fleet's (a vanished record written again keeps its open time).
+        let left = breaker
+            .export_state()
+            .open_remaining
+            .or(now.open_remaining)
+            .unwrap_or_default();
         let (force, state, open_for) = match intent {
-            Intent::Trip | Intent::Report if now.state == State::Open => {
-                (false, State::Open, now.open_remaining.unwrap_or_default())
-            }
-            Intent::Again(State::Open) if now.state == State::Open => {
-                (false, State::Open, now.open_remaining.unwrap_or_default())
-            }
+            Intent::Trip | Intent::Report if now.state == State::Open => (false, State::Open, left),
+            Intent::Again(State::Open) if now.state == State::Open => (false, State::Open, left),
             // A trip the store could not take before its open time ran out (the breaker is
             // half-open since, with no record taken on over it: that would have dropped the
             // change). It is written with no open time left, so that the fleet learns of it

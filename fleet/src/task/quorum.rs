@@ -85,7 +85,9 @@ impl Task {
                 Answer::Failed => return Pushed::Failed,
             };
             self.readable(name);
-            if reported {
+            // Kept for the fleet view, which lists single breakers: a family's keys, made
+            // and evicted without end, would leave a tally each.
+            if reported && split_key(name).is_none() {
                 self.shared
                     .tallies
                     .lock()

@@ -7,6 +7,9 @@ use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
 
+use breakerbox_runtime::__integrations::BreakerExt;
+use breakerbox_runtime::State;
+
 use super::counts;
 use super::state::Task;
 use crate::shared::{Message, give_back};
@@ -105,9 +108,17 @@ impl Drop for Task {
     fn drop(&mut self) {
         give_back(&self.shared);
         // The probe budgets lease.rs set are the fleet's: unshared, each decides alone.
-        for t in self.tracked.values() {
-            if let Some(b) = t.breaker.upgrade() {
-                b.set_probe_budget(None);
+        for (name, t) in &self.tracked {
+            let Some(b) = t.breaker.upgrade() else {
+                continue;
+            };
+            b.set_probe_budget(None);
+            // Held open past the open time it reports, for a probe lease that no longer comes:
+            // open for the time it reports, then it probes on its own.
+            let shown = b.export_state();
+            if shown.state == State::Open && shown.open_remaining < b.held_state().open_remaining {
+                let (told, failure) = self.told(name, State::Open);
+                b.import_reporting(&shown, None, told.as_deref(), failure.as_deref());
             }
         }
     }

@@ -588,3 +588,37 @@ async fn a_resync_asked_for_during_a_pass_is_answered_by_a_whole_pass_after_it()
 
 // The re-read after a failure, and records this instance cannot read.
 mod timing;
+
+/// The task keeps nothing per key once each import's event is taken in: a stream of keys of a
+/// shared family opened by other instances' records leaves no entry behind, however many keys
+/// the family has seen.
+#[tokio::test(flavor = "current_thread")]
+async fn imports_into_a_familys_keys_leave_nothing_behind_once_told() {
+    let (mut task, shared, _pushes) = task(&refused(), "imports");
+    let mut timers = timers();
+    for i in 0..100 {
+        let name = crate::keys::key_name("hosts", &format!("k{i}"));
+        let breaker = Breaker::new(format!("hosts[k{i}]"), Config::default());
+        let weak = Arc::downgrade(&shared);
+        let told = name.clone();
+        breaker.on_state_change(move |event| {
+            if let Some(shared) = weak.upgrade() {
+                shared.tell_as(&told, event, None);
+            }
+        });
+        task.track(&name, breaker.downgrade());
+        let mut record = Record::none(1_000);
+        record.epoch = 5;
+        record.state = State::Open;
+        record.open_until_ms = 61_000;
+        record.origin = "there".to_owned();
+        task.on_event(crate::store::Event::Written(name.clone(), record));
+        assert_eq!(breaker.state(), State::Open, "taken on");
+        while let Ok(message) = task.rx.try_recv() {
+            task.note(message);
+        }
+        drop(breaker);
+    }
+    drain(&mut task, &mut timers).await;
+    assert_eq!(task.own_imports.len(), 0, "entries kept per key");
+}
