@@ -128,7 +128,8 @@ pub struct Event {
     pub key: Option<String>,
     /// For an opening by a failure: that failure's message (its error's `Display`, or the
     /// reason its classifier gave, such as `HTTP 503 (Retry-After 6 s)`; see
-    /// [`Breaker::last_failure`](crate::Breaker::last_failure)); `None` for other changes.
+    /// [`Breaker::last_failure`](crate::Breaker::last_failure), which says where a long one is
+    /// cut); `None` for other changes.
     /// With `serde`, left out when `None`, and read as `None` when absent.
     #[cfg_attr(
         feature = "serde",

@@ -421,7 +421,9 @@ impl Breaker {
         self.inner().extras().listeners.add(Arc::new(listener));
     }
 
-    /// The message of the failure that last tripped the breaker.
+    /// The message of the failure that last tripped the breaker: its error's `Display`, at
+    /// most its first 1 024 bytes (a longer one is cut at a character boundary and ends with
+    /// `… (cut)`, and its `Display` is stopped there).
     ///
     /// A failure-rate trip caused by a success (the window reaching `min_calls`) names the
     /// last failure with a message recorded while the window had fewer than `min_calls` calls;

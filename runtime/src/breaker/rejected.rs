@@ -31,9 +31,58 @@ impl fmt::Display for CaughtDisplay<'_> {
     }
 }
 
-/// A failure's message, formatted by the user's `Display`; [`DISPLAY_PANICKED`] if it panics.
+/// The longest failure message a breaker keeps, in bytes; a longer one is cut at a character
+/// boundary and ends with [`CUT`]. A message travels far: into every rejection's text, every
+/// event, the admin history and, in fleet mode, the store's record. An error whose `Display`
+/// writes a response body must not take all of it along.
+pub(crate) const MAX_FAILURE_MESSAGE: usize = 1024;
+
+/// What ends a failure message cut at [`MAX_FAILURE_MESSAGE`].
+const CUT: &str = "… (cut)";
+
+/// A failure's message, formatted by the user's `Display`, at most [`MAX_FAILURE_MESSAGE`]
+/// bytes; [`DISPLAY_PANICKED`] if it panics. Formatting stops once the message is full (the
+/// writer answers an error), so a huge `Display` costs no more than the cut.
 pub(super) fn message(cause: &dyn fmt::Display) -> Arc<str> {
-    displayed(cause).into()
+    /// Keeps the first [`MAX_FAILURE_MESSAGE`] bytes written, then refuses the rest.
+    struct Bounded {
+        text: String,
+        cut: bool,
+    }
+    impl fmt::Write for Bounded {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            let room = MAX_FAILURE_MESSAGE - self.text.len();
+            if s.len() <= room {
+                self.text.push_str(s);
+                return Ok(());
+            }
+            let mut end = room;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.text.push_str(&s[..end]);
+            self.cut = true;
+            Err(fmt::Error)
+        }
+    }
+    let mut out = Bounded {
+        text: String::new(),
+        cut: false,
+    };
+    let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        fmt::write(&mut out, format_args!("{cause}"))
+    }));
+    match written {
+        Ok(_) if out.cut => {
+            out.text.push_str(CUT);
+            out.text.into()
+        }
+        Ok(_) => out.text.into(),
+        Err(payload) => {
+            crate::event::discard(payload);
+            DISPLAY_PANICKED.into()
+        }
+    }
 }
 
 /// What a user's `Display` (a failure's, a key's) writes; [`DISPLAY_PANICKED`] if it panics.

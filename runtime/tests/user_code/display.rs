@@ -88,3 +88,61 @@ fn a_display_acting_on_its_breaker_does_not_deadlock() {
 fn a_display_blocking_on_a_thread_that_uses_the_breaker_does_not_deadlock() {
     display_faults(Fault::Block);
 }
+
+/// An error whose `Display` writes `prefix`, then `piece` `times` times, counting its writes.
+struct Huge {
+    prefix: &'static str,
+    piece: &'static str,
+    times: usize,
+    writes: std::sync::atomic::AtomicUsize,
+}
+
+impl fmt::Display for Huge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.prefix)?;
+        for _ in 0..self.times {
+            self.writes.fetch_add(1, SeqCst);
+            f.write_str(self.piece)?;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_huge_failure_message_is_kept_cut_at_a_kilobyte_and_not_formatted_past_it() {
+    let clock = ManualClock::new();
+    let b = Breaker::new("faults.display.huge", config(&clock).build().unwrap());
+    // One byte, then two-byte characters: the cut falls inside one.
+    let huge = Huge {
+        prefix: "a",
+        piece: "é",
+        times: 1_000_000,
+        writes: Default::default(),
+    };
+    assert!(matches!(
+        b.call(|| Err::<(), _>(&huge)),
+        Err(Error::Inner(_))
+    ));
+    assert_eq!(b.state(), State::Open);
+    let kept = b.last_failure().expect("the trip keeps its failure");
+    let text = kept.strip_suffix("… (cut)").expect("a cut message says so");
+    assert_eq!(
+        text.len(),
+        1023,
+        "the last whole character within 1 024 bytes"
+    );
+    assert_eq!(text, format!("a{}", "é".repeat(511)));
+    // Formatting stopped at the cut, not after a million writes.
+    assert_eq!(huge.writes.load(SeqCst), 512);
+    // A rejection's message carries the cut text, not the body.
+    let Err(Error::Rejected(r)) = b.call(|| Ok::<(), &str>(())) else {
+        panic!("open: rejected");
+    };
+    assert!(r.to_string().ends_with("… (cut))"), "{r}");
+    assert!(r.to_string().len() < 1200, "{r}");
+    // A message of exactly 1 024 bytes is whole.
+    let b = Breaker::new("faults.display.exact", config(&clock).build().unwrap());
+    let exact = "x".repeat(1024);
+    let _ = b.call(|| Err::<(), _>(exact.as_str()));
+    assert_eq!(b.last_failure().as_deref(), Some(exact.as_str()));
+}
