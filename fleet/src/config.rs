@@ -115,6 +115,12 @@ const FLEET_TRIP: [&str; 2] = ["any", "quorum"];
 /// fleet's task can add it, and multiples of it, to its clock.
 pub(crate) const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// The longest life the fleet gives anything it writes to the store (a family key's record, a
+/// probe lease): a thousand years. Stores count a life in milliseconds added to their clock,
+/// in 64 bits (Redis's `PEXPIRE`, PostgreSQL's `bigint`); a `probe_timeout` or open time near
+/// `Duration::MAX` would overflow that and fail the write.
+pub(crate) const LONGEST_LIFE: Duration = Duration::from_secs(1000 * 365 * 24 * 3600);
+
 /// The keys of a `[fleet.breakers.<name>]` table.
 const BREAKER_KEYS: [&str; 2] = ["fleet_trip", "quorum"];
 

@@ -105,11 +105,11 @@ impl Task {
     /// zero (for ever) while forced open or disabled, until a reset. Never less than three
     /// re-reads: an instance that holds the key open and missed the message of its close
     /// reads the closed record before it expires (a record that vanishes under an open
-    /// breaker is written again).
+    /// breaker is written again). At most `LONGEST_LIFE`, a life the store can count.
     pub(super) fn key_ttl(&self, name: &str, state: State, open_ms: u64) -> Duration {
         let config = &self.shared.config;
         let ttl = config.key_ttl.max(config.resync_every * 3);
-        match state {
+        let life = match state {
             State::Open => {
                 let probe = self
                     .tracked
@@ -122,7 +122,8 @@ impl Task {
             }
             State::Closed => ttl,
             _ => Duration::ZERO,
-        }
+        };
+        life.min(crate::config::LONGEST_LIFE)
     }
 
     /// The store answered about `name`'s keys with an error, or with what this instance cannot

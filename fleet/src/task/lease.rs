@@ -138,7 +138,8 @@ impl Task {
             return;
         }
         let config = breaker.config();
-        let ttl = config.probe_timeout();
+        // A life the store can count (`LONGEST_LIFE`).
+        let ttl = config.probe_timeout().min(crate::config::LONGEST_LIFE);
         let ask = LeaseAsk {
             epoch,
             limit: config.half_open_calls().max(1),

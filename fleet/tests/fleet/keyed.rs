@@ -455,3 +455,45 @@ fn while_the_store_is_down_a_shared_familys_keys_decide_alone_whatever_the_polic
     }
     nodes[0].wait_state("closed", soon()).unwrap();
 }
+
+/// A key whose probe timeout is past any clock (`Duration::MAX`, possible from code though not
+/// from a config file) is still written when it trips: its record's life is one the store can
+/// count, and the record expires. Once its open time runs out, its probe lease is granted.
+#[test]
+fn a_key_with_a_probe_timeout_past_any_clock_is_written_and_probed_through_its_lease() {
+    use breakerbox_fleet::{Fleet, FleetConfig};
+    use breakerbox_runtime::{Config, Outcome, State, registry};
+    let _shared = crate::support::shared();
+    let Some(redis) = shared_redis("keyedmax") else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let keys = registry()
+        .family::<String>("maxhosts", || {
+            Config::builder()
+                .failures(1)
+                .open_for(Duration::from_millis(500))
+                .probe_timeout(Duration::MAX)
+                .build()
+                .unwrap()
+        })
+        .unwrap();
+    let config = FleetConfig::new(redis.url())
+        .prefix("keyedmax")
+        .share("maxhosts");
+    let fleet = rt.block_on(Fleet::connect(config)).unwrap();
+    keys.try_acquire("m.example")
+        .unwrap()
+        .record(Outcome::Failure);
+    assert_eq!(keys.get("m.example").map(|b| b.state()), Some(State::Open));
+    let key = "{keyedmax/8:maxhosts}:9:m.example";
+    poll("the trip's record", Duration::from_secs(5), || {
+        redis.hget(key, "state") == "open"
+    });
+    let pttl: i64 = redis.cli(&["PTTL", key]).parse().unwrap();
+    assert!(pttl > 0, "{pttl} ms");
+    poll("a probe, through the lease", Duration::from_secs(5), || {
+        keys.try_acquire("m.example").is_ok()
+    });
+    drop(fleet);
+}
