@@ -394,14 +394,41 @@ pub trait FleetArgs: serde::Serialize + serde::de::DeserializeOwned + Send + 'st
 #[diagnostic::do_not_recommend]
 impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> FleetArgs for T {}
 
-/// A failed replay's message: the error's `Display`, where it has one.
+/// A failed replay's message: the error's `Display`, where it has one, cut as a breaker's failure is
+/// (at 1 024 bytes, formatting stopped there; a panic in it gives `<Display panicked>`).
 pub fn failure_message(cause: Option<&dyn core::fmt::Display>) -> String {
-    cause.map_or_else(|| "the replay failed".to_owned(), |c| c.to_string())
+    cause.map_or_else(
+        || "the replay failed".to_owned(),
+        breakerbox_runtime::__integrations::failure_message,
+    )
 }
 
 #[cfg(test)]
 mod tests {
-    use super::file_name;
+    use super::{failure_message, file_name};
+
+    #[test]
+    fn a_failed_replays_message_is_cut_as_a_breakers_failure_is() {
+        struct Body;
+        impl core::fmt::Display for Body {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                (0..100_000).try_for_each(|_| f.write_str("0123456789"))
+            }
+        }
+        struct Panics;
+        impl core::fmt::Display for Panics {
+            fn fmt(&self, _: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                panic!("a Display that panics")
+            }
+        }
+        let cut = failure_message(Some(&Body));
+        assert_eq!(
+            cut,
+            format!("{}… (cut)", "0123456789".repeat(103)[..1024].to_owned())
+        );
+        assert_eq!(failure_message(Some(&Panics)), "<Display panicked>");
+        assert_eq!(failure_message(None), "the replay failed");
+    }
 
     #[test]
     fn journal_file_names_keep_names_apart() {

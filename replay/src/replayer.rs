@@ -303,7 +303,11 @@ impl<A: Send + 'static> ReplayBuilder<A> {
         self.check()?;
         let replay: ReplayFn<A> = Box::new(move |args| {
             let call = replay(args);
-            Box::pin(async move { call.await.map(drop).map_err(|e| e.to_string()) })
+            Box::pin(async move {
+                call.await
+                    .map(drop)
+                    .map_err(|e| breakerbox_runtime::__integrations::failure_message(&e))
+            })
         });
         let wake = Arc::new(Wake::default());
         let listener = Arc::downgrade(&wake);

@@ -71,5 +71,5 @@ mod transition;
 
 pub use handle::{Breaker, OwnedPermit, WeakBreaker};
 pub use permit::{Guarded, Lease, Permit};
-pub(crate) use rejected::displayed;
 pub use rejected::{Error, Rejected};
+pub(crate) use rejected::{displayed, message};

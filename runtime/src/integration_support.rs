@@ -49,6 +49,13 @@ pub fn shareable_names(registry: &Registry) -> (Vec<String>, Vec<String>) {
     registry.shareable_names(crate::keyed::family_names())
 }
 
+/// A failure's message as a breaker keeps it: the error's `Display`, stopped and cut at
+/// 1 024 bytes (ending `… (cut)`), `<Display panicked>` if it panics. For a replay's failure,
+/// kept with its journal entry.
+pub fn failure_message(cause: &dyn core::fmt::Display) -> String {
+    crate::breaker::message(cause).to_string()
+}
+
 /// `text` cut short for a message (the first 32 characters, then its length in bytes): how
 /// the core quotes a name, a key or a path it refuses.
 pub fn excerpt(text: &str) -> String {

@@ -43,7 +43,7 @@ const CUT: &str = "… (cut)";
 /// A failure's message, formatted by the user's `Display`, at most [`MAX_FAILURE_MESSAGE`]
 /// bytes; [`DISPLAY_PANICKED`] if it panics. Formatting stops once the message is full (the
 /// writer answers an error), so a huge `Display` costs no more than the cut.
-pub(super) fn message(cause: &dyn fmt::Display) -> Arc<str> {
+pub(crate) fn message(cause: &dyn fmt::Display) -> Arc<str> {
     /// Keeps the first [`MAX_FAILURE_MESSAGE`] bytes written, then refuses the rest.
     struct Bounded {
         text: String,
