@@ -394,8 +394,9 @@ pub trait FleetArgs: serde::Serialize + serde::de::DeserializeOwned + Send + 'st
 #[diagnostic::do_not_recommend]
 impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> FleetArgs for T {}
 
-/// A failed replay's message: the error's `Display`, where it has one, cut as a breaker's failure is
-/// (at 1 024 bytes, formatting stopped there; a panic in it gives `<Display panicked>`).
+/// A failed replay's message: the error's `Display`, where it has one, cut as a breaker's
+/// failure is (at 1 024 bytes, formatting stopped there; a panic in it gives
+/// `<Display panicked>`).
 pub fn failure_message(cause: Option<&dyn core::fmt::Display>) -> String {
     cause.map_or_else(
         || "the replay failed".to_owned(),
