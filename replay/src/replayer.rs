@@ -67,7 +67,17 @@ pub(crate) struct Shared<A> {
     wake: Arc<Wake>,
     /// The entry the replayer has taken and not settled yet: one its task left unsettled (its
     /// runtime shut down mid-replay) is queued again by the replayer started after it.
-    held: Arc<std::sync::Mutex<Option<u64>>>,
+    held: Arc<std::sync::Mutex<Held>>,
+}
+
+/// Which replayer task is the current one, and the entry it has taken and not settled.
+/// A task whose runtime shut down may still have a take or a settle running on a blocking
+/// thread: by the task's number, such a late step neither records its entry as held nor clears
+/// the current task's, and an entry it takes late goes straight back to the queue.
+#[derive(Default)]
+struct Held {
+    task: u64,
+    entry: Option<u64>,
 }
 
 /// How the replayer is woken: the breaker's listener counts closings, a journaled call pokes.
@@ -596,7 +606,7 @@ impl<A: Send + 'static> Shared<A> {
 
     /// Replays one entry through the breaker. The replay function is user code: it runs
     /// under no lock of ours, and a panic (calling it, or polling its future) is a failure.
-    async fn replay_one(&self, taken: Taken<A>) -> Ran {
+    async fn replay_one(&self, taken: Taken<A>, task: u64) -> Ran {
         let Taken { id, args, .. } = taken;
         let permit = match self.breaker.try_acquire_owned() {
             // The breaker re-opened and half-opened since the pass began: a replay is never
@@ -609,7 +619,7 @@ impl<A: Send + 'static> Shared<A> {
             Err(_) => None,
         };
         let Some(permit) = permit else {
-            self.settle(id, Settled::NotRun).await;
+            self.settle(id, Settled::NotRun, task).await;
             return Ran::NotRun;
         };
         let outcome = match catch_unwind(AssertUnwindSafe(|| (self.replay)(args))) {
@@ -628,32 +638,36 @@ impl<A: Send + 'static> Shared<A> {
         match outcome {
             Ok(Ok(())) => {
                 permit.success();
-                self.settle(id, Settled::Replayed).await;
+                self.settle(id, Settled::Replayed, task).await;
                 Ran::Replayed
             }
             Ok(Err(message)) => {
                 permit.failure_with(&message);
-                self.settle(id, Settled::Failed).await;
+                self.settle(id, Settled::Failed, task).await;
                 Ran::Failed
             }
             Err(panic) => {
                 core::mem::forget(panic);
                 tracing::error!(target: "breakerbox", breaker = %self.breaker.name(), id, "a replay panicked; counted as a failed replay");
                 permit.failure_with(&"the replay panicked");
-                self.settle(id, Settled::Failed).await;
+                self.settle(id, Settled::Failed, task).await;
                 Ran::Failed
             }
         }
     }
 
-    /// Ends entry `id`'s replay, off the runtime's threads (a journal may wait on its store).
-    async fn settle(&self, id: u64, how: Settled) {
+    /// Ends entry `id`'s replay by replayer task `task`, off the runtime's threads (a journal
+    /// may wait on its store).
+    async fn settle(&self, id: u64, how: Settled, task: u64) {
         let journal = self.journal.clone();
         let now = self.clock.now();
         let held = self.held.clone();
         let settle = move || {
             journal.settle(id, how, now);
-            *held.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            let mut held = held.lock().unwrap_or_else(PoisonError::into_inner);
+            if held.task == task && held.entry == Some(id) {
+                held.entry = None;
+            }
         };
         if !self.journal.may_block() {
             return settle();
@@ -664,15 +678,25 @@ impl<A: Send + 'static> Shared<A> {
         }
     }
 
-    /// The oldest due entry, taken off the runtime's threads (a journal may wait on its
-    /// store).
-    async fn take(&self, now: Duration) -> Take<A> {
+    /// The oldest due entry, taken by replayer task `task` off the runtime's threads (a
+    /// journal may wait on its store). If a newer task started meanwhile, the entry goes
+    /// straight back to the queue: the newer task has looked for held entries already.
+    async fn take(&self, now: Duration, task: u64) -> Take<A> {
         let journal = self.journal.clone();
         let held = self.held.clone();
+        let wake = self.wake.clone();
         let take = move || {
             let take = journal.take(now);
             if let Take::Due(taken) = &take {
-                *held.lock().unwrap_or_else(PoisonError::into_inner) = Some(taken.id);
+                let mut held = held.lock().unwrap_or_else(PoisonError::into_inner);
+                if held.task == task {
+                    held.entry = Some(taken.id);
+                } else {
+                    drop(held);
+                    journal.settle(taken.id, Settled::NotRun, now);
+                    wake.pushed.notify_one();
+                    return Take::Wait(now);
+                }
             }
             take
         };
@@ -754,14 +778,16 @@ async fn replays<A: Send + 'static>(weak: Weak<Shared<A>>, wake: Arc<Wake>) {
     let mut paused: Option<(u64, Duration)> = None;
     // An entry the task before this one took and never settled (its runtime shut down
     // mid-replay) goes back to the queue as it was: replayed again, at least once.
+    let mut task = 0;
     if let Some(shared) = weak.upgrade() {
-        let held = shared
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(id) = held {
-            shared.settle(id, Settled::NotRun).await;
+        let orphan = {
+            let mut held = shared.held.lock().unwrap_or_else(PoisonError::into_inner);
+            held.task += 1;
+            task = held.task;
+            held.entry.take()
+        };
+        if let Some(id) = orphan {
+            shared.settle(id, Settled::NotRun, task).await;
         }
     }
     loop {
@@ -785,7 +811,7 @@ async fn replays<A: Send + 'static>(weak: Weak<Shared<A>>, wake: Arc<Wake>) {
             }
             paused = None;
         }
-        let took = shared.take(now).await;
+        let took = shared.take(now, task).await;
         match took {
             Take::Empty => {
                 drop(shared);
@@ -805,7 +831,7 @@ async fn replays<A: Send + 'static>(weak: Weak<Shared<A>>, wake: Arc<Wake>) {
             Take::Due(taken) => {
                 let attempts = taken.attempts;
                 let closes = shared.closes();
-                let ran = shared.replay_one(taken).await;
+                let ran = shared.replay_one(taken, task).await;
                 #[cfg(feature = "metrics")]
                 report_gauges(&shared).await;
                 match ran {

@@ -888,3 +888,110 @@ async fn a_call_dropped_while_its_journaling_runs_is_replayed_once_its_entry_lan
     assert_eq!(log.args(), [1]);
     assert_eq!(replay.status().entries, 0);
 }
+
+/// A memory journal that may block, as a disk or fleet journal does, and whose first take
+/// waits, once it has taken its entry, until the test lets it return.
+struct SlowFirstTake {
+    inner: breakerbox_replay::MemoryJournal<u32>,
+    taking: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+    go: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+    given_back: Mutex<Option<std::sync::mpsc::Sender<u64>>>,
+}
+
+impl breakerbox_replay::Journal<u32> for SlowFirstTake {
+    fn push(
+        &self,
+        key: Option<String>,
+        args: u32,
+        now: Duration,
+    ) -> Result<breakerbox_replay::Pushed, breakerbox_replay::NotJournaled> {
+        self.inner.push(key, args, now)
+    }
+    fn take(&self, now: Duration) -> breakerbox_replay::Take<u32> {
+        let take = self.inner.take(now);
+        let first = self.taking.lock().unwrap().take();
+        if let Some(taking) = first {
+            taking.send(()).unwrap();
+            let go = self.go.lock().unwrap().take().unwrap();
+            go.recv().unwrap();
+        }
+        take
+    }
+    fn settle(&self, id: u64, how: breakerbox_replay::Settled, now: Duration) {
+        self.inner.settle(id, how, now);
+        if how == breakerbox_replay::Settled::NotRun
+            && let Some(told) = &*self.given_back.lock().unwrap()
+        {
+            let _ = told.send(id);
+        }
+    }
+    fn status(&self) -> breakerbox_replay::JournalStatus {
+        self.inner.status()
+    }
+    fn entries(&self) -> Vec<breakerbox_replay::EntryInfo> {
+        self.inner.entries()
+    }
+    fn dead_letters(&self) -> Vec<breakerbox_replay::EntryInfo> {
+        self.inner.dead_letters()
+    }
+    fn retry_dead_letters(&self, now: Duration) -> usize {
+        self.inner.retry_dead_letters(now)
+    }
+    fn drop_dead_letters(&self) -> usize {
+        self.inner.drop_dead_letters()
+    }
+}
+
+#[test]
+fn an_entry_a_shut_down_runtime_takes_late_goes_back_to_the_replayer_after_it() {
+    let log = Log::new();
+    let (taking, taken) = std::sync::mpsc::channel();
+    let (go, wait) = std::sync::mpsc::channel();
+    let (given_back, back) = std::sync::mpsc::channel();
+    let slow = Arc::new(SlowFirstTake {
+        inner: breakerbox_replay::MemoryJournal::new("late-take", &ReplayConfig::new()),
+        taking: Mutex::new(Some(taking)),
+        go: Mutex::new(Some(wait)),
+        given_back: Mutex::new(Some(given_back)),
+    });
+    let first = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let (breaker, replay) = first.block_on(async {
+        let breaker = breaker("late-take", 1);
+        let seen = log.clone();
+        let replay = Replay::builder(&breaker)
+            .clock(TokioClock)
+            .journal(slow.clone(), move |n: u32| {
+                seen.push(n);
+                async { Ok::<(), String>(()) }
+            })
+            .unwrap();
+        breaker.force_open();
+        assert!(journal(&replay, 1));
+        breaker.reset();
+        // The replayer takes entry 1 on a blocking thread, which waits there.
+        tokio::task::spawn_blocking(move || taken.recv_timeout(Duration::from_secs(60)))
+            .await
+            .unwrap()
+            .expect("the replayer takes entry 1");
+        (breaker, replay)
+    });
+    // Its runtime goes while the take is under way.
+    first.shutdown_background();
+    paused_runtime().block_on(async {
+        breaker.force_open();
+        assert!(journal(&replay, 2));
+        breaker.reset();
+        sleep(Duration::from_secs(5)).await;
+        assert_eq!(log.args(), [2]);
+        // The old take returns now, after the replayer that followed it looked for held
+        // entries: entry 1 goes back to the queue, and that replayer replays it.
+        go.send(()).unwrap();
+        assert_eq!(back.recv_timeout(Duration::from_secs(60)), Ok(1));
+        sleep(Duration::from_secs(5)).await;
+        assert_eq!(log.args(), [2, 1]);
+        assert_eq!(replay.status().entries, 0);
+    });
+}
