@@ -534,6 +534,27 @@ async fn a_replay_refused_by_a_full_bulkhead_waits_and_is_not_counted_as_an_atte
     assert_eq!(log.args(), [1]);
 }
 
+/// The `Journal` methods a test journal passes to its `inner` memory journal as they are.
+macro_rules! forward_to_inner {
+    () => {
+        fn status(&self) -> breakerbox_replay::JournalStatus {
+            self.inner.status()
+        }
+        fn entries(&self) -> Vec<breakerbox_replay::EntryInfo> {
+            self.inner.entries()
+        }
+        fn dead_letters(&self) -> Vec<breakerbox_replay::EntryInfo> {
+            self.inner.dead_letters()
+        }
+        fn retry_dead_letters(&self, now: Duration) -> usize {
+            self.inner.retry_dead_letters(now)
+        }
+        fn drop_dead_letters(&self) -> usize {
+            self.inner.drop_dead_letters()
+        }
+    };
+}
+
 /// A journal that, the first time it is asked for an entry, trips the breaker and lets its open
 /// time pass: the breaker is half-open by the time the replayer holds the entry.
 struct TripsWhileTaking {
@@ -563,21 +584,7 @@ impl breakerbox_replay::Journal<u32> for TripsWhileTaking {
     fn settle(&self, id: u64, how: breakerbox_replay::Settled, now: Duration) {
         self.inner.settle(id, how, now)
     }
-    fn status(&self) -> breakerbox_replay::JournalStatus {
-        self.inner.status()
-    }
-    fn entries(&self) -> Vec<breakerbox_replay::EntryInfo> {
-        self.inner.entries()
-    }
-    fn dead_letters(&self) -> Vec<breakerbox_replay::EntryInfo> {
-        self.inner.dead_letters()
-    }
-    fn retry_dead_letters(&self, now: Duration) -> usize {
-        self.inner.retry_dead_letters(now)
-    }
-    fn drop_dead_letters(&self) -> usize {
-        self.inner.drop_dead_letters()
-    }
+    forward_to_inner!();
 }
 
 #[tokio::test(start_paused = true)]
@@ -827,21 +834,7 @@ impl breakerbox_replay::Journal<u32> for GatedPush {
     fn settle(&self, id: u64, how: breakerbox_replay::Settled, now: Duration) {
         self.inner.settle(id, how, now)
     }
-    fn status(&self) -> breakerbox_replay::JournalStatus {
-        self.inner.status()
-    }
-    fn entries(&self) -> Vec<breakerbox_replay::EntryInfo> {
-        self.inner.entries()
-    }
-    fn dead_letters(&self) -> Vec<breakerbox_replay::EntryInfo> {
-        self.inner.dead_letters()
-    }
-    fn retry_dead_letters(&self, now: Duration) -> usize {
-        self.inner.retry_dead_letters(now)
-    }
-    fn drop_dead_letters(&self) -> usize {
-        self.inner.drop_dead_letters()
-    }
+    forward_to_inner!();
 }
 
 #[tokio::test(start_paused = true)]
@@ -925,21 +918,7 @@ impl breakerbox_replay::Journal<u32> for SlowFirstTake {
             let _ = told.send(id);
         }
     }
-    fn status(&self) -> breakerbox_replay::JournalStatus {
-        self.inner.status()
-    }
-    fn entries(&self) -> Vec<breakerbox_replay::EntryInfo> {
-        self.inner.entries()
-    }
-    fn dead_letters(&self) -> Vec<breakerbox_replay::EntryInfo> {
-        self.inner.dead_letters()
-    }
-    fn retry_dead_letters(&self, now: Duration) -> usize {
-        self.inner.retry_dead_letters(now)
-    }
-    fn drop_dead_letters(&self) -> usize {
-        self.inner.drop_dead_letters()
-    }
+    forward_to_inner!();
 }
 
 #[test]
